@@ -1,0 +1,103 @@
+"""The ``kafkatxn`` entry point: assembles the command groups and maps every outcome to an exit code."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+
+import typer
+
+try:  # typer >= 0.20 vendors click; its usage errors are the ones raised
+    from typer._click.exceptions import UsageError as ClickUsageError
+except ImportError:  # pragma: no cover - older typer on real click
+    from click.exceptions import UsageError as ClickUsageError
+
+from kafkatxn import __version__
+from kafkatxn.errors import EXIT_UNKNOWN, EXIT_USAGE, KafkatxnError
+from kafkatxn.redact import redact
+
+app = typer.Typer(
+    name="kafkatxn",
+    help="Operations CLI for transactional Apache Kafka clusters.\n\n"
+    "Exit codes: 0 ok, 1 findings (warning), 2 critical findings, 3 could not determine, 64 usage error.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"kafkatxn {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+) -> None:
+    """Operations CLI for transactional Apache Kafka clusters."""
+
+
+def _register_commands() -> None:
+    from kafkatxn.cli import cluster_cmd, config_cmd
+
+    for module in (cluster_cmd, config_cmd):
+        module.register(app)
+    # Command groups added by later capabilities register themselves here too.
+    for name in ("producers_cmd", "transactions_cmd", "lso_cmd", "hanging_cmd", "remedy_cmd", "check_cmd", "audit_cmd"):
+        try:
+            module = __import__(f"kafkatxn.cli.{name}", fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != f"kafkatxn.cli.{name}":
+                raise
+            continue
+        module.register(app)
+
+
+_register_commands()
+
+
+def _error(message: str) -> None:
+    print(f"kafkatxn: error: {redact(message)}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="kafkatxn", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except ClickUsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kafkatxn` or group: show the help
+            print(exc.format_message(), file=sys.stderr)
+            sys.exit(EXIT_USAGE)
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        _error(exc.format_message() + hint)
+        code = EXIT_USAGE
+    except typer.Abort:
+        _error("aborted; nothing was changed")
+        code = EXIT_USAGE
+    except KafkatxnError as exc:
+        if debug:
+            traceback.print_exc()
+        _error(str(exc))
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - one line unless --debug
+        if debug:
+            traceback.print_exc()
+        _error(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)")
+        code = EXIT_UNKNOWN
+    finally:
+        logging.shutdown()
+    sys.stdout.flush()
+    sys.exit(code)

@@ -1,0 +1,17 @@
+"""``kafkatxn cluster``."""
+
+from __future__ import annotations
+
+import typer
+
+from kafkatxn import clusterinfo
+from kafkatxn.cli.common import CommandContext, command, fail_if_missing
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "cluster")
+    def cluster_command(ctx: CommandContext) -> int | None:
+        """Cluster id, controller, brokers, Kafka version, transaction APIs and settings."""
+        info = clusterinfo.describe(ctx.cluster)
+        ctx.render(info.report)
+        return fail_if_missing(ctx, info.missing, "cluster description")

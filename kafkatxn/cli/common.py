@@ -1,0 +1,237 @@
+"""What every command shares: connection and output options, the context built from them.
+
+Each command is declared with :func:`command`, which adds the shared options to its signature, so
+``kafkatxn <command> --bootstrap-server … -o json`` works the same everywhere.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+import logging
+import sys
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable, Optional, Sequence
+
+import typer
+
+from kafkatxn import config as config_mod
+from kafkatxn.cluster import Cluster
+from kafkatxn.errors import EXIT_UNKNOWN, KafkatxnError
+from kafkatxn.output import render
+
+
+class OutputFormat(str, enum.Enum):
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+    tsv = "tsv"
+
+
+CONNECTION = "Connection"
+OUTPUT = "Output"
+
+
+@dataclass
+class CommandContext:
+    """Options shared by all commands, and the cluster they lead to (opened on first use)."""
+
+    bootstrap_server: str | None = None
+    command_config: str | None = None
+    profile: str | None = None
+    timeout: str | None = None
+    properties: list[str] = field(default_factory=list)
+    output: str = "table"
+    no_headers: bool = False
+    debug: bool = False
+    _config: config_mod.ConnectionConfig | None = None
+    _cluster: Cluster | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def config(self) -> config_mod.ConnectionConfig:
+        if self._config is None:
+            self._config = config_mod.resolve(
+                bootstrap_servers=self.bootstrap_server,
+                command_config=self.command_config,
+                profile=self.profile,
+                timeout=self.timeout,
+                overrides=self.properties,
+            )
+            logging.getLogger("kafkatxn").debug("connection settings: %s", self._config.masked())
+        return self._config
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._cluster = Cluster(self.config)
+        return self._cluster
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            if self.debug:
+                counts = ", ".join(f"{k}={v}" for k, v in sorted(self._cluster.requests.items()))
+                logging.getLogger("kafkatxn").debug("requests sent: %s", counts or "none")
+
+    def render(self, rows: Any, row_type: type | None = None, empty_message: str | None = None) -> None:
+        render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message)
+
+    def note(self, message: str) -> None:
+        """A line for people on stderr; kept out of stdout so pipes stay clean."""
+        print(message, file=sys.stderr)
+
+    def debug_note(self, message: str) -> None:
+        logging.getLogger("kafkatxn").debug(message)
+
+
+def _shared_parameters() -> list[inspect.Parameter]:
+    def opt(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+    return [
+        opt(
+            "bootstrap_server",
+            Annotated[
+                Optional[str],
+                typer.Option(
+                    "--bootstrap-server", "-b", envvar="KAFKATXN_BOOTSTRAP_SERVERS", metavar="HOST:PORT[,…]",
+                    help="Brokers to connect to.", rich_help_panel=CONNECTION, show_envvar=True,
+                ),
+            ],
+            None,
+        ),
+        opt(
+            "command_config",
+            Annotated[
+                Optional[str],
+                typer.Option(
+                    "--command-config", "-c", envvar="KAFKATXN_COMMAND_CONFIG", metavar="FILE",
+                    help="Client properties file (librdkafka or Java --command-config keys).",
+                    rich_help_panel=CONNECTION,
+                ),
+            ],
+            None,
+        ),
+        opt(
+            "profile",
+            Annotated[
+                Optional[str],
+                typer.Option(
+                    "--profile", envvar="KAFKATXN_PROFILE", metavar="NAME",
+                    help="Named profile from ~/.config/kafkatxn/config.toml.", rich_help_panel=CONNECTION,
+                ),
+            ],
+            None,
+        ),
+        opt(
+            "property_overrides",
+            Annotated[
+                Optional[list[str]],
+                typer.Option(
+                    "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file.",
+                    rich_help_panel=CONNECTION,
+                ),
+            ],
+            None,
+        ),
+        opt(
+            "timeout",
+            Annotated[
+                Optional[str],
+                typer.Option(
+                    "--timeout", envvar="KAFKATXN_TIMEOUT", metavar="DURATION",
+                    help="Deadline for the whole command's network calls (default 30s).", rich_help_panel=CONNECTION,
+                ),
+            ],
+            None,
+        ),
+        opt(
+            "output",
+            Annotated[
+                OutputFormat,
+                typer.Option("--output", "-o", envvar="KAFKATXN_OUTPUT", help="Output format.", rich_help_panel=OUTPUT),
+            ],
+            OutputFormat.table,
+        ),
+        opt(
+            "no_headers",
+            Annotated[bool, typer.Option("--no-headers", help="Omit header rows (table, csv, tsv).", rich_help_panel=OUTPUT)],
+            False,
+        ),
+        opt(
+            "debug",
+            Annotated[
+                bool,
+                typer.Option("--debug", envvar="KAFKATXN_DEBUG", help="Log details and show tracebacks on stderr.", rich_help_panel=OUTPUT),
+            ],
+            False,
+        ),
+    ]
+
+
+SHARED_NAMES = {p.name for p in _shared_parameters()}
+
+
+def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callable:
+    """Register ``fn(ctx, **own_options)`` as a command with the shared options added.
+
+    The function returns an exit code (or None for 0); errors raise :class:`KafkatxnError`.
+    """
+
+    def decorate(fn: Callable[..., int | None]) -> Callable:
+        own = list(inspect.signature(fn).parameters.values())[1:]
+
+        @functools.wraps(fn)
+        def wrapper(**values: Any) -> int:
+            shared = {k: values.pop(k) for k in list(values) if k in SHARED_NAMES}
+            ctx = CommandContext(
+                bootstrap_server=shared["bootstrap_server"],
+                command_config=shared["command_config"],
+                profile=shared["profile"],
+                timeout=shared["timeout"],
+                properties=list(shared["property_overrides"] or []),
+                output=shared["output"].value,
+                no_headers=shared["no_headers"],
+                debug=shared["debug"],
+            )
+            if ctx.debug:
+                enable_debug_logging()
+            try:
+                code = fn(ctx, **values)
+            finally:
+                ctx.close()
+            raise typer.Exit(code or 0)
+
+        wrapper.__signature__ = inspect.Signature(own + _shared_parameters())  # type: ignore[attr-defined]
+        app.command(name, **kwargs)(wrapper)
+        return fn
+
+    return decorate
+
+
+def enable_debug_logging() -> None:
+    from kafkatxn.redact import RedactingFormatter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    if not any(getattr(h, "_kafkatxn", False) for h in root.handlers):
+        handler._kafkatxn = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    logging.getLogger("kafkatxn").setLevel(logging.DEBUG)
+
+
+def fail_if_missing(ctx: CommandContext, missing: Sequence[str], what: str) -> int | None:
+    """Report parts the cluster did not answer for; the command then ends with exit 3."""
+    if not missing:
+        return None
+    shown = "; ".join(missing[:5]) + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "")
+    ctx.note(f"kafkatxn: incomplete {what}: {shown}")
+    return EXIT_UNKNOWN
+
+
+__all__ = ["CommandContext", "OutputFormat", "command", "fail_if_missing", "KafkatxnError"]

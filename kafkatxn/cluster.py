@@ -1,0 +1,808 @@
+"""The one place that talks to Kafka.
+
+confluent-kafka (librdkafka) serves metadata, configs, ListOffsets with isolation levels, consumer
+group offsets and fencing; kafka-python 3.x serves the KIP-664 APIs librdkafka lacks
+(DescribeProducers, ListTransactions, DescribeTransactions, WriteTxnMarkers) plus ApiVersions and
+features. Every call shares the deadline of the command (``--timeout``). Calls that fan out to
+several brokers send all requests at once and return what arrived, naming what is missing, so a dead
+broker costs one deadline, not one per partition.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import re
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Iterable, NamedTuple, TypeVar
+
+from kafkatxn.config import ConnectionConfig
+from kafkatxn.errors import (
+    AuthenticationError,
+    ClusterError,
+    DeadlineExceeded,
+    KafkatxnError,
+    NotFoundError,
+    UnreachableError,
+    UnsupportedBrokerError,
+    UsageError,
+)
+
+log = logging.getLogger("kafkatxn.cluster")
+
+T = TypeVar("T")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+# DescribeProducers batches stay below this many partitions, as Kafka's own tool does.
+DESCRIBE_PRODUCERS_BATCH = 500
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int  # -1 when the partition has no leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    internal: bool = False
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+    partitions: tuple[PartitionInfo, ...]
+
+    def topics(self) -> list[str]:
+        return sorted({p.topic for p in self.partitions})
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return next((b for b in self.brokers if b.id == broker_id), None)
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """One active producer on one partition, as DescribeProducers reports it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1 when the producer has no open transaction
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    transactional_id: str
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1 when no transaction is open
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    value: str | None
+    source: str
+    is_default: bool
+
+
+@dataclass
+class Partial(Generic[T]):
+    """A result that may lack parts: ``missing`` names each part that did not arrive, and why."""
+
+    value: T
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+@dataclass(frozen=True)
+class BrokerApis:
+    versions: dict[str, tuple[int, int]]  # API name -> (min, max) version
+    inferred_version: str  # the newest Kafka release these versions fit, e.g. "4.3"
+
+
+@dataclass(frozen=True)
+class ListTransactionsSupport:
+    """Which filters the brokers applied themselves (ListTransactions v1: duration, v2: pattern)."""
+
+    duration_on_broker: bool
+    pattern_on_broker: bool
+
+
+class Cluster:
+    """Facade over both Kafka clients for one command run. Use as a context manager."""
+
+    def __init__(self, config: ConnectionConfig):
+        self.config = config
+        self.deadline = time.monotonic() + config.timeout_s
+        self._admin = None
+        self._kp = None
+        self._metadata: ClusterMetadata | None = None
+        self._client_errors: list[Any] = []
+        self._api_versions: dict[int, BrokerApis] = {}
+        self.requests: Counter[str] = Counter()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._kp is not None:
+            try:
+                self._kp.close()
+            except Exception:  # closing must never hide the real outcome
+                log.debug("closing kafka-python client failed", exc_info=True)
+            self._kp = None
+        self._admin = None
+
+    def restart_deadline(self, timeout_s: float | None = None) -> None:
+        """Start a fresh deadline (the exporter does this once per scrape)."""
+        self.deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.config.timeout_s)
+        self._metadata = None
+        self._api_versions.clear()
+        self._client_errors.clear()
+
+    def remaining_s(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceeded(
+                f"timed out after {self.config.timeout_ms / 1000:g}s talking to {self.config.bootstrap_servers} "
+                "(raise --timeout or check the cluster)"
+            )
+        return left
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def _on_client_error(self, err: Any) -> None:
+        self._client_errors.append(err)
+
+    def _transport_failure(self) -> str | None:
+        from confluent_kafka import KafkaError
+
+        for err in reversed(self._client_errors):
+            if err.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE):
+                text = _clean(err.str())
+                # librdkafka prefixes with the client's name and broker: keep the reason.
+                reason = text.rsplit(": ", 1)[-1] if ": " in text else text
+                return re.sub(r"\s*\(after \d+ms in state \w+\)", "", reason)
+        return None
+
+    def _raise_auth_errors(self) -> None:
+        from confluent_kafka import KafkaError
+
+        for err in self._client_errors:
+            code = err.code()
+            if code in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+                raise AuthenticationError(f"authentication failed: {_clean(err.str())}")
+            if code == KafkaError._SSL:
+                raise AuthenticationError(f"TLS handshake failed: {_clean(err.str())}")
+
+    @property
+    def admin(self):
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(self.config.librdkafka(error_cb=self._on_client_error))
+        return self._admin
+
+    @property
+    def kp(self):
+        """kafka-python admin client; created on first use, within the deadline."""
+        if self._kp is None:
+            from kafka.admin import KafkaAdminClient
+
+            kw = self.config.kafka_python()
+            timeout_ms = int(self.remaining_s() * 1000)
+            kw["bootstrap_timeout_ms"] = max(timeout_ms, 1)
+            kw["request_timeout_ms"] = max(min(kw["request_timeout_ms"], timeout_ms), 1)
+            try:
+                self._kp = KafkaAdminClient(**kw)
+            except Exception as exc:  # noqa: BLE001 - translated into one line
+                raise self._translate(exc, "connecting") from exc
+        return self._kp
+
+    def _translate(self, exc: BaseException, what: str) -> KafkatxnError:
+        """One clear error for anything either client raised."""
+        if isinstance(exc, KafkatxnError):
+            return exc
+        self._raise_if_auth_in(exc)
+        name = type(exc).__name__
+        text = _clean(str(exc))
+        code = _kafka_error_code(exc)
+        if code in ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE"):
+            if self._admin is not None:
+                self._admin.poll(0)
+            detail = self._transport_failure() or exc.args[0].str()
+            return UnreachableError(f"cannot reach any broker at {self.config.bootstrap_servers}: {detail}")
+        if code == "_TIMED_OUT":
+            exc = concurrent.futures.TimeoutError()
+            name = "Timeout"
+        if "Timeout" in name or "timed out" in text.lower() or isinstance(exc, concurrent.futures.TimeoutError):
+            unreachable = self._transport_failure()
+            if unreachable:
+                return UnreachableError(
+                    f"cannot reach any broker at {self.config.bootstrap_servers} within "
+                    f"{self.config.timeout_ms / 1000:g}s: {unreachable}"
+                )
+            return DeadlineExceeded(
+                f"timed out after {self.config.timeout_ms / 1000:g}s {what} ({self.config.bootstrap_servers}); "
+                "check that the cluster is reachable or raise --timeout"
+            )
+        if name in ("NoBrokersAvailable",) or "Unable to bootstrap" in text:
+            return UnreachableError(f"cannot reach any broker at {self.config.bootstrap_servers}")
+        return ClusterError(f"{what} failed: {name}: {text}" if text else f"{what} failed: {name}")
+
+    def _raise_if_auth_in(self, exc: BaseException) -> None:
+        try:
+            self._raise_auth_errors()
+        except AuthenticationError as auth:
+            raise auth from exc
+        name = type(exc).__name__
+        text = _clean(str(exc))
+        if "Authentication" in name or "SASL" in text.upper() and "AUTH" in text.upper():
+            raise AuthenticationError(f"authentication failed: {text or name}") from exc
+        if "SSL" in name or "CERTIFICATE" in text.upper():
+            raise AuthenticationError(f"TLS handshake failed: {text or name}") from exc
+
+    def _wait(self, future: concurrent.futures.Future, what: str) -> Any:
+        """Wait for a confluent-kafka future within the deadline, failing fast on auth errors."""
+        while True:
+            if self._admin is not None:
+                self._admin.poll(0)  # serves error_cb, which is how auth and transport errors arrive
+            self._raise_auth_errors()
+            left = self.remaining_s()
+            try:
+                return future.result(timeout=min(left, 0.2))
+            except concurrent.futures.TimeoutError:
+                if time.monotonic() >= self.deadline:
+                    raise self._translate(concurrent.futures.TimeoutError(), what) from None
+
+    # -- metadata and configs (confluent-kafka) ------------------------------------------------
+
+    def metadata(self, refresh: bool = False) -> ClusterMetadata:
+        if self._metadata is not None and not refresh:
+            return self._metadata
+        from confluent_kafka import KafkaException
+
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        future = pool.submit(self.admin.list_topics, timeout=self.remaining_s())
+        pool.shutdown(wait=False)
+        try:
+            md = self._wait(future, "fetching metadata")
+        except KafkaException as exc:
+            raise self._translate(exc, "fetching metadata") from exc
+        self.requests["Metadata"] += 1
+        brokers = tuple(sorted((BrokerInfo(b.id, b.host, b.port, None) for b in md.brokers.values()), key=lambda b: b.id))
+        partitions = []
+        for name, topic in md.topics.items():
+            internal = name in INTERNAL_TOPICS
+            for p in topic.partitions.values():
+                partitions.append(PartitionInfo(name, p.id, p.leader, tuple(p.replicas), tuple(p.isrs), internal))
+        partitions.sort(key=lambda p: (p.topic, p.partition))
+        self._metadata = ClusterMetadata(md.cluster_id, md.controller_id, brokers, tuple(partitions))
+        return self._metadata
+
+    def describe_cluster(self) -> ClusterMetadata:
+        """Metadata plus broker racks (DescribeCluster), which plain metadata does not carry."""
+        md = self.metadata()
+        try:
+            desc = self._wait(self.admin.describe_cluster(request_timeout=self.remaining_s()), "describing the cluster")
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, "describing the cluster") from exc
+        self.requests["DescribeCluster"] += 1
+        brokers = tuple(sorted((BrokerInfo(n.id, n.host, n.port, n.rack) for n in desc.nodes), key=lambda b: b.id))
+        controller = desc.controller.id if desc.controller is not None else md.controller_id
+        return ClusterMetadata(desc.cluster_id or md.cluster_id, controller, brokers, md.partitions)
+
+    def select_partitions(
+        self,
+        topics: Iterable[str] | None = None,
+        partition: int | None = None,
+        include_internal: bool = False,
+        topic_pattern: str | None = None,
+    ) -> list[PartitionInfo]:
+        """Partitions named by the user; unknown topics or partitions raise :class:`NotFoundError`."""
+        md = self.metadata()
+        by_topic: dict[str, list[PartitionInfo]] = defaultdict(list)
+        for p in md.partitions:
+            by_topic[p.topic].append(p)
+        topics = list(topics or [])
+        if partition is not None and len(topics) != 1:
+            raise UsageError("--partition needs exactly one --topic")
+        if topics:
+            unknown = [t for t in topics if t not in by_topic]
+            if unknown:
+                raise NotFoundError(f"unknown topic {', '.join(repr(t) for t in unknown)}")
+            chosen = [p for t in dict.fromkeys(topics) for p in by_topic[t]]
+            if partition is not None:
+                chosen = [p for p in chosen if p.partition == partition]
+                if not chosen:
+                    count = len(by_topic[topics[0]])
+                    raise NotFoundError(f"topic {topics[0]!r} has no partition {partition} (it has {count}: 0-{count - 1})")
+        else:
+            chosen = [p for p in md.partitions if include_internal or not p.internal]
+        if topic_pattern:
+            try:
+                rx = re.compile(topic_pattern)
+            except re.error as exc:
+                raise UsageError(f"bad topic regex {topic_pattern!r}: {exc}") from None
+            chosen = [p for p in chosen if rx.search(p.topic)]
+        return chosen
+
+    def broker_configs(self, names: Iterable[str], broker_ids: Iterable[int] | None = None) -> Partial[dict[int, dict[str, ConfigValue]]]:
+        from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+        wanted = set(names)
+        ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
+        resources = [ConfigResource(ResourceType.BROKER, str(i)) for i in ids]
+        futures = self.admin.describe_configs(resources, request_timeout=self.remaining_s())
+        result: dict[int, dict[str, ConfigValue]] = {}
+        missing: list[str] = []
+        for resource, future in futures.items():
+            broker_id = int(resource.name)
+            try:
+                entries = self._wait(future, f"describing configs of broker {broker_id}")
+            except DeadlineExceeded:
+                missing.append(f"broker {broker_id}: configs timed out")
+                continue
+            except AuthenticationError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                missing.append(f"broker {broker_id}: {_clean(str(exc))}")
+                continue
+            self.requests["DescribeConfigs"] += 1
+            result[broker_id] = {
+                name: ConfigValue(entry.value, ConfigSource(entry.source).name.lower(), bool(entry.is_default))
+                for name, entry in entries.items()
+                if name in wanted
+            }
+        return Partial(result, missing)
+
+    def topic_configs(self, topics: Iterable[str], names: Iterable[str]) -> dict[str, dict[str, str | None]]:
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        wanted = set(names)
+        futures = self.admin.describe_configs(
+            [ConfigResource(ResourceType.TOPIC, t) for t in topics], request_timeout=self.remaining_s()
+        )
+        out = {}
+        for resource, future in futures.items():
+            entries = self._wait(future, f"describing configs of topic {resource.name}")
+            out[resource.name] = {n: e.value for n, e in entries.items() if n in wanted}
+        return out
+
+    # -- offsets (confluent-kafka) -------------------------------------------------------------
+
+    def list_offsets(self, partitions: Iterable[TopicPartition], read_committed: bool) -> Partial[dict[TopicPartition, int]]:
+        """Latest offset per partition: the high watermark (read_uncommitted) or the LSO (read_committed).
+
+        librdkafka groups the partitions by leader, so this is one ListOffsets request per broker.
+        """
+        from confluent_kafka import IsolationLevel, TopicPartition as CTP
+        from confluent_kafka.admin import OffsetSpec
+
+        tps = list(partitions)
+        if not tps:
+            return Partial({})
+        isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        request = {CTP(tp.topic, tp.partition): OffsetSpec.latest() for tp in tps}
+        try:
+            futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=self.remaining_s())
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, "listing offsets") from exc
+        self.requests["ListOffsets"] += len({p.leader for p in self.metadata().partitions if p.tp in set(tps)})
+        out: dict[TopicPartition, int] = {}
+        missing: list[str] = []
+        for ctp, future in futures.items():
+            tp = TopicPartition(ctp.topic, ctp.partition)
+            try:
+                out[tp] = self._wait(future, "listing offsets").offset
+            except AuthenticationError:
+                raise
+            except DeadlineExceeded:
+                missing.append(f"{tp}: timed out")
+            except Exception as exc:  # noqa: BLE001
+                missing.append(f"{tp}: {_clean(str(exc))}")
+        return Partial(out, missing)
+
+    # -- consumer groups (confluent-kafka) -----------------------------------------------------
+
+    def list_groups(self) -> list[str]:
+        try:
+            result = self._wait(self.admin.list_consumer_groups(request_timeout=self.remaining_s()), "listing groups")
+        except KafkatxnError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, "listing consumer groups") from exc
+        return sorted(g.group_id for g in result.valid)
+
+    def group_offsets(self, groups: Iterable[str]) -> Partial[dict[str, dict[TopicPartition, int]]]:
+        """Committed offsets per group (offsets < 0 mean nothing committed)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        out: dict[str, dict[TopicPartition, int]] = {}
+        missing: list[str] = []
+        for group in groups:
+            futures = self.admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=self.remaining_s()
+            )
+            try:
+                result = self._wait(futures[group], f"fetching offsets of group {group}")
+            except DeadlineExceeded:
+                missing.append(f"group {group}: timed out")
+                continue
+            except AuthenticationError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                missing.append(f"group {group}: {_clean(str(exc))}")
+                continue
+            out[group] = {
+                TopicPartition(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0
+            }
+        return Partial(out, missing)
+
+    # -- kafka-python wire calls ---------------------------------------------------------------
+
+    def _send_all(self, requests: list[tuple[int | None, Any]]) -> list[Any]:
+        """Send every request at once; return each response, or the exception it failed with.
+
+        The requests are in flight together, so N brokers cost one round trip, and a dead broker
+        costs at most the remaining deadline.
+        """
+        manager = self.kp._manager
+        timeout_ms = int(self.remaining_s() * 1000)
+
+        async def run() -> list[Any]:
+            pending = []
+            for node_id, request in requests:
+                self.requests[type(request).__name__.removesuffix("Request")] += 1
+                pending.append(manager.send(request, node_id=node_id, request_timeout_ms=timeout_ms))
+            results = []
+            for fut in pending:
+                try:
+                    results.append(await manager.wait_for(fut, timeout_ms))
+                except Exception as exc:  # noqa: BLE001 - returned to the caller per request
+                    results.append(exc)
+            return results
+
+        try:
+            return manager.run(run)
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, "sending requests") from exc
+
+    def _check_response(self, result: Any, where: str, missing: list[str]) -> bool:
+        if isinstance(result, BaseException):
+            self._raise_if_auth_in(result)
+            reason = "timed out" if "Timeout" in type(result).__name__ else _clean(str(result)) or type(result).__name__
+            missing.append(f"{where}: {reason}")
+            return False
+        return True
+
+    def api_versions(self, broker_ids: Iterable[int] | None = None) -> Partial[dict[int, BrokerApis]]:
+        from kafka.protocol.api_key import ApiKey
+        from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+        from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+
+        ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
+        cached = {i: self._api_versions[i] for i in ids if i in self._api_versions}
+        if len(cached) == len(ids):
+            return Partial(cached)
+        cfg = self.kp._manager.config
+        request = ApiVersionsRequest(
+            client_software_name=cfg["client_software_name"],
+            client_software_version=cfg["client_software_version"],
+            min_version=3,
+        )
+        responses = self._send_all([(i, request) for i in ids])
+        out: dict[int, BrokerApis] = {}
+        missing: list[str] = []
+        for broker_id, resp in zip(ids, responses):
+            if not self._check_response(resp, f"broker {broker_id}", missing):
+                continue
+            versions = {}
+            by_key = {}
+            for api in resp.api_keys:
+                by_key[api.api_key] = (api.min_version, api.max_version)
+                try:
+                    name = ApiKey(api.api_key).name
+                except ValueError:
+                    name = f"api_{api.api_key}"
+                versions[name] = (api.min_version, api.max_version)
+            inferred = ".".join(str(x) for x in infer_broker_version_from_api_versions(by_key))
+            out[broker_id] = BrokerApis(versions, inferred)
+        self._api_versions.update(out)
+        return Partial(out, missing)
+
+    def finalized_features(self) -> dict[str, int]:
+        try:
+            features = self.kp.describe_features()
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, "describing features") from exc
+        self.requests["ApiVersions"] += 1
+        return {name: f["finalized"][1] for name, f in features.items() if f.get("finalized")}
+
+    def _max_version(self, api_name: str, broker_id: int | None = None) -> int:
+        from kafka.protocol.api_key import ApiKey
+
+        data = self.kp._manager.broker_version_data
+        key = ApiKey[api_name].value
+        versions = data.api_versions.get(key) if data is not None else None
+        return versions[1] if versions else -1
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition], broker_id: int | None = None
+    ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
+        """DescribeProducers, batched per leader (or sent to ``broker_id``), ≤500 partitions a request."""
+        from kafka.protocol.admin.transactions import DescribeProducersRequest
+
+        tps = sorted(set(partitions))
+        if not tps:
+            return Partial({})
+        if self._max_version("DescribeProducers") < 0:
+            raise UnsupportedBrokerError("the broker does not support DescribeProducers (needs Apache Kafka 2.8 or newer)")
+        missing: list[str] = []
+        by_node: dict[int, list[TopicPartition]] = defaultdict(list)
+        if broker_id is not None:
+            by_node[broker_id] = tps
+        else:
+            leaders = {p.tp: p.leader for p in self.metadata().partitions}
+            for tp in tps:
+                leader = leaders.get(tp, -1)
+                if leader < 0:
+                    missing.append(f"{tp}: no leader")
+                else:
+                    by_node[leader].append(tp)
+        batches: list[tuple[int, list[TopicPartition]]] = []
+        for node, node_tps in by_node.items():
+            for i in range(0, len(node_tps), DESCRIBE_PRODUCERS_BATCH):
+                batches.append((node, node_tps[i : i + DESCRIBE_PRODUCERS_BATCH]))
+        requests = []
+        for node, batch in batches:
+            per_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in batch:
+                per_topic[tp.topic].append(tp.partition)
+            topics = [DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps) for t, ps in per_topic.items()]
+            requests.append((node, DescribeProducersRequest(topics=topics)))
+        out: dict[TopicPartition, list[ProducerState]] = {}
+        for (node, batch), resp in zip(batches, self._send_all(requests)):
+            if not self._check_response(resp, f"broker {node} ({len(batch)} partitions)", missing):
+                continue
+            for topic in resp.topics:
+                for part in topic.partitions:
+                    tp = TopicPartition(topic.name, part.partition_index)
+                    if part.error_code:
+                        missing.append(f"{tp}: {_error_name(part.error_code)}")
+                        continue
+                    out[tp] = [
+                        ProducerState(
+                            p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp,
+                            p.coordinator_epoch, p.current_txn_start_offset,
+                        )
+                        for p in part.active_producers
+                    ]
+        return Partial(out, missing)
+
+    def list_transactions(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        min_duration_ms: int | None = None,
+        pattern: str | None = None,
+    ) -> tuple[Partial[list[TransactionListing]], ListTransactionsSupport]:
+        """ListTransactions on every broker (each coordinates a slice of ``__transaction_state``).
+
+        Duration and pattern filters go to the broker when every broker supports them
+        (v1 and v2); otherwise they are left to the caller, as the returned support says.
+        """
+        from kafka.protocol.admin.transactions import ListTransactionsRequest
+
+        ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
+        versions = self.api_versions(ids).value
+        max_versions = [versions[i].versions.get("ListTransactions", (0, -1))[1] if i in versions else None for i in ids]
+        if versions and all(v < 0 for v in max_versions if v is not None):
+            raise UnsupportedBrokerError("the brokers do not support ListTransactions (needs Apache Kafka 3.0 or newer)")
+        lowest = min((v for i, v in zip(ids, max_versions) if i in versions), default=0)
+        support = ListTransactionsSupport(
+            duration_on_broker=min_duration_ms is not None and lowest >= 1,
+            pattern_on_broker=pattern is not None and lowest >= 2,
+        )
+        kwargs: dict[str, Any] = {
+            "state_filters": list(states),
+            "producer_id_filters": list(producer_ids),
+            "min_version": 0,
+        }
+        if support.duration_on_broker:
+            kwargs["duration_filter"] = int(min_duration_ms)
+            kwargs["min_version"] = 1
+        if support.pattern_on_broker:
+            kwargs["transactional_id_pattern"] = pattern
+            kwargs["min_version"] = 2
+        responses = self._send_all([(i, ListTransactionsRequest(**kwargs)) for i in ids])
+        out: list[TransactionListing] = []
+        missing: list[str] = []
+        for broker_id, resp in zip(ids, responses):
+            if not self._check_response(resp, f"broker {broker_id}", missing):
+                continue
+            if resp.error_code:
+                missing.append(f"broker {broker_id}: {_error_name(resp.error_code)}")
+                continue
+            for txn in resp.transaction_states:
+                out.append(TransactionListing(txn.transactional_id, txn.producer_id, txn.transaction_state, broker_id))
+        out.sort(key=lambda t: t.transactional_id)
+        return Partial(out, missing), support
+
+    def find_transaction_coordinators(self, transactional_ids: Iterable[str]) -> Partial[dict[str, int]]:
+        from kafka.protocol.metadata import FindCoordinatorRequest
+
+        tids = list(dict.fromkeys(transactional_ids))
+        if not tids:
+            return Partial({})
+        missing: list[str] = []
+        out: dict[str, int] = {}
+        if self._max_version("FindCoordinator") >= 4:
+            requests = [(None, FindCoordinatorRequest(key_type=1, coordinator_keys=tids, min_version=4))]
+            (resp,) = self._send_all(requests)
+            if not self._check_response(resp, "FindCoordinator", missing):
+                return Partial(out, missing)
+            for c in resp.coordinators:
+                if c.error_code:
+                    missing.append(f"transactional id {c.key!r}: {_error_name(c.error_code)}")
+                else:
+                    out[c.key] = c.node_id
+        else:
+            requests = [(None, FindCoordinatorRequest(key=t, key_type=1, max_version=3)) for t in tids]
+            for tid, resp in zip(tids, self._send_all(requests)):
+                if not self._check_response(resp, f"transactional id {tid!r}", missing):
+                    continue
+                if resp.error_code:
+                    missing.append(f"transactional id {tid!r}: {_error_name(resp.error_code)}")
+                else:
+                    out[tid] = resp.node_id
+        return Partial(out, missing)
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> tuple[dict[str, TransactionDescription], dict[str, str], list[str]]:
+        """DescribeTransactions routed to each id's coordinator.
+
+        Returns ``(found, not_found, missing)``: descriptions by id; ids the coordinator does not
+        know (TRANSACTIONAL_ID_NOT_FOUND), with the error name; and what could not be asked.
+        """
+        from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+
+        coordinators = self.find_transaction_coordinators(transactional_ids)
+        missing = list(coordinators.missing)
+        by_node: dict[int, list[str]] = defaultdict(list)
+        for tid, node in coordinators.value.items():
+            by_node[node].append(tid)
+        nodes = list(by_node)
+        responses = self._send_all([(n, DescribeTransactionsRequest(transactional_ids=by_node[n])) for n in nodes])
+        found: dict[str, TransactionDescription] = {}
+        not_found: dict[str, str] = {}
+        for node, resp in zip(nodes, responses):
+            if not self._check_response(resp, f"coordinator {node}", missing):
+                continue
+            for txn in resp.transaction_states:
+                if txn.error_code:
+                    error = _error_name(txn.error_code)
+                    if error == "TRANSACTIONAL_ID_NOT_FOUND":
+                        not_found[txn.transactional_id] = error
+                    else:
+                        missing.append(f"transactional id {txn.transactional_id!r}: {error}")
+                    continue
+                partitions = frozenset(TopicPartition(t.topic, p) for t in txn.topics for p in t.partitions)
+                found[txn.transactional_id] = TransactionDescription(
+                    txn.transactional_id, node, txn.transaction_state, txn.producer_id, txn.producer_epoch,
+                    txn.transaction_timeout_ms, txn.transaction_start_time_ms, partitions,
+                )
+        return found, not_found, missing
+
+    def write_abort_marker(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, leader: int
+    ) -> str | None:
+        """WriteTxnMarkers(ABORT) for one producer on one partition, sent to its leader.
+
+        Returns None on success or the broker's error name.
+        """
+        from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
+
+        marker_cls = WriteTxnMarkersRequest.WritableTxnMarker
+        marker = marker_cls(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transaction_result=False,
+            topics=[marker_cls.WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])],
+            coordinator_epoch=coordinator_epoch,
+        )
+        (resp,) = self._send_all([(leader, WriteTxnMarkersRequest(markers=[marker]))])
+        if isinstance(resp, BaseException):
+            self._raise_if_auth_in(resp)
+            raise self._translate(resp, f"writing the abort marker to broker {leader}")
+        for result in resp.markers:
+            for topic in result.topics:
+                for part in topic.partitions:
+                    if part.error_code:
+                        return _error_name(part.error_code)
+        return None
+
+
+def _kafka_error_code(exc: BaseException) -> str | None:
+    """The librdkafka error name (e.g. ``_TRANSPORT``) carried by a confluent-kafka exception."""
+    arg = exc.args[0] if exc.args else None
+    if arg is not None and hasattr(arg, "name") and hasattr(arg, "code"):
+        try:
+            return arg.name()
+        except Exception:  # noqa: BLE001
+            return None
+    return None
+
+
+def _error_name(code: int) -> str:
+    import kafka.errors as Errors
+
+    cls = Errors.for_code(code)
+    name = getattr(cls, "message", None) or cls.__name__
+    return str(name)
+
+
+_SECRETISH = re.compile(r"(password|secret)\s*[=:]\s*\S+", re.I)
+
+
+def _clean(text: str) -> str:
+    """One line, without anything that looks like a credential."""
+    text = " ".join(str(text).split())
+    return _SECRETISH.sub(r"\1=******", text)
+
+
+def open_cluster(config: ConnectionConfig) -> Cluster:
+    return Cluster(config)
+
+
+def with_cluster(config: ConnectionConfig, fn: Callable[[Cluster], T]) -> T:
+    with Cluster(config) as cluster:
+        return fn(cluster)

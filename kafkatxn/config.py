@@ -1,0 +1,392 @@
+"""One connection config for both Kafka clients.
+
+Settings come from flags, environment variables (``KAFKATXN_*``) and named profiles, in that
+order of precedence. Client properties are read from a properties file that may use librdkafka
+keys or the Java client keys people already pass to ``kafka-*.sh --command-config``; both are
+normalised to librdkafka keys here and translated once more for kafka-python.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatxn.durations import parse_duration_ms
+from kafkatxn.errors import UsageError
+from kafkatxn.redact import register_secret
+
+DEFAULT_TIMEOUT_MS = 30_000
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# librdkafka keys accepted as they are.
+LIBRDKAFKA_KEYS = {
+    "bootstrap.servers",
+    "security.protocol",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.key.pem",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "client.id",
+}
+
+# Java client keys that only tune the Java client and have no meaning for this tool.
+JAVA_KEYS_IGNORED = {
+    "request.timeout.ms",
+    "default.api.timeout.ms",
+    "retries",
+    "retry.backoff.ms",
+    "connections.max.idle.ms",
+    "metadata.max.age.ms",
+    "ssl.protocol",
+    "ssl.enabled.protocols",
+    "ssl.truststore.type",
+    "ssl.keystore.type",
+}
+
+SECRET_KEYS = {"sasl.password", "ssl.key.password", "ssl.key.pem", "sasl.jaas.config"}
+
+_JAAS = re.compile(
+    r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)(?P<opts>.*?);?\s*$",
+    re.S,
+)
+_JAAS_OPTION = re.compile(r"""\s*([\w.]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;]+)""")
+_JAAS_MODULES = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
+    "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
+}
+
+
+def is_secret(key: str) -> bool:
+    return key in SECRET_KEYS or "password" in key or "secret" in key
+
+
+def mask(key: str, value: str) -> str:
+    return "******" if is_secret(key) and value else value
+
+
+@dataclass(frozen=True)
+class PropertyLine:
+    source: str
+    line: int
+    key: str
+    value: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+def parse_properties(text: str, source: str = "<properties>") -> list[PropertyLine]:
+    """Java ``.properties`` syntax: ``key=value``, ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
+    lines = text.splitlines()
+    out: list[PropertyLine] = []
+    i = 0
+    while i < len(lines):
+        start = i + 1
+        logical = lines[i].lstrip()
+        i += 1
+        if not logical or logical[0] in "#!":
+            continue
+        while _ends_with_continuation(logical) and i < len(lines):
+            logical = logical[:-1] + lines[i].lstrip()
+            i += 1
+        if _ends_with_continuation(logical):
+            logical = logical[:-1]
+        match = re.match(r"((?:[^=:\s\\]|\\.)+)\s*[=:]\s*(.*)$", logical, re.S)
+        if not match:
+            # The line itself is not echoed: it may hold a secret.
+            raise UsageError(f"{source}:{start}: expected key=value")
+        key = _unescape(match.group(1))
+        value = _unescape(match.group(2)).strip()
+        out.append(PropertyLine(source, start, key, value))
+    return out
+
+
+def _ends_with_continuation(line: str) -> bool:
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"t": "\t", "n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), text)
+
+
+def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
+    """librdkafka-keyed settings from librdkafka or Java client properties; refuses what cannot map."""
+    out: dict[str, str] = {}
+    truststore_type = keystore_type = "PEM"
+    for p in props:
+        if p.key == "ssl.truststore.type":
+            truststore_type = p.value.upper()
+        if p.key == "ssl.keystore.type":
+            keystore_type = p.value.upper()
+    for p in props:
+        key, value = p.key, p.value
+        if key in LIBRDKAFKA_KEYS:
+            out[key] = value
+        elif key == "sasl.mechanism":
+            out["sasl.mechanisms"] = value
+        elif key == "sasl.jaas.config":
+            username, password = _parse_jaas(p)
+            out["sasl.username"] = username
+            out["sasl.password"] = password
+        elif key == "ssl.truststore.location":
+            if truststore_type != "PEM":
+                raise UsageError(
+                    f"{p.where}: ssl.truststore.type={truststore_type} cannot be used by the Python clients; "
+                    "export the CA as PEM (keytool -exportcert -rfc) and set ssl.truststore.type=PEM or ssl.ca.location"
+                )
+            out["ssl.ca.location"] = value
+        elif key == "ssl.truststore.certificates":
+            out["ssl.ca.pem"] = value
+        elif key == "ssl.keystore.location":
+            if keystore_type != "PEM":
+                raise UsageError(
+                    f"{p.where}: ssl.keystore.type={keystore_type} cannot be used by the Python clients; "
+                    "convert the key store to PEM and set ssl.certificate.location and ssl.key.location"
+                )
+            # A PEM key store holds the certificate chain and the private key in one file.
+            out["ssl.certificate.location"] = value
+            out["ssl.key.location"] = value
+        elif key == "ssl.keystore.certificate.chain":
+            out["ssl.certificate.pem"] = value
+        elif key == "ssl.keystore.key":
+            out["ssl.key.pem"] = value
+        elif key in ("ssl.keystore.password", "ssl.truststore.password"):
+            if key == "ssl.keystore.password" and "ssl.key.password" not in out:
+                out["ssl.key.password"] = value
+        elif key in JAVA_KEYS_IGNORED:
+            continue
+        else:
+            raise UsageError(f"{p.where}: unsupported property {key!r}")
+    _validate(out, props)
+    return out
+
+
+def _parse_jaas(p: PropertyLine) -> tuple[str, str]:
+    match = _JAAS.match(p.value)
+    if not match:
+        raise UsageError(f"{p.where}: cannot parse sasl.jaas.config; expected '<LoginModule> required username=\"…\" password=\"…\";'")
+    module = match.group("module")
+    if module not in _JAAS_MODULES:
+        raise UsageError(f"{p.where}: sasl.jaas.config login module {module} is not supported (PLAIN and SCRAM are)")
+    options = {k: _unquote(v) for k, v in _JAAS_OPTION.findall(match.group("opts"))}
+    if "username" not in options or "password" not in options:
+        raise UsageError(f"{p.where}: sasl.jaas.config needs username and password")
+    return options["username"], options["password"]
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
+
+
+def _validate(settings: dict[str, str], props: list[PropertyLine]) -> None:
+    where = {p.key: p.where for p in props}
+
+    def at(*keys: str) -> str:
+        for k in keys:
+            if k in where:
+                return where[k]
+        return "properties"
+
+    protocol = settings.get("security.protocol")
+    if protocol is not None:
+        settings["security.protocol"] = protocol.upper()
+        if protocol.upper() not in SECURITY_PROTOCOLS:
+            raise UsageError(f"{at('security.protocol')}: security.protocol must be one of {', '.join(SECURITY_PROTOCOLS)}")
+    mechanism = settings.get("sasl.mechanisms")
+    if mechanism is not None:
+        settings["sasl.mechanisms"] = mechanism.upper()
+        if mechanism.upper() not in SASL_MECHANISMS:
+            raise UsageError(
+                f"{at('sasl.mechanism', 'sasl.mechanisms')}: SASL mechanism {mechanism} is not supported "
+                f"({', '.join(SASL_MECHANISMS)} are)"
+            )
+    algo = settings.get("ssl.endpoint.identification.algorithm")
+    if algo is not None:
+        settings["ssl.endpoint.identification.algorithm"] = "https" if algo.lower() == "https" else "none"
+
+
+def read_properties_file(path: str | Path) -> dict[str, str]:
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"command config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read command config file {path}: {exc.__class__.__name__}") from None
+    return normalize_properties(parse_properties(text, str(path)))
+
+
+def config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "kafkatxn"
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "kafkatxn"
+
+
+def profiles_file() -> Path:
+    return Path(os.environ.get("KAFKATXN_CONFIG") or config_dir() / "config.toml")
+
+
+def load_profile(name: str | None) -> tuple[str | None, dict]:
+    """The named (or default) profile from the profiles file; ``(None, {})`` when there is none."""
+    path = profiles_file()
+    if not path.exists():
+        if name:
+            raise UsageError(f"profile {name!r} not found: {path} does not exist")
+        return None, {}
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    profiles = doc.get("profiles", {})
+    chosen = name or doc.get("default_profile")
+    if not chosen:
+        return None, {}
+    if chosen not in profiles:
+        known = ", ".join(sorted(profiles)) or "none"
+        raise UsageError(f"profile {chosen!r} not found in {path} (profiles: {known})")
+    profile = profiles[chosen]
+    if not isinstance(profile, dict):
+        raise UsageError(f"{path}: profiles.{chosen} must be a table")
+    return chosen, profile
+
+
+@dataclass
+class ConnectionConfig:
+    bootstrap_servers: str
+    settings: dict[str, str] = field(default_factory=dict)
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    profile: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def timeout_s(self) -> float:
+        return self.timeout_ms / 1000
+
+    def librdkafka(self, **extra: str | int | bool) -> dict:
+        """Settings for confluent-kafka clients, with the deadline applied to every request."""
+        conf: dict = {"bootstrap.servers": self.bootstrap_servers, "client.id": "kafkatxn"}
+        conf.update(self.settings)
+        conf.setdefault("socket.timeout.ms", max(self.timeout_ms, 10))
+        conf.setdefault("socket.connection.setup.timeout.ms", max(self.timeout_ms, 1000))
+        # librdkafka logs connection failures to stderr by default; we report them as one line instead.
+        conf.setdefault("log_level", 0)
+        conf.update(extra)
+        return conf
+
+    def kafka_python(self) -> dict:
+        """The same settings as kafka-python keyword arguments."""
+        s = self.settings
+        kw: dict = {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            "client_id": s.get("client.id", "kafkatxn"),
+            "request_timeout_ms": max(self.timeout_ms, 1000),
+            "security_protocol": s.get("security.protocol", "PLAINTEXT"),
+        }
+        if "sasl.mechanisms" in s:
+            kw["sasl_mechanism"] = s["sasl.mechanisms"]
+        if "sasl.username" in s:
+            kw["sasl_plain_username"] = s["sasl.username"]
+        if "sasl.password" in s:
+            kw["sasl_plain_password"] = s["sasl.password"]
+        if "ssl.ca.location" in s:
+            kw["ssl_cafile"] = s["ssl.ca.location"]
+        if "ssl.ca.pem" in s:
+            kw["ssl_cadata"] = s["ssl.ca.pem"]
+        if "ssl.certificate.location" in s:
+            kw["ssl_certfile"] = s["ssl.certificate.location"]
+        if "ssl.key.location" in s:
+            kw["ssl_keyfile"] = s["ssl.key.location"]
+        if "ssl.key.password" in s:
+            kw["ssl_password"] = s["ssl.key.password"]
+        if s.get("ssl.endpoint.identification.algorithm") == "none":
+            kw["ssl_check_hostname"] = False
+        if "ssl.certificate.pem" in s or "ssl.key.pem" in s:
+            raise UsageError(
+                "inline PEM client certificates (ssl.keystore.key / ssl.certificate.pem) are not supported by "
+                "kafka-python; point ssl.certificate.location and ssl.key.location at files"
+            )
+        return kw
+
+    def masked(self) -> dict[str, str]:
+        shown = {"bootstrap.servers": self.bootstrap_servers, "timeout": f"{self.timeout_ms}ms"}
+        if self.profile:
+            shown["profile"] = self.profile
+        for key, value in sorted(self.settings.items()):
+            shown[key] = mask(key, value)
+        return shown
+
+
+def resolve(
+    bootstrap_servers: str | None = None,
+    command_config: str | None = None,
+    profile: str | None = None,
+    timeout: str | None = None,
+    overrides: list[str] | None = None,
+) -> ConnectionConfig:
+    """Combine flag/env values (already merged by the CLI layer) with the profile.
+
+    Precedence: flag > environment > profile. Properties from the profile's ``properties`` table
+    are overlaid by its ``command_config`` file, then by the flag/env command config file, then by
+    ``-X key=value`` overrides.
+    """
+    profile_name, prof = load_profile(profile)
+    sources: dict[str, str] = {}
+    settings: dict[str, str] = {}
+
+    prof_props = prof.get("properties", {})
+    if prof_props:
+        lines = [PropertyLine(f"profile {profile_name}", 0, str(k), str(v)) for k, v in prof_props.items()]
+        settings.update(normalize_properties(lines))
+    prof_file = prof.get("command_config")
+    files = [f for f in (prof_file if not command_config else None, command_config) if f]
+    for f in files:
+        settings.update(read_properties_file(f))
+        sources["command_config"] = str(f)
+    if overrides:
+        lines = []
+        for i, item in enumerate(overrides, 1):
+            if "=" not in item:
+                raise UsageError(f"-X expects key=value, got {item!r}")
+            k, v = item.split("=", 1)
+            lines.append(PropertyLine("-X", i, k.strip(), v.strip()))
+        settings.update(normalize_properties(lines))
+
+    servers = bootstrap_servers or prof.get("bootstrap_servers") or settings.pop("bootstrap.servers", None)
+    settings.pop("bootstrap.servers", None)
+    if not servers:
+        raise UsageError(
+            "no cluster given: pass --bootstrap-server HOST:PORT, set KAFKATXN_BOOTSTRAP_SERVERS, or use --profile"
+        )
+    servers = ",".join(s.strip() for s in str(servers).split(",") if s.strip())
+    for server in servers.split(","):
+        if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):\d{1,5}", server):
+            raise UsageError(f"bad bootstrap server {server!r}; expected HOST:PORT")
+
+    timeout_value = timeout if timeout is not None else prof.get("timeout")
+    timeout_ms = parse_duration_ms(timeout_value) if timeout_value is not None else DEFAULT_TIMEOUT_MS
+    if timeout_ms <= 0:
+        raise UsageError("--timeout must be positive")
+    for key, value in settings.items():
+        if is_secret(key):
+            register_secret(value)
+    return ConnectionConfig(servers, settings, timeout_ms, profile_name, sources)
