@@ -43,9 +43,9 @@ def root(
 
 
 def _register_commands() -> None:
-    from kafkatxn.cli import cluster_cmd, config_cmd
+    from kafkatxn.cli import cluster_cmd, completion_cmd, config_cmd
 
-    for module in (cluster_cmd, config_cmd):
+    for module in (cluster_cmd, config_cmd, completion_cmd):
         module.register(app)
     # Command groups added by later capabilities register themselves here too.
     for name in ("producers_cmd", "transactions_cmd", "lso_cmd", "hanging_cmd", "remedy_cmd", "check_cmd", "audit_cmd"):

@@ -1,0 +1,1 @@
+complete --command kafkatxn --no-files --arguments "(env _KAFKATXN_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) kafkatxn)" --condition "env _KAFKATXN_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) kafkatxn"

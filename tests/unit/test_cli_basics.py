@@ -1,0 +1,101 @@
+"""Exit codes and one-line errors that need no broker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def run(*args, env=None, timeout=60):
+    return subprocess.run(
+        [sys.executable, "-m", "kafkatxn", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+@pytest.fixture
+def clean_env(tmp_path, monkeypatch):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKATXN_")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    return env
+
+
+def assert_one_line_error(result):
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("kafkatxn: error: ")
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_unreachable_cluster_exits_3_within_the_deadline(clean_env):
+    start = time.monotonic()
+    result = run("cluster", "--bootstrap-server", "127.0.0.1:1", "--timeout", "5", env=clean_env)
+    elapsed = time.monotonic() - start
+    assert result.returncode == 3, result.stderr
+    assert elapsed < 10
+    assert_one_line_error(result)
+    assert "127.0.0.1:1" in result.stderr
+
+
+def test_unresolvable_host_exits_3(clean_env):
+    result = run("cluster", "-b", "no-such-host.invalid:9092", "--timeout", "3", env=clean_env)
+    assert result.returncode == 3
+    assert_one_line_error(result)
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["cluster", "--bogus"], "No such option"),
+        (["cluster", "-b", "h:1", "-o", "xml"], "--output"),
+        (["cluster", "-b", "h:1", "--timeout", "soon"], "bad duration"),
+        (["cluster"], "--bootstrap-server"),
+        (["no-such-command"], "No such command"),
+    ],
+)
+def test_usage_errors_exit_64_with_one_line(clean_env, args, fragment):
+    result = run(*args, env=clean_env)
+    assert result.returncode == 64, result.stderr
+    assert_one_line_error(result)
+    assert fragment in result.stderr
+
+
+def test_malformed_command_config_exits_64_naming_the_line(clean_env, tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism SCRAM-SHA-512 oops\n")
+    result = run("cluster", "-b", "127.0.0.1:1", "--command-config", str(props), env=clean_env)
+    assert result.returncode == 64
+    assert_one_line_error(result)
+    assert f"{props}:2:" in result.stderr
+
+
+def test_env_supplies_bootstrap_and_flag_wins(clean_env, tmp_path):
+    env = dict(clean_env, KAFKATXN_BOOTSTRAP_SERVERS="envhost:9092", KAFKATXN_TIMEOUT="12s")
+    shown = run("config", "show", "-o", "json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert '"envhost:9092"' in shown.stdout and '"12000ms"' in shown.stdout
+    shown = run("config", "show", "-o", "json", "-b", "flaghost:1", env=env)
+    assert '"flaghost:1"' in shown.stdout
+
+
+def test_config_show_masks_secrets(clean_env, tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="hunter2-secret";\n'
+    )
+    result = run("config", "show", "-b", "h:1", "-c", str(props), "--debug", env=clean_env)
+    assert result.returncode == 0, result.stderr
+    assert "hunter2-secret" not in result.stdout + result.stderr
+    assert "******" in result.stdout
+
+
+def test_version_and_help(clean_env):
+    assert run("--version", env=clean_env).stdout.startswith("kafkatxn ")
+    help_text = run("--help", env=clean_env).stdout
+    assert "cluster" in help_text and "64" in help_text

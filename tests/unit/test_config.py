@@ -1,0 +1,180 @@
+"""Connection config: properties parsing, Java/librdkafka key mapping, profiles, precedence."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkatxn import config
+from kafkatxn.errors import UsageError
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def isolated_config_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("KAFKATXN_CONFIG", raising=False)
+
+
+JAVA_STYLE = """\
+# the file people already pass to kafka-*.sh --command-config
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username="alice" \\
+    password="s3cr=t;x";
+ssl.truststore.type=PEM
+ssl.truststore.location=/etc/kafka/ca.pem
+ssl.endpoint.identification.algorithm=
+request.timeout.ms=20000
+"""
+
+LIBRDKAFKA_STYLE = """\
+security.protocol=sasl_ssl
+sasl.mechanisms=SCRAM-SHA-512
+sasl.username=alice
+sasl.password=s3cr=t;x
+ssl.ca.location=/etc/kafka/ca.pem
+ssl.endpoint.identification.algorithm=none
+"""
+
+
+def test_java_and_librdkafka_files_resolve_to_the_same_settings(tmp_path):
+    java = config.read_properties_file(write(tmp_path, "java.properties", JAVA_STYLE))
+    rdk = config.read_properties_file(write(tmp_path, "rdk.properties", LIBRDKAFKA_STYLE))
+    assert java == rdk
+    assert java["sasl.username"] == "alice"
+    assert java["sasl.password"] == "s3cr=t;x"
+    assert java["security.protocol"] == "SASL_SSL"
+
+
+def test_both_styles_give_the_same_kafka_python_arguments(tmp_path):
+    java = config.resolve("h:9092", command_config=str(write(tmp_path, "j.properties", JAVA_STYLE)))
+    rdk = config.resolve("h:9092", command_config=str(write(tmp_path, "r.properties", LIBRDKAFKA_STYLE)))
+    kw = java.kafka_python()
+    assert kw == rdk.kafka_python()
+    assert kw["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert kw["sasl_plain_password"] == "s3cr=t;x"
+    assert kw["ssl_cafile"] == "/etc/kafka/ca.pem"
+    assert kw["ssl_check_hostname"] is False
+    assert java.librdkafka()["sasl.mechanisms"] == "SCRAM-SHA-512"
+
+
+def test_plain_jaas_without_quotes(tmp_path):
+    text = "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=bob password=pw;\n"
+    props = config.read_properties_file(write(tmp_path, "p.properties", text))
+    assert (props["sasl.username"], props["sasl.password"]) == ("bob", "pw")
+
+
+def test_pem_keystore_maps_to_certificate_and_key(tmp_path):
+    text = "security.protocol=SSL\nssl.keystore.type=PEM\nssl.keystore.location=/k/client.pem\nssl.key.password=kp\n"
+    props = config.read_properties_file(write(tmp_path, "p.properties", text))
+    assert props["ssl.certificate.location"] == props["ssl.key.location"] == "/k/client.pem"
+    assert props["ssl.key.password"] == "kp"
+
+
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ("security.protocol=SSL\nthis has no separator\n", 2, "expected key=value"),
+        ("a.b.c=1\n", 1, "unsupported property 'a.b.c'"),
+        ("ssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n", 2, "JKS"),
+        ("sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n", 1, "not supported"),
+        ("sasl.mechanism=GSSAPI\n", 1, "GSSAPI"),
+        ("security.protocol=TLS\n", 1, "security.protocol"),
+    ],
+)
+def test_bad_properties_name_the_line(tmp_path, text, line, fragment):
+    path = write(tmp_path, "bad.properties", text)
+    with pytest.raises(UsageError) as err:
+        config.read_properties_file(path)
+    assert f"{path}:{line}:" in str(err.value)
+    assert fragment in str(err.value)
+
+
+def test_malformed_line_is_not_echoed_because_it_may_hold_a_secret(tmp_path):
+    path = write(tmp_path, "bad.properties", "sasl.password hunter2\n")
+    with pytest.raises(UsageError) as err:
+        config.read_properties_file(path)
+    assert "hunter2" not in str(err.value)
+
+
+def test_continuation_comments_and_separators():
+    lines = config.parse_properties("# c\n! c2\na = 1\nb: 2\nc=x\\\n  y\nd=trailing\\\\\n")
+    assert [(p.key, p.value, p.line) for p in lines] == [("a", "1", 3), ("b", "2", 4), ("c", "xy", 5), ("d", "trailing\\", 7)]
+
+
+def test_missing_file_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        config.read_properties_file(tmp_path / "nope.properties")
+
+
+def test_no_bootstrap_is_a_usage_error():
+    with pytest.raises(UsageError, match="--bootstrap-server"):
+        config.resolve()
+
+
+@pytest.mark.parametrize("servers", ["localhost", "a:b", "h:9092,", "h:9092 x"])
+def test_bad_bootstrap_is_a_usage_error(servers):
+    if servers == "h:9092,":
+        assert config.resolve(servers).bootstrap_servers == "h:9092"
+        return
+    with pytest.raises(UsageError):
+        config.resolve(servers)
+
+
+def profiles(tmp_path, text):
+    path = tmp_path / "xdg" / "kafkatxn" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    return path
+
+
+def test_profile_supplies_what_flags_do_not(tmp_path):
+    props = write(tmp_path, "prod.properties", "security.protocol=SSL\nssl.ca.location=/ca.pem\n")
+    profiles(
+        tmp_path,
+        f"""
+default_profile = "prod"
+[profiles.prod]
+bootstrap_servers = "prod1:9093,prod2:9093"
+command_config = "{props}"
+timeout = "45s"
+[profiles.prod.properties]
+"client.id" = "oncall"
+""",
+    )
+    cfg = config.resolve()
+    assert cfg.profile == "prod"
+    assert cfg.bootstrap_servers == "prod1:9093,prod2:9093"
+    assert cfg.timeout_ms == 45_000
+    assert cfg.settings["security.protocol"] == "SSL"
+    assert cfg.settings["client.id"] == "oncall"
+    # flags (and env, which the CLI layer merges into the same arguments) win over the profile
+    cfg = config.resolve("flag:1", timeout="5s", overrides=["client.id=x"])
+    assert (cfg.bootstrap_servers, cfg.timeout_ms, cfg.settings["client.id"]) == ("flag:1", 5000, "x")
+
+
+def test_unknown_profile_lists_the_known_ones(tmp_path):
+    profiles(tmp_path, "[profiles.a]\nbootstrap_servers='a:1'\n[profiles.b]\nbootstrap_servers='b:1'\n")
+    with pytest.raises(UsageError, match=r"profile 'c' not found .*profiles: a, b"):
+        config.resolve(profile="c")
+
+
+def test_masked_hides_secrets(tmp_path):
+    cfg = config.resolve("h:1", command_config=str(write(tmp_path, "j.properties", JAVA_STYLE)))
+    shown = cfg.masked()
+    assert shown["sasl.password"] == "******"
+    assert "s3cr=t;x" not in repr(shown)
+    assert shown["sasl.username"] == "alice"
+
+
+def test_librdkafka_config_carries_the_deadline():
+    cfg = config.resolve("h:1", timeout="7s")
+    conf = cfg.librdkafka()
+    assert conf["socket.timeout.ms"] == 7000
+    assert conf["bootstrap.servers"] == "h:1"

@@ -1,0 +1,77 @@
+"""The one renderer: every format, stable keys, parseable back."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from kafkatxn.output import Report, render_to_string
+
+
+@dataclass(frozen=True)
+class Row:
+    topic: str
+    partition: int
+    lag_messages: int
+    producer_ids: tuple[int, ...]
+    transactional_id: str | None
+
+
+ROWS = [Row("orders", 0, 42, (7, 9), "tx-a"), Row("orders, EU", 1, 0, (), None)]
+
+
+def test_json_round_trip_keeps_types_and_keys():
+    data = json.loads(render_to_string(ROWS, "json"))
+    assert data == [
+        {"topic": "orders", "partition": 0, "lag_messages": 42, "producer_ids": [7, 9], "transactional_id": "tx-a"},
+        {"topic": "orders, EU", "partition": 1, "lag_messages": 0, "producer_ids": [], "transactional_id": None},
+    ]
+
+
+def test_jsonl_is_one_object_per_line():
+    lines = render_to_string(ROWS, "jsonl").splitlines()
+    assert [json.loads(line)["partition"] for line in lines] == [0, 1]
+
+
+@pytest.mark.parametrize("fmt, delimiter", [("csv", ","), ("tsv", "\t")])
+def test_delimited_formats_quote_and_parse_back(fmt, delimiter):
+    text = render_to_string(ROWS, fmt)
+    rows = list(csv.DictReader(io.StringIO(text), delimiter=delimiter))
+    assert rows[1]["topic"] == "orders, EU"
+    assert rows[0]["producer_ids"] == "7,9"
+    assert rows[1]["transactional_id"] == ""
+    assert list(rows[0]) == ["topic", "partition", "lag_messages", "producer_ids", "transactional_id"]
+
+
+def test_no_headers_drops_the_header_row():
+    assert render_to_string(ROWS, "csv", no_headers=True).splitlines()[0].startswith("orders,0,42")
+    table = render_to_string(ROWS, "table", no_headers=True)
+    assert "lag_messages" not in table and "orders" in table
+
+
+def test_empty_rows_still_have_columns_for_scripts():
+    assert render_to_string([], "csv", row_type=Row).strip() == "topic,partition,lag_messages,producer_ids,transactional_id"
+    assert json.loads(render_to_string([], "json", row_type=Row)) == []
+    assert render_to_string([], "table", row_type=Row, empty_message="no rows") == "no rows\n"
+
+
+def test_table_does_not_reformat_numbers():
+    text = render_to_string([Row("t", 1, 10_000_000_000_000_001, (), "007")], "table")
+    assert "10000000000000001" in text and "007" in text
+
+
+def test_report_renders_facts_and_sections_in_every_format():
+    report = Report({"cluster_id": "abc", "broker_count": 1}, {"rows": ROWS})
+    doc = json.loads(render_to_string(report, "json"))
+    assert doc["cluster_id"] == "abc" and len(doc["rows"]) == 2
+    records = [json.loads(x) for x in render_to_string(report, "jsonl").splitlines()]
+    assert records[0] == {"section": "facts", "cluster_id": "abc", "broker_count": 1}
+    assert {r["section"] for r in records[1:]} == {"rows"}
+    table = render_to_string(report, "table")
+    assert "cluster_id" in table and "ROWS" in table
+    blocks = render_to_string(report, "csv").split("\n\n")
+    assert len(blocks) == 2 and blocks[1].startswith("section,topic")
