@@ -1,0 +1,178 @@
+"""Producer state on partitions (DescribeProducers), with the transactional id where the cluster knows it.
+
+The snapshot step (:func:`snapshot_producers`) is the only I/O; :func:`producer_rows` and
+:func:`summarize` are pure functions over the snapshot. :func:`describe_producers` does both for
+callers that just want rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from kafkatxn.cluster import Cluster, Partial, PartitionInfo, ProducerState, TopicPartition
+from kafkatxn.durations import format_duration_ms
+from kafkatxn.errors import NotFoundError
+
+
+@dataclass(frozen=True)
+class ProducerRow:
+    """One active producer on one partition: the columns of ``kafka-transactions.sh describe-producers`` and more."""
+
+    topic: str
+    partition: int
+    broker_id: int  # the replica that reported this state (the leader unless --broker-id)
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int  # timestamp of the producer's last record batch (-1 if unknown)
+    age_ms: int | None  # now - last_timestamp_ms; negative means the producer's clock is ahead
+    age: str  # age_ms in human form
+    coordinator_epoch: int  # -1 until the producer's first transaction marker
+    current_txn_start_offset: int  # -1 when the producer has no open transaction on this partition
+    transactional_id: str | None  # None for idempotent producers, or when the id has expired
+
+
+@dataclass(frozen=True)
+class ProducerSummaryRow:
+    """Producer-state load per broker and per topic (KIP-854 / KIP-936: many short-lived producers).
+
+    ``scope`` is ``broker`` (``broker_id`` set) or ``topic`` (``topic`` set).
+    """
+
+    scope: str
+    broker_id: int | None
+    topic: str | None
+    partitions: int
+    active_producer_ids: int  # distinct producer ids
+    producer_states: int  # (partition, producer id) entries: what the brokers keep in memory
+    open_transactions: int  # distinct producer ids with a transaction open in this scope
+
+
+@dataclass
+class ProducerSnapshot:
+    """What DescribeProducers (and ListTransactions for the ids) returned, at ``taken_at_ms``."""
+
+    taken_at_ms: int
+    states: dict[TopicPartition, list[ProducerState]]
+    reported_by: dict[TopicPartition, int]  # broker asked for each partition
+    transactional_ids: dict[int, str] = field(default_factory=dict)  # producer id -> transactional id
+    missing: list[str] = field(default_factory=list)
+
+
+def partitions_for_broker(partitions: Iterable[PartitionInfo], broker_id: int, known_brokers: Iterable[int]) -> list[PartitionInfo]:
+    """The partitions of which ``broker_id`` holds a replica; an unknown broker raises :class:`NotFoundError`."""
+    known = sorted(set(known_brokers))
+    if broker_id not in known:
+        raise NotFoundError(f"unknown broker id {broker_id} (brokers: {', '.join(map(str, known))})")
+    return [p for p in partitions if broker_id in p.replicas]
+
+
+def transactional_ids_for(cluster: Cluster, producer_ids: Iterable[int], missing: list[str] | None = None) -> dict[int, str]:
+    """Transactional id of each producer id the coordinators know (ListTransactions with a producer-id filter).
+
+    Idempotent producers, and producer ids whose transactional id expired or moved to a new producer
+    id, are absent. Brokers that did not answer are appended to ``missing`` when given.
+    """
+    wanted = sorted({pid for pid in producer_ids if pid >= 0})
+    if not wanted:
+        return {}  # an empty filter would list every transaction
+    listed, _ = cluster.list_transactions(producer_ids=wanted)
+    if missing is not None:
+        missing.extend(f"transactional ids: {m}" for m in listed.missing)
+    return {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
+
+
+def snapshot_producers(
+    cluster: Cluster,
+    partitions: Iterable[PartitionInfo | TopicPartition],
+    broker_id: int | None = None,
+    with_transactional_ids: bool = True,
+) -> ProducerSnapshot:
+    """DescribeProducers for ``partitions``, batched per leader, or all sent to ``broker_id``."""
+    tps = sorted({p.tp if isinstance(p, PartitionInfo) else TopicPartition(*p) for p in partitions})
+    described = cluster.describe_producers(tps, broker_id=broker_id)
+    if broker_id is not None:
+        reported_by = {tp: broker_id for tp in described.value}
+    else:
+        leaders = {p.tp: p.leader for p in cluster.metadata().partitions}
+        reported_by = {tp: leaders.get(tp, -1) for tp in described.value}
+    missing = list(described.missing)
+    tids: dict[int, str] = {}
+    if with_transactional_ids:
+        pids = {s.producer_id for states in described.value.values() for s in states}
+        tids = transactional_ids_for(cluster, pids, missing)
+    return ProducerSnapshot(int(time.time() * 1000), described.value, reported_by, tids, missing)
+
+
+def producer_rows(snapshot: ProducerSnapshot) -> list[ProducerRow]:
+    rows = []
+    for tp in sorted(snapshot.states):
+        for s in sorted(snapshot.states[tp], key=lambda s: s.producer_id):
+            age_ms = snapshot.taken_at_ms - s.last_timestamp_ms if s.last_timestamp_ms >= 0 else None
+            rows.append(
+                ProducerRow(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    broker_id=snapshot.reported_by.get(tp, -1),
+                    producer_id=s.producer_id,
+                    producer_epoch=s.producer_epoch,
+                    last_sequence=s.last_sequence,
+                    last_timestamp_ms=s.last_timestamp_ms,
+                    age_ms=age_ms,
+                    age=_human_age(age_ms),
+                    coordinator_epoch=s.coordinator_epoch,
+                    current_txn_start_offset=s.current_txn_start_offset,
+                    transactional_id=snapshot.transactional_ids.get(s.producer_id),
+                )
+            )
+    return rows
+
+
+def summarize(snapshot: ProducerSnapshot) -> list[ProducerSummaryRow]:
+    """Per broker, then per topic: partitions described, distinct producers, states held, open transactions."""
+    by_broker: dict[int, list[TopicPartition]] = defaultdict(list)
+    by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
+    for tp in snapshot.states:
+        by_broker[snapshot.reported_by.get(tp, -1)].append(tp)
+        by_topic[tp.topic].append(tp)
+    rows = [_summary_row(snapshot, "broker", tps, broker_id=b) for b, tps in sorted(by_broker.items())]
+    rows += [_summary_row(snapshot, "topic", tps, topic=t) for t, tps in sorted(by_topic.items())]
+    return rows
+
+
+def describe_producers(
+    cluster: Cluster,
+    partitions: Iterable[PartitionInfo | TopicPartition],
+    broker_id: int | None = None,
+    summary: bool = False,
+) -> Partial[list[ProducerRow]] | Partial[list[ProducerSummaryRow]]:
+    """Rows for ``kafkatxn producers``: one per partition and producer, or the summary per broker and topic."""
+    snapshot = snapshot_producers(cluster, partitions, broker_id=broker_id, with_transactional_ids=not summary)
+    rows = summarize(snapshot) if summary else producer_rows(snapshot)
+    return Partial(rows, snapshot.missing)  # type: ignore[return-value]
+
+
+def _summary_row(
+    snapshot: ProducerSnapshot, scope: str, tps: list[TopicPartition], broker_id: int | None = None, topic: str | None = None
+) -> ProducerSummaryRow:
+    states = [s for tp in tps for s in snapshot.states[tp]]
+    return ProducerSummaryRow(
+        scope=scope,
+        broker_id=broker_id,
+        topic=topic,
+        partitions=len(tps),
+        active_producer_ids=len({s.producer_id for s in states}),
+        producer_states=len(states),
+        open_transactions=len({s.producer_id for s in states if s.current_txn_start_offset >= 0}),
+    )
+
+
+def _human_age(age_ms: int | None) -> str:
+    if age_ms is None:
+        return ""
+    if age_ms < 0:
+        return f"-{format_duration_ms(-age_ms)}"  # the producer's clock runs ahead of ours
+    return format_duration_ms(age_ms)
