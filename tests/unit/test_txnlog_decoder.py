@@ -346,6 +346,39 @@ def test_encode_key_matches_kafka_for_non_ascii_ids():
 
 
 # ---------------------------------------------------------------------------------------------
+# Records captured from real brokers (vectors/capture_real_broker.py)
+# ---------------------------------------------------------------------------------------------
+
+CAPTURES = json.loads((Path(__file__).parent / "vectors" / "real_broker_captures.json").read_text())["captures"]
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=[c["kafka_version"] for c in CAPTURES])
+def test_real_broker_records(capture):
+    records = [
+        decode_record(
+            bytes.fromhex(r["key"]),
+            None if r["value"] is None else bytes.fromhex(r["value"]),
+            r["expected"]["log_partition"],
+            r["expected"]["log_offset"],
+        )
+        for r in capture["records"]
+    ]
+    for record, raw in zip(records, capture["records"]):
+        assert _fields(record) == dict(raw["expected"], partitions=tuple(raw["expected"]["partitions"]))
+    # One committed transaction on orders-0 and orders-2, then one left open on orders-1.
+    assert [(r.state, r.partitions) for r in records] == [
+        ("Empty", ()),
+        ("Ongoing", ("orders-0", "orders-2")),
+        ("PrepareCommit", ("orders-0", "orders-2")),
+        ("CompleteCommit", ()),
+        ("Ongoing", ("orders-1",)),
+    ]
+    assert {r.transactional_id for r in records} == {"capture-tx-1"}
+    # 3.9 writes version 0 by default; 4.x writes version 1 with its tagged fields.
+    assert {r.value_version for r in records} == {0 if capture["kafka_version"].startswith("3.") else 1}
+
+
+# ---------------------------------------------------------------------------------------------
 # Tombstones and unknown versions
 # ---------------------------------------------------------------------------------------------
 
@@ -377,7 +410,11 @@ def test_unknown_key_version_is_none_not_an_error(key):
 # Truncated and corrupt input: always TxnLogDecodeError
 # ---------------------------------------------------------------------------------------------
 
-ALL_VALUES = [VALUE_V0_HAND, VALUE_V1_HAND, VALUE_V1_EMPTY_HAND] + [bytes.fromhex(v["value"]) for v in VECTORS]
+ALL_VALUES = (
+    [VALUE_V0_HAND, VALUE_V1_HAND, VALUE_V1_EMPTY_HAND]
+    + [bytes.fromhex(v["value"]) for v in VECTORS]
+    + [bytes.fromhex(c["records"][1]["value"]) for c in CAPTURES]
+)
 ALL_KEYS = [KEY_TX1] + [bytes.fromhex(v["key"]) for v in VECTORS]
 
 
