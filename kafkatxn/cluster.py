@@ -770,6 +770,35 @@ class Cluster:
                         return _error_name(part.error_code)
         return None
 
+    def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
+        """Bump the epoch of ``transactional_id`` (InitProducerId through a transactional producer).
+
+        The coordinator aborts the id's open transaction and fences its live producer; this returns
+        once that abort has completed. Describe the id before and after to see the old and new
+        producer id and epoch.
+        """
+        from confluent_kafka import KafkaException, Producer
+
+        # librdkafka logs fatal errors itself; they reach the user as one translated line instead,
+        # and its log lines only with --debug (the NullHandler keeps logging's stderr fallback out).
+        librdkafka_log = logging.getLogger("kafkatxn.librdkafka")
+        if not librdkafka_log.handlers:
+            librdkafka_log.addHandler(logging.NullHandler())
+        conf = self.config.librdkafka(
+            **{"transactional.id": transactional_id, "transaction.timeout.ms": transaction_timeout_ms, "logger": librdkafka_log}
+        )
+        producer = Producer(conf)
+        try:
+            producer.init_transactions(self.remaining_s())
+        except KafkaException as exc:
+            raise self._translate(exc, f"fencing transactional id {transactional_id!r}") from exc
+        finally:
+            self.requests["InitProducerId"] += 1
+            try:
+                producer.close()
+            except KafkaException:  # a failed producer repeats its fatal error on close
+                log.debug("closing the fencing producer failed", exc_info=True)
+
 
 def _kafka_error_code(exc: BaseException) -> str | None:
     """The librdkafka error name (e.g. ``_TRANSPORT``) carried by a confluent-kafka exception."""

@@ -25,12 +25,12 @@ Steps 1, 3 and 4 are the snapshot (:func:`find_hanging`); deciding is pure
 from __future__ import annotations
 
 import enum
-import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from kafkatxn import producers
 from kafkatxn.cluster import Cluster, ProducerState, TopicPartition, TransactionDescription
-from kafkatxn.errors import ClusterError, NotFoundError
+from kafkatxn.errors import ClusterError
 from kafkatxn.output import Report
 
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
@@ -272,11 +272,7 @@ def select_partitions(
     with a replica on ``broker_id`` when given (as Kafka's tool selects them)."""
     chosen = cluster.select_partitions(topics=topics, partition=partition, include_internal=True)
     if broker_id is not None:
-        md = cluster.metadata()
-        if md.broker(broker_id) is None:
-            known = ", ".join(str(b.id) for b in md.brokers)
-            raise NotFoundError(f"unknown broker id {broker_id} (brokers: {known})")
-        chosen = [p for p in chosen if broker_id in p.replicas]
+        chosen = producers.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
     return [p.tp for p in chosen]
 
 
@@ -292,20 +288,10 @@ def cluster_max_transaction_timeout(cluster: Cluster) -> tuple[int, list[str]]:
     return value, list(configs.missing)
 
 
-def transactional_ids_for(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[dict[int, str], list[str]]:
-    """Producer id -> transactional id via ListTransactions with a producer-id filter, on every broker."""
-    pids = sorted(set(producer_ids))
-    if not pids:  # an empty filter would list every transaction in the cluster
-        return {}, []
-    listing, _support = cluster.list_transactions(producer_ids=pids)
-    wanted = set(pids)
-    # Brokers without the filter (none since 3.0) would answer with everything: keep what was asked.
-    return {t.producer_id: t.transactional_id for t in listing.value if t.producer_id in wanted}, list(listing.missing)
-
-
 def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[CoordinatorView, list[str]]:
     """Steps 3 and 4 of the rule for these producer ids; the list names what did not answer."""
-    tids, list_missing = transactional_ids_for(cluster, producer_ids)
+    list_missing: list[str] = []
+    tids = producers.transactional_ids_for(cluster, producer_ids, list_missing)
     found: dict[str, TransactionDescription] = {}
     not_found: dict[str, str] = {}
     unanswered: dict[str, str] = {}
@@ -342,10 +328,10 @@ def find_hanging(
     else:
         source = "--max-transaction-timeout"
     tps = select_partitions(cluster, broker_id, topics, partition)
-    described = cluster.describe_producers(tps, broker_id=broker_id)
-    missing += described.missing
-    now_ms = int(time.time() * 1000)
-    all_open = open_transactions(described.value)
+    snapshot = producers.snapshot_producers(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
+    missing += snapshot.missing
+    now_ms = snapshot.taken_at_ms
+    all_open = open_transactions(snapshot.states)
     candidates = [t for t in all_open if is_candidate(t.producer, now_ms, max_transaction_timeout_ms)]
 
     classifications: list[Classification] = []
