@@ -155,6 +155,28 @@ def describe_producers(
     return Partial(rows, snapshot.missing)  # type: ignore[return-value]
 
 
+def select_partitions(
+    cluster: Cluster,
+    topics: Iterable[str] = (),
+    partition: int | None = None,
+    broker_id: int | None = None,
+    include_internal: bool = False,
+) -> list[PartitionInfo]:
+    """The partitions ``kafkatxn producers`` describes; unknown topics, partitions or brokers raise :class:`NotFoundError`.
+
+    With ``broker_id``, only partitions that broker holds a replica of (it can describe no others).
+    """
+    topics = list(topics)
+    chosen = cluster.select_partitions(topics, partition, include_internal=include_internal)
+    if broker_id is None:
+        return chosen
+    on_broker = partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
+    if not on_broker and topics:
+        named = f"{topics[0]}-{partition}" if partition is not None else ", ".join(topics)
+        raise NotFoundError(f"broker {broker_id} holds no replica of {named}")
+    return on_broker
+
+
 def _summary_row(
     snapshot: ProducerSnapshot, scope: str, tps: list[TopicPartition], broker_id: int | None = None, topic: str | None = None
 ) -> ProducerSummaryRow:

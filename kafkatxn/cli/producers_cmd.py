@@ -1,0 +1,50 @@
+"""``kafkatxn producers``: producer state on partitions (DescribeProducers).
+
+No ``from __future__ import annotations``: typer must see the real ``Annotated`` options through
+the signature that ``cli.common.command`` rebuilds.
+"""
+
+from typing import Annotated, Optional
+
+import typer
+
+from kafkatxn import producers
+from kafkatxn.cli.common import CommandContext, command, fail_if_missing
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "producers")
+    def producers_command(
+        ctx: CommandContext,
+        topic: Annotated[
+            Optional[list[str]], typer.Option("--topic", "-t", metavar="TOPIC", help="Topic to describe (repeatable); default all.")
+        ] = None,
+        partition: Annotated[
+            Optional[int], typer.Option("--partition", "-p", min=0, metavar="N", help="Only this partition (needs one --topic).")
+        ] = None,
+        broker_id: Annotated[
+            Optional[int],
+            typer.Option("--broker-id", metavar="ID", help="Ask this replica instead of each partition's leader."),
+        ] = None,
+        include_internal: Annotated[
+            bool, typer.Option("--include-internal", help="Include internal topics (__consumer_offsets, __transaction_state).")
+        ] = False,
+        summary: Annotated[
+            bool,
+            typer.Option(
+                "--summary",
+                help="Per broker and per topic: active producer ids, producer states held, open transactions.",
+            ),
+        ] = False,
+    ) -> int | None:
+        """Active producers per partition: ids, epochs, sequences, last write and its age, open transaction start.
+
+        Like kafka-transactions.sh describe-producers, for many partitions at once, batched per
+        leader, with the transactional id where the coordinators still know it. Exit 3 for an
+        unknown topic, partition or broker, or when some partitions did not answer.
+        """
+        chosen = producers.select_partitions(ctx.cluster, topic or [], partition, broker_id, include_internal)
+        result = producers.describe_producers(ctx.cluster, chosen, broker_id=broker_id, summary=summary)
+        row_type = producers.ProducerSummaryRow if summary else producers.ProducerRow
+        ctx.render(result.value, row_type, empty_message="no active producers on the selected partitions")
+        return fail_if_missing(ctx, result.missing, "producer state")

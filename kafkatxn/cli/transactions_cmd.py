@@ -1,0 +1,94 @@
+"""``kafkatxn transactions list|describe``: transactions as their coordinators see them.
+
+No ``from __future__ import annotations``: typer must see the real ``Annotated`` options through
+the signature that ``cli.common.command`` rebuilds.
+"""
+
+from typing import Annotated, Optional
+
+import typer
+
+from kafkatxn import transactions
+from kafkatxn.cli.common import CommandContext, command, fail_if_missing
+from kafkatxn.durations import parse_duration_ms
+from kafkatxn.errors import EXIT_WARNING
+
+app = typer.Typer(
+    help="Transactions as their coordinators see them (ListTransactions, DescribeTransactions).", no_args_is_help=True
+)
+
+
+@command(app, "list")
+def list_command(
+    ctx: CommandContext,
+    state: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--state", "-s", metavar="STATE",
+            help=f"Only these states (repeatable): {', '.join(transactions.TRANSACTION_STATES)}.",
+        ),
+    ] = None,
+    producer_id: Annotated[
+        Optional[list[int]], typer.Option("--producer-id", metavar="ID", help="Only these producer ids (repeatable).")
+    ] = None,
+    min_duration: Annotated[
+        Optional[str],
+        typer.Option(
+            "--min-duration", metavar="DURATION",
+            help="Only open transactions running longer than this (90s, 10m, 1h).",
+        ),
+    ] = None,
+    pattern: Annotated[
+        Optional[str],
+        typer.Option("--pattern", metavar="REGEX", help="Only transactional ids the regex matches in full."),
+    ] = None,
+    describe: Annotated[
+        bool,
+        typer.Option("--describe", help="Add DescribeTransactions details: epoch, timeout, start, duration, partitions."),
+    ] = False,
+) -> int | None:
+    """Transactional ids on every broker, like kafka-transactions.sh list, with filters.
+
+    The brokers apply --min-duration (ListTransactions v1) and --pattern (v2) where they all
+    can; otherwise this client does (--debug says which). Exit 3 when a broker did not answer.
+    """
+    min_duration_ms = parse_duration_ms(min_duration) if min_duration is not None else None
+    result = transactions.list_transactions(
+        ctx.cluster,
+        states=state or [],
+        producer_ids=producer_id or [],
+        min_duration_ms=min_duration_ms,
+        pattern=pattern,
+        describe=describe,
+    )
+    for note in result.notes:
+        ctx.debug_note(note)
+    row_type = transactions.TransactionDetailRow if describe else transactions.TransactionRow
+    ctx.render(result.rows, row_type, empty_message="no transactions match")
+    return fail_if_missing(ctx, result.missing, "transaction list")
+
+
+@command(app, "describe")
+def describe_command(
+    ctx: CommandContext,
+    transactional_ids: Annotated[list[str], typer.Argument(metavar="TRANSACTIONAL_ID...", help="Ids to describe.")],
+) -> int | None:
+    """State of each transactional id at its coordinator, like kafka-transactions.sh describe.
+
+    An id the coordinator does not know gets a row with status not_found; the others are still
+    shown. Exit 0 when all were found, 1 when some were not found, 3 when a coordinator could not be
+    asked.
+    """
+    result = transactions.describe_transactions(ctx.cluster, transactional_ids)
+    ctx.render(result.rows, transactions.TransactionDetailRow)
+    code = fail_if_missing(ctx, result.missing, "transaction descriptions")
+    if code is not None:
+        return code
+    if result.not_found:
+        ctx.note(f"kafkatxn: transactional id not found: {', '.join(result.not_found)}")
+        return EXIT_WARNING
+    return None
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="transactions")
