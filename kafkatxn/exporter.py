@@ -1,0 +1,347 @@
+"""Prometheus metrics from the same snapshot ``kafkatxn check`` decides on.
+
+:func:`metric_families` turns a :class:`~kafkatxn.check.ClusterSnapshot` into metric families (pure,
+tested over fake snapshots). :class:`SnapshotCollector` is a prometheus_client custom collector that
+gathers at scrape time, keeps the result for ``cache_ttl_s`` and lets only one gather run at a
+time: a scrape that arrives while another is gathering waits for it and answers with its result,
+so a slow cluster never piles up gathers. :func:`serve` runs the HTTP endpoint with a registry of
+its own (no process-global state); :func:`write_textfile` writes the same metrics for
+node_exporter's textfile collector.
+
+Names: one ``kafkatxn_`` prefix, base units (``_seconds``, ``_messages``), and no ``cluster`` or
+``instance``/``job`` label, which would clash with Prometheus target labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import signal
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from kafkatxn.check import OPEN_TRANSACTION_STATES, TRANSACTION_STATES, ClusterSnapshot, gather_snapshot
+from kafkatxn.cluster import Cluster
+from kafkatxn.config import ConnectionConfig
+from kafkatxn.errors import KafkatxnError, UsageError
+
+log = logging.getLogger("kafkatxn.exporter")
+
+DEFAULT_LISTEN = "0.0.0.0:9799"
+DEFAULT_CACHE_TTL_S = 10.0
+DEFAULT_SCRAPE_TIMEOUT_S = 8.0  # below Prometheus' default scrape_timeout of 10s
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Cardinality controls. The partition scan itself is narrowed by ``topic_regex`` in the gatherer."""
+
+    only_lagging: bool = False  # per-partition series only where the LSO lags the high watermark
+    per_topic: bool = False  # per-topic sums instead of per-partition series
+
+
+def metric_families(
+    snapshot: ClusterSnapshot, options: ExportOptions = ExportOptions(), snapshot_age_s: float = 0.0
+) -> list[Metric]:
+    """The metrics for one snapshot. Cluster-wide figures are always there, so alerts keep working
+    whatever the cardinality options; ``kafkatxn_up`` is 0 and little else when nothing was read."""
+    def gauge(name: str, doc: str, value: float | None = None, labels: Iterable[str] | None = None) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, value=value, labels=list(labels) if labels is not None else None)
+
+    out: list[Metric] = [
+        gauge("kafkatxn_up", "1 when the cluster answered the last gather, 0 when it could not be reached.",
+              1 if snapshot.up else 0),
+        gauge("kafkatxn_scrape_duration_seconds", "Wall time of the gather behind these metrics.", snapshot.duration_s),
+        gauge("kafkatxn_snapshot_age_seconds", "Age of the cached snapshot served (0 when gathered for this scrape).",
+              max(snapshot_age_s, 0.0)),
+        gauge("kafkatxn_scrape_incomplete", "1 when some part of the cluster did not answer (see kafkatxn_scrape_missing_parts).",
+              1 if snapshot.missing or not snapshot.up else 0),
+        gauge("kafkatxn_scrape_missing_parts", "Number of parts (brokers, partitions, requests) that did not answer.",
+              len(snapshot.missing)),
+    ]
+    if not snapshot.up:
+        return out
+
+    brokers = gauge("kafkatxn_broker_up", "1 for a broker registered in metadata, 0 for one only named as a replica.",
+                    labels=["broker"])
+    for broker_id, up in snapshot.broker_up().items():
+        brokers.add_metric([str(broker_id)], 1 if up else 0)
+    out.append(brokers)
+
+    lags = [p.lso_lag_messages for p in snapshot.partitions if p.lso_lag_messages is not None]
+    out += [
+        gauge("kafkatxn_partitions", "Partitions scanned (after --topic-regex).", len(snapshot.partitions)),
+        gauge("kafkatxn_lso_lag_max_messages", "Largest high watermark minus last stable offset over the partitions scanned.",
+              max(lags, default=0)),
+        gauge("kafkatxn_lagging_partitions", "Partitions whose last stable offset is behind the high watermark.",
+              sum(1 for lag in lags if lag > 0)),
+    ]
+
+    if options.per_topic:
+        out += _per_topic(snapshot, options)
+    else:
+        out += _per_partition(snapshot, options)
+
+    states = gauge("kafkatxn_transactions", "Transactional ids per coordinator state (ListTransactions).", labels=["state"])
+    for state in sorted(set(TRANSACTION_STATES) | set(snapshot.transaction_states)):
+        states.add_metric([state], snapshot.transaction_states.get(state, 0))
+    out.append(states)
+    out.append(gauge(
+        "kafkatxn_transaction_oldest_age_seconds",
+        f"Age of the oldest open transaction ({', '.join(sorted(OPEN_TRANSACTION_STATES))}); 0 when none.",
+        snapshot.oldest_transaction_age_s(),
+    ))
+    out.append(gauge(
+        "kafkatxn_hanging_transactions",
+        "Open transactions on partitions that their coordinator does not track (never completed; the LSO is stuck).",
+        len(snapshot.hanging),
+    ))
+    if snapshot.max_transaction_timeout_ms is not None:
+        out.append(gauge("kafkatxn_max_transaction_timeout_seconds",
+                         "The brokers' transaction.max.timeout.ms, the age past which an open transaction is checked for hanging.",
+                         snapshot.max_transaction_timeout_ms / 1000))
+    producers = gauge("kafkatxn_active_producer_ids",
+                      "Distinct producer ids with state on the partitions each broker leads (producer-state memory).",
+                      labels=["broker"])
+    for broker_id, count in sorted(snapshot.active_producer_ids.items()):
+        producers.add_metric([str(broker_id)], count)
+    out.append(producers)
+    return out
+
+
+def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
+    hw = GaugeMetricFamily("kafkatxn_partition_high_watermark", "High watermark (read_uncommitted end offset).",
+                           labels=["topic", "partition"])
+    lso = GaugeMetricFamily("kafkatxn_partition_last_stable_offset", "Last stable offset (read_committed end offset).",
+                            labels=["topic", "partition"])
+    lag = GaugeMetricFamily("kafkatxn_partition_lso_lag_messages",
+                            "High watermark minus last stable offset: records read_committed consumers cannot read yet.",
+                            labels=["topic", "partition"])
+    for p in snapshot.partitions:
+        value = p.lso_lag_messages
+        if value is None or options.only_lagging and value == 0:
+            continue
+        labels = [p.topic, str(p.partition)]
+        hw.add_metric(labels, p.high_watermark)
+        lso.add_metric(labels, p.last_stable_offset)
+        lag.add_metric(labels, value)
+    return [hw, lso, lag]
+
+
+def _per_topic(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
+    lag_sum: dict[str, int] = defaultdict(int)
+    lag_max: dict[str, int] = defaultdict(int)
+    lagging: dict[str, int] = defaultdict(int)
+    for p in snapshot.partitions:
+        value = p.lso_lag_messages
+        if value is None:
+            continue
+        lag_sum[p.topic] += value
+        lag_max[p.topic] = max(lag_max[p.topic], value)
+        lagging[p.topic] += 1 if value > 0 else 0
+    total = GaugeMetricFamily("kafkatxn_topic_lso_lag_messages", "Sum over the topic's partitions of high watermark minus LSO.",
+                              labels=["topic"])
+    largest = GaugeMetricFamily("kafkatxn_topic_lso_lag_max_messages", "Largest partition LSO lag in the topic.", labels=["topic"])
+    count = GaugeMetricFamily("kafkatxn_topic_lagging_partitions", "Partitions of the topic whose LSO is behind the high watermark.",
+                              labels=["topic"])
+    for topic in sorted(lag_sum):
+        if options.only_lagging and lagging[topic] == 0:
+            continue
+        total.add_metric([topic], lag_sum[topic])
+        largest.add_metric([topic], lag_max[topic])
+        count.add_metric([topic], lagging[topic])
+    return [total, largest, count]
+
+
+class SnapshotCollector(Collector):
+    """Gathers at scrape time, caches for ``cache_ttl_s``, and never runs two gathers at once."""
+
+    def __init__(
+        self,
+        gather: Callable[[], ClusterSnapshot],
+        options: ExportOptions = ExportOptions(),
+        cache_ttl_s: float = DEFAULT_CACHE_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._gather = gather
+        self.options = options
+        self.cache_ttl_s = cache_ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._snapshot: ClusterSnapshot | None = None
+        self._gathered_at = 0.0
+        self._generation = 0  # bumped after each gather, so waiters can tell one finished
+        self.gathers = 0
+
+    def describe(self) -> list[Metric]:
+        # Registering must not gather: the cluster is only asked at scrape time.
+        return []
+
+    def snapshot(self) -> tuple[ClusterSnapshot, float]:
+        """The snapshot to serve and its age in seconds."""
+        arrived_in = self._generation
+        with self._lock:
+            now = self._clock()
+            fresh = self._snapshot is not None and now - self._gathered_at < self.cache_ttl_s
+            # A gather that finished while this scrape waited for the lock answers it too.
+            if self._snapshot is not None and (fresh or self._generation != arrived_in):
+                return self._snapshot, now - self._gathered_at
+            try:
+                snap = self._gather()
+            except UsageError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the exporter must outlive anything one gather does
+                log.warning("gather failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
+                snap = ClusterSnapshot(int(time.time() * 1000), error=f"{type(exc).__name__}: {exc}")
+            self._snapshot, self._gathered_at = snap, self._clock()
+            self._generation += 1
+            self.gathers += 1
+            return snap, 0.0
+
+    def collect(self) -> Iterator[Metric]:
+        snap, age = self.snapshot()
+        yield from metric_families(snap, self.options, age)
+
+
+class ClusterGatherer:
+    """Gathers with one long-lived :class:`Cluster`, a fresh deadline per scrape; after a failure the
+    clients are rebuilt, so the exporter recovers by itself when the cluster comes back."""
+
+    def __init__(
+        self,
+        config: ConnectionConfig,
+        scrape_timeout_s: float = DEFAULT_SCRAPE_TIMEOUT_S,
+        topic_regex: str | None = None,
+        max_transaction_timeout_ms: int | None = None,
+    ):
+        # The scrape deadline is the command's deadline, so error messages name the right figure.
+        self.config = dataclasses.replace(config, timeout_ms=int(scrape_timeout_s * 1000))
+        self.scrape_timeout_s = scrape_timeout_s
+        self.topic_regex = topic_regex
+        self.max_transaction_timeout_ms = max_transaction_timeout_ms
+        self._cluster: Cluster | None = None
+        if topic_regex:
+            try:
+                re.compile(topic_regex)
+            except re.error as exc:
+                raise UsageError(f"bad --topic-regex {topic_regex!r}: {exc}") from None
+
+    def __call__(self) -> ClusterSnapshot:
+        if self._cluster is None:
+            self._cluster = Cluster(self.config)
+        self._cluster.restart_deadline(self.scrape_timeout_s)
+        try:
+            snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms)
+        except Exception:
+            self.close()
+            raise
+        if not snap.up:
+            log.warning("cluster not reachable: %s", snap.error)
+            self.close()
+        return snap
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+class _StaticCollector(Collector):
+    def __init__(self, families: list[Metric]):
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
+
+
+def render_text(snapshot: ClusterSnapshot, options: ExportOptions = ExportOptions()) -> bytes:
+    """The Prometheus text exposition of one snapshot."""
+    from prometheus_client.exposition import generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_StaticCollector(metric_families(snapshot, options)))
+    return generate_latest(registry)
+
+
+def write_textfile(path: str | os.PathLike, snapshot: ClusterSnapshot, options: ExportOptions = ExportOptions()) -> None:
+    """Write the metrics for node_exporter's textfile collector atomically: a temporary file in the
+    same directory (not ending in .prom, so never read half-written), then a rename over ``path``."""
+    target = Path(path)
+    if target.suffix != ".prom":
+        raise UsageError(f"--textfile {str(target)!r} must end in .prom (node_exporter's textfile collector reads only *.prom)")
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise UsageError(f"--textfile: directory {str(directory)!r} does not exist")
+    data = render_text(snapshot, options)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise UsageError(f"--textfile: cannot write in {str(directory)!r}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; node_exporter usually runs as another user
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[IPv6]:PORT``."""
+    match = re.fullmatch(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>\d{1,5})", text.strip())
+    if not match or not 0 <= int(match.group("port")) <= 65535:
+        raise UsageError(f"bad --listen {text!r}; use HOST:PORT, :PORT or [IPv6]:PORT")
+    host = match.group("v6") or match.group("host") or "0.0.0.0"
+    return host, int(match.group("port"))
+
+
+def build_registry(collector: Collector) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+def start_server(registry: CollectorRegistry, host: str, port: int):
+    """Start serving ``/metrics`` in a background thread; returns the server (``server_port`` has the port)."""
+    from prometheus_client.exposition import start_http_server
+
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise KafkatxnError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return server
+
+
+def serve(collector: SnapshotCollector, listen: str, on_ready: Callable[[str], None] | None = None,
+          stop: threading.Event | None = None) -> None:
+    """Serve until SIGINT/SIGTERM (or ``stop`` is set)."""
+    host, port = parse_listen(listen)
+    server = start_server(build_registry(collector), host, port)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    shown_host = f"[{host}]" if ":" in host else host
+    if on_ready is not None:
+        on_ready(f"http://{shown_host}:{server.server_port}/metrics")
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+        server.server_close()
