@@ -117,9 +117,12 @@ class AuditLog:
         return action_id
 
     def result(
-        self, action_id: str, action: str, target: dict[str, Any], outcome: str, state_after: Any, detail: str = ""
+        self, action_id: str, action: str, target: dict[str, Any], outcome: str, state_after: Any, detail: str = "",
+        cluster_id: str | None = None,
     ) -> None:
         record = self._base(RESULT, action_id, action, target)
+        if cluster_id is not None:
+            record["cluster_id"] = cluster_id
         record["outcome"] = outcome
         record["state_after"] = state_after
         if detail:
@@ -149,6 +152,7 @@ class AuditLog:
                 None,
                 detail=f"the run that recorded this intent (pid {intent.get('pid')}) ended without a result; "
                 "the cluster may or may not have changed",
+                cluster_id=intent.get("cluster_id"),
             )
         return unfinished
 

@@ -1,0 +1,168 @@
+"""``kafkatxn abort`` and ``kafkatxn fence``: the destructive commands.
+
+No ``from __future__ import annotations`` here: typer must see the real ``Annotated`` options
+through the signature that ``cli.common.command`` rebuilds.
+"""
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kafkatxn import auditlog, remedy
+from kafkatxn.cli.common import CommandContext, command, fail_if_missing
+from kafkatxn.durations import parse_duration_ms
+from kafkatxn.errors import UsageError
+from kafkatxn.output import render_to_string
+
+TARGET = "Transaction"
+SAFETY = "Safety"
+
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Act without asking (for scripts).", rich_help_panel=SAFETY)]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Only show the plan; change nothing.", rich_help_panel=SAFETY)]
+AuditLogOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--audit-log", metavar="PATH", envvar="KAFKATXN_AUDIT_LOG", rich_help_panel=SAFETY,
+        help="JSON-lines audit log to append to (default: $XDG_STATE_HOME/kafkatxn/audit.jsonl).",
+    ),
+]
+
+
+def _open_audit_log(ctx: CommandContext, path: Optional[Path], dry_run: bool) -> auditlog.AuditLog:
+    log = auditlog.AuditLog(path, bootstrap_servers=ctx.config.bootstrap_servers)
+    if dry_run:
+        unfinished = auditlog.unfinished_intents(log.records())
+    else:
+        log.check_writable()  # acting without an audit trail is not an option
+        unfinished = log.close_unfinished()
+    warning = auditlog.unfinished_warning(log.path, unfinished)
+    if warning:
+        ctx.note(warning)
+    return log
+
+
+def _confirmer(ctx: CommandContext, yes: bool, question: str):
+    def confirm(plan_rows: list[Any]) -> bool:
+        ctx.note("Plan:")
+        ctx.note(render_to_string(plan_rows, "table").rstrip())
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise UsageError(
+                "not acting without confirmation: stdin is not a terminal; pass --yes to act, or --dry-run to only show the plan"
+            )
+        return typer.confirm(question, default=False, err=True)
+
+    return confirm
+
+
+def _finish(ctx: CommandContext, result: remedy.RemedyResult, row_type: type, audit: auditlog.AuditLog, empty: str) -> int:
+    ctx.render(result.rows, row_type, empty_message=empty)
+    if result.acted:
+        ctx.note(f"audit log: {audit.path}")
+    fail_if_missing(ctx, result.missing, "view of the cluster")
+    return result.exit_code
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "abort")
+    def abort_command(
+        ctx: CommandContext,
+        topic: Annotated[Optional[str], typer.Option("--topic", "-t", metavar="TOPIC", help="Topic of the open transaction.", rich_help_panel=TARGET)] = None,
+        partition: Annotated[Optional[int], typer.Option("--partition", "-p", metavar="N", help="Partition of the open transaction.", rich_help_panel=TARGET)] = None,
+        start_offset: Annotated[
+            Optional[int], typer.Option("--start-offset", metavar="OFFSET", help="Offset where the transaction starts (see `kafkatxn hanging`).", rich_help_panel=TARGET)
+        ] = None,
+        producer_id: Annotated[Optional[int], typer.Option("--producer-id", metavar="ID", help="Explicit form: producer id.", rich_help_panel=TARGET)] = None,
+        producer_epoch: Annotated[Optional[int], typer.Option("--producer-epoch", metavar="N", help="Explicit form: producer epoch.", rich_help_panel=TARGET)] = None,
+        coordinator_epoch: Annotated[
+            Optional[int], typer.Option("--coordinator-epoch", metavar="N", help="Explicit form: coordinator epoch for the marker.", rich_help_panel=TARGET)
+        ] = None,
+        all_hanging: Annotated[
+            bool, typer.Option("--all-hanging", help="Abort every hanging transaction `kafkatxn hanging` finds.", rich_help_panel=TARGET)
+        ] = False,
+        max_transaction_timeout: Annotated[
+            Optional[str],
+            typer.Option(
+                "--max-transaction-timeout", metavar="DURATION", rich_help_panel=TARGET,
+                help="With --all-hanging: as for `kafkatxn hanging` (default: the brokers' transaction.max.timeout.ms).",
+            ),
+        ] = None,
+        yes: YesOption = False,
+        dry_run: DryRunOption = False,
+        audit_log: AuditLogOption = None,
+    ) -> int:
+        """Abort a hanging transaction by writing an ABORT marker to its partition.
+
+        Checks with DescribeProducers that exactly the named transaction is open, and with its
+        coordinator that the coordinator does not track it (a tracked one is ended with
+        `kafkatxn fence`); shows the plan and asks (--yes, --dry-run); checks again right before
+        writing the marker; then verifies the transaction is gone and the LSO moved. Every abort
+        appends intent and result records to the audit log. Exit 0 when done or when there is
+        nothing to abort, 3 when refused (the state does not match) or not verified.
+        """
+        explicit = any(v is not None for v in (topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch))
+        if all_hanging and explicit:
+            raise UsageError("--all-hanging takes no --topic, --partition, --start-offset or producer options")
+        if max_transaction_timeout is not None and not all_hanging:
+            raise UsageError("--max-transaction-timeout goes with --all-hanging")
+        targets = []
+        if not all_hanging:
+            if topic is None or partition is None:
+                raise UsageError("name the transaction with --topic and --partition (and --start-offset), or pass --all-hanging")
+            targets.append(remedy.AbortTarget(topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch))
+            remedy.validate_target(targets[0])
+        timeout_ms = parse_duration_ms(max_transaction_timeout) if max_transaction_timeout is not None else None
+        audit = _open_audit_log(ctx, audit_log, dry_run)
+        result = remedy.abort(
+            ctx.cluster,
+            targets,
+            all_hanging=all_hanging,
+            max_transaction_timeout_ms=timeout_ms,
+            audit=audit,
+            confirm=_confirmer(ctx, yes, "Write these ABORT markers?"),
+            dry_run=dry_run,
+        )
+        return _finish(ctx, result, remedy.AbortRow, audit, "nothing to abort: no hanging transaction")
+
+    @command(app, "fence")
+    def fence_command(
+        ctx: CommandContext,
+        transactional_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[TRANSACTIONAL_ID]...", help="Transactional ids to fence.", show_default=False)] = None,
+        pattern: Annotated[
+            Optional[str], typer.Option("--pattern", metavar="REGEX", help="Fence every known id the regex matches in full.", rich_help_panel=TARGET)
+        ] = None,
+        allow_unknown: Annotated[
+            bool, typer.Option("--allow-unknown", help="Also fence ids the cluster does not know (this creates them).", rich_help_panel=SAFETY)
+        ] = False,
+        yes: YesOption = False,
+        dry_run: DryRunOption = False,
+        audit_log: AuditLogOption = None,
+    ) -> int:
+        """Fence transactional ids: bump their epoch, aborting any open transaction.
+
+        The live producer of each id is fenced (its next send or commit fails) and its open
+        transaction is aborted by the coordinator. Shows the old and new producer id and epoch.
+        Ids the cluster does not know are refused unless --allow-unknown (fencing creates them).
+        Shows the plan and asks (--yes, --dry-run); appends intent and result records to the
+        audit log. Exit 0 when done, 3 when refused or not verified.
+        """
+        if transactional_ids and pattern is not None:
+            raise UsageError("name transactional ids or pass --pattern, not both")
+        if not transactional_ids and pattern is None:
+            raise UsageError("name the transactional ids to fence, or pass --pattern REGEX")
+        if pattern is not None:
+            remedy.matching_ids([], pattern)  # a bad regex is a usage error before connecting
+        audit = _open_audit_log(ctx, audit_log, dry_run)
+        result = remedy.fence(
+            ctx.cluster,
+            transactional_ids or [],
+            pattern=pattern,
+            allow_unknown=allow_unknown,
+            audit=audit,
+            confirm=_confirmer(ctx, yes, "Fence these transactional ids?"),
+            dry_run=dry_run,
+        )
+        return _finish(ctx, result, remedy.FenceRow, audit, "nothing to fence: no transactional id matches")

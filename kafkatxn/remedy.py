@@ -1,0 +1,661 @@
+"""Abort hanging transactions and fence transactional ids, safely.
+
+Both actions follow the same steps: plan from a fresh snapshot, show the plan, get confirmation
+(the caller's ``confirm``), check the state again right before acting, write a durable audit intent,
+act, verify, write the audit result. Deciding is pure (:func:`decide_abort`,
+:func:`coordinator_refusal`, :func:`decide_fence`, :func:`verify_abort`, :func:`verify_fence`)
+and tested without a broker.
+
+Abort writes an ABORT marker (WriteTxnMarkers) to the partition leader, as
+``kafka-transactions.sh abort`` does, with the coordinator epoch DescribeProducers reports. It only
+aborts transactions whose coordinator does not track the partition (hanging): a marker written
+behind a live coordinator's back would lose the data of a transaction its producer later commits.
+Transactions the coordinator tracks are ended by fencing their transactional id instead.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Sequence
+
+from kafkatxn import hanging
+from kafkatxn.auditlog import AuditLog
+from kafkatxn.cluster import Cluster, ProducerState, TopicPartition, TransactionDescription
+from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, KafkatxnError, UsageError
+from kafkatxn.output import to_plain
+
+# Longest transaction timeout the fencing producer asks for when the id has none of its own.
+DEFAULT_FENCE_TIMEOUT_MS = 60_000
+# Coordinator states in which the id's transaction is not finished yet.
+UNFINISHED_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+
+
+class Outcome(str, enum.Enum):
+    WOULD_ABORT = "would abort"
+    ABORTED = "aborted"
+    NOTHING_TO_ABORT = "nothing to abort"
+    WOULD_FENCE = "would fence"
+    FENCED = "fenced"
+    REFUSED = "refused"
+    FAILED = "failed"  # the cluster said no: nothing changed
+    UNKNOWN = "unknown"  # the request got no answer: it may or may not have taken effect
+
+
+FAILING_OUTCOMES = frozenset({Outcome.REFUSED, Outcome.FAILED, Outcome.UNKNOWN})
+
+
+def exit_code(outcomes: Iterable[Outcome], incomplete: bool = False) -> int:
+    """0 when everything asked for is done (or was already), 3 when anything was refused or failed."""
+    if incomplete or any(o in FAILING_OUTCOMES for o in outcomes):
+        return EXIT_UNKNOWN
+    return EXIT_OK
+
+
+# ==============================================================================================
+# abort
+# ==============================================================================================
+
+
+@dataclass(frozen=True)
+class AbortTarget:
+    """The transaction the user names: by start offset, or by producer id, epoch and coordinator epoch."""
+
+    topic: str
+    partition: int
+    start_offset: int | None = None
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    coordinator_epoch: int | None = None
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+def validate_target(target: AbortTarget) -> None:
+    explicit = (target.producer_id, target.producer_epoch, target.coordinator_epoch)
+    if target.start_offset is None and all(v is None for v in explicit):
+        raise UsageError("name the transaction with --start-offset, or with --producer-id, --producer-epoch and --coordinator-epoch")
+    if any(v is not None for v in explicit) and any(v is None for v in explicit):
+        raise UsageError("--producer-id, --producer-epoch and --coordinator-epoch go together")
+    if target.start_offset is not None and target.start_offset < 0:
+        raise UsageError("--start-offset must not be negative")
+    if target.partition < 0:
+        raise UsageError("--partition must not be negative")
+
+
+class Action(str, enum.Enum):
+    ABORT = "abort"
+    NOTHING = "nothing"
+    REFUSE = "refuse"
+
+
+@dataclass(frozen=True)
+class AbortDecision:
+    action: Action
+    reason: str
+    producer: ProducerState | None = None
+    marker_coordinator_epoch: int | None = None
+
+
+def marker_coordinator_epoch(reported: int, given: int | None = None) -> int:
+    """The coordinator epoch the ABORT marker carries.
+
+    DescribeProducers reports -1 before a producer's first marker; Kafka's tool then uses 0, which
+    is no higher than any real coordinator epoch, so the broker accepts it.
+    """
+    return max(given if given is not None else reported, 0)
+
+
+def _open_elsewhere(producers: Sequence[ProducerState]) -> str:
+    opened = sorted((p.current_txn_start_offset, p.producer_id) for p in producers if p.current_txn_start_offset >= 0)
+    return ", ".join(f"offset {o} (producer {pid})" for o, pid in opened)
+
+
+def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], already_aborted_at: str | None = None) -> AbortDecision:
+    """The partition side: is there exactly the open transaction the user named?
+
+    Nothing open where the user points is "nothing to abort" (a repeat is safe); something else
+    open there means the user's view is stale, and the abort is refused.
+    """
+    open_txns = [p for p in producers if p.current_txn_start_offset >= 0]
+    where = f"{target.tp}"
+    if target.producer_id is not None:
+        match = next((p for p in open_txns if p.producer_id == target.producer_id), None)
+        if match is None:
+            return AbortDecision(Action.NOTHING, f"producer {target.producer_id} has no open transaction on {where}")
+        if target.start_offset is not None and match.current_txn_start_offset != target.start_offset:
+            return AbortDecision(
+                Action.REFUSE,
+                f"producer {target.producer_id}'s open transaction on {where} starts at offset "
+                f"{match.current_txn_start_offset}, not {target.start_offset}",
+            )
+        if match.producer_epoch != target.producer_epoch:
+            return AbortDecision(
+                Action.REFUSE,
+                f"producer {target.producer_id}'s open transaction on {where} has epoch {match.producer_epoch}, "
+                f"not {target.producer_epoch}",
+            )
+        given = marker_coordinator_epoch(match.coordinator_epoch, target.coordinator_epoch)
+        if given < match.coordinator_epoch:
+            return AbortDecision(
+                Action.REFUSE,
+                f"coordinator epoch {target.coordinator_epoch} is older than {match.coordinator_epoch}, "
+                f"the latest {where} has seen for producer {target.producer_id}: the broker would reject the marker",
+            )
+        return AbortDecision(Action.ABORT, "open transaction found", match, given)
+    match = next((p for p in open_txns if p.current_txn_start_offset == target.start_offset), None)
+    if match is not None:
+        return AbortDecision(Action.ABORT, "open transaction found", match, marker_coordinator_epoch(match.coordinator_epoch))
+    if already_aborted_at:
+        return AbortDecision(Action.NOTHING, f"already aborted at {already_aborted_at}")
+    if open_txns:
+        return AbortDecision(
+            Action.REFUSE,
+            f"no open transaction starts at offset {target.start_offset} on {where}; open transactions start at "
+            f"{_open_elsewhere(open_txns)} (run `kafkatxn hanging` again for current offsets)",
+        )
+    return AbortDecision(Action.NOTHING, f"no open transaction on {where}")
+
+
+def coordinator_refusal(classification: hanging.Classification) -> str | None:
+    """Why the coordinator side forbids an abort marker (None when the transaction is hanging)."""
+    if classification.verdict is hanging.Verdict.HANGING:
+        return None
+    if classification.verdict is hanging.Verdict.TRACKED:
+        d = classification.description
+        state = d.state if d else "unknown"
+        return (
+            f"its coordinator still tracks it (transactional id {classification.transactional_id!r}, state {state}) "
+            f"and will complete or abort it; to end it now: kafkatxn fence {classification.transactional_id!r}"
+        )
+    return f"could not check it with its coordinator: {classification.reason}"
+
+
+def already_aborted(records: Iterable[dict[str, Any]], cluster_id: str | None, target: AbortTarget) -> str | None:
+    """Time of an earlier successful abort of this very transaction in the audit log, if any."""
+    latest = None
+    for r in records:
+        if r.get("record") != "result" or r.get("action") != "abort" or r.get("outcome") != Outcome.ABORTED.value:
+            continue
+        if cluster_id is not None and r.get("cluster_id") not in (None, cluster_id):
+            continue
+        t = r.get("target") or {}
+        if t.get("topic") != target.topic or t.get("partition") != target.partition:
+            continue
+        if target.start_offset is not None and t.get("start_offset") != target.start_offset:
+            continue
+        if target.producer_id is not None and t.get("producer_id") != target.producer_id:
+            continue
+        latest = r.get("time")
+    return latest
+
+
+@dataclass(frozen=True)
+class AbortVerification:
+    outcome: Outcome
+    detail: str
+
+
+def verify_abort(
+    producer_id: int, start_offset: int, producers_after: Sequence[ProducerState] | None,
+    lso_before: int | None, lso_after: int | None, hw_after: int | None,
+) -> AbortVerification:
+    """After the marker: the transaction must be gone and the LSO past its start (unless another holds it)."""
+    if producers_after is None:
+        return AbortVerification(Outcome.UNKNOWN, "could not describe the partition's producers after the marker")
+    still = next(
+        (p for p in producers_after if p.producer_id == producer_id and p.current_txn_start_offset == start_offset), None
+    )
+    if still is not None:
+        return AbortVerification(Outcome.FAILED, "the transaction is still open after the marker")
+    if lso_after is None:
+        return AbortVerification(Outcome.ABORTED, "transaction gone; LSO could not be read")
+    if lso_after > start_offset or (hw_after is not None and lso_after >= hw_after):
+        moved = f"LSO moved from {lso_before} to {lso_after}" if lso_before is not None else f"LSO now {lso_after}"
+        return AbortVerification(Outcome.ABORTED, moved)
+    holders = _open_elsewhere(producers_after)
+    return AbortVerification(
+        Outcome.ABORTED, f"transaction gone; LSO {lso_after} is still held by {holders or 'another open transaction'}"
+    )
+
+
+@dataclass(frozen=True)
+class AbortRow:
+    topic: str
+    partition: int
+    start_offset: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    coordinator_epoch: int | None  # what the ABORT marker carries
+    leader_id: int | None
+    transactional_id: str | None
+    coordinator_state: str | None
+    outcome: Outcome
+    reason: str
+    lso_before: int | None
+    high_watermark_before: int | None
+    lso_after: int | None = None
+    high_watermark_after: int | None = None
+
+
+@dataclass
+class _AbortItem:
+    target: AbortTarget
+    decision: AbortDecision
+    leader: int | None = None
+    classification: hanging.Classification | None = None
+    lso_before: int | None = None
+    hw_before: int | None = None
+    outcome: Outcome | None = None
+    reason: str = ""
+    lso_after: int | None = None
+    hw_after: int | None = None
+
+    def row(self) -> AbortRow:
+        p = self.decision.producer
+        c = self.classification
+        return AbortRow(
+            topic=self.target.topic,
+            partition=self.target.partition,
+            start_offset=p.current_txn_start_offset if p else self.target.start_offset,
+            producer_id=p.producer_id if p else self.target.producer_id,
+            producer_epoch=p.producer_epoch if p else self.target.producer_epoch,
+            coordinator_epoch=self.decision.marker_coordinator_epoch,
+            leader_id=self.leader,
+            transactional_id=c.transactional_id if c else None,
+            coordinator_state=c.description.state if c and c.description else None,
+            outcome=self.outcome or _planned_outcome(self.decision.action),
+            reason=self.reason or self.decision.reason,
+            lso_before=self.lso_before,
+            high_watermark_before=self.hw_before,
+            lso_after=self.lso_after,
+            high_watermark_after=self.hw_after,
+        )
+
+
+def _planned_outcome(action: Action) -> Outcome:
+    return {Action.ABORT: Outcome.WOULD_ABORT, Action.NOTHING: Outcome.NOTHING_TO_ABORT, Action.REFUSE: Outcome.REFUSED}[action]
+
+
+@dataclass
+class RemedyResult:
+    rows: list[Any]
+    missing: list[str] = field(default_factory=list)
+    acted: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code((r.outcome for r in self.rows), incomplete=bool(self.missing))
+
+
+Confirm = Callable[[list[Any]], bool]
+
+
+def _describe_partitions(cluster: Cluster, tps: Iterable[TopicPartition]) -> tuple[dict[TopicPartition, list[ProducerState]], list[str]]:
+    described = cluster.describe_producers(sorted(set(tps)))
+    return described.value, list(described.missing)
+
+
+def _offsets(cluster: Cluster, tps: Sequence[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    if not tps:
+        return {}, {}
+    return cluster.list_offsets(tps, read_committed=True).value, cluster.list_offsets(tps, read_committed=False).value
+
+
+def _plan_targets(cluster: Cluster, targets: Sequence[AbortTarget], audit: AuditLog) -> list[_AbortItem]:
+    leaders = {}
+    for t in targets:
+        validate_target(t)
+        (info,) = cluster.select_partitions(topics=[t.topic], partition=t.partition)  # unknown ones raise
+        leaders[t.tp] = info.leader
+    states, missing = _describe_partitions(cluster, leaders)
+    records = audit.records()
+    cluster_id = cluster.metadata().cluster_id
+    items = []
+    for t in targets:
+        if t.tp not in states:
+            why = "; ".join(m for m in missing if str(t.tp) in m) or "no answer"
+            items.append(_AbortItem(t, AbortDecision(Action.REFUSE, f"could not describe producers of {t.tp}: {why}"), leaders[t.tp]))
+            continue
+        decision = decide_abort(t, states[t.tp], already_aborted(records, cluster_id, t))
+        items.append(_AbortItem(t, decision, leaders[t.tp]))
+    to_check = [i for i in items if i.decision.action is Action.ABORT]
+    if to_check:
+        view, _missing = hanging.coordinator_view(cluster, {i.decision.producer.producer_id for i in to_check})
+        for item in to_check:
+            item.classification = hanging.classify(hanging.OpenTransaction(item.target.tp, item.decision.producer), view)
+            refusal = coordinator_refusal(item.classification)
+            if refusal:
+                item.decision = replace(item.decision, action=Action.REFUSE, reason=refusal)
+            else:
+                item.decision = replace(item.decision, reason=f"hanging: {item.classification.reason}")
+    return items
+
+
+def _plan_all_hanging(cluster: Cluster, max_transaction_timeout_ms: int | None) -> tuple[list[_AbortItem], list[str]]:
+    found = hanging.find_hanging(cluster, max_transaction_timeout_ms=max_transaction_timeout_ms)
+    leaders = {p.tp: p.leader for p in cluster.metadata().partitions}
+    items = []
+    for c in found.classifications:
+        if c.verdict is not hanging.Verdict.HANGING:
+            continue
+        p = c.open_txn.producer
+        target = AbortTarget(c.open_txn.tp.topic, c.open_txn.tp.partition, start_offset=p.current_txn_start_offset)
+        decision = AbortDecision(Action.ABORT, f"hanging: {c.reason}", p, marker_coordinator_epoch(p.coordinator_epoch))
+        items.append(_AbortItem(target, decision, leaders.get(c.open_txn.tp), c))
+    return items, found.missing
+
+
+def _target_record(item: _AbortItem) -> dict[str, Any]:
+    p = item.decision.producer
+    return {
+        "topic": item.target.topic,
+        "partition": item.target.partition,
+        "start_offset": p.current_txn_start_offset if p else item.target.start_offset,
+        "producer_id": p.producer_id if p else item.target.producer_id,
+        "producer_epoch": p.producer_epoch if p else item.target.producer_epoch,
+    }
+
+
+def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
+    planned = item.decision.producer
+    assert planned is not None
+    tp = item.target.tp
+    # Right before acting: the same transaction must still be open (the plan may be minutes old).
+    states, missing = _describe_partitions(cluster, [tp])
+    if tp not in states:
+        item.outcome, item.reason = Outcome.REFUSED, f"could not re-check {tp} before acting: {'; '.join(missing) or 'no answer'}"
+        return
+    recheck = decide_abort(
+        AbortTarget(tp.topic, tp.partition, planned.current_txn_start_offset, planned.producer_id, planned.producer_epoch,
+                    item.decision.marker_coordinator_epoch),
+        states[tp],
+    )
+    if recheck.action is Action.NOTHING:
+        item.outcome, item.reason = Outcome.NOTHING_TO_ABORT, "closed since the plan was made"
+        return
+    if recheck.action is Action.REFUSE:
+        item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {recheck.reason}"
+        return
+    if item.leader is None or item.leader < 0:
+        item.outcome, item.reason = Outcome.REFUSED, f"{tp} has no leader"
+        return
+    target = _target_record(item)
+    state_before = {
+        "producer": to_plain(recheck.producer),
+        "last_stable_offset": item.lso_before,
+        "high_watermark": item.hw_before,
+        "transactional_id": item.classification.transactional_id if item.classification else None,
+        "coordinator_state": item.row().coordinator_state,
+        "hanging_reason": item.classification.reason if item.classification else None,
+    }
+    marker = {"leader_id": item.leader, "coordinator_epoch": item.decision.marker_coordinator_epoch, "result": "ABORT"}
+    action_id = audit.intent("abort", target, state_before, plan={"write_txn_markers": marker})
+    try:
+        error = cluster.write_abort_marker(
+            tp, planned.producer_id, planned.producer_epoch, item.decision.marker_coordinator_epoch, item.leader
+        )
+    except KafkatxnError as exc:
+        item.outcome, item.reason = Outcome.UNKNOWN, f"writing the marker got no answer: {exc}"
+        audit.result(action_id, "abort", target, item.outcome.value, None, item.reason)
+        return
+    if error:
+        item.outcome, item.reason = Outcome.FAILED, f"the leader refused the marker: {error}"
+        audit.result(action_id, "abort", target, item.outcome.value, state_before, item.reason)
+        return
+    after: list[ProducerState] | None = None
+    lso_after = hw_after = None
+    try:
+        states, _ = _describe_partitions(cluster, [tp])
+        after = states.get(tp)
+        lso, hw = _offsets(cluster, [tp])
+        lso_after, hw_after = lso.get(tp), hw.get(tp)
+    except KafkatxnError as exc:
+        item.reason = f"marker written; verifying failed: {exc}"
+    verdict = verify_abort(planned.producer_id, planned.current_txn_start_offset, after, item.lso_before, lso_after, hw_after)
+    item.outcome, item.lso_after, item.hw_after = verdict.outcome, lso_after, hw_after
+    item.reason = verdict.detail if not item.reason else f"{item.reason}; {verdict.detail}"
+    state_after = {
+        "producers": to_plain(after) if after is not None else None,
+        "last_stable_offset": lso_after,
+        "high_watermark": hw_after,
+    }
+    audit.result(action_id, "abort", target, item.outcome.value, state_after, item.reason)
+
+
+def abort(
+    cluster: Cluster,
+    targets: Sequence[AbortTarget] = (),
+    *,
+    all_hanging: bool = False,
+    max_transaction_timeout_ms: int | None = None,
+    audit: AuditLog,
+    confirm: Confirm,
+    dry_run: bool = False,
+) -> RemedyResult:
+    """Plan, confirm, act and verify; rows are the plan (dry run, declined) or the outcomes."""
+    if all_hanging == bool(targets):
+        raise UsageError("name one transaction (--topic, --partition, --start-offset) or pass --all-hanging")
+    audit.cluster_id = cluster.metadata().cluster_id
+    missing: list[str] = []
+    if all_hanging:
+        items, missing = _plan_all_hanging(cluster, max_transaction_timeout_ms)
+    else:
+        items = _plan_targets(cluster, targets, audit)
+    actionable = [i for i in items if i.decision.action is Action.ABORT]
+    lso, hw = _offsets(cluster, sorted({i.target.tp for i in actionable}))
+    for i in actionable:
+        i.lso_before, i.hw_before = lso.get(i.target.tp), hw.get(i.target.tp)
+    plan_rows = [i.row() for i in items]
+    if dry_run or not actionable:
+        return RemedyResult(plan_rows, missing)
+    if not confirm(plan_rows):
+        raise Declined()
+    for item in actionable:
+        _execute_abort(cluster, item, audit)
+    return RemedyResult([i.row() for i in items], missing, acted=True)
+
+
+class Declined(KafkatxnError):
+    """The plan was not confirmed; nothing was changed."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str = "not confirmed; nothing was changed"):
+        super().__init__(message)
+
+
+# ==============================================================================================
+# fence
+# ==============================================================================================
+
+
+@dataclass(frozen=True)
+class FenceDecision:
+    action: Action  # ABORT here means "fence"
+    reason: str
+
+
+def decide_fence(
+    transactional_id: str, described: TransactionDescription | None, unknown: bool, allow_unknown: bool, unanswered: str | None = None
+) -> FenceDecision:
+    if described is not None:
+        if described.state in UNFINISHED_STATES:
+            return FenceDecision(Action.ABORT, f"state {described.state}: its open transaction will be aborted")
+        return FenceDecision(Action.ABORT, f"state {described.state}: no open transaction; the epoch is bumped")
+    if unknown:
+        if allow_unknown:
+            return FenceDecision(Action.ABORT, "unknown to the cluster: fencing creates it (--allow-unknown)")
+        return FenceDecision(Action.REFUSE, "unknown to the cluster: fencing would create it (pass --allow-unknown to do so)")
+    return FenceDecision(Action.REFUSE, f"could not describe it: {unanswered or 'its coordinator did not answer'}")
+
+
+def verify_fence(before: TransactionDescription | None, after: TransactionDescription | None, still_open: Sequence[TopicPartition]) -> AbortVerification:
+    """After InitProducerId: a newer producer id or epoch, nothing unfinished, no partition left open."""
+    if after is None:
+        return AbortVerification(Outcome.UNKNOWN, "could not describe the transactional id afterwards")
+    if before is not None and (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch):
+        return AbortVerification(Outcome.FAILED, "producer id and epoch did not change")
+    if after.state in UNFINISHED_STATES:
+        return AbortVerification(Outcome.FAILED, f"state is still {after.state}")
+    if still_open:
+        return AbortVerification(
+            Outcome.FAILED, f"the old producer still has an open transaction on {', '.join(map(str, still_open))}"
+        )
+    if before is None:
+        return AbortVerification(Outcome.FENCED, f"created with producer {after.producer_id} epoch {after.producer_epoch}")
+    return AbortVerification(
+        Outcome.FENCED,
+        f"producer {before.producer_id} epoch {before.producer_epoch} -> producer {after.producer_id} epoch {after.producer_epoch}",
+    )
+
+
+def fence_timeout_ms(described: TransactionDescription | None, broker_max_ms: int | None) -> int:
+    """The transaction timeout the fencing InitProducerId carries: the id's own, within the brokers' maximum."""
+    own = described.timeout_ms if described is not None and described.timeout_ms > 0 else DEFAULT_FENCE_TIMEOUT_MS
+    return min(own, broker_max_ms) if broker_max_ms else own
+
+
+@dataclass(frozen=True)
+class FenceRow:
+    transactional_id: str
+    coordinator_id: int | None
+    outcome: Outcome
+    reason: str
+    state_before: str | None
+    producer_id_before: int | None
+    producer_epoch_before: int | None
+    partitions_before: list[str]  # partitions of the transaction that the fence aborts
+    state_after: str | None = None
+    producer_id_after: int | None = None
+    producer_epoch_after: int | None = None
+
+
+@dataclass
+class _FenceItem:
+    transactional_id: str
+    decision: FenceDecision
+    before: TransactionDescription | None
+    outcome: Outcome | None = None
+    reason: str = ""
+    after: TransactionDescription | None = None
+
+    def row(self) -> FenceRow:
+        b, a = self.before, self.after
+        planned = Outcome.WOULD_FENCE if self.decision.action is Action.ABORT else Outcome.REFUSED
+        return FenceRow(
+            transactional_id=self.transactional_id,
+            coordinator_id=(a or b).coordinator_id if (a or b) else None,
+            outcome=self.outcome or planned,
+            reason=self.reason or self.decision.reason,
+            state_before=b.state if b else None,
+            producer_id_before=b.producer_id if b else None,
+            producer_epoch_before=b.producer_epoch if b else None,
+            partitions_before=sorted(str(tp) for tp in b.partitions) if b else [],
+            state_after=a.state if a else None,
+            producer_id_after=a.producer_id if a else None,
+            producer_epoch_after=a.producer_epoch if a else None,
+        )
+
+
+def matching_ids(transactional_ids: Iterable[str], pattern: str) -> list[str]:
+    """Ids the whole of which ``pattern`` matches (a partial match would fence more than meant)."""
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"bad --pattern regex {pattern!r}: {exc}") from None
+    return sorted({t for t in transactional_ids if rx.fullmatch(t)})
+
+
+def _describe(cluster: Cluster, tids: Sequence[str]) -> tuple[dict[str, TransactionDescription], set[str], dict[str, str]]:
+    found, not_found, missing = cluster.describe_transactions(tids)
+    unanswered = {}
+    for tid in tids:
+        if tid not in found and tid not in not_found:
+            unanswered[tid] = next((m for m in missing if repr(tid) in m), "; ".join(missing) or "no answer")
+    return found, set(not_found), unanswered
+
+
+def _describe_description(d: TransactionDescription | None) -> dict[str, Any] | None:
+    return to_plain(d) if d is not None else None
+
+
+def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, broker_max_ms: int | None, audit: AuditLog) -> None:
+    tid = item.transactional_id
+    # Right before acting: describe again, so the audit shows the state actually fenced.
+    found, unknown, unanswered = _describe(cluster, [tid])
+    item.before = found.get(tid)
+    recheck = decide_fence(tid, item.before, tid in unknown, allow_unknown, unanswered.get(tid))
+    if recheck.action is Action.REFUSE:
+        item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {recheck.reason}"
+        return
+    target = {"transactional_id": tid}
+    action_id = audit.intent("fence", target, _describe_description(item.before))
+    try:
+        cluster.fence_transactional_id(tid, fence_timeout_ms(item.before, broker_max_ms))
+    except KafkatxnError as exc:
+        item.outcome, item.reason = Outcome.UNKNOWN, f"InitProducerId failed: {exc}"
+        audit.result(action_id, "fence", target, item.outcome.value, None, item.reason)
+        return
+    still_open: list[TopicPartition] = []
+    try:
+        found, _unknown, _unanswered = _describe(cluster, [tid])
+        item.after = found.get(tid)
+        if item.before is not None and item.before.partitions:
+            states, _ = _describe_partitions(cluster, item.before.partitions)
+            still_open = sorted(
+                tp for tp, ps in states.items()
+                if any(p.producer_id == item.before.producer_id and p.current_txn_start_offset >= 0 for p in ps)
+            )
+    except KafkatxnError as exc:
+        item.reason = f"fenced; verifying failed: {exc}"
+    verdict = verify_fence(item.before, item.after, still_open)
+    item.outcome = verdict.outcome
+    item.reason = verdict.detail if not item.reason else f"{item.reason}; {verdict.detail}"
+    audit.result(action_id, "fence", target, item.outcome.value, _describe_description(item.after), item.reason)
+
+
+def fence(
+    cluster: Cluster,
+    transactional_ids: Sequence[str] = (),
+    *,
+    pattern: str | None = None,
+    allow_unknown: bool = False,
+    audit: AuditLog,
+    confirm: Confirm,
+    dry_run: bool = False,
+) -> RemedyResult:
+    """Bump the epoch of each id (aborting its open transaction, fencing its producer); verify; audit."""
+    if bool(transactional_ids) == (pattern is not None):
+        raise UsageError("name transactional ids or pass --pattern REGEX (not both)")
+    audit.cluster_id = cluster.metadata().cluster_id
+    missing: list[str] = []
+    if pattern is not None:
+        matching_ids([], pattern)  # a bad regex is a usage error before any request
+        listing, _support = cluster.list_transactions()
+        missing += listing.missing
+        tids = matching_ids((t.transactional_id for t in listing.value), pattern)
+    else:
+        tids = list(dict.fromkeys(transactional_ids))
+    if not tids:
+        return RemedyResult([], missing)
+    found, unknown, unanswered = _describe(cluster, tids)
+    items = [
+        _FenceItem(t, decide_fence(t, found.get(t), t in unknown, allow_unknown, unanswered.get(t)), found.get(t)) for t in tids
+    ]
+    actionable = [i for i in items if i.decision.action is Action.ABORT]
+    plan_rows = [i.row() for i in items]
+    if dry_run or not actionable:
+        return RemedyResult(plan_rows, missing)
+    if not confirm(plan_rows):
+        raise Declined()
+    try:
+        broker_max_ms, _ = hanging.cluster_max_transaction_timeout(cluster)
+    except KafkatxnError:
+        broker_max_ms = None  # the id's own timeout is then used; a broker that refuses it says so
+    for item in actionable:
+        _execute_fence(cluster, item, allow_unknown, broker_max_ms, audit)
+    return RemedyResult([i.row() for i in items], missing, acted=True)
