@@ -1,0 +1,184 @@
+"""Producer rows and the per-broker/per-topic summary, over hand-made snapshots (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkatxn import producers
+from kafkatxn.cluster import (
+    BrokerInfo,
+    ClusterMetadata,
+    ListTransactionsSupport,
+    Partial,
+    PartitionInfo,
+    ProducerState,
+    TopicPartition,
+    TransactionListing,
+)
+from kafkatxn.errors import NotFoundError
+
+NOW = 1_700_000_000_000
+
+
+def state(pid, epoch=0, seq=0, ts=NOW - 1000, coord=-1, start=-1):
+    return ProducerState(pid, epoch, seq, ts, coord, start)
+
+
+def tp(topic, partition):
+    return TopicPartition(topic, partition)
+
+
+def snapshot(states, reported_by=None, tids=None, missing=()):
+    reported_by = reported_by or {t: 1 for t in states}
+    return producers.ProducerSnapshot(NOW, states, reported_by, dict(tids or {}), list(missing))
+
+
+def test_rows_carry_every_describe_producers_field_and_the_age():
+    snap = snapshot(
+        {tp("a", 0): [state(7, epoch=3, seq=41, ts=NOW - 90_500, coord=2, start=120)]},
+        reported_by={tp("a", 0): 2},
+        tids={7: "app-1"},
+    )
+    (row,) = producers.producer_rows(snap)
+    assert row == producers.ProducerRow(
+        topic="a", partition=0, broker_id=2, producer_id=7, producer_epoch=3, last_sequence=41,
+        last_timestamp_ms=NOW - 90_500, age_ms=90_500, age="1m30s", coordinator_epoch=2,
+        current_txn_start_offset=120, transactional_id="app-1",
+    )
+
+
+def test_idempotent_producer_has_no_transactional_id_and_unknown_timestamp_no_age():
+    snap = snapshot({tp("a", 0): [state(5, ts=-1)]})
+    (row,) = producers.producer_rows(snap)
+    assert row.transactional_id is None
+    assert row.age_ms is None and row.age == ""
+
+
+def test_a_producer_clock_ahead_of_ours_gives_a_negative_age():
+    (row,) = producers.producer_rows(snapshot({tp("a", 0): [state(5, ts=NOW + 2000)]}))
+    assert row.age_ms == -2000
+    assert row.age == "-2s"
+
+
+def test_rows_are_ordered_by_partition_then_producer_id():
+    snap = snapshot({tp("b", 0): [state(9), state(3)], tp("a", 10): [state(1)], tp("a", 2): [state(4)]})
+    order = [(r.topic, r.partition, r.producer_id) for r in producers.producer_rows(snap)]
+    assert order == [("a", 2, 4), ("a", 10, 1), ("b", 0, 3), ("b", 0, 9)]
+
+
+def test_summary_counts_distinct_producers_states_and_open_transactions_per_broker_and_topic():
+    states = {
+        tp("a", 0): [state(1, start=5), state(2)],  # broker 1
+        tp("a", 1): [state(1, start=7), state(3)],  # broker 2; producer 1's transaction spans a-0 and a-1
+        tp("b", 0): [state(4, start=0)],  # broker 1
+        tp("b", 1): [],  # broker 2, no producers: still a partition described
+    }
+    reported_by = {tp("a", 0): 1, tp("a", 1): 2, tp("b", 0): 1, tp("b", 1): 2}
+    rows = producers.summarize(snapshot(states, reported_by))
+    S = producers.ProducerSummaryRow
+    assert rows == [
+        S("broker", 1, None, partitions=2, active_producer_ids=3, producer_states=3, open_transactions=2),
+        S("broker", 2, None, partitions=2, active_producer_ids=2, producer_states=2, open_transactions=1),
+        S("topic", None, "a", partitions=2, active_producer_ids=3, producer_states=4, open_transactions=1),
+        S("topic", None, "b", partitions=2, active_producer_ids=1, producer_states=1, open_transactions=1),
+    ]
+
+
+def test_summary_of_nothing_is_empty():
+    assert producers.summarize(snapshot({})) == []
+
+
+def partition(topic, number, leader, replicas):
+    return PartitionInfo(topic, number, leader, tuple(replicas), tuple(replicas))
+
+
+def test_partitions_for_broker_keeps_those_it_holds_a_replica_of():
+    parts = [partition("a", 0, 1, [1, 2]), partition("a", 1, 2, [2, 3]), partition("b", 0, 3, [3, 1])]
+    chosen = producers.partitions_for_broker(parts, 1, [1, 2, 3])
+    assert [p.tp for p in chosen] == [tp("a", 0), tp("b", 0)]
+
+
+def test_partitions_for_an_unknown_broker_is_not_found():
+    with pytest.raises(NotFoundError, match="unknown broker id 9"):
+        producers.partitions_for_broker([], 9, [1, 2])
+
+
+class FakeCluster:
+    """Answers the facade calls producers.py makes, and records them."""
+
+    def __init__(self, partitions, described=None, listings=(), list_missing=()):
+        self.md = ClusterMetadata("cid", 1, (BrokerInfo(1, "h", 1), BrokerInfo(2, "h", 2), BrokerInfo(3, "h", 3)), tuple(partitions))
+        self.described = described or Partial({})
+        self.listings = list(listings)
+        self.list_missing = list(list_missing)
+        self.calls: list[tuple] = []
+
+    def metadata(self):
+        return self.md
+
+    def select_partitions(self, topics=None, partition=None, include_internal=False, topic_pattern=None):
+        topics = list(topics or [])
+        chosen = [p for p in self.md.partitions if (not topics or p.topic in topics) and (include_internal or not p.internal)]
+        if partition is not None:
+            chosen = [p for p in chosen if p.partition == partition]
+        return chosen
+
+    def describe_producers(self, partitions, broker_id=None):
+        self.calls.append(("describe_producers", sorted(partitions), broker_id))
+        return self.described
+
+    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
+        self.calls.append(("list_transactions", list(producer_ids)))
+        wanted = set(producer_ids)
+        value = [t for t in self.listings if not wanted or t.producer_id in wanted]
+        return Partial(value, list(self.list_missing)), ListTransactionsSupport(False, False)
+
+
+def test_transactional_ids_for_no_producers_sends_nothing():
+    # An empty producer-id filter would list every transaction in the cluster.
+    cluster = FakeCluster([])
+    assert producers.transactional_ids_for(cluster, []) == {}
+    assert producers.transactional_ids_for(cluster, [-1]) == {}
+    assert cluster.calls == []
+
+
+def test_transactional_ids_for_maps_ids_and_reports_brokers_that_did_not_answer():
+    listings = [TransactionListing("app-1", 7, "Ongoing", 1), TransactionListing("app-2", 8, "Empty", 2)]
+    cluster = FakeCluster([], listings=listings, list_missing=["broker 3: timed out"])
+    missing: list[str] = []
+    assert producers.transactional_ids_for(cluster, [7, 11], missing) == {7: "app-1"}
+    assert cluster.calls == [("list_transactions", [7, 11])]
+    assert missing == ["transactional ids: broker 3: timed out"]
+
+
+def test_snapshot_attributes_partitions_to_their_leader_or_to_the_named_broker():
+    parts = [partition("a", 0, 1, [1, 2]), partition("a", 1, 2, [2, 1])]
+    described = Partial({tp("a", 0): [state(7)], tp("a", 1): []}, ["a-2: NOT_LEADER_OR_FOLLOWER"])
+    cluster = FakeCluster(parts, described, listings=[TransactionListing("app-1", 7, "Ongoing", 1)])
+
+    snap = producers.snapshot_producers(cluster, parts)
+    assert snap.reported_by == {tp("a", 0): 1, tp("a", 1): 2}
+    assert snap.transactional_ids == {7: "app-1"}
+    assert snap.missing == ["a-2: NOT_LEADER_OR_FOLLOWER"]
+
+    snap = producers.snapshot_producers(cluster, parts, broker_id=2)
+    assert snap.reported_by == {tp("a", 0): 2, tp("a", 1): 2}
+    assert cluster.calls[-2] == ("describe_producers", [tp("a", 0), tp("a", 1)], 2)
+
+
+def test_summary_skips_the_transactional_id_lookup():
+    parts = [partition("a", 0, 1, [1])]
+    cluster = FakeCluster(parts, Partial({tp("a", 0): [state(7, start=3)]}))
+    result = producers.describe_producers(cluster, parts, summary=True)
+    assert [c[0] for c in cluster.calls] == ["describe_producers"]
+    assert result.value[0].open_transactions == 1
+
+
+def test_select_partitions_with_a_broker_that_holds_none_of_the_named_topic_is_not_found():
+    parts = [partition("a", 0, 1, [1, 2]), partition("b", 0, 3, [3])]
+    cluster = FakeCluster(parts)
+    assert [p.tp for p in producers.select_partitions(cluster, ["a", "b"], broker_id=3)] == [tp("b", 0)]
+    with pytest.raises(NotFoundError, match="broker 3 holds no replica of a-0"):
+        producers.select_partitions(cluster, ["a"], 0, broker_id=3)
+    # Without a named topic, a broker with no replicas simply has nothing to describe.
+    assert producers.select_partitions(cluster, [], broker_id=2) == [parts[0]]
