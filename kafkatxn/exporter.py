@@ -304,7 +304,7 @@ def write_textfile(path: str | os.PathLike, snapshot: ClusterSnapshot, options: 
 
 def parse_listen(text: str) -> tuple[str, int]:
     """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[IPv6]:PORT``."""
-    match = re.fullmatch(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>\d{1,5})", text.strip())
+    match = re.fullmatch(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]\s]*)):(?P<port>\d{1,5})", text.strip())
     if not match or not 0 <= int(match.group("port")) <= 65535:
         raise UsageError(f"bad --listen {text!r}; use HOST:PORT, :PORT or [IPv6]:PORT")
     host = match.group("v6") or match.group("host") or "0.0.0.0"

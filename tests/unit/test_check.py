@@ -1,0 +1,359 @@
+"""kafkatxn.check without a broker: ranges, perfdata, the status decision, the snapshot step over a fake cluster."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from kafkatxn import check
+from kafkatxn.check import (
+    ClusterSnapshot,
+    HangingSample,
+    PartitionSample,
+    PerfDatum,
+    Range,
+    Status,
+    Thresholds,
+    TransactionSample,
+    evaluate,
+    gather_snapshot,
+)
+from kafkatxn.cluster import (
+    BrokerInfo,
+    ClusterMetadata,
+    ConfigValue,
+    Partial,
+    PartitionInfo,
+    ProducerState,
+    TopicPartition,
+    TransactionDescription,
+    TransactionListing,
+)
+from kafkatxn.errors import UnreachableError, UsageError
+from kafkatxn.output import render_to_string
+
+NOW_MS = 1_700_000_000_000
+
+# -- ranges -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, alerting, quiet",
+    [
+        ("10", [-1, 10.5, 11, 1e9], [0, 5, 10]),
+        ("10:", [-1, 0, 9.99], [10, 11, 1e9]),
+        ("~:10", [10.01, 11, 1e9], [-1e9, 0, 10]),
+        ("10:20", [9, 21, -5], [10, 15, 20]),
+        ("@10:20", [10, 15, 20], [9.9, 20.1, 0]),
+        ("@10", [0, 5, 10], [-1, 11]),
+        ("-5:5", [-6, 6], [-5, 0, 5]),
+        ("0.5:1.5", [0.4, 1.6], [0.5, 1, 1.5]),
+    ],
+)
+def test_range_alerts_exactly_as_the_monitoring_plugins_guidelines_say(text, alerting, quiet):
+    rng = Range.parse(text)
+    assert [v for v in alerting if not rng.alerts(v)] == []
+    assert [v for v in quiet if rng.alerts(v)] == []
+
+
+@pytest.mark.parametrize("text", ["", "  ", "abc", "20:10", "@", "1:2:3", "~", "10m"])
+def test_bad_ranges_are_usage_errors_naming_the_option(text):
+    with pytest.raises(UsageError, match="--lso-lag-warn"):
+        Range.parse(text, what="--lso-lag-warn")
+
+
+@pytest.mark.parametrize(
+    "text, perfdata, describe",
+    [("10", "10", "> 10"), ("10:", "10:", "< 10"), ("~:10", "~:10", "> 10"), ("10:20", "10:20", "outside 10:20"),
+     ("@10:20", "@10:20", "within 10:20")],
+)
+def test_range_in_perfdata_and_messages(text, perfdata, describe):
+    rng = Range.parse(text)
+    assert (rng.perfdata(), rng.describe()) == (perfdata, describe)
+
+
+def test_duration_ranges_are_seconds_in_perfdata_and_keep_the_users_words_in_messages():
+    rng = check.parse_duration_range("5m:1h", "--txn-age-warn")
+    assert (rng.start, rng.end) == (300, 3600)
+    assert rng.perfdata() == "300:3600"
+    assert rng.alerts(299) and rng.alerts(3601) and not rng.alerts(600)
+    simple = check.parse_duration_range("90s", "--txn-age-crit")
+    assert simple.perfdata() == "90" and simple.describe() == "> 90s"
+    assert check.parse_duration_range("none", "x") is None
+    with pytest.raises(UsageError, match="--txn-age-warn"):
+        check.parse_duration_range("5 minutes", "--txn-age-warn")
+
+
+# -- perfdata -----------------------------------------------------------------------------------
+
+
+def test_perfdata_format_follows_the_guidelines():
+    assert PerfDatum("lso_lag_max", 4200, warn="1000", crit="10000", min=0).format() == "lso_lag_max=4200;1000;10000;0"
+    assert PerfDatum("age", 1.5, "s").format() == "age=1.5s"
+    assert PerfDatum("x", 2.0, min=0, max=10).format() == "x=2;;;0;10"
+    assert PerfDatum("a b", 1).format() == "'a b'=1"
+    assert PerfDatum("it's", 1).format() == "'it''s'=1"
+    assert PerfDatum("age", 0.12345, "s").format() == "age=0.123s"
+
+
+# -- the decision -------------------------------------------------------------------------------
+
+
+def partition(topic: str, p: int, hw: int | None, lso: int | None, leader: int = 1) -> PartitionSample:
+    return PartitionSample(topic, p, leader, hw, lso)
+
+
+def snapshot(**kw) -> ClusterSnapshot:
+    base = dict(
+        taken_at_ms=NOW_MS,
+        cluster_id="c1",
+        brokers=(1, 2),
+        replica_brokers=(1, 2),
+        partitions=(partition("orders", 0, 100, 100), partition("orders", 1, 50, 50)),
+        transaction_states={"CompleteCommit": 3},
+        active_producer_ids={1: 4, 2: 2},
+        max_transaction_timeout_ms=900_000,
+    )
+    base.update(kw)
+    return ClusterSnapshot(**base)
+
+
+def open_txn(tid: str, age_s: float) -> TransactionSample:
+    return TransactionSample(tid, "Ongoing", 7, 1, NOW_MS - int(age_s * 1000), 60_000, 1)
+
+
+def test_a_quiet_cluster_is_ok_with_exit_0_and_full_perfdata():
+    result = evaluate(snapshot())
+    assert result.status is Status.OK and result.exit_code == 0
+    first = result.nagios_text().splitlines()[0]
+    assert first.startswith("KAFKATXN OK - 2 partitions, no hanging transactions, max LSO lag 0")
+    perf = first.split(" | ", 1)[1]
+    assert "hanging_transactions=0;;0;0" in perf
+    assert "lso_lag_max=0;1000;10000;0" in perf
+    assert "transaction_age_max=0s;300;900;0" in perf
+    assert "active_producer_ids_max=4;;;0" in perf
+
+
+def test_a_hanging_transaction_is_critical_and_named_in_the_details():
+    hung = HangingSample("orders", 3, 42, 17, "app-1", "coordinator does not track this partition", 4200)
+    result = evaluate(snapshot(hanging=(hung,)))
+    assert result.status is Status.CRITICAL and result.exit_code == 2
+    lines = result.nagios_text().splitlines()
+    assert lines[0].startswith("KAFKATXN CRITICAL - 1 hanging transaction |")
+    assert "hanging_transactions=1;;0;0" in lines[0]
+    assert any("orders-3" in line and "offset 17" in line and "app-1" in line for line in lines[1:])
+
+
+def test_lso_lag_counts_partitions_per_threshold_in_the_summary():
+    parts = (
+        partition("orders", 0, 20_000, 1000),  # 19000: critical
+        partition("orders", 1, 14_000, 2000),  # 12000: critical
+        partition("orders", 2, 3000, 1000),  # 2000: warning
+        partition("orders", 3, 500, 400),  # 100: fine
+    )
+    result = evaluate(snapshot(partitions=parts))
+    assert result.status is Status.CRITICAL
+    assert result.summary == "2 partitions with LSO lag > 10000, 1 partition with LSO lag > 1000"
+    assert "lso_lag_max=19000;1000;10000;0" in result.nagios_text()
+    assert "lagging_partitions=4;;;0;4" in result.nagios_text()
+    assert [f.subject for f in result.findings] == ["orders-0", "orders-1", "orders-2"]
+
+
+def test_thresholds_move_the_status():
+    parts = (partition("t", 0, 1500, 1000),)  # lag 500
+    assert evaluate(snapshot(partitions=parts)).status is Status.OK
+    assert evaluate(snapshot(partitions=parts), Thresholds(lso_lag_warn=Range.parse("100"))).status is Status.WARNING
+    assert evaluate(snapshot(partitions=parts), Thresholds(lso_lag_crit=Range.parse("@400:600"))).status is Status.CRITICAL
+    disabled = Thresholds(lso_lag_warn=None, lso_lag_crit=None)
+    assert evaluate(snapshot(partitions=(partition("t", 0, 10**9, 0),)), disabled).status is Status.OK
+
+
+def test_transaction_age_warns_and_goes_critical():
+    assert evaluate(snapshot(open_transactions=(open_txn("a", 60),))).status is Status.OK
+    warn = evaluate(snapshot(open_transactions=(open_txn("a", 400),)))
+    assert warn.status is Status.WARNING and warn.summary == "1 transaction open > 5m"
+    crit = evaluate(snapshot(open_transactions=(open_txn("a", 400), open_txn("b", 1000))))
+    assert crit.status is Status.CRITICAL
+    assert crit.summary == "1 transaction open > 15m, 1 transaction open > 5m"
+    assert "transaction_age_max=1000s;300;900;0" in crit.nagios_text()
+
+
+def test_unknown_start_time_is_not_an_age():
+    txn = TransactionSample("a", "Ongoing", 7, 1, -1, 60_000, 1)
+    assert evaluate(snapshot(open_transactions=(txn,))).status is Status.OK
+
+
+def test_active_producer_ids_per_broker():
+    thresholds = Thresholds(producer_ids_warn=Range.parse("3"), producer_ids_crit=Range.parse("100"))
+    result = evaluate(snapshot(), thresholds)
+    assert result.status is Status.WARNING
+    assert result.summary == "1 broker with active producer ids > 3"
+    assert "active_producer_ids_max=4;3;100;0" in result.nagios_text()
+
+
+def test_missing_parts_are_unknown_but_a_known_critical_still_pages():
+    incomplete = snapshot(missing=("broker 2: timed out",))
+    assert evaluate(incomplete).status is Status.UNKNOWN
+    assert evaluate(incomplete).exit_code == 3
+    warned = snapshot(missing=("broker 2: timed out",), open_transactions=(open_txn("a", 400),))
+    assert evaluate(warned).status is Status.UNKNOWN
+    hung = HangingSample("t", 0, 1, 0, None, "no transactional id for producer")
+    assert evaluate(snapshot(missing=("broker 2: timed out",), hanging=(hung,))).status is Status.CRITICAL
+
+
+def test_unreachable_cluster_is_unknown_with_the_reason_on_the_first_line():
+    result = evaluate(ClusterSnapshot(NOW_MS, error="cannot reach any broker at h:1: Connection refused"))
+    assert result.status is Status.UNKNOWN and result.exit_code == 3
+    assert result.nagios_text() == "KAFKATXN UNKNOWN - cannot reach any broker at h:1: Connection refused\n"
+
+
+def test_details_are_capped_in_text_but_complete_in_json():
+    parts = tuple(partition("t", i, 50_000, 0) for i in range(30))
+    result = evaluate(snapshot(partitions=parts))
+    lines = result.nagios_text(max_details=20).splitlines()
+    assert len(lines) == 22 and lines[-1].startswith("... and 10 more")
+    doc = json.loads(render_to_string(result.report(), "json"))
+    assert doc["status"] == "CRITICAL" and doc["exit_code"] == 2
+    assert len(doc["findings"]) == 30
+    assert {"label", "value", "uom", "warn", "crit", "min", "max"} <= set(doc["perfdata"][0])
+    assert doc["lso_lag_max_messages"] == 50_000
+
+
+def test_partitions_without_offsets_count_as_no_lag_not_as_zero_lag():
+    parts = (partition("t", 0, None, None), partition("t", 1, 10, 5))
+    result = evaluate(snapshot(partitions=parts))
+    assert result.facts["lagging_partitions"] == 1 and result.facts["lso_lag_max_messages"] == 5
+
+
+def test_thresholds_from_options_reject_bad_text_and_accept_none():
+    t = check.thresholds_from_options("5", "none", "1m", "off", "10:", None)
+    assert t.lso_lag_crit is None and t.txn_age_crit is None and t.producer_ids_crit is None
+    assert t.txn_age_warn.end == 60 and t.producer_ids_warn.start == 10 and t.producer_ids_warn.end == math.inf
+    with pytest.raises(UsageError, match="--lso-lag-crit"):
+        check.thresholds_from_options("5", "ten", "1m", "2m", None, None)
+
+
+# -- the snapshot step over a fake cluster ------------------------------------------------------
+
+
+class FakeCluster:
+    """Answers like the facade does; ``fail`` names methods that raise, ``missing`` adds parts."""
+
+    def __init__(self, now_ms: int, fail: dict[str, Exception] | None = None):
+        self.now_ms = now_ms
+        self.fail = fail or {}
+        parts = [PartitionInfo("orders", i, 1 + i % 2, (1, 2), (1, 2)) for i in range(3)]
+        parts.append(PartitionInfo("__consumer_offsets", 0, 1, (1, 3), (1,), internal=True))
+        self.md = ClusterMetadata("cid", 1, (BrokerInfo(1, "h", 1), BrokerInfo(2, "h", 2)), tuple(parts))
+        self.hw = {TopicPartition("orders", 0): 100, TopicPartition("orders", 1): 40, TopicPartition("orders", 2): 7,
+                   TopicPartition("__consumer_offsets", 0): 3}
+        self.lso = {**self.hw, TopicPartition("orders", 0): 60}
+        old = now_ms - 2_000_000
+        self.producers = {
+            TopicPartition("orders", 0): [ProducerState(11, 0, 5, old, 0, 60), ProducerState(12, 0, 1, now_ms, 0, -1)],
+            TopicPartition("orders", 1): [ProducerState(12, 0, 3, now_ms, 0, -1)],
+            TopicPartition("orders", 2): [],
+            TopicPartition("__consumer_offsets", 0): [],
+        }
+        self.calls: list[str] = []
+
+    def _maybe_fail(self, name: str) -> None:
+        self.calls.append(name)
+        if name in self.fail:
+            raise self.fail[name]
+
+    def metadata(self, refresh: bool = False):
+        self._maybe_fail("metadata")
+        return self.md
+
+    def select_partitions(self, include_internal=False, topic_pattern=None, **_):
+        chosen = [p for p in self.md.partitions if include_internal or not p.internal]
+        if topic_pattern:
+            chosen = [p for p in chosen if re.search(topic_pattern, p.topic)]
+        return chosen
+
+    def list_offsets(self, tps, read_committed):
+        self._maybe_fail("list_offsets")
+        source = self.lso if read_committed else self.hw
+        return Partial({tp: source[tp] for tp in tps})
+
+    def describe_producers(self, tps, broker_id=None):
+        self._maybe_fail("describe_producers")
+        return Partial({tp: self.producers[tp] for tp in tps})
+
+    def broker_configs(self, names, broker_ids=None):
+        self._maybe_fail("broker_configs")
+        return Partial({1: {"transaction.max.timeout.ms": ConfigValue("900000", "default", True)}}, ["broker 2: timed out"])
+
+    def list_transactions(self, producer_ids=(), **_):
+        self._maybe_fail("list_transactions")
+        listing = [TransactionListing("app-1", 11, "Empty", 1), TransactionListing("app-2", 21, "Ongoing", 2)]
+        if producer_ids:
+            listing = [t for t in listing if t.producer_id in set(producer_ids)]
+        return Partial(listing), None
+
+    def describe_transactions(self, tids):
+        self._maybe_fail("describe_transactions")
+        known = {
+            "app-1": TransactionDescription("app-1", 1, "Empty", 11, 0, 60_000, -1, frozenset()),
+            "app-2": TransactionDescription("app-2", 2, "Ongoing", 21, 0, 60_000, self.now_ms - 30_000,
+                                            frozenset({TopicPartition("orders", 1)})),
+        }
+        return {t: known[t] for t in tids if t in known}, {}, []
+
+
+def test_gather_builds_one_snapshot_from_every_source():
+    cluster = FakeCluster(NOW_MS)
+    snap = gather_snapshot(cluster, clock=lambda: NOW_MS / 1000)
+    assert snap.up and snap.cluster_id == "cid"
+    assert snap.broker_up() == {1: True, 2: True, 3: False}
+    lags = {str(p.tp): p.lso_lag_messages for p in snap.partitions}
+    assert lags == {"orders-0": 40, "orders-1": 0, "orders-2": 0, "__consumer_offsets-0": 0}
+    assert snap.active_producer_ids == {1: 2, 2: 1}  # producers 11 and 12 on broker 1's orders-0
+    # Producer 11 has had a transaction open on orders-0 for 2000s, and its coordinator's
+    # transaction (app-1, Empty) does not include the partition: the hanging rule says hanging.
+    assert [(h.topic, h.partition, h.producer_id, h.transactional_id) for h in snap.hanging] == [("orders", 0, 11, "app-1")]
+    assert snap.hanging[0].lso_lag_messages == 40
+    assert snap.transaction_states == {"Empty": 1, "Ongoing": 1}
+    assert [t.transactional_id for t in snap.open_transactions] == ["app-2"]
+    assert snap.oldest_transaction_age_s() == 30
+    assert snap.max_transaction_timeout_ms == 900_000
+    assert snap.missing == ("broker 2: timed out",)  # broker 2 did not say its transaction.max.timeout.ms
+    assert evaluate(snap).status is Status.CRITICAL
+
+
+def test_gather_honours_topic_regex_and_an_explicit_max_transaction_timeout():
+    cluster = FakeCluster(NOW_MS)
+    snap = gather_snapshot(cluster, topic_regex="^orders$", max_transaction_timeout_ms=3_000_000,
+                           clock=lambda: NOW_MS / 1000)
+    assert {p.topic for p in snap.partitions} == {"orders"}
+    assert snap.hanging == () and "broker_configs" not in cluster.calls
+    assert snap.missing == ()
+
+
+def test_gather_turns_an_unreachable_cluster_into_an_error_not_an_exception():
+    cluster = FakeCluster(NOW_MS, fail={"metadata": UnreachableError("cannot reach any broker at h:1")})
+    snap = gather_snapshot(cluster)
+    assert not snap.up and snap.error == "cannot reach any broker at h:1"
+    assert evaluate(snap).status is Status.UNKNOWN
+
+
+def test_a_failed_step_is_named_as_missing_and_the_rest_still_gathered():
+    cluster = FakeCluster(NOW_MS, fail={"describe_producers": UnreachableError("broker 1 went away")})
+    snap = gather_snapshot(cluster, clock=lambda: NOW_MS / 1000)
+    assert snap.up and snap.active_producer_ids == {} and snap.hanging == ()
+    assert any("producer state" in m and "broker 1 went away" in m for m in snap.missing)
+    assert snap.transaction_states == {"Empty": 1, "Ongoing": 1}
+    assert evaluate(snap).status is Status.UNKNOWN
+
+
+def test_a_bad_topic_regex_is_a_usage_error():
+    class RegexChecking(FakeCluster):
+        def select_partitions(self, include_internal=False, topic_pattern=None, **_):
+            raise UsageError(f"bad topic regex {topic_pattern!r}")
+
+    with pytest.raises(UsageError):
+        gather_snapshot(RegexChecking(NOW_MS), topic_regex="(")

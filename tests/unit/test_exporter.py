@@ -1,0 +1,276 @@
+"""kafkatxn.exporter without a broker: metrics from fake snapshots, cache, single-flight gathers,
+recovery, textfile writing, and the HTTP endpoint."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kafkatxn import exporter
+from kafkatxn.check import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
+from kafkatxn.errors import UsageError
+from kafkatxn.exporter import ExportOptions, SnapshotCollector, metric_families, render_text
+
+NOW_MS = 1_700_000_000_000
+
+
+def fake_snapshot(**kw) -> ClusterSnapshot:
+    base = dict(
+        taken_at_ms=NOW_MS,
+        duration_s=0.25,
+        cluster_id="c1",
+        brokers=(1, 2),
+        replica_brokers=(1, 2, 3),
+        partitions=(
+            PartitionSample("orders", 0, 1, 120, 100),
+            PartitionSample("orders", 1, 2, 50, 50),
+            PartitionSample("payments", 0, 1, 9, 9),
+            PartitionSample("payments", 1, 3, None, None),
+        ),
+        transaction_states={"Ongoing": 2, "CompleteCommit": 5},
+        open_transactions=(
+            TransactionSample("app-1", "Ongoing", 7, 1, NOW_MS - 90_000, 60_000, 1),
+            TransactionSample("app-2", "Ongoing", 8, 2, NOW_MS - 5_000, 60_000, 2),
+        ),
+        active_producer_ids={1: 12, 2: 3},
+        hanging=(HangingSample("orders", 0, 7, 100, "app-1", "coordinator does not track this partition", 20),),
+        max_transaction_timeout_ms=900_000,
+        missing=("payments-1: no leader",),
+    )
+    base.update(kw)
+    return ClusterSnapshot(**base)
+
+
+def samples(snapshot: ClusterSnapshot, options: ExportOptions = ExportOptions()) -> dict[str, dict[tuple, float]]:
+    """name -> {sorted label items: value}, parsed back from the text exposition."""
+    out: dict[str, dict[tuple, float]] = {}
+    for family in text_string_to_metric_families(render_text(snapshot, options).decode()):
+        for s in family.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def test_metrics_of_a_snapshot_round_trip_through_the_text_format():
+    m = samples(fake_snapshot())
+    assert m["kafkatxn_up"] == {(): 1}
+    assert m["kafkatxn_scrape_duration_seconds"] == {(): 0.25}
+    assert m["kafkatxn_scrape_incomplete"] == {(): 1} and m["kafkatxn_scrape_missing_parts"] == {(): 1}
+    assert m["kafkatxn_broker_up"] == {(("broker", "1"),): 1, (("broker", "2"),): 1, (("broker", "3"),): 0}
+    assert m["kafkatxn_partition_lso_lag_messages"] == {
+        (("partition", "0"), ("topic", "orders")): 20,
+        (("partition", "1"), ("topic", "orders")): 0,
+        (("partition", "0"), ("topic", "payments")): 0,
+    }
+    assert m["kafkatxn_partition_high_watermark"][(("partition", "0"), ("topic", "orders"))] == 120
+    assert m["kafkatxn_partition_last_stable_offset"][(("partition", "0"), ("topic", "orders"))] == 100
+    assert m["kafkatxn_lso_lag_max_messages"] == {(): 20} and m["kafkatxn_lagging_partitions"] == {(): 1}
+    assert m["kafkatxn_partitions"] == {(): 4}
+    assert m["kafkatxn_transactions"][(("state", "Ongoing"),)] == 2
+    assert m["kafkatxn_transactions"][(("state", "PrepareCommit"),)] == 0  # absent states are 0, not gone
+    assert m["kafkatxn_transaction_oldest_age_seconds"] == {(): 90}
+    assert m["kafkatxn_hanging_transactions"] == {(): 1}
+    assert m["kafkatxn_active_producer_ids"] == {(("broker", "1"),): 12, (("broker", "2"),): 3}
+    assert m["kafkatxn_max_transaction_timeout_seconds"] == {(): 900}
+
+
+def test_no_label_clashes_with_prometheus_target_labels():
+    for family in metric_families(fake_snapshot()):
+        assert family.name.startswith("kafkatxn_")
+        for s in family.samples:
+            assert not {"cluster", "instance", "job"} & set(s.labels), s
+
+
+def test_only_lagging_keeps_partition_series_where_the_lso_lags():
+    m = samples(fake_snapshot(), ExportOptions(only_lagging=True))
+    assert list(m["kafkatxn_partition_lso_lag_messages"]) == [(("partition", "0"), ("topic", "orders"))]
+    assert m["kafkatxn_lagging_partitions"] == {(): 1}  # cluster-wide figures stay whole
+
+
+def test_per_topic_replaces_partition_series():
+    m = samples(fake_snapshot(), ExportOptions(per_topic=True))
+    assert not any(name.startswith("kafkatxn_partition_") for name in m)
+    assert m["kafkatxn_topic_lso_lag_messages"] == {(("topic", "orders"),): 20, (("topic", "payments"),): 0}
+    assert m["kafkatxn_topic_lagging_partitions"] == {(("topic", "orders"),): 1, (("topic", "payments"),): 0}
+    only = samples(fake_snapshot(), ExportOptions(per_topic=True, only_lagging=True))
+    assert list(only["kafkatxn_topic_lso_lag_max_messages"]) == [(("topic", "orders"),)]
+
+
+def test_an_unreachable_cluster_exports_up_0_and_no_stale_figures():
+    m = samples(ClusterSnapshot(NOW_MS, duration_s=2.0, error="cannot reach any broker"))
+    assert m["kafkatxn_up"] == {(): 0}
+    assert m["kafkatxn_scrape_incomplete"] == {(): 1}
+    assert "kafkatxn_partition_lso_lag_messages" not in m and "kafkatxn_hanging_transactions" not in m
+
+
+# -- the collector ------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CountingGather:
+    def __init__(self, snapshots=None, release: threading.Event | None = None):
+        self.calls = 0
+        self.snapshots = snapshots
+        self.release = release
+        self.started = threading.Event()
+
+    def __call__(self) -> ClusterSnapshot:
+        self.calls += 1
+        self.started.set()
+        if self.release is not None:
+            assert self.release.wait(5)
+        if self.snapshots:
+            item = self.snapshots.pop(0)
+            if isinstance(item, Exception):
+                raise item
+            return item
+        return fake_snapshot(duration_s=float(self.calls))
+
+
+def value(collector: SnapshotCollector, name: str) -> float:
+    for family in collector.collect():
+        for s in family.samples:
+            if s.name == name and not s.labels:
+                return s.value
+    raise AssertionError(f"{name} not collected")
+
+
+def test_the_cache_serves_scrapes_within_the_ttl_and_gathers_after_it():
+    clock, gather = Clock(), CountingGather()
+    collector = SnapshotCollector(gather, cache_ttl_s=10, clock=clock)
+    assert value(collector, "kafkatxn_scrape_duration_seconds") == 1
+    clock.now += 4
+    assert value(collector, "kafkatxn_scrape_duration_seconds") == 1
+    assert value(collector, "kafkatxn_snapshot_age_seconds") == 4
+    clock.now += 7
+    assert value(collector, "kafkatxn_scrape_duration_seconds") == 2
+    assert gather.calls == 2
+
+
+def test_registering_the_collector_does_not_touch_the_cluster():
+    gather = CountingGather()
+    exporter.build_registry(SnapshotCollector(gather))
+    assert gather.calls == 0
+
+
+@pytest.mark.parametrize("ttl", [0.0, 10.0])
+def test_scrapes_arriving_during_a_gather_wait_for_it_instead_of_starting_another(ttl):
+    release = threading.Event()
+    gather = CountingGather(release=release)
+    collector = SnapshotCollector(gather, cache_ttl_s=ttl)
+    results: list[float] = []
+    first = threading.Thread(target=lambda: results.append(value(collector, "kafkatxn_scrape_duration_seconds")))
+    first.start()
+    assert gather.started.wait(5)
+    waiting = [threading.Thread(target=lambda: results.append(value(collector, "kafkatxn_scrape_duration_seconds")))
+               for _ in range(5)]
+    for t in waiting:
+        t.start()
+    time.sleep(0.2)  # let them all block on the running gather
+    release.set()
+    for t in [first, *waiting]:
+        t.join(5)
+    assert gather.calls == 1
+    assert results == [1.0] * 6
+
+
+def test_a_failing_gather_exports_up_0_and_the_next_scrape_recovers():
+    gather = CountingGather(snapshots=[RuntimeError("socket exploded"), fake_snapshot(), ])
+    collector = SnapshotCollector(gather, cache_ttl_s=0)
+    assert value(collector, "kafkatxn_up") == 0
+    assert value(collector, "kafkatxn_up") == 1
+
+
+def test_usage_errors_are_not_swallowed():
+    collector = SnapshotCollector(CountingGather(snapshots=[UsageError("bad regex")]), cache_ttl_s=0)
+    with pytest.raises(UsageError):
+        list(collector.collect())
+
+
+# -- textfile -----------------------------------------------------------------------------------
+
+
+def test_textfile_is_written_whole_readable_and_without_leftovers(tmp_path):
+    target = tmp_path / "kafkatxn.prom"
+    target.write_text("old\n")
+    exporter.write_textfile(target, fake_snapshot())
+    text = target.read_text()
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert {"kafkatxn_up", "kafkatxn_hanging_transactions"} <= names
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kafkatxn.prom"]
+
+
+def test_a_failed_textfile_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "kafkatxn.prom"
+    target.write_text("old\n")
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(exporter.os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        exporter.write_textfile(target, fake_snapshot())
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kafkatxn.prom"]
+
+
+def test_textfile_path_must_be_a_prom_file_in_an_existing_directory(tmp_path):
+    with pytest.raises(UsageError, match=r"\.prom"):
+        exporter.write_textfile(tmp_path / "metrics.txt", fake_snapshot())
+    with pytest.raises(UsageError, match="does not exist"):
+        exporter.write_textfile(tmp_path / "nope" / "m.prom", fake_snapshot())
+
+
+# -- listen address and HTTP --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("127.0.0.1:9799", ("127.0.0.1", 9799)), (":9799", ("0.0.0.0", 9799)), ("[::1]:80", ("::1", 80)),
+     ("exporter.local:0", ("exporter.local", 0))],
+)
+def test_parse_listen(text, expected):
+    assert exporter.parse_listen(text) == expected
+
+
+@pytest.mark.parametrize("text", ["9799", "host:", "host:99999", "::1:80", "a b:1"])
+def test_parse_listen_rejects_bad_addresses(text):
+    with pytest.raises(UsageError, match="--listen"):
+        exporter.parse_listen(text)
+
+
+def test_serve_answers_scrapes_over_http_until_stopped():
+    gather = CountingGather()
+    collector = SnapshotCollector(gather, cache_ttl_s=0)
+    stop = threading.Event()
+    urls: list[str] = []
+    ready = threading.Event()
+    thread = threading.Thread(
+        target=exporter.serve, args=(collector, "127.0.0.1:0"),
+        kwargs={"on_ready": lambda url: (urls.append(url), ready.set()), "stop": stop},
+    )
+    thread.start()
+    try:
+        assert ready.wait(5)
+        body = urllib.request.urlopen(urls[0], timeout=5).read().decode()
+        names = {f.name for f in text_string_to_metric_families(body)}
+        assert "kafkatxn_partition_lso_lag_messages" in names
+        urllib.request.urlopen(urls[0], timeout=5).read()
+        assert gather.calls == 2
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
