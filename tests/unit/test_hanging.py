@@ -1,0 +1,332 @@
+"""The hanging-transaction rule over hand-made snapshots, and the snapshot flow over a fake cluster (no broker)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from kafkatxn import hanging
+from kafkatxn.cluster import (
+    BrokerInfo,
+    Cluster,
+    ClusterMetadata,
+    ConfigValue,
+    ListTransactionsSupport,
+    Partial,
+    PartitionInfo,
+    ProducerState,
+    TopicPartition,
+    TransactionDescription,
+    TransactionListing,
+)
+from kafkatxn.errors import NotFoundError
+from tests.cli_helpers import run_cli
+
+NOW = 1_700_000_000_000
+MAX = 900_000
+A0 = TopicPartition("a", 0)
+A1 = TopicPartition("a", 1)
+
+
+def producer(pid, start=5, idle_ms=MAX + 1, epoch=0, coord=-1, now=NOW):
+    return ProducerState(pid, epoch, 3, now - idle_ms, coord, start)
+
+
+def description(tid, pid, partitions=(), state="Ongoing", epoch=0):
+    return TransactionDescription(tid, 1, state, pid, epoch, 60_000, NOW - 1000, frozenset(partitions))
+
+
+# -- candidates ---------------------------------------------------------------------------------
+
+
+def test_candidate_needs_an_open_transaction_idle_strictly_longer_than_the_max_timeout():
+    assert hanging.is_candidate(producer(1, idle_ms=MAX + 1), NOW, MAX)
+    assert not hanging.is_candidate(producer(1, idle_ms=MAX), NOW, MAX)  # Kafka's tool: strictly greater
+    assert not hanging.is_candidate(producer(1, idle_ms=MAX * 10, start=-1), NOW, MAX)  # no open transaction
+
+
+def test_find_candidates_keeps_old_open_transactions_only():
+    states = {
+        A0: [producer(1), producer(2, idle_ms=1000), producer(3, start=-1)],
+        A1: [producer(4, start=0)],
+    }
+    found = hanging.find_candidates(states, NOW, MAX)
+    assert [(c.tp, c.producer.producer_id) for c in found] == [(A0, 1), (A1, 4)]
+    assert found[1].start_offset == 0  # offset 0 is an open transaction, not "none"
+
+
+# -- classification -----------------------------------------------------------------------------
+
+
+def classify(view, tp=A0, pid=7, **kw):
+    return hanging.classify(hanging.OpenTransaction(tp, producer(pid, **kw)), view)
+
+
+def test_no_transactional_id_for_the_producer_is_hanging():
+    c = classify(hanging.CoordinatorView())
+    assert c.verdict is hanging.Verdict.HANGING
+    assert c.reason == hanging.REASON_NO_TRANSACTIONAL_ID
+
+
+def test_missing_listing_from_a_broker_makes_an_unmapped_producer_undetermined_not_hanging():
+    c = classify(hanging.CoordinatorView(ids_complete=False))
+    assert c.verdict is hanging.Verdict.UNDETERMINED
+
+
+def test_id_unknown_to_its_coordinator_is_hanging():
+    view = hanging.CoordinatorView(transactional_ids={7: "app"}, unknown_ids=frozenset({"app"}))
+    c = classify(view)
+    assert (c.verdict, c.reason, c.transactional_id) == (hanging.Verdict.HANGING, hanging.REASON_UNKNOWN_TO_COORDINATOR, "app")
+
+
+def test_coordinator_transaction_without_this_partition_is_hanging():
+    view = hanging.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A1], "Empty")})
+    c = classify(view, tp=A0)
+    assert (c.verdict, c.reason) == (hanging.Verdict.HANGING, hanging.REASON_NOT_TRACKED)
+    assert c.description.state == "Empty"
+
+
+def test_coordinator_tracking_the_partition_is_long_running_not_hanging():
+    view = hanging.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A0, A1])})
+    assert classify(view, tp=A0).verdict is hanging.Verdict.TRACKED
+
+
+def test_newer_epoch_at_the_coordinator_still_tracks_the_partition():
+    # Transaction version 2 bumps the epoch when the transaction ends; its marker (newer epoch,
+    # same producer id) still closes the partition's transaction, so this is not hanging.
+    view = hanging.CoordinatorView(
+        transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A0], "PrepareCommit", epoch=4)}
+    )
+    assert classify(view, tp=A0, epoch=3).verdict is hanging.Verdict.TRACKED
+
+
+def test_coordinator_transaction_of_another_producer_id_is_hanging():
+    view = hanging.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 8, [A0])})
+    c = classify(view, tp=A0, pid=7)
+    assert c.verdict is hanging.Verdict.HANGING
+    assert c.reason.startswith(hanging.REASON_OTHER_PRODUCER) and "8" in c.reason
+
+
+def test_unanswered_coordinator_is_undetermined_with_its_reason():
+    view = hanging.CoordinatorView(transactional_ids={7: "app"}, unanswered_ids={"app": "coordinator 2: timed out"})
+    c = classify(view)
+    assert (c.verdict, c.reason) == (hanging.Verdict.UNDETERMINED, "coordinator 2: timed out")
+
+
+# -- rows ---------------------------------------------------------------------------------------
+
+
+def test_hanging_row_carries_the_lso_lag_and_whether_it_holds_the_lso():
+    c = hanging.Classification(hanging.OpenTransaction(A0, producer(7, start=5, idle_ms=MAX + 60_000, coord=2)),
+                               hanging.Verdict.HANGING, hanging.REASON_NOT_TRACKED, "app", description("app", 7, [], "Empty"))
+    row = hanging.hanging_row(c, NOW, lso={A0: 5}, hw={A0: 42})
+    assert (row.start_offset, row.last_stable_offset, row.high_watermark, row.lso_lag_messages) == (5, 5, 42, 37)
+    assert row.holds_lso is True
+    assert row.duration_ms == MAX + 60_000
+    assert (row.transactional_id, row.coordinator_state, row.coordinator_epoch) == ("app", "Empty", 2)
+    later = hanging.hanging_row(c, NOW, lso={A0: 3}, hw={A0: 42})
+    assert later.holds_lso is False  # an earlier open transaction pins the LSO
+    unknown = hanging.hanging_row(c, NOW, lso={}, hw={})
+    assert unknown.lso_lag_messages is None and unknown.holds_lso is None
+
+
+def test_max_timeout_is_the_largest_broker_value():
+    assert hanging.max_timeout_from_configs(["60000", None, "120000", "junk"]) == 120_000
+    assert hanging.max_timeout_from_configs([None]) is None
+
+
+# -- snapshot flow over a fake cluster ----------------------------------------------------------
+
+
+class FakeCluster(Cluster):
+    """Answers the facade calls the hanging scan makes, and records them."""
+
+    def __init__(self, partitions, producers, listings=(), descriptions=(), not_found=(), max_timeouts=None,
+                 offsets=None, listing_missing=()):
+        self.requests = Counter()
+        self.calls: list[tuple] = []
+        brokers = sorted({r for p in partitions for r in p.replicas})
+        self._md = ClusterMetadata("cid", brokers[0], tuple(BrokerInfo(b, "h", 9092) for b in brokers), tuple(partitions))
+        self.producers = producers
+        self.listings = list(listings)
+        self.descriptions = {d.transactional_id: d for d in descriptions}
+        self.not_found = set(not_found)
+        self.max_timeouts = max_timeouts or {b: str(MAX) for b in brokers}
+        self.offsets = offsets or {}
+        self.listing_missing = list(listing_missing)
+
+    def close(self):
+        pass
+
+    def metadata(self, refresh=False):
+        return self._md
+
+    def describe_producers(self, partitions, broker_id=None):
+        tps = sorted(set(partitions))
+        self.calls.append(("describe_producers", tuple(tps), broker_id))
+        return Partial({tp: list(self.producers.get(tp, [])) for tp in tps})
+
+    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
+        self.calls.append(("list_transactions", tuple(sorted(producer_ids))))
+        rows = [t for t in self.listings if not producer_ids or t.producer_id in set(producer_ids)]
+        return Partial(rows, list(self.listing_missing)), ListTransactionsSupport(False, False)
+
+    def describe_transactions(self, transactional_ids):
+        ids = list(transactional_ids)
+        self.calls.append(("describe_transactions", tuple(ids)))
+        found = {t: self.descriptions[t] for t in ids if t in self.descriptions}
+        return found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in ids if t in self.not_found}, []
+
+    def broker_configs(self, names, broker_ids=None):
+        self.calls.append(("broker_configs",))
+        return Partial({b: {"transaction.max.timeout.ms": ConfigValue(v, "default_config", True)} for b, v in self.max_timeouts.items()})
+
+    def list_offsets(self, partitions, read_committed):
+        tps = list(partitions)
+        self.calls.append(("list_offsets", tuple(tps), read_committed))
+        return Partial({tp: self.offsets[tp][0 if read_committed else 1] for tp in tps if tp in self.offsets})
+
+    def called(self, name):
+        return [c for c in self.calls if c[0] == name]
+
+
+def part(topic, partition, leader=1, replicas=(1,)):
+    return PartitionInfo(topic, partition, leader, tuple(replicas), tuple(replicas), topic.startswith("__"))
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def mixed_cluster(**kw):
+    """a-0: hanging (id unknown) and a fresh open txn; a-1: long-running tracked; b-0: idempotent only."""
+    now = now_ms()
+    producers = {
+        A0: [producer(1, start=10, now=now), producer(2, start=12, idle_ms=5_000, now=now)],
+        A1: [producer(3, start=0, now=now)],
+        TopicPartition("b", 0): [producer(4, start=-1, now=now)],
+    }
+    return FakeCluster(
+        [part("a", 0), part("a", 1), part("b", 0)],
+        producers,
+        listings=[TransactionListing("gone", 1, "Empty", 1), TransactionListing("busy", 3, "Ongoing", 1)],
+        descriptions=[description("busy", 3, [A1])],
+        not_found={"gone"},
+        offsets={A0: (10, 20), A1: (0, 4)},
+        **kw,
+    )
+
+
+def test_scan_reports_hanging_and_long_running_separately_and_asks_only_about_candidates():
+    fake = mixed_cluster()
+    result = hanging.find_hanging(fake)
+    assert [(r.topic, r.partition, r.producer_id, r.reason) for r in result.hanging] == [
+        ("a", 0, 1, hanging.REASON_UNKNOWN_TO_COORDINATOR)
+    ]
+    assert [(r.topic, r.partition, r.producer_id, r.transactional_id) for r in result.long_running] == [("a", 1, 3, "busy")]
+    assert result.hanging[0].lso_lag_messages == 10
+    assert (result.open_transactions, result.candidates, result.partitions_scanned) == (3, 2, 3)
+    # The fresh open transaction (producer 2) and the idempotent producer are never looked up.
+    assert fake.called("list_transactions") == [("list_transactions", (1, 3))]
+    assert result.max_transaction_timeout_source.startswith("broker config")
+    assert not result.missing
+
+
+def test_no_candidates_means_no_coordinator_lookups():
+    now = now_ms()
+    fake = FakeCluster([part("a", 0)], {A0: [producer(1, idle_ms=1000, now=now)]})
+    result = hanging.find_hanging(fake)
+    assert result.hanging == [] and result.long_running == []
+    assert fake.called("list_transactions") == [] and fake.called("describe_transactions") == []
+
+
+def test_whole_cluster_scan_includes_internal_topics():
+    now = now_ms()
+    offsets_tp = TopicPartition("__consumer_offsets", 3)
+    fake = FakeCluster([part("a", 0), part("__consumer_offsets", 3)], {offsets_tp: [producer(9, now=now)]})
+    result = hanging.find_hanging(fake)
+    (scan,) = fake.called("describe_producers")
+    assert offsets_tp in scan[1]
+    assert [(r.topic, r.reason) for r in result.hanging] == [("__consumer_offsets", hanging.REASON_NO_TRANSACTIONAL_ID)]
+
+
+def test_broker_id_scans_its_replicas_and_asks_that_broker():
+    fake = FakeCluster([part("a", 0, 1, (1, 2)), part("a", 1, 2, (2, 3)), part("b", 0, 3, (3,))], {})
+    hanging.find_hanging(fake, broker_id=2)
+    assert fake.called("describe_producers") == [("describe_producers", (A0, A1), 2)]
+    with pytest.raises(NotFoundError, match="unknown broker id 9"):
+        hanging.find_hanging(fake, broker_id=9)
+
+
+def test_default_max_timeout_is_read_from_the_brokers_and_an_override_skips_them():
+    now = now_ms()
+    fake = FakeCluster(
+        [part("a", 0, 1, (1, 2))],
+        {A0: [producer(1, idle_ms=90_000, now=now), producer(2, start=7, idle_ms=130_000, now=now)]},
+        max_timeouts={1: "60000", 2: "120000"},
+    )
+    result = hanging.find_hanging(fake)
+    assert result.max_transaction_timeout_ms == 120_000
+    assert [r.producer_id for r in result.hanging] == [2]  # 90 s idle is within the largest timeout
+
+    fake.calls.clear()
+    result = hanging.find_hanging(fake, max_transaction_timeout_ms=10_000)
+    assert sorted(r.producer_id for r in result.hanging) == [1, 2]
+    assert fake.called("broker_configs") == []
+
+
+def test_incomplete_listing_reports_missing_instead_of_calling_it_hanging():
+    fake = mixed_cluster(listing_missing=["broker 2: timed out"])
+    fake.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))  # old, open, no listing found
+    result = hanging.find_hanging(fake)
+    # Producer 1's id was listed (and is unknown to its coordinator): hanging. Producer 5's id may
+    # sit on the broker that did not answer: undetermined, reported as missing, never guessed.
+    assert [r.producer_id for r in result.hanging] == [1]
+    assert any("broker 2: timed out" in m for m in result.missing)
+    assert any(m.startswith("b-0 producer 5") for m in result.missing)
+
+
+# -- the command's exit codes -------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_cli(monkeypatch):
+    holder = {}
+
+    def use(fake):
+        holder["fake"] = fake
+        monkeypatch.setattr("kafkatxn.cli.common.Cluster", lambda config: fake)
+
+    return use
+
+
+def test_command_exits_2_on_hanging_and_prints_its_reason(capsys, fake_cli):
+    fake_cli(mixed_cluster())
+    result = run_cli(capsys, "hanging", "-b", "fake:9092", "-o", "jsonl")
+    assert result.code == 2, result.stderr
+    hanging_rows = [r for r in result.records("jsonl") if r["section"] == "hanging"]
+    assert [(r["topic"], r["partition"], r["reason"]) for r in hanging_rows] == [("a", "0", hanging.REASON_UNKNOWN_TO_COORDINATOR)]
+
+
+def test_command_exits_1_for_long_running_only_and_0_for_nothing(capsys, fake_cli):
+    now = now_ms()
+    tracked = FakeCluster(
+        [part("a", 1)], {A1: [producer(3, start=0, now=now)]},
+        listings=[TransactionListing("busy", 3, "Ongoing", 1)], descriptions=[description("busy", 3, [A1])],
+    )
+    fake_cli(tracked)
+    assert run_cli(capsys, "hanging", "-b", "fake:9092").code == 1
+    fake_cli(FakeCluster([part("a", 0)], {A0: [producer(1, idle_ms=10, now=now)]}))
+    result = run_cli(capsys, "hanging", "-b", "fake:9092", "-o", "json")
+    assert result.code == 0, result.stderr
+    assert '"hanging": []' in result.stdout
+
+
+def test_command_exits_3_when_a_candidate_cannot_be_checked(capsys, fake_cli):
+    now = now_ms()
+    fake_cli(FakeCluster([part("a", 0)], {A0: [producer(1, now=now)]}, listing_missing=["broker 1: timed out"]))
+    result = run_cli(capsys, "hanging", "-b", "fake:9092", "--max-transaction-timeout", "1s")
+    assert result.code == 3
+    assert "incomplete" in result.stderr and "timed out" in result.stderr
