@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -74,6 +75,8 @@ class TransactionRun:
     timeout_ms: int
     outcome: str
     written: list[Written]
+    # Wall-clock time once every record was written: the coordinator's start time lies before it.
+    written_at_ms: int
     producer: Producer | None = field(default=None, repr=False)  # kept alive while the transaction is open
 
     @property
@@ -83,6 +86,12 @@ class TransactionRun:
     def start_offset(self, tp: TopicPartition) -> int:
         """First offset of this transaction on ``tp`` (DescribeProducers' current_txn_start_offset while open)."""
         return next(w.first_offset for w in self.written if w.tp == tp)
+
+    def wait_until_open_longer_than(self, ms: int) -> None:
+        """Sleep until the coordinator sees this transaction open for more than ``ms``."""
+        left_ms = self.written_at_ms + ms + 1 - int(time.time() * 1000)
+        if left_ms > 0:
+            time.sleep(left_ms / 1000)
 
     def abort(self) -> None:
         self._end(commit=False)
@@ -223,9 +232,10 @@ def run_transaction(
     producer.init_transactions(CLIENT_TIMEOUT_S)
     producer.begin_transaction()
     written = [_produce(producer, topic, p, records_per_partition) for p in partitions]
+    written_at_ms = int(time.time() * 1000)
     producer.poll(0)
     pid, epoch = pids.latest()
-    run = TransactionRun(tid, pid, epoch, timeout_ms, "open", written, producer)
+    run = TransactionRun(tid, pid, epoch, timeout_ms, "open", written, written_at_ms, producer)
     if outcome == "committed":
         run.commit()
     elif outcome == "aborted":
