@@ -1,0 +1,445 @@
+"""Abort and fence: the decisions (pure) and the plan/confirm/act/verify/audit flow over a fake facade."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from kafkatxn import auditlog, hanging, remedy
+from kafkatxn.cluster import (
+    BrokerInfo,
+    Cluster,
+    ClusterMetadata,
+    ConfigValue,
+    ListTransactionsSupport,
+    Partial,
+    PartitionInfo,
+    ProducerState,
+    TopicPartition,
+    TransactionDescription,
+    TransactionListing,
+)
+from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
+from tests.cli_helpers import run_cli
+
+Action, Outcome = remedy.Action, remedy.Outcome
+A0 = TopicPartition("a", 0)
+A1 = TopicPartition("a", 1)
+
+
+def state(pid, start=-1, epoch=0, coord=-1, ts=None):
+    return ProducerState(pid, epoch, 3, ts if ts is not None else int(time.time() * 1000) - 3_600_000, coord, start)
+
+
+def desc(tid, pid, partitions=(), state_name="Ongoing", epoch=0, timeout_ms=60_000):
+    return TransactionDescription(tid, 1, state_name, pid, epoch, timeout_ms, 1, frozenset(partitions))
+
+
+# -- abort decisions ----------------------------------------------------------------------------
+
+
+def test_start_offset_form_aborts_the_producer_whose_transaction_starts_there():
+    target = remedy.AbortTarget("a", 0, start_offset=120)
+    d = remedy.decide_abort(target, [state(5, start=100, coord=4), state(7, start=120, epoch=2, coord=3)])
+    assert (d.action, d.producer.producer_id, d.marker_coordinator_epoch) == (Action.ABORT, 7, 3)
+
+
+def test_marker_uses_coordinator_epoch_0_when_the_producer_never_saw_a_marker():
+    d = remedy.decide_abort(remedy.AbortTarget("a", 0, start_offset=0), [state(7, start=0, coord=-1)])
+    assert d.marker_coordinator_epoch == 0
+
+
+def test_nothing_open_is_nothing_to_abort():
+    d = remedy.decide_abort(remedy.AbortTarget("a", 0, start_offset=120), [state(7)])
+    assert d.action is Action.NOTHING
+
+
+def test_another_open_transaction_means_the_offset_is_stale_and_is_refused():
+    d = remedy.decide_abort(remedy.AbortTarget("a", 0, start_offset=121), [state(7, start=120)])
+    assert d.action is Action.REFUSE
+    assert "offset 120 (producer 7)" in d.reason
+
+
+def test_a_recorded_earlier_abort_makes_a_repeat_nothing_to_abort():
+    d = remedy.decide_abort(remedy.AbortTarget("a", 0, start_offset=120), [state(8, start=140)], already_aborted_at="T1")
+    assert (d.action, d.reason) == (Action.NOTHING, "already aborted at T1")
+
+
+def test_explicit_form_checks_producer_epoch_and_coordinator_epoch():
+    open_txn = [state(7, start=120, epoch=2, coord=3)]
+
+    def decide(**kw):
+        return remedy.decide_abort(remedy.AbortTarget("a", 0, **kw), open_txn)
+
+    ok = decide(producer_id=7, producer_epoch=2, coordinator_epoch=5)
+    assert (ok.action, ok.marker_coordinator_epoch) == (Action.ABORT, 5)
+    assert decide(producer_id=7, producer_epoch=1, coordinator_epoch=3).action is Action.REFUSE
+    assert decide(producer_id=7, producer_epoch=2, coordinator_epoch=2).action is Action.REFUSE  # broker would reject
+    assert decide(producer_id=8, producer_epoch=2, coordinator_epoch=3).action is Action.NOTHING
+    assert decide(producer_id=7, producer_epoch=2, coordinator_epoch=3, start_offset=99).action is Action.REFUSE
+    fresh = remedy.decide_abort(remedy.AbortTarget("a", 0, producer_id=7, producer_epoch=0, coordinator_epoch=-1), [state(7, start=0)])
+    assert fresh.marker_coordinator_epoch == 0
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"producer_id": 1}, {"producer_id": 1, "producer_epoch": 0}, {"start_offset": -1}],
+)
+def test_incomplete_targets_are_usage_errors(kw):
+    with pytest.raises(UsageError):
+        remedy.validate_target(remedy.AbortTarget("a", 0, **kw))
+
+
+def test_only_hanging_transactions_may_get_a_marker():
+    open_txn = hanging.OpenTransaction(A0, state(7, start=0))
+    tracked = hanging.Classification(open_txn, hanging.Verdict.TRACKED, "", "app", desc("app", 7, [A0]))
+    assert "kafkatxn fence 'app'" in remedy.coordinator_refusal(tracked)
+    undetermined = hanging.Classification(open_txn, hanging.Verdict.UNDETERMINED, "coordinator 2: timed out")
+    assert "timed out" in remedy.coordinator_refusal(undetermined)
+    hanging_one = hanging.Classification(open_txn, hanging.Verdict.HANGING, hanging.REASON_NOT_TRACKED)
+    assert remedy.coordinator_refusal(hanging_one) is None
+
+
+def test_already_aborted_matches_cluster_partition_and_offset_of_successful_aborts_only():
+    target = remedy.AbortTarget("a", 0, start_offset=120)
+    base = {"record": "result", "action": "abort", "cluster_id": "c1", "time": "T",
+            "target": {"topic": "a", "partition": 0, "start_offset": 120}}
+    assert remedy.already_aborted([base | {"outcome": "aborted"}], "c1", target) == "T"
+    assert remedy.already_aborted([base | {"outcome": "failed"}], "c1", target) is None
+    assert remedy.already_aborted([base | {"outcome": "aborted"}], "c2", target) is None
+    assert remedy.already_aborted([base | {"outcome": "aborted"}], "c1", replace(target, start_offset=121)) is None
+
+
+def test_verify_abort():
+    gone = [state(7, start=-1)]
+    assert remedy.verify_abort(7, 120, [state(7, start=120)], 120, 120, 130).outcome is Outcome.FAILED
+    moved = remedy.verify_abort(7, 120, gone, 120, 130, 130)
+    assert moved.outcome is Outcome.ABORTED and "120 to 130" in moved.detail
+    held = remedy.verify_abort(7, 120, gone + [state(8, start=110)], 110, 110, 130)
+    assert held.outcome is Outcome.ABORTED and "producer 8" in held.detail
+    assert remedy.verify_abort(7, 120, None, 120, None, None).outcome is Outcome.UNKNOWN
+
+
+# -- fence decisions ----------------------------------------------------------------------------
+
+
+def test_fence_refuses_unknown_ids_unless_allowed_and_ids_it_could_not_describe():
+    assert remedy.decide_fence("t", None, unknown=True, allow_unknown=False).action is Action.REFUSE
+    assert remedy.decide_fence("t", None, unknown=True, allow_unknown=True).action is Action.ABORT
+    assert remedy.decide_fence("t", None, unknown=False, allow_unknown=True, unanswered="timed out").action is Action.REFUSE
+    assert remedy.decide_fence("t", desc("t", 7), unknown=False, allow_unknown=False).action is Action.ABORT
+
+
+def test_verify_fence_needs_a_new_epoch_nothing_unfinished_and_nothing_left_open():
+    before = desc("t", 7, [A0], "Ongoing", epoch=3)
+    after = desc("t", 7, [], "Empty", epoch=5)
+    assert remedy.verify_fence(before, after, []).outcome is Outcome.FENCED
+    assert remedy.verify_fence(before, replace(after, producer_epoch=3), []).outcome is Outcome.FAILED
+    assert remedy.verify_fence(before, replace(after, state="PrepareAbort"), []).outcome is Outcome.FAILED
+    assert remedy.verify_fence(before, after, [A0]).outcome is Outcome.FAILED
+    assert remedy.verify_fence(before, None, []).outcome is Outcome.UNKNOWN
+    assert "epoch 3 -> producer 7 epoch 5" in remedy.verify_fence(before, after, []).detail
+
+
+def test_fence_timeout_keeps_the_ids_own_within_the_broker_maximum():
+    assert remedy.fence_timeout_ms(desc("t", 7, timeout_ms=30_000), 900_000) == 30_000
+    assert remedy.fence_timeout_ms(desc("t", 7, timeout_ms=600_000), 10_000) == 10_000
+    assert remedy.fence_timeout_ms(None, 10_000) == 10_000
+    assert remedy.fence_timeout_ms(None, None) == remedy.DEFAULT_FENCE_TIMEOUT_MS
+
+
+def test_pattern_must_match_the_whole_id():
+    assert remedy.matching_ids(["app-1", "app-10", "myapp-1"], r"app-\d") == ["app-1"]
+    with pytest.raises(UsageError, match="bad --pattern"):
+        remedy.matching_ids([], "(")
+
+
+def test_exit_code():
+    assert remedy.exit_code([Outcome.ABORTED, Outcome.NOTHING_TO_ABORT]) == EXIT_OK
+    assert remedy.exit_code([Outcome.ABORTED, Outcome.REFUSED]) == EXIT_UNKNOWN
+    assert remedy.exit_code([Outcome.UNKNOWN]) == EXIT_UNKNOWN
+    assert remedy.exit_code([], incomplete=True) == EXIT_UNKNOWN
+
+
+# -- flow over a fake facade --------------------------------------------------------------------
+
+
+class FakeCluster(Cluster):
+    """A tiny cluster whose markers and fences change its state, recording every call."""
+
+    def __init__(self, producers, offsets, listings=(), descriptions=(), audit_path=None):
+        self.requests = Counter()
+        self.calls: list[tuple] = []
+        parts = tuple(PartitionInfo(tp.topic, tp.partition, 1, (1,), (1,)) for tp in sorted(offsets))
+        self._md = ClusterMetadata("cid-1", 1, (BrokerInfo(1, "h", 9092),), parts)
+        self.producers = producers
+        self.offsets = offsets  # tp -> [lso, hw]
+        self.listings = list(listings)
+        self.descriptions = {d.transactional_id: d for d in descriptions}
+        self.marker_error = None
+        self.audit_path = audit_path
+        self.audit_lines_at_action: list[int] = []
+
+    def close(self):
+        pass
+
+    def metadata(self, refresh=False):
+        return self._md
+
+    def describe_producers(self, partitions, broker_id=None):
+        self.calls.append(("describe_producers",))
+        return Partial({tp: list(self.producers.get(tp, [])) for tp in partitions if tp in self.offsets})
+
+    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
+        rows = [t for t in self.listings if not producer_ids or t.producer_id in set(producer_ids)]
+        return Partial(rows), ListTransactionsSupport(False, False)
+
+    def describe_transactions(self, transactional_ids):
+        ids = list(transactional_ids)
+        found = {t: self.descriptions[t] for t in ids if t in self.descriptions}
+        return found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in ids if t not in found}, []
+
+    def broker_configs(self, names, broker_ids=None):
+        return Partial({1: {"transaction.max.timeout.ms": ConfigValue("900000", "default_config", True)}})
+
+    def list_offsets(self, partitions, read_committed):
+        return Partial({tp: self.offsets[tp][0 if read_committed else 1] for tp in partitions})
+
+    def _audit_lines(self):
+        return len(self.audit_path.read_text().splitlines()) if self.audit_path and self.audit_path.exists() else 0
+
+    def _close(self, tp, pid):
+        self.producers[tp] = [replace(p, current_txn_start_offset=-1) if p.producer_id == pid else p for p in self.producers[tp]]
+        still = [p.current_txn_start_offset for p in self.producers[tp] if p.current_txn_start_offset >= 0]
+        self.offsets[tp][1] += 1  # the marker
+        self.offsets[tp][0] = min(still) if still else self.offsets[tp][1]
+
+    def write_abort_marker(self, tp, producer_id, producer_epoch, coordinator_epoch, leader):
+        self.calls.append(("write_abort_marker", tp, producer_id, producer_epoch, coordinator_epoch, leader))
+        self.audit_lines_at_action.append(self._audit_lines())
+        if self.marker_error:
+            return self.marker_error
+        self._close(tp, producer_id)
+        return None
+
+    def fence_transactional_id(self, transactional_id, transaction_timeout_ms):
+        self.calls.append(("fence", transactional_id, transaction_timeout_ms))
+        self.audit_lines_at_action.append(self._audit_lines())
+        d = self.descriptions.get(transactional_id)
+        if d is None:
+            self.descriptions[transactional_id] = desc(transactional_id, 99, [], "Empty", 0)
+            return
+        for tp in d.partitions:
+            self._close(tp, d.producer_id)
+        self.descriptions[transactional_id] = replace(d, state="Empty", producer_epoch=d.producer_epoch + 2, partitions=frozenset())
+
+    def called(self, name):
+        return [c for c in self.calls if c[0] == name]
+
+
+@pytest.fixture
+def audit(tmp_path):
+    return auditlog.AuditLog(tmp_path / "audit.jsonl")
+
+
+def hanging_cluster(audit):
+    """a-0: producer 7's transaction from offset 10 is hanging (its id 'gone' has another partition);
+    a-1: producer 8's transaction from offset 0 is tracked by its coordinator ('busy')."""
+    return FakeCluster(
+        producers={A0: [state(7, start=10, epoch=2, coord=-1)], A1: [state(8, start=0)]},
+        offsets={A0: [10, 20], A1: [0, 4]},
+        listings=[TransactionListing("gone", 7, "Empty", 1), TransactionListing("busy", 8, "Ongoing", 1)],
+        descriptions=[desc("gone", 7, [], "Empty", epoch=2), desc("busy", 8, [A1])],
+        audit_path=audit.path,
+    )
+
+
+def yes(rows):
+    return True
+
+
+def test_abort_writes_intent_then_marker_then_result_and_verifies(audit):
+    fake = hanging_cluster(audit)
+    result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
+    (row,) = result.rows
+    assert (row.outcome, row.lso_before, row.lso_after, row.high_watermark_after) == (Outcome.ABORTED, 10, 21, 21)
+    assert row.transactional_id == "gone" and row.coordinator_state == "Empty"
+    assert fake.called("write_abort_marker") == [("write_abort_marker", A0, 7, 2, 0, 1)]
+    assert fake.audit_lines_at_action == [1]  # the intent was on disk before the marker went out
+    intent, res = audit.records()
+    assert (intent["record"], res["record"], res["outcome"]) == ("intent", "result", "aborted")
+    assert intent["target"] == {"topic": "a", "partition": 0, "start_offset": 10, "producer_id": 7, "producer_epoch": 2}
+    assert intent["cluster_id"] == "cid-1" and intent["state_before"]["last_stable_offset"] == 10
+    assert res["state_after"]["last_stable_offset"] == 21
+    assert result.exit_code == EXIT_OK
+
+
+def test_abort_repeat_is_nothing_to_abort(audit):
+    fake = hanging_cluster(audit)
+    remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
+    again = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
+    assert [r.outcome for r in again.rows] == [Outcome.NOTHING_TO_ABORT]
+    assert again.exit_code == EXIT_OK and len(fake.called("write_abort_marker")) == 1
+
+
+def test_dry_run_and_refusals_change_nothing_and_ask_nothing(audit):
+    fake = hanging_cluster(audit)
+
+    def must_not_ask(rows):
+        raise AssertionError("asked for confirmation")
+
+    dry = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=must_not_ask, dry_run=True)
+    assert [r.outcome for r in dry.rows] == [Outcome.WOULD_ABORT]
+    stale = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=11)], audit=audit, confirm=must_not_ask)
+    assert [r.outcome for r in stale.rows] == [Outcome.REFUSED] and stale.exit_code == EXIT_UNKNOWN
+    tracked = remedy.abort(fake, [remedy.AbortTarget("a", 1, start_offset=0)], audit=audit, confirm=must_not_ask)
+    assert [r.outcome for r in tracked.rows] == [Outcome.REFUSED] and "kafkatxn fence 'busy'" in tracked.rows[0].reason
+    assert fake.called("write_abort_marker") == [] and audit.records() == []
+    assert fake.offsets[A0] == [10, 20]
+
+
+def test_declining_changes_nothing(audit):
+    fake = hanging_cluster(audit)
+    with pytest.raises(remedy.Declined):
+        remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=lambda rows: False)
+    assert fake.called("write_abort_marker") == [] and audit.records() == []
+
+
+def test_state_changing_after_the_plan_is_caught_before_the_marker(audit):
+    fake = hanging_cluster(audit)
+
+    def someone_else_aborts_it_meanwhile(rows):
+        fake._close(A0, 7)
+        return True
+
+    result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=someone_else_aborts_it_meanwhile)
+    assert [r.outcome for r in result.rows] == [Outcome.NOTHING_TO_ABORT]
+    assert fake.called("write_abort_marker") == [] and audit.records() == []
+
+    fake = hanging_cluster(audit)
+
+    def producer_bumped_epoch(rows):
+        fake.producers[A0] = [state(7, start=10, epoch=3)]
+        return True
+
+    result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=producer_bumped_epoch)
+    assert [r.outcome for r in result.rows] == [Outcome.REFUSED] and fake.called("write_abort_marker") == []
+
+
+def test_a_refused_marker_is_recorded_as_failed(audit):
+    fake = hanging_cluster(audit)
+    fake.marker_error = "TRANSACTION_COORDINATOR_FENCED"
+    result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
+    assert [r.outcome for r in result.rows] == [Outcome.FAILED] and "COORDINATOR_FENCED" in result.rows[0].reason
+    assert [r.get("outcome") for r in audit.records()] == [None, "failed"]
+    assert result.exit_code == EXIT_UNKNOWN
+
+
+def test_abort_all_hanging_aborts_only_the_hanging_one(audit):
+    fake = hanging_cluster(audit)
+    result = remedy.abort(fake, all_hanging=True, max_transaction_timeout_ms=60_000, audit=audit, confirm=yes)
+    assert [(r.topic, r.partition, r.outcome) for r in result.rows] == [("a", 0, Outcome.ABORTED)]
+    assert [c[1] for c in fake.called("write_abort_marker")] == [A0]
+
+
+def test_abort_needs_a_target_or_all_hanging(audit):
+    with pytest.raises(UsageError):
+        remedy.abort(hanging_cluster(audit), [], audit=audit, confirm=yes)
+
+
+def fence_cluster(audit):
+    return FakeCluster(
+        producers={A0: [state(7, start=10, epoch=3)]},
+        offsets={A0: [10, 20]},
+        listings=[TransactionListing("app-1", 7, "Ongoing", 1), TransactionListing("app-10", 9, "Empty", 1)],
+        descriptions=[desc("app-1", 7, [A0], "Ongoing", epoch=3, timeout_ms=30_000), desc("app-10", 9, [], "Empty")],
+        audit_path=audit.path,
+    )
+
+
+def test_fence_shows_old_and_new_epoch_aborts_the_open_transaction_and_audits(audit):
+    fake = fence_cluster(audit)
+    result = remedy.fence(fake, ["app-1"], audit=audit, confirm=yes)
+    (row,) = result.rows
+    assert (row.outcome, row.producer_epoch_before, row.producer_epoch_after) == (Outcome.FENCED, 3, 5)
+    assert (row.state_before, row.state_after, row.partitions_before) == ("Ongoing", "Empty", ["a-0"])
+    assert fake.called("fence") == [("fence", "app-1", 30_000)]  # the id's own timeout
+    assert fake.audit_lines_at_action == [1]
+    assert [r["record"] for r in audit.records()] == ["intent", "result"]
+    assert fake.offsets[A0][0] == fake.offsets[A0][1]
+
+
+def test_fence_refuses_unknown_ids_unless_allowed(audit):
+    fake = fence_cluster(audit)
+    refused = remedy.fence(fake, ["app-1", "nope"], audit=audit, confirm=yes)
+    assert [(r.transactional_id, r.outcome) for r in refused.rows] == [("app-1", Outcome.FENCED), ("nope", Outcome.REFUSED)]
+    assert refused.exit_code == EXIT_UNKNOWN
+    allowed = remedy.fence(fake, ["nope"], allow_unknown=True, audit=audit, confirm=yes)
+    assert [r.outcome for r in allowed.rows] == [Outcome.FENCED]
+
+
+def test_fence_pattern_matches_whole_ids_and_dry_run_touches_nothing(audit):
+    fake = fence_cluster(audit)
+    result = remedy.fence(fake, pattern=r"app-\d", audit=audit, confirm=yes, dry_run=True)
+    assert [(r.transactional_id, r.outcome) for r in result.rows] == [("app-1", Outcome.WOULD_FENCE)]
+    assert fake.called("fence") == [] and audit.records() == []
+
+
+# -- the commands -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_env(monkeypatch, tmp_path):
+    path = tmp_path / "audit.jsonl"
+    fake = hanging_cluster(auditlog.AuditLog(path))
+    monkeypatch.setattr("kafkatxn.cli.common.Cluster", lambda config: fake)
+    return fake, path
+
+
+def test_abort_without_a_terminal_or_yes_refuses_with_exit_64(capsys, cli_env):
+    fake, path = cli_env
+    result = run_cli(capsys, "abort", "-b", "fake:9092", "-t", "a", "-p", "0", "--start-offset", "10", "--audit-log", path)
+    assert result.code == 64
+    assert "--yes" in result.stderr and "Plan:" in result.stderr
+    assert fake.called("write_abort_marker") == []
+
+
+def test_abort_with_yes_acts_and_prints_rows(capsys, cli_env):
+    fake, path = cli_env
+    result = run_cli(capsys, "abort", "-b", "fake:9092", "-t", "a", "-p", "0", "--start-offset", "10", "--yes",
+                     "--audit-log", path, "-o", "json")
+    assert result.code == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert (row["outcome"], row["lso_after"]) == ("aborted", 21)
+    assert len(fake.called("write_abort_marker")) == 1
+
+
+def test_abort_usage_errors(capsys, cli_env):
+    _, path = cli_env
+    assert run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "--audit-log", path).code == 64
+    assert run_cli(capsys, "abort", "-b", "f:1", "--all-hanging", "-t", "a", "--audit-log", path).code == 64
+    assert run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "-p", "0", "--producer-id", "7", "--audit-log", path).code == 64
+    assert run_cli(capsys, "fence", "-b", "f:1", "--pattern", "(", "--audit-log", path).code == 64
+    assert run_cli(capsys, "fence", "-b", "f:1", "--audit-log", path).code == 64
+
+
+def test_next_run_warns_once_about_an_intent_without_result(capsys, cli_env):
+    fake, path = cli_env
+    stale = auditlog.AuditLog(path, cluster_id="cid-1")
+    stale.intent("abort", {"topic": "a", "partition": 0, "start_offset": 10}, None)
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[0])
+    record["pid"] = 2**22 + 12345  # a process that is gone
+    path.write_text(json.dumps(record) + "\n")
+    first = run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "-p", "0", "--start-offset", "10", "--dry-run", "--audit-log", path)
+    warnings = [line for line in first.stderr.splitlines() if "never recorded a result" in line]
+    assert len(warnings) == 1 and "a-0 at offset 10" in warnings[0]
+    acting = run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "-p", "0", "--start-offset", "10", "--yes", "--audit-log", path)
+    assert "never recorded a result" in acting.stderr
+    assert acting.code == 0
+    later = run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "-p", "0", "--start-offset", "10", "--yes", "--audit-log", path)
+    assert "never recorded a result" not in later.stderr  # closed as interrupted by the acting run
