@@ -195,9 +195,11 @@ class PartitionSample:
     def lso_lag_messages(self) -> int | None:
         """High watermark minus LSO: what read_committed consumers cannot read yet (the broker's
         LastStableOffsetLag gauge)."""
+        from kafkatxn.lso import Offsets
+
         if self.high_watermark is None or self.last_stable_offset is None:
             return None
-        return max(self.high_watermark - self.last_stable_offset, 0)
+        return Offsets(self.high_watermark, self.last_stable_offset).lag
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,7 @@ class TransactionSample:
     coordinator_id: int
     start_time_ms: int  # -1 when unknown
     timeout_ms: int
-    partition_count: int
+    topics: tuple[str, ...] = ()  # topics the transaction has written to
 
 
 @dataclass(frozen=True)
@@ -325,14 +327,12 @@ def gather_snapshot(
             missing.append(f"{what}: {exc}")
             return None
 
-    # TODO(lso): take these from kafkatxn.lso once its snapshot function lands; the lag itself
-    # (high watermark minus LSO) is PartitionSample.lso_lag_messages, the broker's own definition.
-    hw_part = step("high watermarks", lambda: cluster.list_offsets(tps, read_committed=False))
-    lso_part = step("last stable offsets", lambda: cluster.list_offsets(tps, read_committed=True))
-    hw = hw_part.value if hw_part else {}
-    lso = lso_part.value if lso_part else {}
-    missing += [f"high watermark {m}" for m in (hw_part.missing if hw_part else [])]
-    missing += [f"LSO {m}" for m in (lso_part.missing if lso_part else [])]
+    # Both isolation levels in one round trip per leader (LSO <= HW within each pair).
+    pairs = step("offsets", lambda: cluster.stable_and_high_offsets(tps))
+    offsets = pairs.value if pairs is not None else {}
+    missing += [f"offsets {m}" for m in (pairs.missing if pairs is not None else [])]
+    lso = {tp: pair[0] for tp, pair in offsets.items()}
+    hw = {tp: pair[1] for tp, pair in offsets.items()}
     snapshot.partitions = tuple(
         PartitionSample(p.topic, p.partition, p.leader, hw.get(p.tp), lso.get(p.tp)) for p in selected
     )
@@ -370,8 +370,13 @@ def gather_snapshot(
             if described is not None:
                 found_txns, _gone, describe_missing = described
                 missing += [f"transactions {m}" for m in describe_missing]
-                snapshot.open_transactions = tuple(_transaction_sample(d) for d in found_txns.values()
-                                                   if d.state in OPEN_TRANSACTION_STATES)
+                scanned_topics = {p.topic for p in selected}
+                snapshot.open_transactions = tuple(
+                    _transaction_sample(d) for d in found_txns.values()
+                    if d.state in OPEN_TRANSACTION_STATES
+                    # With --topic-regex, ages count only for transactions on the topics chosen.
+                    and (topic_regex is None or any(tp.topic in scanned_topics for tp in d.partitions))
+                )
 
     snapshot.missing = tuple(missing)
     snapshot.duration_s = time.monotonic() - started
@@ -380,7 +385,8 @@ def gather_snapshot(
 
 def _transaction_sample(d: TransactionDescription) -> TransactionSample:
     return TransactionSample(
-        d.transactional_id, d.state, d.producer_id, d.coordinator_id, d.start_time_ms, d.timeout_ms, len(d.partitions)
+        d.transactional_id, d.state, d.producer_id, d.coordinator_id, d.start_time_ms, d.timeout_ms,
+        tuple(sorted({tp.topic for tp in d.partitions})),
     )
 
 

@@ -122,7 +122,7 @@ def snapshot(**kw) -> ClusterSnapshot:
 
 
 def open_txn(tid: str, age_s: float) -> TransactionSample:
-    return TransactionSample(tid, "Ongoing", 7, 1, NOW_MS - int(age_s * 1000), 60_000, 1)
+    return TransactionSample(tid, "Ongoing", 7, 1, NOW_MS - int(age_s * 1000), 60_000, ("orders",))
 
 
 def test_a_quiet_cluster_is_ok_with_exit_0_and_full_perfdata():
@@ -182,7 +182,7 @@ def test_transaction_age_warns_and_goes_critical():
 
 
 def test_unknown_start_time_is_not_an_age():
-    txn = TransactionSample("a", "Ongoing", 7, 1, -1, 60_000, 1)
+    txn = TransactionSample("a", "Ongoing", 7, 1, -1, 60_000, ("orders",))
     assert evaluate(snapshot(open_transactions=(txn,))).status is Status.OK
 
 
@@ -275,10 +275,9 @@ class FakeCluster:
             chosen = [p for p in chosen if re.search(topic_pattern, p.topic)]
         return chosen
 
-    def list_offsets(self, tps, read_committed):
-        self._maybe_fail("list_offsets")
-        source = self.lso if read_committed else self.hw
-        return Partial({tp: source[tp] for tp in tps})
+    def stable_and_high_offsets(self, tps):
+        self._maybe_fail("stable_and_high_offsets")
+        return Partial({tp: (self.lso[tp], self.hw[tp]) for tp in tps})
 
     def describe_producers(self, tps, broker_id=None):
         self._maybe_fail("describe_producers")
@@ -300,7 +299,7 @@ class FakeCluster:
         known = {
             "app-1": TransactionDescription("app-1", 1, "Empty", 11, 0, 60_000, -1, frozenset()),
             "app-2": TransactionDescription("app-2", 2, "Ongoing", 21, 0, 60_000, self.now_ms - 30_000,
-                                            frozenset({TopicPartition("orders", 1)})),
+                                            frozenset({TopicPartition("payments", 1)})),
         }
         return {t: known[t] for t in tids if t in known}, {}, []
 
@@ -318,7 +317,7 @@ def test_gather_builds_one_snapshot_from_every_source():
     assert [(h.topic, h.partition, h.producer_id, h.transactional_id) for h in snap.hanging] == [("orders", 0, 11, "app-1")]
     assert snap.hanging[0].lso_lag_messages == 40
     assert snap.transaction_states == {"Empty": 1, "Ongoing": 1}
-    assert [t.transactional_id for t in snap.open_transactions] == ["app-2"]
+    assert [(t.transactional_id, t.topics) for t in snap.open_transactions] == [("app-2", ("payments",))]
     assert snap.oldest_transaction_age_s() == 30
     assert snap.max_transaction_timeout_ms == 900_000
     assert snap.missing == ("broker 2: timed out",)  # broker 2 did not say its transaction.max.timeout.ms
@@ -330,6 +329,7 @@ def test_gather_honours_topic_regex_and_an_explicit_max_transaction_timeout():
     snap = gather_snapshot(cluster, topic_regex="^orders$", max_transaction_timeout_ms=3_000_000,
                            clock=lambda: NOW_MS / 1000)
     assert {p.topic for p in snap.partitions} == {"orders"}
+    assert snap.open_transactions == ()  # app-2 writes to payments only, outside the regex
     assert snap.hanging == () and "broker_configs" not in cluster.calls
     assert snap.missing == ()
 
@@ -339,6 +339,17 @@ def test_gather_turns_an_unreachable_cluster_into_an_error_not_an_exception():
     snap = gather_snapshot(cluster)
     assert not snap.up and snap.error == "cannot reach any broker at h:1"
     assert evaluate(snap).status is Status.UNKNOWN
+
+
+def test_offsets_that_did_not_arrive_are_missing_not_zero():
+    class LeaderGone(FakeCluster):
+        def stable_and_high_offsets(self, tps):
+            return Partial({tp: (self.lso[tp], self.hw[tp]) for tp in tps if tp.partition != 1},
+                           ["orders-1: NOT_LEADER_OR_FOLLOWER"])
+
+    snap = gather_snapshot(LeaderGone(NOW_MS), max_transaction_timeout_ms=3_000_000)
+    assert [p.lso_lag_messages for p in snap.partitions if p.topic == "orders"] == [40, None, 0]
+    assert "offsets orders-1: NOT_LEADER_OR_FOLLOWER" in snap.missing
 
 
 def test_a_failed_step_is_named_as_missing_and_the_rest_still_gathered():

@@ -35,8 +35,8 @@ def fake_snapshot(**kw) -> ClusterSnapshot:
         ),
         transaction_states={"Ongoing": 2, "CompleteCommit": 5},
         open_transactions=(
-            TransactionSample("app-1", "Ongoing", 7, 1, NOW_MS - 90_000, 60_000, 1),
-            TransactionSample("app-2", "Ongoing", 8, 2, NOW_MS - 5_000, 60_000, 2),
+            TransactionSample("app-1", "Ongoing", 7, 1, NOW_MS - 90_000, 60_000, ("orders",)),
+            TransactionSample("app-2", "Ongoing", 8, 2, NOW_MS - 5_000, 60_000, ("orders",)),
         ),
         active_producer_ids={1: 12, 2: 3},
         hanging=(HangingSample("orders", 0, 7, 100, "app-1", "coordinator does not track this partition", 20),),

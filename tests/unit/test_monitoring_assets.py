@@ -154,7 +154,7 @@ def emitted_metric_names() -> set[str]:
         now, 0.1, cluster_id="c", brokers=(1,), replica_brokers=(1, 2),
         partitions=(PartitionSample("t", 0, 1, 10, 5),),
         transaction_states={"Ongoing": 1},
-        open_transactions=(TransactionSample("a", "Ongoing", 1, 1, now - 1000, 60_000, 1),),
+        open_transactions=(TransactionSample("a", "Ongoing", 1, 1, now - 1000, 60_000, ("orders",)),),
         active_producer_ids={1: 1},
         hanging=(HangingSample("t", 0, 1, 5, "a", "why"),),
         max_transaction_timeout_ms=900_000,
