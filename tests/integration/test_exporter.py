@@ -1,0 +1,151 @@
+"""``kafkatxn exporter`` as a real process on a real broker, scraped over HTTP.
+
+One dedicated broker (transaction.partition.verification.enable=false, so tests/hanging_maker.py can
+make a genuinely hanging transaction) serves the whole story: /metrics matches the scenario and
+``check`` says CRITICAL; with the broker killed kafkatxn_up is 0 and the exporter stays up; after
+the broker restarts kafkatxn_up is 1 again without touching the exporter.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.cli_helpers import run_cli
+from tests.hanging_maker import make_hanging_transaction
+from tests.scenarios import create_topic, run_transaction
+
+pytestmark = pytest.mark.integration
+
+SCRAPE_TIMEOUT_S = 3
+
+
+class ExporterProcess:
+    def __init__(self, *args: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkatxn", "exporter", "--listen", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        self._stderr: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._drain, daemon=True).start()
+        self.stderr_lines: list[str] = []
+        self.url = self._wait_for_url(30)
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:
+            self._stderr.put(line)
+
+    def _wait_for_url(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._stderr.get(timeout=0.2)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            self.stderr_lines.append(line)
+            if "serving http://" in line:
+                return line.split("serving ", 1)[1].strip()
+        raise AssertionError(f"exporter did not start: {self.stderr_lines}")
+
+    def scrape(self) -> tuple[dict[tuple, float], float]:
+        """Samples keyed by (name, sorted labels), and how long the scrape took."""
+        started = time.monotonic()
+        body = urllib.request.urlopen(self.url, timeout=30).read().decode()
+        took = time.monotonic() - started
+        out = {}
+        for family in text_string_to_metric_families(body):
+            for s in family.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out, took
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return -9
+
+
+def test_metrics_follow_the_cluster_through_a_hanging_transaction_and_a_broker_outage(capsys, kafka_factory, unique_name):
+    cluster = kafka_factory(**{"transaction.partition.verification.enable": "false"})
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, unique_name, partitions=3)
+    run_transaction(bootstrap, unique_name, [1], "committed", records_per_partition=2)
+    hanging = make_hanging_transaction(bootstrap, f"{unique_name}-tid", unique_name, partition=0, records=3)
+    time.sleep(1.2)  # past --max-transaction-timeout, so the hanging rule looks at it
+
+    exporter = ExporterProcess(
+        "-b", bootstrap, "--cache-ttl", "0s", "--scrape-timeout", f"{SCRAPE_TIMEOUT_S}s",
+        "--max-transaction-timeout", "1s", "--topic-regex", f"^{unique_name}$",
+    )
+    try:
+        metrics, _ = exporter.scrape()
+        p0 = (("partition", "0"), ("topic", unique_name))
+        p1 = (("partition", "1"), ("topic", unique_name))
+        assert metrics[("kafkatxn_up", ())] == 1
+        assert metrics[("kafkatxn_hanging_transactions", ())] == 1
+        assert metrics[("kafkatxn_partition_lso_lag_messages", p0)] == 3
+        assert metrics[("kafkatxn_partition_last_stable_offset", p0)] == hanging.start_offset
+        assert metrics[("kafkatxn_partition_high_watermark", p1)] == 3  # 2 records and the commit marker
+        assert metrics[("kafkatxn_partition_lso_lag_messages", p1)] == 0
+        assert metrics[("kafkatxn_broker_up", (("broker", "1"),))] == 1
+        assert metrics[("kafkatxn_active_producer_ids", (("broker", "1"),))] == 2
+        assert metrics[("kafkatxn_transactions", (("state", "CompleteCommit"),))] == 1
+        assert metrics[("kafkatxn_scrape_incomplete", ())] == 0
+
+        result = run_cli(capsys, "check", "-b", bootstrap, "--max-transaction-timeout", "1s",
+                         "--topic-regex", f"^{unique_name}$")
+        assert result.code == 2, result.stdout + result.stderr
+        assert result.stdout.startswith("KAFKATXN CRITICAL - 1 hanging transaction")
+        assert f"hanging transaction on {unique_name}-0 from offset {hanging.start_offset}" in result.stdout
+
+        cluster.kill_broker(1)
+        metrics, took = exporter.scrape()
+        assert metrics[("kafkatxn_up", ())] == 0
+        assert took < SCRAPE_TIMEOUT_S + 2  # the scrape deadline holds with the broker gone
+        assert ("kafkatxn_hanging_transactions", ()) not in metrics  # no stale figures while down
+        assert exporter.proc.poll() is None
+
+        cluster.start_broker(1)
+        deadline = time.monotonic() + 60
+        while True:
+            metrics, _ = exporter.scrape()
+            if metrics[("kafkatxn_up", ())] == 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert metrics[("kafkatxn_up", ())] == 1
+        assert exporter.proc.poll() is None
+    finally:
+        code = exporter.stop()
+    assert code == 0, "".join(exporter.stderr_lines)
+
+
+def test_concurrent_scrapes_share_one_gather(kafka, unique_name):
+    create_topic(kafka.bootstrap_servers, unique_name, partitions=2)
+    exporter = ExporterProcess("-b", kafka.bootstrap_servers, "--cache-ttl", "30s", "--topic-regex", f"^{unique_name}$")
+    try:
+        results: list[dict] = []
+        threads = [threading.Thread(target=lambda: results.append(exporter.scrape()[0])) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert len(results) == 4
+        durations = {r[("kafkatxn_scrape_duration_seconds", ())] for r in results}
+        assert len(durations) == 1  # one gather answered all four
+        assert all(r[("kafkatxn_partitions", ())] == 2 for r in results)
+    finally:
+        exporter.stop()
