@@ -1,0 +1,238 @@
+"""``kafkatxn lso``: LastStableOffsetLag per partition, or transaction-aware consumer-group lag.
+
+No ``from __future__ import annotations``: typer must see the real ``Annotated`` options through the
+signature that ``cli.common.command`` rebuilds.
+"""
+
+import enum
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable, Optional, Sequence
+
+import typer
+
+from kafkatxn import lso
+from kafkatxn.cli.common import CommandContext, command
+from kafkatxn.durations import parse_duration_ms
+from kafkatxn.errors import EXIT_CRITICAL, EXIT_UNKNOWN, ClusterError, UsageError
+from kafkatxn.output import render_to_string
+
+DEFAULT_INTERVAL = "2s"
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+
+
+class SortKey(str, enum.Enum):
+    lag = "lag"
+    age = "age"
+
+
+@dataclass
+class Sample:
+    """One measurement, ready to render."""
+
+    rows: list[Any]
+    row_type: type
+    exit_code: int
+    missing: list[str]
+    snapshot: lso.LsoSnapshot
+    empty_message: str
+    notes: list[str] = field(default_factory=list)
+
+
+def combine_exit_code(findings_code: int, missing: Sequence[str]) -> int:
+    """A critical finding stands even when parts are missing; otherwise missing parts make it 3,
+    since they could hide a finding."""
+    if findings_code == EXIT_CRITICAL or not missing:
+        return findings_code
+    return EXIT_UNKNOWN
+
+
+def incomplete_note(missing: Sequence[str], what: str) -> str:
+    shown = "; ".join(missing[:5]) + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return f"kafkatxn: incomplete {what}: {shown}"
+
+
+def watch_loop(
+    take_sample: Callable[[lso.LsoSnapshot | None], Sample],
+    show: Callable[[int, Sample | None, str | None], None],
+    interval_s: float,
+    samples: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Sample every ``interval_s`` until ``samples`` are taken (or Ctrl-C); return the last sample's code.
+
+    A sample the cluster could not answer (unreachable, timed out) is shown as an error and the
+    watch goes on: the cluster may come back. The previous good snapshot stays the reference for
+    ``lso_moved``.
+    """
+    previous: lso.LsoSnapshot | None = None
+    code = EXIT_UNKNOWN
+    number = 0
+    try:
+        while samples is None or number < samples:
+            number += 1
+            started = clock()
+            try:
+                sample = take_sample(previous)
+            except ClusterError as exc:
+                show(number, None, str(exc))
+                code = exc.exit_code
+            else:
+                show(number, sample, None)
+                previous = sample.snapshot
+                code = sample.exit_code
+            if samples is not None and number >= samples:
+                break
+            sleep(max(0.0, interval_s - (clock() - started)))
+    except KeyboardInterrupt:
+        pass
+    return code
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "lso")
+    def lso_command(
+        ctx: CommandContext,
+        group_names: Annotated[
+            Optional[list[str]],
+            typer.Argument(metavar="GROUP", help="With --groups: the consumer groups (default: every group)."),
+        ] = None,
+        topics: Annotated[
+            Optional[list[str]], typer.Option("--topic", "-t", metavar="TOPIC", help="Only this topic (repeatable).")
+        ] = None,
+        groups: Annotated[
+            bool,
+            typer.Option(
+                "--groups",
+                help="Consumer-group lag against the LSO and the high watermark, with a verdict: "
+                "caught_up, lagging, or blocked behind an open transaction.",
+            ),
+        ] = False,
+        min_lag: Annotated[
+            Optional[int],
+            typer.Option(
+                "--min-lag", min=0, metavar="N",
+                help="Only partitions with at least N offsets of LSO lag (default 1); with --groups, rows with "
+                "lag_to_lso_messages >= N, blocked rows always (default 0: every row).",
+            ),
+        ] = None,
+        top: Annotated[Optional[int], typer.Option("--top", min=1, metavar="K", help="Show the first K rows only.")] = None,
+        sort: Annotated[
+            Optional[SortKey],
+            typer.Option("--sort", help="lag: largest first (the default without --groups); age: oldest pinning transaction first."),
+        ] = None,
+        critical_age: Annotated[
+            str,
+            typer.Option(
+                "--critical-age", metavar="DURATION",
+                help="Exit 2 when a pinning (or blocking) transaction is at least this old.",
+            ),
+        ] = lso.DEFAULT_CRITICAL_AGE,
+        probe_max_gap: Annotated[
+            int,
+            typer.Option(
+                "--probe-max-gap", min=0, metavar="N",
+                help="With --groups: read gaps of up to N offsets between a committed offset and the LSO to tell "
+                "transaction markers and aborted records from real lag (0: never read).",
+            ),
+        ] = lso.DEFAULT_PROBE_MAX_GAP,
+        watch: Annotated[
+            bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C, showing whether each LSO moved since the previous sample.")
+        ] = False,
+        interval: Annotated[
+            Optional[str],
+            typer.Option("--interval", "-n", metavar="DURATION", help=f"Time between samples (implies --watch; default {DEFAULT_INTERVAL})."),
+        ] = None,
+        samples: Annotated[
+            Optional[int], typer.Option("--samples", min=1, metavar="N", help="Stop after N samples (implies --watch).")
+        ] = None,
+    ) -> int:
+        """Last stable offset lag: per partition, HW - LSO and the open transaction pinning the LSO.
+
+        Exit codes: 0 no lag (no group lagging or blocked); 1 lag (a group lagging or blocked);
+        2 pinned (or blocked) by a transaction at least --critical-age old; 3 incomplete answer.
+        With --watch, the code of the last sample.
+        """
+        if group_names and not groups:
+            raise UsageError(f"group names ({' '.join(group_names)}) need --groups")
+        critical_age_ms = parse_duration_ms(critical_age)
+        interval_ms = parse_duration_ms(interval if interval is not None else DEFAULT_INTERVAL)
+        if interval_ms <= 0:
+            raise UsageError("--interval must be more than 0")
+        watching = watch or interval is not None or samples is not None
+        sort_key = sort.value if sort is not None else (None if groups else "lag")
+        cluster = ctx.cluster
+
+        def take_sample(previous: lso.LsoSnapshot | None) -> Sample:
+            if groups:
+                snapshot = lso.take_group_snapshot(cluster, group_names, topics, probe_max_gap)
+                rows = lso.group_lags(snapshot, min_lag if min_lag is not None else 0)
+                code = lso.groups_exit_code(rows, critical_age_ms)
+                missing, lso_snapshot = snapshot.missing, snapshot.lso
+                row_type: type = lso.WatchedGroupLag if watching else lso.GroupLag
+                empty = "no committed offsets" + (f" for group {', '.join(group_names)}" if group_names else " in any group")
+                ctx.debug_note(
+                    f"{len(snapshot.committed)} groups, {len(lso_snapshot.offsets)} partitions, "
+                    f"{len(snapshot.first_readable)} gaps probed"
+                )
+            else:
+                partitions = [p.tp for p in cluster.select_partitions(topics)]
+                lso_snapshot = lso.take_snapshot(cluster, partitions)
+                rows = lso.partition_lags(lso_snapshot, min_lag if min_lag is not None else 1)
+                code = lso.partitions_exit_code(rows, critical_age_ms)
+                missing = lso_snapshot.missing
+                row_type = lso.WatchedPartitionLag if watching else lso.PartitionLag
+                empty = f"no partition with a last stable offset lag of {min_lag if min_lag is not None else 1} or more"
+                ctx.debug_note(
+                    f"{len(partitions)} partitions, {len(lso_snapshot.open_transactions)} described (lag > 0)"
+                )
+            rows = lso.sort_rows(rows, sort_key, top)
+            if watching:
+                rows = lso.with_movement(rows, lso.lso_moved(previous, lso_snapshot))
+            notes = [incomplete_note(missing, "answer")] if missing else []
+            return Sample(rows, row_type, combine_exit_code(code, missing), missing, lso_snapshot, empty, notes)
+
+        if not watching:
+            sample = take_sample(None)
+            ctx.render(sample.rows, row_type=sample.row_type, empty_message=sample.empty_message)
+            for note in sample.notes:
+                ctx.note(note)
+            return sample.exit_code
+
+        is_tty = sys.stdout.isatty()
+
+        def take_watched_sample(previous: lso.LsoSnapshot | None) -> Sample:
+            cluster.restart_deadline()  # every sample gets a whole --timeout of its own
+            return take_sample(previous)
+
+        def show(number: int, sample: Sample | None, error: str | None) -> None:
+            frame = _frame(ctx, number, interval_ms, sample, error, is_tty)
+            sys.stdout.write(frame)
+            sys.stdout.flush()
+            if not is_tty:
+                for line in ([f"kafkatxn: error: {error}"] if error else sample.notes if sample else []):
+                    ctx.note(line)
+
+        return watch_loop(take_watched_sample, show, interval_ms / 1000, samples)
+
+
+def _frame(ctx: CommandContext, number: int, interval_ms: int, sample: Sample | None, error: str | None, is_tty: bool) -> str:
+    """What one sample puts on stdout: on a terminal the whole screen, cleared first; otherwise the
+    rows only (table output gets a header line per sample, so pipes stay parseable)."""
+    body = ""
+    if sample is not None:
+        body = render_to_string(
+            sample.rows, ctx.output, no_headers=ctx.no_headers, row_type=sample.row_type, empty_message=sample.empty_message
+        )
+    if not is_tty:
+        if ctx.output == "table" and not ctx.no_headers:
+            return f"# {time.strftime('%Y-%m-%dT%H:%M:%S%z')} sample {number}\n{body}"
+        return body
+    lines = [f"kafkatxn lso  every {interval_ms / 1000:g}s  {time.strftime('%H:%M:%S')}  sample {number}  (Ctrl-C to stop)", ""]
+    if error:
+        lines.append(f"error: {error}")
+    if sample is not None:
+        lines.extend(sample.notes)
+    return CLEAR_SCREEN + "\n".join(lines) + ("\n" if lines else "") + body

@@ -1,0 +1,464 @@
+"""LastStableOffsetLag: how far each partition's last stable offset (LSO) trails its high watermark
+(HW), which open transaction pins it, and what that means for read_committed consumer groups.
+
+The broker shows the gap only as the JMX gauge ``kafka.cluster:type=Partition,name=LastStableOffsetLag``.
+Here it comes from two ListOffsets passes (read_committed gives the LSO, read_uncommitted the HW),
+one request per leader each; DescribeProducers only for partitions whose LSO trails the HW.
+
+Snapshot steps (:func:`take_snapshot`, :func:`take_group_snapshot`) are the only I/O; the rest are
+pure functions over the snapshots: :func:`partition_lags`, :func:`group_verdict`,
+:func:`group_lags`, :func:`lso_moved`, :func:`sort_rows`, the exit-code rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence, TypeVar
+
+from kafkatxn.cluster import Cluster, ProducerState, TopicPartition
+from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, NotFoundError, UnsupportedBrokerError
+from kafkatxn.producers import transactional_ids_for
+
+SORT_KEYS = ("lag", "age")
+
+# Coordinator states in which a transaction is still open on its partitions.
+OPEN_COORDINATOR_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+
+# Committed-offset gaps below the LSO up to this many offsets are read to tell markers and aborted
+# records from real lag; larger gaps count as lag unread (reading them costs their size).
+DEFAULT_PROBE_MAX_GAP = 1000
+
+# A pinning transaction older than this makes the finding critical (exit 2). Producers default to a
+# 60 s transaction timeout, after which the coordinator aborts; five minutes is well past normal.
+DEFAULT_CRITICAL_AGE = "5m"
+DEFAULT_CRITICAL_AGE_MS = 5 * 60_000
+
+
+class GroupVerdict(str, enum.Enum):
+    caught_up = "caught_up"
+    lagging = "lagging"
+    blocked = "blocked"
+
+
+# -- snapshot ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Offsets:
+    high_watermark: int
+    last_stable_offset: int
+
+    @property
+    def lag(self) -> int:
+        # The LSO is read before the HW, so LSO <= HW; clamp anyway in case a leader moved between.
+        return max(0, self.high_watermark - self.last_stable_offset)
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """One producer's open transaction on one partition, with what its coordinator says of it."""
+
+    producer_id: int
+    producer_epoch: int
+    txn_start_offset: int
+    last_timestamp_ms: int  # the producer's last write to the partition (-1 if unknown)
+    transactional_id: str | None = None
+    coordinator_start_time_ms: int | None = None  # set when the coordinator describes this transaction as open here
+
+
+@dataclass
+class LsoSnapshot:
+    taken_at_ms: int  # wall clock, for ages
+    offsets: dict[TopicPartition, Offsets]
+    # Only for partitions whose LSO trails the HW; a partition may hold several open transactions.
+    open_transactions: dict[TopicPartition, list[OpenTransaction]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GroupSnapshot:
+    lso: LsoSnapshot
+    committed: dict[str, dict[TopicPartition, int]]  # group -> partition -> committed offset
+    # (partition, start offset) -> offset of the first record a read_committed consumer gets from
+    # there, or None when it reached the LSO without one. Only gaps that were probed are present.
+    first_readable: dict[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+
+def take_snapshot(cluster: Cluster, partitions: Iterable[TopicPartition]) -> LsoSnapshot:
+    """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags."""
+    tps = sorted(set(partitions))
+    taken_at_ms = int(time.time() * 1000)
+    pairs = cluster.stable_and_high_offsets(tps)
+    offsets = {tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in pairs.value.items()}
+    missing = list(pairs.missing)
+    lagging = [tp for tp, o in offsets.items() if o.lag > 0]
+    open_txns = _describe_open_transactions(cluster, lagging, missing)
+    return LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
+
+
+def _describe_open_transactions(
+    cluster: Cluster, partitions: Sequence[TopicPartition], missing: list[str]
+) -> dict[TopicPartition, list[OpenTransaction]]:
+    if not partitions:
+        return {}
+    try:
+        described = cluster.describe_producers(partitions)
+    except UnsupportedBrokerError as exc:  # the lag is still known; only who pins it is not
+        missing.append(f"open transactions: {exc}")
+        return {}
+    missing.extend(described.missing)
+    open_states: dict[TopicPartition, list[ProducerState]] = {
+        tp: [s for s in states if s.current_txn_start_offset >= 0] for tp, states in described.value.items()
+    }
+    pids = {s.producer_id for states in open_states.values() for s in states}
+    tids = transactional_ids_for(cluster, pids, missing)
+    descriptions = {}
+    if tids:
+        descriptions, _unknown, describe_missing = cluster.describe_transactions(sorted(set(tids.values())))
+        missing.extend(describe_missing)
+    out: dict[TopicPartition, list[OpenTransaction]] = {}
+    for tp, states in open_states.items():
+        txns = []
+        for s in states:
+            tid = tids.get(s.producer_id)
+            desc = descriptions.get(tid) if tid is not None else None
+            started = None
+            # The start time belongs to this partition's transaction only if the coordinator's open
+            # transaction is this producer's and includes the partition (otherwise: hanging).
+            if (
+                desc is not None
+                and desc.producer_id == s.producer_id
+                and desc.state in OPEN_COORDINATOR_STATES
+                and tp in desc.partitions
+                and desc.start_time_ms >= 0
+            ):
+                started = desc.start_time_ms
+            txns.append(
+                OpenTransaction(
+                    s.producer_id, s.producer_epoch, s.current_txn_start_offset, s.last_timestamp_ms, tid, started
+                )
+            )
+        out[tp] = sorted(txns, key=lambda t: t.txn_start_offset)
+    return out
+
+
+def take_group_snapshot(
+    cluster: Cluster,
+    groups: Sequence[str] | None = None,
+    topics: Sequence[str] | None = None,
+    probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
+) -> GroupSnapshot:
+    """Committed offsets of ``groups`` (default: every group), the LSO snapshot of their partitions,
+    and read_committed probes of small gaps between a committed offset and the LSO."""
+    named = list(dict.fromkeys(groups or []))
+    if named:
+        known = set(cluster.list_groups())
+        unknown = [g for g in named if g not in known]
+        if unknown:
+            raise NotFoundError(f"unknown consumer group {', '.join(repr(g) for g in unknown)}")
+    else:
+        named = cluster.list_groups()
+    # Committed offsets before the LSO: a read_committed consumer's commit cannot pass the LSO of
+    # that moment, and the LSO read afterwards can only be larger.
+    committed = cluster.group_offsets(named)
+    missing = list(committed.missing)
+    existing = {p.tp for p in cluster.select_partitions(topics)} if topics else {p.tp for p in cluster.metadata().partitions}
+    # Offsets of deleted topics stay committed until they expire; there is nothing to measure there.
+    by_group = {
+        g: {tp: off for tp, off in offsets.items() if tp in existing} for g, offsets in committed.value.items()
+    }
+    lso = take_snapshot(cluster, {tp for offsets in by_group.values() for tp in offsets})
+    missing.extend(lso.missing)
+    first_readable: dict[tuple[TopicPartition, int], int | None] = {}
+    for starts in probe_rounds(by_group, lso.offsets, probe_max_gap):
+        probed = cluster.first_readable_offsets(starts)
+        missing.extend(probed.missing)
+        first_readable.update({(tp, starts[tp]): off for tp, off in probed.value.items()})
+    return GroupSnapshot(lso, by_group, first_readable, missing)
+
+
+def probe_rounds(
+    committed: Mapping[str, Mapping[TopicPartition, int]], offsets: Mapping[TopicPartition, Offsets], max_gap: int
+) -> list[dict[TopicPartition, int]]:
+    """Start offsets to probe, in rounds of at most one start per partition (a consumer reads a
+    partition from one place at a time); usually a single round."""
+    starts: dict[TopicPartition, set[int]] = defaultdict(set)
+    for group_offsets in committed.values():
+        for tp, c in group_offsets.items():
+            o = offsets.get(tp)
+            if o is not None and 0 < o.last_stable_offset - c <= max_gap:
+                starts[tp].add(c)
+    rounds: list[dict[TopicPartition, int]] = []
+    for tp, offs in sorted(starts.items()):
+        for i, c in enumerate(sorted(offs)):
+            if len(rounds) <= i:
+                rounds.append({})
+            rounds[i][tp] = c
+    return rounds
+
+
+# -- rows --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One partition whose LSO trails its HW, and the open transaction pinning the LSO."""
+
+    topic: str
+    partition: int
+    high_watermark: int
+    last_stable_offset: int
+    lag_messages: int  # HW - LSO: offsets a read_committed consumer cannot read yet (markers included)
+    open_transactions: int  # open transactions on the partition; the earliest one pins the LSO
+    producer_id: int | None
+    producer_epoch: int | None
+    transactional_id: str | None  # None when no coordinator maps the producer id (e.g. hanging)
+    txn_start_offset: int | None
+    txn_age_ms: int | None  # since the coordinator's transaction start; None when it does not track it
+    last_write_age_ms: int | None  # since the producer's last write to this partition
+
+
+@dataclass(frozen=True)
+class WatchedPartitionLag(PartitionLag):
+    lso_moved: bool | None  # since the previous sample; None on the first sample of the partition
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    """Transaction-aware lag of one group on one partition (see :func:`group_verdict`)."""
+
+    group: str
+    topic: str
+    partition: int
+    committed_offset: int
+    last_stable_offset: int
+    high_watermark: int
+    lag_to_lso_messages: int  # LSO - committed: what a read_committed consumer could read (markers included)
+    lag_to_hw_messages: int  # HW - committed: what every other lag tool reports
+    verdict: GroupVerdict
+    readable_before_lso: bool | None  # probe result for committed < LSO; None when not probed
+    producer_id: int | None  # the transaction pinning the LSO, when the verdict is blocked
+    transactional_id: str | None
+    txn_age_ms: int | None
+    last_write_age_ms: int | None
+
+
+@dataclass(frozen=True)
+class WatchedGroupLag(GroupLag):
+    lso_moved: bool | None
+
+
+def pinning_transaction(open_txns: Sequence[OpenTransaction], lso: int) -> OpenTransaction | None:
+    """The open transaction whose first offset is the LSO.
+
+    Without an exact match (the LSO moved between ListOffsets and DescribeProducers) the earliest
+    open transaction, which pins the LSO now.
+    """
+    for t in open_txns:
+        if t.txn_start_offset == lso:
+            return t
+    return min(open_txns, key=lambda t: t.txn_start_offset, default=None)
+
+
+def _ages(txn: OpenTransaction | None, now_ms: int) -> tuple[int | None, int | None]:
+    if txn is None:
+        return None, None
+    txn_age = max(0, now_ms - txn.coordinator_start_time_ms) if txn.coordinator_start_time_ms is not None else None
+    write_age = max(0, now_ms - txn.last_timestamp_ms) if txn.last_timestamp_ms >= 0 else None
+    return txn_age, write_age
+
+
+def best_age_ms(txn_age_ms: int | None, last_write_age_ms: int | None) -> int | None:
+    """The transaction's age where the coordinator knows it, else the age of its last write (a lower bound)."""
+    return txn_age_ms if txn_age_ms is not None else last_write_age_ms
+
+
+def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag]:
+    """A row per partition with ``lag_messages >= min_lag``, in topic and partition order."""
+    rows = []
+    for tp in sorted(snapshot.offsets):
+        o = snapshot.offsets[tp]
+        if o.lag < min_lag:
+            continue
+        txns = snapshot.open_transactions.get(tp, []) if o.lag > 0 else []
+        pin = pinning_transaction(txns, o.last_stable_offset)
+        txn_age, write_age = _ages(pin, snapshot.taken_at_ms)
+        rows.append(
+            PartitionLag(
+                topic=tp.topic,
+                partition=tp.partition,
+                high_watermark=o.high_watermark,
+                last_stable_offset=o.last_stable_offset,
+                lag_messages=o.lag,
+                open_transactions=len(txns),
+                producer_id=pin.producer_id if pin else None,
+                producer_epoch=pin.producer_epoch if pin else None,
+                transactional_id=pin.transactional_id if pin else None,
+                txn_start_offset=pin.txn_start_offset if pin else None,
+                txn_age_ms=txn_age,
+                last_write_age_ms=write_age,
+            )
+        )
+    return rows
+
+
+def group_verdict(committed: int, lso: int, hw: int, readable_before_lso: bool | None) -> GroupVerdict:
+    """Where a group stands on a partition, for a read_committed consumer (c = committed, l = LSO, h = HW; l <= h).
+
+    1. ``c >= h``: **caught_up**, nothing left to read (c > h only after records were deleted).
+    2. ``c == l < h``: **blocked**. The next offset is the first record of an open transaction:
+       the consumer cannot move until that transaction ends, however long it takes.
+    3. ``l < c < h``: **lagging**. The group has read past the LSO, so it reads uncommitted
+       records (read_uncommitted); what is left is ``h - c``.
+    4. ``c < l``: offsets between the commit and the LSO. They may hold nothing a read_committed
+       consumer returns: commit/abort markers (the "lag of 1" after every transaction when a
+       consumer commits the offset after its last record) and aborted records. The probe
+       (``readable_before_lso``) reads the gap with a read_committed consumer:
+
+       - False (only markers and aborted records): the consumer stands, in effect, at the LSO,
+         so as in 1/2: **caught_up** when ``l == h``, **blocked** when ``l < h``.
+       - True: **lagging**, there are records to read.
+       - None (gap not probed: larger than the probe limit, or the probe failed): **lagging**,
+         the gap counts as lag.
+
+    The committed offset does not say which isolation level the group reads with. A
+    read_uncommitted group at ``c == l < h`` is reported blocked although it would read on.
+    """
+    if committed >= hw:
+        return GroupVerdict.caught_up
+    if committed == lso:
+        return GroupVerdict.blocked
+    if committed > lso:
+        return GroupVerdict.lagging
+    if readable_before_lso is False:
+        return GroupVerdict.caught_up if lso == hw else GroupVerdict.blocked
+    return GroupVerdict.lagging
+
+
+def readable_before_lso(first_readable: int | None, lso: int) -> bool:
+    """Whether the probe found a record below the snapshot's LSO (the LSO may have moved since)."""
+    return first_readable is not None and first_readable < lso
+
+
+def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
+    """A row per group and partition with a committed offset; rows with ``lag_to_lso_messages <
+    min_lag`` are left out unless blocked (a blocked group has no LSO lag, and is the finding)."""
+    rows = []
+    now = snapshot.lso.taken_at_ms
+    for group in sorted(snapshot.committed):
+        for tp, c in sorted(snapshot.committed[group].items()):
+            o = snapshot.lso.offsets.get(tp)
+            if o is None:
+                continue  # its offsets did not arrive: named in missing
+            probe_key = (tp, c)
+            readable = (
+                readable_before_lso(snapshot.first_readable[probe_key], o.last_stable_offset)
+                if probe_key in snapshot.first_readable and c < o.last_stable_offset
+                else None
+            )
+            verdict = group_verdict(c, o.last_stable_offset, o.high_watermark, readable)
+            lag_to_lso = max(0, o.last_stable_offset - c)
+            if verdict is not GroupVerdict.blocked and lag_to_lso < min_lag:
+                continue
+            pin = None
+            if verdict is GroupVerdict.blocked:
+                pin = pinning_transaction(snapshot.lso.open_transactions.get(tp, []), o.last_stable_offset)
+            txn_age, write_age = _ages(pin, now)
+            rows.append(
+                GroupLag(
+                    group=group,
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    committed_offset=c,
+                    last_stable_offset=o.last_stable_offset,
+                    high_watermark=o.high_watermark,
+                    lag_to_lso_messages=lag_to_lso,
+                    lag_to_hw_messages=max(0, o.high_watermark - c),
+                    verdict=verdict,
+                    readable_before_lso=readable,
+                    producer_id=pin.producer_id if pin else None,
+                    transactional_id=pin.transactional_id if pin else None,
+                    txn_age_ms=txn_age,
+                    last_write_age_ms=write_age,
+                )
+            )
+    return rows
+
+
+# -- watching ----------------------------------------------------------------------------------
+
+
+def lso_moved(previous: LsoSnapshot | None, current: LsoSnapshot) -> dict[TopicPartition, bool | None]:
+    """Per partition of ``current``: did its LSO change since ``previous``? None when not seen before."""
+    before = previous.offsets if previous is not None else {}
+    return {
+        tp: (o.last_stable_offset != before[tp].last_stable_offset) if tp in before else None
+        for tp, o in current.offsets.items()
+    }
+
+
+R = TypeVar("R", PartitionLag, GroupLag)
+
+
+def with_movement(rows: Sequence[R], moved: Mapping[TopicPartition, bool | None]) -> list:
+    """The rows as their watched variant, with ``lso_moved`` filled in."""
+    out = []
+    for row in rows:
+        watched = WatchedGroupLag if isinstance(row, GroupLag) else WatchedPartitionLag
+        values = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
+        out.append(watched(**values, lso_moved=moved.get(TopicPartition(row.topic, row.partition))))
+    return out
+
+
+# -- ordering and findings ---------------------------------------------------------------------
+
+
+def sort_rows(rows: Sequence[R], sort: str | None = None, top: int | None = None) -> list[R]:
+    """Largest lag (``lag``) or oldest pinning transaction (``age``) first; ``top`` keeps the first K.
+
+    Without ``sort`` the rows keep their order. Ties keep topic and partition order.
+    """
+    out = list(rows)
+    if sort == "lag":
+        out.sort(key=lambda r: -(r.lag_messages if isinstance(r, PartitionLag) else r.lag_to_lso_messages))
+    elif sort == "age":
+        # Rows without a known age go last.
+        out.sort(key=lambda r: -(best_age_ms(r.txn_age_ms, r.last_write_age_ms) or -1))
+    elif sort is not None:
+        raise ValueError(f"unknown sort key {sort!r}")
+    return out[:top] if top is not None else out
+
+
+def _is_critical(age_ms: int | None, critical_age_ms: int | None) -> bool:
+    return critical_age_ms is not None and age_ms is not None and age_ms >= critical_age_ms
+
+
+def partitions_exit_code(rows: Iterable[PartitionLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS) -> int:
+    """0 no LSO lag among the rows; 1 some (a warning: every open transaction makes some);
+    2 a partition pinned by a transaction at least ``critical_age_ms`` old."""
+    code = EXIT_OK
+    for r in rows:
+        if r.lag_messages <= 0:
+            continue
+        if _is_critical(best_age_ms(r.txn_age_ms, r.last_write_age_ms), critical_age_ms):
+            return EXIT_CRITICAL
+        code = EXIT_WARNING
+    return code
+
+
+def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS) -> int:
+    """0 every row caught up; 1 a group lagging or blocked; 2 a group blocked behind a transaction
+    at least ``critical_age_ms`` old."""
+    code = EXIT_OK
+    for r in rows:
+        if r.verdict is GroupVerdict.caught_up:
+            continue
+        if r.verdict is GroupVerdict.blocked and _is_critical(best_age_ms(r.txn_age_ms, r.last_write_age_ms), critical_age_ms):
+            return EXIT_CRITICAL
+        code = EXIT_WARNING
+    return code

@@ -1,0 +1,415 @@
+"""LSO lag rules, group verdicts, watch comparison and exit codes, without a broker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from kafkatxn import lso
+from kafkatxn.cli import lso_cmd
+from kafkatxn.cluster import Cluster, ClusterMetadata, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
+from kafkatxn.config import ConnectionConfig
+from kafkatxn.errors import DeadlineExceeded
+from kafkatxn.lso import GroupVerdict, Offsets, OpenTransaction
+
+TP0 = TopicPartition("orders", 0)
+TP1 = TopicPartition("orders", 1)
+TP2 = TopicPartition("payments", 0)
+NOW = 1_700_000_000_000
+
+
+def txn(pid, start, last_ts=NOW - 1_000, tid=None, started=None, epoch=0):
+    return OpenTransaction(pid, epoch, start, last_ts, tid, started)
+
+
+def snap(offsets, open_txns=None, taken_at_ms=NOW):
+    return lso.LsoSnapshot(taken_at_ms, {tp: Offsets(hw, l) for tp, (l, hw) in offsets.items()}, open_txns or {})
+
+
+# -- group verdict --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "committed, lso_, hw, readable, expected",
+    [
+        # Nothing left at all.
+        (10, 10, 10, None, GroupVerdict.caught_up),
+        # Beyond the HW (records deleted, offsets reset later).
+        (12, 10, 10, None, GroupVerdict.caught_up),
+        # At the LSO, which an open transaction holds below the HW.
+        (7, 7, 10, None, GroupVerdict.blocked),
+        # Past the LSO: reads uncommitted records, still has some to go.
+        (8, 7, 10, None, GroupVerdict.lagging),
+        # Below the LSO, gap not probed: counts as lag.
+        (5, 10, 10, None, GroupVerdict.lagging),
+        # Below the LSO, only the commit marker / aborted records in between, nothing open.
+        (9, 10, 10, False, GroupVerdict.caught_up),
+        # Below the LSO, only markers in between, then an open transaction.
+        (5, 7, 10, False, GroupVerdict.blocked),
+        # Below the LSO with records to read.
+        (5, 10, 10, True, GroupVerdict.lagging),
+        (5, 7, 10, True, GroupVerdict.lagging),
+    ],
+)
+def test_group_verdict(committed, lso_, hw, readable, expected):
+    assert lso.group_verdict(committed, lso_, hw, readable) is expected
+
+
+def test_readable_before_lso_ignores_records_the_lso_passed_later():
+    # The probe ran after the snapshot; a record at or above the snapshot's LSO does not count.
+    assert lso.readable_before_lso(9, 10) is True
+    assert lso.readable_before_lso(10, 10) is False
+    assert lso.readable_before_lso(None, 10) is False
+
+
+# -- partition rows -------------------------------------------------------------------------------
+
+
+def test_pinning_transaction_is_the_one_starting_at_the_lso():
+    a, b = txn(1, 40), txn(2, 25)
+    assert lso.pinning_transaction([a, b], 25) is b
+    # LSO moved between the requests: the earliest open transaction pins it now.
+    assert lso.pinning_transaction([a, b], 20) is b
+    assert lso.pinning_transaction([], 20) is None
+
+
+def test_partition_lags_rows_pinning_transaction_and_ages():
+    s = snap(
+        {TP0: (100, 130), TP1: (50, 50), TP2: (7, 8)},
+        {
+            TP0: [txn(11, 100, last_ts=NOW - 2_000, tid="etl-1", started=NOW - 60_000), txn(12, 120, tid="etl-2")],
+            TP2: [txn(13, 7, last_ts=NOW - 500)],  # coordinator does not track it: no start time
+        },
+    )
+    rows = lso.partition_lags(s)
+    assert [(r.topic, r.partition, r.lag_messages) for r in rows] == [("orders", 0, 30), ("payments", 0, 1)]
+    orders = rows[0]
+    assert (orders.high_watermark, orders.last_stable_offset) == (130, 100)
+    assert (orders.producer_id, orders.transactional_id, orders.txn_start_offset) == (11, "etl-1", 100)
+    assert orders.open_transactions == 2
+    assert orders.txn_age_ms == 60_000
+    assert orders.last_write_age_ms == 2_000
+    payments = rows[1]
+    assert payments.txn_age_ms is None and payments.last_write_age_ms == 500
+    assert payments.transactional_id is None
+
+
+def test_partition_lags_min_lag():
+    s = snap({TP0: (100, 130), TP1: (50, 50), TP2: (7, 8)})
+    assert [r.lag_messages for r in lso.partition_lags(s, min_lag=2)] == [30]
+    assert [r.lag_messages for r in lso.partition_lags(s, min_lag=0)] == [30, 0, 1]
+    # Lag without a known transaction (it ended between the requests) is still a row.
+    assert lso.partition_lags(s)[0].producer_id is None
+
+
+def test_lag_never_negative():
+    assert Offsets(high_watermark=5, last_stable_offset=6).lag == 0
+
+
+# -- group rows -----------------------------------------------------------------------------------
+
+
+def group_snap(offsets, committed, first_readable=None, open_txns=None):
+    return lso.GroupSnapshot(snap(offsets, open_txns), committed, first_readable or {})
+
+
+def test_group_lags_joins_probe_and_pinning_transaction():
+    s = group_snap(
+        {TP0: (100, 130), TP1: (60, 60), TP2: (40, 40)},
+        {"billing": {TP0: 98, TP1: 59, TP2: 10}},
+        first_readable={(TP0, 98): None, (TP1, 59): None, (TP2, 10): 10},
+        open_txns={TP0: [txn(21, 100, tid="etl", started=NOW - 9_000)]},
+    )
+    rows = {(r.topic, r.partition): r for r in lso.group_lags(s)}
+    blocked = rows[("orders", 0)]
+    assert blocked.verdict is GroupVerdict.blocked
+    assert (blocked.lag_to_lso_messages, blocked.lag_to_hw_messages) == (2, 32)
+    assert blocked.readable_before_lso is False
+    assert (blocked.producer_id, blocked.transactional_id, blocked.txn_age_ms) == (21, "etl", 9_000)
+    caught_up = rows[("orders", 1)]
+    assert caught_up.verdict is GroupVerdict.caught_up
+    assert caught_up.lag_to_hw_messages == 1  # the phantom lag every other tool reports
+    assert caught_up.producer_id is None
+    lagging = rows[("payments", 0)]
+    assert lagging.verdict is GroupVerdict.lagging and lagging.readable_before_lso is True
+
+
+def test_group_lags_without_probe_counts_the_gap_as_lag():
+    s = group_snap({TP0: (60, 60)}, {"g": {TP0: 59}})
+    (row,) = lso.group_lags(s)
+    assert row.verdict is GroupVerdict.lagging and row.readable_before_lso is None
+
+
+def test_group_lags_min_lag_keeps_blocked_rows():
+    s = group_snap({TP0: (100, 130), TP1: (60, 70), TP2: (40, 40)}, {"g": {TP0: 100, TP1: 55, TP2: 40}})
+    rows = lso.group_lags(s, min_lag=3)
+    assert [(r.partition, r.topic, r.verdict) for r in rows] == [
+        (0, "orders", GroupVerdict.blocked),
+        (1, "orders", GroupVerdict.lagging),
+    ]
+
+
+def test_group_lags_skips_partitions_without_offsets():
+    s = group_snap({TP0: (5, 5)}, {"g": {TP0: 5, TP1: 3}})
+    assert [r.partition for r in lso.group_lags(s)] == [0]
+
+
+def test_probe_rounds_only_small_gaps_and_one_start_per_partition_a_round():
+    offsets = {TP0: Offsets(130, 100), TP1: Offsets(60, 60), TP2: Offsets(5000, 5000)}
+    committed = {"a": {TP0: 98, TP1: 60, TP2: 1}, "b": {TP0: 90}, "c": {TP0: 98}}
+    rounds = lso.probe_rounds(committed, offsets, max_gap=1000)
+    assert rounds == [{TP0: 90}, {TP0: 98}]
+    assert lso.probe_rounds(committed, offsets, max_gap=0) == []
+    assert lso.probe_rounds(committed, offsets, max_gap=10_000)[0] == {TP0: 90, TP2: 1}
+
+
+# -- watching -------------------------------------------------------------------------------------
+
+
+def test_lso_moved_compares_two_snapshots():
+    before = snap({TP0: (100, 130), TP1: (60, 60)})
+    after = snap({TP0: (100, 140), TP1: (61, 61), TP2: (0, 3)})
+    assert lso.lso_moved(before, after) == {TP0: False, TP1: True, TP2: None}
+    assert lso.lso_moved(None, after) == {TP0: None, TP1: None, TP2: None}
+
+
+def test_with_movement_adds_the_column_to_both_row_kinds():
+    moved = {TP0: False}
+    (prow,) = lso.with_movement(lso.partition_lags(snap({TP0: (1, 3)})), moved)
+    assert isinstance(prow, lso.WatchedPartitionLag) and prow.lso_moved is False and prow.lag_messages == 2
+    (grow,) = lso.with_movement(lso.group_lags(group_snap({TP0: (1, 3)}, {"g": {TP0: 1}})), {TP0: True})
+    assert isinstance(grow, lso.WatchedGroupLag) and grow.lso_moved is True and grow.verdict is GroupVerdict.blocked
+
+
+def sample(code, snapshot=None):
+    return lso_cmd.Sample([], lso.PartitionLag, code, [], snapshot or snap({}), "")
+
+
+def test_watch_loop_passes_the_previous_good_snapshot_and_keeps_going_after_errors():
+    snapshots = [snap({TP0: (i, 10)}) for i in range(3)]
+    calls, shown, sleeps = [], [], []
+    results = iter([sample(1, snapshots[0]), DeadlineExceeded("timed out"), sample(0, snapshots[2])])
+
+    def take(previous):
+        calls.append(previous)
+        result = next(results)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    code = lso_cmd.watch_loop(take, lambda n, s, e: shown.append((n, e)), 2.0, samples=3, sleep=sleeps.append, clock=lambda: 0.0)
+    assert calls == [None, snapshots[0], snapshots[0]]
+    assert shown == [(1, None), (2, "timed out"), (3, None)]
+    assert sleeps == [2.0, 2.0]  # no sleep after the last sample
+    assert code == 0
+
+
+def test_watch_loop_stops_on_ctrl_c_with_the_last_code():
+    def take(previous):
+        if previous is not None:
+            raise KeyboardInterrupt
+        return sample(2)
+
+    assert lso_cmd.watch_loop(take, lambda *a: None, 0.0, sleep=lambda s: None) == 2
+
+
+def test_watch_frame_clears_a_terminal_and_not_a_pipe():
+    ctx = SimpleNamespace(output="table", no_headers=False)
+    rows = lso.with_movement(lso.partition_lags(snap({TP0: (1, 3)})), {TP0: False})
+    s = lso_cmd.Sample(rows, lso.WatchedPartitionLag, 1, [], snap({}), "none", ["kafkatxn: incomplete answer: x"])
+    tty = lso_cmd._frame(ctx, 4, 2000, s, None, is_tty=True)
+    assert tty.startswith(lso_cmd.CLEAR_SCREEN) and "sample 4" in tty and "lso_moved" in tty and "incomplete" in tty
+    piped = lso_cmd._frame(ctx, 4, 2000, s, None, is_tty=False)
+    assert lso_cmd.CLEAR_SCREEN not in piped and piped.startswith("# ") and "incomplete" not in piped
+    jsonl = lso_cmd._frame(SimpleNamespace(output="jsonl", no_headers=False), 4, 2000, s, None, is_tty=False)
+    assert jsonl.startswith('{"topic":"orders"') and '"lso_moved":false' in jsonl
+
+
+# -- ordering and exit codes ----------------------------------------------------------------------
+
+
+def test_sort_by_lag_and_age_and_top():
+    s = snap(
+        {TP0: (0, 5), TP1: (0, 50), TP2: (0, 20)},
+        {TP0: [txn(1, 0, started=NOW - 90_000)], TP1: [txn(2, 0, last_ts=NOW - 10)], TP2: [txn(3, 0, last_ts=-1)]},
+    )
+    rows = lso.partition_lags(s)
+    assert [r.partition for r in lso.sort_rows(rows, "lag")] == [1, 0, 0]
+    assert [r.topic for r in lso.sort_rows(rows, "lag")] == ["orders", "payments", "orders"]
+    by_age = lso.sort_rows(rows, "age")
+    assert [r.producer_id for r in by_age] == [1, 2, 3]  # unknown age last
+    assert len(lso.sort_rows(rows, "lag", top=2)) == 2
+    assert lso.sort_rows(rows) == rows
+
+
+def test_partitions_exit_code():
+    young = snap({TP0: (0, 5)}, {TP0: [txn(1, 0, started=NOW - 1_000)]})
+    old = snap({TP0: (0, 5)}, {TP0: [txn(1, 0, started=NOW - 600_000)]})
+    hanging = snap({TP0: (0, 5)}, {TP0: [txn(1, 0, last_ts=NOW - 600_000)]})  # no coordinator start time
+    assert lso.partitions_exit_code(lso.partition_lags(snap({TP0: (5, 5)}), min_lag=0)) == 0
+    assert lso.partitions_exit_code(lso.partition_lags(young)) == 1
+    assert lso.partitions_exit_code(lso.partition_lags(old)) == 2
+    assert lso.partitions_exit_code(lso.partition_lags(hanging)) == 2
+    assert lso.partitions_exit_code(lso.partition_lags(old), critical_age_ms=None) == 1
+
+
+def test_groups_exit_code():
+    open_old = {TP0: [txn(1, 10, started=NOW - 600_000)]}
+    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 10}}))) == 0
+    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 3}}))) == 1
+    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}))) == 1
+    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}, open_txns=open_old))) == 2
+    # Lagging behind an old transaction is not blocked: still a warning.
+    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 4}}, open_txns=open_old))) == 1
+
+
+def test_incomplete_answers_exit_3_unless_critical():
+    assert lso_cmd.combine_exit_code(0, ["x: timed out"]) == 3
+    assert lso_cmd.combine_exit_code(1, ["x: timed out"]) == 3
+    assert lso_cmd.combine_exit_code(2, ["x: timed out"]) == 2
+    assert lso_cmd.combine_exit_code(1, []) == 1
+
+
+# -- snapshot over a fake cluster -----------------------------------------------------------------
+
+
+class FakeCluster:
+    def __init__(self, pairs, producers, tids, descriptions):
+        self.pairs, self.producers, self.tids, self.descriptions = pairs, producers, tids, descriptions
+        self.described_partitions = None
+
+    def stable_and_high_offsets(self, tps):
+        return Partial({tp: self.pairs[tp] for tp in tps if tp in self.pairs}, [f"{tp}: timed out" for tp in tps if tp not in self.pairs])
+
+    def describe_producers(self, tps):
+        self.described_partitions = sorted(tps)
+        return Partial({tp: self.producers.get(tp, []) for tp in tps})
+
+    def list_transactions(self, producer_ids=()):
+        listing = [SimpleNamespace(producer_id=p, transactional_id=t) for p, t in self.tids.items() if p in producer_ids]
+        return Partial(listing), None
+
+    def describe_transactions(self, tids):
+        return {t: d for t, d in self.descriptions.items() if t in tids}, {}, []
+
+
+def producer(pid, start, last_ts=NOW):
+    return ProducerState(pid, 3, 10, last_ts, 1, start)
+
+
+def description(tid, pid, partitions, state="Ongoing", start=NOW - 5_000):
+    return TransactionDescription(tid, 1, state, pid, 3, 60_000, start, frozenset(partitions))
+
+
+def test_snapshot_describes_only_lagging_partitions_and_trusts_only_matching_coordinator_state():
+    cluster = FakeCluster(
+        pairs={TP0: (100, 130), TP1: (60, 60), TP2: (5, 9)},
+        producers={TP0: [producer(7, 100), producer(8, -1)], TP2: [producer(9, 5)]},
+        tids={7: "etl-7", 9: "etl-9"},
+        descriptions={
+            "etl-7": description("etl-7", 7, [TP0]),
+            # The coordinator's transaction does not include payments-0: hanging there, no start time.
+            "etl-9": description("etl-9", 9, [TP0]),
+        },
+    )
+    s = lso.take_snapshot(cluster, [TP0, TP1, TP2, TopicPartition("gone", 0)])
+    assert cluster.described_partitions == [TP0, TP2]
+    assert s.missing == ["gone-0: timed out"]
+    assert s.open_transactions[TP0] == [OpenTransaction(7, 3, 100, NOW, "etl-7", NOW - 5_000)]
+    assert s.open_transactions[TP2] == [OpenTransaction(9, 3, 5, NOW, "etl-9", None)]
+
+
+# -- the facade's ListOffsets batching ------------------------------------------------------------
+
+
+class OffsetsCluster(Cluster):
+    """The facade with metadata and the wire replaced: answers come from ``broker_answers``."""
+
+    def __init__(self, leaders_by_attempt, broker_answers):
+        super().__init__(ConnectionConfig(bootstrap_servers="h:1"))
+        self.leaders_by_attempt = leaders_by_attempt
+        self.broker_answers = broker_answers  # (node, isolation level, tp) -> offset or error code
+        self.sent = []
+        self.metadata_calls = 0
+
+    def metadata(self, refresh=False):
+        leaders = self.leaders_by_attempt[min(self.metadata_calls, len(self.leaders_by_attempt) - 1)]
+        self.metadata_calls += 1
+        parts = tuple(PartitionInfo(tp.topic, tp.partition, leader, (leader,), (leader,)) for tp, leader in leaders.items())
+        return ClusterMetadata("c", 1, (), parts)
+
+    def _send_all(self, requests):
+        out = []
+        for node, req in requests:
+            self.sent.append((node, req.isolation_level))
+            if node == 99:
+                out.append(TimeoutError("request timed out"))
+                continue
+            topics = []
+            for t in req.topics:
+                parts = []
+                for p in t.partitions:
+                    value = self.broker_answers[(node, req.isolation_level, TopicPartition(t.name, p.partition_index))]
+                    err, off = (value[0], -1) if isinstance(value, tuple) else (0, value)
+                    parts.append(SimpleNamespace(partition_index=p.partition_index, error_code=err, offset=off))
+                topics.append(SimpleNamespace(name=t.name, partitions=parts))
+            out.append(SimpleNamespace(topics=topics))
+        return out
+
+
+def test_stable_and_high_offsets_one_request_per_leader_and_level_and_a_retry_after_leader_moves():
+    answers = {
+        (1, 1, TP0): 100, (1, 0, TP0): 130,
+        (1, 1, TP1): (6,), (1, 0, TP1): (6,),  # NOT_LEADER_OR_FOLLOWER: moved to broker 2
+        (2, 1, TP2): 7, (2, 0, TP2): 9,
+        (2, 1, TP1): 50, (2, 0, TP1): 55,
+    }
+    cluster = OffsetsCluster([{TP0: 1, TP1: 1, TP2: 2}, {TP0: 1, TP1: 2, TP2: 2}], answers)
+    result = cluster.stable_and_high_offsets([TP0, TP1, TP2])
+    assert result.value == {TP0: (100, 130), TP1: (50, 55), TP2: (7, 9)}
+    assert result.missing == []
+    first_round = cluster.sent[:4]
+    assert sorted(first_round) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert cluster.sent[4:] == [(2, 1), (2, 0)]  # the retry asks only the new leader, LSO first
+    assert cluster.list_offsets([TP0], read_committed=False).value == {TP0: 130}
+
+
+def test_offsets_name_what_did_not_answer():
+    cluster = OffsetsCluster([{TP0: 99, TP1: -1}], {})
+    result = cluster.stable_and_high_offsets([TP0, TP1, TP2])
+    assert result.value == {}
+    assert result.missing == ["orders-0: broker 99: timed out", "orders-1: no leader", "payments-0: unknown topic or partition"]
+
+
+# -- command line, no broker ----------------------------------------------------------------------
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "kafkatxn", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["lso", "-b", "127.0.0.1:1", "some-group"], "need --groups"),
+        (["lso", "-b", "127.0.0.1:1", "--interval", "soon"], "bad duration"),
+        (["lso", "-b", "127.0.0.1:1", "--interval", "0s"], "--interval"),
+        (["lso", "-b", "127.0.0.1:1", "--sort", "size"], "--sort"),
+        (["lso", "-b", "127.0.0.1:1", "--critical-age", "old"], "bad duration"),
+    ],
+)
+def test_usage_errors_exit_64_before_connecting(args, fragment):
+    result = run(*args)
+    assert result.returncode == 64, result.stderr
+    assert fragment in result.stderr
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unreachable_cluster_exits_3_quickly():
+    result = run("lso", "-b", "127.0.0.1:1", "--timeout", "2s")
+    assert result.returncode == 3, result.stderr
+    assert "127.0.0.1:1" in result.stderr and "Traceback" not in result.stderr
