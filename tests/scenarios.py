@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -67,8 +68,12 @@ class IdempotentRun:
 
 @dataclass
 class TransactionRun:
-    """One transaction of ``transactional_id``; ``outcome`` is ``open``, ``committed`` or ``aborted``."""
+    """One transaction of ``transactional_id``; ``outcome`` is ``open``, ``committed`` or ``aborted``.
 
+    Once committed or aborted (here or by ``commit()``/``abort()``), its markers are on its partitions.
+    """
+
+    bootstrap_servers: str
     transactional_id: str
     producer_id: int
     producer_epoch: int
@@ -108,6 +113,7 @@ class TransactionRun:
             self.producer.abort_transaction(CLIENT_TIMEOUT_S)
         self.outcome = "committed" if commit else "aborted"
         self.producer = None
+        wait_for_markers(self.bootstrap_servers, self.partitions)
 
 
 @dataclass
@@ -139,6 +145,30 @@ class InspectScenario:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_for_markers(bootstrap_servers: str, partitions: Iterable[TopicPartition], timeout_s: float = CLIENT_TIMEOUT_S) -> None:
+    """Wait until ``partitions`` have no open transaction left (LSO = high watermark).
+
+    Ending a transaction returns once the coordinator decided; the markers reach the partitions
+    (and their followers: the high watermark covers them) a moment later.
+    """
+    from confluent_kafka import IsolationLevel, TopicPartition as CTP
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    request = {CTP(tp.topic, tp.partition): OffsetSpec.latest() for tp in partitions}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        latest = {}
+        for isolation in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+            futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=timeout_s)
+            latest[isolation] = {(k.topic, k.partition): f.result().offset for k, f in futures.items()}
+        if latest[IsolationLevel.READ_COMMITTED] == latest[IsolationLevel.READ_UNCOMMITTED]:
+            return
+        if time.monotonic() > deadline:
+            raise ScenarioError(f"transaction markers did not arrive within {timeout_s}s: {latest}")
+        time.sleep(0.05)
 
 
 def create_topic(bootstrap_servers: str, topic: str, partitions: int = 4, replication_factor: int = 1) -> None:
@@ -235,7 +265,7 @@ def run_transaction(
     written_at_ms = int(time.time() * 1000)
     producer.poll(0)
     pid, epoch = pids.latest()
-    run = TransactionRun(tid, pid, epoch, timeout_ms, "open", written, written_at_ms, producer)
+    run = TransactionRun(bootstrap_servers, tid, pid, epoch, timeout_ms, "open", written, written_at_ms, producer)
     if outcome == "committed":
         run.commit()
     elif outcome == "aborted":
@@ -243,10 +273,12 @@ def run_transaction(
     return run
 
 
-def inspect_scenario(bootstrap_servers: str, topic: str | None = None, prefix: str = "inspect") -> InspectScenario:
+def inspect_scenario(
+    bootstrap_servers: str, topic: str | None = None, prefix: str = "inspect", replication_factor: int = 1
+) -> InspectScenario:
     """The layout :class:`InspectScenario` describes, on a new 4-partition topic."""
     topic = topic or unique(prefix)
-    create_topic(bootstrap_servers, topic, partitions=4)
+    create_topic(bootstrap_servers, topic, partitions=4, replication_factor=replication_factor)
     idempotent = run_idempotent(bootstrap_servers, topic, partition=0, records=3)
     committed = run_transaction(bootstrap_servers, topic, [1, 2], "committed", unique(f"{prefix}-committed"))
     aborted = run_transaction(bootstrap_servers, topic, [1], "aborted", unique(f"{prefix}-aborted"))

@@ -378,3 +378,48 @@ def test_carries_what_kafka_transactions_sh_shows(capsys, kafka, scenario, prefi
         }
         assert theirs_view == mine_view
         assert len(theirs_view) == 2
+
+
+# -- several brokers ------------------------------------------------------------------------------
+
+
+@pytest.mark.cluster3
+def test_three_brokers_leaders_named_followers_and_every_coordinator(capsys, kafka_cluster3):
+    bootstrap = kafka_cluster3.bootstrap_servers
+    s = inspect_scenario(bootstrap, prefix=unique("inspect3"), replication_factor=3)
+    try:
+        cli = lambda *args: run_cli(capsys, *args, "-b", bootstrap, "--timeout", "20s")  # noqa: E731
+        meta = kafka_cluster3.admin_client().list_topics(s.topic, timeout=20).topics[s.topic].partitions
+        leaders = {p: m.leader for p, m in meta.items()}
+        assert len(set(leaders.values())) > 1  # the requests really go to several leaders
+
+        result = cli("producers", "-t", s.topic, "-o", "json")
+        assert result.code == 0, result.stderr
+        rows = result.records("json")
+        assert {producer_key(r) for r in rows} == expected_producers(s)
+        assert {(r["partition"], r["broker_id"]) for r in rows} == {(str(p), str(leaders[p])) for p in range(4)}
+
+        # A follower keeps the same producer state as the leader.
+        follower = next(b for b in meta[2].replicas if b != leaders[2])
+        result = cli("producers", "-t", s.topic, "-p", "2", "--broker-id", str(follower), "-o", "csv")
+        assert result.code == 0, result.stderr
+        rows = result.records("csv")
+        assert {producer_key(r) for r in rows} == {k for k in expected_producers(s) if k[0] == "2"}
+        assert {r["broker_id"] for r in rows} == {str(follower)}
+
+        summary = cli("producers", "--summary", "-t", s.topic, "-o", "jsonl").records("jsonl")
+        per_broker = [r for r in summary if r["scope"] == "broker"]
+        assert sum(int(r["partitions"]) for r in per_broker) == 4
+        assert sum(int(r["producer_states"]) for r in per_broker) == 6
+
+        pattern = re.escape(s.topic.rsplit("-", 1)[0]) + "-.*"
+        listed = cli("transactions", "list", "--pattern", pattern, "-o", "json").records("json")
+        described = cli("transactions", "list", "--pattern", pattern, "--describe", "-o", "json").records("json")
+        assert sorted(r["transactional_id"] for r in listed) == sorted(r.transactional_id for r in s.transactions)
+        # Each id is listed by, and described at, its own coordinator.
+        assert {(r["transactional_id"], r["coordinator_id"]) for r in listed} == {
+            (r["transactional_id"], r["coordinator_id"]) for r in described
+        }
+        assert {r["coordinator_id"] for r in listed} <= {str(b) for b in kafka_cluster3.broker_ids}
+    finally:
+        s.close()
