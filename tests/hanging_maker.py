@@ -39,7 +39,7 @@ class HangingTransaction:
         return TopicPartition(self.topic, self.partition)
 
 
-def init_producer_id(cluster: Cluster, transactional_id: str, transaction_timeout_ms: int = 60_000) -> tuple[int, int]:
+def init_producer_id(cluster: Cluster, transactional_id: str, transaction_timeout_ms: int = 10_000) -> tuple[int, int]:
     """InitProducerId at the id's coordinator; returns (producer_id, producer_epoch)."""
     from kafka.protocol.producer.transaction import InitProducerIdRequest
 
@@ -106,7 +106,7 @@ def make_hanging_transaction(
     topic: str,
     partition: int = 0,
     records: int = 3,
-    transaction_timeout_ms: int = 60_000,
+    transaction_timeout_ms: int = 10_000,
 ) -> HangingTransaction:
     """An open transaction on ``topic``/``partition`` that the coordinator of ``transactional_id`` never hears of."""
     config = ConnectionConfig(bootstrap_servers=bootstrap_servers, timeout_ms=30_000)
@@ -116,3 +116,109 @@ def make_hanging_transaction(
         values = [f"hanging-{transactional_id}-{i}".encode() for i in range(records)]
         offset = produce_transactional_batch(cluster, tp, producer_id, producer_epoch, transactional_id, values)
     return HangingTransaction(transactional_id, topic, partition, producer_id, producer_epoch, offset, records)
+
+
+# -- a broker that lets hanging transactions be made ---------------------------------------------
+
+# Verification off, so a raw Produce without AddPartitionsToTxn is accepted; a small maximum
+# transaction timeout, so transactions become hanging candidates within seconds, not 15 minutes.
+HANGING_BROKER_CONFIG = {
+    "transaction.partition.verification.enable": "false",
+    "transaction.max.timeout.ms": "10000",
+}
+HANGING_BROKER_MAX_TIMEOUT_MS = 10_000
+
+
+def shared_hanging_broker(pytest_config):
+    """One such single-broker cluster for the whole test session (the hanging and remedy tests share it)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    import pytest
+
+    from tests.harness import KafkaCluster
+
+    key = _stash_key(pytest)
+    cluster = pytest_config.stash.get(key, None)
+    if cluster is None:
+        workdir = Path(tempfile.mkdtemp(prefix="kafkatxn-hanging-"))
+        cluster = KafkaCluster(workdir, n_brokers=1, broker_config=HANGING_BROKER_CONFIG, name="hanging")
+        pytest_config.add_cleanup(lambda: shutil.rmtree(workdir, ignore_errors=True))
+        pytest_config.add_cleanup(cluster.stop)
+        cluster.start(timeout=90)
+        pytest_config.stash[key] = cluster
+    return cluster
+
+
+_STASH_KEY = None
+
+
+def _stash_key(pytest):
+    global _STASH_KEY
+    if _STASH_KEY is None:
+        _STASH_KEY = pytest.StashKey()
+    return _STASH_KEY
+
+
+# -- independent views of a partition (librdkafka consumers, not kafkatxn) -----------------------
+
+
+def read_values(bootstrap_servers: str, tp: TopicPartition, read_committed: bool, wait_s: float = 3.0) -> list[bytes]:
+    """Every record value a consumer of this isolation level gets from offset 0 within ``wait_s``."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition as CTP
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": f"hanging-maker-{time.monotonic_ns()}",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        "log_level": 0,
+    })
+    values: list[bytes] = []
+    try:
+        consumer.assign([CTP(tp.topic, tp.partition, 0)])
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def end_offset(bootstrap_servers: str, tp: TopicPartition, read_committed: bool) -> int:
+    """The partition's end as a consumer of this isolation level sees it: the LSO or the high watermark."""
+    from confluent_kafka import Consumer, TopicPartition as CTP
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": "hanging-maker-watermarks",
+        "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        "log_level": 0,
+    })
+    try:
+        _low, high = consumer.get_watermark_offsets(CTP(tp.topic, tp.partition), timeout=15)
+        return high
+    finally:
+        consumer.close()
+
+
+def write_committed(bootstrap_servers: str, tp: TopicPartition, values: list[bytes], transactional_id: str) -> None:
+    """One committed transaction of ``values`` on ``tp``.
+
+    It does not wait for the LSO to reach the high watermark (a hanging transaction before it keeps
+    the LSO where it is); commit_transaction returning means the coordinator completed it.
+    """
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "transactional.id": transactional_id,
+                         "transaction.timeout.ms": 10_000, "log_level": 0})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(tp.topic, value=value, partition=tp.partition)
+    producer.commit_transaction(30)
