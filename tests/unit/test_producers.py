@@ -182,3 +182,19 @@ def test_select_partitions_with_a_broker_that_holds_none_of_the_named_topic_is_n
         producers.select_partitions(cluster, ["a"], 0, broker_id=3)
     # Without a named topic, a broker with no replicas simply has nothing to describe.
     assert producers.select_partitions(cluster, [], broker_id=2) == [parts[0]]
+
+
+def test_partitions_that_did_not_answer_are_exit_3_after_the_rows_that_did(monkeypatch, capsys):
+    from kafkatxn.cli.app import main
+
+    row = producers.producer_rows(snapshot({tp("a", 0): [state(7)]}))[0]
+    monkeypatch.setattr(producers, "select_partitions", lambda *a, **k: [])
+    monkeypatch.setattr(
+        producers, "describe_producers", lambda *a, **k: Partial([row], ["broker 2 (3 partitions): timed out"])
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        main(["producers", "-b", "127.0.0.1:1", "-o", "jsonl"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 3
+    assert out.count("\n") == 1 and '"producer_id":7' in out
+    assert "incomplete producer state: broker 2 (3 partitions): timed out" in err

@@ -225,3 +225,14 @@ def test_describe_exit_code(monkeypatch, capsys, rows_status, missing, expected)
     assert out.count('"transactional_id"') == len(rows)  # every row is shown whatever the exit code
     if expected == 1:
         assert "not found: " in err
+
+
+def test_list_with_a_silent_broker_is_exit_3_after_the_rows_that_arrived(monkeypatch, capsys):
+    rows = [tx.TransactionRow("a", 1, 5, "Ongoing")]
+    monkeypatch.setattr(tx, "list_transactions", lambda *a, **k: tx.TransactionsResult(rows, ["broker 2: timed out"]))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["transactions", "list", "-b", "127.0.0.1:1", "-o", "csv"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 3
+    assert out.splitlines() == ["transactional_id,coordinator_id,producer_id,state", "a,1,5,Ongoing"]
+    assert "incomplete transaction list: broker 2: timed out" in err
