@@ -71,7 +71,7 @@ def list_command(
 @command(app, "describe")
 def describe_command(
     ctx: CommandContext,
-    transactional_ids: Annotated[list[str], typer.Argument(metavar="TRANSACTIONAL_ID...", help="Ids to describe.")],
+    transactional_ids: Annotated[list[str], typer.Argument(metavar="TRANSACTIONAL_ID", help="Ids to describe.", show_default=False)],
 ) -> int | None:
     """State of each transactional id at its coordinator, like kafka-transactions.sh describe.
 
