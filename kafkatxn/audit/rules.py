@@ -1,0 +1,668 @@
+"""The audit's decisions: pure functions over ``__transaction_state`` histories, no Spark, no broker.
+
+The rule the audit enforces: a transactional id stays the same across restarts of one application
+instance and differs between instances. The log shows both breaches.
+
+What the coordinator writes (Kafka 3.x/4.x ``TransactionMetadata``), one record per transition:
+
+* ``Empty``: InitProducerId. A new id gets a producer id and epoch 0; an existing id keeps its
+  producer id and bumps the epoch (a new producer id once epochs run out). So every ``Empty`` record
+  is one producer (re)initialising the id: a start, a restart, or a fence of another holder.
+* ``Ongoing``: partitions added to the open transaction (epoch unchanged).
+* ``PrepareCommit``/``PrepareAbort`` then ``CompleteCommit``/``CompleteAbort``: the end of a transaction.
+  A client's own EndTxn keeps the epoch under transaction version 0/1 and bumps it by one under
+  transaction version 2 (KIP-890: every commit or abort bumps the epoch, which is why an epoch bump
+  alone is never evidence of fencing).
+* A coordinator-initiated abort first fences the epoch (``prepareFenceProducerEpoch``: +1), then
+  aborts through the same EndTxn path, which under TV2 bumps once more. So a ``PrepareAbort`` whose
+  epoch is *more* above the open transaction's epoch than the client's own EndTxn would make
+  (``> 0`` under TV<2, ``> 1`` under TV2) was written by the coordinator. It has two causes:
+  the transaction timed out (the record's ``last_update - start >= timeout_ms``), or another
+  InitProducerId arrived for the same id while the transaction was open. Only the second is a
+  **fence**. ``PrepareEpochFence`` records, should a broker ever persist one, count as fences too.
+
+**Shared id** (critical): ``min_fences`` or more fences within ``fence_window_ms``. A restart
+explains one fence: the new instance fences its own zombie's open transaction. Two live instances
+sharing an id fence each other every time either one re-initialises, so fences come in bursts.
+A crash loop that dies mid-transaction every time looks the same in the log; the evidence (fence
+times, inits) tells the two apart.
+
+**Unstable ids** (warning): ids are grouped into families by masking UUIDs, ISO timestamps, hex
+runs and numbers (``job-{uuid}``, ``app-{n}``). A family is unstable when it has at least
+``min_family_size`` members, at least ``one_shot_share`` of them lived once (a single
+InitProducerId), and the family is much larger than the number of members alive at the same time
+(``size >= replacement_factor * peak concurrency``): members are being replaced, not reused.
+A stable per-partition scheme (``app-q-0`` … ``app-q-7``) has all members alive together, and
+restarts make them return (several InitProducerIds), so it is never flagged. Each unstable member
+pins coordinator state (and producer state on every partition it wrote to) until
+``transactional.id.expiration.ms`` after its last use; the finding says how many and until when.
+
+**Inventory conflicts** (warning): an id or prefix declared by two instances; a declaration nothing
+in the log matches; seen ids no declaration covers (grouped by family).
+
+Timestamps are the coordinator's (``last_update_timestamp_ms``); tombstones carry the Kafka record
+timestamp when the input has one. "Now" for expiry is the newest timestamp in the data, so the
+result depends on the data only.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+
+from kafkatxn.errors import UsageError
+
+SEVERITY_CRITICAL = "critical"
+SEVERITY_WARNING = "warning"
+
+DEFAULT_ID_EXPIRATION_MS = 7 * 86_400_000  # transactional.id.expiration.ms default
+MAX_LISTED = 10  # producer ids, examples: enough to act on, bounded per row
+
+
+@dataclass(frozen=True)
+class AuditParams:
+    min_fences: int = 3
+    fence_window_ms: int = 10 * 60_000
+    min_family_size: int = 5
+    one_shot_share: float = 0.8
+    replacement_factor: float = 3.0
+    id_expiration_ms: int = DEFAULT_ID_EXPIRATION_MS
+
+
+class HistoryRecord(NamedTuple):
+    """One row of a captured history (the data source's columns, in order); TxnLogRecord works too."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    partitions: tuple
+    timeout_ms: int
+    start_timestamp_ms: int
+    last_update_timestamp_ms: int
+    client_transaction_version: int
+    previous_producer_id: int
+    next_producer_id: int
+    next_producer_epoch: int
+    value_version: int
+    tombstone: bool
+    log_partition: int
+    log_offset: int
+    record_timestamp_ms: int = -1
+
+
+# --------------------------------------------------------------------------------------------
+# Families
+# --------------------------------------------------------------------------------------------
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_ISO_TS = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T _]\d{2}[:\-]?\d{2}(?:[:\-]?\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
+# Hex runs need a letter and a digit, so words ("facade") and plain numbers are left to the other masks.
+_HEX = re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}(?![0-9A-Za-z])")
+_NUMBER = re.compile(r"\d+")
+
+
+def family_of(transactional_id: str) -> str:
+    """The id's shape: UUIDs, timestamps, hex runs and numbers masked, in that order."""
+    text = _UUID.sub("{uuid}", transactional_id)
+    text = _ISO_TS.sub("{ts}", text)
+    text = _HEX.sub("{hex}", text)
+    return _NUMBER.sub("{n}", text)
+
+
+# --------------------------------------------------------------------------------------------
+# Per-id history
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class IdStats:
+    """What one transactional id's history shows; one row per id (``ids`` in ``--report``)."""
+
+    transactional_id: str
+    family: str
+    log_partition: int
+    records: int = 0
+    first_seen_ms: int = -1
+    last_seen_ms: int = -1
+    inits: int = 0  # InitProducerId calls (Empty records)
+    transactions: int = 0  # ends seen (PrepareCommit/PrepareAbort)
+    commits: int = 0
+    aborts: int = 0
+    fences: int = 0  # coordinator aborts before the timeout, plus PrepareEpochFence records
+    timeouts: int = 0  # coordinator aborts at or past the timeout
+    max_fences_in_window: int = 0
+    first_fence_ms: int = -1
+    last_fence_ms: int = -1
+    min_epoch: int = -1
+    max_epoch: int = -1
+    producer_ids: list[int] = field(default_factory=list)  # distinct, in order of appearance, at most MAX_LISTED
+    producer_id_count: int = 0
+    client_transaction_version: int = 0  # the highest seen
+    partitions_written: int = 0  # distinct topic partitions its transactions touched
+    expired: bool = False  # the last record is a tombstone
+    declared_by: list[int] = field(default_factory=list)  # indexes of matching inventory declarations
+
+
+def _ts(record: Any) -> int:
+    if record.tombstone:
+        return getattr(record, "record_timestamp_ms", -1)
+    return record.last_update_timestamp_ms
+
+
+def max_in_window(times: Sequence[int], window_ms: int) -> int:
+    """The largest number of ``times`` (sorted) within any span of ``window_ms``."""
+    best = 0
+    lo = 0
+    for hi, t in enumerate(times):
+        while t - times[lo] > window_ms:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def summarize_id(
+    records: Sequence[Any], params: AuditParams = AuditParams(), inventory: "InventoryIndex | None" = None
+) -> IdStats:
+    """Walk one id's records in log order (log_offset) and count what happened to it."""
+    first = records[0]
+    tid = first.transactional_id
+    stats = IdStats(tid, family_of(tid), first.log_partition)
+    open_epoch: dict[int, int] = {}  # producer id -> epoch of its open transaction
+    last_epoch: dict[int, int] = {}  # producer id -> epoch of its latest record
+    fenced_pending = False  # a PrepareEpochFence was counted; its PrepareAbort is the same fence
+    fence_times: list[int] = []
+    pids: dict[int, None] = {}
+    partitions: set[str] = set()
+    first_seen = last_seen = -1
+    min_epoch = max_epoch = -1
+    tv = 0
+    for r in records:
+        stats.records += 1
+        t = _ts(r)
+        if t >= 0:
+            first_seen = t if first_seen < 0 else min(first_seen, t)
+            last_seen = max(last_seen, t)
+        if r.tombstone:
+            stats.expired = True
+            open_epoch.clear()
+            continue
+        stats.expired = False
+        state = r.state
+        pid = r.producer_id
+        epoch = r.producer_epoch
+        if pid >= 0:
+            pids.setdefault(pid, None)
+        if epoch >= 0:
+            min_epoch = epoch if min_epoch < 0 else min(min_epoch, epoch)
+            max_epoch = max(max_epoch, epoch)
+        if r.client_transaction_version > tv:
+            tv = r.client_transaction_version
+        if state == "Empty":
+            stats.inits += 1
+            open_epoch.pop(pid, None)
+        elif state == "Ongoing":
+            open_epoch.setdefault(pid, epoch)
+            partitions.update(r.partitions)
+        elif state == "PrepareCommit" or state == "PrepareAbort":
+            stats.transactions += 1
+            if state == "PrepareCommit":
+                stats.commits += 1
+            else:
+                stats.aborts += 1
+                base = open_epoch.get(pid, last_epoch.get(pid))
+                client_bump = 1 if r.client_transaction_version >= 2 else 0
+                if fenced_pending:
+                    fenced_pending = False
+                elif base is not None and epoch - base > client_bump:
+                    elapsed = r.last_update_timestamp_ms - r.start_timestamp_ms
+                    if r.timeout_ms > 0 and r.start_timestamp_ms >= 0 and elapsed >= r.timeout_ms:
+                        stats.timeouts += 1
+                    else:
+                        fence_times.append(r.last_update_timestamp_ms)
+            open_epoch.pop(pid, None)
+        elif state == "PrepareEpochFence":
+            fence_times.append(r.last_update_timestamp_ms)
+            fenced_pending = True
+        if pid >= 0 and epoch >= 0:
+            last_epoch[pid] = epoch
+    fence_times.sort()
+    stats.fences = len(fence_times)
+    if fence_times:
+        stats.first_fence_ms, stats.last_fence_ms = fence_times[0], fence_times[-1]
+        stats.max_fences_in_window = max_in_window(fence_times, params.fence_window_ms)
+    stats.first_seen_ms, stats.last_seen_ms = first_seen, last_seen
+    stats.min_epoch, stats.max_epoch = min_epoch, max_epoch
+    stats.producer_ids = list(pids)[:MAX_LISTED]
+    stats.producer_id_count = len(pids)
+    stats.client_transaction_version = tv
+    stats.partitions_written = len(partitions)
+    if inventory is not None:
+        stats.declared_by = inventory.match(tid)
+    return stats
+
+
+def group_histories(records: Iterable[Any]) -> Iterator[list[Any]]:
+    """Records grouped by transactional id, each group in log order, ids sorted."""
+    by_id: dict[str, list[Any]] = defaultdict(list)
+    for r in records:
+        if r.transactional_id is not None:
+            by_id[r.transactional_id].append(r)
+    for tid in sorted(by_id):
+        group = by_id[tid]
+        group.sort(key=lambda r: (r.log_partition, r.log_offset))
+        yield group
+
+
+# --------------------------------------------------------------------------------------------
+# Findings
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SharedIdFinding:
+    transactional_id: str
+    severity: str
+    fences: int
+    max_fences_in_window: int
+    fence_window_ms: int
+    inits: int
+    transactions: int
+    commits: int
+    aborts: int
+    timeouts: int
+    first_seen_ms: int
+    last_seen_ms: int
+    first_fence_ms: int
+    last_fence_ms: int
+    min_epoch: int
+    max_epoch: int
+    producer_ids: list[int]
+    client_transaction_version: int
+    log_partition: int
+
+
+@dataclass(frozen=True)
+class UnstableFamilyFinding:
+    family: str
+    severity: str
+    family_size: int
+    one_shot_ids: int
+    peak_concurrent_ids: int
+    first_seen_ms: int
+    last_seen_ms: int
+    creation_rate_per_hour: float | None
+    transactions: int
+    pinned_ids: int  # members not yet expired: each holds coordinator state
+    pinned_partitions: int  # producer-state entries their transactions left on partitions
+    pinned_until_ms: int  # when the last of them expires (last use + id expiration)
+    steady_state_pinned_ids: int | None  # creation rate x id expiration
+    id_expiration_ms: int
+    examples: list[str]
+
+
+@dataclass(frozen=True)
+class InventoryFinding:
+    kind: str  # declared_twice, declared_not_seen, undeclared
+    severity: str
+    subject: str  # the id, prefix or family concerned
+    declared_by: list[str]  # "application/instance" of each declaration involved
+    ids_seen: int
+    first_seen_ms: int
+    last_seen_ms: int
+    examples: list[str]
+
+
+def shared_id_finding(stats: IdStats, params: AuditParams = AuditParams()) -> SharedIdFinding | None:
+    if stats.max_fences_in_window < params.min_fences:
+        return None
+    return SharedIdFinding(
+        transactional_id=stats.transactional_id,
+        severity=SEVERITY_CRITICAL,
+        fences=stats.fences,
+        max_fences_in_window=stats.max_fences_in_window,
+        fence_window_ms=params.fence_window_ms,
+        inits=stats.inits,
+        transactions=stats.transactions,
+        commits=stats.commits,
+        aborts=stats.aborts,
+        timeouts=stats.timeouts,
+        first_seen_ms=stats.first_seen_ms,
+        last_seen_ms=stats.last_seen_ms,
+        first_fence_ms=stats.first_fence_ms,
+        last_fence_ms=stats.last_fence_ms,
+        min_epoch=stats.min_epoch,
+        max_epoch=stats.max_epoch,
+        producer_ids=list(stats.producer_ids),
+        client_transaction_version=stats.client_transaction_version,
+        log_partition=stats.log_partition,
+    )
+
+
+def peak_concurrency(intervals: Iterable[tuple[int, int]]) -> int:
+    """Most intervals ``[start, end]`` open at one instant (touching ends overlap)."""
+    events: list[tuple[int, int]] = []
+    for start, end in intervals:
+        events.append((start, 0))  # starts sort before ends at the same instant
+        events.append((max(start, end), 1))
+    events.sort()
+    live = peak = 0
+    for _, kind in events:
+        if kind == 0:
+            live += 1
+            peak = max(peak, live)
+        else:
+            live -= 1
+    return peak
+
+
+def unstable_family_finding(
+    family: str, members: Sequence[IdStats], params: AuditParams = AuditParams(), now_ms: int | None = None
+) -> UnstableFamilyFinding | None:
+    size = len(members)
+    if size < params.min_family_size:
+        return None
+    one_shot = sum(1 for m in members if m.inits <= 1)
+    if one_shot < params.one_shot_share * size:
+        return None
+    peak = peak_concurrency((m.first_seen_ms, m.last_seen_ms) for m in members)
+    if size < params.replacement_factor * max(peak, 1):
+        return None
+    firsts = sorted(m.first_seen_ms for m in members)
+    span_ms = firsts[-1] - firsts[0]
+    rate = round((size - 1) * 3_600_000 / span_ms, 3) if span_ms > 0 else None
+    last_seen = max(m.last_seen_ms for m in members)
+    now = last_seen if now_ms is None else now_ms
+    pinned = [m for m in members if not m.expired and m.last_seen_ms + params.id_expiration_ms > now]
+    steady = round(rate * params.id_expiration_ms / 3_600_000) if rate is not None else None
+    return UnstableFamilyFinding(
+        family=family,
+        severity=SEVERITY_WARNING,
+        family_size=size,
+        one_shot_ids=one_shot,
+        peak_concurrent_ids=peak,
+        first_seen_ms=firsts[0],
+        last_seen_ms=last_seen,
+        creation_rate_per_hour=rate,
+        transactions=sum(m.transactions for m in members),
+        pinned_ids=len(pinned),
+        pinned_partitions=sum(m.partitions_written for m in pinned),
+        pinned_until_ms=max((m.last_seen_ms for m in pinned), default=last_seen) + params.id_expiration_ms if pinned else -1,
+        steady_state_pinned_ids=steady,
+        id_expiration_ms=params.id_expiration_ms,
+        examples=sorted(m.transactional_id for m in members)[:3],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Inventory
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Declaration:
+    application: str
+    instance: str
+    transactional_id: str | None = None
+    prefix: str | None = None
+
+    @property
+    def owner(self) -> str:
+        return f"{self.application}/{self.instance}"
+
+    @property
+    def subject(self) -> str:
+        return self.transactional_id if self.transactional_id is not None else f"{self.prefix}*"
+
+    def covers(self, tid: str) -> bool:
+        if self.transactional_id is not None:
+            return tid == self.transactional_id
+        return tid.startswith(self.prefix or "")
+
+
+class InventoryIndex:
+    """Finds the declarations covering an id: exact ids by dict, prefixes by one lookup per length."""
+
+    def __init__(self, declarations: Sequence[Declaration]):
+        self.declarations = list(declarations)
+        self._exact: dict[str, list[int]] = defaultdict(list)
+        self._prefix: dict[str, list[int]] = defaultdict(list)
+        for i, d in enumerate(self.declarations):
+            if d.transactional_id is not None:
+                self._exact[d.transactional_id].append(i)
+            else:
+                self._prefix[d.prefix or ""].append(i)
+        self._lengths = sorted({len(p) for p in self._prefix})
+
+    def match(self, tid: str) -> list[int]:
+        found = list(self._exact.get(tid, ()))
+        for n in self._lengths:
+            if n > len(tid):
+                break
+            found.extend(self._prefix.get(tid[:n], ()))
+        return sorted(found)
+
+
+def parse_inventory(text: str, source: str = "<inventory>") -> list[Declaration]:
+    """CSV (header: application,instance,transactional_id,prefix) or JSON (a list of such objects,
+    or ``{"declarations": [...]}``); each declaration names an id or a prefix, not both."""
+    stripped = text.lstrip()
+    if stripped.startswith("[") or stripped.startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{source}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        rows = doc.get("declarations") if isinstance(doc, dict) else doc
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise UsageError(f"{source}: expected a list of objects with application, instance, transactional_id or prefix")
+        numbered = [(i + 1, r) for i, r in enumerate(rows)]
+        where = "entry"
+    else:
+        reader = csv.DictReader(io.StringIO(text))
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        if not {"application", "instance"} <= set(header) or not ({"transactional_id", "prefix"} & set(header)):
+            raise UsageError(f"{source}: CSV header must have application, instance, and transactional_id and/or prefix")
+        numbered = [(reader.line_num, {(k or "").strip(): v for k, v in r.items()}) for r in reader]
+        where = "line"
+    out: list[Declaration] = []
+    for n, row in numbered:
+        app = str(row.get("application") or "").strip()
+        inst = str(row.get("instance") or "").strip()
+        tid = str(row.get("transactional_id") or "").strip() or None
+        prefix = str(row.get("prefix") or "").strip() or None
+        if not app or not inst:
+            raise UsageError(f"{source}: {where} {n}: application and instance are required")
+        if (tid is None) == (prefix is None):
+            raise UsageError(f"{source}: {where} {n}: give exactly one of transactional_id and prefix")
+        out.append(Declaration(app, inst, tid, prefix))
+    return out
+
+
+def read_inventory(path: str | Path) -> list[Declaration]:
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"inventory file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read inventory file {path}: {exc.__class__.__name__}") from None
+    return parse_inventory(text, str(path))
+
+
+def _overlap(a: Declaration, b: Declaration) -> str | None:
+    """The id or prefix two declarations both claim, or None."""
+    if a.transactional_id is not None and b.transactional_id is not None:
+        return a.transactional_id if a.transactional_id == b.transactional_id else None
+    if a.transactional_id is not None:
+        return a.transactional_id if b.covers(a.transactional_id) else None
+    if b.transactional_id is not None:
+        return b.transactional_id if a.covers(b.transactional_id) else None
+    pa, pb = a.prefix or "", b.prefix or ""
+    if pa.startswith(pb):
+        return f"{pa}*"
+    if pb.startswith(pa):
+        return f"{pb}*"
+    return None
+
+
+@dataclass(frozen=True)
+class UndeclaredGroup:
+    family: str
+    ids_seen: int
+    first_seen_ms: int
+    last_seen_ms: int
+    examples: list[str]
+
+
+def undeclared_groups(stats: Iterable[IdStats]) -> list[UndeclaredGroup]:
+    """Seen ids no declaration covers, by family (what the Spark job computes with a groupBy)."""
+    groups: dict[str, list[IdStats]] = defaultdict(list)
+    for s in stats:
+        if not s.declared_by:
+            groups[s.family].append(s)
+    return [
+        UndeclaredGroup(
+            fam,
+            len(members),
+            min(m.first_seen_ms for m in members),
+            max(m.last_seen_ms for m in members),
+            sorted(m.transactional_id for m in members)[:3],
+        )
+        for fam, members in groups.items()
+    ]
+
+
+def inventory_findings(
+    declarations: Sequence[Declaration], matched: set[int], undeclared: Iterable[UndeclaredGroup]
+) -> list[InventoryFinding]:
+    """Conflicts within the inventory, declarations nothing matched, and seen ids nobody declared."""
+    out: list[InventoryFinding] = []
+    for i, a in enumerate(declarations):
+        for b in declarations[i + 1 :]:
+            if (a.application, a.instance) == (b.application, b.instance):
+                continue
+            claimed = _overlap(a, b)
+            if claimed is not None:
+                out.append(InventoryFinding("declared_twice", SEVERITY_WARNING, claimed, [a.owner, b.owner], 0, -1, -1, []))
+    for i, d in enumerate(declarations):
+        if i not in matched:
+            out.append(InventoryFinding("declared_not_seen", SEVERITY_WARNING, d.subject, [d.owner], 0, -1, -1, []))
+    for g in undeclared:
+        out.append(
+            InventoryFinding("undeclared", SEVERITY_WARNING, g.family, [], g.ids_seen, g.first_seen_ms, g.last_seen_ms, list(g.examples))
+        )
+    return sort_inventory(out)
+
+
+def sort_inventory(findings: Iterable[InventoryFinding]) -> list[InventoryFinding]:
+    order = {"declared_twice": 0, "declared_not_seen": 1, "undeclared": 2}
+    return sorted(findings, key=lambda f: (order.get(f.kind, 9), f.subject, f.declared_by))
+
+
+# --------------------------------------------------------------------------------------------
+# The whole audit
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AuditResult:
+    records: int
+    transactional_ids: int
+    unknown_records: int
+    corrupt_records: int
+    first_record_ms: int
+    last_record_ms: int
+    shared_ids: list[SharedIdFinding]
+    unstable_ids: list[UnstableFamilyFinding]
+    inventory: list[InventoryFinding]
+    sources: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING
+
+        if self.shared_ids:
+            return EXIT_CRITICAL
+        if self.unstable_ids or self.inventory:
+            return EXIT_WARNING
+        return EXIT_OK
+
+    def comparable(self) -> dict:
+        """Everything but where the data came from: two runs over the same data compare equal."""
+        from kafkatxn.output import to_plain
+
+        doc = to_plain(self)
+        doc.pop("sources", None)
+        return doc
+
+
+def finish(
+    stats: Sequence[IdStats],
+    params: AuditParams,
+    records: int,
+    unknown: int,
+    corrupt: int,
+    declarations: Sequence[Declaration] | None,
+) -> AuditResult:
+    """Findings from per-id stats; the reference for what the Spark job does stage by stage."""
+    shared = sorted(
+        (f for f in (shared_id_finding(s, params) for s in stats) if f is not None), key=lambda f: f.transactional_id
+    )
+    families: dict[str, list[IdStats]] = defaultdict(list)
+    for s in stats:
+        families[s.family].append(s)
+    unstable = sorted(
+        (f for f in (unstable_family_finding(fam, ms, params) for fam, ms in families.items()) if f is not None),
+        key=lambda f: f.family,
+    )
+    inventory: list[InventoryFinding] = []
+    if declarations is not None:
+        matched = {i for s in stats for i in s.declared_by}
+        inventory = inventory_findings(declarations, matched, undeclared_groups(stats))
+    seen = [t for s in stats for t in (s.first_seen_ms, s.last_seen_ms) if t >= 0]
+    return AuditResult(
+        records=records,
+        transactional_ids=len(stats),
+        unknown_records=unknown,
+        corrupt_records=corrupt,
+        first_record_ms=min(seen, default=-1),
+        last_record_ms=max(seen, default=-1),
+        shared_ids=shared,
+        unstable_ids=unstable,
+        inventory=inventory,
+    )
+
+
+def audit_local(
+    records: Iterable[Any],
+    params: AuditParams = AuditParams(),
+    declarations: Sequence[Declaration] | None = None,
+    unknown: int = 0,
+    corrupt: int = 0,
+) -> AuditResult:
+    """The whole audit in one process: the benchmark reference and the oracle for the Spark job.
+
+    ``records`` are decoded records (TxnLogRecord or HistoryRecord), in any order; duplicates of
+    one log position (a history overlapping the live log) count once.
+    """
+    seen_positions: set[tuple[int, int]] = set()
+    unique: list[Any] = []
+    for r in records:
+        pos = (r.log_partition, r.log_offset)
+        if pos in seen_positions:
+            continue
+        seen_positions.add(pos)
+        unique.append(r)
+    index = InventoryIndex(declarations) if declarations is not None else None
+    stats = [summarize_id(group, params, index) for group in group_histories(unique)]
+    return finish(stats, params, len(unique), unknown, corrupt, declarations)
+
+
+ID_STATS_FIELDS = [f.name for f in fields(IdStats)]
+
