@@ -11,6 +11,7 @@ import functools
 import inspect
 import logging
 import sys
+import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Optional, Sequence
 
@@ -182,7 +183,13 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
     """
 
     def decorate(fn: Callable[..., int | None]) -> Callable:
-        own = list(inspect.signature(fn).parameters.values())[1:]
+        # Resolve string annotations (from `from __future__ import annotations`) so typer sees the
+        # real Annotated[..., typer.Option(...)] objects instead of silently dropping the options.
+        hints = typing.get_type_hints(fn, include_extras=True)
+        own = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in list(inspect.signature(fn).parameters.values())[1:]
+        ]
 
         @functools.wraps(fn)
         def wrapper(**values: Any) -> int:
