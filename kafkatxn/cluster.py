@@ -257,6 +257,11 @@ class Cluster:
         name = type(exc).__name__
         text = _clean(str(exc))
         code = _kafka_error_code(exc)
+        if name == "NoBrokersAvailable" or "Unable to bootstrap" in text:
+            # kafka-python raises this as a timeout, but the cause is that no broker answered.
+            return UnreachableError(
+                f"cannot reach any broker at {self.config.bootstrap_servers} within {self.config.timeout_ms / 1000:g}s"
+            )
         if code in ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE"):
             if self._admin is not None:
                 self._admin.poll(0)
@@ -276,8 +281,6 @@ class Cluster:
                 f"timed out after {self.config.timeout_ms / 1000:g}s {what} ({self.config.bootstrap_servers}); "
                 "check that the cluster is reachable or raise --timeout"
             )
-        if name in ("NoBrokersAvailable",) or "Unable to bootstrap" in text:
-            return UnreachableError(f"cannot reach any broker at {self.config.bootstrap_servers}")
         return ClusterError(f"{what} failed: {name}: {text}" if text else f"{what} failed: {name}")
 
     def _raise_if_auth_in(self, exc: BaseException) -> None:
@@ -908,11 +911,17 @@ class Cluster:
         conf = self.config.librdkafka(
             **{"transactional.id": transactional_id, "transaction.timeout.ms": transaction_timeout_ms, "logger": librdkafka_log}
         )
-        producer = Producer(conf)
+        # librdkafka refuses a transactional producer whose socket timeout exceeds its transaction timeout.
+        conf["socket.timeout.ms"] = min(int(conf["socket.timeout.ms"]), transaction_timeout_ms + 100)
+        what = f"fencing transactional id {transactional_id!r}"
+        try:
+            producer = Producer(conf)
+        except KafkaException as exc:
+            raise self._translate(exc, what) from exc
         try:
             producer.init_transactions(self.remaining_s())
         except KafkaException as exc:
-            raise self._translate(exc, f"fencing transactional id {transactional_id!r}") from exc
+            raise self._translate(exc, what) from exc
         finally:
             self.requests["InitProducerId"] += 1
             try:

@@ -398,9 +398,11 @@ def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
         error = cluster.write_abort_marker(
             tp, planned.producer_id, planned.producer_epoch, item.decision.marker_coordinator_epoch, item.leader
         )
-    except KafkatxnError as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever happened, the intent gets its result
         item.outcome, item.reason = Outcome.UNKNOWN, f"writing the marker got no answer: {exc}"
         audit.result(action_id, "abort", target, item.outcome.value, None, item.reason)
+        if not isinstance(exc, KafkatxnError):
+            raise
         return
     if error:
         item.outcome, item.reason = Outcome.FAILED, f"the leader refused the marker: {error}"
@@ -596,9 +598,11 @@ def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, brok
     action_id = audit.intent("fence", target, _describe_description(item.before))
     try:
         cluster.fence_transactional_id(tid, fence_timeout_ms(item.before, broker_max_ms))
-    except KafkatxnError as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever happened, the intent gets its result
         item.outcome, item.reason = Outcome.UNKNOWN, f"InitProducerId failed: {exc}"
         audit.result(action_id, "fence", target, item.outcome.value, None, item.reason)
+        if not isinstance(exc, KafkatxnError):
+            raise
         return
     still_open: list[TopicPartition] = []
     try:
