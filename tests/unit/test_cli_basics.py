@@ -99,3 +99,15 @@ def test_version_and_help(clean_env):
     assert run("--version", env=clean_env).stdout.startswith("kafkatxn ")
     help_text = run("--help", env=clean_env).stdout
     assert "cluster" in help_text and "64" in help_text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["cluster"], ["transactions", "describe", "some-id"], ["transactions", "list"], ["producers"]],
+)
+def test_unreachable_says_so_whichever_client_connects_first(clean_env, args):
+    # kafka-python reports a refused bootstrap as a timeout; the user must still read "cannot reach".
+    result = run(*args, "-b", "127.0.0.1:1", "--timeout", "2", env=clean_env)
+    assert result.returncode == 3, result.stderr
+    assert_one_line_error(result)
+    assert "cannot reach any broker at 127.0.0.1:1" in result.stderr
