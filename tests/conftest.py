@@ -1,0 +1,171 @@
+"""Fixtures for tests against real Apache Kafka brokers started by tests/harness.
+
+kafka            session: one broker, started on first use
+kafka_cluster3   session: three brokers (3-voter quorum), started on first use
+kafka_factory    per test: kafka_factory(n_brokers=1, **broker_settings) -> a dedicated cluster
+unique_name      per test: a topic / transactional.id / group name no other test uses
+
+When a test that used a broker fails, its brokers' logs are copied to test-logs/<test id>/.
+Set KAFKA_VERSION to test against another Kafka release (e.g. 3.9.1).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# tests/ is not a package, so pytest only puts tests/ itself on sys.path; the harness is
+# imported as tests.harness everywhere (as `python -m tests.harness` does).
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tests.harness import KafkaCluster, Listener  # noqa: E402
+
+TEST_LOGS_DIR = REPO_ROOT / "test-logs"
+BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory"})
+SINGLE_BROKER_START_TIMEOUT = 60
+CLUSTER3_START_TIMEOUT = 120
+_LOGS_SAVED = pytest.StashKey[bool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "integration: needs a real Kafka broker (started by the harness)")
+    config.addinivalue_line("markers", "cluster3: needs the 3-broker cluster")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Mark by fixture use as well as by directory, so `-m "not integration"` never starts a JVM.
+    integration_dir = REPO_ROOT / "tests" / "integration"
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & BROKER_FIXTURES or integration_dir in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+        if "kafka_cluster3" in fixtures:
+            item.add_marker(pytest.mark.cluster3)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    report = yield
+    if report.failed:
+        clusters = _clusters_used_by(item)
+        if clusters:
+            destination = TEST_LOGS_DIR / _sanitise(item.nodeid)
+            if not item.stash.get(_LOGS_SAVED, False):
+                shutil.rmtree(destination, ignore_errors=True)  # left by an earlier run of this test
+                item.stash[_LOGS_SAVED] = True
+            for cluster in clusters:
+                cluster.save_logs(destination / cluster.name)
+            report.sections.append(("kafka broker logs", f"saved to {destination}"))
+    return report
+
+
+class KafkaFactory:
+    """Starts dedicated clusters for one test; all of them are stopped after it."""
+
+    def __init__(self, workroot: Path, test_name: str):
+        self._workroot = workroot
+        self._test_name = test_name
+        self.clusters: list[KafkaCluster] = []
+
+    def __call__(
+        self,
+        n_brokers: int = 1,
+        broker_config: Mapping[str, object] | None = None,
+        *,
+        kafka_version: str | None = None,
+        listeners: Sequence[Listener] | None = None,
+        timeout: float = CLUSTER3_START_TIMEOUT,
+        **broker_settings: object,
+    ) -> KafkaCluster:
+        """Dotted Kafka settings go in broker_config or as **{"a.b": "c"}."""
+        name = f"factory{len(self.clusters) + 1}"
+        cluster = KafkaCluster(
+            self._workroot / f"{self._test_name}-{uuid.uuid4().hex[:8]}",
+            n_brokers=n_brokers,
+            broker_config={**(broker_config or {}), **broker_settings},
+            kafka_version=kafka_version,
+            listeners=listeners,
+            name=name,
+        )
+        # Registered before start, so a failed start still has its logs saved.
+        self.clusters.append(cluster)
+        return cluster.start(timeout=timeout)
+
+    def stop_all(self) -> None:
+        for cluster in self.clusters:
+            cluster.stop()
+            shutil.rmtree(cluster.workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_workroot() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="kafkatxn-tests-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kafka(kafka_workroot: Path) -> Iterator[KafkaCluster]:
+    with _session_cluster(kafka_workroot, "kafka", 1, SINGLE_BROKER_START_TIMEOUT) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3(kafka_workroot: Path) -> Iterator[KafkaCluster]:
+    with _session_cluster(kafka_workroot, "kafka3", 3, CLUSTER3_START_TIMEOUT) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kafka_factory(kafka_workroot: Path, request: pytest.FixtureRequest) -> Iterator[KafkaFactory]:
+    factory = KafkaFactory(kafka_workroot, _sanitise(request.node.name)[:60])
+    yield factory
+    factory.stop_all()
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    return f"{_sanitise(request.node.name)[:80]}-{uuid.uuid4().hex[:8]}"
+
+
+@contextmanager
+def _session_cluster(workroot: Path, name: str, n_brokers: int, timeout: float) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(workroot / name, n_brokers=n_brokers, name=name)
+    try:
+        cluster.start(timeout=timeout)
+    except Exception:
+        # Every test using this fixture errors in setup; keep the logs once, under the fixture's name.
+        destination = TEST_LOGS_DIR / f"startup-{name}"
+        shutil.rmtree(destination, ignore_errors=True)
+        cluster.save_logs(destination)
+        raise
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _clusters_used_by(item: pytest.Item) -> list[KafkaCluster]:
+    clusters: list[KafkaCluster] = []
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, KafkaCluster):
+            clusters.append(value)
+        elif isinstance(value, KafkaFactory):
+            clusters.extend(value.clusters)
+    return clusters
+
+
+def _sanitise(text: str) -> str:
+    """Safe as a directory name and as a Kafka topic name ([A-Za-z0-9._-])."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_.") or "test"

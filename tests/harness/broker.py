@@ -1,0 +1,667 @@
+"""Real Apache Kafka clusters for tests: KRaft combined nodes (broker + controller) on loopback.
+
+Each node is a JVM running `kafka.Kafka` from the jars that `jars.ensure_kafka_jars` caches.
+JVMs never outlive the Python process that started them: `stop()` runs from the context
+manager and from atexit, and each JVM also gets SIGKILL from the kernel when its parent dies
+(setpriv --pdeathsig). That signal is tied to the *thread* that started the JVM, so start
+clusters from a thread that lives as long as the cluster (the main thread in tests).
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import concurrent.futures
+import itertools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .jars import default_kafka_version, ensure_kafka_jars, log4j_flavour
+
+LOOPBACK = "127.0.0.1"
+CONTROLLER_LISTENER = "CONTROLLER"
+
+# Quick JVM start matters more than peak throughput for tests: C1 only, serial GC, CDS on.
+FAST_START_JVM_OPTIONS: tuple[str, ...] = (
+    "-Xms256m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Xshare:auto",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+TOOL_JVM_OPTIONS: tuple[str, ...] = (
+    "-Xmx256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Xshare:auto",
+)
+
+STOP_GRACE_SECONDS = 5.0
+_PORT_ATTEMPTS = 3
+_PROBE_TOPIC = "_kafkatxn_harness_probe"
+_LOG_TAIL_LINES = 40
+
+
+class KafkaHarnessError(RuntimeError):
+    pass
+
+
+class _PortTaken(KafkaHarnessError):
+    """A node could not bind one of its ports: another process took it after we picked it."""
+
+
+@dataclass
+class Listener:
+    """A client-facing listener. The first listener of a cluster is also the inter-broker one.
+
+    `broker_properties` become `listener.name.<name>.<key>` (e.g. `plain.sasl.jaas.config`),
+    `client_properties` are merged into `KafkaCluster.client_config()` for clients of this listener.
+    """
+
+    name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    broker_properties: Mapping[str, str] = field(default_factory=dict)
+    client_properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Node:
+    node_id: int
+    directory: Path
+    ports: dict[str, int]  # listener name -> port, CONTROLLER included
+    process: subprocess.Popen | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def server_properties(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def server_log(self) -> Path:
+        return self.directory / "server.log"
+
+    @property
+    def stdout_log(self) -> Path:
+        return self.directory / "stdout.log"
+
+
+def new_kafka_uuid() -> str:
+    """A random Kafka Uuid as `kafka-storage random-uuid` prints it, without starting a JVM."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # Kafka rejects ids starting with "-" too: they read as options on command lines.
+        if not text.startswith("-"):
+            return text
+
+
+class KafkaCluster:
+    def __init__(
+        self,
+        workdir: Path,
+        n_brokers: int = 1,
+        broker_config: Mapping[str, object] | None = None,
+        kafka_version: str | None = None,
+        listeners: Sequence[Listener] | None = None,
+        name: str = "kafka",
+        jvm_options: Sequence[str] | None = None,
+    ):
+        if n_brokers < 1:
+            raise ValueError("n_brokers must be at least 1")
+        self.listeners = list(listeners) if listeners else [Listener()]
+        listener_names = [listener.name for listener in self.listeners]
+        if len(set(listener_names)) != len(listener_names) or CONTROLLER_LISTENER in listener_names:
+            raise ValueError(f"listener names must be unique and not {CONTROLLER_LISTENER}: {listener_names}")
+        self.workdir = Path(workdir)
+        self.n_brokers = n_brokers
+        self.broker_config = {key: _property_value(value) for key, value in (broker_config or {}).items()}
+        self.version = kafka_version or default_kafka_version()
+        self.name = name
+        self.jvm_options = list(FAST_START_JVM_OPTIONS if jvm_options is None else jvm_options)
+        self.broker_ids = list(range(1, n_brokers + 1))
+        self.cluster_id = new_kafka_uuid()
+        self.startup_seconds: float | None = None
+        self._nodes: dict[int, _Node] = {}
+        self._admin: AdminClient | None = None
+
+    # -- addresses and clients ------------------------------------------------------------
+
+    @property
+    def libs_dir(self) -> Path:
+        return ensure_kafka_jars(self.version)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.bootstrap_servers_for(self.listeners[0].name)
+
+    def bootstrap_servers_for(self, listener_name: str) -> str:
+        self._require_nodes()
+        return ",".join(f"{LOOPBACK}:{node.ports[listener_name]}" for node in self._nodes.values())
+
+    def client_config(self, listener_name: str | None = None) -> dict[str, str]:
+        """librdkafka / confluent-kafka settings for a client of `listener_name` (default: the first)."""
+        listener = self._listener(listener_name or self.listeners[0].name)
+        return {
+            "bootstrap.servers": self.bootstrap_servers_for(listener.name),
+            "security.protocol": listener.security_protocol,
+            **listener.client_properties,
+        }
+
+    def admin_client(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient({**self.client_config(), **_QUIET_CLIENT})
+        return self._admin
+
+    def node_dir(self, node_id: int) -> Path:
+        return self._node(node_id).directory
+
+    def server_logs(self) -> list[Path]:
+        return [node.server_log for node in self._nodes.values() if node.server_log.exists()]
+
+    def save_logs(self, destination: Path) -> list[Path]:
+        """Copy each node's server.log, stdout.log and server.properties to destination/<node dir>/."""
+        saved = []
+        for node in self._nodes.values():
+            for source in (node.server_log, node.stdout_log, node.server_properties):
+                if source.exists():
+                    target = Path(destination) / node.directory.name / source.name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, target)
+                    saved.append(target)
+        return saved
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60) -> "KafkaCluster":
+        """Start every node; return once each answers Metadata and the cluster can create a topic."""
+        if any(node.running for node in self._nodes.values()):
+            raise KafkaHarnessError(f"cluster {self.name} is already running")
+        libs_dir = self.libs_dir  # may fetch; not counted in the startup time
+        started_at = time.monotonic()
+        deadline = started_at + timeout
+        _live_clusters.add(self)
+        try:
+            for attempt in range(1, _PORT_ATTEMPTS + 1):
+                self._prepare_nodes(libs_dir)
+                try:
+                    for node in self._nodes.values():
+                        self._launch(node, libs_dir)
+                    self._wait_until_serving(self.broker_ids, deadline)
+                    self._probe_topic_creation(deadline)
+                    break
+                except _PortTaken:
+                    self._kill_all()
+                    if attempt == _PORT_ATTEMPTS:
+                        raise
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started_at
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM every node, SIGKILL what is left after STOP_GRACE_SECONDS. Safe to call twice."""
+        self._admin = None
+        for node in self._nodes.values():
+            if node.running:
+                node.process.terminate()
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while time.monotonic() < deadline:
+            still_running = len(self.running_broker_ids())
+            # Nodes left without a majority of the controller quorum cannot finish a controlled
+            # shutdown; waiting for them only burns the grace period.
+            if still_running == 0 or still_running <= self.n_brokers // 2:
+                break
+            time.sleep(0.05)
+        self._kill_all()
+        _live_clusters.discard(self)
+
+    def kill_broker(self, node_id: int) -> None:
+        """SIGKILL one node, as a crash would."""
+        node = self._node(node_id)
+        if node.running:
+            node.process.kill()
+            node.process.wait()
+
+    def stop_broker(self, node_id: int, timeout: float = STOP_GRACE_SECONDS) -> None:
+        """Stop one node gracefully (controlled shutdown); SIGKILL it after `timeout`."""
+        node = self._node(node_id)
+        if node.running:
+            node.process.terminate()
+            _wait_for_exit([node.process], timeout)
+            self.kill_broker(node_id)
+
+    def start_broker(self, node_id: int, timeout: float = 60) -> None:
+        """Restart a stopped node on its existing data and ports; wait until it serves again."""
+        node = self._node(node_id)
+        if node.running:
+            raise KafkaHarnessError(f"node {node_id} of {self.name} is already running")
+        _live_clusters.add(self)
+        self._launch(node, self.libs_dir)
+        self._wait_until_serving([node_id], time.monotonic() + timeout)
+
+    def running_broker_ids(self) -> list[int]:
+        return [node.node_id for node in self._nodes.values() if node.running]
+
+    def __enter__(self) -> "KafkaCluster":
+        if not self.running_broker_ids():
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    # -- topics and tools -----------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: Mapping[str, object] | None = None,
+        timeout: float = 30,
+    ) -> str:
+        """Create a topic and wait until every partition has a leader. Returns `name`."""
+        topic = NewTopic(
+            name,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            config={key: _property_value(value) for key, value in (config or {}).items()},
+        )
+        self.admin_client().create_topics([topic], operation_timeout=timeout)[name].result(timeout)
+        self._wait_for_leaders(self.admin_client(), name, partitions, time.monotonic() + timeout)
+        return name
+
+    def run_tool(self, main_class: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run one of Kafka's own command-line tools, e.g. org.apache.kafka.tools.TransactionsCommand.
+
+        Arguments go through unchanged: pass `--bootstrap-server`, `cluster.bootstrap_servers` yourself.
+        """
+        libs_dir = self.libs_dir
+        command = [
+            _java(),
+            *TOOL_JVM_OPTIONS,
+            _logging_option(libs_dir, self._tools_logging_config(libs_dir)),
+            "-cp",
+            f"{libs_dir}/*",
+            main_class,
+            *map(str, args),
+        ]
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _listener(self, name: str) -> Listener:
+        for listener in self.listeners:
+            if listener.name == name:
+                return listener
+        raise KeyError(f"no listener {name!r}; listeners are {[listener.name for listener in self.listeners]}")
+
+    def _node(self, node_id: int) -> _Node:
+        self._require_nodes()
+        try:
+            return self._nodes[node_id]
+        except KeyError:
+            raise KeyError(f"no node {node_id} in {self.name}; nodes are {self.broker_ids}") from None
+
+    def _require_nodes(self) -> None:
+        if not self._nodes:
+            raise KafkaHarnessError(f"cluster {self.name} has not been started")
+
+    def _prepare_nodes(self, libs_dir: Path) -> None:
+        """Fresh directories, fresh ports, configs, and formatted storage for every node."""
+        listener_names = [listener.name for listener in self.listeners] + [CONTROLLER_LISTENER]
+        ports = iter(_free_ports(len(listener_names) * self.n_brokers))
+        self._nodes = {}
+        for node_id in self.broker_ids:
+            directory = self.workdir / f"{self.name}-{node_id}"
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True)
+            self._nodes[node_id] = _Node(node_id, directory, {name: next(ports) for name in listener_names})
+        flavour = log4j_flavour(libs_dir)
+        for node in self._nodes.values():
+            node.server_properties.write_text(_format_properties(self._server_properties(node)))
+            _write_broker_logging_config(node, flavour)
+        self._format_storage(libs_dir)
+
+    def _server_properties(self, node: _Node) -> dict[str, str]:
+        # Internal topics are replicated as much as the cluster allows: 1 for one node, 3 (min ISR 2) for three.
+        internal_replication = str(min(3, self.n_brokers))
+        internal_min_isr = str(2 if self.n_brokers >= 3 else 1)
+        client_listeners = [listener.name for listener in self.listeners]
+        properties = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            # A static quorum formats the same way on Kafka 3.9 and 4.x (no --standalone needed).
+            "controller.quorum.voters": ",".join(
+                f"{other.node_id}@{LOOPBACK}:{other.ports[CONTROLLER_LISTENER]}" for other in self._nodes.values()
+            ),
+            "controller.listener.names": CONTROLLER_LISTENER,
+            "listeners": ",".join(
+                f"{name}://{LOOPBACK}:{node.ports[name]}" for name in [*client_listeners, CONTROLLER_LISTENER]
+            ),
+            "advertised.listeners": ",".join(f"{name}://{LOOPBACK}:{node.ports[name]}" for name in client_listeners),
+            "listener.security.protocol.map": ",".join(
+                [f"{listener.name}:{listener.security_protocol}" for listener in self.listeners]
+                + [f"{CONTROLLER_LISTENER}:PLAINTEXT"]
+            ),
+            "inter.broker.listener.name": self.listeners[0].name,
+            "log.dirs": str(node.directory / "data"),
+            "auto.create.topics.enable": "false",
+            "group.initial.rebalance.delay.ms": "0",
+            "offsets.topic.replication.factor": internal_replication,
+            "transaction.state.log.replication.factor": internal_replication,
+            "transaction.state.log.min.isr": internal_min_isr,
+            "share.coordinator.state.topic.replication.factor": internal_replication,
+            "share.coordinator.state.topic.min.isr": internal_min_isr,
+            # Few partitions for internal topics: they are created on first use, inside a test's time.
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.num.partitions": "5",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            # A killed node can re-register only once its old session expired (9 s by default):
+            # keep kill/restart tests short.
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "500",
+        }
+        for listener in self.listeners:
+            prefix = f"listener.name.{listener.name.lower()}."
+            properties.update({prefix + key: _property_value(value) for key, value in listener.broker_properties.items()})
+        properties.update(self.broker_config)
+        return properties
+
+    def _format_storage(self, libs_dir: Path) -> None:
+        # One JVM per node, in parallel: formatting is a noticeable part of the startup time.
+        formatters = {
+            node.node_id: subprocess.Popen(
+                [
+                    _java(),
+                    *TOOL_JVM_OPTIONS,
+                    _logging_option(libs_dir, self._tools_logging_config(libs_dir)),
+                    "-cp",
+                    f"{libs_dir}/*",
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    self.cluster_id,
+                    "-c",
+                    str(node.server_properties),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for node in self._nodes.values()
+        }
+        for node_id, formatter in formatters.items():
+            output, _ = formatter.communicate(timeout=120)
+            if formatter.returncode != 0:
+                raise KafkaHarnessError(f"formatting storage of node {node_id} failed:\n{output}")
+
+    def _tools_logging_config(self, libs_dir: Path) -> Path:
+        path = self.workdir / f"{self.name}-tools-{log4j_flavour(libs_dir)}.properties"
+        if not path.exists():
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            path.write_text(_TOOLS_LOGGING[log4j_flavour(libs_dir)])
+        return path
+
+    def _launch(self, node: _Node, libs_dir: Path) -> None:
+        flavour = log4j_flavour(libs_dir)
+        command = [
+            *_parent_death_signal_prefix(),
+            _java(),
+            *self.jvm_options,
+            _logging_option(libs_dir, node.directory / _BROKER_LOGGING_FILE[flavour]),
+            "-cp",
+            f"{libs_dir}/*",
+            "kafka.Kafka",
+            str(node.server_properties),
+        ]
+        with open(node.stdout_log, "ab") as stdout:
+            # Own session: a terminal's Ctrl-C reaches the harness, which then stops brokers in order.
+            node.process = subprocess.Popen(
+                command, cwd=node.directory, stdin=subprocess.DEVNULL, stdout=stdout,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+
+    def _wait_until_serving(self, node_ids: Iterable[int], deadline: float) -> None:
+        """Wait until each node answers Metadata itself and lists every running node as a live broker."""
+        for node_id in node_ids:
+            node = self._nodes[node_id]
+            self._wait_for_port(node, deadline)
+            only_this_node = {
+                **self.client_config(),
+                **_QUIET_CLIENT,
+                "bootstrap.servers": f"{LOOPBACK}:{node.ports[self.listeners[0].name]}",
+            }
+            for attempt in itertools.count(1):
+                self._check_alive(deadline, f"node {node_id} to serve metadata")
+                # A fresh client knows only this node, so its first request can go nowhere else.
+                admin = AdminClient(only_this_node)
+                # Short waits while the node is still starting, longer ones in case it is merely slow.
+                request_timeout = min(0.5 * attempt, 5.0, max(0.1, deadline - time.monotonic()))
+                try:
+                    metadata = admin.list_topics(timeout=request_timeout)
+                except KafkaException:
+                    metadata = None
+                # A node lists itself only once the controller has unfenced it.
+                if (
+                    metadata is not None
+                    and metadata.orig_broker_id == node_id
+                    and set(self.running_broker_ids()) <= set(metadata.brokers)
+                ):
+                    break
+                time.sleep(0.1)
+
+    def _probe_topic_creation(self, deadline: float) -> None:
+        """Create (and delete) a topic replicated on every node: proves the controller and all brokers work."""
+        admin = self.admin_client()
+        replicas = len(self.running_broker_ids())
+        while True:
+            self._check_alive(deadline, "the cluster to create a topic")
+            try:
+                admin.create_topics([NewTopic(_PROBE_TOPIC, 1, replicas)], operation_timeout=5)[_PROBE_TOPIC].result(10)
+                break
+            except KafkaException as error:
+                if error.args[0].code() == _TOPIC_ALREADY_EXISTS:
+                    break
+                time.sleep(0.2)  # typically: not every broker is unfenced yet
+            except concurrent.futures.TimeoutError:
+                pass
+        self._wait_for_leaders(admin, _PROBE_TOPIC, 1, deadline)
+        admin.delete_topics([_PROBE_TOPIC], operation_timeout=10)[_PROBE_TOPIC].result(15)
+
+    def _wait_for_leaders(self, admin: AdminClient, topic: str, partitions: int, deadline: float) -> None:
+        while True:
+            self._check_alive(deadline, f"leaders for {topic}")
+            try:
+                described = admin.list_topics(topic=topic, timeout=2).topics.get(topic)
+            except KafkaException:
+                described = None
+            if (
+                described is not None
+                and described.error is None
+                and len(described.partitions) == partitions
+                and all(partition.leader >= 0 for partition in described.partitions.values())
+            ):
+                return
+            time.sleep(0.1)
+
+    def _wait_for_port(self, node: _Node, deadline: float) -> None:
+        port = node.ports[self.listeners[0].name]
+        while True:
+            self._check_alive(deadline, f"node {node.node_id} to listen on port {port}")
+            try:
+                socket.create_connection((LOOPBACK, port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+
+    def _check_alive(self, deadline: float, waiting_for: str) -> None:
+        """Raise, with the logs' tails, if a node died or the deadline passed."""
+        dead = [node for node in self._nodes.values() if node.process is not None and node.process.poll() is not None]
+        if dead:
+            logs = self._log_tails(dead)
+            error_class = _PortTaken if "Address already in use" in logs else KafkaHarnessError
+            ids = ", ".join(f"{node.node_id} (exit code {node.process.returncode})" for node in dead)
+            raise error_class(f"{self.name}: node {ids} exited while waiting for {waiting_for}\n{logs}")
+        if time.monotonic() > deadline:
+            raise KafkaHarnessError(
+                f"{self.name} (Kafka {self.version}): timed out waiting for {waiting_for}\n"
+                + self._log_tails(self._nodes.values())
+            )
+
+    def _log_tails(self, nodes: Iterable[_Node]) -> str:
+        sections = []
+        for node in nodes:
+            for path in (node.stdout_log, node.server_log):
+                if path.exists() and path.stat().st_size:
+                    lines = path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+                    sections.append(f"--- tail of {path} ---\n" + "\n".join(lines))
+        return "\n".join(sections) or "(no broker output)"
+
+    def _kill_all(self) -> None:
+        for node in self._nodes.values():
+            if node.running:
+                node.process.kill()
+            if node.process is not None:
+                node.process.wait()
+
+
+# -- module helpers ---------------------------------------------------------------------------
+
+_TOPIC_ALREADY_EXISTS = 36  # KafkaError.TOPIC_ALREADY_EXISTS
+
+# Harness clients poll brokers that are still starting: retry fast and keep librdkafka's
+# connection-refused chatter off stderr.
+_QUIET_CLIENT = {"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500, "log_level": 0}
+
+_BROKER_LOGGING_FILE = {"log4j2": "log4j2.properties", "reload4j": "log4j.properties"}
+
+_BROKER_LOGGING = {
+    "log4j2": """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+""",
+    "reload4j": """\
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={log}
+log4j.appender.file.Append=true
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+""",
+}
+
+# Kafka's tools print their results on stdout; their logging goes to stderr, warnings only.
+_TOOLS_LOGGING = {
+    "log4j2": """\
+status = warn
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stderr.ref = stderr
+""",
+    "reload4j": """\
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+""",
+}
+
+
+def _write_broker_logging_config(node: _Node, flavour: str) -> None:
+    (node.directory / _BROKER_LOGGING_FILE[flavour]).write_text(_BROKER_LOGGING[flavour].format(log=node.server_log))
+
+
+def _logging_option(libs_dir: Path, config: Path) -> str:
+    if log4j_flavour(libs_dir) == "reload4j":
+        return f"-Dlog4j.configuration=file:{config}"
+    return f"-Dlog4j2.configurationFile={config}"
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    return "java"
+
+
+def _parent_death_signal_prefix() -> list[str]:
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL"] if setpriv else []
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports the kernel considers free right now; all held open together so none repeats."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((LOOPBACK, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _wait_for_exit(processes: list[subprocess.Popen], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _property_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _format_properties(properties: Mapping[str, str]) -> str:
+    # Java .properties: backslashes are escapes and a value must stay on one line.
+    def escape(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+    return "".join(f"{escape(key)}={escape(value)}\n" for key, value in properties.items())
+
+
+# Clusters with JVMs that may still be running; stopped when the interpreter exits.
+_live_clusters: set[KafkaCluster] = set()
+
+
+@atexit.register
+def _stop_live_clusters() -> None:
+    for cluster in list(_live_clusters):
+        cluster.stop()
