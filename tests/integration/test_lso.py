@@ -1,0 +1,199 @@
+"""`kafkatxn lso` against a real broker: an open transaction pins the LSO, read_committed groups
+stuck behind it are blocked, and groups past markers and aborted records are caught up.
+
+Offsets and ids to compare with come from the clients that made the traffic (tests/scenarios.py,
+delivery reports, the consumer's own commits), never from kafkatxn.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition as CTP
+
+from kafkatxn.cluster import TopicPartition
+from tests.scenarios import create_topic, run_idempotent, run_transaction, unique
+
+pytestmark = pytest.mark.integration
+
+RETRIABLE_COMMIT_ERRORS = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
+def kafkatxn(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafkatxn", *args], capture_output=True, text=True, timeout=90)
+
+
+def lso_rows(bootstrap: str, *args: str, expect_code: int) -> list[dict]:
+    result = kafkatxn("lso", "-b", bootstrap, "--timeout", "20s", "-o", "json", *args)
+    assert result.returncode == expect_code, (result.returncode, result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def consume(bootstrap: str, topic: str, group: str, commit_each_message: bool, start: int = 0) -> list[int]:
+    """A read_committed consumer of partition 0 reads from ``start`` to the end and commits: the
+    position (what ``commit()`` stores), or, like per-record acknowledging applications, each
+    message's offset + 1.
+
+    It starts at an explicit offset: on a new broker, fetching the committed offset can fail with
+    NOT_COORDINATOR while the offsets topic loads, and librdkafka does not retry that for assign().
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    offsets: list[int] = []
+    errors: list[KafkaError] = []
+    try:
+        consumer.assign([CTP(topic, 0, start)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                if msg.error().fatal():
+                    raise AssertionError(msg.error())
+                errors.append(msg.error())  # e.g. NOT_COORDINATOR while a new broker loads its offsets topic
+                continue
+            offsets.append(msg.offset())
+            if commit_each_message:
+                commit(lambda: consumer.commit(message=msg, asynchronous=False))
+        else:
+            raise AssertionError(f"no end of partition within 30 s; read {offsets}; errors {errors}")
+        if not commit_each_message:
+            commit(lambda: consumer.commit(asynchronous=False))
+        return offsets
+    finally:
+        consumer.close()
+
+
+def commit(do_commit) -> None:
+    """Commit, retrying while a new broker's group coordinator is still loading."""
+    for attempt in range(50):
+        try:
+            do_commit()
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable() and exc.args[0].code() not in RETRIABLE_COMMIT_ERRORS or attempt == 49:
+                raise
+            time.sleep(0.2)
+
+
+def committed_offset(bootstrap: str, topic: str, group: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return consumer.committed([CTP(topic, 0)], timeout=20)[0].offset
+    finally:
+        consumer.close()
+
+
+def test_open_transaction_pins_the_lso_and_blocks_a_read_committed_group(kafka):
+    bootstrap = kafka.bootstrap_servers
+    topic, group = unique("lso-pin"), unique("lso-pin-group")
+    create_topic(bootstrap, topic, partitions=1)
+    tp = TopicPartition(topic, 0)
+    plain = run_idempotent(bootstrap, topic, partition=0, records=3)
+    txn = run_transaction(bootstrap, topic, [0], "open", records_per_partition=4)
+    try:
+        o = txn.start_offset(tp)
+        high_watermark = txn.written[0].last_offset + 1
+        assert o == plain.written.last_offset + 1 > 0  # the transaction does not start at 0
+
+        assert consume(bootstrap, topic, group, commit_each_message=False) == [0, 1, 2]
+        assert committed_offset(bootstrap, topic, group) == o
+
+        (row,) = lso_rows(bootstrap, "--topic", topic, expect_code=1)
+        assert row["last_stable_offset"] == o
+        assert row["high_watermark"] == high_watermark
+        assert row["lag_messages"] == high_watermark - o
+        assert (row["producer_id"], row["transactional_id"], row["txn_start_offset"]) == (txn.producer_id, txn.transactional_id, o)
+        assert row["open_transactions"] == 1
+        assert 0 <= row["txn_age_ms"] < 120_000
+
+        # Old enough for --critical-age: exit 2.
+        lso_rows(bootstrap, "--topic", topic, "--critical-age", "0s", expect_code=2)
+
+        (grow,) = lso_rows(bootstrap, "--groups", group, expect_code=1)
+        assert grow["verdict"] == "blocked"
+        assert (grow["committed_offset"], grow["last_stable_offset"], grow["high_watermark"]) == (o, o, high_watermark)
+        assert (grow["lag_to_lso_messages"], grow["lag_to_hw_messages"]) == (0, high_watermark - o)
+        assert grow["transactional_id"] == txn.transactional_id
+
+        # Two samples a moment apart: the pinned LSO did not move.
+        watched = kafkatxn("lso", "-b", bootstrap, "--topic", topic, "--samples", "2", "-n", "200ms", "-o", "jsonl")
+        assert watched.returncode == 1, watched.stderr
+        samples = [json.loads(line) for line in watched.stdout.splitlines()]
+        assert [s["lso_moved"] for s in samples] == [None, False]
+        assert {s["last_stable_offset"] for s in samples} == {o}
+
+        txn.commit()  # returns once the markers are on the partition
+
+        assert lso_rows(bootstrap, "--topic", topic, expect_code=0) == []
+        (zero,) = lso_rows(bootstrap, "--topic", topic, "--min-lag", "0", expect_code=0)
+        assert zero["lag_messages"] == 0 and zero["last_stable_offset"] == zero["high_watermark"] == high_watermark + 1
+
+        (grow,) = lso_rows(bootstrap, "--groups", group, expect_code=1)
+        assert grow["verdict"] == "lagging"  # the committed records are readable now
+        assert grow["readable_before_lso"] is True
+        assert grow["lag_to_lso_messages"] == high_watermark + 1 - o
+
+        assert consume(bootstrap, topic, group, commit_each_message=False, start=o) == list(range(o, high_watermark))
+        (grow,) = lso_rows(bootstrap, "--groups", group, expect_code=0)
+        assert grow["verdict"] == "caught_up"
+    finally:
+        txn.abort()
+
+
+def test_group_past_committed_and_aborted_transactions_is_caught_up(kafka):
+    bootstrap = kafka.bootstrap_servers
+    topic = unique("lso-markers")
+    caught_up, fresh = unique("lso-caught-up"), unique("lso-fresh")
+    create_topic(bootstrap, topic, partitions=1)
+    committed = run_transaction(bootstrap, topic, [0], "committed", records_per_partition=3)
+    aborted = run_transaction(bootstrap, topic, [0], "aborted", records_per_partition=3)
+    committed_records = list(range(committed.written[0].first_offset, committed.written[0].last_offset + 1))
+    # Aborted records and both markers follow the last committed record.
+    high_watermark = aborted.written[0].last_offset + 2
+
+    # Committing each message leaves the offset after the last record: before the commit marker.
+    assert consume(bootstrap, topic, caught_up, commit_each_message=True) == committed_records
+    commit_offset = committed_offset(bootstrap, topic, caught_up)
+    assert commit_offset == committed_records[-1] + 1 < high_watermark
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": fresh})
+    commit(lambda: consumer.commit(offsets=[CTP(topic, 0, 0)], asynchronous=False))  # has read nothing yet
+    consumer.close()
+
+    rows = {r["group"]: r for r in lso_rows(bootstrap, "--groups", caught_up, fresh, expect_code=1)}
+    row = rows[caught_up]
+    assert row["verdict"] == "caught_up"
+    assert row["committed_offset"] == commit_offset
+    assert row["last_stable_offset"] == row["high_watermark"] == high_watermark
+    assert row["lag_to_hw_messages"] == high_watermark - commit_offset > 0  # what every other lag tool reports
+    assert row["readable_before_lso"] is False
+    assert rows[fresh]["verdict"] == "lagging" and rows[fresh]["readable_before_lso"] is True
+
+    (only,) = lso_rows(bootstrap, "--groups", caught_up, expect_code=0)
+    assert only["verdict"] == "caught_up"
+    # Without reading the gap, it counts as lag.
+    (unprobed,) = lso_rows(bootstrap, "--groups", caught_up, "--probe-max-gap", "0", expect_code=1)
+    assert unprobed["verdict"] == "lagging" and unprobed["readable_before_lso"] is None
+
+
+def test_unknown_topic_and_group_exit_3(kafka):
+    for args, fragment in ((["--topic", unique("no-such-topic")], "unknown topic"), (["--groups", unique("no-such-group")], "unknown consumer group")):
+        result = kafkatxn("lso", "-b", kafka.bootstrap_servers, "--timeout", "20s", *args)
+        assert result.returncode == 3, result.stderr
+        assert fragment in result.stderr and result.stdout == ""
