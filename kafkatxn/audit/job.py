@@ -1,0 +1,426 @@
+"""The Spark audit job: transaction-log records in, findings out.
+
+Runs wherever a SparkSession comes from: ``local[*]`` by default, a given ``--master``, or the
+session ``spark-submit`` sets up. Unchanged under spark-submit, with the options of ``kafkatxn audit``::
+
+    spark-submit --master spark://host:7077 kafkatxn/audit/job.py --bootstrap-server b:9092 -o json
+
+Stages, each a plain Spark transformation around a pure function of :mod:`kafkatxn.audit.rules`:
+
+1. records (live log and/or captured history) -> ``repartition(transactional_id)``, sorted by log
+   position -> ``mapInArrow`` walking each id's history with ``summarize_id`` -> one row per id
+   (duplicate log positions, from a history overlapping the live log, are dropped on the way);
+2. shared ids: ids whose fence count reaches the threshold -> ``shared_id_finding`` on the driver;
+3. unstable ids: id rows ``repartition(family)`` -> ``mapInArrow`` with ``unstable_family_finding``;
+4. inventory: the declarations travel with stage 1 (each id row says which declarations cover it);
+   seen-but-undeclared ids are grouped by family with a ``groupBy``.
+
+:func:`kafkatxn.audit.rules.audit_local` does the same in one process; tests hold the two equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import re
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from kafkatxn.audit import rules, source
+from kafkatxn.audit.rules import AuditParams, AuditResult, Declaration, IdStats
+from kafkatxn.errors import ClusterError, NotFoundError, UsageError
+
+SPARK_HINT = "pip install 'kafkatxn[spark]'"
+# Options whose values must not show in plans or the Spark UI (connection secrets, inline keys).
+REDACTION_REGEX = r"(?i)url|password|secret|token|pem|jaas|key\.location"
+
+
+def require_pyspark() -> None:
+    """Raise the one-line hint when PySpark (or pyarrow, which its Python data sources need) is missing."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise SparkMissing(f"the audit needs PySpark: {SPARK_HINT}") from None
+
+
+class SparkMissing(ClusterError):
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# Schemas from the row dataclasses
+# --------------------------------------------------------------------------------------------
+
+
+def _spark_type(annotation: str) -> Any:
+    from pyspark.sql import types as T
+
+    a = annotation.replace(" ", "").replace("|None", "")
+    simple = {"int": T.LongType(), "str": T.StringType(), "bool": T.BooleanType(), "float": T.DoubleType()}
+    if a in simple:
+        return simple[a]
+    m = re.fullmatch(r"list\[(\w+)\]", a)
+    if m:
+        return T.ArrayType(simple[m.group(1)])
+    raise TypeError(f"no Spark type for {annotation}")
+
+
+def spark_schema_of(cls: type) -> Any:
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, _spark_type(str(f.type)), True) for f in dataclasses.fields(cls)])
+
+
+def _arrow_schema_of(cls: type) -> Any:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema_of(cls))
+
+
+def _to_batch(objs: Sequence[Any], cls: type, schema: Any) -> Any:
+    import pyarrow as pa
+
+    names = [f.name for f in dataclasses.fields(cls)]
+    arrays = [pa.array([getattr(o, n) for o in objs], type=schema.field(n).type) for n in names]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _from_row(cls: type, row: dict) -> Any:
+    return cls(**{f.name: row[f.name] for f in dataclasses.fields(cls)})
+
+
+# --------------------------------------------------------------------------------------------
+# Stages (module-level, so Spark pickles them by reference)
+# --------------------------------------------------------------------------------------------
+
+_OUT_BATCH = 4096
+
+
+def summarize_batches(
+    batches: Iterator[Any], params: AuditParams, declarations: list[Declaration] | None
+) -> Iterator[Any]:
+    """Stage 1: rows sorted by (transactional_id, log position) -> one IdStats row per id."""
+    index = rules.InventoryIndex(declarations) if declarations is not None else None
+    schema = _arrow_schema_of(IdStats)
+    record = rules.HistoryRecord
+    summarize = rules.summarize_id
+    out: list[IdStats] = []
+    current: str | None = None
+    group: list[Any] = []
+    last_pos: tuple[int, int] | None = None
+    for batch in batches:
+        cols = batch.to_pydict()
+        for row in zip(*(cols[c] for c in source.RECORD_COLUMNS)):
+            if row[0] != current:
+                if group:
+                    out.append(summarize(group, params, index))
+                    if len(out) >= _OUT_BATCH:
+                        yield _to_batch(out, IdStats, schema)
+                        out = []
+                current, group, last_pos = row[0], [], None
+            pos = (row[14], row[15])
+            if pos == last_pos:  # the same log position from the history and the live log
+                continue
+            last_pos = pos
+            group.append(record(*row))
+    if group:
+        out.append(summarize(group, params, index))
+    if out:
+        yield _to_batch(out, IdStats, schema)
+
+
+def family_batches(batches: Iterator[Any], params: AuditParams) -> Iterator[Any]:
+    """Stage 3: IdStats rows sorted by family -> unstable-family findings."""
+    schema = _arrow_schema_of(rules.UnstableFamilyFinding)
+    found: list[Any] = []
+    current: str | None = None
+    members: list[IdStats] = []
+
+    def decide() -> None:
+        if members:
+            finding = rules.unstable_family_finding(current or "", members, params)
+            if finding is not None:
+                found.append(finding)
+
+    for batch in batches:
+        for row in batch.to_pylist():
+            if row["family"] != current:
+                decide()
+                current, members = row["family"], []
+            members.append(_from_row(IdStats, row))
+    decide()
+    if found:
+        yield _to_batch(found, rules.UnstableFamilyFinding, schema)
+
+
+# --------------------------------------------------------------------------------------------
+# Session and inputs
+# --------------------------------------------------------------------------------------------
+
+
+def _quiet_log4j() -> str:
+    """A log4j2 config that keeps Spark's INFO/WARN chatter off the CLI's stderr."""
+    path = Path(tempfile.gettempdir()) / "kafkatxn-spark-log4j2.properties"
+    if not path.exists():
+        path.write_text(
+            "rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
+            "appender.console.type = Console\nappender.console.name = console\nappender.console.target = SYSTEM_ERR\n"
+            "appender.console.layout.type = PatternLayout\nappender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n",
+            encoding="utf-8",
+        )
+    return str(path)
+
+
+def under_spark_submit() -> bool:
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(master: str | None = None, app_name: str = "kafkatxn-audit", ship_code: bool | None = None,
+                  conf: dict[str, str] | None = None) -> tuple[Any, bool]:
+    """``(spark, created)``: the active session, spark-submit's, or a new one on ``master`` (default ``local[*]``).
+
+    ``created`` says whether the caller owns (and should stop) it. Code is shipped to executors as a
+    zip of this package when the master is not local (``ship_code`` overrides), so workers need no install.
+    """
+    require_pyspark()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active, False
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None or not under_spark_submit():
+        effective = master or "local[*]"
+        builder = builder.master(effective)
+        builder = builder.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "8")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")  # progress bars would garble stderr
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}")
+        builder = builder.config("spark.pyspark.python", os.environ.get("PYSPARK_PYTHON", sys.executable))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.conf.set("spark.sql.redaction.options.regex", REDACTION_REGEX)
+    actual = spark.sparkContext.master
+    if ship_code if ship_code is not None else not actual.startswith("local"):
+        spark.sparkContext.addPyFile(package_zip())
+    source.register(spark)
+    return spark, True
+
+
+def package_zip(directory: str | Path | None = None) -> str:
+    """A zip of the kafkatxn package for ``addPyFile``/``--py-files``; rebuilt on every call."""
+    import kafkatxn
+
+    root = Path(kafkatxn.__file__).resolve().parent
+    target = Path(directory or tempfile.mkdtemp(prefix="kafkatxn-pyfiles-")) / "kafkatxn.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(root.rglob("*.py")):
+            zf.write(path, Path("kafkatxn") / path.relative_to(root))
+    return str(target)
+
+
+@dataclass
+class Inputs:
+    config: Any | None = None  # ConnectionConfig for the live log, None for none
+    history: list[str] = field(default_factory=list)
+
+    def describe(self) -> list[str]:
+        out = [f"live:{self.config.bootstrap_servers}"] if self.config is not None else []
+        return out + [f"history:{h}" for h in self.history]
+
+
+def live_topic_exists(config: Any) -> bool:
+    """False when the cluster has no ``__transaction_state`` yet (no transactional producer ever ran)."""
+    from kafkatxn.cluster import Cluster
+
+    with Cluster(config) as cluster:
+        try:
+            cluster.select_partitions(topics=[source.TOPIC], include_internal=True)
+        except NotFoundError:
+            return False
+    return True
+
+
+def load_records(spark: Any, inputs: Inputs) -> Any:
+    """All rows (every row_kind) of the live log and the histories, as one DataFrame."""
+    frames = []
+    if inputs.config is not None and live_topic_exists(inputs.config):
+        frames.append(spark.read.format(source.FORMAT).options(**source.reader_options(inputs.config)).load())
+    for h in inputs.history:
+        path = Path(h)
+        if not path.is_dir():
+            raise UsageError(f"history directory {h} does not exist")
+        if not any(p.suffix == ".parquet" for p in path.rglob("*.parquet")):
+            continue  # an empty capture: nothing recorded yet
+        frames.append(spark.read.schema(source.spark_schema()).parquet(str(path)))
+    if not frames:
+        return spark.createDataFrame([], source.spark_schema())
+    df = frames[0]
+    for other in frames[1:]:
+        df = df.unionByName(other)
+    return df
+
+
+# --------------------------------------------------------------------------------------------
+# The audit
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SparkAudit:
+    result: AuditResult
+    ids: Any  # DataFrame of IdStats, persisted
+
+
+def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
+              declarations: Sequence[Declaration] | None = None, partitions: int | None = None) -> SparkAudit:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    decls = list(declarations) if declarations is not None else None
+    n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
+    records = records.persist(StorageLevel.MEMORY_AND_DISK)  # read the source once for both passes below
+    try:
+        odd = (
+            records.filter(F.col("row_kind") != source.ROW_RECORD)
+            .select("row_kind", "log_partition", "log_offset").distinct()
+            .groupBy("row_kind").count().collect()
+        )
+        counts = {r["row_kind"]: r["count"] for r in odd}
+        ids = (
+            records.filter(F.col("row_kind") == source.ROW_RECORD)
+            .select(*source.RECORD_COLUMNS)
+            .repartition(n, "transactional_id")
+            .sortWithinPartitions("transactional_id", "log_partition", "log_offset")
+            .mapInArrow(functools.partial(summarize_batches, params=params, declarations=decls), spark_schema_of(IdStats))
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        totals = ids.agg(
+            F.count(F.lit(1)).alias("ids"),
+            F.sum("records").alias("records"),
+            F.min(F.when(F.col("first_seen_ms") >= 0, F.col("first_seen_ms"))).alias("a"),
+            F.min(F.when(F.col("last_seen_ms") >= 0, F.col("last_seen_ms"))).alias("b"),
+            F.max("first_seen_ms").alias("c"),
+            F.max("last_seen_ms").alias("d"),
+        ).collect()[0]
+    finally:
+        records.unpersist()
+    shared_rows = ids.filter(F.col("max_fences_in_window") >= params.min_fences).collect()
+    shared = sorted(
+        (f for f in (rules.shared_id_finding(_from_row(IdStats, r.asDict()), params) for r in shared_rows) if f),
+        key=lambda f: f.transactional_id,
+    )
+    unstable_rows = (
+        ids.repartition(n, "family").sortWithinPartitions("family", "transactional_id")
+        .mapInArrow(functools.partial(family_batches, params=params), spark_schema_of(rules.UnstableFamilyFinding))
+        .collect()
+    )
+    unstable = sorted((_from_row(rules.UnstableFamilyFinding, r.asDict()) for r in unstable_rows), key=lambda f: f.family)
+    inventory: list[rules.InventoryFinding] = []
+    if decls is not None:
+        matched = {r[0] for r in ids.select(F.explode("declared_by")).distinct().collect()}
+        groups = (
+            ids.filter(F.size("declared_by") == 0)
+            .groupBy("family")
+            .agg(
+                F.count(F.lit(1)).alias("ids_seen"),
+                F.min("first_seen_ms").alias("first_seen_ms"),
+                F.max("last_seen_ms").alias("last_seen_ms"),
+                F.slice(F.array_sort(F.collect_list("transactional_id")), 1, 3).alias("examples"),
+            )
+            .collect()
+        )
+        undeclared = [rules.UndeclaredGroup(g["family"], g["ids_seen"], g["first_seen_ms"], g["last_seen_ms"], list(g["examples"])) for g in groups]
+        inventory = rules.inventory_findings(decls, matched, undeclared)
+    firsts = [t for t in (totals["a"], totals["b"]) if t is not None]
+    result = AuditResult(
+        records=int(totals["records"] or 0),
+        transactional_ids=int(totals["ids"]),
+        unknown_records=int(counts.get(source.ROW_UNKNOWN, 0)),
+        corrupt_records=int(counts.get(source.ROW_CORRUPT, 0)),
+        first_record_ms=min(firsts) if firsts else -1,
+        last_record_ms=max(totals["c"] if totals["c"] is not None else -1, totals["d"] if totals["d"] is not None else -1),
+        shared_ids=shared,
+        unstable_ids=unstable,
+        inventory=inventory,
+    )
+    return SparkAudit(result, ids)
+
+
+def audit(spark: Any, inputs: Inputs, params: AuditParams = AuditParams(),
+          declarations: Sequence[Declaration] | None = None, report_dir: str | None = None) -> AuditResult:
+    """Load the inputs, run the audit, write the report directory if asked; Spark errors become one line."""
+    try:
+        records = load_records(spark, inputs)
+        done = run_audit(spark, records, params, declarations)
+        done.result.sources = inputs.describe()
+        if report_dir:
+            write_report(spark, done, report_dir)
+        done.ids.unpersist()
+        return done.result
+    except Exception as exc:  # noqa: BLE001 - Spark wraps worker errors in long Java/Python traces
+        if _is_kafkatxn_error(exc):
+            raise
+        raise ClusterError(spark_error_line(exc)) from exc
+
+
+def _is_kafkatxn_error(exc: BaseException) -> bool:
+    from kafkatxn.errors import KafkatxnError
+
+    return isinstance(exc, KafkatxnError)
+
+
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+
+
+def spark_error_line(exc: BaseException) -> str:
+    """The innermost ``SomeError: message`` line of a Spark/Python worker failure."""
+    from kafkatxn.redact import redact
+
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    found = [m for m in (_ERROR_LINE.match(ln) for ln in lines) if m]
+    # Python worker failures end with the worker's own exception line; prefer it over Java's wrappers.
+    for m in reversed(found):
+        if m.group(1) not in ("PythonException", "SparkException", "Py4JJavaError"):
+            return redact(f"Spark job failed: {m.group(1)}: {m.group(2)}"[:500])
+    first = lines[0] if lines else type(exc).__name__
+    return redact(f"Spark job failed: {first}"[:500])
+
+
+def write_report(spark: Any, done: SparkAudit, report_dir: str) -> None:
+    """``report.json`` (the whole result), ``ids/`` (one row per id) and one Parquet directory per finding kind."""
+    from kafkatxn.output import to_plain
+
+    out = Path(report_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(to_plain(done.result), indent=2) + "\n", encoding="utf-8")
+    done.ids.write.mode("overwrite").parquet(str(out / "ids"))
+    for name, cls, rows in (
+        ("shared_ids", rules.SharedIdFinding, done.result.shared_ids),
+        ("unstable_ids", rules.UnstableFamilyFinding, done.result.unstable_ids),
+        ("inventory", rules.InventoryFinding, done.result.inventory),
+    ):
+        data = [tuple(getattr(r, f.name) for f in dataclasses.fields(cls)) for r in rows]
+        spark.createDataFrame(data, spark_schema_of(cls)).coalesce(1).write.mode("overwrite").parquet(str(out / name))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """spark-submit entry: the options of ``kafkatxn audit``, on the session spark-submit made."""
+    from kafkatxn.cli.app import main as cli_main
+
+    cli_main(["audit", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    # Run through the package module so Spark pickles the stage functions by reference, not __main__.
+    from kafkatxn.audit import job as _job
+
+    _job.main()

@@ -1,0 +1,146 @@
+"""``kafkatxn audit``: transactional-id uniqueness and stability, audited with Spark.
+
+No ``from __future__ import annotations`` here: typer must see the real ``Annotated`` options.
+"""
+
+from dataclasses import dataclass
+from typing import Annotated, Optional
+
+import typer
+
+from kafkatxn.cli.common import CommandContext, command
+from kafkatxn.durations import parse_duration_ms
+from kafkatxn.errors import UsageError
+from kafkatxn.output import Report
+
+INPUT = "Input"
+SPARK = "Spark"
+RULES = "Rules"
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    finding: str
+    severity: str
+    count: int
+
+
+def build_report(result) -> Report:
+    facts = {
+        "sources": result.sources,
+        "records": result.records,
+        "transactional_ids": result.transactional_ids,
+        "unknown_records": result.unknown_records,
+        "corrupt_records": result.corrupt_records,
+        "first_record_ms": result.first_record_ms,
+        "last_record_ms": result.last_record_ms,
+    }
+    summary = [
+        SummaryRow("shared_id", "critical", len(result.shared_ids)),
+        SummaryRow("unstable_ids", "warning", len(result.unstable_ids)),
+        SummaryRow("inventory", "warning", len(result.inventory)),
+    ]
+    return Report(
+        facts,
+        {
+            "summary": summary,
+            "shared_ids": result.shared_ids,
+            "unstable_ids": result.unstable_ids,
+            "inventory": result.inventory,
+        },
+    )
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "audit")
+    def audit_command(
+        ctx: CommandContext,
+        master: Annotated[
+            Optional[str],
+            typer.Option("--master", metavar="URL", help="Spark master (default local[*], or spark-submit's).", rich_help_panel=SPARK),
+        ] = None,
+        history: Annotated[
+            Optional[list[str]],
+            typer.Option("--history", metavar="DIR", help="Captured history directory (repeatable).", rich_help_panel=INPUT),
+        ] = None,
+        no_live: Annotated[
+            bool, typer.Option("--no-live", help="Do not read the cluster's live log.", rich_help_panel=INPUT)
+        ] = False,
+        inventory: Annotated[
+            Optional[str],
+            typer.Option("--inventory", metavar="FILE", help="CSV/JSON: application, instance, transactional_id or prefix.", rich_help_panel=INPUT),
+        ] = None,
+        report: Annotated[
+            Optional[str],
+            typer.Option("--report", metavar="DIR", help="Write report.json and Parquet (ids, findings) here."),
+        ] = None,
+        capture: Annotated[
+            Optional[str],
+            typer.Option("--capture", metavar="DIR", help="First append the live log to this history directory (streaming), then audit it.", rich_help_panel=INPUT),
+        ] = None,
+        capture_for: Annotated[
+            Optional[str],
+            typer.Option("--for", metavar="DURATION", help="How long --capture runs (default: until caught up).", rich_help_panel=INPUT),
+        ] = None,
+        min_fences: Annotated[
+            int, typer.Option("--min-fences", min=1, help="Fences within --fence-window that make a shared id.", rich_help_panel=RULES)
+        ] = 3,
+        fence_window: Annotated[
+            str, typer.Option("--fence-window", metavar="DURATION", help="Window for --min-fences.", rich_help_panel=RULES)
+        ] = "10m",
+        min_family_size: Annotated[
+            int, typer.Option("--min-family-size", min=2, help="Smallest family of ids judged unstable.", rich_help_panel=RULES)
+        ] = 5,
+        id_expiration: Annotated[
+            str,
+            typer.Option("--id-expiration", metavar="DURATION", help="The brokers' transactional.id.expiration.ms.", rich_help_panel=RULES),
+        ] = "7d",
+    ) -> int:
+        """Audit transactional ids in the transaction log: shared ids, unstable ids, inventory conflicts.
+
+        Reads __transaction_state (one Spark partition per log partition) and/or captured
+        histories, on Spark local[*] by default, --master, or spark-submit (kafkatxn/audit/job.py
+        takes the same options). Shared ids (fenced again and again) are critical, exit 2;
+        unstable id families and inventory conflicts are warnings, exit 1; exit 3 when the log
+        could not be read or PySpark is missing.
+        """
+        from kafkatxn.audit import rules
+        from kafkatxn.audit.job import Inputs, audit, build_session, require_pyspark
+
+        if no_live and not history and not capture:
+            raise UsageError("--no-live needs --history DIR or --capture DIR: there is nothing else to audit")
+        if capture_for is not None and not capture:
+            raise UsageError("--for goes with --capture DIR")
+        params = rules.AuditParams(
+            min_fences=min_fences,
+            fence_window_ms=parse_duration_ms(fence_window),
+            min_family_size=min_family_size,
+            id_expiration_ms=parse_duration_ms(id_expiration),
+        )
+        declarations = rules.read_inventory(inventory) if inventory else None
+        capture_ms = parse_duration_ms(capture_for) if capture_for is not None else 0
+        config = ctx.config if (capture or not no_live) else None
+        require_pyspark()
+        ctx.note(f"kafkatxn: starting Spark ({master or 'local[*] unless spark-submit set a master'})")
+        spark, created = build_session(master)
+        try:
+            histories = list(history or [])
+            if capture:
+                from kafkatxn.audit.capture import capture as run_capture
+
+                done = run_capture(spark, config, capture, capture_ms)
+                ctx.note(f"kafkatxn: captured {done.records_captured} records into {done.directory}")
+                histories.append(capture)
+                config = None  # the capture holds everything the live log had
+            inputs = Inputs(config=None if no_live else config, history=histories)
+            result = audit(spark, inputs, params, declarations, report)
+        finally:
+            if created:
+                spark.stop()
+        if result.unknown_records or result.corrupt_records:
+            ctx.note(
+                f"kafkatxn: skipped {result.unknown_records} records of unknown versions and "
+                f"{result.corrupt_records} corrupt records"
+            )
+        ctx.render(build_report(result))
+        return result.exit_code
