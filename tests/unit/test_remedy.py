@@ -443,3 +443,30 @@ def test_next_run_warns_once_about_an_intent_without_result(capsys, cli_env):
     assert acting.code == 0
     later = run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "-p", "0", "--start-offset", "10", "--yes", "--audit-log", path)
     assert "never recorded a result" not in later.stderr  # closed as interrupted by the acting run
+
+
+class _Terminal:
+    """stdin of an interactive session: a terminal with the user's answer typed in."""
+
+    def __init__(self, answer):
+        self._lines = [answer + "\n"]
+
+    def isatty(self):
+        return True
+
+    def readline(self, *args):
+        return self._lines.pop(0) if self._lines else ""
+
+    def read(self, *args):
+        return self.readline()
+
+
+@pytest.mark.parametrize("answer, code, markers", [("n", 64, 0), ("y", 0, 1)])
+def test_a_terminal_user_is_asked_and_only_yes_acts(capsys, cli_env, monkeypatch, answer, code, markers):
+    fake, path = cli_env
+    monkeypatch.setattr("sys.stdin", _Terminal(answer))
+    result = run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "-p", "0", "--start-offset", "10", "--audit-log", path)
+    assert result.code == code, result.stderr
+    assert "Write these ABORT markers?" in result.stderr
+    assert len(fake.called("write_abort_marker")) == markers
+    assert len(auditlog.read_records(path)) == 2 * markers
