@@ -183,16 +183,22 @@ def summarize_id(
     first_seen = last_seen = -1
     min_epoch = max_epoch = -1
     tv = 0
+    tomb_first = tomb_last = -1
     for r in records:
         stats.records += 1
-        t = _ts(r)
-        if t >= 0:
-            first_seen = t if first_seen < 0 else min(first_seen, t)
-            last_seen = max(last_seen, t)
         if r.tombstone:
+            # Expiry is not activity: a tombstone's time counts only when nothing else is left.
+            t = _ts(r)
+            if t >= 0:
+                tomb_first = t if tomb_first < 0 else min(tomb_first, t)
+                tomb_last = max(tomb_last, t)
             stats.expired = True
             open_epoch.clear()
             continue
+        t = r.last_update_timestamp_ms
+        if t >= 0:
+            first_seen = t if first_seen < 0 else min(first_seen, t)
+            last_seen = max(last_seen, t)
         stats.expired = False
         state = r.state
         pid = r.producer_id
@@ -237,6 +243,8 @@ def summarize_id(
     if fence_times:
         stats.first_fence_ms, stats.last_fence_ms = fence_times[0], fence_times[-1]
         stats.max_fences_in_window = max_in_window(fence_times, params.fence_window_ms)
+    if first_seen < 0:
+        first_seen, last_seen = tomb_first, tomb_last
     stats.first_seen_ms, stats.last_seen_ms = first_seen, last_seen
     stats.min_epoch, stats.max_epoch = min_epoch, max_epoch
     stats.producer_ids = list(pids)[:MAX_LISTED]

@@ -1,0 +1,399 @@
+"""Audit rules over transaction-log histories, without Spark or a broker.
+
+Histories come from ``Coordinator`` below, which writes the records Kafka's transaction coordinator
+writes (TransactionMetadata: InitProducerId -> Empty with a bumped epoch; AddPartitions -> Ongoing;
+EndTxn -> Prepare*/Complete*, bumping the epoch under transaction version 2; a coordinator abort
+fences the epoch first, then aborts through the same path). The rules module knows nothing of it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from kafkatxn.audit import rules
+from kafkatxn.audit.rules import AuditParams, Declaration, HistoryRecord, audit_local, family_of
+from kafkatxn.audit.txnlog import decode_record, encode_key, encode_value_v0, encode_value_v1
+from kafkatxn.errors import UsageError
+
+S = 1000
+MIN = 60 * S
+
+
+class Coordinator:
+    """Writes coordinator records for transactional ids, with the epoch rules of Kafka 3.x/4.x."""
+
+    def __init__(self, tv: int = 0, partitions: int = 3):
+        self.tv = tv
+        self.n = partitions
+        self.records: list[HistoryRecord] = []
+        self.ids: dict[str, dict] = {}
+        self.offsets = [0] * partitions
+        self.next_pid = 1000
+
+    def _write(self, tid: str, state: str, t: int, tombstone: bool = False) -> None:
+        m = self.ids.get(tid)
+        part = sum(tid.encode()) % self.n
+        off = self.offsets[part]
+        self.offsets[part] += 1
+        if tombstone:
+            self.records.append(HistoryRecord(tid, -1, -1, "", (), -1, -1, -1, 0, -1, -1, -1, -1, True, part, off, t))
+            return
+        parts = tuple(sorted(m["partitions"])) if state in ("Ongoing", "PrepareCommit", "PrepareAbort") else ()
+        self.records.append(
+            HistoryRecord(
+                tid, m["pid"], m["epoch"], state, parts, m["timeout"], m["start"], t,
+                self.tv if state != "Empty" else 0, -1, -1, -1, 1, False, part, off, t,
+            )
+        )
+
+    def init(self, tid: str, t: int, timeout_ms: int = MIN) -> None:
+        m = self.ids.get(tid)
+        if m is None:
+            m = self.ids[tid] = {"pid": self.next_pid, "epoch": -1, "state": None, "partitions": set(), "start": -1, "timeout": timeout_ms}
+            self.next_pid += 1
+        if m["state"] == "Ongoing":  # InitProducerId while a transaction is open: fence and abort it
+            m["epoch"] += 1
+            self._end(tid, "Abort", t, client=False)
+        m["epoch"] += 1
+        m.update(state="Empty", partitions=set(), start=-1)
+        self._write(tid, "Empty", t)
+
+    def add(self, tid: str, t: int, *partitions: str) -> None:
+        m = self.ids[tid]
+        if m["state"] != "Ongoing":
+            m["start"] = t
+        m["state"] = "Ongoing"
+        m["partitions"] |= set(partitions or ("out-0",))
+        self._write(tid, "Ongoing", t)
+
+    def _end(self, tid: str, what: str, t: int, client: bool = True) -> None:
+        m = self.ids[tid]
+        if self.tv >= 2:
+            m["epoch"] += 1  # KIP-890: every EndTxn bumps the epoch
+        self._write(tid, f"Prepare{what}", t)
+        self._write(tid, f"Complete{what}", t + 5)
+        m.update(state=f"Complete{what}", partitions=set())
+
+    def commit(self, tid: str, t: int) -> None:
+        self._end(tid, "Commit", t)
+
+    def abort(self, tid: str, t: int) -> None:
+        self._end(tid, "Abort", t)
+
+    def time_out(self, tid: str, t: int) -> None:
+        """The coordinator aborts an expired transaction: fence the epoch, then abort."""
+        self.ids[tid]["epoch"] += 1
+        self._end(tid, "Abort", t, client=False)
+
+    def expire(self, tid: str, t: int) -> None:
+        self._write(tid, "", t, tombstone=True)
+        del self.ids[tid]
+
+    def txn(self, tid: str, t: int, duration: int = 100) -> None:
+        self.add(tid, t)
+        self.commit(tid, t + duration)
+
+
+def shared_storm(c: Coordinator, tid: str, t0: int, fences: int) -> None:
+    """Two live instances re-initialising the id while the other has a transaction open."""
+    c.init(tid, t0)
+    c.add(tid, t0 + 10)
+    for i in range(fences):
+        t = t0 + (i + 1) * 2 * S
+        c.init(tid, t)  # the other instance starts, fencing the open transaction
+        c.add(tid, t + 100)
+    c.commit(tid, t0 + (fences + 1) * 2 * S)
+
+
+def well_behaved(c: Coordinator, tid: str, t0: int, runs: int, txns: int, crash_mid_txn: bool = False) -> None:
+    t = t0
+    for run in range(runs):
+        c.init(tid, t)
+        for _ in range(txns):
+            t += 1 * S
+            c.txn(tid, t)
+        if crash_mid_txn and run == 0:
+            t += S
+            c.add(tid, t)  # the instance dies with this transaction open; the restart fences it
+        t += 30 * S
+
+
+# --------------------------------------------------------------------------------------------
+# Shared ids
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tv", [0, 2])
+def test_two_instances_fencing_each_other_are_a_shared_id(tv):
+    c = Coordinator(tv)
+    shared_storm(c, "orders-writer", 1_000_000, fences=4)
+    result = audit_local(c.records)
+    assert [f.transactional_id for f in result.shared_ids] == ["orders-writer"]
+    f = result.shared_ids[0]
+    assert f.fences == 4
+    assert f.max_fences_in_window == 4
+    assert f.inits == 5
+    assert f.severity == "critical"
+    assert f.producer_ids == [1000]
+    assert f.first_fence_ms == 1_000_000 + 2 * S and f.last_fence_ms == 1_000_000 + 8 * S
+    assert f.client_transaction_version == tv
+    assert f.max_epoch > f.min_epoch
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("tv", [0, 2])
+def test_commits_and_restarts_are_not_fencing_even_when_every_commit_bumps_the_epoch(tv):
+    c = Coordinator(tv)
+    well_behaved(c, "app-0", 0, runs=4, txns=50, crash_mid_txn=True)
+    [stats] = [rules.summarize_id(g) for g in rules.group_histories(c.records)]
+    assert stats.fences == 1  # the one restart that fenced its crashed predecessor
+    assert stats.inits == 4
+    assert stats.commits == 200
+    if tv == 2:
+        assert stats.max_epoch - stats.min_epoch > 200  # epochs moved on every commit
+    result = audit_local(c.records)
+    assert result.shared_ids == [] and result.exit_code == 0
+
+
+def test_under_tv2_a_client_abort_is_not_a_fence_but_a_coordinator_abort_is():
+    c = Coordinator(tv=2)
+    c.init("x", 0)
+    for i in range(5):
+        c.add("x", i * S + 1)
+        c.abort("x", i * S + 500)  # the client's own aborts: epoch +1 each, as TV2 does
+    stats = rules.summarize_id(c.records)
+    assert (stats.aborts, stats.fences) == (5, 0)
+    c.add("x", 10 * S)
+    c.init("x", 10 * S + 200)  # another producer takes over while open
+    stats = rules.summarize_id(c.records)
+    assert stats.fences == 1
+
+
+def test_timeouts_are_not_fences():
+    c = Coordinator()
+    c.init("slow", 0, timeout_ms=10 * S)
+    for i in range(5):
+        t = i * 20 * S
+        c.add("slow", t + 1)
+        c.time_out("slow", t + 12 * S)  # aborted by the coordinator past the timeout
+    stats = rules.summarize_id(c.records)
+    assert (stats.timeouts, stats.fences) == (5, 0)
+    assert audit_local(c.records).shared_ids == []
+
+
+def test_fences_spread_wider_than_the_window_are_restarts():
+    c = Coordinator()
+    tid = "app-0"
+    for i in range(5):  # a crash mid-transaction every hour: one fence per restart
+        t = i * 60 * MIN
+        c.init(tid, t, timeout_ms=3 * 60 * MIN)  # long transactions: the restart comes before the timeout
+        c.add(tid, t + S)
+    assert rules.summarize_id(c.records).fences == 4
+    assert audit_local(c.records).shared_ids == []
+    wide = AuditParams(fence_window_ms=5 * 60 * MIN)
+    assert [f.transactional_id for f in audit_local(c.records, wide).shared_ids] == [tid]
+
+
+def test_prepare_epoch_fence_records_count_once_with_their_abort():
+    base = dict(producer_id=7, partitions=("t-0",), timeout_ms=MIN, start_timestamp_ms=0, client_transaction_version=0,
+                previous_producer_id=-1, next_producer_id=-1, next_producer_epoch=-1, value_version=1, tombstone=False, log_partition=0)
+    recs = []
+    for i, (state, epoch) in enumerate([("Empty", 0), ("Ongoing", 0), ("PrepareEpochFence", 1), ("PrepareAbort", 1), ("CompleteAbort", 1)] * 3):
+        recs.append(HistoryRecord("pef", producer_epoch=epoch, state=state, last_update_timestamp_ms=i * 100, log_offset=i, **base))
+    stats = rules.summarize_id(recs)
+    assert stats.fences == 3
+
+
+def test_the_audit_reads_decoded_records_from_the_decoder():
+    raw = []
+    off = 0
+    for epoch in range(4):
+        for state in ("Empty", "Ongoing", "PrepareAbort", "CompleteAbort"):
+            e = epoch * 2 + (1 if state in ("PrepareAbort", "CompleteAbort") else 0)
+            enc = encode_value_v1 if epoch % 2 else encode_value_v0
+            value = enc(producer_id=5, producer_epoch=e, timeout_ms=MIN, state=state,
+                        partitions=None if state == "Empty" else ["t-0"],
+                        last_update_timestamp_ms=10_000 + off, start_timestamp_ms=-1 if state == "Empty" else 10_000)
+            raw.append(decode_record(encode_key("decoded"), value, 0, off))
+            off += 1
+    result = audit_local(raw)
+    assert [f.transactional_id for f in result.shared_ids] == ["decoded"]
+    assert result.shared_ids[0].fences == 4
+
+
+# --------------------------------------------------------------------------------------------
+# Families and unstable ids
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tid, family",
+    [
+        ("job-3f2c1a9e-6b7d-4c1e-9f00-0123456789ab", "job-{uuid}"),
+        ("etl-orders-7", "etl-orders-{n}"),
+        ("batch-2024-05-01T10:20:30Z-x", "batch-{ts}-x"),
+        ("spark-app-20240501-0001-part-3", "spark-app-{n}-{n}-part-{n}"),
+        ("writer-9f86d081884c7d65", "writer-{hex}"),
+        ("facade-service", "facade-service"),  # hex letters without digits stay a word
+    ],
+)
+def test_family_masks_volatile_parts(tid, family):
+    assert family_of(tid) == family
+
+
+def test_a_new_uuid_per_batch_is_an_unstable_family_with_its_pinned_state():
+    c = Coordinator()
+    for i in range(6):
+        tid = f"ingest-{uuid.UUID(int=i + 1)}"
+        c.init(tid, i * MIN)
+        c.txn(tid, i * MIN + S)
+    result = audit_local(c.records)
+    [f] = result.unstable_ids
+    assert f.family == "ingest-{uuid}"
+    assert (f.family_size, f.one_shot_ids, f.peak_concurrent_ids) == (6, 6, 1)
+    assert f.creation_rate_per_hour == pytest.approx(60.0)
+    assert f.pinned_ids == 6 and f.pinned_partitions == 6
+    assert f.pinned_until_ms == 5 * MIN + S + 100 + 5 + rules.DEFAULT_ID_EXPIRATION_MS
+    assert f.steady_state_pinned_ids == 60 * 24 * 7
+    assert len(f.examples) == 3
+    assert result.exit_code == 1
+
+
+def test_expired_members_no_longer_pin_state():
+    c = Coordinator()
+    for i in range(6):
+        tid = f"ingest-{i}"
+        c.init(tid, i * MIN)
+        c.txn(tid, i * MIN + S)
+    for i in range(4):
+        c.expire(f"ingest-{i}", 10 * MIN)
+    [f] = audit_local(c.records).unstable_ids
+    assert f.pinned_ids == 2
+
+
+def test_stable_partition_ids_are_not_unstable_with_or_without_restarts():
+    for runs in (1, 3):
+        c = Coordinator()
+        for p in range(8):  # eight tasks, alive together
+            well_behaved(c, f"etl-orders-{p}", p * 10, runs=runs, txns=3)
+        assert audit_local(c.records).unstable_ids == [], runs
+
+
+def test_small_families_are_left_alone():
+    c = Coordinator()
+    for i in range(4):
+        c.init(f"tmp-{i}", i * MIN)
+        c.txn(f"tmp-{i}", i * MIN + S)
+    assert audit_local(c.records).unstable_ids == []
+    assert len(audit_local(c.records, AuditParams(min_family_size=4)).unstable_ids) == 1
+
+
+def test_peak_concurrency():
+    assert rules.peak_concurrency([(0, 10), (5, 15), (10, 20), (30, 40)]) == 3
+    assert rules.peak_concurrency([(0, 1), (2, 3)]) == 1
+    assert rules.peak_concurrency([]) == 0
+
+
+def test_max_in_window():
+    assert rules.max_in_window([0, 1, 2, 100, 101], 5) == 3
+    assert rules.max_in_window([0, 10, 20], 9) == 1
+    assert rules.max_in_window([], 9) == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Inventory
+# --------------------------------------------------------------------------------------------
+
+INVENTORY_CSV = """application,instance,transactional_id,prefix
+orders,eu-1,orders-writer,
+orders,eu-2,orders-writer,
+billing,main,,bill-
+billing,backfill,,bill-2024-
+ledger,main,ledger-0,
+ledger,main,,ledger-
+ghost,main,ghost-0,
+"""
+
+
+def test_parse_inventory_csv_and_json_agree():
+    csv_decls = rules.parse_inventory(INVENTORY_CSV)
+    rows = [{k: v for k, v in d.__dict__.items() if v is not None} for d in csv_decls]
+    assert rules.parse_inventory(json.dumps(rows)) == csv_decls
+    assert rules.parse_inventory(json.dumps({"declarations": rows})) == csv_decls
+    assert csv_decls[2] == Declaration("billing", "main", None, "bill-")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("application,instance\nx,y\n", "CSV header"),
+        ("application,instance,transactional_id,prefix\nx,y,a,b\n", "line 2: give exactly one"),
+        ("application,instance,transactional_id\n,y,a\n", "application and instance are required"),
+        ('[{"application": "x"', "not valid JSON"),
+        ('{"declarations": 3}', "expected a list"),
+    ],
+)
+def test_parse_inventory_errors_say_where(text, message):
+    with pytest.raises(UsageError, match=message):
+        rules.parse_inventory(text)
+
+
+def test_inventory_conflicts():
+    decls = rules.parse_inventory(INVENTORY_CSV)
+    c = Coordinator()
+    for tid in ("orders-writer", "bill-2024-01", "bill-x", "ledger-0", "rogue-1", "rogue-2"):
+        c.init(tid, 0)
+        c.txn(tid, S)
+    result = audit_local(c.records, declarations=decls)
+    found = {(f.kind, f.subject): f for f in result.inventory}
+    assert set(found) == {
+        ("declared_twice", "orders-writer"),
+        ("declared_twice", "bill-2024-*"),
+        ("declared_not_seen", "ghost-0"),
+        ("undeclared", "rogue-{n}"),
+    }  # ledger-0 and ledger-* are one instance's: no conflict
+    assert found[("declared_twice", "orders-writer")].declared_by == ["orders/eu-1", "orders/eu-2"]
+    assert found[("undeclared", "rogue-{n}")].ids_seen == 2
+    assert found[("undeclared", "rogue-{n}")].examples == ["rogue-1", "rogue-2"]
+    assert result.exit_code == 1
+
+
+def test_inventory_index_matches_ids_and_prefixes():
+    idx = rules.InventoryIndex([Declaration("a", "1", "x-1"), Declaration("a", "2", None, "x-"), Declaration("b", "1", None, "y")])
+    assert idx.match("x-1") == [0, 1]
+    assert idx.match("x-2") == [1]
+    assert idx.match("yes") == [2]
+    assert idx.match("z") == []
+
+
+# --------------------------------------------------------------------------------------------
+# The whole audit
+# --------------------------------------------------------------------------------------------
+
+
+def test_history_overlapping_the_live_log_counts_once():
+    c = Coordinator()
+    shared_storm(c, "dup", 0, fences=3)
+    once = audit_local(c.records)
+    twice = audit_local(c.records + c.records[:10])
+    assert once.comparable() == twice.comparable()
+    assert once.records == len(c.records)
+
+
+def test_the_three_kinds_of_behaviour_together():
+    c = Coordinator()
+    shared_storm(c, "shared-writer", 0, fences=5)
+    for i in range(7):
+        tid = f"batch-{uuid.UUID(int=100 + i)}"
+        c.init(tid, i * MIN)
+        c.txn(tid, i * MIN + S)
+    for p in range(3):
+        well_behaved(c, f"good-app-{p}", p, runs=3, txns=4, crash_mid_txn=(p == 0))
+    result = audit_local(c.records)
+    assert [f.transactional_id for f in result.shared_ids] == ["shared-writer"]
+    assert [f.family for f in result.unstable_ids] == ["batch-{uuid}"]
+    assert result.transactional_ids == 1 + 7 + 3
+    assert result.exit_code == 2
