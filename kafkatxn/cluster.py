@@ -614,23 +614,34 @@ class Cluster:
     def _send_all(self, requests: list[tuple[int | None, Any]]) -> list[Any]:
         """Send every request at once; return each response, or the exception it failed with.
 
-        The requests are in flight together, so N brokers cost one round trip, and a dead broker
-        costs at most the remaining deadline.
+        The requests are in flight together (up to kafka-python's in-flight limit per broker), so
+        N brokers cost one round trip, and a dead broker costs at most the remaining deadline.
         """
         manager = self.kp._manager
-        timeout_ms = int(self.remaining_s() * 1000)
+        self.remaining_s()  # raises once the deadline has passed
+        # kafka-python fails a send ("Node paused: max_in_flight") beyond this many requests in
+        # flight on one connection, so each broker gets its requests in waves of this size.
+        window = max(int(manager.config.get("max_in_flight_requests_per_connection", 5)), 1)
+        by_node: dict[int | None, list[int]] = defaultdict(list)
+        for i, (node_id, _request) in enumerate(requests):
+            by_node[node_id].append(i)
 
         async def run() -> list[Any]:
-            pending = []
-            for node_id, request in requests:
-                self.requests[type(request).__name__.removesuffix("Request")] += 1
-                pending.append(manager.send(request, node_id=node_id, request_timeout_ms=timeout_ms))
-            results = []
-            for fut in pending:
-                try:
-                    results.append(await manager.wait_for(fut, timeout_ms))
-                except Exception as exc:  # noqa: BLE001 - returned to the caller per request
-                    results.append(exc)
+            results: list[Any] = [None] * len(requests)
+            longest = max((len(indexes) for indexes in by_node.values()), default=0)
+            for start in range(0, longest, window):
+                pending = []
+                for indexes in by_node.values():
+                    for i in indexes[start : start + window]:
+                        node_id, request = requests[i]
+                        self.requests[type(request).__name__.removesuffix("Request")] += 1
+                        left_ms = max(int((self.deadline - time.monotonic()) * 1000), 1)
+                        pending.append((i, manager.send(request, node_id=node_id, request_timeout_ms=left_ms), left_ms))
+                for i, fut, left_ms in pending:
+                    try:
+                        results[i] = await manager.wait_for(fut, left_ms)
+                    except Exception as exc:  # noqa: BLE001 - returned to the caller per request
+                        results[i] = exc
             return results
 
         try:
