@@ -15,6 +15,7 @@ Three parts, as every capability has them:
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import re
 import time
@@ -191,7 +192,7 @@ class PartitionSample:
     def tp(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
 
-    @property
+    @functools.cached_property  # read several times per partition per scrape; 10,000s of partitions
     def lso_lag_messages(self) -> int | None:
         """High watermark minus LSO: what read_committed consumers cannot read yet (the broker's
         LastStableOffsetLag gauge)."""
@@ -333,9 +334,11 @@ def gather_snapshot(
     missing += [f"offsets {m}" for m in (pairs.missing if pairs is not None else [])]
     lso = {tp: pair[0] for tp, pair in offsets.items()}
     hw = {tp: pair[1] for tp, pair in offsets.items()}
-    snapshot.partitions = tuple(
-        PartitionSample(p.topic, p.partition, p.leader, hw.get(p.tp), lso.get(p.tp)) for p in selected
-    )
+    samples = []
+    for p in selected:
+        pair = offsets.get(TopicPartition(p.topic, p.partition))
+        samples.append(PartitionSample(p.topic, p.partition, p.leader, *((pair[1], pair[0]) if pair else (None, None))))
+    snapshot.partitions = tuple(samples)
 
     produced = step(
         "producer state", lambda: producers.snapshot_producers(cluster, tps, with_transactional_ids=False)
