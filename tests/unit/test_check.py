@@ -368,3 +368,36 @@ def test_a_bad_topic_regex_is_a_usage_error():
 
     with pytest.raises(UsageError):
         gather_snapshot(RegexChecking(NOW_MS), topic_regex="(")
+
+
+# -- the command, over a fake snapshot ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "snap, code, first",
+    [
+        (snapshot(), 0, "KAFKATXN OK - 2 partitions"),
+        (snapshot(open_transactions=(open_txn("a", 400),)), 1, "KAFKATXN WARNING - 1 transaction open > 5m |"),
+        (snapshot(hanging=(HangingSample("t", 0, 1, 0, None, "no transactional id for producer"),)), 2,
+         "KAFKATXN CRITICAL - 1 hanging transaction |"),
+        (ClusterSnapshot(NOW_MS, error="cannot reach any broker at h:1"), 3, "KAFKATXN UNKNOWN - cannot reach any broker"),
+    ],
+)
+def test_the_command_prints_the_plugin_line_and_exits_with_the_status(capsys, monkeypatch, snap, code, first):
+    from tests.cli_helpers import run_cli
+
+    monkeypatch.setattr(check, "gather_snapshot", lambda *a, **kw: snap)
+    result = run_cli(capsys, "check", "-b", "h:1")
+    assert result.code == code
+    assert result.stdout.startswith(first)
+    doc = json.loads(run_cli(capsys, "check", "-b", "h:1", "-o", "json").stdout)
+    assert doc["exit_code"] == code
+
+
+def test_the_command_writes_the_textfile(capsys, monkeypatch, tmp_path):
+    from tests.cli_helpers import run_cli
+
+    monkeypatch.setattr(check, "gather_snapshot", lambda *a, **kw: snapshot())
+    target = tmp_path / "k.prom"
+    assert run_cli(capsys, "check", "-b", "h:1", "--textfile", str(target)).code == 0
+    assert "kafkatxn_up 1.0" in target.read_text()
