@@ -88,6 +88,7 @@ def validate_target(target: AbortTarget) -> None:
 
 class Action(str, enum.Enum):
     ABORT = "abort"
+    FENCE = "fence"
     NOTHING = "nothing"
     REFUSE = "refuse"
 
@@ -477,7 +478,7 @@ class Declined(KafkatxnError):
 
 @dataclass(frozen=True)
 class FenceDecision:
-    action: Action  # ABORT here means "fence"
+    action: Action  # FENCE or REFUSE
     reason: str
 
 
@@ -486,11 +487,11 @@ def decide_fence(
 ) -> FenceDecision:
     if described is not None:
         if described.state in UNFINISHED_STATES:
-            return FenceDecision(Action.ABORT, f"state {described.state}: its open transaction will be aborted")
-        return FenceDecision(Action.ABORT, f"state {described.state}: no open transaction; the epoch is bumped")
+            return FenceDecision(Action.FENCE, f"state {described.state}: its open transaction will be aborted")
+        return FenceDecision(Action.FENCE, f"state {described.state}: no open transaction; the epoch is bumped")
     if unknown:
         if allow_unknown:
-            return FenceDecision(Action.ABORT, "unknown to the cluster: fencing creates it (--allow-unknown)")
+            return FenceDecision(Action.FENCE, "unknown to the cluster: fencing creates it (--allow-unknown)")
         return FenceDecision(Action.REFUSE, "unknown to the cluster: fencing would create it (pass --allow-unknown to do so)")
     return FenceDecision(Action.REFUSE, f"could not describe it: {unanswered or 'its coordinator did not answer'}")
 
@@ -547,7 +548,7 @@ class _FenceItem:
 
     def row(self) -> FenceRow:
         b, a = self.before, self.after
-        planned = Outcome.WOULD_FENCE if self.decision.action is Action.ABORT else Outcome.REFUSED
+        planned = Outcome.WOULD_FENCE if self.decision.action is Action.FENCE else Outcome.REFUSED
         return FenceRow(
             transactional_id=self.transactional_id,
             coordinator_id=(a or b).coordinator_id if (a or b) else None,
@@ -581,7 +582,7 @@ def _describe(cluster: Cluster, tids: Sequence[str]) -> tuple[dict[str, Transact
     return found, set(not_found), unanswered
 
 
-def _describe_description(d: TransactionDescription | None) -> dict[str, Any] | None:
+def _plain_description(d: TransactionDescription | None) -> dict[str, Any] | None:
     return to_plain(d) if d is not None else None
 
 
@@ -595,7 +596,7 @@ def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, brok
         item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {recheck.reason}"
         return
     target = {"transactional_id": tid}
-    action_id = audit.intent("fence", target, _describe_description(item.before))
+    action_id = audit.intent("fence", target, _plain_description(item.before))
     try:
         cluster.fence_transactional_id(tid, fence_timeout_ms(item.before, broker_max_ms))
     except Exception as exc:  # noqa: BLE001 - whatever happened, the intent gets its result
@@ -619,7 +620,7 @@ def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, brok
     verdict = verify_fence(item.before, item.after, still_open)
     item.outcome = verdict.outcome
     item.reason = verdict.detail if not item.reason else f"{item.reason}; {verdict.detail}"
-    audit.result(action_id, "fence", target, item.outcome.value, _describe_description(item.after), item.reason)
+    audit.result(action_id, "fence", target, item.outcome.value, _plain_description(item.after), item.reason)
 
 
 def fence(
@@ -650,7 +651,7 @@ def fence(
     items = [
         _FenceItem(t, decide_fence(t, found.get(t), t in unknown, allow_unknown, unanswered.get(t)), found.get(t)) for t in tids
     ]
-    actionable = [i for i in items if i.decision.action is Action.ABORT]
+    actionable = [i for i in items if i.decision.action is Action.FENCE]
     plan_rows = [i.row() for i in items]
     if dry_run or not actionable:
         return RemedyResult(plan_rows, missing)

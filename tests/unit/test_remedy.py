@@ -129,9 +129,9 @@ def test_verify_abort():
 
 def test_fence_refuses_unknown_ids_unless_allowed_and_ids_it_could_not_describe():
     assert remedy.decide_fence("t", None, unknown=True, allow_unknown=False).action is Action.REFUSE
-    assert remedy.decide_fence("t", None, unknown=True, allow_unknown=True).action is Action.ABORT
+    assert remedy.decide_fence("t", None, unknown=True, allow_unknown=True).action is Action.FENCE
     assert remedy.decide_fence("t", None, unknown=False, allow_unknown=True, unanswered="timed out").action is Action.REFUSE
-    assert remedy.decide_fence("t", desc("t", 7), unknown=False, allow_unknown=False).action is Action.ABORT
+    assert remedy.decide_fence("t", desc("t", 7), unknown=False, allow_unknown=False).action is Action.FENCE
 
 
 def test_verify_fence_needs_a_new_epoch_nothing_unfinished_and_nothing_left_open():
