@@ -2,7 +2,7 @@
 
 The session broker is shared with other tests, so each check is scoped to this test's own topic
 (``--topic-regex``); transaction ages then count only transactions on that topic too.
-(A hanging transaction — CRITICAL — is made on a dedicated broker in test_exporter.py.)
+(A hanging transaction — CRITICAL — is made on a dedicated broker in test_exporter_broker.py.)
 """
 
 from __future__ import annotations
