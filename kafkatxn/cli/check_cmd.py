@@ -33,10 +33,10 @@ TopicRegex = Annotated[
                  rich_help_panel=SCOPE),
 ]
 OnlyLagging = Annotated[
-    bool, typer.Option("--only-lagging", help="Per-partition series only where the LSO lags.", rich_help_panel=SCOPE)
+    bool, typer.Option("--only-lagging", help="Metrics: per-partition series only where the LSO lags.", rich_help_panel=SCOPE)
 ]
 PerTopic = Annotated[
-    bool, typer.Option("--per-topic", help="Per-topic LSO lag series instead of per-partition.", rich_help_panel=SCOPE)
+    bool, typer.Option("--per-topic", help="Metrics: per-topic LSO lag series instead of per-partition.", rich_help_panel=SCOPE)
 ]
 MaxTimeout = Annotated[
     Optional[str],
