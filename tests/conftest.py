@@ -65,7 +65,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
                 shutil.rmtree(destination, ignore_errors=True)  # left by an earlier run of this test
                 item.stash[_LOGS_SAVED] = True
             for cluster in clusters:
-                cluster.save_logs(destination / cluster.name)
+                cluster.save_logs(destination)  # node directories are named <cluster>-<node id>
             report.sections.append(("kafka broker logs", f"saved to {destination}"))
     return report
 

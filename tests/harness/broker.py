@@ -15,7 +15,6 @@ import concurrent.futures
 import itertools
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -111,6 +110,12 @@ def new_kafka_uuid() -> str:
 
 
 class KafkaCluster:
+    """`n_brokers` combined KRaft nodes with ids 1..n, all voters of one static controller quorum.
+
+    Every node directory (`node_dir(id)`) holds server.properties, server.log, stdout.log and data/.
+    `broker_config` overrides the harness's defaults, `listeners` the single PLAINTEXT listener.
+    """
+
     def __init__(
         self,
         workdir: Path,
@@ -234,17 +239,22 @@ class KafkaCluster:
     def kill_broker(self, node_id: int) -> None:
         """SIGKILL one node, as a crash would."""
         node = self._node(node_id)
-        if node.running:
+        if node.process is not None:
             node.process.kill()
             node.process.wait()
+            # Stopped on purpose: waits on the other nodes must not report it as having died.
+            node.process = None
 
     def stop_broker(self, node_id: int, timeout: float = STOP_GRACE_SECONDS) -> None:
         """Stop one node gracefully (controlled shutdown); SIGKILL it after `timeout`."""
         node = self._node(node_id)
         if node.running:
             node.process.terminate()
-            _wait_for_exit([node.process], timeout)
-            self.kill_broker(node_id)
+            try:
+                node.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass  # killed below
+        self.kill_broker(node_id)
 
     def start_broker(self, node_id: int, timeout: float = 60) -> None:
         """Restart a stopped node on its existing data and ports; wait until it serves again."""
@@ -284,7 +294,7 @@ class KafkaCluster:
             config={key: _property_value(value) for key, value in (config or {}).items()},
         )
         self.admin_client().create_topics([topic], operation_timeout=timeout)[name].result(timeout)
-        self._wait_for_leaders(self.admin_client(), name, partitions, time.monotonic() + timeout)
+        self._wait_for_leaders(name, partitions, time.monotonic() + timeout)
         return name
 
     def run_tool(self, main_class: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -415,10 +425,11 @@ class KafkaCluster:
                 raise KafkaHarnessError(f"formatting storage of node {node_id} failed:\n{output}")
 
     def _tools_logging_config(self, libs_dir: Path) -> Path:
-        path = self.workdir / f"{self.name}-tools-{log4j_flavour(libs_dir)}.properties"
+        flavour = log4j_flavour(libs_dir)
+        path = self.workdir / f"{self.name}-tools-{flavour}.properties"
         if not path.exists():
             self.workdir.mkdir(parents=True, exist_ok=True)
-            path.write_text(_TOOLS_LOGGING[log4j_flavour(libs_dir)])
+            path.write_text(_TOOLS_LOGGING[flavour])
         return path
 
     def _launch(self, node: _Node, libs_dir: Path) -> None:
@@ -445,27 +456,12 @@ class KafkaCluster:
         for node_id in node_ids:
             node = self._nodes[node_id]
             self._wait_for_port(node, deadline)
-            only_this_node = {
-                **self.client_config(),
-                **_QUIET_CLIENT,
-                "bootstrap.servers": f"{LOOPBACK}:{node.ports[self.listeners[0].name]}",
-            }
             for attempt in itertools.count(1):
                 self._check_alive(deadline, f"node {node_id} to serve metadata")
-                # A fresh client knows only this node, so its first request can go nowhere else.
-                admin = AdminClient(only_this_node)
                 # Short waits while the node is still starting, longer ones in case it is merely slow.
-                request_timeout = min(0.5 * attempt, 5.0, max(0.1, deadline - time.monotonic()))
-                try:
-                    metadata = admin.list_topics(timeout=request_timeout)
-                except KafkaException:
-                    metadata = None
+                metadata = self._metadata_from(node, timeout=min(0.5 * attempt, 5.0))
                 # A node lists itself only once the controller has unfenced it.
-                if (
-                    metadata is not None
-                    and metadata.orig_broker_id == node_id
-                    and set(self.running_broker_ids()) <= set(metadata.brokers)
-                ):
+                if metadata is not None and set(self.running_broker_ids()) <= set(metadata.brokers):
                     break
                 time.sleep(0.1)
 
@@ -484,24 +480,39 @@ class KafkaCluster:
                 time.sleep(0.2)  # typically: not every broker is unfenced yet
             except concurrent.futures.TimeoutError:
                 pass
-        self._wait_for_leaders(admin, _PROBE_TOPIC, 1, deadline)
+        self._wait_for_leaders(_PROBE_TOPIC, 1, deadline)
         admin.delete_topics([_PROBE_TOPIC], operation_timeout=10)[_PROBE_TOPIC].result(15)
 
-    def _wait_for_leaders(self, admin: AdminClient, topic: str, partitions: int, deadline: float) -> None:
-        while True:
-            self._check_alive(deadline, f"leaders for {topic}")
-            try:
-                described = admin.list_topics(topic=topic, timeout=2).topics.get(topic)
-            except KafkaException:
-                described = None
-            if (
-                described is not None
-                and described.error is None
-                and len(described.partitions) == partitions
-                and all(partition.leader >= 0 for partition in described.partitions.values())
-            ):
-                return
-            time.sleep(0.1)
+    def _wait_for_leaders(self, topic: str, partitions: int, deadline: float) -> None:
+        """Wait until every running node knows `topic` with a leader for each partition.
+
+        Brokers learn of new topics asynchronously, and a client may ask any of them.
+        """
+        for node_id in self.running_broker_ids():
+            while True:
+                self._check_alive(deadline, f"node {node_id} to know leaders for {topic}")
+                metadata = self._metadata_from(self._nodes[node_id], timeout=2.0, topic=topic)
+                described = metadata.topics.get(topic) if metadata is not None else None
+                if (
+                    described is not None
+                    and described.error is None
+                    and len(described.partitions) == partitions
+                    and all(partition.leader >= 0 for partition in described.partitions.values())
+                ):
+                    break
+                time.sleep(0.1)
+
+    def _metadata_from(self, node: _Node, timeout: float, topic: str | None = None):
+        """Metadata as `node` itself sees it, or None if it did not answer within `timeout`."""
+        # A fresh client knows only this node, so its first request can go nowhere else.
+        admin = AdminClient(
+            {**self.client_config(), **_QUIET_CLIENT, "bootstrap.servers": f"{LOOPBACK}:{node.ports[self.listeners[0].name]}"}
+        )
+        try:
+            metadata = admin.list_topics(topic=topic, timeout=timeout)
+        except KafkaException:
+            return None
+        return metadata if metadata.orig_broker_id == node.node_id else None
 
     def _wait_for_port(self, node: _Node, deadline: float) -> None:
         port = node.ports[self.listeners[0].name]
@@ -514,26 +525,32 @@ class KafkaCluster:
                 time.sleep(0.1)
 
     def _check_alive(self, deadline: float, waiting_for: str) -> None:
-        """Raise, with the logs' tails, if a node died or the deadline passed."""
+        """Raise, with excerpts of the logs, if a node died or the deadline passed."""
         dead = [node for node in self._nodes.values() if node.process is not None and node.process.poll() is not None]
         if dead:
-            logs = self._log_tails(dead)
-            error_class = _PortTaken if "Address already in use" in logs else KafkaHarnessError
             ids = ", ".join(f"{node.node_id} (exit code {node.process.returncode})" for node in dead)
-            raise error_class(f"{self.name}: node {ids} exited while waiting for {waiting_for}\n{logs}")
+            message = f"{self.name}: node {ids} exited while waiting for {waiting_for}\n{self._log_excerpts(dead)}"
+            port_taken = any("Address already in use" in _read(node.server_log) + _read(node.stdout_log) for node in dead)
+            raise (_PortTaken if port_taken else KafkaHarnessError)(message)
         if time.monotonic() > deadline:
             raise KafkaHarnessError(
                 f"{self.name} (Kafka {self.version}): timed out waiting for {waiting_for}\n"
-                + self._log_tails(self._nodes.values())
+                + self._log_excerpts(self._nodes.values())
             )
 
-    def _log_tails(self, nodes: Iterable[_Node]) -> str:
+    def _log_excerpts(self, nodes: Iterable[_Node]) -> str:
+        """The first error of each log (after a fatal one the tail is only shutdown noise), then its tail."""
         sections = []
         for node in nodes:
             for path in (node.stdout_log, node.server_log):
-                if path.exists() and path.stat().st_size:
-                    lines = path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
-                    sections.append(f"--- tail of {path} ---\n" + "\n".join(lines))
+                lines = _read(path).splitlines()
+                if not lines:
+                    continue
+                tail_start = max(0, len(lines) - _LOG_TAIL_LINES)
+                first_error = next((i for i, line in enumerate(lines) if " ERROR " in line), None)
+                if first_error is not None and first_error < tail_start:
+                    sections.append(f"--- first error in {path} ---\n" + "\n".join(lines[first_error:first_error + 20]))
+                sections.append(f"--- tail of {path} ---\n" + "\n".join(lines[tail_start:]))
         return "\n".join(sections) or "(no broker output)"
 
     def _kill_all(self) -> None:
@@ -634,13 +651,8 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def _wait_for_exit(processes: list[subprocess.Popen], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    for process in processes:
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def _property_value(value: object) -> str:

@@ -104,6 +104,7 @@ def test_killed_broker_rejoins_cluster(kafka_factory, unique_name):
     producer.produce(topic, value=b"written by two of three")
     assert producer.flush(30) == 0  # min ISR is 1 for ordinary topics
     del producer
+    cluster.create_topic(f"{unique_name}-while-down", replication_factor=2)
 
     cluster.start_broker(3)
     assert cluster.running_broker_ids() == [1, 2, 3]
