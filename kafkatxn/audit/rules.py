@@ -13,13 +13,21 @@ What the coordinator writes (Kafka 3.x/4.x ``TransactionMetadata``), one record 
   A client's own EndTxn keeps the epoch under transaction version 0/1 and bumps it by one under
   transaction version 2 (KIP-890: every commit or abort bumps the epoch, which is why an epoch bump
   alone is never evidence of fencing).
-* A coordinator-initiated abort first fences the epoch (``prepareFenceProducerEpoch``: +1), then
-  aborts through the same EndTxn path, which under TV2 bumps once more. So a ``PrepareAbort`` whose
-  epoch is *more* above the open transaction's epoch than the client's own EndTxn would make
-  (``> 0`` under TV<2, ``> 1`` under TV2) was written by the coordinator. It has two causes:
-  the transaction timed out (the record's ``last_update - start >= timeout_ms``), or another
-  InitProducerId arrived for the same id while the transaction was open. Only the second is a
-  **fence**. ``PrepareEpochFence`` records, should a broker ever persist one, count as fences too.
+* A coordinator-initiated abort (InitProducerId from another producer while a transaction is
+  open, or the transaction timing out) fences the epoch and aborts. How that shows depends on the
+  versions, so each case has its own test (what a 4.3.1 broker writes was read off a real log):
+
+  - client TV 0/1 (librdkafka, older Java clients): the client's own abort keeps its epoch and its
+    version, so a ``PrepareAbort`` whose epoch moved past the open transaction's, or whose
+    ``client_transaction_version`` differs from the open transaction's (a TV2 broker writes its own
+    version, 2, on the aborts it initiates), was written by the coordinator;
+  - client TV 2: every abort bumps the epoch once, the client's and the coordinator's alike. What
+    follows tells them apart: a fencing abort is followed by the fencer's InitProducerId (``Empty``)
+    as soon as the abort completes, a client's abort by its next transaction.
+
+  A coordinator abort at or past the transaction's timeout (``last_update - start >= timeout_ms``)
+  is a **timeout**; before it, a **fence**. ``PrepareEpochFence`` records, should a broker ever
+  persist one, count as fences too (once, with the abort that follows).
 
 **Shared id** (critical): ``min_fences`` or more fences within ``fence_window_ms``. A restart
 explains one fence: the new instance fences its own zombie's open transaction. Two live instances
@@ -174,9 +182,10 @@ def summarize_id(
     first = records[0]
     tid = first.transactional_id
     stats = IdStats(tid, family_of(tid), first.log_partition)
-    open_epoch: dict[int, int] = {}  # producer id -> epoch of its open transaction
+    open_txn: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, client TV) of its open transaction
     last_epoch: dict[int, int] = {}  # producer id -> epoch of its latest record
     fenced_pending = False  # a PrepareEpochFence was counted; its PrepareAbort is the same fence
+    candidate = -1  # time of a TV2 abort that is a fence if an InitProducerId comes next
     fence_times: list[int] = []
     pids: dict[int, None] = {}
     partitions: set[str] = set()
@@ -193,13 +202,14 @@ def summarize_id(
                 tomb_first = t if tomb_first < 0 else min(tomb_first, t)
                 tomb_last = max(tomb_last, t)
             stats.expired = True
-            open_epoch.clear()
+            open_txn.clear()
+            candidate = -1
             continue
+        stats.expired = False
         t = r.last_update_timestamp_ms
         if t >= 0:
             first_seen = t if first_seen < 0 else min(first_seen, t)
             last_seen = max(last_seen, t)
-        stats.expired = False
         state = r.state
         pid = r.producer_id
         epoch = r.producer_epoch
@@ -210,29 +220,42 @@ def summarize_id(
             max_epoch = max(max_epoch, epoch)
         if r.client_transaction_version > tv:
             tv = r.client_transaction_version
+        if candidate >= 0 and state != "CompleteAbort":
+            if state == "Empty":  # the fencer's InitProducerId, retried once the abort completed
+                fence_times.append(candidate)
+            candidate = -1
         if state == "Empty":
             stats.inits += 1
-            open_epoch.pop(pid, None)
+            open_txn.pop(pid, None)
         elif state == "Ongoing":
-            open_epoch.setdefault(pid, epoch)
+            open_txn.setdefault(pid, (epoch, r.client_transaction_version))
             partitions.update(r.partitions)
         elif state == "PrepareCommit" or state == "PrepareAbort":
             stats.transactions += 1
+            opened = open_txn.pop(pid, None)
             if state == "PrepareCommit":
                 stats.commits += 1
             else:
                 stats.aborts += 1
-                base = open_epoch.get(pid, last_epoch.get(pid))
-                client_bump = 1 if r.client_transaction_version >= 2 else 0
                 if fenced_pending:
                     fenced_pending = False
-                elif base is not None and epoch - base > client_bump:
+                elif opened is not None or pid in last_epoch:
+                    base, client_tv = opened if opened is not None else (last_epoch[pid], r.client_transaction_version)
                     elapsed = r.last_update_timestamp_ms - r.start_timestamp_ms
-                    if r.timeout_ms > 0 and r.start_timestamp_ms >= 0 and elapsed >= r.timeout_ms:
+                    timed_out = r.timeout_ms > 0 and r.start_timestamp_ms >= 0 and elapsed >= r.timeout_ms
+                    if client_tv < 2:
+                        # The client's own EndTxn keeps its epoch and its version; a coordinator abort does not.
+                        by_coordinator = epoch - base > 0 or r.client_transaction_version != client_tv
+                        if by_coordinator and timed_out:
+                            stats.timeouts += 1
+                        elif by_coordinator:
+                            fence_times.append(r.last_update_timestamp_ms)
+                    elif timed_out:
                         stats.timeouts += 1
-                    else:
-                        fence_times.append(r.last_update_timestamp_ms)
-            open_epoch.pop(pid, None)
+                    elif opened is not None:
+                        # TV2: every abort bumps the epoch once, so only what follows tells: a fence
+                        # is followed by the fencer's InitProducerId; a client abort by its next transaction.
+                        candidate = r.last_update_timestamp_ms
         elif state == "PrepareEpochFence":
             fence_times.append(r.last_update_timestamp_ms)
             fenced_pending = True

@@ -25,15 +25,16 @@ MIN = 60 * S
 class Coordinator:
     """Writes coordinator records for transactional ids, with the epoch rules of Kafka 3.x/4.x."""
 
-    def __init__(self, tv: int = 0, partitions: int = 3):
-        self.tv = tv
+    def __init__(self, tv: int = 0, partitions: int = 3, broker_tv: int | None = None):
+        self.tv = tv  # the client's transaction version
+        self.broker_tv = tv if broker_tv is None else broker_tv  # what the coordinator writes on its own aborts
         self.n = partitions
         self.records: list[HistoryRecord] = []
         self.ids: dict[str, dict] = {}
         self.offsets = [0] * partitions
         self.next_pid = 1000
 
-    def _write(self, tid: str, state: str, t: int, tombstone: bool = False) -> None:
+    def _write(self, tid: str, state: str, t: int, tombstone: bool = False, tv: int | None = None) -> None:
         m = self.ids.get(tid)
         part = sum(tid.encode()) % self.n
         off = self.offsets[part]
@@ -45,7 +46,7 @@ class Coordinator:
         self.records.append(
             HistoryRecord(
                 tid, m["pid"], m["epoch"], state, parts, m["timeout"], m["start"], t,
-                self.tv if state != "Empty" else 0, -1, -1, -1, 1, False, part, off, t,
+                (self.tv if tv is None else tv) if state != "Empty" else 0, -1, -1, -1, 1, False, part, off, t,
             )
         )
 
@@ -55,7 +56,6 @@ class Coordinator:
             m = self.ids[tid] = {"pid": self.next_pid, "epoch": -1, "state": None, "partitions": set(), "start": -1, "timeout": timeout_ms}
             self.next_pid += 1
         if m["state"] == "Ongoing":  # InitProducerId while a transaction is open: fence and abort it
-            m["epoch"] += 1
             self._end(tid, "Abort", t, client=False)
         m["epoch"] += 1
         m.update(state="Empty", partitions=set(), start=-1)
@@ -71,10 +71,11 @@ class Coordinator:
 
     def _end(self, tid: str, what: str, t: int, client: bool = True) -> None:
         m = self.ids[tid]
-        if self.tv >= 2:
-            m["epoch"] += 1  # KIP-890: every EndTxn bumps the epoch
-        self._write(tid, f"Prepare{what}", t)
-        self._write(tid, f"Complete{what}", t + 5)
+        if self.tv >= 2 or not client:
+            m["epoch"] += 1  # KIP-890: every EndTxn bumps the epoch; a coordinator abort always does
+        tv = self.tv if client else self.broker_tv
+        self._write(tid, f"Prepare{what}", t, tv=tv)
+        self._write(tid, f"Complete{what}", t + 5, tv=tv)
         m.update(state=f"Complete{what}", partitions=set())
 
     def commit(self, tid: str, t: int) -> None:
@@ -85,7 +86,6 @@ class Coordinator:
 
     def time_out(self, tid: str, t: int) -> None:
         """The coordinator aborts an expired transaction: fence the epoch, then abort."""
-        self.ids[tid]["epoch"] += 1
         self._end(tid, "Abort", t, client=False)
 
     def expire(self, tid: str, t: int) -> None:
@@ -126,9 +126,12 @@ def well_behaved(c: Coordinator, tid: str, t0: int, runs: int, txns: int, crash_
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tv", [0, 2])
-def test_two_instances_fencing_each_other_are_a_shared_id(tv):
-    c = Coordinator(tv)
+VERSIONS = [(0, 0), (0, 2), (2, 2)]  # (client TV, broker TV): classic, librdkafka on Kafka 4, KIP-890 clients
+
+
+@pytest.mark.parametrize("tv, broker_tv", VERSIONS)
+def test_two_instances_fencing_each_other_are_a_shared_id(tv, broker_tv):
+    c = Coordinator(tv, broker_tv=broker_tv)
     shared_storm(c, "orders-writer", 1_000_000, fences=4)
     result = audit_local(c.records)
     assert [f.transactional_id for f in result.shared_ids] == ["orders-writer"]
@@ -139,14 +142,14 @@ def test_two_instances_fencing_each_other_are_a_shared_id(tv):
     assert f.severity == "critical"
     assert f.producer_ids == [1000]
     assert f.first_fence_ms == 1_000_000 + 2 * S and f.last_fence_ms == 1_000_000 + 8 * S
-    assert f.client_transaction_version == tv
+    assert f.client_transaction_version == max(tv, broker_tv)
     assert f.max_epoch > f.min_epoch
     assert result.exit_code == 2
 
 
-@pytest.mark.parametrize("tv", [0, 2])
-def test_commits_and_restarts_are_not_fencing_even_when_every_commit_bumps_the_epoch(tv):
-    c = Coordinator(tv)
+@pytest.mark.parametrize("tv, broker_tv", VERSIONS)
+def test_commits_and_restarts_are_not_fencing_even_when_every_commit_bumps_the_epoch(tv, broker_tv):
+    c = Coordinator(tv, broker_tv=broker_tv)
     well_behaved(c, "app-0", 0, runs=4, txns=50, crash_mid_txn=True)
     [stats] = [rules.summarize_id(g) for g in rules.group_histories(c.records)]
     assert stats.fences == 1  # the one restart that fenced its crashed predecessor
@@ -158,7 +161,7 @@ def test_commits_and_restarts_are_not_fencing_even_when_every_commit_bumps_the_e
     assert result.shared_ids == [] and result.exit_code == 0
 
 
-def test_under_tv2_a_client_abort_is_not_a_fence_but_a_coordinator_abort_is():
+def test_a_tv2_client_abort_is_not_a_fence_but_an_abort_by_init_is():
     c = Coordinator(tv=2)
     c.init("x", 0)
     for i in range(5):
@@ -169,11 +172,24 @@ def test_under_tv2_a_client_abort_is_not_a_fence_but_a_coordinator_abort_is():
     c.add("x", 10 * S)
     c.init("x", 10 * S + 200)  # another producer takes over while open
     stats = rules.summarize_id(c.records)
-    assert stats.fences == 1
+    assert stats.fences == 1 and stats.first_fence_ms == 10 * S + 200
 
 
-def test_timeouts_are_not_fences():
-    c = Coordinator()
+def test_a_tv0_client_on_a_tv2_broker_keeps_its_epoch_on_its_own_aborts():
+    c = Coordinator(tv=0, broker_tv=2)
+    c.init("y", 0)
+    for i in range(4):
+        c.add("y", i * S + 1)
+        c.abort("y", i * S + 500)
+    c.add("y", 10 * S)
+    c.init("y", 10 * S + 200)
+    stats = rules.summarize_id(c.records)
+    assert (stats.aborts, stats.fences) == (5, 1)
+
+
+@pytest.mark.parametrize("tv, broker_tv", VERSIONS)
+def test_timeouts_are_not_fences(tv, broker_tv):
+    c = Coordinator(tv, broker_tv=broker_tv)
     c.init("slow", 0, timeout_ms=10 * S)
     for i in range(5):
         t = i * 20 * S
