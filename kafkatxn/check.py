@@ -311,6 +311,9 @@ def gather_snapshot(
     except KafkatxnError as exc:
         return ClusterSnapshot(taken_at_ms, time.monotonic() - started, error=str(exc))
 
+    if topic_regex and not selected:
+        # A typo in the regex must not turn into a check that is always OK.
+        missing.append(f"no topic matches --topic-regex {topic_regex!r}")
     tps = [p.tp for p in selected]
     snapshot = ClusterSnapshot(
         taken_at_ms,
@@ -525,8 +528,11 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
 
     if snapshot.missing:
         for line in snapshot.missing:
-            findings.append((Status.UNKNOWN, Finding("unknown", "incomplete", "cluster", None, None, f"no answer: {line}")))
-        summary.append(f"incomplete: {_plural(len(snapshot.missing), 'part')} did not answer")
+            findings.append((Status.UNKNOWN, Finding("unknown", "incomplete", "cluster", None, None, f"incomplete: {line}")))
+        if len(snapshot.missing) == 1:
+            summary.append(f"incomplete: {snapshot.missing[0]}")
+        else:
+            summary.append(f"incomplete: {len(snapshot.missing)} parts did not answer (first: {snapshot.missing[0]})")
 
     status = worst(s for s, _ in findings)
     open_count = sum(snapshot.transaction_states.get(s, 0) for s in OPEN_TRANSACTION_STATES)

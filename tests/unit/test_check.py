@@ -334,6 +334,12 @@ def test_gather_honours_topic_regex_and_an_explicit_max_transaction_timeout():
     assert snap.missing == ()
 
 
+def test_a_topic_regex_matching_nothing_is_unknown_not_ok():
+    snap = gather_snapshot(FakeCluster(NOW_MS), topic_regex="^ordrs$", max_transaction_timeout_ms=3_000_000)
+    assert snap.partitions == () and snap.missing == ("no topic matches --topic-regex '^ordrs$'",)
+    assert evaluate(snap).status is Status.UNKNOWN
+
+
 def test_gather_turns_an_unreachable_cluster_into_an_error_not_an_exception():
     cluster = FakeCluster(NOW_MS, fail={"metadata": UnreachableError("cannot reach any broker at h:1")})
     snap = gather_snapshot(cluster)
