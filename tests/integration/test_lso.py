@@ -197,3 +197,25 @@ def test_unknown_topic_and_group_exit_3(kafka):
         result = kafkatxn("lso", "-b", kafka.bootstrap_servers, "--timeout", "20s", *args)
         assert result.returncode == 3, result.stderr
         assert fragment in result.stderr and result.stdout == ""
+
+
+def test_requests_are_one_per_leader_on_three_brokers(kafka_cluster3):
+    bootstrap = kafka_cluster3.bootstrap_servers
+    topic = unique("lso-3b")
+    kafka_cluster3.create_topic(topic, partitions=6, replication_factor=3)  # returns once every partition has a leader
+    leaders = {p.leader for p in kafka_cluster3.admin_client().list_topics(topic, timeout=10).topics[topic].partitions.values()}
+    assert len(leaders) > 1  # else one request would also be one per partition... of one broker
+    txn = run_transaction(bootstrap, topic, list(range(6)), "open", records_per_partition=1)
+    try:
+        result = kafkatxn("lso", "-b", bootstrap, "--timeout", "20s", "-o", "json", "--topic", topic, "--debug")
+        assert result.returncode == 1, result.stderr
+        rows = json.loads(result.stdout)
+        assert sorted(r["partition"] for r in rows) == list(range(6))
+        assert {(r["last_stable_offset"], r["high_watermark"], r["producer_id"]) for r in rows} == {(0, 1, txn.producer_id)}
+        (line,) = [ln for ln in result.stderr.splitlines() if "requests sent:" in ln]
+        counts = dict(item.split("=") for item in line.split("requests sent: ", 1)[1].split(", "))
+        # One ListOffsets per leader and isolation level, one DescribeProducers per leader.
+        assert int(counts["ListOffsets"]) == 2 * len(leaders)
+        assert int(counts["DescribeProducers"]) == len(leaders)
+    finally:
+        txn.abort()
