@@ -8,6 +8,7 @@ one request per leader each; DescribeProducers only for partitions whose LSO tra
 Snapshot steps (:func:`take_snapshot`, :func:`take_group_snapshot`) are the only I/O; the rest are
 pure functions over the snapshots: :func:`partition_lags`, :func:`group_verdict`,
 :func:`group_lags`, :func:`lso_moved`, :func:`sort_rows`, the exit-code rules.
+:func:`partition_report` and :func:`group_report` do both for the command.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence, TypeVar
 
 from kafkatxn.cluster import Cluster, ProducerState, TopicPartition
-from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, NotFoundError, UnsupportedBrokerError
+from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING, NotFoundError, UnsupportedBrokerError
 from kafkatxn.producers import transactional_ids_for
 
 SORT_KEYS = ("lag", "age")
@@ -462,3 +463,70 @@ def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEF
             return EXIT_CRITICAL
         code = EXIT_WARNING
     return code
+
+
+def exit_code(findings_code: int, missing: Sequence[str]) -> int:
+    """A critical finding stands even when parts are missing; otherwise missing parts make it 3
+    (could not determine), since they could hide a finding."""
+    if findings_code == EXIT_CRITICAL or not missing:
+        return findings_code
+    return EXIT_UNKNOWN
+
+
+# -- one call per command ----------------------------------------------------------------------
+
+
+@dataclass
+class LsoReport:
+    """What ``kafkatxn lso`` shows: rows (their watched variant when watching), and how it ends."""
+
+    rows: list
+    snapshot: LsoSnapshot  # the reference for the next sample's lso_moved
+    missing: list[str]
+    exit_code: int
+
+
+def partition_report(
+    cluster: Cluster,
+    topics: Sequence[str] | None = None,
+    min_lag: int = 1,
+    sort: str | None = "lag",
+    top: int | None = None,
+    critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS,
+    watching: bool = False,
+    previous: LsoSnapshot | None = None,
+) -> LsoReport:
+    """Partitions with LSO lag >= ``min_lag`` (all non-internal topics unless ``topics``)."""
+    snapshot = take_snapshot(cluster, [p.tp for p in cluster.select_partitions(topics)])
+    rows = partition_lags(snapshot, min_lag)
+    code = partitions_exit_code(rows, critical_age_ms)
+    return _report(rows, snapshot, snapshot.missing, code, sort, top, watching, previous)
+
+
+def group_report(
+    cluster: Cluster,
+    groups: Sequence[str] | None = None,
+    topics: Sequence[str] | None = None,
+    min_lag: int = 0,
+    sort: str | None = None,
+    top: int | None = None,
+    critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS,
+    probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
+    watching: bool = False,
+    previous: LsoSnapshot | None = None,
+) -> LsoReport:
+    """Transaction-aware lag of ``groups`` (default: every group) on the partitions they committed offsets for."""
+    snapshot = take_group_snapshot(cluster, groups, topics, probe_max_gap)
+    rows = group_lags(snapshot, min_lag)
+    code = groups_exit_code(rows, critical_age_ms)
+    return _report(rows, snapshot.lso, snapshot.missing, code, sort, top, watching, previous)
+
+
+def _report(
+    rows: list, snapshot: LsoSnapshot, missing: list[str], findings_code: int, sort: str | None, top: int | None,
+    watching: bool, previous: LsoSnapshot | None,
+) -> LsoReport:
+    rows = sort_rows(rows, sort, top)  # after the exit code: rows left out by --top still count
+    if watching:
+        rows = with_movement(rows, lso_moved(previous, snapshot))
+    return LsoReport(rows, snapshot, missing, exit_code(findings_code, missing))

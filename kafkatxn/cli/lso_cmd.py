@@ -15,7 +15,7 @@ import typer
 from kafkatxn import lso
 from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.durations import parse_duration_ms
-from kafkatxn.errors import EXIT_CRITICAL, EXIT_UNKNOWN, ClusterError, UsageError
+from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
 from kafkatxn.output import render_to_string
 
 DEFAULT_INTERVAL = "2s"
@@ -38,14 +38,6 @@ class Sample:
     snapshot: lso.LsoSnapshot
     empty_message: str
     notes: list[str] = field(default_factory=list)
-
-
-def combine_exit_code(findings_code: int, missing: Sequence[str]) -> int:
-    """A critical finding stands even when parts are missing; otherwise missing parts make it 3,
-    since they could hide a finding."""
-    if findings_code == EXIT_CRITICAL or not missing:
-        return findings_code
-    return EXIT_UNKNOWN
 
 
 def incomplete_note(missing: Sequence[str], what: str) -> str:
@@ -167,32 +159,22 @@ def register(app: typer.Typer) -> None:
 
         def take_sample(previous: lso.LsoSnapshot | None) -> Sample:
             if groups:
-                snapshot = lso.take_group_snapshot(cluster, group_names, topics, probe_max_gap)
-                rows = lso.group_lags(snapshot, min_lag if min_lag is not None else 0)
-                code = lso.groups_exit_code(rows, critical_age_ms)
-                missing, lso_snapshot = snapshot.missing, snapshot.lso
+                report = lso.group_report(
+                    cluster, group_names, topics, min_lag if min_lag is not None else 0, sort_key, top,
+                    critical_age_ms, probe_max_gap, watching, previous,
+                )
                 row_type: type = lso.WatchedGroupLag if watching else lso.GroupLag
                 empty = "no committed offsets" + (f" for group {', '.join(group_names)}" if group_names else " in any group")
-                ctx.debug_note(
-                    f"{len(snapshot.committed)} groups, {len(lso_snapshot.offsets)} partitions, "
-                    f"{len(snapshot.first_readable)} gaps probed"
-                )
             else:
-                partitions = [p.tp for p in cluster.select_partitions(topics)]
-                lso_snapshot = lso.take_snapshot(cluster, partitions)
-                rows = lso.partition_lags(lso_snapshot, min_lag if min_lag is not None else 1)
-                code = lso.partitions_exit_code(rows, critical_age_ms)
-                missing = lso_snapshot.missing
+                least = min_lag if min_lag is not None else 1
+                report = lso.partition_report(cluster, topics, least, sort_key, top, critical_age_ms, watching, previous)
                 row_type = lso.WatchedPartitionLag if watching else lso.PartitionLag
-                empty = f"no partition with a last stable offset lag of {min_lag if min_lag is not None else 1} or more"
-                ctx.debug_note(
-                    f"{len(partitions)} partitions, {len(lso_snapshot.open_transactions)} described (lag > 0)"
-                )
-            rows = lso.sort_rows(rows, sort_key, top)
-            if watching:
-                rows = lso.with_movement(rows, lso.lso_moved(previous, lso_snapshot))
-            notes = [incomplete_note(missing, "answer")] if missing else []
-            return Sample(rows, row_type, combine_exit_code(code, missing), missing, lso_snapshot, empty, notes)
+                empty = f"no partition with a last stable offset lag of {least} or more"
+            ctx.debug_note(
+                f"{len(report.snapshot.offsets)} partitions measured, {len(report.snapshot.open_transactions)} with LSO lag described"
+            )
+            notes = [incomplete_note(report.missing, "answer")] if report.missing else []
+            return Sample(report.rows, row_type, report.exit_code, report.missing, report.snapshot, empty, notes)
 
         if not watching:
             sample = take_sample(None)

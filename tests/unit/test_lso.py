@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -267,10 +268,10 @@ def test_groups_exit_code():
 
 
 def test_incomplete_answers_exit_3_unless_critical():
-    assert lso_cmd.combine_exit_code(0, ["x: timed out"]) == 3
-    assert lso_cmd.combine_exit_code(1, ["x: timed out"]) == 3
-    assert lso_cmd.combine_exit_code(2, ["x: timed out"]) == 2
-    assert lso_cmd.combine_exit_code(1, []) == 1
+    assert lso.exit_code(0, ["x: timed out"]) == 3
+    assert lso.exit_code(1, ["x: timed out"]) == 3
+    assert lso.exit_code(2, ["x: timed out"]) == 2
+    assert lso.exit_code(1, []) == 1
 
 
 # -- snapshot over a fake cluster -----------------------------------------------------------------
@@ -320,6 +321,22 @@ def test_snapshot_describes_only_lagging_partitions_and_trusts_only_matching_coo
     assert s.missing == ["gone-0: timed out"]
     assert s.open_transactions[TP0] == [OpenTransaction(7, 3, 100, NOW, "etl-7", NOW - 5_000)]
     assert s.open_transactions[TP2] == [OpenTransaction(9, 3, 5, NOW, "etl-9", None)]
+
+
+def test_partition_report_counts_rows_that_top_leaves_out():
+    now = int(time.time() * 1000)  # the snapshot takes the wall clock
+    cluster = FakeCluster(
+        pairs={TP0: (100, 130), TP1: (60, 61)},
+        producers={TP0: [producer(7, 100, last_ts=now)], TP1: [producer(8, 60, last_ts=now - 3_600_000)]},
+        tids={},
+        descriptions={},
+    )
+    cluster.select_partitions = lambda topics: [PartitionInfo(tp.topic, tp.partition, 1, (1,), (1,)) for tp in (TP0, TP1)]
+    report = lso.partition_report(cluster, top=1, watching=True)
+    (row,) = report.rows
+    assert (row.partition, row.lag_messages, row.lso_moved) == (0, 30, None)
+    assert row.last_write_age_ms < lso.DEFAULT_CRITICAL_AGE_MS
+    assert report.exit_code == 2  # the hour-old transaction on orders-1 is not shown, but counts
 
 
 # -- the facade's ListOffsets batching ------------------------------------------------------------
