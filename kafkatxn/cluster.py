@@ -1,9 +1,9 @@
 """The one place that talks to Kafka.
 
-confluent-kafka (librdkafka) serves metadata, configs, ListOffsets with isolation levels, consumer
-group offsets and fencing; kafka-python 3.x serves the KIP-664 APIs librdkafka lacks
-(DescribeProducers, ListTransactions, DescribeTransactions, WriteTxnMarkers) plus ApiVersions and
-features. Every call shares the deadline of the command (``--timeout``). Calls that fan out to
+confluent-kafka (librdkafka) serves metadata, configs, consumer group offsets, read_committed
+reads and fencing; kafka-python 3.x serves the KIP-664 APIs librdkafka lacks (DescribeProducers,
+ListTransactions, DescribeTransactions, WriteTxnMarkers), ListOffsets (one request per leader, no
+per-partition futures) plus ApiVersions and features. Every call shares the deadline of the command (``--timeout``). Calls that fan out to
 several brokers send all requests at once and return what arrived, naming what is missing, so a dead
 broker costs one deadline, not one per partition.
 """
