@@ -524,12 +524,16 @@ class Cluster:
 
         out: dict[str, dict[TopicPartition, int]] = {}
         missing: list[str] = []
-        for group in groups:
-            futures = self.admin.list_consumer_group_offsets(
+        # All groups in flight at once (the call takes one group): N groups cost one round trip, not N.
+        pending = {
+            group: self.admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=self.remaining_s()
-            )
+            )[group]
+            for group in dict.fromkeys(groups)
+        }
+        for group, future in pending.items():
             try:
-                result = self._wait(futures[group], f"fetching offsets of group {group}")
+                result = self._wait(future, f"fetching offsets of group {group}")
             except DeadlineExceeded:
                 missing.append(f"group {group}: timed out")
                 continue
