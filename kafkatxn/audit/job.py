@@ -208,9 +208,10 @@ def build_session(master: str | None = None, app_name: str = "kafkatxn-audit", s
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.redaction.options.regex", REDACTION_REGEX)
-    actual = spark.sparkContext.master
-    if ship_code if ship_code is not None else not actual.startswith("local"):
-        spark.sparkContext.addPyFile(package_zip())
+    sc = spark.sparkContext
+    shipped = "kafkatxn.zip" in (sc.getConf().get("spark.submit.pyFiles") or "")  # spark-submit --py-files did it
+    if (ship_code if ship_code is not None else not sc.master.startswith("local")) and not shipped:
+        sc.addPyFile(package_zip())
     source.register(spark)
     return spark, True
 

@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
         could not be read or PySpark is missing.
         """
         from kafkatxn.audit import rules
-        from kafkatxn.audit.job import Inputs, audit, build_session, require_pyspark
+        from kafkatxn.audit.job import Inputs, audit, build_session, require_pyspark, under_spark_submit
 
         if no_live and not history and not capture:
             raise UsageError("--no-live needs --history DIR or --capture DIR: there is nothing else to audit")
@@ -121,7 +121,8 @@ def register(app: typer.Typer) -> None:
         capture_ms = parse_duration_ms(capture_for) if capture_for is not None else 0
         config = ctx.config if (capture or not no_live) else None
         require_pyspark()
-        ctx.note(f"kafkatxn: starting Spark ({master or 'local[*] unless spark-submit set a master'})")
+        if not under_spark_submit():  # spark-submit merges our stderr into stdout: keep JSON output clean
+            ctx.note(f"kafkatxn: starting Spark on {master or 'local[*]'}")
         spark, created = build_session(master)
         try:
             histories = list(history or [])

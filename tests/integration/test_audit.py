@@ -1,0 +1,314 @@
+"""The Spark audit against real transaction-log traffic on a real broker.
+
+One dedicated broker (3 transaction-log partitions, nothing else writing to it) and one SparkSession
+(local[2]) for the module. The traffic: two producers sharing one id and fencing each other, a job
+that makes a new UUID id per batch, and a well-behaved Spark job (kafkatxn.spark writer, stable ids,
+restarts, one of them after a crash mid-transaction). The audit must report exactly the first two.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from confluent_kafka import Producer  # noqa: E402
+
+from kafkatxn.audit import rules, source  # noqa: E402
+from kafkatxn.audit.job import Inputs, audit, build_session, package_zip  # noqa: E402
+from kafkatxn.audit.txnlog import encode_key, encode_value_v1  # noqa: E402
+from kafkatxn.config import ConnectionConfig  # noqa: E402
+from kafkatxn.spark import foreach_batch_writer, transactional_id  # noqa: E402
+from tests.harness import KafkaCluster  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+TOPIC = "audit-out"
+SHARED_ID = "orders-writer-shared"
+UUID_PREFIX = "ingest-batch"
+GOOD_PREFIX, GOOD_APP = "etl", "enricher"
+GOOD_PARTITIONS = 3
+CLIENT_TIMEOUT_S = 30
+
+
+def _quiet_logger() -> logging.Logger:
+    # Fenced producers log FATAL errors; they are expected here and stay out of the test output.
+    log = logging.getLogger(f"tests.audit.librdkafka.{uuid.uuid4().hex}")
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
+    return log
+
+
+def _producer(bootstrap: str, tid: str) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "logger": _quiet_logger(), "transaction.timeout.ms": 60_000})
+
+
+def _open_transaction(producer: Producer) -> None:
+    producer.init_transactions(CLIENT_TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(TOPIC, b"x", partition=0)
+    producer.flush(CLIENT_TIMEOUT_S)
+
+
+def make_shared_id_traffic(bootstrap: str, fences: int = 4) -> None:
+    """Two instances of one application configured with the same id: each start fences the other's open transaction."""
+    holder = _producer(bootstrap, SHARED_ID)
+    _open_transaction(holder)
+    for _ in range(fences):
+        other = _producer(bootstrap, SHARED_ID)
+        _open_transaction(other)  # InitProducerId fences and aborts the holder's open transaction
+        holder = other
+    holder.commit_transaction(CLIENT_TIMEOUT_S)
+
+
+def make_uuid_per_batch_traffic(bootstrap: str, batches: int = 6) -> list[str]:
+    ids = []
+    for _ in range(batches):
+        tid = f"{UUID_PREFIX}-{uuid.uuid4()}"
+        p = _producer(bootstrap, tid)
+        _open_transaction(p)
+        p.commit_transaction(CLIENT_TIMEOUT_S)
+        ids.append(tid)
+        time.sleep(0.05)  # batches follow each other
+    return ids
+
+
+def make_well_behaved_traffic(spark, bootstrap: str) -> list[str]:
+    """The documented writer, three micro-batches, a restart after a crash mid-transaction, two more batches."""
+    writer = foreach_batch_writer(
+        {"bootstrap.servers": bootstrap}, TOPIC, prefix=GOOD_PREFIX, application=GOOD_APP, partitions=GOOD_PARTITIONS
+    )
+    df = spark.range(60).selectExpr("CAST(id AS STRING) AS key", "CAST(id * 2 AS STRING) AS value")
+    for batch_id in range(3):
+        writer(df, batch_id)
+    zombie = _producer(bootstrap, transactional_id(GOOD_PREFIX, GOOD_APP, 0))
+    _open_transaction(zombie)  # the task dies here; its restart fences it
+    for batch_id in range(3, 5):
+        writer(df, batch_id)
+    del zombie
+    return [transactional_id(GOOD_PREFIX, GOOD_APP, p) for p in range(GOOD_PARTITIONS)]
+
+
+@pytest.fixture(scope="module")
+def broker(kafka_workroot):
+    cluster = KafkaCluster(
+        kafka_workroot / f"audit-{uuid.uuid4().hex[:6]}", n_brokers=1, name="audit",
+        broker_config={"transaction.state.log.num.partitions": "3"},
+    )
+    cluster.start(timeout=120)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session, created = build_session("local[2]", conf={"spark.sql.shuffle.partitions": "4"})
+    yield session
+    if created:
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def traffic(broker, spark):
+    bootstrap = broker.bootstrap_servers
+    broker.create_topic(TOPIC, partitions=3)
+    make_shared_id_traffic(bootstrap)
+    uuid_ids = make_uuid_per_batch_traffic(bootstrap)
+    good_ids = make_well_behaved_traffic(spark, bootstrap)
+    return {"bootstrap": bootstrap, "uuid_ids": uuid_ids, "good_ids": good_ids}
+
+
+@pytest.fixture(scope="module")
+def live_result(spark, traffic):
+    return audit(spark, Inputs(config=ConnectionConfig(traffic["bootstrap"])))
+
+
+def test_local_audit_reports_the_shared_id_and_the_uuid_family_and_not_the_stable_job(live_result, traffic):
+    result = live_result
+    assert [f.transactional_id for f in result.shared_ids] == [SHARED_ID]
+    shared = result.shared_ids[0]
+    assert shared.fences == 4 and shared.max_fences_in_window == 4
+    assert shared.inits == 5
+    assert shared.producer_ids and shared.max_epoch > shared.min_epoch
+    assert 0 < shared.first_seen_ms <= shared.first_fence_ms <= shared.last_fence_ms <= shared.last_seen_ms
+
+    assert [f.family for f in result.unstable_ids] == [f"{UUID_PREFIX}-{{uuid}}"]
+    fam = result.unstable_ids[0]
+    assert fam.family_size == len(traffic["uuid_ids"]) == fam.one_shot_ids
+    assert fam.pinned_ids == fam.family_size and fam.pinned_until_ms > fam.last_seen_ms
+    assert fam.creation_rate_per_hour and fam.creation_rate_per_hour > 0
+    assert set(fam.examples) <= set(traffic["uuid_ids"])
+
+    # Every id the traffic made was read; the stable ones (one fenced its crashed predecessor) are clean.
+    assert result.transactional_ids == 1 + len(traffic["uuid_ids"]) + GOOD_PARTITIONS
+    assert result.unknown_records == result.corrupt_records == 0
+    assert result.inventory == [] and result.exit_code == 2
+
+
+def test_spark_stages_equal_the_single_process_scan(spark, traffic, live_result):
+    opts = source.reader_options(ConnectionConfig(traffic["bootstrap"]))
+    rows = spark.read.format(source.FORMAT).options(**opts).load().filter("row_kind = 'record'").collect()
+    assert len({r.log_partition for r in rows}) > 1  # the ids spread over the log's partitions
+    local = rules.audit_local(rules.HistoryRecord(*[r[c] for c in source.RECORD_COLUMNS]) for r in rows)
+    assert local.comparable() == live_result.comparable()
+
+
+def test_stable_ids_restarts_show_in_their_stats(spark, traffic):
+    opts = source.reader_options(ConnectionConfig(traffic["bootstrap"]))
+    rows = spark.read.format(source.FORMAT).options(**opts).load().filter("row_kind = 'record'").collect()
+    by_id: dict[str, list] = {}
+    for r in rows:
+        by_id.setdefault(r.transactional_id, []).append(rules.HistoryRecord(*[r[c] for c in source.RECORD_COLUMNS]))
+    stats = {tid: rules.summarize_id(sorted(g, key=lambda x: x.log_offset)) for tid, g in by_id.items()}
+    for i, tid in enumerate(traffic["good_ids"]):
+        # one InitProducerId per batch, the same id every time; partition 0 also had the zombie's
+        assert stats[tid].inits == (6 if i == 0 else 5)
+    assert stats[traffic["good_ids"][0]].fences == 1  # the crashed task's zombie, fenced once
+
+
+def test_capture_then_audit_the_history_gives_the_same_result(spark, traffic, live_result, tmp_path):
+    from kafkatxn.audit.capture import capture
+
+    config = ConnectionConfig(traffic["bootstrap"])
+    first = capture(spark, config, tmp_path / "history", duration_ms=0)
+    assert first.records_captured == live_result.records
+    again = capture(spark, config, tmp_path / "history", duration_ms=0)  # continues from its checkpoint
+    assert again.records_captured == 0
+    history = audit(spark, Inputs(history=[str(tmp_path / "history")]))
+    assert history.comparable() == live_result.comparable()
+    both = audit(spark, Inputs(config=config, history=[str(tmp_path / "history")]))  # overlapping: counted once
+    assert both.comparable() == live_result.comparable()
+
+
+def test_unknown_and_corrupt_records_are_rows_of_their_own(spark, broker, unique_name):
+    topic = unique_name
+    broker.create_topic(topic, partitions=1)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    good = encode_value_v1(producer_id=1, producer_epoch=0, timeout_ms=1000, state="Empty", partitions=None,
+                           last_update_timestamp_ms=5, start_timestamp_ms=-1)
+    p.produce(topic, key=encode_key("fine"), value=good)
+    p.produce(topic, key=encode_key("gone"), value=None)  # tombstone
+    p.produce(topic, key=b"\x00\x07rest", value=good)  # unknown key version
+    p.produce(topic, key=encode_key("bad"), value=good[:9])  # truncated value
+    p.flush(CLIENT_TIMEOUT_S)
+    opts = source.reader_options(ConnectionConfig(broker.bootstrap_servers), topic=topic)
+    rows = spark.read.format(source.FORMAT).options(**opts).load().orderBy("log_offset").collect()
+    assert [(r.row_kind, r.transactional_id, r.tombstone) for r in rows] == [
+        ("record", "fine", False), ("record", "gone", True), ("unknown_version", None, None), ("corrupt", None, None),
+    ]
+    assert "truncated or corrupt" in rows[3].error
+    assert all(r.record_timestamp_ms > 0 for r in rows)
+
+
+# --------------------------------------------------------------------------------------------
+# The same audit through spark-submit on a standalone cluster (master and worker on loopback)
+# --------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} did not listen on {port} within {timeout}s")
+
+
+class StandaloneCluster:
+    """A Spark master and ``workers`` workers (1 core, 1 GiB each) started with spark-class on loopback."""
+
+    def __init__(self, workdir: Path, workers: int = 1):
+        self.workdir = workdir
+        self.port = _free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen] = []
+        self.n_workers = workers
+
+    def env(self) -> dict:
+        home = _spark_home()
+        return {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+                "SPARK_WORKER_DIR": str(self.workdir / "work"), "SPARK_LOG_DIR": str(self.workdir / "logs")}
+
+    def _spawn(self, *args: str, log: str) -> subprocess.Popen:
+        spark_class = _spark_home() / "bin" / "spark-class"
+        out = open(self.workdir / log, "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen([str(spark_class), *args], stdout=out, stderr=subprocess.STDOUT, env=self.env(), start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def start(self) -> "StandaloneCluster":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        master = self._spawn("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
+                             "--webui-port", "0", log="master.log")
+        _wait_for_port(self.port, master, "spark master")
+        for i in range(self.n_workers):
+            self._spawn("org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1", "--cores", "1",
+                        "--memory", "1g", "--webui-port", "0", "--work-dir", str(self.workdir / f"work{i}"), log=f"worker{i}.log")
+        return self
+
+    def submit(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+        submit = _spark_home() / "bin" / "spark-submit"
+        cmd = [str(submit), "--master", self.url, "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
+               "--conf", f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
+               "--py-files", package_zip(self.workdir), str(REPO / "kafkatxn" / "audit" / "job.py"), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=self.env(), timeout=timeout)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def test_spark_submit_to_a_standalone_cluster_gives_the_same_report(traffic, live_result, tmp_path):
+    cluster = StandaloneCluster(tmp_path / "spark", workers=1).start()
+    try:
+        report_dir = tmp_path / "report"
+        done = cluster.submit("--bootstrap-server", traffic["bootstrap"], "-o", "json", "--report", str(report_dir))
+    finally:
+        cluster.stop()
+    problems = [ln for ln in done.stderr.splitlines() if "kafkatxn:" in ln or "Error" in ln or "Traceback" in ln]
+    assert done.returncode == 2, "\n".join(problems[-20:]) or done.stderr[-3000:]  # shared id: critical
+    assert done.stdout.startswith("{"), done.stdout[:500]
+    printed = json.loads(done.stdout)
+    assert [f["transactional_id"] for f in printed["shared_ids"]] == [SHARED_ID]
+    assert [f["family"] for f in printed["unstable_ids"]] == [f"{UUID_PREFIX}-{{uuid}}"]
+    written = json.loads((report_dir / "report.json").read_text())
+    written.pop("sources")
+    assert written == live_result.comparable()
+    assert (report_dir / "ids").is_dir() and (report_dir / "shared_ids").is_dir()
+    shutil.rmtree(tmp_path / "spark", ignore_errors=True)
