@@ -3,6 +3,9 @@
 kafka            session: one broker, started on first use
 kafka_cluster3   session: three brokers (3-voter quorum), started on first use
 kafka_factory    per test: kafka_factory(n_brokers=1, **broker_settings) -> a dedicated cluster
+kafka_secure     session: one broker with SASL_SSL (SCRAM-SHA-512 + PLAIN) and mutual-TLS listeners,
+                 certificates and users made by tests/harness/security.py; started on first use
+figures          session: dict of figures printed at the end of the run (the issues' closing figures)
 unique_name      per test: a topic / transactional.id / group name no other test uses
 
 When a test that used a broker fails, its brokers' logs are copied to test-logs/<test id>/.
@@ -29,12 +32,14 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from tests.harness import KafkaCluster, Listener  # noqa: E402
+from tests.harness.security import SaslUsers, SecureKafka, make_pki, secure_setup  # noqa: E402
 
 TEST_LOGS_DIR = REPO_ROOT / "test-logs"
-BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory"})
+BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory", "kafka_secure"})
 SINGLE_BROKER_START_TIMEOUT = 60
 CLUSTER3_START_TIMEOUT = 120
 _LOGS_SAVED = pytest.StashKey[bool]()
+_FIGURES = pytest.StashKey[dict]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -127,6 +132,32 @@ def kafka_cluster3(kafka_workroot: Path) -> Iterator[KafkaCluster]:
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def kafka_secure(kafka_workroot: Path) -> Iterator[SecureKafka]:
+    pki = make_pki(kafka_workroot / "secure-pki")
+    users = SaslUsers.random()
+    setup = secure_setup(pki, users)
+    with _session_cluster(
+        kafka_workroot, "kafka-secure", 1, SINGLE_BROKER_START_TIMEOUT,
+        listeners=setup.listeners, format_arguments=setup.format_arguments, broker_config=setup.broker_config,
+    ) as cluster:
+        yield SecureKafka(cluster, pki, users, setup)
+
+
+@pytest.fixture(scope="session")
+def figures(request: pytest.FixtureRequest) -> dict:
+    """Name -> value; printed in the terminal summary, e.g. "commands x security modes passed"."""
+    return request.config.stash.setdefault(_FIGURES, {})
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    shown = config.stash.get(_FIGURES, None)
+    if shown:
+        terminalreporter.section("figures")
+        for name, value in shown.items():
+            terminalreporter.write_line(f"{name}: {value}")
+
+
 @pytest.fixture
 def kafka_factory(kafka_workroot: Path, request: pytest.FixtureRequest) -> Iterator[KafkaFactory]:
     factory = KafkaFactory(kafka_workroot, _sanitise(request.node.name)[:60])
@@ -140,8 +171,8 @@ def unique_name(request: pytest.FixtureRequest) -> str:
 
 
 @contextmanager
-def _session_cluster(workroot: Path, name: str, n_brokers: int, timeout: float) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(workroot / name, n_brokers=n_brokers, name=name)
+def _session_cluster(workroot: Path, name: str, n_brokers: int, timeout: float, **options: object) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(workroot / name, n_brokers=n_brokers, name=name, **options)  # type: ignore[arg-type]
     try:
         cluster.start(timeout=timeout)
     except Exception:
@@ -161,6 +192,8 @@ def _clusters_used_by(item: pytest.Item) -> list[KafkaCluster]:
     for value in getattr(item, "funcargs", {}).values():
         if isinstance(value, KafkaCluster):
             clusters.append(value)
+        elif isinstance(value, SecureKafka):
+            clusters.append(value.cluster)  # type: ignore[arg-type]
         elif isinstance(value, KafkaFactory):
             clusters.extend(value.clusters)
     return clusters

@@ -113,7 +113,8 @@ class KafkaCluster:
     """`n_brokers` combined KRaft nodes with ids 1..n, all voters of one static controller quorum.
 
     Every node directory (`node_dir(id)`) holds server.properties, server.log, stdout.log and data/.
-    `broker_config` overrides the harness's defaults, `listeners` the single PLAINTEXT listener.
+    `broker_config` overrides the harness's defaults, `listeners` the single PLAINTEXT listener;
+    `format_arguments` go to `kafka-storage format` (tests/harness/security.py builds SASL/TLS set-ups).
     """
 
     def __init__(
@@ -125,6 +126,7 @@ class KafkaCluster:
         listeners: Sequence[Listener] | None = None,
         name: str = "kafka",
         jvm_options: Sequence[str] | None = None,
+        format_arguments: Sequence[str] = (),
     ):
         if n_brokers < 1:
             raise ValueError("n_brokers must be at least 1")
@@ -138,6 +140,8 @@ class KafkaCluster:
         self.version = kafka_version or default_kafka_version()
         self.name = name
         self.jvm_options = list(FAST_START_JVM_OPTIONS if jvm_options is None else jvm_options)
+        # Extra `kafka-storage format` arguments, e.g. --add-scram: SCRAM users exist from the first start.
+        self.format_arguments = list(format_arguments)
         self.broker_ids = list(range(1, n_brokers + 1))
         self.cluster_id = new_kafka_uuid()
         self.startup_seconds: float | None = None
@@ -411,6 +415,7 @@ class KafkaCluster:
                     self.cluster_id,
                     "-c",
                     str(node.server_properties),
+                    *self.format_arguments,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
