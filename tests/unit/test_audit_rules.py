@@ -413,3 +413,37 @@ def test_the_three_kinds_of_behaviour_together():
     assert [f.family for f in result.unstable_ids] == ["batch-{uuid}"]
     assert result.transactional_ids == 1 + 7 + 3
     assert result.exit_code == 2
+
+
+# --------------------------------------------------------------------------------------------
+# The command without PySpark
+# --------------------------------------------------------------------------------------------
+
+
+def test_audit_without_pyspark_says_how_to_install_and_exits_3(monkeypatch, capsys):
+    import builtins
+
+    from kafkatxn.cli.app import main
+
+    real_import = builtins.__import__
+
+    def no_spark(name, *args, **kwargs):
+        if name.split(".")[0] in ("pyspark", "pyarrow"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_spark)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["audit", "--no-live", "--history", "/nonexistent"])
+    assert exit_info.value.code == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kafkatxn: error: the audit needs PySpark: pip install 'kafkatxn[spark]'"]
+
+
+def test_audit_usage_errors_exit_64(capsys):
+    from kafkatxn.cli.app import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["audit", "--no-live"])
+    assert exit_info.value.code == 64
+    assert "--no-live needs --history" in capsys.readouterr().err
