@@ -385,10 +385,18 @@ class Cluster:
 
         wanted = set(names)
         ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
-        resources = [ConfigResource(ResourceType.BROKER, str(i)) for i in ids]
-        futures = self.admin.describe_configs(resources, request_timeout=self.remaining_s())
+        # librdkafka waits for a broker that is down until the request times out, which would spend
+        # the whole deadline on it: ask only brokers that answer ApiVersions (a dead one fails fast).
+        reachable = self.api_versions(ids)
+        missing: list[str] = list(reachable.missing)
+        # One BROKER resource per call: librdkafka refuses more ("Only one ConfigResource of type
+        # BROKER is allowed per call"); the calls are still in flight together.
+        futures = {}
+        for i in ids:
+            if i in reachable.value:
+                resource = ConfigResource(ResourceType.BROKER, str(i))
+                futures.update(self.admin.describe_configs([resource], request_timeout=self.remaining_s()))
         result: dict[int, dict[str, ConfigValue]] = {}
-        missing: list[str] = []
         for resource, future in futures.items():
             broker_id = int(resource.name)
             try:

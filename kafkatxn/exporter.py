@@ -127,24 +127,33 @@ def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Me
     lag = GaugeMetricFamily("kafkatxn_partition_lso_lag_messages",
                             "High watermark minus last stable offset: records read_committed consumers cannot read yet.",
                             labels=["topic", "partition"])
+    # A partition whose offsets did not arrive has no lag series, and an absent series alerts on
+    # nothing: name it instead. Only missing partitions get a series, so the cost follows the outage.
+    missing = GaugeMetricFamily("kafkatxn_partition_offsets_missing",
+                                "1 for a scanned partition whose offsets did not arrive (its lag series is absent).",
+                                labels=["topic", "partition"])
     for p in snapshot.partitions:
         value = p.lso_lag_messages
+        if value is None:
+            missing.add_metric([p.topic, str(p.partition)], 1)
         if value is None or options.only_lagging and value == 0:
             continue
         labels = [p.topic, str(p.partition)]
         hw.add_metric(labels, p.high_watermark)
         lso.add_metric(labels, p.last_stable_offset)
         lag.add_metric(labels, value)
-    return [hw, lso, lag]
+    return [hw, lso, lag, missing]
 
 
 def _per_topic(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
     lag_sum: dict[str, int] = defaultdict(int)
     lag_max: dict[str, int] = defaultdict(int)
     lagging: dict[str, int] = defaultdict(int)
+    unanswered: dict[str, int] = defaultdict(int)
     for p in snapshot.partitions:
         value = p.lso_lag_messages
         if value is None:
+            unanswered[p.topic] += 1
             continue
         lag_sum[p.topic] += value
         lag_max[p.topic] = max(lag_max[p.topic], value)
@@ -160,7 +169,11 @@ def _per_topic(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
         total.add_metric([topic], lag_sum[topic])
         largest.add_metric([topic], lag_max[topic])
         count.add_metric([topic], lagging[topic])
-    return [total, largest, count]
+    missing = GaugeMetricFamily("kafkatxn_topic_offsets_missing_partitions",
+                                "Partitions of the topic whose offsets did not arrive (left out of its sums).", labels=["topic"])
+    for topic in sorted(unanswered):
+        missing.add_metric([topic], unanswered[topic])
+    return [total, largest, count, missing]
 
 
 class SnapshotCollector(Collector):

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import enum
 import re
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Sequence
 
 from kafkatxn import hanging
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.cluster import Cluster, ProducerState, TopicPartition, TransactionDescription
-from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, KafkatxnError, UsageError
+from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, AuthenticationError, KafkatxnError, UsageError
 from kafkatxn.output import to_plain
 
 # Longest transaction timeout the fencing producer asks for when the id has none of its own.
@@ -361,28 +362,63 @@ def _target_record(item: _AbortItem) -> dict[str, Any]:
     }
 
 
+# WriteTxnMarkers errors that mean the broker asked is not (or no longer) the partition's leader.
+_LEADER_MOVED = frozenset({"NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE",
+                           "REPLICA_NOT_AVAILABLE", "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH"})
+# Waiting for a partition's new leader may use this share of the deadline; the rest is kept for the
+# marker and its verification.
+LEADER_WAIT_SHARE = 2 / 3
+
+
+def _leader_and_producers(cluster: Cluster, tp: TopicPartition) -> tuple[int | None, list[ProducerState] | None, str]:
+    """The partition's leader, from fresh metadata, and the producers it reports.
+
+    A leader that does not answer (it died, leadership is moving) is asked again as metadata changes,
+    for a share of the deadline; then ``(None, None, why)``.
+    """
+    while True:
+        info = next((p for p in cluster.metadata(refresh=True).partitions if p.tp == tp), None)
+        if info is None or info.leader < 0:
+            why = f"{tp} has no leader"
+        else:
+            states, missing = _describe_partitions(cluster, [tp])
+            if tp in states:
+                return info.leader, states[tp], ""
+            why = "; ".join(missing) or f"no answer from broker {info.leader}"
+        # Brokers notice a dead leader within their session timeout (seconds): worth waiting for.
+        stop_at = cluster.deadline - cluster.config.timeout_s * (1 - LEADER_WAIT_SHARE)
+        if time.monotonic() + 0.5 >= stop_at:
+            return None, None, why
+        time.sleep(0.5)
+
+
+def _recheck(item: _AbortItem, producers: Sequence[ProducerState]) -> AbortDecision:
+    planned = item.decision.producer
+    assert planned is not None
+    return decide_abort(
+        AbortTarget(item.target.topic, item.target.partition, planned.current_txn_start_offset, planned.producer_id,
+                    planned.producer_epoch, item.decision.marker_coordinator_epoch),
+        producers,
+    )
+
+
 def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
     planned = item.decision.producer
     assert planned is not None
     tp = item.target.tp
-    # Right before acting: the same transaction must still be open (the plan may be minutes old).
-    states, missing = _describe_partitions(cluster, [tp])
-    if tp not in states:
-        item.outcome, item.reason = Outcome.REFUSED, f"could not re-check {tp} before acting: {'; '.join(missing) or 'no answer'}"
+    # Right before acting: the same transaction must still be open (the plan may be minutes old),
+    # asked of the partition's current leader (leaders move, brokers die, while people read plans).
+    leader, producers, why = _leader_and_producers(cluster, tp)
+    if producers is None:
+        item.outcome, item.reason = Outcome.REFUSED, f"could not re-check {tp} before acting: {why}"
         return
-    recheck = decide_abort(
-        AbortTarget(tp.topic, tp.partition, planned.current_txn_start_offset, planned.producer_id, planned.producer_epoch,
-                    item.decision.marker_coordinator_epoch),
-        states[tp],
-    )
+    item.leader = leader
+    recheck = _recheck(item, producers)
     if recheck.action is Action.NOTHING:
         item.outcome, item.reason = Outcome.NOTHING_TO_ABORT, "closed since the plan was made"
         return
     if recheck.action is Action.REFUSE:
         item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {recheck.reason}"
-        return
-    if item.leader is None or item.leader < 0:
-        item.outcome, item.reason = Outcome.REFUSED, f"{tp} has no leader"
         return
     target = _target_record(item)
     state_before = {
@@ -395,20 +431,50 @@ def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
     }
     marker = {"leader_id": item.leader, "coordinator_epoch": item.decision.marker_coordinator_epoch, "result": "ABORT"}
     action_id = audit.intent("abort", target, state_before, plan={"write_txn_markers": marker})
-    try:
-        error = cluster.write_abort_marker(
-            tp, planned.producer_id, planned.producer_epoch, item.decision.marker_coordinator_epoch, item.leader
-        )
-    except Exception as exc:  # noqa: BLE001 - whatever happened, the intent gets its result
-        item.outcome, item.reason = Outcome.UNKNOWN, f"writing the marker got no answer: {exc}"
-        audit.result(action_id, "abort", target, item.outcome.value, None, item.reason)
-        if not isinstance(exc, KafkatxnError):
-            raise
-        return
-    if error:
-        item.outcome, item.reason = Outcome.FAILED, f"the leader refused the marker: {error}"
-        audit.result(action_id, "abort", target, item.outcome.value, state_before, item.reason)
-        return
+    retried = ""  # what happened before the marker that counted, for the row and the audit record
+    for attempt in (1, 2):
+        try:
+            error = cluster.write_abort_marker(
+                tp, planned.producer_id, planned.producer_epoch, item.decision.marker_coordinator_epoch, item.leader
+            )
+        except Exception as exc:  # noqa: BLE001 - whatever happened, the intent gets its result
+            # A leader that did not answer is looked for again below; anything else ends here, on record.
+            if attempt == 2 or not isinstance(exc, KafkatxnError) or isinstance(exc, AuthenticationError):
+                item.outcome, item.reason = Outcome.UNKNOWN, f"{retried}writing the marker got no answer: {exc}"
+                audit.result(action_id, "abort", target, item.outcome.value, None, item.reason)
+                if not isinstance(exc, KafkatxnError):
+                    raise
+                return
+            failure = f"no answer: {exc}"
+        else:
+            if not error:
+                break
+            if error not in _LEADER_MOVED or attempt == 2:
+                item.outcome, item.reason = Outcome.FAILED, f"{retried}the leader refused the marker: {error}"
+                audit.result(action_id, "abort", target, item.outcome.value, state_before, item.reason)
+                return
+            failure = error
+        # The leader died or moved while the marker was on its way, so it may or may not have landed:
+        # ask the partition's new leader, and write the marker there only if the transaction is still open.
+        retried = f"broker {item.leader} did not take the marker ({failure}); "
+        try:
+            leader, producers, why = _leader_and_producers(cluster, tp)
+        except KafkatxnError as exc:
+            leader, producers, why = None, None, str(exc)
+        if producers is None:
+            item.outcome, item.reason = Outcome.UNKNOWN, f"{retried}no leader of {tp} could be asked: {why}"
+            audit.result(action_id, "abort", target, item.outcome.value, None, item.reason)
+            return
+        item.leader = leader
+        recheck = _recheck(item, producers)
+        if recheck.action is Action.NOTHING:
+            retried += f"broker {leader}, its new leader, has it closed; "
+            break
+        if recheck.action is Action.REFUSE:
+            item.outcome, item.reason = Outcome.REFUSED, f"{retried}broker {leader}, its new leader, shows a change: {recheck.reason}"
+            audit.result(action_id, "abort", target, item.outcome.value, {"producers": to_plain(producers)}, item.reason)
+            return
+        retried += f"retried on broker {leader}, its new leader; "
     after: list[ProducerState] | None = None
     lso_after = hw_after = None
     try:
@@ -420,11 +486,12 @@ def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
         item.reason = f"marker written; verifying failed: {exc}"
     verdict = verify_abort(planned.producer_id, planned.current_txn_start_offset, after, item.lso_before, lso_after, hw_after)
     item.outcome, item.lso_after, item.hw_after = verdict.outcome, lso_after, hw_after
-    item.reason = verdict.detail if not item.reason else f"{item.reason}; {verdict.detail}"
+    item.reason = retried + (verdict.detail if not item.reason else f"{item.reason}; {verdict.detail}")
     state_after = {
         "producers": to_plain(after) if after is not None else None,
         "last_stable_offset": lso_after,
         "high_watermark": hw_after,
+        "leader_id": item.leader,
     }
     audit.result(action_id, "abort", target, item.outcome.value, state_after, item.reason)
 
