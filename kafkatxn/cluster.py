@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Mapping, NamedTuple, TypeVar
 
-from kafkatxn.config import ConnectionConfig
+from kafkatxn.config import ConnectionConfig, client_certificate_problem
 from kafkatxn.errors import (
     AuthenticationError,
     ClusterError,
@@ -164,6 +164,7 @@ class Cluster:
         self._metadata: ClusterMetadata | None = None
         self._client_errors: list[Any] = []
         self._api_versions: dict[int, BrokerApis] = {}
+        self._connected = False  # a first request succeeded: credentials and TLS are accepted
         self.requests: Counter[str] = Counter()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -222,8 +223,19 @@ class Cluster:
             code = err.code()
             if code in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
                 raise AuthenticationError(f"authentication failed: {_clean(err.str())}")
-            if code == KafkaError._SSL:
-                raise AuthenticationError(f"TLS handshake failed: {_clean(err.str())}")
+            # With TLS 1.3 a broker refuses a client certificate after the client thinks the
+            # handshake is done: librdkafka reports that alert as a transport error, and retries it
+            # until the deadline. It is as final as a failed handshake.
+            if code == KafkaError._SSL or (code == KafkaError._TRANSPORT and _TLS_ALERT.search(err.str())):
+                raise self._tls_error(_clean(err.str()))
+
+    def _tls_error(self, text: str) -> AuthenticationError:
+        text = re.sub(r"\s*\(after \d+ms in state \w+\)", "", text)
+        problem = client_certificate_problem(self.config.settings)
+        if problem and _TLS_ALERT.search(text):
+            # The broker only says certificate_unknown; the client can say why.
+            return AuthenticationError(f"TLS handshake failed: {problem}; the broker refused it ({text})")
+        return AuthenticationError(f"TLS handshake failed: {text}")
 
     @property
     def admin(self):
@@ -238,6 +250,10 @@ class Cluster:
         """kafka-python admin client; created on first use, within the deadline."""
         if self._kp is None:
             from kafka.admin import KafkaAdminClient
+
+            # kafka-python retries a refused login or TLS handshake until the deadline and then
+            # reports "no brokers": let librdkafka connect first, which names the cause at once.
+            self.metadata()
 
             kw = self.config.kafka_python()
             timeout_ms = int(self.remaining_s() * 1000)
@@ -293,7 +309,7 @@ class Cluster:
         if "Authentication" in name or "SASL" in text.upper() and "AUTH" in text.upper():
             raise AuthenticationError(f"authentication failed: {text or name}") from exc
         if "SSL" in name or "CERTIFICATE" in text.upper():
-            raise AuthenticationError(f"TLS handshake failed: {text or name}") from exc
+            raise self._tls_error(text or name) from exc
 
     def _wait(self, future: concurrent.futures.Future, what: str) -> Any:
         """Wait for a confluent-kafka future within the deadline, failing fast on auth errors."""
@@ -315,6 +331,15 @@ class Cluster:
             return self._metadata
         from confluent_kafka import KafkaException
 
+        if not self._connected:
+            # list_topics blocks (in a thread) until its timeout even when the login was refused at
+            # once, and the process cannot exit before it returns. A request with a future fails fast.
+            try:
+                self._wait(self.admin.describe_cluster(request_timeout=self.remaining_s()), "connecting")
+            except KafkaException as exc:
+                raise self._translate(exc, "connecting") from exc
+            self.requests["DescribeCluster"] += 1
+            self._connected = True
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         future = pool.submit(self.admin.list_topics, timeout=self.remaining_s())
         pool.shutdown(wait=False)
@@ -971,6 +996,9 @@ def _error_name(code: int) -> str:
     name = getattr(cls, "message", None) or cls.__name__
     return str(name)
 
+
+# A TLS alert from the broker: it refused the handshake (often: our client certificate).
+_TLS_ALERT = re.compile(r"SSL alert number \d+|\b(?:sslv3|tlsv1\d?|ssl/tls) alert\b", re.I)
 
 _SECRETISH = re.compile(r"(password|secret)\s*[=:]\s*\S+", re.I)
 

@@ -8,6 +8,8 @@ normalised to librdkafka keys here and translated once more for kafka-python.
 
 from __future__ import annotations
 
+import base64
+import datetime as _dt
 import os
 import re
 import tomllib
@@ -230,6 +232,62 @@ def read_properties_file(path: str | Path) -> dict[str, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read command config file {path}: {exc.__class__.__name__}") from None
     return normalize_properties(parse_properties(text, str(path)))
+
+
+def client_certificate_problem(settings: dict[str, str], now: _dt.datetime | None = None) -> str | None:
+    """Why brokers would refuse the configured client certificate (expired, not yet valid), or None.
+
+    Brokers refuse an expired certificate with a bare TLS alert (certificate_unknown): only the
+    client can say what is wrong with it, so failed handshakes ask here.
+    """
+    location = settings.get("ssl.certificate.location")
+    try:
+        text = Path(location).expanduser().read_text(encoding="ascii", errors="replace") if location else settings.get("ssl.certificate.pem", "")
+        validity = _certificate_validity(text)
+    except (OSError, ValueError, IndexError):
+        return None  # unreadable or not a certificate: the client library reports that itself
+    if validity is None:
+        return None
+    not_before, not_after = validity
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    where = f" ({location})" if location else ""
+    if now > not_after:
+        return f"client certificate expired on {not_after:%Y-%m-%d %H:%M:%S} UTC{where}"
+    if now < not_before:
+        return f"client certificate is not valid before {not_before:%Y-%m-%d %H:%M:%S} UTC{where}"
+    return None
+
+
+def _certificate_validity(pem: str) -> tuple[_dt.datetime, _dt.datetime] | None:
+    """notBefore and notAfter of the first PEM certificate; a few lines of DER instead of a dependency."""
+    match = re.search(r"-----BEGIN CERTIFICATE-----(.+?)-----END CERTIFICATE-----", pem, re.S)
+    if not match:
+        return None
+    der = base64.b64decode("".join(match.group(1).split()))
+
+    def tlv(pos: int) -> tuple[int, int, int]:  # tag, value start, value end
+        tag, length, pos = der[pos], der[pos + 1], pos + 2
+        if length & 0x80:
+            n = length & 0x7F
+            length, pos = int.from_bytes(der[pos : pos + n], "big"), pos + n
+        return tag, pos, pos + length
+
+    _, pos, _ = tlv(0)  # Certificate
+    _, pos, _ = tlv(pos)  # tbsCertificate
+    tag, _, end = tlv(pos)
+    if tag == 0xA0:  # [0] version
+        pos = end
+    for _ in range(3):  # serialNumber, signature, issuer
+        pos = tlv(pos)[2]
+    _, pos, _ = tlv(pos)  # validity
+    times = []
+    for _ in range(2):
+        tag, start, end = tlv(pos)
+        text = der[start:end].decode("ascii").rstrip("Z")
+        fmt = "%y%m%d%H%M%S" if tag == 0x17 else "%Y%m%d%H%M%S"  # UTCTime or GeneralizedTime
+        times.append(_dt.datetime.strptime(text, fmt).replace(tzinfo=_dt.timezone.utc))
+        pos = end
+    return times[0], times[1]
 
 
 def config_dir() -> Path:

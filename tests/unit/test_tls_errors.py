@@ -1,0 +1,90 @@
+"""Refused TLS handshakes and logins become one line that says why (no broker needed).
+
+Brokers refuse an expired client certificate with a bare alert (certificate_unknown, 46) that
+librdkafka reports as a transport error and retries until the deadline: the facade must stop at
+once and name the expired certificate, which only the client can see.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from confluent_kafka import KafkaError
+
+from kafkatxn.cluster import Cluster
+from kafkatxn.config import ConnectionConfig, client_certificate_problem
+from kafkatxn.errors import AuthenticationError
+from tests.harness.security import make_pki
+
+ALERT_46 = (
+    "ssl://127.0.0.1:9093/bootstrap: Receive failed: error:0A000416:SSL routines::ssl/tls alert certificate "
+    "unknown: SSL alert number 46 (after 0ms in state APIVERSION_QUERY)"
+)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def cluster_with(settings: dict[str, str]) -> Cluster:
+    return Cluster(ConnectionConfig("127.0.0.1:9093", settings, 5000))
+
+
+def test_an_expired_certificate_is_named_with_its_date(pki):
+    problem = client_certificate_problem({"ssl.certificate.location": str(pki.expired_cert)})
+    assert problem is not None and problem.startswith("client certificate expired on ")
+    assert str(pki.expired_cert) in problem
+
+
+def test_the_certificate_in_a_pem_keystore_is_found_after_the_key(pki):
+    # ssl.keystore.location maps to ssl.certificate.location: key first, then the certificate.
+    assert "expired" in (client_certificate_problem({"ssl.certificate.location": str(pki.expired_keystore)}) or "")
+    assert client_certificate_problem({"ssl.certificate.location": str(pki.client_keystore_encrypted)}) is None
+
+
+def test_valid_missing_unreadable_and_inline_certificates(pki, tmp_path):
+    assert client_certificate_problem({"ssl.certificate.location": str(pki.client_cert)}) is None
+    assert client_certificate_problem({}) is None
+    assert client_certificate_problem({"ssl.certificate.location": str(tmp_path / "nope.pem")}) is None
+    (tmp_path / "junk.pem").write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+    assert client_certificate_problem({"ssl.certificate.location": str(tmp_path / "junk.pem")}) is None
+    assert "expired" in (client_certificate_problem({"ssl.certificate.pem": pki.expired_cert.read_text()}) or "")
+
+
+def test_not_yet_valid(pki):
+    long_ago = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+    problem = client_certificate_problem({"ssl.certificate.location": str(pki.client_cert)}, now=long_ago)
+    assert problem is not None and "not valid before" in problem
+
+
+def test_a_broker_alert_with_an_expired_certificate_says_certificate_expired(pki):
+    cluster = cluster_with({"security.protocol": "SSL", "ssl.certificate.location": str(pki.expired_cert)})
+    cluster._on_client_error(KafkaError(KafkaError._TRANSPORT, ALERT_46))
+    with pytest.raises(AuthenticationError) as raised:
+        cluster._raise_auth_errors()
+    message = str(raised.value)
+    assert message.startswith("TLS handshake failed: client certificate expired on ")
+    assert "SSL alert number 46" in message and "after 0ms" not in message and "\n" not in message
+
+
+def test_a_broker_alert_with_a_valid_certificate_is_still_a_tls_failure(pki):
+    cluster = cluster_with({"security.protocol": "SSL", "ssl.certificate.location": str(pki.client_cert)})
+    cluster._on_client_error(KafkaError(KafkaError._TRANSPORT, ALERT_46))
+    with pytest.raises(AuthenticationError, match=r"^TLS handshake failed: .*SSL alert number 46"):
+        cluster._raise_auth_errors()
+
+
+def test_a_plain_transport_error_is_not_an_authentication_failure():
+    # A broker that is down must stay "unreachable" (and be retried until the deadline).
+    cluster = cluster_with({})
+    cluster._on_client_error(KafkaError(KafkaError._TRANSPORT, "127.0.0.1:9093/bootstrap: Connect to ipv4#127.0.0.1:9093 failed: Connection refused"))
+    cluster._raise_auth_errors()  # does not raise
+
+
+def test_kafka_python_alerts_name_the_expired_certificate(pki):
+    cluster = cluster_with({"security.protocol": "SSL", "ssl.certificate.location": str(pki.expired_cert)})
+    exc = ConnectionError("[SSL: SSLV3_ALERT_CERTIFICATE_UNKNOWN] sslv3 alert certificate unknown (_ssl.c:2580)")
+    with pytest.raises(AuthenticationError, match="client certificate expired on"):
+        cluster._raise_if_auth_in(exc)
