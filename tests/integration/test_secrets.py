@@ -1,0 +1,155 @@
+"""No SASL password or key password ever reaches output, logs or files, ``--debug`` included.
+
+Every command runs with ``--debug`` against the ``kafka_secure`` broker, configured with distinctive
+random secrets: a SCRAM password in a Java ``sasl.jaas.config``, a PLAIN password as librdkafka's
+``sasl.password``, and an encrypted client key whose password comes as ``ssl.key.password`` or
+``ssl.keystore.password`` (over SASL_SSL, where the key is loaded but not asked for, and over mTLS, where
+the broker requires it). Refused logins (a wrong, equally distinctive password) and refused
+properties files run too. Each process gets its own HOME, XDG directories, TMPDIR and working
+directory; afterwards stdout, stderr, the exporter's /metrics and every file written there are
+searched for each secret.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import secrets as _secrets
+from pathlib import Path
+
+import pytest
+
+from tests.harness.security import SecureKafka, write_properties
+from tests.secure_commands import COMMANDS, Run, make_traffic, problem, run_command, run_kafkatxn
+
+pytestmark = pytest.mark.integration
+
+WRONG_PASSWORD = f"wrongPw-{_secrets.token_hex(10)}"
+
+
+@pytest.fixture(scope="module")
+def traffic(kafka_secure: SecureKafka):
+    made = make_traffic(kafka_secure)
+    yield made
+    made.close()
+
+
+def _configs(secure: SecureKafka) -> dict[str, tuple[str, dict[str, str]]]:
+    pki = secure.pki
+    return {
+        # SCRAM password inside sasl.jaas.config; the encrypted key opened with ssl.keystore.password.
+        "scram-java": ("scram", {
+            **secure.properties("scram", "java"),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(pki.client_keystore_encrypted),
+            "ssl.keystore.password": pki.key_password,
+        }),
+        # PLAIN password as sasl.password; the encrypted key opened with ssl.key.password.
+        "plain-librdkafka": ("plain", {
+            **secure.properties("plain", "librdkafka"),
+            "ssl.certificate.location": str(pki.client_cert),
+            "ssl.key.location": str(pki.client_key_encrypted),
+            "ssl.key.password": pki.key_password,
+        }),
+        # mTLS: the broker requires the certificate whose key needs the password.
+        "mtls-java": ("mtls", secure.properties("mtls", "java", keystore="encrypted")),
+    }
+
+
+def _isolated_env(root: Path) -> dict[str, str]:
+    for name in ("home", "config", "state", "cache", "tmp", "spark"):
+        (root / name).mkdir(parents=True, exist_ok=True)
+    return {
+        "HOME": str(root / "home"),
+        "XDG_CONFIG_HOME": str(root / "config"),
+        "XDG_STATE_HOME": str(root / "state"),  # the default audit log lands here
+        "XDG_CACHE_HOME": str(root / "cache"),
+        "TMPDIR": str(root / "tmp"),
+        "SPARK_LOCAL_DIRS": str(root / "spark"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),  # the HOME change must not lose the package
+    }
+
+
+def _files_with(root: Path, needle: bytes) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                if needle in path.read_bytes():
+                    found.append(str(path))
+            except OSError:
+                continue
+    return found
+
+
+def test_no_secret_in_any_output_log_or_file(kafka_secure: SecureKafka, traffic, tmp_path, figures):
+    secrets = {
+        "SCRAM password": kafka_secure.users.scram.password,
+        "PLAIN password": kafka_secure.users.plain.password,
+        "key password": kafka_secure.pki.key_password,
+        "wrong password": WRONG_PASSWORD,
+    }
+    inputs = tmp_path / "inputs"  # the properties files hold the secrets: outside the searched tree
+    written = tmp_path / "written"
+    jobs = []
+    for name, (mode, props) in _configs(kafka_secure).items():
+        properties = write_properties(inputs / f"{name}.properties", props)
+        bootstrap = kafka_secure.bootstrap(mode)
+        # Spark takes long to start: one audit, on the SCRAM/Java configuration, is enough to cover it.
+        commands = [c for c in COMMANDS if c != "audit" or name == "scram-java"]
+        for command in commands:
+            jobs.append((f"{name} {command}", "run", command, bootstrap, properties, name))
+        jobs.append((f"{name} config show", "config", None, bootstrap, properties, name))
+    wrong = write_properties(inputs / "wrong.properties", kafka_secure.properties("scram", "java", password=WRONG_PASSWORD))
+    for command in ("cluster", "transactions describe", "fence", "exporter"):
+        jobs.append((f"wrong password {command}", "refused", command, kafka_secure.bootstrap("scram"), wrong, "wrong"))
+    # A properties file refused before connecting: the error names the line, never the value.
+    broken = inputs / "broken.properties"
+    broken.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+        f'sasl.jaas.config=com.example.NoSuchLoginModule required username="u" password="{WRONG_PASSWORD}";\n'
+    )
+    jobs.append(("unsupported login module", "broken", "cluster", kafka_secure.bootstrap("plain"), broken, "broken"))
+    garbled = inputs / "garbled.properties"
+    garbled.write_text(f"security.protocol=SASL_SSL\nsasl.password {WRONG_PASSWORD}\nno separator {WRONG_PASSWORD}\n")
+    jobs.append(("garbled properties line", "broken", "cluster", kafka_secure.bootstrap("plain"), garbled, "garbled"))
+
+    def run(job) -> tuple[str, str, Run]:
+        label, kind, command, bootstrap, properties, name = job
+        root = written / label.replace(" ", "_")
+        env = _isolated_env(root)
+        if kind == "config":
+            argv = ["config", "show", "-b", bootstrap, "-c", str(properties), "--debug"]
+            return label, kind, run_kafkatxn("config show", argv, env=env, cwd=root)
+        return label, kind, run_command(command, traffic, bootstrap, properties, root / "work", "--debug", env=env, cwd=root)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        # The audit first: Spark's start-up overlaps with everything else.
+        jobs.sort(key=lambda j: j[2] != "audit")
+        results = list(pool.map(run, jobs))
+
+    leaks, failures = [], []
+    for label, kind, result in results:
+        for what, secret in secrets.items():
+            for stream, text in (("stdout", result.stdout), ("stderr", result.stderr), ("/metrics", result.extra)):
+                if secret in text:
+                    leaks.append(f"{what} in {stream} of `{label}`")
+        if kind == "run":
+            # The runs must have worked, with debug logging on: a leak check of failed runs proves little.
+            p = problem(result, traffic, kafka_secure.bootstrap(_configs(kafka_secure)[label.split()[0]][0]))
+            if p or "connection settings:" not in result.stderr:
+                failures.append(p or f"`{label}`: no debug log on stderr\n{result.describe()}")
+        elif kind == "refused" and result.command != "exporter" and result.code != 3:
+            failures.append(f"`{label}` should be refused with exit 3\n{result.describe()}")
+        elif kind == "broken" and result.code != 64:
+            failures.append(f"`{label}` should be a usage error (64)\n{result.describe()}")
+        elif kind == "config" and ("******" not in result.stdout or result.code != 0):
+            failures.append(f"`{label}` should show masked secrets\n{result.describe()}")
+    files = [p for p in written.rglob("*") if p.is_file()]
+    for what, secret in secrets.items():
+        leaks.extend(f"{what} in file {path}" for path in _files_with(written, secret.encode()))
+    figures["secrets leaked"] = f"{len(leaks)} (in {len(results)} --debug runs and {len(files)} files written)"
+    assert not leaks, "\n".join(leaks)
+    assert not failures, "\n\n".join(failures)
+    # The search covered what the commands write: audit logs with records, the check's textfile, the audit report.
+    names = {p.name for p in files}
+    assert {"audit.jsonl", "kafkatxn.prom", "report.json"} <= names, sorted(names)[:50]
