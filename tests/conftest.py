@@ -90,6 +90,7 @@ class KafkaFactory:
         *,
         kafka_version: str | None = None,
         listeners: Sequence[Listener] | None = None,
+        format_arguments: Sequence[str] = (),
         timeout: float = CLUSTER3_START_TIMEOUT,
         **broker_settings: object,
     ) -> KafkaCluster:
@@ -101,6 +102,7 @@ class KafkaFactory:
             broker_config={**(broker_config or {}), **broker_settings},
             kafka_version=kafka_version,
             listeners=listeners,
+            format_arguments=format_arguments,
             name=name,
         )
         # Registered before start, so a failed start still has its logs saved.

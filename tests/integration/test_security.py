@@ -11,13 +11,25 @@ the module, so Spark starts once.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.cli_helpers import run_cli
-from tests.harness.security import MODES, STYLES, SecureKafka, write_properties
+from tests.harness.security import (
+    MODES,
+    PLAIN_LISTENER,
+    PLAIN_SASL_LISTENER,
+    SCRAM_LISTENER,
+    STYLES,
+    SaslUsers,
+    SecureKafka,
+    make_pki,
+    secure_setup,
+    write_properties,
+)
 from tests.secure_commands import (
     COMMANDS,
     QUICK_COMMANDS,
@@ -29,6 +41,7 @@ from tests.secure_commands import (
     make_traffic,
     problem,
     run_command,
+    run_kafkatxn,
 )
 
 pytestmark = pytest.mark.integration
@@ -193,3 +206,30 @@ def test_refused_audit_reports_the_cause(kafka_secure: SecureKafka, traffic: Tra
     spark_startup = ("kafkatxn: starting Spark", "WARNING: Using incubator modules", "Setting default log level", "To adjust logging level")
     others = [line for line in run.stderr.splitlines() if line not in errors and not line.startswith(spark_startup)]
     assert others == [], run.describe()
+
+
+def test_scram_and_plain_on_separate_listeners(kafka_factory, tmp_path):
+    """The other SASL preset: one SASL_SSL listener per mechanism, no mTLS listener. Each listener
+    serves its mechanism; offering it the other one is refused as an authentication failure."""
+    pki = make_pki(tmp_path / "pki")
+    users = SaslUsers.random()
+    setup = secure_setup(pki, users, separate_sasl_listeners=True, mtls=False)
+    assert [listener.name for listener in setup.listeners] == [PLAIN_LISTENER, SCRAM_LISTENER, PLAIN_SASL_LISTENER]
+    secure = SecureKafka(
+        kafka_factory(listeners=setup.listeners, format_arguments=setup.format_arguments, broker_config=setup.broker_config),
+        pki, users, setup,
+    )
+    jobs = []
+    for mode, style in (("scram", "java"), ("plain", "librdkafka")):
+        properties = write_properties(tmp_path / f"{mode}.properties", secure.properties(mode, style))
+        other = secure.bootstrap("plain" if mode == "scram" else "scram")
+        jobs.append((mode, secure.bootstrap(mode), ["cluster", *connection_args(secure.bootstrap(mode), properties)]))
+        jobs.append((f"{mode} on the other listener", other, ["cluster", *connection_args(other, properties)]))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda job: (job[0], job[1], run_kafkatxn("cluster", job[2])), jobs))
+    for label, bootstrap, run in runs:
+        if "other" in label:
+            assert _refusal_problem(run, ("authentication failed",)) is None, run.describe()
+        else:
+            assert run.code == 0, run.describe()
+            assert [b["port"] for b in json.loads(run.stdout)["brokers"]] == [int(bootstrap.rsplit(":", 1)[1])]
