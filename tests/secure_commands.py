@@ -10,6 +10,7 @@ scenario knows it wrote.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import queue
@@ -47,6 +48,8 @@ COMMANDS = (
     "audit",
 )
 QUICK_COMMANDS = tuple(c for c in COMMANDS if c not in ("exporter", "audit"))
+# `audit` needs PySpark (the test extra has it); without it the rest still runs.
+HAVE_PYSPARK = importlib.util.find_spec("pyspark") is not None
 
 
 @dataclass
