@@ -107,7 +107,10 @@ class Range:
 
 
 def _plain_number(text: str) -> float:
-    return float(text)
+    value = float(text)
+    if math.isnan(value):  # every comparison with NaN is false: the threshold would always alert
+        raise ValueError("not a number")
+    return value
 
 
 def duration_seconds(text: str) -> float:

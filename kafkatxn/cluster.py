@@ -14,6 +14,7 @@ import concurrent.futures
 import logging
 import re
 import time
+import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Mapping, NamedTuple, TypeVar
@@ -240,9 +241,17 @@ class Cluster:
     @property
     def admin(self):
         if self._admin is None:
+            from confluent_kafka import KafkaException
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient(self.config.librdkafka(error_cb=self._on_client_error))
+            try:
+                self._admin = AdminClient(self.config.librdkafka(error_cb=self._on_client_error))
+            except KafkaException as exc:
+                # librdkafka checks its settings when the client is built (e.g. PLAIN without a
+                # username): what it refuses there is the user's to fix, before anything is sent.
+                if _kafka_error_code(exc) == "_INVALID_ARG":
+                    raise UsageError(f"bad client settings: {_clean(exc.args[0].str())}") from None
+                raise self._translate(exc, "creating the client") from exc
         return self._admin
 
     @property
@@ -378,13 +387,17 @@ class Cluster:
         topic_pattern: str | None = None,
     ) -> list[PartitionInfo]:
         """Partitions named by the user; unknown topics or partitions raise :class:`NotFoundError`."""
+        topics = list(topics or [])
+        # What can be judged without the cluster is judged first: a usage error sends nothing.
+        if partition is not None and len(topics) != 1:
+            raise UsageError("--partition needs exactly one --topic")
+        for t in topics:
+            check_topic_name(t)
+        rx = compile_regex(topic_pattern, "topic") if topic_pattern else None
         md = self.metadata()
         by_topic: dict[str, list[PartitionInfo]] = defaultdict(list)
         for p in md.partitions:
             by_topic[p.topic].append(p)
-        topics = list(topics or [])
-        if partition is not None and len(topics) != 1:
-            raise UsageError("--partition needs exactly one --topic")
         if topics:
             unknown = [t for t in topics if t not in by_topic]
             if unknown:
@@ -397,11 +410,7 @@ class Cluster:
                     raise NotFoundError(f"topic {topics[0]!r} has no partition {partition} (it has {count}: 0-{count - 1})")
         else:
             chosen = [p for p in md.partitions if include_internal or not p.internal]
-        if topic_pattern:
-            try:
-                rx = re.compile(topic_pattern)
-            except re.error as exc:
-                raise UsageError(f"bad topic regex {topic_pattern!r}: {exc}") from None
+        if rx is not None:
             chosen = [p for p in chosen if rx.search(p.topic)]
         return chosen
 
@@ -978,6 +987,30 @@ class Cluster:
                 log.debug("closing the fencing producer failed", exc_info=True)
 
 
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}", re.ASCII)
+
+
+def check_topic_name(name: str) -> None:
+    """Kafka's rule for topic names: a name outside it cannot exist, so asking for one is a usage error."""
+    if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+        raise UsageError(f"bad topic name {_shorten(name)!r}: topic names are 1-249 characters of A-Z a-z 0-9 . _ -")
+
+
+def compile_regex(pattern: str, what: str) -> re.Pattern[str]:
+    """``pattern`` compiled, or a usage error naming ``what`` (e.g. ``--pattern``). Besides re.error,
+    re raises OverflowError (``a{99999999999}``) and RecursionError (deep nesting)."""
+    try:
+        with warnings.catch_warnings():  # "FutureWarning: Possible nested set" would be a second stderr line
+            warnings.simplefilter("ignore", FutureWarning)
+            return re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise UsageError(f"bad {what} regex {_shorten(pattern)!r}: {exc}") from None
+
+
+def _shorten(text: str, keep: int = 60) -> str:
+    return text if len(text) <= keep else f"{text[:keep - 20]}…{text[-10:]}"
+
+
 def _kafka_error_code(exc: BaseException) -> str | None:
     """The librdkafka error name (e.g. ``_TRANSPORT``) carried by a confluent-kafka exception."""
     arg = exc.args[0] if exc.args else None
@@ -1007,6 +1040,14 @@ def _clean(text: str) -> str:
     """One line, without anything that looks like a credential."""
     text = " ".join(str(text).split())
     return _SECRETISH.sub(r"\1=******", text)
+
+
+def check_client_settings(config: ConnectionConfig) -> None:
+    """Raise the usage error a command would meet when it first builds its clients, without waiting
+    for anything: librdkafka checks its settings as a client is made, kafka-python's are mapped here."""
+    config.kafka_python()
+    with Cluster(config) as cluster:
+        cluster.admin  # noqa: B018 - building it is the check
 
 
 def open_cluster(config: ConnectionConfig) -> Cluster:

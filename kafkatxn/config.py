@@ -92,7 +92,9 @@ class PropertyLine:
 
 def parse_properties(text: str, source: str = "<properties>") -> list[PropertyLine]:
     """Java ``.properties`` syntax: ``key=value``, ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
-    lines = text.splitlines()
+    # Only \n, \r and \r\n end a line, as in Java: str.splitlines() also splits at \f, \x1c-\x1e,
+    # \x85 and U+2028/9, which may sit inside a value, and would misnumber every line after them.
+    lines = re.split(r"\r\n|\r|\n", text)
     out: list[PropertyLine] = []
     i = 0
     while i < len(lines):
@@ -344,8 +346,9 @@ class ConnectionConfig:
         """Settings for confluent-kafka clients, with the deadline applied to every request."""
         conf: dict = {"bootstrap.servers": self.bootstrap_servers, "client.id": "kafkatxn"}
         conf.update(self.settings)
-        conf.setdefault("socket.timeout.ms", max(self.timeout_ms, 10))
-        conf.setdefault("socket.connection.setup.timeout.ms", max(self.timeout_ms, 1000))
+        # Within librdkafka's ranges (it refuses the client otherwise); the deadline still ends the command.
+        conf.setdefault("socket.timeout.ms", min(max(self.timeout_ms, 10), 300_000))
+        conf.setdefault("socket.connection.setup.timeout.ms", min(max(self.timeout_ms, 1000), 2_147_483_647))
         # librdkafka logs connection failures to stderr by default; we report them as one line instead.
         conf.setdefault("log_level", 0)
         conf.update(extra)
@@ -435,10 +438,14 @@ def resolve(
         raise UsageError(
             "no cluster given: pass --bootstrap-server HOST:PORT, set KAFKATXN_BOOTSTRAP_SERVERS, or use --profile"
         )
-    servers = ",".join(s.strip() for s in str(servers).split(",") if s.strip())
+    given = str(servers)
+    servers = ",".join(s.strip() for s in given.split(",") if s.strip())
+    if not servers:
+        raise UsageError(f"bad bootstrap servers {given!r}; expected HOST:PORT[,HOST:PORT...]")
     for server in servers.split(","):
-        if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):\d{1,5}", server):
-            raise UsageError(f"bad bootstrap server {server!r}; expected HOST:PORT")
+        match = re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})", server, re.ASCII)
+        if not match or not 0 < int(match.group(2)) <= 65535:
+            raise UsageError(f"bad bootstrap server {server!r}; expected HOST:PORT (port 1-65535)")
 
     timeout_value = timeout if timeout is not None else prof.get("timeout")
     timeout_ms = parse_duration_ms(timeout_value) if timeout_value is not None else DEFAULT_TIMEOUT_MS

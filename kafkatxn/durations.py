@@ -7,7 +7,11 @@ import re
 from kafkatxn.errors import UsageError
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+# ASCII digits only: "٣s" is not a duration anyone means.
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", re.ASCII)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
+# Longer than any timeout or window means a typo; and it keeps every value a finite int64 (float("9"*400) is inf).
+MAX_DURATION_MS = 100 * 365 * 86_400_000
 
 
 def parse_duration_ms(text: str | int | float) -> int:
@@ -15,12 +19,12 @@ def parse_duration_ms(text: str | int | float) -> int:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         if text < 0:
             raise UsageError(f"duration must not be negative: {text}")
-        return int(text * 1000)
+        return _at_most_max(text * 1000, text)
     raw = str(text).strip().lower()
     if not raw:
         raise UsageError("empty duration; use e.g. 90s, 10m, 1h")
-    if re.fullmatch(r"\d+(?:\.\d+)?", raw):
-        return int(float(raw) * 1000)
+    if _NUMBER.fullmatch(raw):
+        return _at_most_max(float(raw) * 1000, text)
     pos = 0
     total = 0.0
     for match in _PART.finditer(raw):
@@ -30,7 +34,14 @@ def parse_duration_ms(text: str | int | float) -> int:
         pos = match.end()
     if pos != len(raw) or pos == 0:
         raise UsageError(f"bad duration {text!r}; use e.g. 250ms, 90s, 10m, 1h30m, 7d")
-    return int(total)
+    return _at_most_max(total, text)
+
+
+def _at_most_max(ms: float, text: object) -> int:
+    if not ms <= MAX_DURATION_MS:  # also catches inf and nan
+        shown = text if len(str(text)) <= 40 else f"{str(text)[:20]}…{str(text)[-10:]}"
+        raise UsageError(f"duration {shown!r} is too long (at most 100 years)")
+    return int(ms)
 
 
 def format_duration_ms(ms: int | None) -> str:

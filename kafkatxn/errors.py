@@ -9,6 +9,12 @@ EXIT_CRITICAL = 2
 EXIT_UNKNOWN = 3
 EXIT_USAGE = 64
 
+# Widths of Kafka's wire fields: partition and broker ids and epochs are int32, producer epochs
+# int16, offsets and producer ids int64. Options bounded by them refuse typos before any request.
+INT16_MAX = 2**15 - 1
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
 
 class KafkatxnError(Exception):
     """An error reported as one line on stderr; ``exit_code`` says how the command ends."""

@@ -31,7 +31,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from kafkatxn.check import OPEN_TRANSACTION_STATES, TRANSACTION_STATES, ClusterSnapshot, gather_snapshot
-from kafkatxn.cluster import Cluster
+from kafkatxn.cluster import Cluster, compile_regex
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import KafkatxnError, UsageError
 
@@ -244,10 +244,7 @@ class ClusterGatherer:
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self._cluster: Cluster | None = None
         if topic_regex:
-            try:
-                re.compile(topic_regex)
-            except re.error as exc:
-                raise UsageError(f"bad --topic-regex {topic_regex!r}: {exc}") from None
+            compile_regex(topic_regex, "--topic-regex")
 
     def __call__(self) -> ClusterSnapshot:
         if self._cluster is None:
@@ -317,7 +314,7 @@ def write_textfile(path: str | os.PathLike, snapshot: ClusterSnapshot, options: 
 
 def parse_listen(text: str) -> tuple[str, int]:
     """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[IPv6]:PORT``."""
-    match = re.fullmatch(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]\s]*)):(?P<port>\d{1,5})", text.strip())
+    match = re.fullmatch(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]\s]*)):(?P<port>\d{1,5})", text.strip(), re.ASCII)
     if not match or not 0 <= int(match.group("port")) <= 65535:
         raise UsageError(f"bad --listen {text!r}; use HOST:PORT, :PORT or [IPv6]:PORT")
     host = match.group("v6") or match.group("host") or "0.0.0.0"

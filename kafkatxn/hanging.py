@@ -321,13 +321,14 @@ def find_hanging(
     max_transaction_timeout_ms: int | None = None,
 ) -> HangingResult:
     missing: list[str] = []
+    # The selection first: a bad one (--partition without one --topic) is a usage error before any request.
+    tps = select_partitions(cluster, broker_id, topics, partition)
     if max_transaction_timeout_ms is None:
         max_transaction_timeout_ms, config_missing = cluster_max_transaction_timeout(cluster)
         source = f"broker config {MAX_TIMEOUT_CONFIG}"
         missing += config_missing
     else:
         source = "--max-transaction-timeout"
-    tps = select_partitions(cluster, broker_id, topics, partition)
     snapshot = producers.snapshot_producers(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
     missing += snapshot.missing
     now_ms = snapshot.taken_at_ms

@@ -16,15 +16,16 @@ Transactions the coordinator tracks are ended by fencing their transactional id 
 from __future__ import annotations
 
 import enum
-import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Sequence
 
 from kafkatxn import hanging
 from kafkatxn.auditlog import AuditLog
-from kafkatxn.cluster import Cluster, ProducerState, TopicPartition, TransactionDescription
-from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, AuthenticationError, KafkatxnError, UsageError
+from kafkatxn.cluster import Cluster, ProducerState, TopicPartition, TransactionDescription, check_topic_name, compile_regex
+from kafkatxn.errors import (
+    EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, INT16_MAX, INT32_MAX, INT64_MAX, AuthenticationError, KafkatxnError, UsageError,
+)
 from kafkatxn.output import to_plain
 
 # Longest transaction timeout the fencing producer asks for when the id has none of its own.
@@ -85,6 +86,13 @@ def validate_target(target: AbortTarget) -> None:
         raise UsageError("--start-offset must not be negative")
     if target.partition < 0:
         raise UsageError("--partition must not be negative")
+    check_topic_name(target.topic)
+    # Wider than the fields of WriteTxnMarkers: would fail on the wire, after the audit intent.
+    for value, limit, option in ((target.partition, INT32_MAX, "--partition"), (target.start_offset, INT64_MAX, "--start-offset"),
+                                 (target.producer_id, INT64_MAX, "--producer-id"), (target.producer_epoch, INT16_MAX, "--producer-epoch"),
+                                 (target.coordinator_epoch, INT32_MAX, "--coordinator-epoch")):
+        if value is not None and value > limit:
+            raise UsageError(f"{option} {value} is larger than Kafka allows ({limit})")
 
 
 class Action(str, enum.Enum):
@@ -465,16 +473,17 @@ def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
             item.outcome, item.reason = Outcome.UNKNOWN, f"{retried}no leader of {tp} could be asked: {why}"
             audit.result(action_id, "abort", target, item.outcome.value, None, item.reason)
             return
+        now_leader = f"broker {leader}, {'its new leader' if leader != item.leader else 'still its leader'},"
         item.leader = leader
         recheck = _recheck(item, producers)
         if recheck.action is Action.NOTHING:
-            retried += f"broker {leader}, its new leader, has it closed; "
+            retried += f"{now_leader} has it closed; "
             break
         if recheck.action is Action.REFUSE:
-            item.outcome, item.reason = Outcome.REFUSED, f"{retried}broker {leader}, its new leader, shows a change: {recheck.reason}"
+            item.outcome, item.reason = Outcome.REFUSED, f"{retried}{now_leader} shows a change: {recheck.reason}"
             audit.result(action_id, "abort", target, item.outcome.value, {"producers": to_plain(producers)}, item.reason)
             return
-        retried += f"retried on broker {leader}, its new leader; "
+        retried += f"retried on {now_leader.rstrip(',')}; "
     after: list[ProducerState] | None = None
     lso_after = hw_after = None
     try:
@@ -633,10 +642,7 @@ class _FenceItem:
 
 def matching_ids(transactional_ids: Iterable[str], pattern: str) -> list[str]:
     """Ids the whole of which ``pattern`` matches (a partial match would fence more than meant)."""
-    try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(f"bad --pattern regex {pattern!r}: {exc}") from None
+    rx = compile_regex(pattern, "--pattern")
     return sorted({t for t in transactional_ids if rx.fullmatch(t)})
 
 

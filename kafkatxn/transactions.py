@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from kafkatxn.cluster import Cluster, ListTransactionsSupport, TransactionDescription, TransactionListing
+from kafkatxn.cluster import Cluster, ListTransactionsSupport, TransactionDescription, TransactionListing, compile_regex
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.errors import UsageError
 
@@ -105,10 +105,7 @@ def normalize_states(states: Iterable[str]) -> list[str]:
 def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
     if pattern is None:
         return None
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(f"bad --pattern regex {pattern!r}: {exc}") from None
+    return compile_regex(pattern, "--pattern")
 
 
 def states_to_request(states: Sequence[str], min_duration_ms: int | None) -> list[str]:

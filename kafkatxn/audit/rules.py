@@ -489,6 +489,8 @@ def parse_inventory(text: str, source: str = "<inventory>") -> list[Declaration]
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UsageError(f"{source}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        except RecursionError:  # json gives up on deep nesting this way, not with JSONDecodeError
+            raise UsageError(f"{source}: not valid JSON: nested too deeply") from None
         rows = doc.get("declarations") if isinstance(doc, dict) else doc
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise UsageError(f"{source}: expected a list of objects with application, instance, transactional_id or prefix")

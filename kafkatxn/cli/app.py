@@ -62,7 +62,8 @@ _register_commands()
 
 
 def _error(message: str) -> None:
-    print(f"kafkatxn: error: {redact(message)}", file=sys.stderr)
+    # One line, whatever the message quotes (a value with a newline in it, a multi-line library error).
+    print(f"kafkatxn: error: {' '.join(redact(message).splitlines())}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:

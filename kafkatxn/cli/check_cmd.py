@@ -9,6 +9,7 @@ import typer
 
 from kafkatxn import check, exporter
 from kafkatxn.cli.common import CommandContext, command
+from kafkatxn.cluster import check_client_settings, compile_regex
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 
@@ -77,6 +78,8 @@ def register(app: typer.Typer) -> None:
         )
         if textfile is not None and not textfile.endswith(".prom"):
             raise UsageError(f"--textfile {textfile!r} must end in .prom (node_exporter reads only *.prom)")
+        if topic_regex:
+            compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
         snapshot = check.gather_snapshot(ctx.cluster, topic_regex, _max_timeout_ms(max_transaction_timeout))
         result = check.evaluate(snapshot, thresholds)
         if textfile is not None:
@@ -104,6 +107,8 @@ def register(app: typer.Typer) -> None:
         at scrape time with a short cache. Runs until interrupted; kafkatxn_up is 0 while the cluster
         cannot be reached."""
         exporter.parse_listen(listen)  # a bad address is a usage error before anything starts
+        # Likewise client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
+        check_client_settings(ctx.config)
         cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
         gatherer = exporter.ClusterGatherer(
             ctx.config, _duration_s(scrape_timeout, "--scrape-timeout"), topic_regex,

@@ -11,7 +11,7 @@ import typer
 from kafkatxn import hanging
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.durations import parse_duration_ms
-from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING
+from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, INT32_MAX
 
 SELECT = "Selection"
 
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         ctx: CommandContext,
         broker_id: Annotated[
             Optional[int],
-            typer.Option("--broker-id", metavar="ID", help="Only partitions with a replica on this broker, asking it.", rich_help_panel=SELECT),
+            typer.Option("--broker-id", min=0, max=INT32_MAX, metavar="ID", help="Only partitions with a replica on this broker, asking it.", rich_help_panel=SELECT),
         ] = None,
         topic: Annotated[
             Optional[list[str]],
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         partition: Annotated[
             Optional[int],
-            typer.Option("--partition", "-p", metavar="N", help="Only this partition of the one --topic.", rich_help_panel=SELECT),
+            typer.Option("--partition", "-p", min=0, max=INT32_MAX, metavar="N", help="Only this partition of the one --topic.", rich_help_panel=SELECT),
         ] = None,
         max_transaction_timeout: Annotated[
             Optional[str],

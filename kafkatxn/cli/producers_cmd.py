@@ -10,6 +10,7 @@ import typer
 
 from kafkatxn import producers
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
+from kafkatxn.errors import INT32_MAX
 
 
 def register(app: typer.Typer) -> None:
@@ -20,11 +21,11 @@ def register(app: typer.Typer) -> None:
             Optional[list[str]], typer.Option("--topic", "-t", metavar="TOPIC", help="Topic to describe (repeatable); default all.")
         ] = None,
         partition: Annotated[
-            Optional[int], typer.Option("--partition", "-p", min=0, metavar="N", help="Only this partition (needs one --topic).")
+            Optional[int], typer.Option("--partition", "-p", min=0, max=INT32_MAX, metavar="N", help="Only this partition (needs one --topic).")
         ] = None,
         broker_id: Annotated[
             Optional[int],
-            typer.Option("--broker-id", metavar="ID", help="Ask this replica instead of each partition's leader."),
+            typer.Option("--broker-id", min=0, max=INT32_MAX, metavar="ID", help="Ask this replica instead of each partition's leader."),
         ] = None,
         include_internal: Annotated[
             bool, typer.Option("--include-internal", help="Include internal topics (__consumer_offsets, __transaction_state).")

@@ -13,7 +13,7 @@ import typer
 from kafkatxn import auditlog, remedy
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.durations import parse_duration_ms
-from kafkatxn.errors import UsageError
+from kafkatxn.errors import INT16_MAX, INT32_MAX, INT64_MAX, UsageError
 from kafkatxn.output import render_to_string
 
 TARGET = "Transaction"
@@ -71,14 +71,14 @@ def register(app: typer.Typer) -> None:
     def abort_command(
         ctx: CommandContext,
         topic: Annotated[Optional[str], typer.Option("--topic", "-t", metavar="TOPIC", help="Topic of the open transaction.", rich_help_panel=TARGET)] = None,
-        partition: Annotated[Optional[int], typer.Option("--partition", "-p", metavar="N", help="Partition of the open transaction.", rich_help_panel=TARGET)] = None,
+        partition: Annotated[Optional[int], typer.Option("--partition", "-p", min=0, max=INT32_MAX, metavar="N", help="Partition of the open transaction.", rich_help_panel=TARGET)] = None,
         start_offset: Annotated[
-            Optional[int], typer.Option("--start-offset", metavar="OFFSET", help="Offset where the transaction starts (see `kafkatxn hanging`).", rich_help_panel=TARGET)
+            Optional[int], typer.Option("--start-offset", min=0, max=INT64_MAX, metavar="OFFSET", help="Offset where the transaction starts (see `kafkatxn hanging`).", rich_help_panel=TARGET)
         ] = None,
-        producer_id: Annotated[Optional[int], typer.Option("--producer-id", metavar="ID", help="Explicit form: producer id.", rich_help_panel=TARGET)] = None,
-        producer_epoch: Annotated[Optional[int], typer.Option("--producer-epoch", metavar="N", help="Explicit form: producer epoch.", rich_help_panel=TARGET)] = None,
+        producer_id: Annotated[Optional[int], typer.Option("--producer-id", min=0, max=INT64_MAX, metavar="ID", help="Explicit form: producer id.", rich_help_panel=TARGET)] = None,
+        producer_epoch: Annotated[Optional[int], typer.Option("--producer-epoch", min=0, max=INT16_MAX, metavar="N", help="Explicit form: producer epoch.", rich_help_panel=TARGET)] = None,
         coordinator_epoch: Annotated[
-            Optional[int], typer.Option("--coordinator-epoch", metavar="N", help="Explicit form: coordinator epoch for the marker.", rich_help_panel=TARGET)
+            Optional[int], typer.Option("--coordinator-epoch", min=-1, max=INT32_MAX, metavar="N", help="Explicit form: coordinator epoch for the marker.", rich_help_panel=TARGET)
         ] = None,
         all_hanging: Annotated[
             bool, typer.Option("--all-hanging", help="Abort every hanging transaction `kafkatxn hanging` finds.", rich_help_panel=TARGET)

@@ -11,7 +11,7 @@ import typer
 from kafkatxn import transactions
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.durations import parse_duration_ms
-from kafkatxn.errors import EXIT_WARNING
+from kafkatxn.errors import EXIT_WARNING, INT64_MAX
 
 app = typer.Typer(
     help="Transactions as their coordinators see them (ListTransactions, DescribeTransactions).", no_args_is_help=True
@@ -29,7 +29,7 @@ def list_command(
         ),
     ] = None,
     producer_id: Annotated[
-        Optional[list[int]], typer.Option("--producer-id", metavar="ID", help="Only these producer ids (repeatable).")
+        Optional[list[int]], typer.Option("--producer-id", min=0, max=INT64_MAX, metavar="ID", help="Only these producer ids (repeatable).")
     ] = None,
     min_duration: Annotated[
         Optional[str],
