@@ -108,7 +108,8 @@ def parse_properties(text: str, source: str = "<properties>") -> list[PropertyLi
             i += 1
         if _ends_with_continuation(logical):
             logical = logical[:-1]
-        match = re.match(r"((?:[^=:\s\\]|\\.)+)\s*[=:]\s*(.*)$", logical, re.S)
+        # Java accepts '=', ':' or plain whitespace between key and value (java.util.Properties.load).
+        match = re.match(r"((?:[^=:\s\\]|\\.)+)(?:\s*[=:]|\s+)\s*(.*)$", logical, re.S)
         if not match:
             # The line itself is not echoed: it may hold a secret.
             raise UsageError(f"{source}:{start}: expected key=value")

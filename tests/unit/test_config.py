@@ -80,7 +80,8 @@ def test_pem_keystore_maps_to_certificate_and_key(tmp_path):
 @pytest.mark.parametrize(
     "text, line, fragment",
     [
-        ("security.protocol=SSL\nthis has no separator\n", 2, "expected key=value"),
+        ("security.protocol=SSL\njustakey\n", 2, "expected key=value"),
+        ("security.protocol=SSL\nthis has a space separator\n", 2, "unsupported property 'this'"),
         ("a.b.c=1\n", 1, "unsupported property 'a.b.c'"),
         ("ssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n", 2, "JKS"),
         ("sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n", 1, "not supported"),
@@ -97,10 +98,16 @@ def test_bad_properties_name_the_line(tmp_path, text, line, fragment):
 
 
 def test_malformed_line_is_not_echoed_because_it_may_hold_a_secret(tmp_path):
-    path = write(tmp_path, "bad.properties", "sasl.password hunter2\n")
+    path = write(tmp_path, "bad.properties", "security.protocol=SASL_SSL\nhunter2\n")
     with pytest.raises(UsageError) as err:
         config.read_properties_file(path)
     assert "hunter2" not in str(err.value)
+
+
+def test_whitespace_separator_is_accepted_as_java_does():
+    # java.util.Properties.load reads "key value" like "key=value"; files written for kafka-*.sh may use it.
+    lines = config.parse_properties("security.protocol SASL_SSL\nsasl.mechanism   SCRAM-SHA-512\n")
+    assert [(p.key, p.value) for p in lines] == [("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-512")]
 
 
 def test_continuation_comments_and_separators():
