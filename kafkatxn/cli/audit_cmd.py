@@ -51,6 +51,21 @@ def build_report(result) -> Report:
     )
 
 
+DEFAULT_ID_EXPIRATION_MS = 7 * 86_400_000  # Kafka's default transactional.id.expiration.ms
+
+
+def _broker_id_expiration_ms(ctx: CommandContext) -> int | None:
+    """The largest transactional.id.expiration.ms the brokers report (None if none said)."""
+    configs = ctx.cluster.broker_configs(["transactional.id.expiration.ms"])
+    values = [
+        int(v.value)
+        for per_broker in configs.value.values()
+        for name, v in per_broker.items()
+        if name == "transactional.id.expiration.ms" and v.value and v.value.isdigit()
+    ]
+    return max(values) if values else None
+
+
 def register(app: typer.Typer) -> None:
     @command(app, "audit")
     def audit_command(
@@ -92,9 +107,14 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--min-family-size", min=2, help="Smallest family of ids judged unstable.", rich_help_panel=RULES)
         ] = 5,
         id_expiration: Annotated[
-            str,
-            typer.Option("--id-expiration", metavar="DURATION", help="The brokers' transactional.id.expiration.ms.", rich_help_panel=RULES),
-        ] = "7d",
+            Optional[str],
+            typer.Option(
+                "--id-expiration", metavar="DURATION",
+                help="How long an unused id keeps producer state (default: the brokers' "
+                "transactional.id.expiration.ms, or 7d when the cluster is not read).",
+                rich_help_panel=RULES,
+            ),
+        ] = None,
     ) -> int:
         """Audit transactional ids in the transaction log: shared ids, unstable ids, inventory conflicts.
 
@@ -111,16 +131,24 @@ def register(app: typer.Typer) -> None:
             raise UsageError("--no-live needs --history DIR or --capture DIR: there is nothing else to audit")
         if capture_for is not None and not capture:
             raise UsageError("--for goes with --capture DIR")
-        params = rules.AuditParams(
-            min_fences=min_fences,
-            fence_window_ms=parse_duration_ms(fence_window),
-            min_family_size=min_family_size,
-            id_expiration_ms=parse_duration_ms(id_expiration),
-        )
+        fence_window_ms = parse_duration_ms(fence_window)
+        id_expiration_ms = parse_duration_ms(id_expiration) if id_expiration is not None else None
         declarations = rules.read_inventory(inventory) if inventory else None
         capture_ms = parse_duration_ms(capture_for) if capture_for is not None else 0
         config = ctx.config if (capture or not no_live) else None
         require_pyspark()
+        if config is not None:
+            # Ask the cluster before Spark starts: a refused login or a dead cluster is one line at
+            # once, not a Spark start-up followed by the error; and the brokers say how long ids live.
+            broker_expiration_ms = _broker_id_expiration_ms(ctx)
+            if id_expiration_ms is None:
+                id_expiration_ms = broker_expiration_ms
+        params = rules.AuditParams(
+            min_fences=min_fences,
+            fence_window_ms=fence_window_ms,
+            min_family_size=min_family_size,
+            id_expiration_ms=id_expiration_ms if id_expiration_ms is not None else DEFAULT_ID_EXPIRATION_MS,
+        )
         if not under_spark_submit():  # spark-submit merges our stderr into stdout: keep JSON output clean
             ctx.note(f"kafkatxn: starting Spark on {master or 'local[*]'}")
         spark, created = build_session(master)
