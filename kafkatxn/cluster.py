@@ -81,6 +81,7 @@ class ClusterMetadata:
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
     partitions: tuple[PartitionInfo, ...]
+    answered_by: int | None = None  # the broker that answered this metadata request
 
     def topics(self) -> list[str]:
         return sorted({p.topic for p in self.partitions})
@@ -262,16 +263,31 @@ class Cluster:
 
             # kafka-python retries a refused login or TLS handshake until the deadline and then
             # reports "no brokers": let librdkafka connect first, which names the cause at once.
-            self.metadata()
+            md = self.metadata()
 
             kw = self.config.kafka_python()
-            timeout_ms = int(self.remaining_s() * 1000)
-            kw["bootstrap_timeout_ms"] = max(timeout_ms, 1)
-            kw["request_timeout_ms"] = max(min(kw["request_timeout_ms"], timeout_ms), 1)
-            try:
-                self._kp = KafkaAdminClient(**kw)
-            except Exception as exc:  # noqa: BLE001 - translated into one line
-                raise self._translate(exc, "connecting") from exc
+            # kafka-python bootstraps from a server picked at random and gives it the whole deadline:
+            # one that accepts connections but never answers (a hung broker) took the whole command
+            # down. So first the broker that has just answered librdkafka, for a share of the
+            # deadline (it may have died since), then the configured servers.
+            tries = [kw["bootstrap_servers"]]
+            answered = md.broker(md.answered_by) if md.answered_by is not None else None
+            if answered is not None:
+                host = f"[{answered.host}]" if ":" in answered.host else answered.host
+                tries.insert(0, [f"{host}:{answered.port}"])
+            request_timeout_ms = kw["request_timeout_ms"]
+            for n, servers in enumerate(tries, 1):
+                timeout_ms = int(self.remaining_s() * 1000)
+                kw["bootstrap_servers"] = servers
+                kw["bootstrap_timeout_ms"] = max(timeout_ms if n == len(tries) else min(timeout_ms // 3, 2000), 1)
+                kw["request_timeout_ms"] = max(min(request_timeout_ms, timeout_ms), 1)
+                try:
+                    self._kp = KafkaAdminClient(**kw)
+                    break
+                except Exception as exc:  # noqa: BLE001 - translated into one line
+                    if n == len(tries):
+                        raise self._translate(exc, "connecting") from exc
+                    log.debug("bootstrap from broker %s failed (%s); trying %s", md.answered_by, exc, tries[-1])
         return self._kp
 
     def _translate(self, exc: BaseException, what: str) -> KafkatxnError:
@@ -320,13 +336,20 @@ class Cluster:
         if "SSL" in name or "CERTIFICATE" in text.upper():
             raise self._tls_error(text or name) from exc
 
-    def _wait(self, future: concurrent.futures.Future, what: str) -> Any:
-        """Wait for a confluent-kafka future within the deadline, failing fast on auth errors."""
+    def _wait(self, future: concurrent.futures.Future, what: str, until: float | None = None) -> Any:
+        """Wait for a confluent-kafka future within the deadline, failing fast on auth errors.
+
+        With ``until`` (a monotonic time before the deadline), None once it has passed.
+        """
         while True:
             if self._admin is not None:
                 self._admin.poll(0)  # serves error_cb, which is how auth and transport errors arrive
             self._raise_auth_errors()
             left = self.remaining_s()
+            if until is not None:
+                left = min(left, until - time.monotonic())
+                if left <= 0:
+                    return None
             try:
                 return future.result(timeout=min(left, 0.2))
             except concurrent.futures.TimeoutError:
@@ -343,11 +366,17 @@ class Cluster:
         if not self._connected:
             # list_topics blocks (in a thread) until its timeout even when the login was refused at
             # once, and the process cannot exit before it returns. A request with a future fails fast.
+            # librdkafka sends DescribeCluster to the broker it takes for the controller, and waits for
+            # that one: when it has just died the answer never comes. The probe gets a few seconds;
+            # then list_topics, which any broker answers.
+            until = time.monotonic() + min(self.remaining_s(), max(1.0, min(self.remaining_s() / 4, 3.0)))
             try:
-                self._wait(self.admin.describe_cluster(request_timeout=self.remaining_s()), "connecting")
+                answered = self._wait(self.admin.describe_cluster(request_timeout=self.remaining_s()), "connecting", until)
             except KafkaException as exc:
                 raise self._translate(exc, "connecting") from exc
             self.requests["DescribeCluster"] += 1
+            if answered is None:
+                log.debug("no answer to DescribeCluster in time (is the controller librdkafka knows down?); going on")
             self._connected = True
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         future = pool.submit(self.admin.list_topics, timeout=self.remaining_s())
@@ -364,7 +393,7 @@ class Cluster:
             for p in topic.partitions.values():
                 partitions.append(PartitionInfo(name, p.id, p.leader, tuple(p.replicas), tuple(p.isrs), internal))
         partitions.sort(key=lambda p: (p.topic, p.partition))
-        self._metadata = ClusterMetadata(md.cluster_id, md.controller_id, brokers, tuple(partitions))
+        self._metadata = ClusterMetadata(md.cluster_id, md.controller_id, brokers, tuple(partitions), md.orig_broker_id)
         return self._metadata
 
     def describe_cluster(self) -> ClusterMetadata:
