@@ -581,13 +581,24 @@ class Cluster:
     # -- consumer groups (confluent-kafka) -----------------------------------------------------
 
     def list_groups(self) -> list[str]:
-        try:
-            result = self._wait(self.admin.list_consumer_groups(request_timeout=self.remaining_s()), "listing groups")
-        except KafkatxnError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise self._translate(exc, "listing consumer groups") from exc
-        return sorted(g.group_id for g in result.valid)
+        """Every consumer group. Brokers that answer with an error (e.g. COORDINATOR_LOAD_IN_PROGRESS
+        right after ``__consumer_offsets`` is created) are asked again within the deadline; a group
+        list with a broker missing would make a real group look unknown, so that is an error."""
+        while True:
+            try:
+                result = self._wait(self.admin.list_consumer_groups(request_timeout=self.remaining_s()), "listing groups")
+            except KafkatxnError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise self._translate(exc, "listing consumer groups") from exc
+            self.requests["ListGroups"] += 1
+            if not result.errors:
+                return sorted(g.group_id for g in result.valid)
+            reasons = "; ".join(sorted({_clean(str(e)) for e in result.errors}))
+            if self.deadline - time.monotonic() < 0.5:
+                raise ClusterError(f"listing consumer groups failed on some brokers: {reasons}")
+            log.debug("listing consumer groups: retrying after %s", reasons)
+            time.sleep(0.25)
 
     def group_offsets(self, groups: Iterable[str]) -> Partial[dict[str, dict[TopicPartition, int]]]:
         """Committed offsets per group (offsets < 0 mean nothing committed)."""

@@ -1,0 +1,46 @@
+"""Cluster.list_groups: a broker answering with an error must not make a group look unknown."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from types import SimpleNamespace
+
+import pytest
+
+from kafkatxn.cluster import Cluster
+from kafkatxn.config import ConnectionConfig
+from kafkatxn.errors import ClusterError
+
+
+class FakeAdmin:
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.calls = 0
+
+    def poll(self, timeout):
+        return 0
+
+    def list_consumer_groups(self, request_timeout):
+        self.calls += 1
+        valid, errors = self.answers[min(self.calls, len(self.answers)) - 1]
+        future = concurrent.futures.Future()
+        future.set_result(SimpleNamespace(valid=[SimpleNamespace(group_id=g) for g in valid], errors=errors))
+        return future
+
+
+def cluster_with(admin, timeout_ms=5000):
+    cluster = Cluster(ConnectionConfig("127.0.0.1:1", timeout_ms=timeout_ms))
+    cluster._admin = admin
+    return cluster
+
+
+def test_errors_are_asked_again_until_every_broker_answers():
+    admin = FakeAdmin([(["a"], ["COORDINATOR_LOAD_IN_PROGRESS"]), (["b", "a"], [])])
+    assert cluster_with(admin).list_groups() == ["a", "b"]
+    assert admin.calls == 2
+
+
+def test_errors_that_persist_are_an_error_not_a_short_list():
+    admin = FakeAdmin([(["a"], ["COORDINATOR_NOT_AVAILABLE"])])
+    with pytest.raises(ClusterError, match="COORDINATOR_NOT_AVAILABLE"):
+        cluster_with(admin, timeout_ms=1200).list_groups()
