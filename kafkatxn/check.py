@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from kafkatxn.cluster import Cluster, TopicPartition, TransactionDescription
+from kafkatxn.cluster import OPEN_TRANSACTION_STATES, TRANSACTION_STATES, Cluster, TopicPartition, TransactionDescription
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import (
     EXIT_CRITICAL,
@@ -175,12 +175,8 @@ def format_perfdata(items: Iterable[PerfDatum]) -> str:
 # Snapshot
 # ------------------------------------------------------------------------------------------------
 
-# States a coordinator reports for a transaction that has begun and not yet completed.
-OPEN_TRANSACTION_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
-# Every state ListTransactions can report, so absent states are exported as 0 rather than missing.
-TRANSACTION_STATES = (
-    "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence",
-)
+# Every state ListTransactions can report (TRANSACTION_STATES), so absent states are exported as 0
+# rather than missing; OPEN_TRANSACTION_STATES have begun and not yet completed.
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,22 @@ class ProducerState:
     current_txn_start_offset: int  # -1 when the producer has no open transaction
 
 
+# Coordinator transaction states (org.apache.kafka.coordinator.transaction.TransactionState), as the
+# APIs spell them; the order is the state id the transaction log stores.
+TRANSACTION_STATES: tuple[str, ...] = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
+# A transaction is open (has begun, its markers are not all written) in these states.
+OPEN_TRANSACTION_STATES: tuple[str, ...] = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+
+
 @dataclass(frozen=True)
 class TransactionListing:
     transactional_id: str

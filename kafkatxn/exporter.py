@@ -30,7 +30,8 @@ from typing import Callable, Iterable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from kafkatxn.check import OPEN_TRANSACTION_STATES, TRANSACTION_STATES, ClusterSnapshot, gather_snapshot
+from kafkatxn.check import ClusterSnapshot, gather_snapshot
+from kafkatxn.cluster import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
 from kafkatxn.cluster import Cluster, compile_regex
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import KafkatxnError, UsageError

@@ -20,14 +20,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence, TypeVar
 
-from kafkatxn.cluster import Cluster, ProducerState, TopicPartition
+from kafkatxn.cluster import OPEN_TRANSACTION_STATES, Cluster, ProducerState, TopicPartition
 from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING, NotFoundError, UnsupportedBrokerError
 from kafkatxn.producers import transactional_ids_for
 
 SORT_KEYS = ("lag", "age")
 
-# Coordinator states in which a transaction is still open on its partitions.
-OPEN_COORDINATOR_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
 
 # Committed-offset gaps below the LSO up to this many offsets are read to tell markers and aborted
 # records from real lag; larger gaps count as lag unread (reading them costs their size).
@@ -134,7 +132,7 @@ def _describe_open_transactions(
             if (
                 desc is not None
                 and desc.producer_id == s.producer_id
-                and desc.state in OPEN_COORDINATOR_STATES
+                and desc.state in OPEN_TRANSACTION_STATES
                 and tp in desc.partitions
                 and desc.start_time_ms >= 0
             ):

@@ -19,23 +19,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from kafkatxn.cluster import Cluster, ListTransactionsSupport, TransactionDescription, TransactionListing, compile_regex
+from kafkatxn.cluster import (
+    OPEN_TRANSACTION_STATES,
+    TRANSACTION_STATES,
+    Cluster,
+    ListTransactionsSupport,
+    TransactionDescription,
+    TransactionListing,
+    compile_regex,
+)
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.errors import UsageError
 
-# Coordinator states (org.apache.kafka.coordinator.transaction.TransactionState), as the APIs spell them.
-TRANSACTION_STATES = (
-    "Empty",
-    "Ongoing",
-    "PrepareCommit",
-    "PrepareAbort",
-    "CompleteCommit",
-    "CompleteAbort",
-    "Dead",
-    "PrepareEpochFence",
-)
 # A transaction is open until its markers are written: these states have a running duration.
-OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+OPEN_STATES = OPEN_TRANSACTION_STATES
 
 FOUND = "found"
 NOT_FOUND = "not_found"

@@ -60,6 +60,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkatxn.cluster import TRANSACTION_STATES
+
 __all__ = [
     "KEY_VERSION",
     "STATES",
@@ -78,17 +80,8 @@ __all__ = [
     "encode_value_v1",
 ]
 
-# TransactionState ids (org.apache.kafka.coordinator.transaction.TransactionState): index = status byte.
-STATES: tuple[str, ...] = (
-    "Empty",  # 0
-    "Ongoing",  # 1
-    "PrepareCommit",  # 2
-    "PrepareAbort",  # 3
-    "CompleteCommit",  # 4
-    "CompleteAbort",  # 5
-    "Dead",  # 6
-    "PrepareEpochFence",  # 7
-)
+# TransactionState ids: index = status byte (the facade keeps the one list, in id order).
+STATES: tuple[str, ...] = TRANSACTION_STATES
 _STATE_IDS = {name: i for i, name in enumerate(STATES)}
 
 KEY_VERSION = 0
