@@ -104,6 +104,9 @@ def test_killed_broker_rejoins_cluster(kafka_factory, unique_name):
     producer.produce(topic, value=b"written by two of three")
     assert producer.flush(30) == 0  # min ISR is 1 for ordinary topics
     del producer
+    # Until its session expires the controller still counts node 3 and may make it a new topic's
+    # leader, which then never comes up; wait until the cluster has fenced it.
+    _wait_for(lambda: _registered_brokers(cluster) == [1, 2], timeout=30, what="node 3 fenced")
     cluster.create_topic(f"{unique_name}-while-down", replication_factor=2)
 
     cluster.start_broker(3)
@@ -166,6 +169,10 @@ def _broker_setting(cluster: KafkaCluster, name: str) -> str:
     resource = ConfigResource(ResourceType.BROKER, str(cluster.broker_ids[0]))
     configs = cluster.admin_client().describe_configs([resource])[resource].result(10)
     return configs[name].value
+
+
+def _registered_brokers(cluster: KafkaCluster) -> list[int]:
+    return sorted(cluster.admin_client().list_topics(timeout=10).brokers)
 
 
 def _isr(cluster: KafkaCluster, topic: str) -> list[int]:
