@@ -45,6 +45,10 @@ DESCRIBE_PRODUCERS_BATCH = 500
 _LEADERSHIP_ERROR_CODES = frozenset({3, 5, 6, 9, 74, 75, 78})
 
 
+# Marks a part of a fan-out answer that did not arrive (its reason is in ``missing``).
+_NOT_ARRIVED = object()
+
+
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
@@ -372,6 +376,21 @@ class Cluster:
                 if time.monotonic() >= self.deadline:
                     raise self._translate(concurrent.futures.TimeoutError(), what) from None
 
+    def _wait_or_note(self, future: concurrent.futures.Future, part: str, missing: list[str]) -> Any:
+        """The future's result, or ``_NOT_ARRIVED`` after noting in ``missing`` why ``part`` did not arrive.
+
+        Authentication failures still end the command: they concern every part alike.
+        """
+        try:
+            return self._wait(future, part)
+        except DeadlineExceeded:
+            missing.append(f"{part}: timed out")
+        except AuthenticationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported per part
+            missing.append(f"{part}: {_clean(str(exc))}")
+        return _NOT_ARRIVED
+
     # -- metadata and configs (confluent-kafka) ------------------------------------------------
 
     def metadata(self, refresh: bool = False) -> ClusterMetadata:
@@ -478,15 +497,8 @@ class Cluster:
         result: dict[int, dict[str, ConfigValue]] = {}
         for resource, future in futures.items():
             broker_id = int(resource.name)
-            try:
-                entries = self._wait(future, f"describing configs of broker {broker_id}")
-            except DeadlineExceeded:
-                missing.append(f"broker {broker_id}: configs timed out")
-                continue
-            except AuthenticationError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                missing.append(f"broker {broker_id}: {_clean(str(exc))}")
+            entries = self._wait_or_note(future, f"broker {broker_id} configs", missing)
+            if entries is _NOT_ARRIVED:
                 continue
             self.requests["DescribeConfigs"] += 1
             result[broker_id] = {
@@ -610,8 +622,11 @@ class Cluster:
             self.requests["ListGroups"] += 1
             if not result.errors:
                 return sorted(g.group_id for g in result.valid)
-            reasons = "; ".join(sorted({_clean(str(e)) for e in result.errors}))
+            reasons = "; ".join(sorted({_clean(e.args[0].str() if _kafka_error_code(e) else str(e)) for e in result.errors}))
             if self.deadline - time.monotonic() < 0.5:
+                if all(_kafka_error_code(e) in ("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN") for e in result.errors):
+                    # Nothing answered in time: say so as every other request does (unreachable, deadline).
+                    raise self._translate(result.errors[0], "listing consumer groups")
                 raise ClusterError(f"listing consumer groups failed on some brokers: {reasons}")
             log.debug("listing consumer groups: retrying after %s", reasons)
             time.sleep(0.25)
@@ -630,15 +645,8 @@ class Cluster:
             for group in dict.fromkeys(groups)
         }
         for group, future in pending.items():
-            try:
-                result = self._wait(future, f"fetching offsets of group {group}")
-            except DeadlineExceeded:
-                missing.append(f"group {group}: timed out")
-                continue
-            except AuthenticationError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                missing.append(f"group {group}: {_clean(str(exc))}")
+            result = self._wait_or_note(future, f"group {group}", missing)
+            if result is _NOT_ARRIVED:
                 continue
             out[group] = {
                 TopicPartition(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0
