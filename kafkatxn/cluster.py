@@ -622,11 +622,14 @@ class Cluster:
             self.requests["ListGroups"] += 1
             if not result.errors:
                 return sorted(g.group_id for g in result.valid)
-            reasons = "; ".join(sorted({_clean(e.args[0].str() if _kafka_error_code(e) else str(e)) for e in result.errors}))
+            # KafkaError objects: their str() is a repr; .str() is the message.
+            reasons = "; ".join(sorted({_clean(e.str() if hasattr(e, "str") else str(e)) for e in result.errors}))
             if self.deadline - time.monotonic() < 0.5:
-                if all(_kafka_error_code(e) in ("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN") for e in result.errors):
+                if all(getattr(e, "name", lambda: "")() in ("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN") for e in result.errors):
+                    from confluent_kafka import KafkaException
+
                     # Nothing answered in time: say so as every other request does (unreachable, deadline).
-                    raise self._translate(result.errors[0], "listing consumer groups")
+                    raise self._translate(KafkaException(result.errors[0]), "listing consumer groups")
                 raise ClusterError(f"listing consumer groups failed on some brokers: {reasons}")
             log.debug("listing consumer groups: retrying after %s", reasons)
             time.sleep(0.25)

@@ -4,6 +4,7 @@ No ``from __future__ import annotations`` here: typer must see the real ``Annota
 """
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -137,6 +138,9 @@ def register(app: typer.Typer) -> None:
         capture_ms = parse_duration_ms(capture_for) if capture_for is not None else 0
         config = ctx.config if (capture or not no_live) else None
         require_pyspark()
+        for h in history or []:  # before Spark starts: a typo is one line at once, not a Spark start-up first
+            if not Path(h).expanduser().is_dir():
+                raise UsageError(f"history directory {h} does not exist")
         if config is not None:
             # Ask the cluster before Spark starts: a refused login or a dead cluster is one line at
             # once, not a Spark start-up followed by the error; and the brokers say how long ids live.

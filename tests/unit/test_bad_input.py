@@ -405,7 +405,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
         [],
         [
             opt("--master", st.just("local[1]")),
-            path_opt("--history", ["dir"], []),
+            path_opt("--history", ["dir"], ["missing", "under_a_file", "good_properties"]),
             path_opt("--report", ["dir"], []),
             flag("--no-live"),
             path_opt("--inventory", ["inventory"], ["missing", "dir", "broken_properties"]),
@@ -693,6 +693,7 @@ def test_inventory_files_are_read_or_refused_as_usage_errors(files, text):
     (["transactions", "list", "--producer-id", str(INT64_MAX + 1)], "--producer-id"),
     (["cluster", "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN"], "sasl.username"),
     (["lso", "--top", "x\ny"], "--top"),
+    (["audit", "--no-live", "--history", "/nonexistent/history"], "history directory"),  # was found after Spark started
 ])
 def test_found_bad_inputs_are_usage_errors(files, args, fragment):
     path = max((p for p in COMMANDS if tuple(args[: len(p)]) == p), key=len)
