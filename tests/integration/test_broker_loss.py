@@ -19,12 +19,7 @@ import collections
 import contextlib
 import json
 import signal
-import subprocess
-import sys
-import threading
-import queue
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +33,7 @@ from kafkatxn.config import ConnectionConfig
 from tests import hanging_maker as hm
 from tests import scenarios
 from tests.cli_helpers import run_cli
+from tests.exporter_process import ExporterProcess
 from tests.harness import KafkaCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster3]
@@ -372,46 +368,6 @@ def test_no_command_waits_for_a_controller_that_never_answers(capsys, brokers, m
         FIGURES[f"{command}: controller never answers"] += 1
 
 
-class Exporter:
-    """``kafkatxn exporter`` as its own process, scraped over HTTP."""
-
-    def __init__(self, *args: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkatxn", "exporter", "--listen", "127.0.0.1:0", *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [self.lines.put(line) for line in self.proc.stderr], daemon=True).start()
-        deadline = time.monotonic() + 30
-        self.url = None
-        while self.url is None and time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if "serving http://" in line:
-                self.url = line.split("serving ", 1)[1].strip()
-        assert self.url, "exporter did not start"
-
-    def scrape(self) -> tuple[dict[tuple, float], float]:
-        started = time.monotonic()
-        body = urllib.request.urlopen(self.url, timeout=60).read().decode()
-        took = time.monotonic() - started
-        samples = {}
-        for family in text_string_to_metric_families(body):
-            for s in family.samples:
-                samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
-        return samples, took
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-
 def series(samples: dict, name: str) -> set[TopicPartition]:
     return {
         TopicPartition(dict(labels)["topic"], int(dict(labels)["partition"]))
@@ -423,7 +379,7 @@ def series(samples: dict, name: str) -> set[TopicPartition]:
 def test_exporter_scrape_with_a_broker_killed(capsys, brokers, tmp_path):
     setup = brokers
     scrape_timeout = 5
-    exporter = Exporter(
+    exporter = ExporterProcess(
         "-b", setup.bootstrap, "--cache-ttl", "0s", "--scrape-timeout", f"{scrape_timeout}s",
         "--topic-regex", f"^({setup.rf1}|{setup.rf3})$",
     )

@@ -8,75 +8,19 @@ the broker restarts kafkatxn_up is 1 again without touching the exporter.
 
 from __future__ import annotations
 
-import os
-import queue
-import signal
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cli_helpers import run_cli
+from tests.exporter_process import ExporterProcess
 from tests.hanging_maker import make_hanging_transaction
 from tests.scenarios import create_topic, run_transaction
 
 pytestmark = pytest.mark.integration
 
 SCRAPE_TIMEOUT_S = 3
-
-
-class ExporterProcess:
-    def __init__(self, *args: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkatxn", "exporter", "--listen", "127.0.0.1:0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        )
-        self._stderr: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._drain, daemon=True).start()
-        self.stderr_lines: list[str] = []
-        self.url = self._wait_for_url(30)
-
-    def _drain(self) -> None:
-        for line in self.proc.stderr:
-            self._stderr.put(line)
-
-    def _wait_for_url(self, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self._stderr.get(timeout=0.2)
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            self.stderr_lines.append(line)
-            if "serving http://" in line:
-                return line.split("serving ", 1)[1].strip()
-        raise AssertionError(f"exporter did not start: {self.stderr_lines}")
-
-    def scrape(self) -> tuple[dict[tuple, float], float]:
-        """Samples keyed by (name, sorted labels), and how long the scrape took."""
-        started = time.monotonic()
-        body = urllib.request.urlopen(self.url, timeout=30).read().decode()
-        took = time.monotonic() - started
-        out = {}
-        for family in text_string_to_metric_families(body):
-            for s in family.samples:
-                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-        return out, took
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return -9
 
 
 def test_metrics_follow_the_cluster_through_a_hanging_transaction_and_a_broker_outage(capsys, kafka_factory, unique_name):
