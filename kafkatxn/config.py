@@ -57,6 +57,18 @@ JAVA_KEYS_IGNORED = {
     "ssl.keystore.type",
 }
 
+# librdkafka key -> the kafka-python argument carrying the same setting as it is.
+KAFKA_PYTHON_ARGUMENTS = {
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.ca.pem": "ssl_cadata",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+}
+
 SECRET_KEYS = {"sasl.password", "ssl.key.password", "ssl.key.pem", "sasl.jaas.config"}
 
 _JAAS = re.compile(
@@ -364,22 +376,9 @@ class ConnectionConfig:
             "request_timeout_ms": max(self.timeout_ms, 1000),
             "security_protocol": s.get("security.protocol", "PLAINTEXT"),
         }
-        if "sasl.mechanisms" in s:
-            kw["sasl_mechanism"] = s["sasl.mechanisms"]
-        if "sasl.username" in s:
-            kw["sasl_plain_username"] = s["sasl.username"]
-        if "sasl.password" in s:
-            kw["sasl_plain_password"] = s["sasl.password"]
-        if "ssl.ca.location" in s:
-            kw["ssl_cafile"] = s["ssl.ca.location"]
-        if "ssl.ca.pem" in s:
-            kw["ssl_cadata"] = s["ssl.ca.pem"]
-        if "ssl.certificate.location" in s:
-            kw["ssl_certfile"] = s["ssl.certificate.location"]
-        if "ssl.key.location" in s:
-            kw["ssl_keyfile"] = s["ssl.key.location"]
-        if "ssl.key.password" in s:
-            kw["ssl_password"] = s["ssl.key.password"]
+        for key, argument in KAFKA_PYTHON_ARGUMENTS.items():
+            if key in s:
+                kw[argument] = s[key]
         if s.get("ssl.endpoint.identification.algorithm") == "none":
             kw["ssl_check_hostname"] = False
         if "ssl.certificate.pem" in s or "ssl.key.pem" in s:
