@@ -1,4 +1,4 @@
-"""``kafkatxn check`` (one status for cron and Nagios/Icinga) and ``kafkatxn exporter`` (Prometheus)."""
+"""``kafkatxn check``: one status for cron and Nagios/Icinga (``kafkatxn exporter`` is in exporter_cmd)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 
 from kafkatxn import check, exporter
 from kafkatxn.cli.common import CommandContext, command
-from kafkatxn.cluster import check_client_settings, compile_regex
+from kafkatxn.cluster import compile_regex
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 
@@ -90,33 +90,6 @@ def register(app: typer.Typer) -> None:
             ctx.render(result.report())
         return result.exit_code
 
-    @command(app, "exporter")
-    def exporter_command(
-        ctx: CommandContext,
-        listen: Annotated[str, typer.Option("--listen", metavar="ADDR:PORT", help="Where to serve /metrics.")] = exporter.DEFAULT_LISTEN,
-        cache_ttl: Annotated[str, typer.Option("--cache-ttl", metavar="DURATION",
-                                               help="Serve a gathered snapshot to scrapes for this long.")] = "10s",
-        scrape_timeout: Annotated[str, typer.Option("--scrape-timeout", metavar="DURATION",
-                                                    help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = "8s",
-        topic_regex: TopicRegex = None,
-        only_lagging: OnlyLagging = False,
-        per_topic: PerTopic = False,
-        max_transaction_timeout: MaxTimeout = None,
-    ) -> int:
-        """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids; gathered
-        at scrape time with a short cache. Runs until interrupted; kafkatxn_up is 0 while the cluster
-        cannot be reached."""
-        exporter.parse_listen(listen)  # a bad address is a usage error before anything starts
-        # Likewise client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
-        check_client_settings(ctx.config)
-        cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
-        gatherer = exporter.ClusterGatherer(
-            ctx.config, _duration_s(scrape_timeout, "--scrape-timeout"), topic_regex,
-            _max_timeout_ms(max_transaction_timeout),
-        )
-        collector = exporter.SnapshotCollector(gatherer, exporter.ExportOptions(only_lagging, per_topic), cache_ttl_s)
-        try:
-            exporter.serve(collector, listen, on_ready=lambda url: ctx.note(f"kafkatxn exporter: serving {url}"))
-        finally:
-            gatherer.close()
-        return 0
+    from kafkatxn.cli import exporter_cmd  # the exporter shares the scope options above
+
+    exporter_cmd.register(app)

@@ -1,0 +1,75 @@
+"""``kafkatxn exporter``: Prometheus metrics of one cluster on /metrics, of any profile on /probe."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kafkatxn import config as config_mod
+from kafkatxn import exporter, exporter_http
+from kafkatxn.cli.check_cmd import MaxTimeout, OnlyLagging, PerTopic, TopicRegex, _duration_s, _max_timeout_ms
+from kafkatxn.cli.common import CommandContext, command
+from kafkatxn.cluster import check_client_settings
+from kafkatxn.durations import parse_duration_ms
+
+HTTP = "HTTP"
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "exporter")
+    def exporter_command(
+        ctx: CommandContext,
+        listen: Annotated[str, typer.Option("--listen", metavar="ADDR:PORT", help="Where to serve /metrics and /probe.",
+                                            rich_help_panel=HTTP)] = exporter_http.DEFAULT_LISTEN,
+        web_config_file: Annotated[Optional[str], typer.Option(
+            "--web-config-file", metavar="PATH",
+            help="TLS and basic auth in the Prometheus exporter-toolkit format (node_exporter's web-config.yml); "
+                 "read again on every connection.", rich_help_panel=HTTP)] = None,
+        cache_ttl: Annotated[str, typer.Option("--cache-ttl", metavar="DURATION",
+                                               help="Serve a gathered snapshot to scrapes for this long (per cluster).")] = "10s",
+        scrape_timeout: Annotated[str, typer.Option("--scrape-timeout", metavar="DURATION",
+                                                    help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = "8s",
+        topic_regex: TopicRegex = None,
+        only_lagging: OnlyLagging = False,
+        per_topic: PerTopic = False,
+        max_transaction_timeout: MaxTimeout = None,
+    ) -> int:
+        """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids; gathered
+        at scrape time with a short cache. /metrics serves the cluster given here (-b, --profile, the
+        default profile); /probe?profile=NAME serves the cluster of any kafkatxn profile. Runs until
+        interrupted; kafkatxn_up is 0 while a cluster cannot be reached."""
+        # Everything that can be wrong is a usage error before anything listens.
+        exporter_http.parse_listen(listen)
+        web_config = exporter_http.WebConfigFile(web_config_file) if web_config_file else None
+        cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
+        scrape_timeout_s = _duration_s(scrape_timeout, "--scrape-timeout")
+        max_timeout_ms = _max_timeout_ms(max_transaction_timeout)
+        options = exporter.ExportOptions(only_lagging, per_topic)
+
+        def collector_for(config: config_mod.ConnectionConfig):
+            # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
+            check_client_settings(config)
+            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms)
+            return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
+
+        metrics = close_metrics = None
+        if _cluster_given(ctx):
+            metrics, close_metrics = collector_for(ctx.config)
+        probes = exporter_http.ProbeTargets(lambda name: config_mod.resolve(profile=name), collector_for)
+        app = exporter_http.ExporterApp(metrics, probes, web_config)
+        try:
+            exporter_http.serve(app, listen, on_ready=lambda url: ctx.note(f"kafkatxn exporter: serving {url}"))
+        finally:
+            if close_metrics is not None:
+                close_metrics()
+            probes.close()
+        return 0
+
+
+def _cluster_given(ctx: CommandContext) -> bool:
+    """Whether /metrics has a cluster: connection flags or variables, or a default profile. Without
+    one the exporter only answers /probe (a multi-target exporter needs no cluster of its own)."""
+    if any(value is not None for value in (ctx.bootstrap_server, ctx.profile, ctx.command_config)) or ctx.properties:
+        return True  # even an empty one: resolving it then says what is wrong
+    return config_mod.load_profile(None)[0] is not None
