@@ -24,6 +24,7 @@ from kafkatxn.exporter import SnapshotCollector
 from kafkatxn.exporter_http import ExporterApp, ProbeTargets, WebConfigError, WebConfigFile
 from tests.cli_helpers import run_cli
 from tests.harness.security import make_pki
+from tests.prometheus import promtool
 from tests.web_config import PASSWORD, USER, bcrypt_hash, client_context, https_get, web_config, write_yaml
 
 REFUSED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)
@@ -212,32 +213,34 @@ def test_an_empty_web_config_serves_plain_http_without_auth(tmp_path):
     assert not config.tls and not config.current().users
 
 
-@pytest.mark.parametrize(
-    "doc, message",
-    [
-        ("tls_server_config: [", "not valid YAML"),
-        ("- a\n- b\n", "expected a mapping"),
-        ("tls_server_configs: {}\n", "unknown key(s): tls_server_configs"),
-        ("tls_server_config: {cert_file: CERT}\n", "needs both cert_file and key_file"),
-        ("tls_server_config: {cert_file: CERT, key_file: CERT, min_version: TLS11}\n", "TLS12 or TLS13"),
-        ("tls_server_config: {cert_file: CERT, key_file: CERT, client_auth_type: RequireAnyClientCert, client_ca_file: CA}\n",
-         "nobody verifies"),
-        ("tls_server_config: {cert_file: CERT, key_file: CERT, client_auth_type: RequireAndVerifyClientCert}\n",
-         "needs client_ca_file"),
-        ("tls_server_config: {cert_file: CERT, key_file: CERT, client_auth_type: Sometimes, client_ca_file: CA}\n",
-         "'Sometimes'"),
-        ("tls_server_config: {cert_file: CERT, key_file: CERT, client_auth_type: NoClientCert, client_ca_file: CA}\n",
-         "client_auth_type is NoClientCert"),
-        ("tls_server_config: {cert_file: CERT, key_file: CERT, cipher_suites: [TLS_AES_128_GCM_SHA256]}\n",
-         "not supported"),
-        ("tls_server_config: {cert_file: missing.pem, key_file: missing.pem}\n", "cannot load"),
-        ("tls_server_config: {cert_file: CA, key_file: CA}\n", "cannot load"),  # a certificate without its key
-        ("basic_auth_users: {prometheus: plain-password-in-the-file}\n", "not a bcrypt hash"),
-        ("basic_auth_users: [prometheus]\n", "basic_auth_users must be a mapping"),
-        ("http_server_config: {headers: {Content-Type: text/html}}\n", "is not one of"),
-    ],
-)
-def test_a_malformed_web_config_is_one_clear_usage_error(tmp_path, pki, doc, message):
+# (document, what the error says, whether the exporter toolkit refuses it too: where it does not,
+# kafkatxn is stricter on purpose: below TLS 1.2, client certificates nobody verifies, Go-only settings)
+MALFORMED_WEB_CONFIGS = [
+    ("tls_server_config: [", "not valid YAML", True),
+    ("- a\n- b\n", "expected a mapping", True),
+    ("tls_server_configs: {}\n", "unknown key(s): tls_server_configs", True),
+    ("tls_server_config: {cert_file: CERT}\n", "needs both cert_file and key_file", True),
+    ("tls_server_config: {cert_file: CERT, key_file: CERT, min_version: TLS11}\n", "TLS12 or TLS13", False),
+    ("tls_server_config: {cert_file: CERT, key_file: CERT, client_auth_type: RequireAnyClientCert, client_ca_file: CA}\n",
+     "nobody verifies", False),
+    ("tls_server_config: {cert_file: CERT, key_file: CERT, client_auth_type: RequireAndVerifyClientCert}\n",
+     "needs client_ca_file", False),
+    ("tls_server_config: {cert_file: CERT, key_file: CERT, client_auth_type: Sometimes, client_ca_file: CA}\n",
+     "'Sometimes'", True),
+    ("tls_server_config: {cert_file: CERT, key_file: CERT, client_auth_type: NoClientCert, client_ca_file: CA}\n",
+     "client_auth_type is NoClientCert", True),
+    ("tls_server_config: {cert_file: CERT, key_file: CERT, cipher_suites: [TLS_AES_128_GCM_SHA256]}\n",
+     "not supported", False),
+    ("tls_server_config: {cert_file: missing.pem, key_file: missing.pem}\n", "cannot load", True),
+    ("tls_server_config: {cert_file: CA, key_file: CA}\n", "cannot load", True),  # a certificate without its key
+    ("basic_auth_users: {prometheus: plain-password-in-the-file}\n", "not a bcrypt hash", True),
+    ("basic_auth_users: [prometheus]\n", "basic_auth_users must be a mapping", True),
+    ("http_server_config: {headers: {Content-Type: text/html}}\n", "is not one of", True),
+]
+
+
+@pytest.mark.parametrize("doc, message, toolkit_refuses", MALFORMED_WEB_CONFIGS)
+def test_a_malformed_web_config_is_one_clear_usage_error(tmp_path, pki, doc, message, toolkit_refuses):
     path = tmp_path / "web.yml"
     path.write_text(doc.replace("CERT", str(pki.broker_keystore)).replace("CA", str(pki.ca)))
     with pytest.raises(WebConfigError) as info:
@@ -245,6 +248,8 @@ def test_a_malformed_web_config_is_one_clear_usage_error(tmp_path, pki, doc, mes
     text = str(info.value)
     assert message in text and str(path) in text and "\n" not in text
     assert "plain-password-in-the-file" not in text
+    toolkit = promtool("check", "web-config", path.name, cwd=tmp_path)
+    assert (toolkit.returncode != 0) == toolkit_refuses, toolkit.stdout + toolkit.stderr
 
 
 def test_the_cli_refuses_a_malformed_web_config_with_exit_64_before_listening(capsys, tmp_path):
@@ -378,3 +383,14 @@ def test_the_example_web_config_works_once_its_files_exist(tmp_path, pki):
     assert config.tls and config.current().tls.client_auth_type == "RequireAndVerifyClientCert"
     header = "Basic " + base64.b64encode(b"prometheus:change-me").decode()  # the password its comment names
     assert exporter_http.BasicAuth().check(config.current().users, header)
+    # The exporter toolkit itself (in promtool) accepts it too.
+    checked = promtool("check", "web-config", "web-config.yml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("client_auth", [None, "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"])
+def test_the_test_web_configs_are_valid_for_the_exporter_toolkit_too(tmp_path, pki, client_auth):
+    path = write_yaml(tmp_path / "web.yml", web_config(pki, {USER: PASSWORD}, client_auth=client_auth, min_version="TLS12"))
+    WebConfigFile(path)
+    checked = promtool("check", "web-config", str(path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
