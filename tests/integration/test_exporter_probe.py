@@ -50,9 +50,10 @@ def test_one_cluster_going_down_leaves_the_other_profiles_probe_complete(kafka_f
         job = example_job("kafkatxn-clusters")
         job["static_configs"] = [{"targets": sorted(clusters)}]
         job["relabel_configs"][-1]["replacement"] = exporter.base.split("://", 1)[1]
-        job["scrape_timeout"] = f"{SCRAPE_TIMEOUT_S + 1}s"
-        with PrometheusServer(tmp_path / "prometheus", [job], interval=f"{SCRAPE_TIMEOUT_S + 1}s",
-                              scrape_timeout=f"{SCRAPE_TIMEOUT_S + 1}s") as prom:
+        # Prometheus waits past the exporter's deadline, as monitoring/prometheus.yml does (10s > 8s).
+        job["scrape_timeout"] = f"{SCRAPE_TIMEOUT_S + 3}s"
+        with PrometheusServer(tmp_path / "prometheus", [job], interval=f"{SCRAPE_TIMEOUT_S + 3}s",
+                              scrape_timeout=f"{SCRAPE_TIMEOUT_S + 3}s") as prom:
             both_up = {(("instance", name), ("job", "kafkatxn-clusters")): 1.0 for name in clusters}
             prom.wait_for(lambda: prom.query("kafkatxn_up") == both_up, "both profiles scraped through /probe")
             assert prom.query("kafkatxn_partitions") == {
