@@ -1,6 +1,6 @@
 """Prometheus metrics from the same snapshot ``kafkatxn check`` decides on.
 
-:func:`metric_families` turns a :class:`~kafkatxn.check.ClusterSnapshot` into metric families (pure,
+:func:`metric_families` turns a :class:`~kafkatxn.snapshot.ClusterSnapshot` into metric families (pure,
 tested over fake snapshots). :class:`SnapshotCollector` is a prometheus_client custom collector that
 gathers at scrape time, keeps the result for ``cache_ttl_s`` and lets only one gather run at a
 time: a scrape that arrives while another is gathering waits for it and answers with its result,
@@ -30,9 +30,10 @@ from typing import Callable, Iterable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from kafkatxn.check import ClusterSnapshot, gather_snapshot
-from kafkatxn.cluster import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
-from kafkatxn.cluster import Cluster, compile_regex
+from kafkatxn.snapshot import ClusterSnapshot, gather_snapshot
+from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
+from kafkatxn.kafka import Cluster
+from kafkatxn.validation import compile_regex
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import KafkatxnError, UsageError
 

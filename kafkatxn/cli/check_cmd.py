@@ -9,9 +9,11 @@ import typer
 
 from kafkatxn import check, exporter
 from kafkatxn.cli.common import CommandContext, command
-from kafkatxn.cluster import check_client_settings, compile_regex
+from kafkatxn.kafka import check_client_settings
+from kafkatxn.validation import compile_regex
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
+from kafkatxn.snapshot import gather_snapshot
 
 THRESHOLDS = "Thresholds (range expressions: N, N:, ~:N, N:M, @N:M; 'none' disables)"
 SCOPE = "Scope"
@@ -80,7 +82,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--textfile {textfile!r} must end in .prom (node_exporter reads only *.prom)")
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
-        snapshot = check.gather_snapshot(ctx.cluster, topic_regex, _max_timeout_ms(max_transaction_timeout))
+        snapshot = gather_snapshot(ctx.cluster, topic_regex, _max_timeout_ms(max_transaction_timeout))
         result = check.evaluate(snapshot, thresholds)
         if textfile is not None:
             exporter.write_textfile(textfile, snapshot, exporter.ExportOptions(only_lagging, per_topic))

@@ -18,8 +18,10 @@ from typing import Annotated, Any, Callable, Optional, Sequence
 import typer
 
 from kafkatxn import config as config_mod
-from kafkatxn.cluster import Cluster
-from kafkatxn.errors import EXIT_UNKNOWN, KafkatxnError
+from kafkatxn.kafka import Cluster
+from kafkatxn.errors import KafkatxnError
+from kafkatxn.exitcodes import exit_code
+from kafkatxn.model import Missing
 from kafkatxn.output import render
 
 
@@ -232,13 +234,18 @@ def enable_debug_logging() -> None:
     logging.getLogger("kafkatxn").setLevel(logging.DEBUG)
 
 
-def fail_if_missing(ctx: CommandContext, missing: Sequence[str], what: str) -> int | None:
+def incomplete_note(missing: Sequence[Missing], what: str) -> str:
+    """One line naming the parts that did not answer (the first five)."""
+    shown = "; ".join(map(str, missing[:5])) + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return f"kafkatxn: incomplete {what}: {shown}"
+
+
+def fail_if_missing(ctx: CommandContext, missing: Sequence[Missing], what: str) -> int | None:
     """Report parts the cluster did not answer for; the command then ends with exit 3."""
     if not missing:
         return None
-    shown = "; ".join(missing[:5]) + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "")
-    ctx.note(f"kafkatxn: incomplete {what}: {shown}")
-    return EXIT_UNKNOWN
+    ctx.note(incomplete_note(missing, what))
+    return exit_code(missing=missing)
 
 
-__all__ = ["CommandContext", "OutputFormat", "command", "fail_if_missing", "KafkatxnError"]
+__all__ = ["CommandContext", "OutputFormat", "command", "fail_if_missing", "incomplete_note", "KafkatxnError"]

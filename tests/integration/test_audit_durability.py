@@ -23,7 +23,8 @@ import uuid
 import pytest
 
 from kafkatxn import auditlog
-from kafkatxn.cluster import Cluster, TopicPartition
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import TopicPartition
 from kafkatxn.config import ConnectionConfig
 from tests import hanging_maker as hm
 from tests.cli_helpers import run_cli_subprocess

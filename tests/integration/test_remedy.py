@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kafkatxn import auditlog
-from kafkatxn.cluster import Cluster, TopicPartition
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import TopicPartition
 from kafkatxn.config import ConnectionConfig
 from tests import hanging_maker as hm
 from tests.cli_helpers import run_cli
