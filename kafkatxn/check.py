@@ -18,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
+from kafkatxn import defaults
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.exitcodes import SEVERITY, Status, worst
@@ -170,10 +171,10 @@ def format_perfdata(items: Iterable[PerfDatum]) -> str:
 class Thresholds:
     """Ranges per figure; None disables that check. Durations are in seconds."""
 
-    lso_lag_warn: Range | None = Range.parse("1000")
-    lso_lag_crit: Range | None = Range.parse("10000")
-    txn_age_warn: Range | None = Range.parse("5m", number=duration_seconds)
-    txn_age_crit: Range | None = Range.parse("15m", number=duration_seconds)
+    lso_lag_warn: Range | None = Range.parse(defaults.CHECK_LSO_LAG_WARN)
+    lso_lag_crit: Range | None = Range.parse(defaults.CHECK_LSO_LAG_CRIT)
+    txn_age_warn: Range | None = Range.parse(defaults.CHECK_TXN_AGE_WARN, number=duration_seconds)
+    txn_age_crit: Range | None = Range.parse(defaults.CHECK_TXN_AGE_CRIT, number=duration_seconds)
     producer_ids_warn: Range | None = None
     producer_ids_crit: Range | None = None
 
