@@ -72,90 +72,36 @@ class OutputFormat(str, enum.Enum):
 
 
 
+# (parameter name, type, default, the option): the connection and output options of every command.
+_SHARED: tuple[tuple[str, Any, Any, Any], ...] = (
+    ("bootstrap_server", Optional[str], None, typer.Option(
+        "--bootstrap-server", "-b", envvar="KAFKATXN_BOOTSTRAP_SERVERS", metavar="HOST:PORT[,…]",
+        help="Brokers to connect to.", rich_help_panel=CONNECTION, show_envvar=True)),
+    ("command_config", Optional[str], None, typer.Option(
+        "--command-config", "-c", envvar="KAFKATXN_COMMAND_CONFIG", metavar="FILE",
+        help="Client properties file (librdkafka or Java --command-config keys).", rich_help_panel=CONNECTION)),
+    ("profile", Optional[str], None, typer.Option(
+        "--profile", envvar="KAFKATXN_PROFILE", metavar="NAME",
+        help="Named profile from ~/.config/kafkatxn/config.toml.", rich_help_panel=CONNECTION)),
+    ("property_overrides", Optional[list[str]], None, typer.Option(
+        "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file.", rich_help_panel=CONNECTION)),
+    ("timeout", Optional[str], None, typer.Option(
+        "--timeout", envvar="KAFKATXN_TIMEOUT", metavar="DURATION",
+        help="Deadline for the whole command's network calls (default 30s).", rich_help_panel=CONNECTION)),
+    ("output", OutputFormat, OutputFormat.table, typer.Option(
+        "--output", "-o", envvar="KAFKATXN_OUTPUT", help="Output format.", rich_help_panel=OUTPUT)),
+    ("no_headers", bool, False, typer.Option("--no-headers", help="Omit header rows (table, csv, tsv).", rich_help_panel=OUTPUT)),
+    ("debug", bool, False, typer.Option(
+        "--debug", envvar="KAFKATXN_DEBUG", help="Log details and show tracebacks on stderr.", rich_help_panel=OUTPUT)),
+)
+
+
 def shared_parameters() -> list[inspect.Parameter]:
-    def opt(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-
+    """The shared options as keyword-only parameters, for a command's (or the root's) signature."""
     return [
-        opt(
-            "bootstrap_server",
-            Annotated[
-                Optional[str],
-                typer.Option(
-                    "--bootstrap-server", "-b", envvar="KAFKATXN_BOOTSTRAP_SERVERS", metavar="HOST:PORT[,…]",
-                    help="Brokers to connect to.", rich_help_panel=CONNECTION, show_envvar=True,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "command_config",
-            Annotated[
-                Optional[str],
-                typer.Option(
-                    "--command-config", "-c", envvar="KAFKATXN_COMMAND_CONFIG", metavar="FILE",
-                    help="Client properties file (librdkafka or Java --command-config keys).",
-                    rich_help_panel=CONNECTION,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "profile",
-            Annotated[
-                Optional[str],
-                typer.Option(
-                    "--profile", envvar="KAFKATXN_PROFILE", metavar="NAME",
-                    help="Named profile from ~/.config/kafkatxn/config.toml.", rich_help_panel=CONNECTION,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "property_overrides",
-            Annotated[
-                Optional[list[str]],
-                typer.Option(
-                    "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file.",
-                    rich_help_panel=CONNECTION,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "timeout",
-            Annotated[
-                Optional[str],
-                typer.Option(
-                    "--timeout", envvar="KAFKATXN_TIMEOUT", metavar="DURATION",
-                    help="Deadline for the whole command's network calls (default 30s).", rich_help_panel=CONNECTION,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "output",
-            Annotated[
-                OutputFormat,
-                typer.Option("--output", "-o", envvar="KAFKATXN_OUTPUT", help="Output format.", rich_help_panel=OUTPUT),
-            ],
-            OutputFormat.table,
-        ),
-        opt(
-            "no_headers",
-            Annotated[bool, typer.Option("--no-headers", help="Omit header rows (table, csv, tsv).", rich_help_panel=OUTPUT)],
-            False,
-        ),
-        opt(
-            "debug",
-            Annotated[
-                bool,
-                typer.Option("--debug", envvar="KAFKATXN_DEBUG", help="Log details and show tracebacks on stderr.", rich_help_panel=OUTPUT),
-            ],
-            False,
-        ),
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[type_, option])
+        for name, type_, default, option in _SHARED
     ]
-
 
 
 SHARED_NAMES = frozenset(p.name for p in shared_parameters())
