@@ -36,12 +36,13 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import make_wsgi_app
 
+from kafkatxn import defaults
 from kafkatxn.errors import KafkatxnError, UsageError
 from kafkatxn.exporter import SnapshotCollector, build_registry
 
 log = logging.getLogger("kafkatxn.exporter")
 
-DEFAULT_LISTEN = "0.0.0.0:9799"
+DEFAULT_LISTEN = defaults.EXPORTER_LISTEN
 REQUEST_TIMEOUT_S = 30.0  # socket reads/writes of one request, the TLS handshake included
 PROBE_PATH = "/probe"
 

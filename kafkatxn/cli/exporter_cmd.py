@@ -7,13 +7,21 @@ from typing import Annotated, Optional
 import typer
 
 from kafkatxn import config as config_mod
-from kafkatxn import exporter, exporter_http
-from kafkatxn.cli.check_cmd import MaxTimeout, OnlyLagging, PerTopic, TopicRegex, _duration_s, _max_timeout_ms
+from kafkatxn import defaults
+from kafkatxn.cli.check_cmd import OnlyLagging, PerTopic, TopicRegex
 from kafkatxn.cli.common import CommandContext, command
-from kafkatxn.cluster import check_client_settings
+from kafkatxn.cli.options import MaxTransactionTimeout
 from kafkatxn.durations import parse_duration_ms
+from kafkatxn.errors import UsageError
 
 HTTP = "HTTP"
+
+
+def _duration_s(text: str, option: str) -> float:
+    seconds = parse_duration_ms(text) / 1000
+    if seconds <= 0:
+        raise UsageError(f"{option} must be more than 0")
+    return seconds
 
 
 def register(app: typer.Typer) -> None:
@@ -21,30 +29,33 @@ def register(app: typer.Typer) -> None:
     def exporter_command(
         ctx: CommandContext,
         listen: Annotated[str, typer.Option("--listen", metavar="ADDR:PORT", help="Where to serve /metrics and /probe.",
-                                            rich_help_panel=HTTP)] = exporter_http.DEFAULT_LISTEN,
+                                            rich_help_panel=HTTP)] = defaults.EXPORTER_LISTEN,
         web_config_file: Annotated[Optional[str], typer.Option(
             "--web-config-file", metavar="PATH",
             help="TLS and basic auth in the Prometheus exporter-toolkit format (node_exporter's web-config.yml); "
                  "read again on every connection.", rich_help_panel=HTTP)] = None,
         cache_ttl: Annotated[str, typer.Option("--cache-ttl", metavar="DURATION",
-                                               help="Serve a gathered snapshot to scrapes for this long (per cluster).")] = "10s",
+                                               help="Serve a gathered snapshot to scrapes for this long (per cluster).")] = defaults.EXPORTER_CACHE_TTL,
         scrape_timeout: Annotated[str, typer.Option("--scrape-timeout", metavar="DURATION",
-                                                    help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = "8s",
+                                                    help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = defaults.EXPORTER_SCRAPE_TIMEOUT,
         topic_regex: TopicRegex = None,
         only_lagging: OnlyLagging = False,
         per_topic: PerTopic = False,
-        max_transaction_timeout: MaxTimeout = None,
+        max_transaction_timeout: MaxTransactionTimeout = None,
     ) -> int:
         """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids; gathered
         at scrape time with a short cache. /metrics serves the cluster given here (-b, --profile, the
         default profile); /probe?profile=NAME serves the cluster of any kafkatxn profile. Runs until
         interrupted; kafkatxn_up is 0 while a cluster cannot be reached."""
+        from kafkatxn import exporter, exporter_http
+        from kafkatxn.kafka import check_client_settings
+
         # Everything that can be wrong is a usage error before anything listens.
         exporter_http.parse_listen(listen)
         web_config = exporter_http.WebConfigFile(web_config_file) if web_config_file else None
         cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
         scrape_timeout_s = _duration_s(scrape_timeout, "--scrape-timeout")
-        max_timeout_ms = _max_timeout_ms(max_transaction_timeout)
+        max_timeout_ms = max_transaction_timeout  # milliseconds (options.MaxTransactionTimeout)
         options = exporter.ExportOptions(only_lagging, per_topic)
 
         def collector_for(config: config_mod.ConnectionConfig):

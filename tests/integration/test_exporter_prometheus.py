@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from kafkatxn.cluster import TopicPartition
+from kafkatxn.model import TopicPartition
 from tests import hanging_maker as hm
 from tests.cli_helpers import run_cli
 from tests.exporter_process import ExporterProcess

@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkatxn import exporter_http
-from kafkatxn.check import ClusterSnapshot, PartitionSample
+from kafkatxn.snapshot import ClusterSnapshot, PartitionSample
 from kafkatxn.errors import UsageError
 from kafkatxn.exporter import SnapshotCollector
 from kafkatxn.exporter_http import ExporterApp, ProbeTargets, WebConfigError, WebConfigFile

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kafkatxn.check import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
+from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
 from kafkatxn.exporter import ExportOptions, SnapshotCollector, render_text, write_textfile
 from tests.prometheus import ALERTS_TEST, SCRAPE_EXAMPLE, promtool
 
