@@ -30,8 +30,8 @@ COMPLETION_CASES = [
     (["kafkatxn", "exp"], 1, "exporter"),  # a command
     (["kafkatxn", "exporter", "--web"], 2, "--web-config-file"),  # an option after the command
     (["kafkatxn", "check", "--boot"], 2, "--bootstrap-server"),  # a shared option after the command
-    # An option before the command (["kafkatxn", "--prof", "exporter"], 1, "--profile") comes with
-    # the issue that moves the shared options to the root command: add it here then.
+    (["kafkatxn", "--prof"], 1, "--profile"),  # an option before the command (Kafka's tools' order)
+    (["kafkatxn", "--profile", "east", "exp"], 3, "exporter"),  # the command after such an option
 ]
 
 
