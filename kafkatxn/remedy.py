@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Sequence
 
@@ -111,13 +112,14 @@ class AbortDecision:
     marker_coordinator_epoch: int | None = None
 
 
-def marker_coordinator_epoch(reported: int, given: int | None = None) -> int:
-    """The coordinator epoch the ABORT marker carries.
+def marker_coordinator_epoch(reported: int) -> int:
+    """The coordinator epoch the ABORT marker carries: the one the partition last saw for the producer.
 
     DescribeProducers reports -1 before a producer's first marker; Kafka's tool then uses 0, which
-    is no higher than any real coordinator epoch, so the broker accepts it.
+    is no higher than any real coordinator epoch, so the broker accepts it. Never a higher one: the
+    partition would record it and reject every later marker of the real coordinator.
     """
-    return max(given if given is not None else reported, 0)
+    return max(reported, 0)
 
 
 def _open_elsewhere(producers: Sequence[ProducerState]) -> str:
@@ -136,6 +138,15 @@ def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], alread
     if target.producer_id is not None:
         match = next((p for p in open_txns if p.producer_id == target.producer_id), None)
         if match is None:
+            if already_aborted_at:
+                return AbortDecision(Action.NOTHING, f"already aborted at {already_aborted_at}")
+            if not any(p.producer_id == target.producer_id for p in producers):
+                # A typo in a runbook must not read as success.
+                return AbortDecision(
+                    Action.REFUSE,
+                    f"producer {target.producer_id} is unknown to {where} (it has no state for it); "
+                    f"known producers: {', '.join(str(p.producer_id) for p in producers) or 'none'}",
+                )
             return AbortDecision(Action.NOTHING, f"producer {target.producer_id} has no open transaction on {where}")
         if target.start_offset is not None and match.current_txn_start_offset != target.start_offset:
             return AbortDecision(
@@ -147,16 +158,19 @@ def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], alread
             return AbortDecision(
                 Action.REFUSE,
                 f"producer {target.producer_id}'s open transaction on {where} has epoch {match.producer_epoch}, "
-                f"not {target.producer_epoch}",
+                f"not {target.producer_epoch}: expected --producer-epoch {match.producer_epoch}",
             )
-        given = marker_coordinator_epoch(match.coordinator_epoch, target.coordinator_epoch)
-        if given < match.coordinator_epoch:
+        expected = marker_coordinator_epoch(match.coordinator_epoch)
+        given = target.coordinator_epoch
+        if given != expected and not (given == -1 and match.coordinator_epoch == -1):
+            # Higher would be recorded by the partition and fence every later marker of the real
+            # coordinator for this producer; lower is rejected by the broker.
             return AbortDecision(
                 Action.REFUSE,
-                f"coordinator epoch {target.coordinator_epoch} is older than {match.coordinator_epoch}, "
-                f"the latest {where} has seen for producer {target.producer_id}: the broker would reject the marker",
+                f"coordinator epoch {given} is not the one {where} last saw for producer {target.producer_id} "
+                f"(it reports {match.coordinator_epoch}): expected --coordinator-epoch {expected}",
             )
-        return AbortDecision(Action.ABORT, "open transaction found", match, given)
+        return AbortDecision(Action.ABORT, "open transaction found", match, expected)
     match = next((p for p in open_txns if p.current_txn_start_offset == target.start_offset), None)
     if match is not None:
         return AbortDecision(Action.ABORT, "open transaction found", match, marker_coordinator_epoch(match.coordinator_epoch))
@@ -175,14 +189,19 @@ def coordinator_refusal(classification: hanging.Classification) -> str | None:
     """Why the coordinator side forbids an abort marker (None when the transaction is hanging)."""
     if classification.verdict is hanging.Verdict.HANGING:
         return None
-    if classification.verdict is hanging.Verdict.TRACKED:
+    if classification.verdict is hanging.Verdict.LONG_RUNNING:
         d = classification.description
         state = d.state if d else "unknown"
+        if d is not None and d.state in hanging.COMPLETING_STATES:
+            return (
+                f"its coordinator is completing it (transactional id {classification.transactional_id!r}, state {state}: "
+                "markers pending); an ABORT marker here could break its atomicity"
+            )
         return (
             f"its coordinator still tracks it (transactional id {classification.transactional_id!r}, state {state}) "
             f"and will complete or abort it; to end it now: kafkatxn fence {classification.transactional_id!r}"
         )
-    return f"could not check it with its coordinator: {classification.reason}"
+    return f"undetermined, could not check it with its coordinator: {classification.reason}"
 
 
 def already_aborted(records: Iterable[dict[str, Any]], cluster_id: str | None, target: AbortTarget) -> str | None:
@@ -351,13 +370,29 @@ def _plan_all_hanging(cluster: Cluster, max_transaction_timeout_ms: int | None) 
     leaders = {p.tp: p.leader for p in cluster.metadata().partitions}
     items = []
     for c in found.classifications:
-        if c.verdict is not hanging.Verdict.HANGING:
-            continue
+        if c.verdict is hanging.Verdict.LONG_RUNNING:
+            continue  # not hanging: its coordinator completes it (see `kafkatxn hanging`)
         p = c.open_txn.producer
         target = AbortTarget(c.open_txn.tp.topic, c.open_txn.tp.partition, start_offset=p.current_txn_start_offset)
-        decision = AbortDecision(Action.ABORT, f"hanging: {c.reason}", p, marker_coordinator_epoch(p.coordinator_epoch))
+        if c.verdict is hanging.Verdict.UNDETERMINED:
+            # Never a marker on a guess: listed, refused and audited as such.
+            decision = AbortDecision(Action.REFUSE, coordinator_refusal(c) or c.reason, p)
+        else:
+            decision = AbortDecision(Action.ABORT, f"hanging: {c.reason}", p, marker_coordinator_epoch(p.coordinator_epoch))
         items.append(_AbortItem(target, decision, leaders.get(c.open_txn.tp), c))
     return items, found.missing
+
+
+def _audit_refusal(audit: AuditLog, action: str, target: dict[str, Any], reason: str, state: Any = None) -> None:
+    """A refusal on the audit log: a result record with no intent (nothing was attempted)."""
+    audit.result(uuid.uuid4().hex, action, target, Outcome.REFUSED.value, state, reason)
+
+
+def _coordinator_recheck(cluster: Cluster, item: _AbortItem, producer: ProducerState) -> str | None:
+    """Right before the marker: ask the coordinators again (a coordinator may have moved or come back)."""
+    view, _missing = hanging.coordinator_view(cluster, [producer.producer_id])
+    item.classification = hanging.classify(hanging.OpenTransaction(item.target.tp, producer), view)
+    return coordinator_refusal(item.classification)
 
 
 def _target_record(item: _AbortItem) -> dict[str, Any]:
@@ -420,6 +455,7 @@ def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
     leader, producers, why = _leader_and_producers(cluster, tp)
     if producers is None:
         item.outcome, item.reason = Outcome.REFUSED, f"could not re-check {tp} before acting: {why}"
+        _audit_refusal(audit, "abort", _target_record(item), item.reason)
         return
     item.leader = leader
     recheck = _recheck(item, producers)
@@ -428,6 +464,12 @@ def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
         return
     if recheck.action is Action.REFUSE:
         item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {recheck.reason}"
+        _audit_refusal(audit, "abort", _target_record(item), item.reason, {"producers": to_plain(producers)})
+        return
+    refusal = _coordinator_recheck(cluster, item, recheck.producer)
+    if refusal:
+        item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {refusal}"
+        _audit_refusal(audit, "abort", _target_record(item), item.reason, {"producers": to_plain(producers)})
         return
     target = _target_record(item)
     state_before = {
@@ -530,10 +572,16 @@ def abort(
     for i in actionable:
         i.lso_before, i.hw_before = lso.get(i.target.tp), hw.get(i.target.tp)
     plan_rows = [i.row() for i in items]
+    if not dry_run:
+        for i in items:
+            if i.decision.action is Action.REFUSE:
+                _audit_refusal(audit, "abort", _target_record(i), i.decision.reason)
     if dry_run or not actionable:
         return RemedyResult(plan_rows, missing)
     if not confirm(plan_rows):
         raise Declined()
+    # The deadline is for the network, not for the person reading the plan.
+    cluster.restart_deadline()
     for item in actionable:
         _execute_abort(cluster, item, audit)
     return RemedyResult([i.row() for i in items], missing, acted=True)
@@ -733,6 +781,7 @@ def fence(
         return RemedyResult(plan_rows, missing)
     if not confirm(plan_rows):
         raise Declined()
+    cluster.restart_deadline()  # the deadline is for the network, not for the person reading the plan
     try:
         broker_max_ms, _ = hanging.cluster_max_transaction_timeout(cluster)
     except KafkatxnError:

@@ -11,7 +11,7 @@ import typer
 from kafkatxn import hanging
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.durations import parse_duration_ms
-from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, INT32_MAX
+from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING, INT32_MAX
 
 SELECT = "Selection"
 
@@ -46,8 +46,11 @@ def register(app: typer.Typer) -> None:
         Such a transaction is never completed: the partition's last stable offset stays pinned and
         read_committed consumers stall. With no selection the whole cluster is scanned, internal
         topics included. Transactions whose coordinator still tracks them although they are past
-        the maximum timeout are listed as long-running. Exit 2 when any transaction hangs, 1 when
-        only long-running ones are found, 3 when part of the cluster did not answer.
+        the maximum timeout are listed as long-running (also while their coordinator completes them,
+        and two-phase-commit transactions). A candidate is hanging only when every coordinator that
+        could own its transactional id answered; otherwise it is listed as undetermined, with the
+        part that did not answer. Exit 2 when any transaction hangs, 3 when any is undetermined or
+        part of the cluster did not answer, 1 when only long-running ones are found.
         Release a hanging transaction with `kafkatxn abort`.
         """
         timeout_ms = parse_duration_ms(max_transaction_timeout) if max_transaction_timeout is not None else None
@@ -59,9 +62,14 @@ def register(app: typer.Typer) -> None:
             max_transaction_timeout_ms=timeout_ms,
         )
         ctx.render(result.report())
+        for row in result.undetermined:
+            ctx.note(
+                f"undetermined: producer {row.producer_id} on {row.topic}-{row.partition} from offset {row.start_offset}: "
+                f"{row.reason}"
+            )
         incomplete = fail_if_missing(ctx, result.missing, "scan for hanging transactions")
         if result.hanging:
             return EXIT_CRITICAL  # a found hanging transaction outweighs parts that did not answer
-        if incomplete is not None:
-            return incomplete
+        if incomplete is not None or result.undetermined:
+            return EXIT_UNKNOWN
         return EXIT_WARNING if result.long_running else EXIT_OK
