@@ -608,9 +608,17 @@ class FenceDecision:
 
 
 def decide_fence(
-    transactional_id: str, described: TransactionDescription | None, unknown: bool, allow_unknown: bool, unanswered: str | None = None
+    transactional_id: str, described: TransactionDescription | None, unknown: bool, allow_unknown: bool, unanswered: str | None = None,
+    allow_two_phase_commit: bool = False,
 ) -> FenceDecision:
     if described is not None:
+        if hanging.is_two_phase_commit(described) and described.state in UNFINISHED_STATES and not allow_two_phase_commit:
+            # KIP-939: an external transaction manager decides; fencing would abort what it may be about to commit.
+            return FenceDecision(
+                Action.REFUSE,
+                f"two-phase commit transaction (state {described.state}): an external transaction manager may be about "
+                f"to commit it; fencing aborts it (name the id and pass --allow-two-phase-commit to fence anyway)",
+            )
         if described.state in UNFINISHED_STATES:
             return FenceDecision(Action.FENCE, f"state {described.state}: its open transaction will be aborted")
         return FenceDecision(Action.FENCE, f"state {described.state}: no open transaction; the epoch is bumped")
@@ -621,8 +629,12 @@ def decide_fence(
     return FenceDecision(Action.REFUSE, f"could not describe it: {unanswered or 'its coordinator did not answer'}")
 
 
-def verify_fence(before: TransactionDescription | None, after: TransactionDescription | None, still_open: Sequence[TopicPartition]) -> AbortVerification:
-    """After InitProducerId: a newer producer id or epoch, nothing unfinished, no partition left open."""
+def verify_fence(
+    before: TransactionDescription | None, after: TransactionDescription | None, still_open: Sequence[TopicPartition],
+    lso_held: Sequence[str] = (),
+) -> AbortVerification:
+    """After InitProducerId: a newer producer id or epoch, nothing unfinished, no partition left open
+    (``lso_held``: partitions whose LSO is still at or below the old transaction's start, held by another)."""
     if after is None:
         return AbortVerification(Outcome.UNKNOWN, "could not describe the transactional id afterwards")
     if before is not None and (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch):
@@ -635,10 +647,35 @@ def verify_fence(before: TransactionDescription | None, after: TransactionDescri
         )
     if before is None:
         return AbortVerification(Outcome.FENCED, f"created with producer {after.producer_id} epoch {after.producer_epoch}")
+    held = f"; LSO still held by another transaction on {', '.join(lso_held)}" if lso_held else ""
     return AbortVerification(
         Outcome.FENCED,
-        f"producer {before.producer_id} epoch {before.producer_epoch} -> producer {after.producer_id} epoch {after.producer_epoch}",
+        f"producer {before.producer_id} epoch {before.producer_epoch} -> producer {after.producer_id} epoch {after.producer_epoch}{held}",
     )
+
+
+# What Admin.fenceProducers retries (KAFKA-16570): the coordinator is busy completing the previous
+# transaction, or is loading its log partition. Retried within the deadline.
+FENCE_RETRIABLE = frozenset({"CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"})
+FENCE_RETRY_BACKOFF_S = 0.2
+
+
+def _fence_with_retries(cluster: Cluster, transactional_id: str, timeout_ms: int) -> list[str]:
+    """InitProducerId until it succeeds, a non-retriable error, or the deadline; returns the retried errors."""
+    from kafkatxn.kafka.errors import kafka_error_code
+
+    retried: list[str] = []
+    while True:
+        try:
+            cluster.fence_transactional_id(transactional_id, timeout_ms)
+            return retried
+        except KafkatxnError as exc:
+            code = kafka_error_code(exc.__cause__) if exc.__cause__ is not None else None
+            backoff = min(FENCE_RETRY_BACKOFF_S * 2 ** len(retried), 1.0)
+            if code not in FENCE_RETRIABLE or cluster.deadline - time.monotonic() < backoff + 1.0:
+                raise
+            retried.append(code)
+            time.sleep(backoff)
 
 
 def fence_timeout_ms(described: TransactionDescription | None, broker_max_ms: int | None) -> int:
@@ -660,6 +697,8 @@ class FenceRow:
     state_after: str | None = None
     producer_id_after: int | None = None
     producer_epoch_after: int | None = None
+    two_phase_commit: bool = False  # KIP-939 transaction (timeout 2147483647 ms)
+    last_stable_offsets_after: dict[str, int] | None = None  # of partitions_before, read after the fence
 
 
 @dataclass
@@ -670,6 +709,7 @@ class _FenceItem:
     outcome: Outcome | None = None
     reason: str = ""
     after: TransactionDescription | None = None
+    lso_after: dict[str, int] | None = None
 
     def row(self) -> FenceRow:
         b, a = self.before, self.after
@@ -686,6 +726,8 @@ class _FenceItem:
             state_after=a.state if a else None,
             producer_id_after=a.producer_id if a else None,
             producer_epoch_after=a.producer_epoch if a else None,
+            two_phase_commit=hanging.is_two_phase_commit(b),
+            last_stable_offsets_after=self.lso_after,
         )
 
 
@@ -710,19 +752,27 @@ def _plain_description(d: TransactionDescription | None) -> dict[str, Any] | Non
     return to_plain(d) if d is not None else None
 
 
-def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, broker_max_ms: int | None, audit: AuditLog) -> None:
+def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, broker_max_ms: int | None, audit: AuditLog,
+                   allow_two_phase_commit: bool = False) -> None:
     tid = item.transactional_id
+    target = {"transactional_id": tid}
     # Right before acting: describe again, so the audit shows the state actually fenced.
     found, unknown, unanswered = _describe(cluster, [tid])
     item.before = found.get(tid)
-    recheck = decide_fence(tid, item.before, tid in unknown, allow_unknown, unanswered.get(tid))
+    recheck = decide_fence(tid, item.before, tid in unknown, allow_unknown, unanswered.get(tid), allow_two_phase_commit)
     if recheck.action is Action.REFUSE:
         item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {recheck.reason}"
+        _audit_refusal(audit, "fence", target, item.reason, _plain_description(item.before))
         return
-    target = {"transactional_id": tid}
+    starts: dict[TopicPartition, int] = {}  # where the old transaction starts on each of its partitions
+    if item.before is not None and item.before.partitions:
+        states, _ = _describe_partitions(cluster, item.before.partitions)
+        starts = {tp: p.current_txn_start_offset for tp, ps in states.items() for p in ps
+                  if p.producer_id == item.before.producer_id and p.current_txn_start_offset >= 0}
     action_id = audit.intent("fence", target, _plain_description(item.before))
+    retried: list[str] = []
     try:
-        cluster.fence_transactional_id(tid, fence_timeout_ms(item.before, broker_max_ms))
+        retried = _fence_with_retries(cluster, tid, fence_timeout_ms(item.before, broker_max_ms))
     except Exception as exc:  # noqa: BLE001 - whatever happened, the intent gets its result
         item.outcome, item.reason = Outcome.UNKNOWN, f"InitProducerId failed: {exc}"
         audit.result(action_id, "fence", target, item.outcome.value, None, item.reason)
@@ -730,6 +780,7 @@ def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, brok
             raise
         return
     still_open: list[TopicPartition] = []
+    lso_held: list[str] = []
     try:
         found, _unknown, _unanswered = _describe(cluster, [tid])
         item.after = found.get(tid)
@@ -739,11 +790,16 @@ def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, brok
                 tp for tp, ps in states.items()
                 if any(p.producer_id == item.before.producer_id and p.current_txn_start_offset >= 0 for p in ps)
             )
+            # The LSO of the partitions the transaction held, as Kafka's tool leaves it to the user to check.
+            lso = cluster.list_offsets(sorted(item.before.partitions), read_committed=True).value
+            item.lso_after = {str(tp): off for tp, off in sorted(lso.items())}
+            lso_held = [str(tp) for tp, start in sorted(starts.items()) if tp in lso and lso[tp] <= start and tp not in still_open]
     except KafkatxnError as exc:
         item.reason = f"fenced; verifying failed: {exc}"
-    verdict = verify_fence(item.before, item.after, still_open)
+    verdict = verify_fence(item.before, item.after, still_open, lso_held)
     item.outcome = verdict.outcome
-    item.reason = verdict.detail if not item.reason else f"{item.reason}; {verdict.detail}"
+    note = f"retried after {', '.join(retried)}; " if retried else ""
+    item.reason = note + (verdict.detail if not item.reason else f"{item.reason}; {verdict.detail}")
     audit.result(action_id, "fence", target, item.outcome.value, _plain_description(item.after), item.reason)
 
 
@@ -753,6 +809,7 @@ def fence(
     *,
     pattern: str | None = None,
     allow_unknown: bool = False,
+    allow_two_phase_commit: bool = False,
     audit: AuditLog,
     confirm: Confirm,
     dry_run: bool = False,
@@ -760,6 +817,8 @@ def fence(
     """Bump the epoch of each id (aborting its open transaction, fencing its producer); verify; audit."""
     if bool(transactional_ids) == (pattern is not None):
         raise UsageError("name transactional ids or pass --pattern REGEX (not both)")
+    if allow_two_phase_commit and pattern is not None:
+        raise UsageError("--allow-two-phase-commit needs the transactional ids named, not --pattern")
     audit.cluster_id = cluster.metadata().cluster_id
     missing: list[Missing] = []
     if pattern is not None:
@@ -773,10 +832,16 @@ def fence(
         return RemedyResult([], missing)
     found, unknown, unanswered = _describe(cluster, tids)
     items = [
-        _FenceItem(t, decide_fence(t, found.get(t), t in unknown, allow_unknown, unanswered.get(t)), found.get(t)) for t in tids
+        _FenceItem(t, decide_fence(t, found.get(t), t in unknown, allow_unknown, unanswered.get(t), allow_two_phase_commit), found.get(t))
+        for t in tids
     ]
     actionable = [i for i in items if i.decision.action is Action.FENCE]
     plan_rows = [i.row() for i in items]
+    if not dry_run:
+        for i in items:
+            if i.decision.action is Action.REFUSE:
+                _audit_refusal(audit, "fence", {"transactional_id": i.transactional_id}, i.decision.reason,
+                               _plain_description(i.before))
     if dry_run or not actionable:
         return RemedyResult(plan_rows, missing)
     if not confirm(plan_rows):
@@ -787,5 +852,5 @@ def fence(
     except KafkatxnError:
         broker_max_ms = None  # the id's own timeout is then used; a broker that refuses it says so
     for item in actionable:
-        _execute_fence(cluster, item, allow_unknown, broker_max_ms, audit)
+        _execute_fence(cluster, item, allow_unknown, broker_max_ms, audit, allow_two_phase_commit)
     return RemedyResult([i.row() for i in items], missing, acted=True)

@@ -118,6 +118,7 @@ def scene(faults: KafkaCluster):
     live_partition = next(lp for lp, b in sorted(leaders.items()) if b != victim)
     on_victim = make_hanging(faults, tid_on(victim_partition, f"v-{suffix}"), topic, 0)
     elsewhere = make_hanging(faults, tid_on(live_partition, f"l-{suffix}"), topic, 1)
+    time.sleep(1.5)  # older than MAX_TIMEOUT: candidates
     return {"topic": topic, "victim": victim, "victim_partition": victim_partition, "on_victim": on_victim,
             "elsewhere": elsewhere, "warm": warm}
 
@@ -135,7 +136,7 @@ def test_transaction_log_leader_lost(capsys, faults: KafkaCluster, scene, tmp_pa
     healthy = cli(capsys, faults, "hanging", "-t", topic, "--max-transaction-timeout", MAX_TIMEOUT)
     assert healthy.code == 2, healthy.stderr
     rows = verdict_rows(sections(healthy))
-    assert {r["producer_id"] for r in rows["hanging"]} >= {on_victim.producer_id, elsewhere.producer_id}
+    assert {r["producer_id"] for r in rows["hanging"]} >= {on_victim.producer_id, elsewhere.producer_id}, (healthy.stdout, healthy.stderr, scene)
 
     process = faults._node(victim).process
     if fault == "killed":
@@ -187,6 +188,7 @@ def test_transaction_log_leader_lost(capsys, faults: KafkaCluster, scene, tmp_pa
     # Next parametrization needs its own hanging transactions.
     scene["on_victim"] = make_hanging(faults, tid_on(scene["victim_partition"], f"v2-{uuid.uuid4().hex[:4]}"), topic, 0)
     scene["elsewhere"] = make_hanging(faults, on_victim_free_tid(scene), topic, 1)
+    time.sleep(1.5)
 
 
 def on_victim_free_tid(scene) -> str:
