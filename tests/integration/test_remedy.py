@@ -19,7 +19,7 @@ from kafkatxn.config import ConnectionConfig
 from tests import hanging_maker as hm
 from tests.cli_helpers import run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.destructive]
 
 
 @pytest.fixture(scope="module")

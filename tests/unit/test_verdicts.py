@@ -254,3 +254,70 @@ def test_a_coordinator_that_appears_between_plan_and_act_stops_the_marker(tmp_pa
     assert not [r for _n, r in m.sent if type(r).__name__ == "WriteAbortMarker"]
     assert [r["outcome"] for r in audit.records()] == ["refused"]
     assert json.dumps(audit.records())  # plain JSON
+
+
+# -- 3 and 7: fence as Kafka fences ----------------------------------------------------------------
+
+
+def open_2pc(m: KafkaModel) -> str:
+    tid = tid_on(0, "xa")
+    m.transactions[tid] = TransactionDescription(tid, 1, "Ongoing", 7, 0, TWO_PC, now_ms() - 10 * MAX, frozenset({ORDERS}))
+    return tid
+
+
+def test_fence_refuses_an_open_two_phase_commit_transaction_unless_named_with_the_override(tmp_path):
+    m = model_with(old(7, start=10))
+    tid = open_2pc(m)
+    audit = auditlog.AuditLog(tmp_path / "audit.jsonl")
+    out = remedy.fence(FakeCluster(m), [tid], audit=audit, confirm=lambda r: True)
+    (row,) = out.rows
+    assert (row.outcome, row.two_phase_commit) == (Outcome.REFUSED, True) and "two-phase commit" in row.reason
+    assert out.exit_code == 3 and m.offsets[ORDERS] == [10, 20]
+    assert [r["outcome"] for r in audit.records()] == ["refused"]
+    with pytest.raises(remedy.UsageError):
+        remedy.fence(FakeCluster(m), pattern="xa-.*", allow_two_phase_commit=True, audit=audit, confirm=lambda r: True)
+    done = remedy.fence(FakeCluster(m), [tid], allow_two_phase_commit=True, audit=audit, confirm=lambda r: True)
+    assert [r.outcome for r in done.rows] == [Outcome.FENCED]
+
+
+class BusyCoordinator(FakeCluster):
+    """InitProducerId answers CONCURRENT_TRANSACTIONS, then COORDINATOR_LOAD_IN_PROGRESS, then works."""
+
+    def __init__(self, model, errors):
+        super().__init__(model)
+        self.errors_left = list(errors)
+
+    def fence_transactional_id(self, transactional_id, transaction_timeout_ms):
+        if self.errors_left:
+            from confluent_kafka import KafkaError, KafkaException
+
+            code = self.errors_left.pop(0)
+            cause = KafkaException(KafkaError(getattr(KafkaError, code)))
+            try:
+                raise cause
+            except KafkaException as exc:
+                raise self.errors.translate(exc, "fencing") from exc
+        return super().fence_transactional_id(transactional_id, transaction_timeout_ms)
+
+
+def test_fence_retries_busy_coordinators_and_shows_old_and_new_producer_and_the_lso(tmp_path):
+    tid = tid_on(0, "busy")
+    m = model_with(old(7, start=10, epoch=3))
+    m.transactions[tid] = TransactionDescription(tid, 1, "Ongoing", 7, 3, 60_000, now_ms() - 1000, frozenset({ORDERS}))
+    cluster = BusyCoordinator(m, ["CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS"])
+    audit = auditlog.AuditLog(tmp_path / "audit.jsonl")
+    out = remedy.fence(cluster, [tid], audit=audit, confirm=lambda r: True)
+    (row,) = out.rows
+    assert row.outcome is Outcome.FENCED, row.reason
+    assert (row.producer_id_before, row.producer_epoch_before, row.producer_id_after, row.producer_epoch_after) == (7, 3, 7, 5)
+    assert "CONCURRENT_TRANSACTIONS" in row.reason and "COORDINATOR_LOAD_IN_PROGRESS" in row.reason
+    assert row.last_stable_offsets_after == {"orders-0": 21}
+
+
+def test_fence_does_not_retry_what_kafka_does_not_retry(tmp_path):
+    tid = tid_on(0, "auth")
+    m = model_with(old(7, start=10))
+    m.transactions[tid] = TransactionDescription(tid, 1, "Ongoing", 7, 0, 60_000, now_ms() - 1000, frozenset({ORDERS}))
+    cluster = BusyCoordinator(m, ["TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "CONCURRENT_TRANSACTIONS"])
+    out = remedy.fence(cluster, [tid], audit=auditlog.AuditLog(tmp_path / "audit.jsonl"), confirm=lambda r: True)
+    assert [r.outcome for r in out.rows] == [Outcome.UNKNOWN] and cluster.errors_left == ["CONCURRENT_TRANSACTIONS"]
