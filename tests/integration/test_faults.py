@@ -146,10 +146,26 @@ def test_transaction_log_leader_lost(capsys, faults: KafkaCluster, scene, tmp_pa
         process.send_signal(signal.SIGSTOP)
     try:
         before = offsets(faults, t0)
+        if fault == "sigstopped":
+            # Still in the metadata, accepting connections, never answering: the hung broker eats the
+            # deadline. Whatever the command manages, it must not call the transaction hanging.
+            frozen = cli(capsys, faults, "hanging", "-t", topic, "-p", "0", "--max-transaction-timeout", MAX_TIMEOUT)
+            assert frozen.code == 3, (frozen.stdout, frozen.stderr)
+            assert on_victim.producer_id not in {r["producer_id"] for r in verdict_rows(sections(frozen))["hanging"]}
+            audit = tmp_path / "frozen-audit.jsonl"
+            frozen_abort = cli(capsys, faults, "abort", "--all-hanging", "--max-transaction-timeout", MAX_TIMEOUT, "--yes",
+                               "--audit-log", str(audit))
+            assert frozen_abort.code == 3, frozen_abort.stderr
+            assert offsets(faults, t0) == before
+            # Then the controller fences it (broker.session.timeout.ms): its log partition has no leader.
+            wait_for_log_leader(faults, scene["victim_partition"], want_leader=False)
+            # The frozen run may have released the decidable one on t-1 before the deadline: a fresh one.
+            elsewhere = scene["elsewhere"] = make_hanging(faults, on_victim_free_tid(scene), topic, 1)
+            time.sleep(1.5)
         result = cli(capsys, faults, "hanging", "-t", topic, "--max-transaction-timeout", MAX_TIMEOUT)
         rows = verdict_rows(sections(result))
         # The one whose coordinator is gone is undetermined, naming the log partition; the other is still found.
-        assert {r["producer_id"] for r in rows["undetermined"]} == {on_victim.producer_id}, result.stdout
+        assert {r["producer_id"] for r in rows["undetermined"]} == {on_victim.producer_id}, (result.code, result.stdout, result.stderr)
         assert f"{LOG}-{scene['victim_partition']}" in json.dumps(rows["undetermined"])
         assert elsewhere.producer_id in {r["producer_id"] for r in rows["hanging"]}
         assert on_victim.producer_id not in {r["producer_id"] for r in rows["hanging"]}
