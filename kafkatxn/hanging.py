@@ -38,16 +38,18 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from kafkatxn import producers
-from kafkatxn.kafka import Cluster
 from kafkatxn.model import (
     TRANSACTION_STATE_TOPIC, Broker, ClusterMetadata, Missing, Part, ProducerState, TopicPartition, TransactionalId,
     TransactionDescription,
 )
 from kafkatxn.errors import ClusterError
 from kafkatxn.output import Report
+
+if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.kafka import Cluster
 
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
 

@@ -19,11 +19,10 @@ import enum
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from kafkatxn import hanging
 from kafkatxn.auditlog import AuditLog
-from kafkatxn.kafka import Cluster
 from kafkatxn.validation import check_topic_name, compile_regex
 from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription
 from kafkatxn.errors import (
@@ -31,6 +30,9 @@ from kafkatxn.errors import (
 )
 from kafkatxn.exitcodes import exit_code as shared_exit_code
 from kafkatxn.output import to_plain
+
+if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.kafka import Cluster
 
 # Longest transaction timeout the fencing producer asks for when the id has none of its own.
 DEFAULT_FENCE_TIMEOUT_MS = 60_000

@@ -11,11 +11,13 @@ import functools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from kafkatxn.errors import KafkatxnError, UsageError
-from kafkatxn.kafka import Cluster
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription
+
+if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.kafka import Cluster
 
 # Every state ListTransactions can report (TRANSACTION_STATES), so absent states are exported as 0
 # rather than missing; OPEN_TRANSACTION_STATES have begun and not yet completed.
