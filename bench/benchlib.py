@@ -32,6 +32,7 @@ CONTROLLER_APIS = frozenset({
     "BrokerHeartbeat", "BrokerRegistration", "ControllerRegistration", "Vote", "BeginQuorumEpoch", "EndQuorumEpoch",
     "FetchSnapshot", "DescribeQuorum", "AlterPartition", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter",
     "Fetch",  # KRaft replication of the metadata log between the nodes
+    "FetchFollower",  # replication of the internal topics between the brokers
 })
 
 Finding = tuple[str, int, int]  # (topic, partition, producer_id)
@@ -54,6 +55,22 @@ def jmx_jvm_options(jmx_port: int, heap: str = "2g") -> list[str]:
         "-Dcom.sun.management.jmxremote.ssl=false",
         "-Djava.rmi.server.hostname=127.0.0.1",
     ]
+
+
+class JmxCluster(KafkaCluster):
+    """A harness cluster whose every node serves JMX on its own loopback port (``jmx_ports``)."""
+
+    def __init__(self, workdir: Path, n_brokers: int = 1, heap: str = "2g", **kwargs):
+        self.jmx_ports = {node_id: free_port() for node_id in range(1, n_brokers + 1)}
+        self._heap = heap
+        super().__init__(workdir, n_brokers, jvm_options=jmx_jvm_options(self.jmx_ports[1], heap), **kwargs)
+
+    def _launch(self, node, libs_dir):  # noqa: ANN001 - the harness's private hook, one JMX port per node
+        self.jvm_options = jmx_jvm_options(self.jmx_ports[node.node_id], self._heap)
+        super()._launch(node, libs_dir)
+
+    def request_counts(self) -> dict[str, int]:
+        return broker_request_counts(self, list(self.jmx_ports.values()))
 
 
 def create_topics_batched(bootstrap: str, names: list[str], partitions: int, per_create: int = 20) -> None:
