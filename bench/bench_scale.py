@@ -17,7 +17,7 @@ transactional producers and idempotent ones. Then ``--rounds`` times, interleave
 * an exporter scrape (``--cache-ttl 0s``: a full gather each time) vs GetOffsetShell.
 
 Every kafkatxn figure is a process of its own (interpreter start included), with its peak RSS
-(wait4). Requests are counted on the brokers (JMX RequestsPerSec, all three nodes) around one more
+(GNU time). Requests are counted on the brokers (JMX RequestsPerSec, all three nodes) around one more
 run of each. Findings are compared: lso's high watermarks against GetOffsetShell's, hanging
 transactions between kafkatxn, Kafka's tool and what was made. Exit 1 when findings differ or a
 target is missed: exporter scrape < 1 s, exporter peak RSS < 200 MB, requests per command
