@@ -3,7 +3,7 @@
 The rule is the partition-side one of KIP-664, as Kafka's ``kafka-transactions.sh find-hanging``
 applies it:
 
-1. DescribeProducers over the partitions (≤500 a request, to leaders or to one broker);
+1. DescribeProducers over the partitions (one request per leader up to 10,000 partitions, or to one broker);
 2. candidates: producers with an open transaction whose last write is older than the maximum
    transaction timeout — the coordinator would have aborted a transaction it tracks by then;
 3. map the candidates' producer ids to transactional ids (ListTransactions, producer-id filter);
