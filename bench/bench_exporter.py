@@ -21,24 +21,17 @@ Targets (issue 6): scrape < 1 s and exporter peak RSS < 200 MB at 10,000 partiti
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+from benchlib import cpu_seconds, peak_rss_mb, print_table, scrape, start_exporter  # noqa: E402  (repository on sys.path)
 from confluent_kafka import Producer  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from kafkatxn.kafka import Cluster  # noqa: E402
+from kafkatxn.kafka.facade import Cluster  # noqa: E402
 from kafkatxn.config import ConnectionConfig  # noqa: E402
 from tests.harness import KafkaCluster  # noqa: E402
 
@@ -71,47 +64,6 @@ def seed_producer_state(bootstrap: str, topics: list[str], open_txn_partitions: 
         idem.produce(topics[-1 - i % len(topics)], b"idem", partition=i // len(topics))
     idem.flush(60)
     return txn  # kept alive so its transaction stays open
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc (Linux only)")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process: less sensitive than wall time to a busy machine."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def start_exporter(bootstrap: str, *extra: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kafkatxn", "exporter", "-b", bootstrap, "--listen", "127.0.0.1:0",
-         "--cache-ttl", "0s", "--scrape-timeout", "60s", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
-    )
-    line = proc.stderr.readline()
-    if "serving http://" not in line:
-        proc.kill()
-        raise RuntimeError(f"exporter did not start: {line}{proc.stderr.read()}")
-    threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
-    return proc, line.split("serving ", 1)[1].strip()
-
-
-def scrape(url: str) -> tuple[float, dict[str, float], int, int]:
-    started = time.perf_counter()
-    body = urllib.request.urlopen(url, timeout=120).read()
-    took = time.perf_counter() - started
-    scalars: dict[str, float] = {}
-    samples = 0
-    for family in text_string_to_metric_families(body.decode()):
-        for s in family.samples:
-            samples += 1
-            if not s.labels:
-                scalars[s.name] = s.value
-    return took, scalars, samples, len(body)
 
 
 def get_offset_shell(cluster: KafkaCluster, partitions: int) -> float:
@@ -154,11 +106,11 @@ def main() -> int:
         topics = create_topics(cluster, args.partitions)
         print(f"created {args.partitions} partitions in {len(topics)} topics in {time.perf_counter() - started:.1f} s",
               file=sys.stderr)
-        _txn = seed_producer_state(cluster.bootstrap_servers, topics, args.open_transactions, args.idempotent)
+        txn = seed_producer_state(cluster.bootstrap_servers, topics, args.open_transactions, args.idempotent)
 
         modes = {}
         for mode, extra in (("all_partitions", ()), ("only_lagging", ("--only-lagging",))):
-            exporter, url = start_exporter(cluster.bootstrap_servers, *extra)
+            exporter, url = start_exporter(cluster.bootstrap_servers, "--cache-ttl", "0s", "--scrape-timeout", "60s", *extra)
             rss_idle = peak_rss_mb(exporter.pid)
             scrape(url)  # warm-up: connections, imports, first metadata
             cpu_before = cpu_seconds(exporter.pid)
@@ -183,6 +135,7 @@ def main() -> int:
                 "rss_peak": rss_peak,
                 "last": last,
             }
+        del txn  # its transaction stayed open for both modes
         full = modes["all_partitions"]
         http_s, rss_peak, last = full["http_s"], full["rss_peak"], full["last"]
 
@@ -214,10 +167,7 @@ def main() -> int:
             "target_rss_mb": TARGET_RSS_MB,
             "meets_targets": http_s < TARGET_SCRAPE_S and rss_peak < TARGET_RSS_MB,
         }
-        width = max(map(len, result))
-        for key, value in result.items():
-            print(f"{key.ljust(width)}  {value}")
-        print(json.dumps(result))
+        print_table(result)
         return 0 if result["meets_targets"] else 1
     finally:
         if exporter is not None:

@@ -36,9 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+from benchlib import Finding, find_hanging_per_broker  # noqa: E402  (puts the repository on sys.path)
 from confluent_kafka import Producer  # noqa: E402
 
 from kafkatxn.model import TopicPartition  # noqa: E402
@@ -47,9 +45,6 @@ from tests.harness import KafkaCluster  # noqa: E402
 
 TARGET_RATIO = 0.5
 BOUND_MINUTES = 1
-TOOL = "org.apache.kafka.tools.TransactionsCommand"
-
-Finding = tuple[str, int, int]
 
 
 def create_topics(cluster: KafkaCluster, topics: int, partitions: int) -> list[str]:
@@ -96,32 +91,6 @@ def seed(bootstrap: str, topics: list[str], partitions: int, args: argparse.Name
     return expected, open_producers
 
 
-def parse_kafka_table(stdout: str) -> set[Finding]:
-    """Rows of find-hanging's table: tab-separated padded cells under a header row starting 'Topic'."""
-    lines = [line for line in stdout.splitlines() if line.strip()]
-    start = next(i for i, line in enumerate(lines) if line.split("\t")[0].strip() == "Topic")
-    header = [c.strip() for c in lines[start].split("\t")]
-    out = set()
-    for line in lines[start + 1 :]:
-        cells = dict(zip(header, (c.strip() for c in line.split("\t"))))
-        out.add((cells["Topic"], int(cells["Partition"]), int(cells["ProducerId"])))
-    return out
-
-
-def run_kafka_tool(cluster: KafkaCluster) -> tuple[float, set[Finding]]:
-    findings: set[Finding] = set()
-    started = time.perf_counter()
-    for broker_id in cluster.broker_ids:
-        proc = cluster.run_tool(
-            TOOL, "--bootstrap-server", cluster.bootstrap_servers, "find-hanging",
-            "--broker-id", str(broker_id), "--max-transaction-timeout", str(BOUND_MINUTES), timeout=300,
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"{TOOL} failed for broker {broker_id}: {proc.stderr.strip()[-2000:]}")
-        findings |= parse_kafka_table(proc.stdout)
-    return time.perf_counter() - started, findings
-
-
 def run_kafkatxn(bootstrap: str) -> tuple[float, set[Finding], dict]:
     command = [sys.executable, "-m", "kafkatxn", "hanging", "-b", bootstrap, "--max-transaction-timeout", f"{BOUND_MINUTES}m",
                "--timeout", "120s", "-o", "json"]
@@ -164,13 +133,13 @@ def main() -> int:
             time.sleep(max(0.0, seeded_at + args.wait - time.monotonic()))
 
             # Warm-up of each (page cache, JVM class-data sharing archive), not counted.
-            run_kafka_tool(cluster)
+            find_hanging_per_broker(cluster, BOUND_MINUTES)
             run_kafkatxn(cluster.bootstrap_servers)
             ours, theirs = [], []
             ours_found = theirs_found = set()
             doc: dict = {}
             for _ in range(args.rounds):
-                t, theirs_found = run_kafka_tool(cluster)
+                t, theirs_found = find_hanging_per_broker(cluster, BOUND_MINUTES)
                 theirs.append(t)
                 t, ours_found, doc = run_kafkatxn(cluster.bootstrap_servers)
                 ours.append(t)

@@ -182,7 +182,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class Finding:
     status: str  # warning, critical or unknown
-    kind: str  # hanging_transaction, lso_lag, transaction_age, active_producer_ids, incomplete, unreachable
+    kind: str  # hanging_transaction, undetermined_transaction, lso_lag, transaction_age, active_producer_ids, incomplete, unreachable
     subject: str  # partition, transactional id, broker
     value: float | int | None
     threshold: str | None
@@ -248,6 +248,16 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     if snapshot.hanging:
         summary.append(_plural(len(snapshot.hanging), "hanging transaction"))
 
+    # Undetermined: a coordinator that could own it did not answer. Unknown, never hanging.
+    for u in snapshot.undetermined:
+        findings.append((Status.UNKNOWN, Finding(
+            "unknown", "undetermined_transaction", f"{u.topic}-{u.partition}", u.start_offset, None,
+            f"undetermined transaction on {u.topic}-{u.partition} from offset {u.start_offset}, "
+            f"producer {u.producer_id}: {u.reason}",
+        )))
+    if snapshot.undetermined:
+        summary.append(_plural(len(snapshot.undetermined), "undetermined transaction"))
+
     lags = [(p, p.lso_lag_messages) for p in snapshot.partitions if p.lso_lag_messages is not None]
     max_lag = max((lag for _, lag in lags), default=0)
     lag_counts = _threshold_findings(
@@ -258,7 +268,8 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     for status, rng in lag_counts:
         summary.append(f"{_plural(lag_counts[(status, rng)], 'partition')} with LSO lag {rng.describe()}")
 
-    ages = [(t, snapshot.transaction_age_s(t)) for t in snapshot.open_transactions]
+    # Two-phase-commit transactions are not timed out by anyone: their age alone is no finding.
+    ages = [(t, snapshot.transaction_age_s(t)) for t in snapshot.open_transactions if not t.two_phase_commit]
     ages = [(t, a) for t, a in ages if a is not None]
     age_counts = _threshold_findings(
         findings, ((t.transactional_id, a) for t, a in sorted(ages, key=lambda x: -x[1])),
@@ -295,6 +306,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     lagging = sum(1 for _, lag in lags if lag > 0)
     perfdata = [
         PerfDatum("hanging_transactions", len(snapshot.hanging), crit="0", min=0),
+        PerfDatum("undetermined_transactions", len(snapshot.undetermined), min=0),
         PerfDatum("lso_lag_max", max_lag, warn=_perf(thresholds.lso_lag_warn), crit=_perf(thresholds.lso_lag_crit), min=0),
         PerfDatum("lagging_partitions", lagging, min=0, max=len(snapshot.partitions)),
         PerfDatum("open_transactions", open_count, min=0),
@@ -311,6 +323,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         "up": True,
         "partitions": len(snapshot.partitions),
         "hanging_transactions": len(snapshot.hanging),
+        "undetermined_transactions": len(snapshot.undetermined),
         "lso_lag_max_messages": max_lag,
         "lagging_partitions": lagging,
         "open_transactions": open_count,

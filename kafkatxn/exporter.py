@@ -108,6 +108,12 @@ def metric_families(
         "Open transactions on partitions that their coordinator does not track (never completed; the LSO is stuck).",
         len(snapshot.hanging),
     ))
+    out.append(gauge(
+        "kafkatxn_undetermined_transactions",
+        "Open transactions past the maximum timeout that could not be decided: a coordinator that could own "
+        "their transactional id did not answer (not counted as hanging).",
+        len(snapshot.undetermined),
+    ))
     if snapshot.max_transaction_timeout_ms is not None:
         out.append(gauge("kafkatxn_max_transaction_timeout_seconds",
                          "The brokers' transaction.max.timeout.ms, the age past which an open transaction is checked for hanging.",

@@ -18,13 +18,15 @@ import enum
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, TypeVar
 
-from kafkatxn.kafka import Cluster
 from kafkatxn.model import Missing, Part, OPEN_TRANSACTION_STATES, ProducerState, TopicPartition
 from kafkatxn.errors import NotFoundError, UnsupportedBrokerError
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.producers import transactional_ids_for
+
+if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.kafka import Cluster
 
 
 

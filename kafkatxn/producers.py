@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from kafkatxn.kafka import Cluster
 from kafkatxn.model import Missing, Partial, PartitionInfo, ProducerState, TopicPartition
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.errors import NotFoundError
+
+if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.kafka import Cluster
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,15 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-from kafkatxn.kafka import Cluster
 from kafkatxn.validation import compile_regex
 from kafkatxn.model import Missing, TransactionalId, OPEN_TRANSACTION_STATES, TRANSACTION_STATES, ListTransactionsSupport, TransactionDescription, TransactionListing
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.errors import UsageError
+
+if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.kafka import Cluster
 
 # A transaction is open until its markers are written: these states have a running duration.
 OPEN_STATES = OPEN_TRANSACTION_STATES

@@ -5,7 +5,7 @@ import typer
 from kafkatxn import hanging
 from kafkatxn.cli.options import BrokerId, MaxTransactionTimeout, Partition, Topics
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
-from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING
+from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 
 
 def register(app: typer.Typer) -> None:
@@ -22,8 +22,11 @@ def register(app: typer.Typer) -> None:
         Such a transaction is never completed: the partition's last stable offset stays pinned and
         read_committed consumers stall. With no selection the whole cluster is scanned, internal
         topics included. Transactions whose coordinator still tracks them although they are past
-        the maximum timeout are listed as long-running. Exit 2 when any transaction hangs, 1 when
-        only long-running ones are found, 3 when part of the cluster did not answer.
+        the maximum timeout are listed as long-running (also while their coordinator completes them,
+        and two-phase-commit transactions). A candidate is hanging only when every coordinator that
+        could own its transactional id answered; otherwise it is listed as undetermined, with the
+        part that did not answer. Exit 2 when any transaction hangs, 3 when any is undetermined or
+        part of the cluster did not answer, 1 when only long-running ones are found.
         Release a hanging transaction with `kafkatxn abort`.
         """
         result = hanging.find_hanging(
@@ -34,9 +37,11 @@ def register(app: typer.Typer) -> None:
             max_transaction_timeout_ms=max_transaction_timeout,
         )
         ctx.render(result.report())
-        incomplete = fail_if_missing(ctx, result.missing, "scan for hanging transactions")
-        if result.hanging:
-            return EXIT_CRITICAL  # a found hanging transaction outweighs parts that did not answer
-        if incomplete is not None:
-            return incomplete
-        return EXIT_WARNING if result.long_running else EXIT_OK
+        for row in result.undetermined:
+            ctx.note(
+                f"undetermined: producer {row.producer_id} on {row.topic}-{row.partition} from offset {row.start_offset}: "
+                f"{row.reason}"
+            )
+        fail_if_missing(ctx, result.missing, "scan for hanging transactions")
+        findings = EXIT_CRITICAL if result.hanging else EXIT_WARNING if result.long_running else EXIT_OK
+        return exit_code(findings, result.missing, undetermined=bool(result.undetermined))

@@ -127,6 +127,9 @@ def register(app: typer.Typer) -> None:
         allow_unknown: Annotated[
             bool, typer.Option("--allow-unknown", help="Also fence ids the cluster does not know (this creates them).", rich_help_panel=SAFETY)
         ] = False,
+        allow_two_phase_commit: Annotated[
+            bool, typer.Option("--allow-two-phase-commit", help="Also fence named ids whose two-phase-commit (KIP-939) transaction is open: this aborts it.", rich_help_panel=SAFETY)
+        ] = False,
         yes: YesOption = False,
         dry_run: DryRunOption = False,
         audit_log: AuditLogOption = None,
@@ -135,7 +138,11 @@ def register(app: typer.Typer) -> None:
 
         The live producer of each id is fenced (its next send or commit fails) and its open
         transaction is aborted by the coordinator. Shows the old and new producer id and epoch.
-        Ids the cluster does not know are refused unless --allow-unknown (fencing creates them).
+        Ids the cluster does not know are refused unless --allow-unknown (fencing creates them);
+        an open two-phase-commit transaction is refused unless the id is named and
+        --allow-two-phase-commit is given (its transaction manager may be about to commit it).
+        CONCURRENT_TRANSACTIONS and COORDINATOR_LOAD_IN_PROGRESS are retried within --timeout,
+        and the LSO of the partitions the transaction held is read afterwards.
         Shows the plan and asks (--yes, --dry-run); appends intent and result records to the
         audit log. Exit 0 when done, 3 when refused or not verified.
         """
@@ -151,6 +158,7 @@ def register(app: typer.Typer) -> None:
             transactional_ids or [],
             pattern=pattern,
             allow_unknown=allow_unknown,
+            allow_two_phase_commit=allow_two_phase_commit,
             audit=audit,
             confirm=_confirmer(ctx, yes, "Fence these transactional ids?"),
             dry_run=dry_run,

@@ -53,8 +53,9 @@ from kafkatxn.validation import check_topic_name, compile_regex
 
 log = logging.getLogger("kafkatxn.cluster")
 
-# DescribeProducers batches stay below this many partitions, as Kafka's own tool does.
-DESCRIBE_PRODUCERS_BATCH = 500
+# DescribeProducers: one request per leader up to this many partitions. Kafka's own tool sends
+# 500 a request: 60 requests at 30,000 partitions, where one per leader makes 3 (bench/bench_scale.py).
+DESCRIBE_PRODUCERS_BATCH = 10_000
 
 # ListOffsets errors that fresh metadata can cure (a leader moved or is being elected).
 LEADERSHIP_ERRORS = frozenset({
@@ -148,8 +149,15 @@ class Cluster:
             attempts = [(settings["bootstrap_servers"], left_ms)]
             answered = md.broker(md.answered_by) if md.answered_by is not None else None
             if answered is not None:
-                host = f"[{answered.host}]" if ":" in answered.host else answered.host
-                attempts.insert(0, ([f"{host}:{answered.port}"], min(left_ms // 3, 2000)))
+                # One bootstrap per command: kafka-python takes the brokers librdkafka has already
+                # listed and connects to the one that answered, with no Metadata of its own.
+                try:
+                    self._wire = Wire.connect_known(
+                        settings, md.brokers, answered.id, min(left_ms // 3, 2000), settings["request_timeout_ms"]
+                    )
+                    return self._wire
+                except Exception as exc:  # noqa: BLE001 - the ordinary bootstrap below decides
+                    log.debug("connecting to broker %s from known metadata failed (%s); bootstrapping", answered.id, exc)
             try:
                 self._wire = Wire.connect(settings, attempts, settings["request_timeout_ms"])
             except Exception as exc:  # noqa: BLE001 - translated into one line
@@ -538,7 +546,7 @@ class Cluster:
     def describe_producers(
         self, partitions: Iterable[TopicPartition], broker_id: int | None = None
     ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
-        """DescribeProducers, batched per leader (or sent to ``broker_id``), ≤500 partitions a request."""
+        """DescribeProducers, batched per leader (or sent to ``broker_id``), ≤10,000 partitions a request."""
         tps = sorted(set(partitions))
         if not tps:
             return Partial({})

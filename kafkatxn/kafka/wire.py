@@ -64,6 +64,53 @@ class Wire:
                 log.debug("bootstrap from %s failed (%s); trying the next servers", servers, exc)
         raise AssertionError("no bootstrap attempts")
 
+    @classmethod
+    def connect_known(cls, settings: dict, brokers: Sequence[Any], first: int, budget_ms: int, request_timeout_ms: int) -> "Wire":
+        """Connect without kafka-python's own bootstrap, from metadata librdkafka already fetched.
+
+        kafka-python's bootstrap opens a connection (ApiVersions), asks Metadata, closes it, and
+        opens another to the same broker for the first real request (ApiVersions again). Here its
+        cluster view is seeded with ``brokers`` (``BrokerInfo``: id, host, port, rack) and one
+        connection is opened to broker ``first`` (the one that has just answered librdkafka): one
+        ApiVersions, which also gives the versions :meth:`max_version` reads, and no Metadata.
+        Raises when that connection does not come up within ``budget_ms``.
+        """
+        from kafka.admin import KafkaAdminClient
+        from kafka.future import Future
+        from kafka.net.compat import KafkaNetClient
+        from kafka.protocol.metadata import MetadataResponse
+
+        def seeded_client(**configs: Any) -> Any:
+            client = KafkaNetClient(**configs)
+            manager = client._manager
+
+            def bootstrap(timeout_ms: int | None = None, refresh: bool = True) -> None:
+                manager.cluster._brokers = {
+                    b.id: MetadataResponse.MetadataResponseBroker(b.id, b.host, b.port, b.rack) for b in brokers
+                }
+                manager._bootstrap_future = Future().success(True)
+
+            manager.bootstrap = bootstrap
+            return client
+
+        kw = dict(settings)
+        kw["kafka_client"] = seeded_client
+        kw["request_timeout_ms"] = max(request_timeout_ms, 1)
+        admin = KafkaAdminClient(**kw)
+        manager = admin._manager
+
+        async def first_connection() -> Any:
+            conn = manager.get_connection(first, timeout_ms=max(budget_ms, 1))
+            await conn
+            return conn
+
+        try:
+            manager.broker_version_data = manager.run(first_connection).broker_version_data
+        except BaseException:
+            admin.close()
+            raise
+        return cls(admin)
+
     def close(self) -> None:
         self._client.close()
 

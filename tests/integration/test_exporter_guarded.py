@@ -2,7 +2,7 @@
 
 Refused clients (no certificate, a certificate from another CA, wrong or missing credentials) must
 not cause a single request to the broker: the broker's own request counters (RequestsPerSec over
-JMX, read with Kafka's JmxTool as bench/bench_lso.py does) do not move for them, and do for the
+JMX, read with Kafka's JmxTool by bench/benchlib.py) do not move for them, and do for the
 client that gets in. Then a real Prometheus (Debian's package) scrapes the exporter over TLS with
 a client certificate and basic auth, using the ``kafkatxn-tls`` job of monitoring/prometheus.yml.
 """
@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import http.client
 import shutil
-import socket
 import ssl
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from bench.bench_lso import broker_jvm_options, broker_request_counts, counted_delta
+from bench.benchlib import JmxCluster, counted_delta
 from tests.exporter_process import ExporterProcess
-from tests.harness import KafkaCluster
-from tests.harness.broker import FAST_START_JVM_OPTIONS
 from tests.harness.security import make_pki
 from tests.prometheus import PrometheusServer, example_job
 from tests.web_config import PASSWORD, USER, client_context, https_get, web_config, write_yaml
@@ -31,20 +28,11 @@ pytestmark = pytest.mark.integration
 REFUSED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def jmx_broker():
     """A broker of its own (nothing else talks to it) with JMX on a loopback port."""
     workdir = Path(tempfile.mkdtemp(prefix="kafkatxn-guarded-"))
-    port = _free_port()
-    jmx_flags = [option for option in broker_jvm_options(port) if option.startswith("-D")]  # not the bench's heap
-    cluster = KafkaCluster(workdir, 1, jvm_options=[*FAST_START_JVM_OPTIONS, *jmx_flags], name="guarded")
-    cluster.jmx_port = port  # type: ignore[attr-defined]
+    cluster = JmxCluster(workdir, 1, heap="512m", name="guarded")
     try:
         cluster.start(timeout=90)
         yield cluster
@@ -62,7 +50,7 @@ def test_refused_clients_cause_no_broker_request_and_prometheus_scrapes_over_tls
     port = int(exporter.base.rsplit(":", 1)[1])
     try:
         assert exporter.url.startswith("https://127.0.0.1:")
-        before = broker_request_counts(jmx_broker, jmx_broker.jmx_port)
+        before = jmx_broker.request_counts()
         refusals = 0
         for path in ("/metrics", "/probe?profile=anything"):
             for context in (client_context(pki), client_context(pki, other)):  # no certificate; another CA's
@@ -73,13 +61,13 @@ def test_refused_clients_cause_no_broker_request_and_prometheus_scrapes_over_tls
                 answer = https_get(port, path, client_context(pki, pki), auth)
                 assert answer.status == 401, (path, auth, answer.body)
                 refusals += 1
-        during_refusals = counted_delta(before, broker_request_counts(jmx_broker, jmx_broker.jmx_port))
+        during_refusals = counted_delta(before, jmx_broker.request_counts())
         assert during_refusals == {}, f"refused clients caused broker requests: {during_refusals}"
 
         answer = https_get(port, "/metrics", client_context(pki, pki), (USER, PASSWORD))
         assert answer.status == 200
         assert "\nkafkatxn_up 1.0\n" in answer.body
-        after_scrape = counted_delta(before, broker_request_counts(jmx_broker, jmx_broker.jmx_port))
+        after_scrape = counted_delta(before, jmx_broker.request_counts())
         assert after_scrape.get("Metadata", 0) >= 1  # the counters do see the exporter when it is let in
         figures["guarded exporter: broker requests for refused clients"] = (
             f"0 for {refusals} refused requests; {sum(after_scrape.values())} for one accepted scrape")

@@ -72,9 +72,30 @@ class KafkaModel:
     def leader(self, tp: TopicPartition) -> int:
         return self.partitions[tp].leader
 
+    def add_transaction_log(self, leaders: Iterable[int]) -> list[TopicPartition]:
+        """``__transaction_state`` with one partition per leader (-1: no leader); the coordinator of an
+        id is then the leader of its partition, as Kafka hashes it."""
+        return [self.add_partition("__transaction_state", n, leader=leader, replicas=(leader,) if leader >= 0 else ())
+                for n, leader in enumerate(leaders)]
+
+    def stop_broker(self, broker: int) -> None:
+        """The broker is gone: its requests time out, KRaft drops it from the metadata, and the
+        partitions it was the only replica of have no leader."""
+        self.down.add(broker)
+        for tp, p in self.partitions.items():
+            if p.leader == broker and set(p.replicas) <= {broker}:
+                self.partitions[tp] = replace(p, leader=-1, isr=())
+
     def coordinator(self, transactional_id: str) -> int:
         d = self.transactions.get(transactional_id)
-        return d.coordinator_id if d is not None else self.brokers[hash(transactional_id) % len(self.brokers)]
+        if d is not None:
+            return d.coordinator_id
+        log = sorted(p.partition for p in self.partitions.values() if p.topic == "__transaction_state")
+        if log:
+            from kafkatxn.hanging import coordinator_partition
+
+            return self.partitions[TopicPartition("__transaction_state", coordinator_partition(transactional_id, len(log)))].leader
+        return self.brokers[hash(transactional_id) % len(self.brokers)]
 
     def close_transaction(self, tp: TopicPartition, producer_id: int) -> None:
         """A marker on ``tp`` for ``producer_id``: the open transaction ends and the LSO moves on."""

@@ -1,0 +1,251 @@
+"""Every whole-cluster command at 30,000 partitions on 3 brokers, against references in the same run.
+
+    python bench/bench_scale.py                        # 3 brokers, 30,000 partitions (10,000 each)
+    python bench/bench_scale.py --topics 30 --rounds 2 # a quick 3,000-partition run of the same steps
+
+Starts a 3-node cluster with tests/harness (1 GB heap per node, JMX on loopback for the broker-side
+request counters, ``transaction.partition.verification.enable=false`` so hanging transactions can
+be made), creates ``--topics`` topics of 100 partitions (20 topics per CreateTopics; creation and
+the wait until every partition answers are timed apart), and seeds producer state with
+bench_hanging's ``seed``: hanging transactions, open ones (tracked, not hanging), committed
+transactional producers and idempotent ones. Then ``--rounds`` times, interleaved:
+
+* ``kafkatxn lso``              vs Kafka's GetOffsetShell (``--time -1``, its own JVM);
+* ``kafkatxn hanging``          vs ``kafka-transactions.sh find-hanging --broker-id B`` per broker
+                                and kafka-python's ``python -m kafka.admin transactions find-hanging``;
+* ``kafkatxn check``, ``kafkatxn producers --summary`` (no reference tool covers a whole cluster);
+* an exporter scrape (``--cache-ttl 0s``: a full gather each time) vs GetOffsetShell.
+
+Every kafkatxn figure is a process of its own (interpreter start included), with its peak RSS
+(GNU time). Requests are counted on the brokers (JMX RequestsPerSec, all three nodes) around one more
+run of each. Findings are compared: lso's high watermarks against GetOffsetShell's, hanging
+transactions between kafkatxn, Kafka's tool and what was made. Exit 1 when findings differ or a
+target is missed: exporter scrape < 1 s, exporter peak RSS < 200 MB, requests per command
+<= 15 per broker (O(brokers)).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_hanging import seed  # noqa: E402  (same producer state as the 2,000-partition benchmark)
+from benchlib import (  # noqa: E402
+    JmxCluster,
+    counted_delta,
+    create_topics_batched,
+    find_hanging_per_broker,
+    get_offset_shell,
+    kafkatxn,
+    peak_rss_mb,
+    run_measured,
+    scrape,
+    start_exporter,
+    wait_until_every_partition_answers,
+)
+
+PARTITIONS_PER_TOPIC = 100
+BOUND_MINUTES = 1
+TARGET_SCRAPE_S = 1.0
+TARGET_RSS_MB = 200
+REQUESTS_PER_BROKER = 15
+
+COMMANDS = {
+    "lso": ["lso", "-o", "json"],
+    "hanging": ["hanging", "--max-transaction-timeout", f"{BOUND_MINUTES}m", "-o", "json"],
+    "check": ["check", "--max-transaction-timeout", f"{BOUND_MINUTES}m", "-o", "json"],
+    "producers_summary": ["producers", "--summary", "-o", "json"],
+}
+OK_EXITS = {"lso": {0, 1}, "hanging": {0, 1, 2}, "check": {0, 1, 2}, "producers_summary": {0, 1}}
+
+
+def run_command(bootstrap: str, name: str):
+    run = kafkatxn(*COMMANDS[name], "-b", bootstrap, "--timeout", "120s", timeout=300)
+    if run.returncode not in OK_EXITS[name]:
+        raise SystemExit(f"kafkatxn {name} exited {run.returncode}: {run.stderr.strip()[-1000:]}")
+    return run
+
+
+def kafka_python_find_hanging(bootstrap: str):
+    """kafka-python 3.0's own admin CLI. Its find-hanging lists and describes the transactions the
+    coordinators track and flags those open longer than the timeout + 5 minutes."""
+    run = run_measured([sys.executable, "-m", "kafka.admin", "-b", bootstrap, "--format", "json", "transactions",
+                        "find-hanging", "--max-transaction-timeout-ms", str(BOUND_MINUTES * 60_000)], timeout=300)
+    if run.returncode != 0:
+        raise SystemExit(f"python -m kafka.admin transactions find-hanging exited {run.returncode}: {run.stderr[-1000:]}")
+    return run, json.loads(run.stdout or "[]")
+
+
+def offsets_of_get_offset_shell(stdout: str) -> dict[tuple[str, int], int]:
+    out = {}
+    for line in stdout.splitlines():  # topic:partition:offset
+        topic, partition, offset = line.rsplit(":", 2)
+        out[(topic, int(partition))] = int(offset)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--topics", type=int, default=300, help=f"topics of {PARTITIONS_PER_TOPIC} partitions")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--hanging", type=int, default=9)
+    parser.add_argument("--open", type=int, default=6)
+    parser.add_argument("--committed", type=int, default=15)
+    parser.add_argument("--idempotent", type=int, default=15)
+    args = parser.parse_args()
+    partitions = args.topics * PARTITIONS_PER_TOPIC
+
+    figures: dict = {"brokers": args.brokers, "partitions": partitions, "rounds": args.rounds, "cpus": os.cpu_count()}
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir:
+        cluster = JmxCluster(Path(workdir), args.brokers, heap="1g", name="bench-scale",
+                             broker_config={"transaction.partition.verification.enable": "false"})
+        cluster.start(timeout=240)
+        exporter = None
+        try:
+            bootstrap = cluster.bootstrap_servers
+            started = time.perf_counter()
+            topics = [f"bench-scale-{i:04d}" for i in range(args.topics)]
+            create_topics_batched(bootstrap, topics, PARTITIONS_PER_TOPIC)
+            figures["create_topics_s"] = round(time.perf_counter() - started, 1)
+            wait_until_every_partition_answers(bootstrap, partitions)
+            figures["created_and_ready_s"] = round(time.perf_counter() - started, 1)
+            expected, open_producers = seed(bootstrap, topics, PARTITIONS_PER_TOPIC, args)
+            seeded_at = time.monotonic()
+            print(f"{partitions:,} partitions on {args.brokers} brokers ready in {figures['created_and_ready_s']} s; "
+                  f"{len(expected)} hanging transactions made", file=sys.stderr)
+
+            times: dict[str, list[float]] = {}
+            rss: dict[str, float] = {}
+
+            def note(name: str, seconds: float, peak_mb: float | None = None) -> None:
+                times.setdefault(name, []).append(seconds)
+                if peak_mb is not None:
+                    rss[name] = max(rss.get(name, 0.0), peak_mb)
+
+            # lso, check, producers and the exporter do not need the transactions to be old.
+            lso_rows: list[dict] = []
+            shell_offsets: dict = {}
+            for _ in range(args.rounds):
+                for name in ("lso", "check", "producers_summary"):
+                    run = run_command(bootstrap, name)
+                    note(name, run.seconds, run.peak_rss_mb)
+                    if name == "lso":
+                        lso_rows = json.loads(run.stdout)
+                shell = get_offset_shell(cluster, "--exclude-internal-topics")
+                if shell.returncode != 0:
+                    raise SystemExit(f"GetOffsetShell failed: {shell.stderr[-2000:]}")
+                note("get_offset_shell", shell.seconds)
+                shell_offsets = offsets_of_get_offset_shell(shell.stdout)
+
+            exporter, url = start_exporter(bootstrap, "--cache-ttl", "0s", "--scrape-timeout", "60s")
+            scrape(url)  # warm-up: connections and the first metadata
+            last: dict = {}
+            for _ in range(args.rounds):
+                took, last, _samples, _bytes = scrape(url)
+                note("exporter_scrape", took)
+            rss["exporter_scrape"] = peak_rss_mb(exporter.pid)
+            if last.get("kafkatxn_up") != 1 or last.get("kafkatxn_scrape_incomplete") != 0:
+                failures.append(f"exporter scrape incomplete: {last}")
+            if int(last.get("kafkatxn_partitions", 0)) < partitions:
+                failures.append(f"exporter saw {last.get('kafkatxn_partitions')} partitions of {partitions}")
+
+            # Hanging: every transaction must be past the 1-minute bound both tools get.
+            time.sleep(max(0.0, seeded_at + BOUND_MINUTES * 60 + 2 - time.monotonic()))
+            found = {}
+            for _ in range(args.rounds):
+                run = run_command(bootstrap, "hanging")
+                note("hanging", run.seconds, run.peak_rss_mb)
+                found["kafkatxn"] = {(r["topic"], r["partition"], r["producer_id"]) for r in json.loads(run.stdout)["hanging"]}
+                took, found["find_hanging"] = find_hanging_per_broker(cluster, BOUND_MINUTES)
+                note("find_hanging_per_broker", took)
+                run, kp = kafka_python_find_hanging(bootstrap)
+                note("kafka_python_find_hanging", run.seconds, run.peak_rss_mb)
+                found["kafka_python"] = {(tp["topic"], tp["partition"], row["producer_id"])
+                                         for row in kp for tp in row["topic_partitions"]}
+
+            # Broker-side requests, one more run of each between JMX reads (all nodes).
+            requests: dict[str, dict[str, int]] = {}
+            before = cluster.request_counts()
+            for name in COMMANDS:
+                run_command(bootstrap, name)
+                after = cluster.request_counts()
+                requests[name] = counted_delta(before, after)
+                before = after
+            scrape(url)
+            after = cluster.request_counts()
+            requests["exporter_scrape"] = counted_delta(before, after)
+            before = after
+            get_offset_shell(cluster, "--exclude-internal-topics")
+            after = cluster.request_counts()
+            requests["get_offset_shell"] = counted_delta(before, after)
+            before = after
+            find_hanging_per_broker(cluster, BOUND_MINUTES)
+            requests["find_hanging_per_broker"] = counted_delta(before, cluster.request_counts())
+            del open_producers
+        finally:
+            if exporter is not None:
+                exporter.terminate()
+                exporter.wait(10)
+            cluster.stop()
+
+    # -- findings -------------------------------------------------------------------------------
+    lagging_ok = all(shell_offsets.get((r["topic"], r["partition"])) == r["high_watermark"] for r in lso_rows)
+    figures["get_offset_shell_partitions"] = len(shell_offsets)
+    figures["lso_lagging_partitions"] = len(lso_rows)
+    figures["lso_high_watermarks_match_get_offset_shell"] = lagging_ok
+    if len(shell_offsets) != partitions or not lagging_ok or not lso_rows:
+        failures.append("lso and GetOffsetShell disagree")
+    figures["hanging_made"] = len(expected)
+    for tool, findings in found.items():
+        figures[f"hanging_found_{tool}"] = len(findings)
+    if not (found["kafkatxn"] == found["find_hanging"] == expected):
+        failures.append(f"hanging findings differ: only kafkatxn {sorted(found['kafkatxn'] - found['find_hanging'])}, "
+                        f"only find-hanging {sorted(found['find_hanging'] - found['kafkatxn'])}, "
+                        f"made {len(expected)}")
+    # kafka-python's find-hanging only sees transactions a coordinator tracks (and flags them after
+    # timeout + 5 min): it cannot see these, whose coordinator never heard of the partition.
+    figures["kafka_python_finds_made_hanging"] = len(found["kafka_python"] & expected)
+
+    # -- figures --------------------------------------------------------------------------------
+    for name, samples in times.items():
+        figures[f"{name}_median_s"] = round(statistics.median(samples), 3)
+    for name, peak in rss.items():
+        figures[f"{name}_peak_rss_mb"] = round(peak, 1)
+    ref = statistics.median(times["get_offset_shell"])
+    for name in ("lso", "check", "producers_summary", "exporter_scrape"):
+        figures[f"ratio_{name}_vs_get_offset_shell"] = round(statistics.median(times[name]) / ref, 2)
+    figures["ratio_hanging_vs_find_hanging"] = round(
+        statistics.median(times["hanging"]) / statistics.median(times["find_hanging_per_broker"]), 2)
+    figures["ratio_hanging_vs_kafka_python"] = round(
+        statistics.median(times["hanging"]) / statistics.median(times["kafka_python_find_hanging"]), 2)
+    for name, counts in requests.items():
+        figures[f"requests_{name}"] = sum(counts.values())
+        print(f"requests (broker-side) {name}: {json.dumps(counts, sort_keys=True)}")
+        if name in COMMANDS or name == "exporter_scrape":
+            if sum(counts.values()) > REQUESTS_PER_BROKER * args.brokers:
+                failures.append(f"{name}: {sum(counts.values())} requests, more than {REQUESTS_PER_BROKER} per broker")
+    scrape_s = statistics.median(times["exporter_scrape"])
+    if scrape_s >= TARGET_SCRAPE_S:
+        failures.append(f"exporter scrape {scrape_s:.3f} s, target < {TARGET_SCRAPE_S} s")
+    if rss["exporter_scrape"] >= TARGET_RSS_MB:
+        failures.append(f"exporter peak RSS {rss['exporter_scrape']:.1f} MB, target < {TARGET_RSS_MB} MB")
+    figures["load_average_1m"] = round(os.getloadavg()[0], 2)
+    figures["failures"] = failures
+
+    width = max(map(len, figures))
+    for key, value in figures.items():
+        print(f"{key.ljust(width)}  {value}")
+    print(json.dumps(figures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

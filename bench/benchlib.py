@@ -1,0 +1,268 @@
+"""Pieces the benchmarks share: a cluster with JMX, batched topic creation, broker-side request
+counts, the reference tools from the Kafka jars, and per-process time, CPU and peak RSS
+(GNU time, `/usr/bin/time`).
+
+Imported by the ``bench_*.py`` scripts (run from the repository: ``python bench/bench_x.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.harness import KafkaCluster  # noqa: E402
+
+GET_OFFSET_SHELL = "org.apache.kafka.tools.GetOffsetShell"
+TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
+JMX_TOOL = "org.apache.kafka.tools.JmxTool"
+REQUEST_METRICS = "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=*,version=*"
+# What the combined broker+controller node sends itself (KRaft), whoever the clients are.
+CONTROLLER_APIS = frozenset({
+    "BrokerHeartbeat", "BrokerRegistration", "ControllerRegistration", "Vote", "BeginQuorumEpoch", "EndQuorumEpoch",
+    "FetchSnapshot", "DescribeQuorum", "AlterPartition", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter",
+    "Fetch",  # KRaft replication of the metadata log between the nodes
+    "FetchFollower",  # replication of the internal topics between the brokers
+})
+
+Finding = tuple[str, int, int]  # (topic, partition, producer_id)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def jmx_jvm_options(jmx_port: int, heap: str = "2g") -> list[str]:
+    """Broker JVM options: a fixed heap and JMX on loopback (no auth) for the request counters."""
+    return [
+        f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseParallelGC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+        "-Dcom.sun.management.jmxremote",
+        f"-Dcom.sun.management.jmxremote.port={jmx_port}",
+        f"-Dcom.sun.management.jmxremote.rmi.port={jmx_port}",
+        "-Dcom.sun.management.jmxremote.authenticate=false",
+        "-Dcom.sun.management.jmxremote.ssl=false",
+        "-Djava.rmi.server.hostname=127.0.0.1",
+    ]
+
+
+class JmxCluster(KafkaCluster):
+    """A harness cluster whose every node serves JMX on its own loopback port (``jmx_ports``)."""
+
+    def __init__(self, workdir: Path, n_brokers: int = 1, heap: str = "2g", **kwargs):
+        self.jmx_ports = {node_id: free_port() for node_id in range(1, n_brokers + 1)}
+        self._heap = heap
+        super().__init__(workdir, n_brokers, jvm_options=jmx_jvm_options(self.jmx_ports[1], heap), **kwargs)
+
+    def _launch(self, node, libs_dir):  # noqa: ANN001 - the harness's private hook, one JMX port per node
+        self.jvm_options = jmx_jvm_options(self.jmx_ports[node.node_id], self._heap)
+        super()._launch(node, libs_dir)
+
+    def request_counts(self) -> dict[str, int]:
+        return broker_request_counts(self, list(self.jmx_ports.values()))
+
+
+def create_topics_batched(bootstrap: str, names: list[str], partitions: int, per_create: int = 20) -> None:
+    """Create topics ``per_create`` at a time in one CreateTopics each (the controller refuses one
+    that makes more than 10,000 records)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    for i in range(0, len(names), per_create):
+        batch = [NewTopic(n, partitions, 1) for n in names[i : i + per_create]]
+        for future in admin.create_topics(batch, operation_timeout=120).values():
+            future.result(300)
+
+
+def wait_until_every_partition_answers(bootstrap: str, expected: int, timeout_s: float = 900) -> None:
+    """A new partition is in the metadata before its log exists; wait until ListOffsets answers for all."""
+    from kafkatxn.config import resolve
+    from kafkatxn.kafka.facade import Cluster
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with Cluster(resolve(bootstrap_servers=bootstrap, timeout="60s")) as c:
+            parts = [p.tp for p in c.select_partitions()]
+            answered = c.stable_and_high_offsets(parts)
+        if len(parts) >= expected and not answered.missing:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {len(parts)} of {expected} partitions, {len(answered.missing)} without offsets")
+        time.sleep(2)
+
+
+def broker_request_counts(cluster: KafkaCluster, jmx_ports: list[int]) -> dict[str, int]:
+    """Requests the brokers have received since they started, per API, summed over brokers."""
+    counts: dict[str, int] = {}
+    for port in jmx_ports:
+        result = cluster.run_tool(
+            JMX_TOOL, "--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi",
+            "--object-name", REQUEST_METRICS, "--attributes", "Count", "--one-time", "true", "--report-format", "properties",
+            timeout=120,
+        )
+        if result.returncode != 0:
+            raise SystemExit(f"JmxTool failed: {result.stderr[-2000:]}")
+        for line in result.stdout.splitlines():
+            # kafka.network:type=RequestMetrics,name=RequestsPerSec,request=ListOffsets,version=10:Count=3
+            key, sep, value = line.rpartition("=")
+            if not sep or "request=" not in key or not key.endswith(":Count"):
+                continue
+            api = key.split("request=", 1)[1].split(",", 1)[0]
+            if api in CONTROLLER_APIS:
+                continue
+            counts[api] = counts.get(api, 0) + int(float(value))
+    return counts
+
+
+def counted_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {api: after[api] - before.get(api, 0) for api in sorted(after) if after[api] - before.get(api, 0)}
+
+
+def spread(samples: list[float]) -> str:
+    return f"{statistics.median(samples):.3f} s (min {min(samples):.3f}, max {max(samples):.3f}, n={len(samples)})"
+
+
+class Run:
+    """One finished child process: wall time, exit code, output, and its own peak RSS."""
+
+    def __init__(self, seconds: float, returncode: int, stdout: str, stderr: str, peak_rss_mb: float):
+        self.seconds, self.returncode, self.stdout, self.stderr, self.peak_rss_mb = seconds, returncode, stdout, stderr, peak_rss_mb
+
+
+def run_measured(command: list[str], timeout: float = 600, env: dict | None = None) -> Run:
+    """Run a command; its wall time and peak RSS, as GNU time (``/usr/bin/time -f %M``) reports it.
+
+    Not ``wait4`` on our own child: Linux folds the RSS of the process before ``exec`` (here a copy
+    of this benchmark, hundreds of MB at 30,000 partitions) into the child's ``ru_maxrss``. GNU time
+    forks from its own small process, so what it reports is the command's own peak.
+    """
+    with tempfile.NamedTemporaryFile("r", suffix=".maxrss") as rss_file:
+        started = time.perf_counter()
+        done = subprocess.run(["/usr/bin/time", "-o", rss_file.name, "-f", "%M", *command], capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL, cwd=ROOT, env=env, timeout=timeout)
+        elapsed = time.perf_counter() - started
+        lines = rss_file.read().split()
+    peak_mb = int(lines[-1]) / 1024 if lines and lines[-1].isdigit() else float("nan")
+    return Run(elapsed, done.returncode, done.stdout, done.stderr, peak_mb)
+
+
+def kafkatxn(*args: str, timeout: float = 600) -> Run:
+    """``python -m kafkatxn ARGS`` as its own process, as an operator runs it."""
+    return run_measured([sys.executable, "-m", "kafkatxn", *args], timeout=timeout)
+
+
+def kafka_tool(cluster: KafkaCluster, main_class: str, *args: str, timeout: float = 600) -> Run:
+    """A Kafka tool from the jars in its own JVM, as the harness runs it (wall time, exit, output)."""
+    started = time.perf_counter()
+    done = cluster.run_tool(main_class, *args, timeout=timeout)
+    return Run(time.perf_counter() - started, done.returncode, done.stdout, done.stderr, float("nan"))
+
+
+def get_offset_shell(cluster: KafkaCluster, *extra: str) -> Run:
+    return kafka_tool(cluster, GET_OFFSET_SHELL, "--bootstrap-server", cluster.bootstrap_servers, "--time", "-1", *extra)
+
+
+def parse_find_hanging_table(stdout: str) -> set[Finding]:
+    """Rows of find-hanging's table: tab-separated padded cells under a header row starting 'Topic'."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    starts = [i for i, line in enumerate(lines) if line.split("\t")[0].strip() == "Topic"]
+    if not starts:
+        return set()  # "No hanging transactions found"
+    header = [c.strip() for c in lines[starts[0]].split("\t")]
+    out = set()
+    for line in lines[starts[0] + 1 :]:
+        cells = dict(zip(header, (c.strip() for c in line.split("\t"))))
+        out.add((cells["Topic"], int(cells["Partition"]), int(cells["ProducerId"])))
+    return out
+
+
+def find_hanging_per_broker(cluster: KafkaCluster, max_timeout_minutes: int) -> tuple[float, set[Finding]]:
+    """``kafka-transactions.sh find-hanging --broker-id B`` once per broker (the tool needs
+    --topic or --broker-id), each in its own JVM; total wall time and the union of findings."""
+    findings: set[Finding] = set()
+    started = time.perf_counter()
+    for broker_id in cluster.broker_ids:
+        run = kafka_tool(cluster, TRANSACTIONS_TOOL, "--bootstrap-server", cluster.bootstrap_servers, "find-hanging",
+                         "--broker-id", str(broker_id), "--max-transaction-timeout", str(max_timeout_minutes), timeout=600)
+        if run.returncode != 0:
+            raise SystemExit(f"{TRANSACTIONS_TOOL} failed for broker {broker_id}: {run.stderr.strip()[-2000:]}")
+        findings |= parse_find_hanging_table(run.stdout)
+    return time.perf_counter() - started, findings
+
+
+# -- the exporter as its own process ----------------------------------------------------------------
+
+
+def proc_status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc (Linux only)")
+
+
+def peak_rss_mb(pid: int) -> float:
+    return proc_status_kb(pid, "VmHWM") / 1024
+
+
+def rss_mb(pid: int) -> float:
+    return proc_status_kb(pid, "VmRSS") / 1024
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process: less sensitive than wall time to a busy machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_exporter(bootstrap: str, *extra: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkatxn", "exporter", "-b", bootstrap, "--listen", "127.0.0.1:0", *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
+    )
+    line = proc.stderr.readline()
+    if "serving http://" not in line:
+        proc.kill()
+        raise RuntimeError(f"exporter did not start: {line}{proc.stderr.read()}")
+    threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
+    return proc, line.split("serving ", 1)[1].strip()
+
+
+def scrape(url: str, timeout: float = 120) -> tuple[float, dict[str, float], int, int]:
+    """One GET of /metrics: seconds, the unlabelled samples by name, sample count, body bytes."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    started = time.perf_counter()
+    body = urllib.request.urlopen(url, timeout=timeout).read()
+    took = time.perf_counter() - started
+    scalars: dict[str, float] = {}
+    samples = 0
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            samples += 1
+            if not s.labels:
+                scalars[s.name] = s.value
+    return took, scalars, samples, len(body)
+
+
+def print_table(result: dict) -> None:
+    width = max(map(len, result))
+    for key, value in result.items():
+        print(f"{key.ljust(width)}  {value}")
+    print(json.dumps(result))
