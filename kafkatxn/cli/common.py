@@ -44,6 +44,7 @@ class CommandContext:
     profile: str | None = None
     timeout: str | None = None
     properties: list[str] = field(default_factory=list)
+    ask_password: bool = False
     output: str = "table"
     no_headers: bool = False
     debug: bool = False
@@ -60,7 +61,10 @@ class CommandContext:
                 profile=self.profile,
                 timeout=self.timeout,
                 overrides=self.properties,
+                ask_password=self.ask_password,
             )
+            for warning in self._config.warnings:
+                self.note(f"kafkatxn: warning: {warning}")
             logging.getLogger("kafkatxn").debug("connection settings: %s", self._config.masked())
         return self._config
 
@@ -139,6 +143,17 @@ def _shared_parameters() -> list[inspect.Parameter]:
             None,
         ),
         opt(
+            "ask_password",
+            Annotated[
+                bool,
+                typer.Option(
+                    "--ask-password", help="Prompt for the SASL (or client key) password; never pass secrets with -X.",
+                    rich_help_panel=CONNECTION,
+                ),
+            ],
+            False,
+        ),
+        opt(
             "timeout",
             Annotated[
                 Optional[str],
@@ -200,6 +215,7 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
                 profile=shared["profile"],
                 timeout=shared["timeout"],
                 properties=list(shared["property_overrides"] or []),
+                ask_password=shared["ask_password"],
                 output=shared["output"].value,
                 no_headers=shared["no_headers"],
                 debug=shared["debug"],
