@@ -166,7 +166,7 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
             continue  # declares config providers; references were resolved before
         if "\x00" in value:
             # Java would take it; librdkafka's C strings would end there and use a different value.
-            raise UsageError(f"{p.where}: {key}: the value holds a NUL character (\\u0000), which the clients cannot use")
+            raise UsageError(f"{p.where}: the value of {key} holds a NUL character (\\u0000), which the clients cannot use")
         if key in LIBRDKAFKA_KEYS:
             out[key] = value
         elif key == "sasl.mechanism":
@@ -556,7 +556,7 @@ def refuse_secret_argument(key: str, value: str) -> None:
         ways.append("--ask-password")
     ways.append("a config provider reference in the file (${file:PATH:KEY}, ${env:VAR}, ${dir:DIR:FILE})")
     raise UsageError(
-        f"-X {key}: secrets are not taken from the command line, where other local users can read them; "
+        f"-X {key} refused: secrets are not taken from the command line, where other local users can read them; "
         f"use {', '.join(ways[:-1])} or {ways[-1]}"
     )
 

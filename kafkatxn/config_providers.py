@@ -68,38 +68,38 @@ class _Provider:
     allowlist: re.Pattern[str] | None = None
     cache: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def lookup(self, ref: str, path: str, key: str, where: str, environ: Mapping[str, str]) -> str:
+    def lookup(self, path: str, key: str, where: str, environ: Mapping[str, str]) -> str:
         if self.cls == ENV_PROVIDER:
-            return self._env(ref, path, key, where, environ)
+            return self._env(path, key, where, environ)
         if not path:
-            raise UsageError(f"{where}: {ref}: the {self.name} provider needs a path (${{{self.name}:PATH:KEY}})")
-        target = self._allowed(ref, path, where)
+            raise UsageError(f"{where}: the {self.name} provider needs a path (${{{self.name}:PATH:KEY}})")
+        target = self._allowed(path, where)
         if self.cls == FILE_PROVIDER:
             data = self.cache.get(path)
             if data is None:
                 try:
                     text = target.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError):
-                    raise UsageError(f"{where}: {ref}: Could not read properties from file {path}") from None
+                    raise UsageError(f"{where}: Could not read properties from file {path}") from None
                 try:
                     data = self.cache[path] = javaproperties.loads(text)
                 except javaproperties.InvalidUEscapeError:
-                    raise UsageError(f"{where}: {ref}: malformed \\uxxxx encoding in {path}") from None
+                    raise UsageError(f"{where}: malformed \\uxxxx encoding in {path}") from None
             if key not in data:
-                raise UsageError(f"{where}: {ref}: no property {key!r} in {path}")
+                raise UsageError(f"{where}: no property {key!r} in {path}")
             return data[key]
         # DirectoryConfigProvider: the file named `key` in the directory, its whole content.
         if not target.is_dir():
-            raise UsageError(f"{where}: {ref}: The path {path} is not a directory")
+            raise UsageError(f"{where}: The path {path} is not a directory")
         entry = target / key
         if "/" in key or key in ("", ".", "..") or not entry.is_file():
-            raise UsageError(f"{where}: {ref}: no file {key!r} in directory {path}")
+            raise UsageError(f"{where}: no file {key!r} in directory {path}")
         try:
             return entry.read_bytes().decode("utf-8", errors="replace")
         except OSError:
-            raise UsageError(f"{where}: {ref}: Could not read file {entry} for property {key}") from None
+            raise UsageError(f"{where}: Could not read file {entry} for property {key}") from None
 
-    def _allowed(self, ref: str, path: str, where: str) -> Path:
+    def _allowed(self, path: str, where: str) -> Path:
         # org.apache.kafka.common.config.internals.AllowedPaths.parseUntrustedPath
         parsed = Path(path)
         if self.allowed_paths is None:
@@ -107,21 +107,21 @@ class _Provider:
         normalised = Path(os.path.normpath(path))
         if not any(normalised == a or a in normalised.parents for a in self.allowed_paths):
             raise UsageError(
-                f"{where}: {ref}: The path {path} is not allowed to be accessed "
+                f"{where}: The path {path} is not allowed to be accessed "
                 f"(config.providers.{self.name}.param.allowed.paths)"
             )
         return normalised
 
-    def _env(self, ref: str, path: str, key: str, where: str, environ: Mapping[str, str]) -> str:
+    def _env(self, path: str, key: str, where: str, environ: Mapping[str, str]) -> str:
         if path:
-            raise UsageError(f"{where}: {ref}: Path is not supported for EnvVarConfigProvider, invalid value '{path}'")
+            raise UsageError(f"{where}: Path is not supported for EnvVarConfigProvider, invalid value '{path}'")
         if self.allowlist is not None and not self.allowlist.fullmatch(key):
             raise UsageError(
-                f"{where}: {ref}: environment variable {key} is not allowed by "
+                f"{where}: environment variable {key} is not allowed by "
                 f"config.providers.{self.name}.param.allowlist.pattern"
             )
         if key not in environ:
-            raise UsageError(f"{where}: {ref}: environment variable {key} is not set")
+            raise UsageError(f"{where}: environment variable {key} is not set")
         return environ[key]
 
 
@@ -185,14 +185,15 @@ def resolve_references(lines: list["PropertyLine"], environ: Mapping[str, str] |
             if provider is None:
                 if not providers:
                     raise UsageError(
-                        f"{line.where}: {line.key}: {ref} refers to config provider {name!r}, but config.providers "
+                        f"{line.where}: {ref} (in {line.key}) refers to config provider {name!r}, but config.providers "
                         "declares none with a class (config.providers=NAME and config.providers.NAME.class=...)"
                     )
                 raise UsageError(
-                    f"{line.where}: {line.key}: {ref}: no config provider named {name!r} "
+                    f"{line.where}: {ref} (in {line.key}): no config provider named {name!r} "
                     f"(config.providers declares {', '.join(sorted(providers))})"
                 )
-            return provider.lookup(ref, path, key, f"{line.where}: {line.key}", environ)
+            # "KEY: value" would read as an assignment to the redaction of error lines: the key goes in brackets.
+            return provider.lookup(path, key, f"{line.where}: {ref} (in {line.key})", environ)
 
         out.append(replace(line, value=REFERENCE.sub(substitute, line.value)))
     return out

@@ -124,5 +124,5 @@ def test_config_provider_references_resolve_for_kafkatxn_and_kafka_transactions_
     monkeypatch.delenv("KT_PARITY_PASSWORD")
     refused = kafkatxn_list(kafka_secure, properties, tmp_path)
     assert refused.code == 64, refused.describe()
-    assert f"{properties}:11: sasl.jaas.config: ${{env:KT_PARITY_PASSWORD}}: environment variable KT_PARITY_PASSWORD is not set" in refused.stderr
+    assert f"{properties}:11: ${{env:KT_PARITY_PASSWORD}} (in sasl.jaas.config): environment variable KT_PARITY_PASSWORD is not set" in refused.stderr
     assert file_part not in refused.stderr and dir_part not in refused.stderr

@@ -134,14 +134,14 @@ def test_unresolvable_references_are_usage_errors_naming_reference_and_line(tmp_
     with pytest.raises(UsageError) as err:
         config.read_properties_file(path)
     message = str(err.value)
-    assert f"{path}:7: sasl.password" in message and reference in message
+    assert f"{path}:7: {reference} (in sasl.password): " in message
     assert fragment.replace("SECRETS", str(secrets)) in message
     assert "TopSecretValue" not in message
 
 
 def test_a_reference_without_config_providers_is_refused(tmp_path):
     path = write(tmp_path / "c.properties", "sasl.password=${env:HOME}\n")
-    with pytest.raises(UsageError, match=r"c.properties:1: sasl.password: \$\{env:HOME\} refers to config provider 'env', but config.providers"):
+    with pytest.raises(UsageError, match=r"c.properties:1: \$\{env:HOME\} \(in sasl.password\) refers to config provider 'env', but config.providers"):
         config.read_properties_file(path)
 
 
@@ -204,7 +204,7 @@ def test_x_refuses_secrets_and_says_where_to_put_them(key):
     with pytest.raises(UsageError) as err:
         config.resolve("h:1", overrides=[f"{key}=Hunter2Secret"])
     message = str(err.value)
-    assert message.startswith(f"-X {key}: secrets are not taken from the command line")
+    assert message.startswith(f"-X {key} refused: secrets are not taken from the command line")
     assert "--command-config" in message and "${env:VAR}" in message and "Hunter2Secret" not in message
     if key in config.SECRET_ENVIRONMENT:
         assert config.SECRET_ENVIRONMENT[key] in message
@@ -289,5 +289,48 @@ def test_a_readable_profile_file_with_a_secret_gets_a_warning(tmp_path):
 
 def test_a_nul_character_is_refused_because_librdkafka_would_cut_the_value_there(tmp_path):
     path = write(tmp_path / "c.properties", b"client.id=ab\\u0000cd\nsasl.password=x\x00y\n")
-    with pytest.raises(UsageError, match=r"c.properties:1: client.id: the value holds a NUL"):
+    with pytest.raises(UsageError, match=r"c.properties:1: the value of client.id holds a NUL"):
         config.read_properties_file(path)
+
+
+# -- through the CLI: one line on stderr, the right exit code ---------------------------------------
+
+
+def test_cli_refuses_a_secret_in_x_with_one_line_and_exit_64(capsys):
+    from tests.cli_helpers import run_cli
+
+    result = run_cli(capsys, "config", "show", "-b", "h:1", "-X", "sasl.password=Hunter2Secret")
+    assert result.code == 64
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("kafkatxn: error: -X sasl.password refused: secrets are not taken from the command line")
+    assert "KAFKATXN_SASL_PASSWORD" in line and "--ask-password" in line
+    assert "Hunter2Secret" not in result.stdout + result.stderr
+
+
+def test_cli_warns_about_a_readable_secrets_file_and_still_works(tmp_path, capsys):
+    from tests.cli_helpers import run_cli
+
+    props = write(tmp_path / "c.properties", "sasl.mechanism=PLAIN\nsasl.username=u\nsasl.password=Hunter2Secret\n", 0o644)
+    result = run_cli(capsys, "config", "show", "-b", "h:1", "-c", str(props))
+    assert result.code == 0
+    assert result.stderr == f"kafkatxn: warning: {props} holds secrets and is readable by group and others (mode 0644); chmod 600 {props}\n"
+    assert "Hunter2Secret" not in result.stdout + result.stderr
+
+
+def test_cli_ask_password_without_a_terminal_is_a_usage_error(tmp_path, capsys):
+    from tests.cli_helpers import run_cli
+
+    props = write(tmp_path / "c.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=u\n")
+    result = run_cli(capsys, "config", "show", "-b", "h:1", "-c", str(props), "--ask-password")
+    assert result.code == 64 and "--ask-password needs a terminal" in result.stderr
+
+
+def test_cli_error_about_a_reference_in_a_password_key_is_not_masked_into_nonsense(tmp_path, capsys):
+    from tests.cli_helpers import run_cli
+
+    props = write(tmp_path / "c.properties", f"config.providers=env\nconfig.providers.env.class={ENV}\nsasl.password=${{env:KT_NOT_SET}}\n")
+    result = run_cli(capsys, "config", "show", "-b", "h:1", "-c", str(props))
+    assert result.code == 64
+    assert result.stderr == (
+        f"kafkatxn: error: {props}:3: ${{env:KT_NOT_SET}} (in sasl.password): environment variable KT_NOT_SET is not set\n"
+    )
