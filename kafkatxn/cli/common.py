@@ -136,7 +136,7 @@ def _shared_parameters() -> list[inspect.Parameter]:
             Annotated[
                 Optional[list[str]],
                 typer.Option(
-                    "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file.",
+                    "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file (never a secret).",
                     rich_help_panel=CONNECTION,
                 ),
             ],
