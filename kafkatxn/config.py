@@ -91,6 +91,10 @@ SECRET_ENVIRONMENT = {
     "ssl.keystore.password": "KAFKATXN_SSL_KEYSTORE_PASSWORD",
 }
 
+# What Java's String.trim() removes: every character up to and including the space (and nothing else,
+# unlike str.strip(), which also removes e.g. a no-break space a password may end in).
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
+
 _PROPERTY_NAME = re.compile(r"[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+")
 
 _JAAS = re.compile(
@@ -153,7 +157,7 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
     out: dict[str, str] = {}
     # Kafka's ConfigDef trims every value of the keys it defines; librdkafka-only keys are taken as
     # they are, so a password may end in a space.
-    props = [p if p.key in LIBRDKAFKA_ONLY_KEYS else replace(p, value=p.value.strip()) for p in props]
+    props = [p if p.key in LIBRDKAFKA_ONLY_KEYS else replace(p, value=p.value.strip(_JAVA_TRIMMED)) for p in props]
     truststore_type = keystore_type = "PEM"
     for p in props:
         if p.key == "ssl.truststore.type":

@@ -66,6 +66,13 @@ def test_every_java_construct_reads_as_java_reads_it():
     assert settings["sasl.password"] == "p\u00e4ss word  "  # librdkafka's keys are taken as they are
 
 
+def test_kafka_keys_are_trimmed_as_javas_string_trim_does():
+    lines = [config.PropertyLine("f", 1, "ssl.key.password", "\x01kp\u00a0\x1f "), config.PropertyLine("f", 2, "sasl.password", " pw\u00a0 ")]
+    settings = config.normalize_properties(lines)
+    assert settings["ssl.key.password"] == "kp\u00a0"  # trim() removes <= U+0020 only; a no-break space stays
+    assert settings["sasl.password"] == " pw\u00a0 "
+
+
 def test_line_numbers_count_cr_crlf_and_continuations():
     text = "a=1\r\nb=2\rc=x\\\r\n  y\nd=4"
     assert [(p.key, p.line) for p in config.parse_properties(text)] == [("a", 1), ("b", 2), ("c", 3), ("d", 5)]
