@@ -142,6 +142,10 @@ def parse_properties(text: str, source: str = "<properties>") -> list[PropertyLi
         for element in javaproperties.parse(text):
             if isinstance(element, javaproperties.KeyValue):
                 out.append(PropertyLine(source, line, element.key, element.value))
+            elif isinstance(element, javaproperties.Whitespace) and element.source.lstrip(" \t\f") == "\\":
+                # A last line of nothing but a backslash: Java's LineReader drops the backslash and still
+                # returns the (empty) line, so Properties gets the key "" (javaproperties skips it).
+                out.append(PropertyLine(source, line, "", ""))
             line += len(_LINE_END.findall(element.source))
     except javaproperties.InvalidUEscapeError:
         # Java says "Malformed \\uxxxx encoding."; the escape itself is not echoed: it may be part of a secret.
@@ -166,8 +170,8 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
             keystore_type = p.value.upper()
     for p in props:
         key, value = p.key, p.value
-        if is_provider_key(key):
-            continue  # declares config providers; references were resolved before
+        if is_provider_key(key) or key == value == "":
+            continue  # declares config providers (references were resolved before); "" is what a stray backslash makes
         if "\x00" in value:
             # Java would take it; librdkafka's C strings would end there and use a different value.
             raise UsageError(f"{p.where}: the value of {key} holds a NUL character (\\u0000), which the clients cannot use")
@@ -230,8 +234,21 @@ def _parse_jaas(p: PropertyLine) -> tuple[str, str]:
 
 def _unquote(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", value[1:-1])
+        return _STREAM_TOKENIZER_ESCAPE.sub(_stream_tokenizer_unescape, value[1:-1])
     return value
+
+
+# Kafka parses sasl.jaas.config with java.io.StreamTokenizer, whose quoted strings take C-like escapes:
+# \a \b \f \n \r \t \v, octal \0-\377, and a backslash before anything else stands for that character.
+_STREAM_TOKENIZER_ESCAPE = re.compile(r"\\([0-3][0-7]{0,2}|[4-7][0-7]?|.)", re.S)
+_STREAM_TOKENIZER_CHARS = {"a": "\x07", "b": "\b", "f": "\x0c", "n": "\n", "r": "\r", "t": "\t", "v": "\x0b"}
+
+
+def _stream_tokenizer_unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code[0] in "01234567":
+        return chr(int(code, 8))
+    return _STREAM_TOKENIZER_CHARS.get(code, code)
 
 
 def _validate(settings: dict[str, str], props: list[PropertyLine]) -> None:

@@ -341,3 +341,15 @@ def test_cli_error_about_a_reference_in_a_password_key_is_not_masked_into_nonsen
     assert result.stderr == (
         f"kafkatxn: error: {props}:3: ${{env:KT_NOT_SET}} (in sasl.password): environment variable KT_NOT_SET is not set\n"
     )
+
+
+def test_jaas_quoted_strings_take_stream_tokenizer_escapes(tmp_path):
+    # Kafka's JAAS parser (java.io.StreamTokenizer): \n is a newline, \101 octal, \q stands for q.
+    path = write(tmp_path / "j.properties", 'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="u\\\\n1" password="p\\\\101\\\\q\\\\"";\n')
+    settings = config.read_properties_file(path)
+    assert (settings["sasl.username"], settings["sasl.password"]) == ("u\n1", 'pAq"')
+
+
+def test_a_last_line_of_only_a_backslash_is_ignored_as_kafka_ignores_it():
+    assert [(p.key, p.value) for p in config.parse_properties("a=1\n\t\\")] == [("a", "1"), ("", "")]
+    assert config.normalize_properties(config.parse_properties("client.id=x\n \\")) == {"client.id": "x"}
