@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Producer  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from kafkatxn.cluster import Cluster  # noqa: E402
+from kafkatxn.model import Cluster  # noqa: E402
 from kafkatxn.config import ConnectionConfig  # noqa: E402
 from tests.harness import KafkaCluster  # noqa: E402
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Producer  # noqa: E402
 
-from kafkatxn.cluster import TopicPartition  # noqa: E402
+from kafkatxn.model import TopicPartition  # noqa: E402
 from tests import hanging_maker  # noqa: E402
 from tests.harness import KafkaCluster  # noqa: E402
 

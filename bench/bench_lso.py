@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kafkatxn import lso  # noqa: E402
-from kafkatxn.cluster import Cluster  # noqa: E402
+from kafkatxn.model import Cluster  # noqa: E402
 from kafkatxn.config import resolve  # noqa: E402
 from tests.harness import KafkaCluster  # noqa: E402
 from tests.scenarios import run_transaction  # noqa: E402

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafkatxn.cluster import Cluster
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import Missing
 from kafkatxn.output import Report
 
 # Broker settings that decide how transactions behave.
@@ -62,7 +63,7 @@ class ApiRow:
 @dataclass
 class ClusterInfo:
     report: Report
-    missing: list[str]
+    missing: list[Missing]
 
 
 def describe(cluster: Cluster) -> ClusterInfo:

@@ -1,6 +1,6 @@
 """Prometheus metrics from the same snapshot ``kafkatxn check`` decides on.
 
-:func:`metric_families` turns a :class:`~kafkatxn.check.ClusterSnapshot` into metric families (pure,
+:func:`metric_families` turns a :class:`~kafkatxn.snapshot.ClusterSnapshot` into metric families (pure,
 tested over fake snapshots). :class:`SnapshotCollector` is a prometheus_client custom collector that
 gathers at scrape time, keeps the result for ``cache_ttl_s`` and lets only one gather run at a
 time: a scrape that arrives while another is gathering waits for it and answers with its result,
@@ -30,17 +30,21 @@ from typing import Callable, Iterable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from kafkatxn.check import ClusterSnapshot, gather_snapshot
-from kafkatxn.cluster import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
-from kafkatxn.cluster import Cluster, compile_regex
+from kafkatxn.snapshot import ClusterSnapshot, gather_snapshot
+from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
+from kafkatxn.kafka import Cluster
+from kafkatxn.validation import compile_regex
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import KafkatxnError, UsageError
 
+from kafkatxn import defaults
+from kafkatxn.durations import parse_duration_ms
+
 log = logging.getLogger("kafkatxn.exporter")
 
-DEFAULT_LISTEN = "0.0.0.0:9799"
-DEFAULT_CACHE_TTL_S = 10.0
-DEFAULT_SCRAPE_TIMEOUT_S = 8.0  # below Prometheus' default scrape_timeout of 10s
+DEFAULT_LISTEN = defaults.EXPORTER_LISTEN
+DEFAULT_CACHE_TTL_S = parse_duration_ms(defaults.EXPORTER_CACHE_TTL) / 1000
+DEFAULT_SCRAPE_TIMEOUT_S = parse_duration_ms(defaults.EXPORTER_SCRAPE_TIMEOUT) / 1000
 
 
 @dataclass(frozen=True)

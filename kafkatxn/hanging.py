@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from kafkatxn import producers
-from kafkatxn.cluster import Cluster, ProducerState, TopicPartition, TransactionDescription
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription
 from kafkatxn.errors import ClusterError
 from kafkatxn.output import Report
 
@@ -246,7 +247,7 @@ class HangingResult:
     partitions_scanned: int
     open_transactions: int
     candidates: int
-    missing: list[str] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
     classifications: list[Classification] = field(default_factory=list)
 
     def report(self) -> Report:
@@ -260,6 +261,11 @@ class HangingResult:
             "long_running_count": len(self.long_running),
         }
         return Report(facts=facts, sections={"hanging": self.hanging, "long_running": self.long_running})
+
+
+def undetermined_missing(c: Classification) -> Missing:
+    """An undetermined candidate, as a missing part of the answer."""
+    return Missing(c.open_txn.tp, f"producer {c.open_txn.producer.producer_id}: {c.reason}")
 
 
 def select_partitions(
@@ -276,32 +282,32 @@ def select_partitions(
     return [p.tp for p in chosen]
 
 
-def cluster_max_transaction_timeout(cluster: Cluster) -> tuple[int, list[str]]:
+def cluster_max_transaction_timeout(cluster: Cluster) -> tuple[int, list[Missing]]:
     """The brokers' largest ``transaction.max.timeout.ms``, and the brokers that did not say."""
     configs = cluster.broker_configs([MAX_TIMEOUT_CONFIG])
     value = max_timeout_from_configs(
         entries[MAX_TIMEOUT_CONFIG].value for entries in configs.value.values() if MAX_TIMEOUT_CONFIG in entries
     )
     if value is None:
-        why = "; ".join(configs.missing) or "no broker reported it"
+        why = "; ".join(map(str, configs.missing)) or "no broker reported it"
         raise ClusterError(f"could not read {MAX_TIMEOUT_CONFIG} from the brokers ({why}); pass --max-transaction-timeout")
     return value, list(configs.missing)
 
 
-def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[CoordinatorView, list[str]]:
+def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[CoordinatorView, list[Missing]]:
     """Steps 3 and 4 of the rule for these producer ids; the list names what did not answer."""
-    list_missing: list[str] = []
+    list_missing: list[Missing] = []
     tids = producers.transactional_ids_for(cluster, producer_ids, list_missing)
     found: dict[str, TransactionDescription] = {}
     not_found: dict[str, str] = {}
     unanswered: dict[str, str] = {}
-    describe_missing: list[str] = []
+    describe_missing: list[Missing] = []
     if tids:
-        found, not_found, describe_missing = cluster.describe_transactions(sorted(set(tids.values())))
-        for line in describe_missing:
-            for tid in set(tids.values()):
-                if repr(tid) in line:
-                    unanswered[tid] = line
+        described = cluster.describe_transactions(sorted(set(tids.values())))
+        found, not_found, describe_missing = described.value.found, described.value.not_found, described.missing
+        for m in describe_missing:
+            if isinstance(m.subject, TransactionalId):
+                unanswered[m.subject.id] = str(m)
     view = CoordinatorView(
         transactional_ids=tids,
         ids_complete=not list_missing,
@@ -309,8 +315,29 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
         unknown_ids=frozenset(not_found),
         unanswered_ids=unanswered,
     )
-    missing = list_missing + describe_missing
-    return view, missing
+    return view, list_missing + describe_missing
+
+
+@dataclass
+class Scan:
+    """Every open transaction of a producer-state snapshot, the candidates, and their verdicts."""
+
+    open_transactions: list[OpenTransaction]
+    candidates: list[OpenTransaction]
+    classifications: list[Classification]
+    missing: list[Missing]
+
+
+def classify_open_transactions(
+    cluster: Cluster, states: dict[TopicPartition, list[ProducerState]], now_ms: int, max_transaction_timeout_ms: int
+) -> Scan:
+    """Steps 2 to 4 of the rule over described producer states (``hanging``, ``check`` and the exporter)."""
+    all_open = open_transactions(states)
+    candidates = [t for t in all_open if is_candidate(t.producer, now_ms, max_transaction_timeout_ms)]
+    if not candidates:
+        return Scan(all_open, candidates, [], [])
+    view, missing = coordinator_view(cluster, {c.producer.producer_id for c in candidates})
+    return Scan(all_open, candidates, classify_all(candidates, view), missing)
 
 
 def find_hanging(
@@ -320,7 +347,7 @@ def find_hanging(
     partition: int | None = None,
     max_transaction_timeout_ms: int | None = None,
 ) -> HangingResult:
-    missing: list[str] = []
+    missing: list[Missing] = []
     # The selection first: a bad one (--partition without one --topic) is a usage error before any request.
     tps = select_partitions(cluster, broker_id, topics, partition)
     if max_transaction_timeout_ms is None:
@@ -332,14 +359,9 @@ def find_hanging(
     snapshot = producers.snapshot_producers(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
     missing += snapshot.missing
     now_ms = snapshot.taken_at_ms
-    all_open = open_transactions(snapshot.states)
-    candidates = [t for t in all_open if is_candidate(t.producer, now_ms, max_transaction_timeout_ms)]
-
-    classifications: list[Classification] = []
-    if candidates:
-        view, view_missing = coordinator_view(cluster, {c.producer.producer_id for c in candidates})
-        missing += view_missing
-        classifications = classify_all(candidates, view)
+    scan = classify_open_transactions(cluster, snapshot.states, now_ms, max_transaction_timeout_ms)
+    missing += scan.missing
+    all_open, candidates, classifications = scan.open_transactions, scan.candidates, scan.classifications
 
     affected = sorted({c.open_txn.tp for c in classifications if c.verdict is not Verdict.UNDETERMINED})
     lso: dict[TopicPartition, int] = {}
@@ -348,13 +370,13 @@ def find_hanging(
         lso_part = cluster.list_offsets(affected, read_committed=True)
         hw_part = cluster.list_offsets(affected, read_committed=False)
         lso, hw = lso_part.value, hw_part.value
-        missing += [f"LSO {m}" for m in lso_part.missing] + [f"high watermark {m}" for m in hw_part.missing]
+        missing += [m.within("LSO") for m in lso_part.missing] + [m.within("high watermark") for m in hw_part.missing]
 
     hanging = [hanging_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.HANGING]
     long_running = [long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.TRACKED]
     for c in classifications:
         if c.verdict is Verdict.UNDETERMINED:
-            missing.append(f"{c.open_txn.tp} producer {c.open_txn.producer.producer_id}: {c.reason}")
+            missing.append(undetermined_missing(c))
     return HangingResult(
         hanging=hanging,
         long_running=long_running,

@@ -20,11 +20,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence, TypeVar
 
-from kafkatxn.cluster import OPEN_TRANSACTION_STATES, Cluster, ProducerState, TopicPartition
-from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING, NotFoundError, UnsupportedBrokerError
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import Missing, Part, OPEN_TRANSACTION_STATES, ProducerState, TopicPartition
+from kafkatxn.errors import NotFoundError, UnsupportedBrokerError
+from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.producers import transactional_ids_for
 
-SORT_KEYS = ("lag", "age")
 
 
 # Committed-offset gaps below the LSO up to this many offsets are read to tell markers and aborted
@@ -75,7 +76,7 @@ class LsoSnapshot:
     offsets: dict[TopicPartition, Offsets]
     # Only for partitions whose LSO trails the HW; a partition may hold several open transactions.
     open_transactions: dict[TopicPartition, list[OpenTransaction]] = field(default_factory=dict)
-    missing: list[str] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
 
 
 @dataclass
@@ -85,7 +86,7 @@ class GroupSnapshot:
     # (partition, start offset) -> offset of the first record a read_committed consumer gets from
     # there, or None when it reached the LSO without one. Only gaps that were probed are present.
     first_readable: dict[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
-    missing: list[str] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
 
 
 def take_snapshot(cluster: Cluster, partitions: Iterable[TopicPartition]) -> LsoSnapshot:
@@ -101,14 +102,14 @@ def take_snapshot(cluster: Cluster, partitions: Iterable[TopicPartition]) -> Lso
 
 
 def _describe_open_transactions(
-    cluster: Cluster, partitions: Sequence[TopicPartition], missing: list[str]
+    cluster: Cluster, partitions: Sequence[TopicPartition], missing: list[Missing]
 ) -> dict[TopicPartition, list[OpenTransaction]]:
     if not partitions:
         return {}
     try:
         described = cluster.describe_producers(partitions)
     except UnsupportedBrokerError as exc:  # the lag is still known; only who pins it is not
-        missing.append(f"open transactions: {exc}")
+        missing.append(Missing(Part("open transactions"), str(exc)))
         return {}
     missing.extend(described.missing)
     open_states: dict[TopicPartition, list[ProducerState]] = {
@@ -118,8 +119,9 @@ def _describe_open_transactions(
     tids = transactional_ids_for(cluster, pids, missing)
     descriptions = {}
     if tids:
-        descriptions, _unknown, describe_missing = cluster.describe_transactions(sorted(set(tids.values())))
-        missing.extend(describe_missing)
+        described_txns = cluster.describe_transactions(sorted(set(tids.values())))
+        descriptions = described_txns.value.found
+        missing.extend(described_txns.missing)
     out: dict[TopicPartition, list[OpenTransaction]] = {}
     for tp, states in open_states.items():
         txns = []
@@ -461,14 +463,6 @@ def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEF
             return EXIT_CRITICAL
         code = EXIT_WARNING
     return code
-
-
-def exit_code(findings_code: int, missing: Sequence[str]) -> int:
-    """A critical finding stands even when parts are missing; otherwise missing parts make it 3
-    (could not determine), since they could hide a finding."""
-    if findings_code == EXIT_CRITICAL or not missing:
-        return findings_code
-    return EXIT_UNKNOWN
 
 
 # -- one call per command ----------------------------------------------------------------------

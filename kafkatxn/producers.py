@@ -12,7 +12,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from kafkatxn.cluster import Cluster, Partial, PartitionInfo, ProducerState, TopicPartition
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import Missing, Partial, PartitionInfo, ProducerState, TopicPartition
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.errors import NotFoundError
 
@@ -59,7 +60,7 @@ class ProducerSnapshot:
     states: dict[TopicPartition, list[ProducerState]]
     reported_by: dict[TopicPartition, int]  # broker asked for each partition
     transactional_ids: dict[int, str] = field(default_factory=dict)  # producer id -> transactional id
-    missing: list[str] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
 
 
 def partitions_for_broker(partitions: Iterable[PartitionInfo], broker_id: int, known_brokers: Iterable[int]) -> list[PartitionInfo]:
@@ -70,7 +71,7 @@ def partitions_for_broker(partitions: Iterable[PartitionInfo], broker_id: int, k
     return [p for p in partitions if broker_id in p.replicas]
 
 
-def transactional_ids_for(cluster: Cluster, producer_ids: Iterable[int], missing: list[str] | None = None) -> dict[int, str]:
+def transactional_ids_for(cluster: Cluster, producer_ids: Iterable[int], missing: list[Missing] | None = None) -> dict[int, str]:
     """Transactional id of each producer id the coordinators know (ListTransactions with a producer-id filter).
 
     Idempotent producers, and producer ids whose transactional id expired or moved to a new producer
@@ -81,7 +82,7 @@ def transactional_ids_for(cluster: Cluster, producer_ids: Iterable[int], missing
         return {}  # an empty filter would list every transaction
     listed, _ = cluster.list_transactions(producer_ids=wanted)
     if missing is not None:
-        missing.extend(f"transactional ids: {m}" for m in listed.missing)
+        missing.extend(m.within("transactional ids") for m in listed.missing)
     return {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
 
 

@@ -22,10 +22,13 @@ from typing import Any, Callable, Iterable, Sequence
 
 from kafkatxn import hanging
 from kafkatxn.auditlog import AuditLog
-from kafkatxn.cluster import Cluster, ProducerState, TopicPartition, TransactionDescription, check_topic_name, compile_regex
+from kafkatxn.kafka import Cluster
+from kafkatxn.validation import check_topic_name, compile_regex
+from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription
 from kafkatxn.errors import (
-    EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE, INT16_MAX, INT32_MAX, INT64_MAX, AuthenticationError, KafkatxnError, UsageError,
+    EXIT_USAGE, INT16_MAX, INT32_MAX, INT64_MAX, AuthenticationError, KafkatxnError, UsageError,
 )
+from kafkatxn.exitcodes import exit_code as shared_exit_code
 from kafkatxn.output import to_plain
 
 # Longest transaction timeout the fencing producer asks for when the id has none of its own.
@@ -50,9 +53,7 @@ FAILING_OUTCOMES = frozenset({Outcome.REFUSED, Outcome.FAILED, Outcome.UNKNOWN})
 
 def exit_code(outcomes: Iterable[Outcome], incomplete: bool = False) -> int:
     """0 when everything asked for is done (or was already), 3 when anything was refused or failed."""
-    if incomplete or any(o in FAILING_OUTCOMES for o in outcomes):
-        return EXIT_UNKNOWN
-    return EXIT_OK
+    return shared_exit_code(undetermined=incomplete or any(o in FAILING_OUTCOMES for o in outcomes))
 
 
 # ==============================================================================================
@@ -293,7 +294,7 @@ def _planned_outcome(action: Action) -> Outcome:
 @dataclass
 class RemedyResult:
     rows: list[Any]
-    missing: list[str] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
     acted: bool = False
 
     @property
@@ -304,7 +305,7 @@ class RemedyResult:
 Confirm = Callable[[list[Any]], bool]
 
 
-def _describe_partitions(cluster: Cluster, tps: Iterable[TopicPartition]) -> tuple[dict[TopicPartition, list[ProducerState]], list[str]]:
+def _describe_partitions(cluster: Cluster, tps: Iterable[TopicPartition]) -> tuple[dict[TopicPartition, list[ProducerState]], list[Missing]]:
     described = cluster.describe_producers(sorted(set(tps)))
     return described.value, list(described.missing)
 
@@ -327,7 +328,7 @@ def _plan_targets(cluster: Cluster, targets: Sequence[AbortTarget], audit: Audit
     items = []
     for t in targets:
         if t.tp not in states:
-            why = "; ".join(m for m in missing if str(t.tp) in m) or "no answer"
+            why = "; ".join(m.reason for m in missing if m.subject == t.tp) or "no answer"
             items.append(_AbortItem(t, AbortDecision(Action.REFUSE, f"could not describe producers of {t.tp}: {why}"), leaders[t.tp]))
             continue
         decision = decide_abort(t, states[t.tp], already_aborted(records, cluster_id, t))
@@ -345,7 +346,7 @@ def _plan_targets(cluster: Cluster, targets: Sequence[AbortTarget], audit: Audit
     return items
 
 
-def _plan_all_hanging(cluster: Cluster, max_transaction_timeout_ms: int | None) -> tuple[list[_AbortItem], list[str]]:
+def _plan_all_hanging(cluster: Cluster, max_transaction_timeout_ms: int | None) -> tuple[list[_AbortItem], list[Missing]]:
     found = hanging.find_hanging(cluster, max_transaction_timeout_ms=max_transaction_timeout_ms)
     leaders = {p.tp: p.leader for p in cluster.metadata().partitions}
     items = []
@@ -392,7 +393,7 @@ def _leader_and_producers(cluster: Cluster, tp: TopicPartition) -> tuple[int | N
             states, missing = _describe_partitions(cluster, [tp])
             if tp in states:
                 return info.leader, states[tp], ""
-            why = "; ".join(missing) or f"no answer from broker {info.leader}"
+            why = "; ".join(map(str, missing)) or f"no answer from broker {info.leader}"
         # Brokers notice a dead leader within their session timeout (seconds): worth waiting for.
         stop_at = cluster.deadline - cluster.config.timeout_s * (1 - LEADER_WAIT_SHARE)
         if time.monotonic() + 0.5 >= stop_at:
@@ -519,7 +520,7 @@ def abort(
     if all_hanging == bool(targets):
         raise UsageError("name one transaction (--topic, --partition, --start-offset) or pass --all-hanging")
     audit.cluster_id = cluster.metadata().cluster_id
-    missing: list[str] = []
+    missing: list[Missing] = []
     if all_hanging:
         items, missing = _plan_all_hanging(cluster, max_transaction_timeout_ms)
     else:
@@ -647,11 +648,13 @@ def matching_ids(transactional_ids: Iterable[str], pattern: str) -> list[str]:
 
 
 def _describe(cluster: Cluster, tids: Sequence[str]) -> tuple[dict[str, TransactionDescription], set[str], dict[str, str]]:
-    found, not_found, missing = cluster.describe_transactions(tids)
+    described = cluster.describe_transactions(tids)
+    found, not_found = described.value.found, described.value.not_found
     unanswered = {}
     for tid in tids:
         if tid not in found and tid not in not_found:
-            unanswered[tid] = next((m for m in missing if repr(tid) in m), "; ".join(missing) or "no answer")
+            reasons = [m.reason for m in described.missing_for(TransactionalId(tid))]
+            unanswered[tid] = "; ".join(reasons) or "; ".join(map(str, described.missing)) or "no answer"
     return found, set(not_found), unanswered
 
 
@@ -710,7 +713,7 @@ def fence(
     if bool(transactional_ids) == (pattern is not None):
         raise UsageError("name transactional ids or pass --pattern REGEX (not both)")
     audit.cluster_id = cluster.metadata().cluster_id
-    missing: list[str] = []
+    missing: list[Missing] = []
     if pattern is not None:
         matching_ids([], pattern)  # a bad regex is a usage error before any request
         listing, _support = cluster.list_transactions()

@@ -19,15 +19,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from kafkatxn.cluster import (
-    OPEN_TRANSACTION_STATES,
-    TRANSACTION_STATES,
-    Cluster,
-    ListTransactionsSupport,
-    TransactionDescription,
-    TransactionListing,
-    compile_regex,
-)
+from kafkatxn.kafka import Cluster
+from kafkatxn.validation import compile_regex
+from kafkatxn.model import Missing, TransactionalId, OPEN_TRANSACTION_STATES, TRANSACTION_STATES, ListTransactionsSupport, TransactionDescription, TransactionListing
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.errors import UsageError
 
@@ -76,7 +70,7 @@ class TransactionsResult:
     """Rows for a command, what could not be asked (exit 3), and where filters ran (for --debug)."""
 
     rows: list[TransactionRow] | list[TransactionDetailRow]
-    missing: list[str] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -190,7 +184,7 @@ def detail_rows(
     transactional_ids: Sequence[str],
     found: dict[str, TransactionDescription],
     not_found: dict[str, str],
-    missing: Sequence[str],
+    missing: Sequence[Missing],
     now_ms: int,
 ) -> list[TransactionDetailRow]:
     """One row per requested id, in the order asked: found, not found, or unknown (with the reason)."""
@@ -201,7 +195,7 @@ def detail_rows(
         elif tid in not_found:
             rows.append(missing_row(tid, NOT_FOUND, not_found[tid]))
         else:
-            reason = next((m for m in missing if repr(tid) in m), None) or "its coordinator did not answer"
+            reason = next((str(m) for m in missing if m.subject == TransactionalId(tid)), None) or "its coordinator did not answer"
             rows.append(missing_row(tid, UNKNOWN, reason))
     return rows
 
@@ -214,9 +208,9 @@ def describe_transactions(cluster: Cluster, transactional_ids: Sequence[str]) ->
     tids = list(dict.fromkeys(transactional_ids))
     if any(not t for t in tids):
         raise UsageError("empty transactional id")
-    found, not_found, missing = cluster.describe_transactions(tids)
-    rows = detail_rows(tids, found, not_found, missing, _now_ms())
-    return TransactionsResult(rows, list(missing))
+    described = cluster.describe_transactions(tids)
+    rows = detail_rows(tids, described.value.found, described.value.not_found, described.missing, _now_ms())
+    return TransactionsResult(rows, list(described.missing))
 
 
 def list_transactions(
@@ -246,10 +240,10 @@ def list_transactions(
         if min_duration_ms is not None:
             candidates = [t for t in candidates if t.state in OPEN_STATES]
         if candidates:
-            found, not_found, describe_missing = cluster.describe_transactions([t.transactional_id for t in candidates])
-            descriptions = found
-            missing += describe_missing
-            gone = set(not_found)
+            described = cluster.describe_transactions([t.transactional_id for t in candidates])
+            descriptions = described.value.found
+            missing += described.missing
+            gone = set(described.value.not_found)
             if gone:
                 notes.append(f"gone between ListTransactions and DescribeTransactions: {', '.join(sorted(gone))}")
     now_ms = _now_ms()

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafkatxn.cluster import Cluster, TopicPartition
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import TopicPartition
 from kafkatxn.config import ConnectionConfig
 
 # Produce v12 and older name topics by name (v13 wants topic ids); v3+ carries the transactional id.

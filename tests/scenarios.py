@@ -24,7 +24,7 @@ from typing import Iterable
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkatxn.cluster import TopicPartition
+from kafkatxn.model import TopicPartition
 
 CLIENT_TIMEOUT_S = 30
 # Long enough that no test outlives it, short of the broker's default transaction.max.timeout.ms (15 min).

@@ -240,7 +240,7 @@ class Inputs:
 
 def live_topic_exists(config: Any) -> bool:
     """False when the cluster has no ``__transaction_state`` yet (no transactional producer ever ran)."""
-    from kafkatxn.cluster import Cluster
+    from kafkatxn.kafka import Cluster
 
     with Cluster(config) as cluster:
         try:

@@ -28,7 +28,7 @@ Secrets: connection options stay in the reader (pickled to the Python workers, n
 job sets ``spark.sql.redaction.options.regex`` so plans and the UI mask them; error messages pass
 through :func:`kafkatxn.redact.redact` with the secrets registered in the worker process.
 
-Planning (end offsets, partition count) goes through the :class:`kafkatxn.cluster.Cluster` facade.
+Planning (end offsets, partition count) goes through the :class:`kafkatxn.kafka.Cluster` facade.
 The partition reads themselves run on executors, outside any command's facade; they use their own
 consumer with the same settings and a deadline, and are the one other place that reads Kafka.
 """
@@ -45,7 +45,6 @@ FORMAT = "kafkatxn_txnlog"
 TOPIC = "__transaction_state"
 OPTION_PREFIX = "kafka."
 EARLIEST = -2  # librdkafka's OFFSET_BEGINNING
-LATEST = -1
 DEFAULT_TIMEOUT_MS = 60_000
 DEFAULT_BATCH = 10_000
 
@@ -230,7 +229,8 @@ def arrow_schema() -> Any:
 
 def plan_end_offsets(options: Any) -> dict[int, int]:
     """End offset (high watermark) of every partition of the topic, through the facade."""
-    from kafkatxn.cluster import Cluster, TopicPartition
+    from kafkatxn.kafka import Cluster
+    from kafkatxn.model import TopicPartition
     from kafkatxn.config import ConnectionConfig
 
     conf = _kafka_conf(options)

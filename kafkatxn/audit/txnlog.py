@@ -60,7 +60,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafkatxn.cluster import TRANSACTION_STATES
+from kafkatxn.model import TRANSACTION_STATES
 
 __all__ = [
     "KEY_VERSION",

@@ -1,21 +1,18 @@
-"""``kafkatxn lso``: LastStableOffsetLag per partition, or transaction-aware consumer-group lag.
-
-No ``from __future__ import annotations``: typer must see the real ``Annotated`` options through the
-signature that ``cli.common.command`` rebuilds.
-"""
+"""``kafkatxn lso``: LastStableOffsetLag per partition, or transaction-aware consumer-group lag."""
 
 import enum
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Optional, Sequence
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
 from kafkatxn import lso
-from kafkatxn.cli.common import CommandContext, command
+from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
+from kafkatxn.model import Missing
 from kafkatxn.output import render_to_string
 
 DEFAULT_INTERVAL = "2s"
@@ -34,15 +31,10 @@ class Sample:
     rows: list[Any]
     row_type: type
     exit_code: int
-    missing: list[str]
+    missing: list[Missing]
     snapshot: lso.LsoSnapshot
     empty_message: str
     notes: list[str] = field(default_factory=list)
-
-
-def incomplete_note(missing: Sequence[str], what: str) -> str:
-    shown = "; ".join(missing[:5]) + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "")
-    return f"kafkatxn: incomplete {what}: {shown}"
 
 
 def watch_loop(

@@ -1,8 +1,4 @@
-"""``kafkatxn abort`` and ``kafkatxn fence``: the destructive commands.
-
-No ``from __future__ import annotations`` here: typer must see the real ``Annotated`` options
-through the signature that ``cli.common.command`` rebuilds.
-"""
+"""``kafkatxn abort`` and ``kafkatxn fence``: the destructive commands."""
 
 import sys
 from pathlib import Path
@@ -11,8 +7,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kafkatxn import auditlog, remedy
+from kafkatxn.cli.options import MaxTransactionTimeout
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
-from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import INT16_MAX, INT32_MAX, INT64_MAX, UsageError
 from kafkatxn.output import render_to_string
 
@@ -83,13 +79,7 @@ def register(app: typer.Typer) -> None:
         all_hanging: Annotated[
             bool, typer.Option("--all-hanging", help="Abort every hanging transaction `kafkatxn hanging` finds.", rich_help_panel=TARGET)
         ] = False,
-        max_transaction_timeout: Annotated[
-            Optional[str],
-            typer.Option(
-                "--max-transaction-timeout", metavar="DURATION", rich_help_panel=TARGET,
-                help="With --all-hanging: as for `kafkatxn hanging` (default: the brokers' transaction.max.timeout.ms).",
-            ),
-        ] = None,
+        max_transaction_timeout: MaxTransactionTimeout = None,
         yes: YesOption = False,
         dry_run: DryRunOption = False,
         audit_log: AuditLogOption = None,
@@ -114,7 +104,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("name the transaction with --topic and --partition (and --start-offset), or pass --all-hanging")
             targets.append(remedy.AbortTarget(topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch))
             remedy.validate_target(targets[0])
-        timeout_ms = parse_duration_ms(max_transaction_timeout) if max_transaction_timeout is not None else None
+        timeout_ms = max_transaction_timeout
         audit = _open_audit_log(ctx, audit_log, dry_run)
         result = remedy.abort(
             ctx.cluster,

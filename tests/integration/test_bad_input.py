@@ -17,7 +17,8 @@ import uuid
 import pytest
 
 from kafkatxn import auditlog
-from kafkatxn.cluster import Cluster, TopicPartition
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import TopicPartition
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import INT16_MAX, INT32_MAX, INT64_MAX
 from tests import hanging_maker as hm

@@ -28,7 +28,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkatxn import auditlog, remedy
-from kafkatxn.cluster import Cluster, TopicPartition
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import TopicPartition
 from kafkatxn.config import ConnectionConfig
 from tests import hanging_maker as hm
 from tests import scenarios

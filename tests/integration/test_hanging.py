@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kafkatxn import hanging
-from kafkatxn.cluster import TopicPartition
+from kafkatxn.model import TopicPartition
 from tests import hanging_maker as hm
 from tests.cli_helpers import run_cli
 

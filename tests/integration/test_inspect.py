@@ -13,7 +13,8 @@ import time
 import pytest
 
 from kafkatxn import transactions
-from kafkatxn.cluster import Cluster, ListTransactionsSupport, TopicPartition
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import ListTransactionsSupport, TopicPartition
 from kafkatxn.config import resolve
 from tests.cli_helpers import FORMATS, run_cli, run_cli_subprocess
 from tests.scenarios import InspectScenario, inspect_scenario, unique

@@ -15,7 +15,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition as CTP
 
-from kafkatxn.cluster import TopicPartition
+from kafkatxn.model import TopicPartition
 from tests.scenarios import create_topic, run_idempotent, run_transaction, unique
 
 pytestmark = pytest.mark.integration

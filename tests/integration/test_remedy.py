@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kafkatxn import auditlog
-from kafkatxn.cluster import Cluster, TopicPartition
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import TopicPartition
 from kafkatxn.config import ConnectionConfig
 from tests import hanging_maker as hm
 from tests.cli_helpers import run_cli
@@ -157,7 +158,7 @@ def test_fence_refuses_an_unknown_id_unless_allowed(capsys, broker, tmp_path):
     result, rows = cli(capsys, broker, audit_path, "fence", tid, "--yes")
     assert (result.code, rows[0]["outcome"]) == (3, "refused")
     with Cluster(ConnectionConfig(broker.bootstrap_servers, timeout_ms=20_000)) as cluster:
-        _found, not_found, _missing = cluster.describe_transactions([tid])
+        not_found = cluster.describe_transactions([tid]).value.not_found
     assert tid in not_found  # refusing created nothing
     result, rows = cli(capsys, broker, audit_path, "fence", tid, "--allow-unknown", "--yes")
     assert (result.code, rows[0]["outcome"]) == (0, "fenced"), result.stderr

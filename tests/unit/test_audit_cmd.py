@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from kafkatxn.cli import audit_cmd
-from kafkatxn.cluster import ConfigValue, Partial
+from kafkatxn.model import ConfigValue, Partial
 
 pytest.importorskip("pyspark")
 

@@ -9,29 +9,9 @@ import re
 import pytest
 
 from kafkatxn import check
-from kafkatxn.check import (
-    ClusterSnapshot,
-    HangingSample,
-    PartitionSample,
-    PerfDatum,
-    Range,
-    Status,
-    Thresholds,
-    TransactionSample,
-    evaluate,
-    gather_snapshot,
-)
-from kafkatxn.cluster import (
-    BrokerInfo,
-    ClusterMetadata,
-    ConfigValue,
-    Partial,
-    PartitionInfo,
-    ProducerState,
-    TopicPartition,
-    TransactionDescription,
-    TransactionListing,
-)
+from kafkatxn.check import PerfDatum, Range, Status, Thresholds, evaluate
+from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample, gather_snapshot
+from kafkatxn.model import Broker, DescribedTransactions, Missing, BrokerInfo, ClusterMetadata, ConfigValue, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import UnreachableError, UsageError
 from kafkatxn.output import render_to_string
 
@@ -195,13 +175,13 @@ def test_active_producer_ids_per_broker():
 
 
 def test_missing_parts_are_unknown_but_a_known_critical_still_pages():
-    incomplete = snapshot(missing=("broker 2: timed out",))
+    incomplete = snapshot(missing=(Missing(Broker(2), "timed out"),))
     assert evaluate(incomplete).status is Status.UNKNOWN
     assert evaluate(incomplete).exit_code == 3
-    warned = snapshot(missing=("broker 2: timed out",), open_transactions=(open_txn("a", 400),))
+    warned = snapshot(missing=(Missing(Broker(2), "timed out"),), open_transactions=(open_txn("a", 400),))
     assert evaluate(warned).status is Status.UNKNOWN
     hung = HangingSample("t", 0, 1, 0, None, "no transactional id for producer")
-    assert evaluate(snapshot(missing=("broker 2: timed out",), hanging=(hung,))).status is Status.CRITICAL
+    assert evaluate(snapshot(missing=(Missing(Broker(2), "timed out"),), hanging=(hung,))).status is Status.CRITICAL
 
 
 def test_unreachable_cluster_is_unknown_with_the_reason_on_the_first_line():
@@ -285,7 +265,7 @@ class FakeCluster:
 
     def broker_configs(self, names, broker_ids=None):
         self._maybe_fail("broker_configs")
-        return Partial({1: {"transaction.max.timeout.ms": ConfigValue("900000", "default", True)}}, ["broker 2: timed out"])
+        return Partial({1: {"transaction.max.timeout.ms": ConfigValue("900000", "default", True)}}, [Missing(Broker(2), "timed out")])
 
     def list_transactions(self, producer_ids=(), **_):
         self._maybe_fail("list_transactions")
@@ -301,7 +281,7 @@ class FakeCluster:
             "app-2": TransactionDescription("app-2", 2, "Ongoing", 21, 0, 60_000, self.now_ms - 30_000,
                                             frozenset({TopicPartition("payments", 1)})),
         }
-        return {t: known[t] for t in tids if t in known}, {}, []
+        return Partial(DescribedTransactions({t: known[t] for t in tids if t in known}, {}))
 
 
 def test_gather_builds_one_snapshot_from_every_source():
@@ -320,7 +300,7 @@ def test_gather_builds_one_snapshot_from_every_source():
     assert [(t.transactional_id, t.topics) for t in snap.open_transactions] == [("app-2", ("payments",))]
     assert snap.oldest_transaction_age_s() == 30
     assert snap.max_transaction_timeout_ms == 900_000
-    assert snap.missing == ("broker 2: timed out",)  # broker 2 did not say its transaction.max.timeout.ms
+    assert tuple(map(str, snap.missing)) == ("broker 2: timed out",)  # broker 2 did not say its transaction.max.timeout.ms
     assert evaluate(snap).status is Status.CRITICAL
 
 
@@ -336,7 +316,7 @@ def test_gather_honours_topic_regex_and_an_explicit_max_transaction_timeout():
 
 def test_a_topic_regex_matching_nothing_is_unknown_not_ok():
     snap = gather_snapshot(FakeCluster(NOW_MS), topic_regex="^ordrs$", max_transaction_timeout_ms=3_000_000)
-    assert snap.partitions == () and snap.missing == ("no topic matches --topic-regex '^ordrs$'",)
+    assert snap.partitions == () and tuple(map(str, snap.missing)) == ("--topic-regex: no topic matches '^ordrs$'",)
     assert evaluate(snap).status is Status.UNKNOWN
 
 
@@ -351,18 +331,18 @@ def test_offsets_that_did_not_arrive_are_missing_not_zero():
     class LeaderGone(FakeCluster):
         def stable_and_high_offsets(self, tps):
             return Partial({tp: (self.lso[tp], self.hw[tp]) for tp in tps if tp.partition != 1},
-                           ["orders-1: NOT_LEADER_OR_FOLLOWER"])
+                           [Missing(TopicPartition("orders", 1), "NOT_LEADER_OR_FOLLOWER")])
 
     snap = gather_snapshot(LeaderGone(NOW_MS), max_transaction_timeout_ms=3_000_000)
     assert [p.lso_lag_messages for p in snap.partitions if p.topic == "orders"] == [40, None, 0]
-    assert "offsets orders-1: NOT_LEADER_OR_FOLLOWER" in snap.missing
+    assert "offsets orders-1: NOT_LEADER_OR_FOLLOWER" in map(str, snap.missing)
 
 
 def test_a_failed_step_is_named_as_missing_and_the_rest_still_gathered():
     cluster = FakeCluster(NOW_MS, fail={"describe_producers": UnreachableError("broker 1 went away")})
     snap = gather_snapshot(cluster, clock=lambda: NOW_MS / 1000)
     assert snap.up and snap.active_producer_ids == {} and snap.hanging == ()
-    assert any("producer state" in m and "broker 1 went away" in m for m in snap.missing)
+    assert any("producer state" in str(m) and "broker 1 went away" in str(m) for m in snap.missing)
     assert snap.transaction_states == {"Empty": 1, "Ongoing": 1}
     assert evaluate(snap).status is Status.UNKNOWN
 
@@ -392,7 +372,7 @@ def test_a_bad_topic_regex_is_a_usage_error():
 def test_the_command_prints_the_plugin_line_and_exits_with_the_status(capsys, monkeypatch, snap, code, first):
     from tests.cli_helpers import run_cli
 
-    monkeypatch.setattr(check, "gather_snapshot", lambda *a, **kw: snap)
+    monkeypatch.setattr("kafkatxn.cli.check_cmd.gather_snapshot", lambda *a, **kw: snap)
     result = run_cli(capsys, "check", "-b", "h:1")
     assert result.code == code
     assert result.stdout.startswith(first)
@@ -403,7 +383,7 @@ def test_the_command_prints_the_plugin_line_and_exits_with_the_status(capsys, mo
 def test_the_command_writes_the_textfile(capsys, monkeypatch, tmp_path):
     from tests.cli_helpers import run_cli
 
-    monkeypatch.setattr(check, "gather_snapshot", lambda *a, **kw: snapshot())
+    monkeypatch.setattr("kafkatxn.cli.check_cmd.gather_snapshot", lambda *a, **kw: snapshot())
     target = tmp_path / "k.prom"
     assert run_cli(capsys, "check", "-b", "h:1", "--textfile", str(target)).code == 0
     assert "kafkatxn_up 1.0" in target.read_text()

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kafkatxn.cluster import Cluster
+from kafkatxn.kafka import Cluster
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import ClusterError
 

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkatxn import exporter
-from kafkatxn.check import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
+from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
 from kafkatxn.errors import UsageError
 from kafkatxn.exporter import ExportOptions, SnapshotCollector, metric_families, render_text
 

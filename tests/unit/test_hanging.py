@@ -8,19 +8,8 @@ from collections import Counter
 import pytest
 
 from kafkatxn import hanging
-from kafkatxn.cluster import (
-    BrokerInfo,
-    Cluster,
-    ClusterMetadata,
-    ConfigValue,
-    ListTransactionsSupport,
-    Partial,
-    PartitionInfo,
-    ProducerState,
-    TopicPartition,
-    TransactionDescription,
-    TransactionListing,
-)
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import Broker, DescribedTransactions, Missing, BrokerInfo, ClusterMetadata, ConfigValue, ListTransactionsSupport, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import NotFoundError
 from tests.cli_helpers import run_cli
 
@@ -177,7 +166,7 @@ class FakeCluster(Cluster):
         ids = list(transactional_ids)
         self.calls.append(("describe_transactions", tuple(ids)))
         found = {t: self.descriptions[t] for t in ids if t in self.descriptions}
-        return found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in ids if t in self.not_found}, []
+        return Partial(DescribedTransactions(found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in ids if t in self.not_found}))
 
     def broker_configs(self, names, broker_ids=None):
         self.calls.append(("broker_configs",))
@@ -278,14 +267,14 @@ def test_default_max_timeout_is_read_from_the_brokers_and_an_override_skips_them
 
 
 def test_incomplete_listing_reports_missing_instead_of_calling_it_hanging():
-    fake = mixed_cluster(listing_missing=["broker 2: timed out"])
+    fake = mixed_cluster(listing_missing=[Missing(Broker(2), "timed out")])
     fake.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))  # old, open, no listing found
     result = hanging.find_hanging(fake)
     # Producer 1's id was listed (and is unknown to its coordinator): hanging. Producer 5's id may
     # sit on the broker that did not answer: undetermined, reported as missing, never guessed.
     assert [r.producer_id for r in result.hanging] == [1]
-    assert any("broker 2: timed out" in m for m in result.missing)
-    assert any(m.startswith("b-0 producer 5") for m in result.missing)
+    assert any(m.subject == Broker(2) and m.reason == "timed out" for m in result.missing)
+    assert any(m.subject == TopicPartition("b", 0) and m.reason.startswith("producer 5") for m in result.missing)
 
 
 # -- the command's exit codes -------------------------------------------------------------------
@@ -326,7 +315,7 @@ def test_command_exits_1_for_long_running_only_and_0_for_nothing(capsys, fake_cl
 
 def test_command_exits_3_when_a_candidate_cannot_be_checked(capsys, fake_cli):
     now = now_ms()
-    fake_cli(FakeCluster([part("a", 0)], {A0: [producer(1, now=now)]}, listing_missing=["broker 1: timed out"]))
+    fake_cli(FakeCluster([part("a", 0)], {A0: [producer(1, now=now)]}, listing_missing=[Missing(Broker(1), "timed out")]))
     result = run_cli(capsys, "hanging", "-b", "fake:9092", "--max-transaction-timeout", "1s")
     assert result.code == 3
     assert "incomplete" in result.stderr and "timed out" in result.stderr

@@ -9,9 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.support import fake_kafka
+from tests.support.fake_kafka import KafkaModel
+
 from kafkatxn import lso
 from kafkatxn.cli import lso_cmd
-from kafkatxn.cluster import Cluster, ClusterMetadata, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import Broker, DescribedTransactions, Missing, ClusterMetadata, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import DeadlineExceeded
 from kafkatxn.lso import GroupVerdict, Offsets, OpenTransaction
@@ -283,7 +287,7 @@ class FakeCluster:
         self.described_partitions = None
 
     def stable_and_high_offsets(self, tps):
-        return Partial({tp: self.pairs[tp] for tp in tps if tp in self.pairs}, [f"{tp}: timed out" for tp in tps if tp not in self.pairs])
+        return Partial({tp: self.pairs[tp] for tp in tps if tp in self.pairs}, [Missing(tp, "timed out") for tp in tps if tp not in self.pairs])
 
     def describe_producers(self, tps):
         self.described_partitions = sorted(tps)
@@ -294,7 +298,7 @@ class FakeCluster:
         return Partial(listing), None
 
     def describe_transactions(self, tids):
-        return {t: d for t, d in self.descriptions.items() if t in tids}, {}, []
+        return Partial(DescribedTransactions({t: d for t, d in self.descriptions.items() if t in tids}))
 
 
 def producer(pid, start, last_ts=NOW):
@@ -318,7 +322,7 @@ def test_snapshot_describes_only_lagging_partitions_and_trusts_only_matching_coo
     )
     s = lso.take_snapshot(cluster, [TP0, TP1, TP2, TopicPartition("gone", 0)])
     assert cluster.described_partitions == [TP0, TP2]
-    assert s.missing == ["gone-0: timed out"]
+    assert s.missing == [Missing(TopicPartition("gone", 0), "timed out")]
     assert s.open_transactions[TP0] == [OpenTransaction(7, 3, 100, NOW, "etl-7", NOW - 5_000)]
     assert s.open_transactions[TP2] == [OpenTransaction(9, 3, 5, NOW, "etl-9", None)]
 
@@ -342,63 +346,54 @@ def test_partition_report_counts_rows_that_top_leaves_out():
 # -- the facade's ListOffsets batching ------------------------------------------------------------
 
 
-class OffsetsCluster(Cluster):
-    """The facade with metadata and the wire replaced: answers come from ``broker_answers``."""
+def offsets_model(leaders, answers=None):
+    """Partitions led as ``leaders`` says, with offsets ``(lso, hw)`` from ``answers``."""
+    model = KafkaModel(brokers=(1, 2, 99))
+    for tp, leader in leaders.items():
+        model.add_partition(tp.topic, tp.partition, leader=leader)
+        if answers and tp in answers:
+            model.offsets[tp] = list(answers[tp])
+    return model
 
-    def __init__(self, leaders_by_attempt, broker_answers):
-        super().__init__(ConnectionConfig(bootstrap_servers="h:1"))
-        self.leaders_by_attempt = leaders_by_attempt
-        self.broker_answers = broker_answers  # (node, isolation level, tp) -> offset or error code
-        self.sent = []
-        self.metadata_calls = 0
 
-    def metadata(self, refresh=False):
-        leaders = self.leaders_by_attempt[min(self.metadata_calls, len(self.leaders_by_attempt) - 1)]
-        self.metadata_calls += 1
-        parts = tuple(PartitionInfo(tp.topic, tp.partition, leader, (leader,), (leader,)) for tp, leader in leaders.items())
-        return ClusterMetadata("c", 1, (), parts)
-
-    def _send_all(self, requests):
-        out = []
-        for node, req in requests:
-            self.sent.append((node, req.isolation_level))
-            if node == 99:
-                out.append(TimeoutError("request timed out"))
-                continue
-            topics = []
-            for t in req.topics:
-                parts = []
-                for p in t.partitions:
-                    value = self.broker_answers[(node, req.isolation_level, TopicPartition(t.name, p.partition_index))]
-                    err, off = (value[0], -1) if isinstance(value, tuple) else (0, value)
-                    parts.append(SimpleNamespace(partition_index=p.partition_index, error_code=err, offset=off))
-                topics.append(SimpleNamespace(name=t.name, partitions=parts))
-            out.append(SimpleNamespace(topics=topics))
-        return out
+def sent_offsets(model):
+    return [(node, 1 if r.read_committed else 0) for node, r in model.sent if type(r).__name__ == "ListOffsets"]
 
 
 def test_stable_and_high_offsets_one_request_per_leader_and_level_and_a_retry_after_leader_moves():
-    answers = {
-        (1, 1, TP0): 100, (1, 0, TP0): 130,
-        (1, 1, TP1): (6,), (1, 0, TP1): (6,),  # NOT_LEADER_OR_FOLLOWER: moved to broker 2
-        (2, 1, TP2): 7, (2, 0, TP2): 9,
-        (2, 1, TP1): 50, (2, 0, TP1): 55,
-    }
-    cluster = OffsetsCluster([{TP0: 1, TP1: 1, TP2: 2}, {TP0: 1, TP1: 2, TP2: 2}], answers)
+    model = offsets_model({TP0: 1, TP1: 1, TP2: 2}, {TP0: (100, 130), TP1: (50, 55), TP2: (7, 9)})
+    model.leader_moves = {TP1: 2}  # broker 1 answers NOT_LEADER_OR_FOLLOWER until metadata is fetched again
+    model.partition_errors[(1, TP1)] = ["NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_OR_FOLLOWER"]
+    cluster = fake_kafka.FakeCluster(model)
     result = cluster.stable_and_high_offsets([TP0, TP1, TP2])
     assert result.value == {TP0: (100, 130), TP1: (50, 55), TP2: (7, 9)}
     assert result.missing == []
-    first_round = cluster.sent[:4]
-    assert sorted(first_round) == [(1, 0), (1, 1), (2, 0), (2, 1)]
-    assert cluster.sent[4:] == [(2, 1), (2, 0)]  # the retry asks only the new leader, LSO first
+    sent = sent_offsets(model)
+    assert sorted(sent[:4]) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert sent[4:] == [(2, 1), (2, 0)]  # the retry asks only the new leader, LSO first
     assert cluster.list_offsets([TP0], read_committed=False).value == {TP0: 130}
 
 
 def test_offsets_name_what_did_not_answer():
-    cluster = OffsetsCluster([{TP0: 99, TP1: -1}], {})
-    result = cluster.stable_and_high_offsets([TP0, TP1, TP2])
+    model = offsets_model({TP0: 99, TP1: -1})
+    model.down.add(99)
+    result = fake_kafka.FakeCluster(model).stable_and_high_offsets([TP0, TP1, TP2])
     assert result.value == {}
-    assert result.missing == ["orders-0: broker 99: timed out", "orders-1: no leader", "payments-0: unknown topic or partition"]
+    assert [m.subject for m in result.missing] == [TP0, TP1, TP2]
+    assert [m.reason for m in result.missing][1:] == ["no leader", "unknown topic or partition"]
+    assert result.missing[0].reason.startswith("broker 99: ") and "timed out" in result.missing[0].reason
+
+
+def test_a_missing_t_10_is_not_taken_for_t_1():
+    """Missing parts are typed: a partition whose name is a prefix of another's is not confused with it."""
+    t1, t10 = TopicPartition("t", 1), TopicPartition("t", 10)
+    t_1, t_10 = TopicPartition("t-1", 0), TopicPartition("t-10", 0)
+    model = offsets_model({t1: 1, t10: 2, t_1: 1, t_10: 2}, {t1: (5, 5), t10: (6, 6), t_1: (7, 7), t_10: (8, 8)})
+    model.down.add(2)
+    result = fake_kafka.FakeCluster(model).stable_and_high_offsets([t1, t10, t_1, t_10])
+    assert result.value == {t1: (5, 5), t_1: (7, 7)}
+    assert {m.subject for m in result.missing} == {t10, t_10}
+    assert result.missing_for(t1) == [] and result.missing_for(t_1) == []
 
 
 # -- command line, no broker ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kafkatxn.check import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
+from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
 from kafkatxn.exporter import ExportOptions, SnapshotCollector
 
 ROOT = Path(__file__).resolve().parents[2]

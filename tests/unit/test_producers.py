@@ -5,16 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafkatxn import producers
-from kafkatxn.cluster import (
-    BrokerInfo,
-    ClusterMetadata,
-    ListTransactionsSupport,
-    Partial,
-    PartitionInfo,
-    ProducerState,
-    TopicPartition,
-    TransactionListing,
-)
+from kafkatxn.model import Broker, Missing, BrokerInfo, ClusterMetadata, ListTransactionsSupport, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionListing
 from kafkatxn.errors import NotFoundError
 
 NOW = 1_700_000_000_000
@@ -144,11 +135,11 @@ def test_transactional_ids_for_no_producers_sends_nothing():
 
 def test_transactional_ids_for_maps_ids_and_reports_brokers_that_did_not_answer():
     listings = [TransactionListing("app-1", 7, "Ongoing", 1), TransactionListing("app-2", 8, "Empty", 2)]
-    cluster = FakeCluster([], listings=listings, list_missing=["broker 3: timed out"])
-    missing: list[str] = []
+    cluster = FakeCluster([], listings=listings, list_missing=[Missing(Broker(3), "timed out")])
+    missing: list[Missing] = []
     assert producers.transactional_ids_for(cluster, [7, 11], missing) == {7: "app-1"}
     assert cluster.calls == [("list_transactions", [7, 11])]
-    assert missing == ["transactional ids: broker 3: timed out"]
+    assert list(map(str, missing)) == ["transactional ids broker 3: timed out"]
 
 
 def test_snapshot_attributes_partitions_to_their_leader_or_to_the_named_broker():

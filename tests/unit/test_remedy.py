@@ -10,19 +10,8 @@ from dataclasses import replace
 import pytest
 
 from kafkatxn import auditlog, hanging, remedy
-from kafkatxn.cluster import (
-    BrokerInfo,
-    Cluster,
-    ClusterMetadata,
-    ConfigValue,
-    ListTransactionsSupport,
-    Partial,
-    PartitionInfo,
-    ProducerState,
-    TopicPartition,
-    TransactionDescription,
-    TransactionListing,
-)
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import Broker, DescribedTransactions, Missing, BrokerInfo, ClusterMetadata, ConfigValue, ListTransactionsSupport, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 from tests.cli_helpers import run_cli
 
@@ -201,7 +190,7 @@ class FakeCluster(Cluster):
     def describe_transactions(self, transactional_ids):
         ids = list(transactional_ids)
         found = {t: self.descriptions[t] for t in ids if t in self.descriptions}
-        return found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in ids if t not in found}, []
+        return Partial(DescribedTransactions(found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in ids if t not in found}))
 
     def broker_configs(self, names, broker_ids=None):
         return Partial({1: {"transaction.max.timeout.ms": ConfigValue("900000", "default_config", True)}})

@@ -12,7 +12,7 @@ import datetime as dt
 import pytest
 from confluent_kafka import KafkaError
 
-from kafkatxn.cluster import Cluster
+from kafkatxn.kafka import Cluster
 from kafkatxn.config import ConnectionConfig, client_certificate_problem
 from kafkatxn.errors import AuthenticationError
 from tests.harness.security import make_pki
@@ -61,9 +61,9 @@ def test_not_yet_valid(pki):
 
 def test_a_broker_alert_with_an_expired_certificate_says_certificate_expired(pki):
     cluster = cluster_with({"security.protocol": "SSL", "ssl.certificate.location": str(pki.expired_cert)})
-    cluster._on_client_error(KafkaError(KafkaError._TRANSPORT, ALERT_46))
+    cluster.errors.on_client_error(KafkaError(KafkaError._TRANSPORT, ALERT_46))
     with pytest.raises(AuthenticationError) as raised:
-        cluster._raise_auth_errors()
+        cluster.errors.raise_auth_errors()
     message = str(raised.value)
     assert message.startswith("TLS handshake failed: client certificate expired on ")
     assert "SSL alert number 46" in message and "after 0ms" not in message and "\n" not in message
@@ -71,20 +71,20 @@ def test_a_broker_alert_with_an_expired_certificate_says_certificate_expired(pki
 
 def test_a_broker_alert_with_a_valid_certificate_is_still_a_tls_failure(pki):
     cluster = cluster_with({"security.protocol": "SSL", "ssl.certificate.location": str(pki.client_cert)})
-    cluster._on_client_error(KafkaError(KafkaError._TRANSPORT, ALERT_46))
+    cluster.errors.on_client_error(KafkaError(KafkaError._TRANSPORT, ALERT_46))
     with pytest.raises(AuthenticationError, match=r"^TLS handshake failed: .*SSL alert number 46"):
-        cluster._raise_auth_errors()
+        cluster.errors.raise_auth_errors()
 
 
 def test_a_plain_transport_error_is_not_an_authentication_failure():
     # A broker that is down must stay "unreachable" (and be retried until the deadline).
     cluster = cluster_with({})
-    cluster._on_client_error(KafkaError(KafkaError._TRANSPORT, "127.0.0.1:9093/bootstrap: Connect to ipv4#127.0.0.1:9093 failed: Connection refused"))
-    cluster._raise_auth_errors()  # does not raise
+    cluster.errors.on_client_error(KafkaError(KafkaError._TRANSPORT, "127.0.0.1:9093/bootstrap: Connect to ipv4#127.0.0.1:9093 failed: Connection refused"))
+    cluster.errors.raise_auth_errors()  # does not raise
 
 
 def test_kafka_python_alerts_name_the_expired_certificate(pki):
     cluster = cluster_with({"security.protocol": "SSL", "ssl.certificate.location": str(pki.expired_cert)})
     exc = ConnectionError("[SSL: SSLV3_ALERT_CERTIFICATE_UNKNOWN] sslv3 alert certificate unknown (_ssl.c:2580)")
     with pytest.raises(AuthenticationError, match="client certificate expired on"):
-        cluster._raise_if_auth_in(exc)
+        cluster.errors.raise_if_auth_in(exc)

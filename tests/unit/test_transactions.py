@@ -6,7 +6,7 @@ import pytest
 
 from kafkatxn import transactions as tx
 from kafkatxn.cli.app import main
-from kafkatxn.cluster import ListTransactionsSupport, Partial, TopicPartition, TransactionDescription, TransactionListing
+from kafkatxn.model import Broker, DescribedTransactions, Missing, TransactionalId, ListTransactionsSupport, Partial, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import UsageError
 
 NOW = 1_700_000_000_000
@@ -117,7 +117,7 @@ def test_detail_rows_keep_the_order_asked_and_say_what_was_not_found_or_not_answ
     found = {"b": description("b")}
     rows = tx.detail_rows(
         ["c", "b", "a", "b"], found, {"a": "TRANSACTIONAL_ID_NOT_FOUND"},
-        ["transactional id 'c': COORDINATOR_NOT_AVAILABLE"], NOW,
+        [Missing(TransactionalId("c1"), "NOT_COORDINATOR"), Missing(TransactionalId("c"), "COORDINATOR_NOT_AVAILABLE")], NOW,
     )
     assert [(r.transactional_id, r.status, r.error) for r in rows] == [
         ("c", "unknown", "transactional id 'c': COORDINATOR_NOT_AVAILABLE"),
@@ -155,7 +155,7 @@ class FakeCluster:
     def describe_transactions(self, tids):
         self.calls.append(("describe", list(tids)))
         found = {t: self.descriptions[t] for t in tids if t in self.descriptions}
-        return found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in tids if t in self.not_found}, []
+        return Partial(DescribedTransactions(found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in tids if t in self.not_found}))
 
 
 def test_client_side_duration_describes_only_open_candidates_and_says_so():

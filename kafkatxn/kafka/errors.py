@@ -1,0 +1,143 @@
+"""Error translation: whatever either Kafka client raised becomes one clear, redacted line.
+
+librdkafka reports authentication, TLS and transport failures through its error callback rather
+than the failing call; the translator keeps those and consults them when a call fails.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+from typing import Any, Callable
+
+from kafkatxn.config import ConnectionConfig, client_certificate_problem
+from kafkatxn.errors import (
+    AuthenticationError,
+    ClusterError,
+    DeadlineExceeded,
+    KafkatxnError,
+    UnreachableError,
+)
+from kafkatxn.kafka.wire import is_no_brokers_error
+from kafkatxn.redact import redact
+
+# A TLS alert from the broker: it refused the handshake (often: our client certificate).
+_TLS_ALERT = re.compile(r"SSL alert number \d+|\b(?:sslv3|tlsv1\d?|ssl/tls) alert\b", re.I)
+_LIBRDKAFKA_STATE = re.compile(r"\s*\(after \d+ms in state \w+\)")
+
+_TRANSPORT_CODES = ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE")
+
+
+def clean(text: object) -> str:
+    """One line, without anything that looks like a credential."""
+    return redact(" ".join(str(text).split()))
+
+
+def kafka_error_code(exc: BaseException) -> str | None:
+    """The librdkafka error name (e.g. ``_TRANSPORT``) carried by a confluent-kafka exception."""
+    arg = exc.args[0] if exc.args else None
+    if arg is not None and hasattr(arg, "name") and hasattr(arg, "code"):
+        try:
+            return arg.name()
+        except Exception:  # noqa: BLE001
+            return None
+    return None
+
+
+def _error_code_name(err: Any) -> str:
+    try:
+        return err.name()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+class ErrorTranslator:
+    """Turns client exceptions into kafkatxn errors for one connection config."""
+
+    def __init__(self, config: ConnectionConfig, poll: Callable[[], None] = lambda: None):
+        self.config = config
+        self.client_errors: list[Any] = []
+        self.poll = poll  # serves librdkafka's error callback
+
+    def on_client_error(self, err: Any) -> None:
+        self.client_errors.append(err)
+
+    def transport_failure(self) -> str | None:
+        for err in reversed(self.client_errors):
+            if _error_code_name(err) in _TRANSPORT_CODES:
+                text = clean(err.str())
+                # librdkafka prefixes with the client's name and broker: keep the reason.
+                reason = text.rsplit(": ", 1)[-1] if ": " in text else text
+                return _LIBRDKAFKA_STATE.sub("", reason)
+        return None
+
+    def raise_auth_errors(self) -> None:
+        for err in self.client_errors:
+            code = _error_code_name(err)
+            if code in ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"):
+                raise AuthenticationError(f"authentication failed: {clean(err.str())}")
+            # With TLS 1.3 a broker refuses a client certificate after the client thinks the
+            # handshake is done: librdkafka reports that alert as a transport error, and retries it
+            # until the deadline. It is as final as a failed handshake.
+            if code == "_SSL" or (code == "_TRANSPORT" and _TLS_ALERT.search(err.str())):
+                raise self.tls_error(clean(err.str()))
+
+    def tls_error(self, text: str) -> AuthenticationError:
+        text = _LIBRDKAFKA_STATE.sub("", text)
+        problem = client_certificate_problem(self.config.settings)
+        if problem and _TLS_ALERT.search(text):
+            # The broker only says certificate_unknown; the client can say why.
+            return AuthenticationError(f"TLS handshake failed: {problem}; the broker refused it ({text})")
+        return AuthenticationError(f"TLS handshake failed: {text}")
+
+    def raise_if_auth_in(self, exc: BaseException) -> None:
+        try:
+            self.raise_auth_errors()
+        except AuthenticationError as auth:
+            raise auth from exc
+        name = type(exc).__name__
+        text = clean(str(exc))
+        if "Authentication" in name or "SASL" in text.upper() and "AUTH" in text.upper():
+            raise AuthenticationError(f"authentication failed: {text or name}") from exc
+        if "SSL" in name or "CERTIFICATE" in text.upper():
+            raise self.tls_error(text or name) from exc
+
+    def deadline_exceeded(self) -> DeadlineExceeded:
+        return DeadlineExceeded(
+            f"timed out after {self.config.timeout_ms / 1000:g}s talking to {self.config.bootstrap_servers} "
+            "(raise --timeout or check the cluster)"
+        )
+
+    def translate(self, exc: BaseException, what: str) -> KafkatxnError:
+        """One clear error for anything either client raised."""
+        if isinstance(exc, KafkatxnError):
+            return exc
+        self.raise_if_auth_in(exc)
+        name = type(exc).__name__
+        text = clean(str(exc))
+        code = kafka_error_code(exc)
+        servers = self.config.bootstrap_servers
+        timeout_s = f"{self.config.timeout_ms / 1000:g}s"
+        if is_no_brokers_error(exc):
+            # kafka-python raises this as a timeout, but the cause is that no broker answered.
+            return UnreachableError(f"cannot reach any broker at {servers} within {timeout_s}")
+        if code in _TRANSPORT_CODES:
+            self.poll()
+            detail = self.transport_failure() or clean(exc.args[0].str())
+            return UnreachableError(f"cannot reach any broker at {servers}: {detail}")
+        if code == "_TIMED_OUT":
+            exc = concurrent.futures.TimeoutError()
+            name = "Timeout"
+        if "Timeout" in name or "timed out" in text.lower() or isinstance(exc, concurrent.futures.TimeoutError):
+            unreachable = self.transport_failure()
+            if unreachable:
+                return UnreachableError(f"cannot reach any broker at {servers} within {timeout_s}: {unreachable}")
+            return DeadlineExceeded(
+                f"timed out after {timeout_s} {what} ({servers}); check that the cluster is reachable or raise --timeout"
+            )
+        return ClusterError(f"{what} failed: {name}: {text}" if text else f"{what} failed: {name}")
+
+    def reason(self, exc: BaseException) -> str:
+        """Why one part of a fan-out answer failed (auth failures end the command instead)."""
+        self.raise_if_auth_in(exc)
+        return "timed out" if "Timeout" in type(exc).__name__ else clean(str(exc)) or type(exc).__name__

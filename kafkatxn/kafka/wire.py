@@ -1,0 +1,322 @@
+"""The wire layer: the only module that touches kafka-python, and its internals.
+
+kafka-python 3.x serves what librdkafka lacks (the KIP-664 APIs: DescribeProducers,
+ListTransactions, DescribeTransactions, WriteTxnMarkers) and ListOffsets (one request per leader,
+where librdkafka's admin API makes a future per partition). Requests go through the admin
+client's connection manager (``KafkaAdminClient._manager``, private API) because it is the one
+way to have many requests to many brokers in flight at once under one deadline.
+``tests/unit/test_wire_contract.py`` fails if a kafka-python release changes what is used here.
+
+The facade speaks the typed requests of :mod:`kafkatxn.kafka.protocol`; this module converts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from typing import Any, Callable, Sequence
+
+from kafkatxn.kafka import protocol as p
+from kafkatxn.model import ProducerState, TopicPartition
+
+log = logging.getLogger("kafkatxn.wire")
+
+Request = Any  # one of the request types of kafkatxn.kafka.protocol
+
+
+def error_name(code: int) -> str | None:
+    """Kafka's name for an error code (``NOT_LEADER_OR_FOLLOWER``), None for 0."""
+    if not code:
+        return None
+    import kafka.errors as Errors
+
+    cls = Errors.for_code(code)
+    return str(getattr(cls, "message", None) or cls.__name__)
+
+
+def is_no_brokers_error(exc: BaseException) -> bool:
+    return type(exc).__name__ == "NoBrokersAvailable" or "Unable to bootstrap" in str(exc)
+
+
+class Wire:
+    """kafka-python's admin client for one command run: send typed requests, many at once."""
+
+    def __init__(self, client: Any):
+        self._client = client
+
+    @classmethod
+    def connect(cls, settings: dict, attempts: Sequence[tuple[list[str], int]], request_timeout_ms: int) -> "Wire":
+        """Bootstrap from each list of servers in turn, each for its own budget in ms; the last
+        failure is raised."""
+        from kafka.admin import KafkaAdminClient
+
+        for n, (servers, budget_ms) in enumerate(attempts, 1):
+            kw = dict(settings)
+            kw["bootstrap_servers"] = servers
+            kw["bootstrap_timeout_ms"] = max(budget_ms, 1)
+            kw["request_timeout_ms"] = max(min(request_timeout_ms, budget_ms), 1)
+            try:
+                return cls(KafkaAdminClient(**kw))
+            except Exception as exc:  # noqa: BLE001 - the caller translates the last one
+                if n == len(attempts):
+                    raise
+                log.debug("bootstrap from %s failed (%s); trying the next servers", servers, exc)
+        raise AssertionError("no bootstrap attempts")
+
+    def close(self) -> None:
+        self._client.close()
+
+    @property
+    def _manager(self) -> Any:
+        return self._client._manager
+
+    def max_version(self, api_name: str) -> int:
+        """The highest version of ``api_name`` the bootstrap broker supports, -1 if none."""
+        from kafka.protocol.api_key import ApiKey
+
+        data = self._manager.broker_version_data
+        versions = data.api_versions.get(ApiKey[api_name].value) if data is not None else None
+        return versions[1] if versions else -1
+
+    def finalized_features(self) -> dict[str, int]:
+        features = self._client.describe_features()
+        return {name: f["finalized"][1] for name, f in features.items() if f.get("finalized")}
+
+    def send_all(
+        self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None] = lambda name: None
+    ) -> list[Any]:
+        """Send every request at once; return each typed response, or the exception it failed with.
+
+        N brokers cost one round trip, and a dead broker costs at most the time left before
+        ``deadline`` (monotonic). ``None`` as node means any broker.
+        """
+        manager = self._manager
+        # kafka-python fails a send ("Node paused: max_in_flight") beyond this many requests in
+        # flight on one connection, so each broker gets its requests in waves of this size.
+        window = max(int(manager.config.get("max_in_flight_requests_per_connection", 5)), 1)
+        by_node: dict[int | None, list[int]] = defaultdict(list)
+        for i, (node_id, _request) in enumerate(requests):
+            by_node[node_id].append(i)
+
+        async def run() -> list[Any]:
+            results: list[Any] = [None] * len(requests)
+            longest = max((len(indexes) for indexes in by_node.values()), default=0)
+            for start in range(0, longest, window):
+                pending = []
+                for indexes in by_node.values():
+                    for i in indexes[start : start + window]:
+                        node_id, request = requests[i]
+                        count(p.REQUEST_NAMES.get(type(request), type(request).__name__.removesuffix("Request")))
+                        left_ms = max(int((deadline - time.monotonic()) * 1000), 1)
+                        wire_request = self._encode(request)
+                        pending.append((i, manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms), left_ms))
+                for i, fut, left_ms in pending:
+                    try:
+                        results[i] = self._decode(requests[i][1], await manager.wait_for(fut, left_ms))
+                    except Exception as exc:  # noqa: BLE001 - returned to the caller per request
+                        results[i] = exc
+            return results
+
+        return manager.run(run)
+
+    # -- encoding ---------------------------------------------------------------------------------
+
+    # A kafka-python request object (not one of ours) goes out as it is and its response comes back
+    # undecoded: the test tools use this to make hanging transactions with raw InitProducerId/Produce.
+    def _encode(self, request: Request) -> Any:
+        encode = _ENCODERS.get(type(request))
+        return request if encode is None else encode(self, request)
+
+    def _decode(self, request: Request, response: Any) -> Any:
+        decode = _DECODERS.get(type(request))
+        return response if decode is None else decode(request, response)
+
+    def _api_versions(self, _request: p.ApiVersions) -> Any:
+        from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+
+        cfg = self._manager.config
+        return ApiVersionsRequest(
+            client_software_name=cfg["client_software_name"],
+            client_software_version=cfg["client_software_version"],
+            min_version=3,
+        )
+
+
+def _by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for tp in partitions:
+        out[tp.topic].append(tp.partition)
+    return out
+
+
+def _list_offsets(_wire: Wire, request: p.ListOffsets) -> Any:
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest
+
+    topic_cls = ListOffsetsRequest.ListOffsetsTopic
+    partition_cls = topic_cls.ListOffsetsPartition
+    return ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=1 if request.read_committed else 0,
+        topics=[
+            topic_cls(name=t, partitions=[partition_cls(partition_index=i, timestamp=-1) for i in ps])
+            for t, ps in _by_topic(request.partitions).items()
+        ],
+        min_version=2 if request.read_committed else 1,  # isolation levels came with v2
+    )
+
+
+def _describe_producers(_wire: Wire, request: p.DescribeProducers) -> Any:
+    from kafka.protocol.admin.transactions import DescribeProducersRequest
+
+    topics = [
+        DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps) for t, ps in _by_topic(request.partitions).items()
+    ]
+    return DescribeProducersRequest(topics=topics)
+
+
+def _list_transactions(_wire: Wire, request: p.ListTransactions) -> Any:
+    from kafka.protocol.admin.transactions import ListTransactionsRequest
+
+    kwargs: dict[str, Any] = {
+        "state_filters": list(request.states),
+        "producer_id_filters": list(request.producer_ids),
+        "min_version": 0,
+    }
+    if request.min_duration_ms is not None:
+        kwargs["duration_filter"] = int(request.min_duration_ms)
+        kwargs["min_version"] = 1
+    if request.pattern is not None:
+        kwargs["transactional_id_pattern"] = request.pattern
+        kwargs["min_version"] = 2
+    return ListTransactionsRequest(**kwargs)
+
+
+def _find_coordinators(_wire: Wire, request: p.FindTransactionCoordinators) -> Any:
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    if request.batched:
+        return FindCoordinatorRequest(key_type=1, coordinator_keys=list(request.transactional_ids), min_version=4)
+    (tid,) = request.transactional_ids
+    return FindCoordinatorRequest(key=tid, key_type=1, max_version=3)
+
+
+def _describe_transactions(_wire: Wire, request: p.DescribeTransactions) -> Any:
+    from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+
+    return DescribeTransactionsRequest(transactional_ids=list(request.transactional_ids))
+
+
+def _write_abort_marker(_wire: Wire, request: p.WriteAbortMarker) -> Any:
+    from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
+
+    marker_cls = WriteTxnMarkersRequest.WritableTxnMarker
+    marker = marker_cls(
+        producer_id=request.producer_id,
+        producer_epoch=request.producer_epoch,
+        transaction_result=False,
+        topics=[marker_cls.WritableTxnMarkerTopic(name=request.tp.topic, partition_indexes=[request.tp.partition])],
+        coordinator_epoch=request.coordinator_epoch,
+    )
+    return WriteTxnMarkersRequest(markers=[marker])
+
+
+_ENCODERS: dict[type, Callable[[Wire, Any], Any]] = {
+    p.ApiVersions: Wire._api_versions,
+    p.ListOffsets: _list_offsets,
+    p.DescribeProducers: _describe_producers,
+    p.ListTransactions: _list_transactions,
+    p.FindTransactionCoordinators: _find_coordinators,
+    p.DescribeTransactions: _describe_transactions,
+    p.WriteAbortMarker: _write_abort_marker,
+}
+
+
+# -- decoding -------------------------------------------------------------------------------------
+
+
+def _decode_api_versions(_request: p.ApiVersions, resp: Any) -> p.ApiVersionsResponse:
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
+    versions = {}
+    by_key = {}
+    for api in resp.api_keys:
+        by_key[api.api_key] = (api.min_version, api.max_version)
+        try:
+            name = ApiKey(api.api_key).name
+        except ValueError:
+            name = f"api_{api.api_key}"
+        versions[name] = (api.min_version, api.max_version)
+    inferred = ".".join(str(x) for x in infer_broker_version_from_api_versions(by_key))
+    return p.ApiVersionsResponse(versions, inferred)
+
+
+def _decode_list_offsets(_request: p.ListOffsets, resp: Any) -> p.ListOffsetsResponse:
+    return p.ListOffsetsResponse(tuple(
+        p.PartitionOffset(TopicPartition(topic.name, part.partition_index), error_name(part.error_code), part.offset)
+        for topic in resp.topics
+        for part in topic.partitions
+    ))
+
+
+def _decode_describe_producers(_request: p.DescribeProducers, resp: Any) -> p.DescribeProducersResponse:
+    out = []
+    for topic in resp.topics:
+        for part in topic.partitions:
+            producers = tuple(
+                ProducerState(
+                    s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch,
+                    s.current_txn_start_offset,
+                )
+                for s in part.active_producers
+            )
+            out.append(p.PartitionProducers(TopicPartition(topic.name, part.partition_index), error_name(part.error_code), producers))
+    return p.DescribeProducersResponse(tuple(out))
+
+
+def _decode_list_transactions(_request: p.ListTransactions, resp: Any) -> p.ListTransactionsResponse:
+    return p.ListTransactionsResponse(
+        error_name(resp.error_code),
+        tuple(p.ListedTransaction(t.transactional_id, t.producer_id, t.transaction_state) for t in resp.transaction_states),
+    )
+
+
+def _decode_find_coordinators(request: p.FindTransactionCoordinators, resp: Any) -> p.FindTransactionCoordinatorsResponse:
+    if request.batched:
+        return p.FindTransactionCoordinatorsResponse(
+            tuple(p.Coordinator(c.key, error_name(c.error_code), c.node_id) for c in resp.coordinators)
+        )
+    (tid,) = request.transactional_ids
+    return p.FindTransactionCoordinatorsResponse((p.Coordinator(tid, error_name(resp.error_code), resp.node_id),))
+
+
+def _decode_describe_transactions(_request: p.DescribeTransactions, resp: Any) -> p.DescribeTransactionsResponse:
+    return p.DescribeTransactionsResponse(tuple(
+        p.TransactionState(
+            t.transactional_id, error_name(t.error_code), t.transaction_state, t.producer_id, t.producer_epoch,
+            t.transaction_timeout_ms, t.transaction_start_time_ms,
+            frozenset(TopicPartition(topic.topic, part) for topic in t.topics for part in topic.partitions),
+        )
+        for t in resp.transaction_states
+    ))
+
+
+def _decode_write_abort_marker(_request: p.WriteAbortMarker, resp: Any) -> p.WriteAbortMarkerResponse:
+    for result in resp.markers:
+        for topic in result.topics:
+            for part in topic.partitions:
+                if part.error_code:
+                    return p.WriteAbortMarkerResponse(error_name(part.error_code))
+    return p.WriteAbortMarkerResponse(None)
+
+
+_DECODERS: dict[type, Callable[[Any, Any], Any]] = {
+    p.ApiVersions: _decode_api_versions,
+    p.ListOffsets: _decode_list_offsets,
+    p.DescribeProducers: _decode_describe_producers,
+    p.ListTransactions: _decode_list_transactions,
+    p.FindTransactionCoordinators: _decode_find_coordinators,
+    p.DescribeTransactions: _decode_describe_transactions,
+    p.WriteAbortMarker: _decode_write_abort_marker,
+}

@@ -1,0 +1,214 @@
+"""The data model: what the Kafka package returns and the pure modules decide on.
+
+Nothing here talks to Kafka or imports a Kafka client, so hanging, lso, check, remedy and the
+audit rules can be tested over plain values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, Iterable, NamedTuple, TypeVar, Union
+
+T = TypeVar("T")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int  # -1 when the partition has no leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    internal: bool = False
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+    partitions: tuple[PartitionInfo, ...]
+    answered_by: int | None = None  # the broker that answered this metadata request
+
+    def topics(self) -> list[str]:
+        return sorted({p.topic for p in self.partitions})
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return next((b for b in self.brokers if b.id == broker_id), None)
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """One active producer on one partition, as DescribeProducers reports it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1 when the producer has no open transaction
+
+
+# Coordinator transaction states (org.apache.kafka.coordinator.transaction.TransactionState), as the
+# APIs spell them; the order is the state id the transaction log stores.
+TRANSACTION_STATES: tuple[str, ...] = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
+# A transaction is open (has begun, its markers are not all written) in these states.
+OPEN_TRANSACTION_STATES: tuple[str, ...] = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    transactional_id: str
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1 when no transaction is open
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
+class DescribedTransactions:
+    """DescribeTransactions by id: what the coordinators described, and the ids they do not know
+    (TRANSACTIONAL_ID_NOT_FOUND, with the error name). Ids that could not be asked are ``Missing``."""
+
+    found: dict[str, TransactionDescription] = field(default_factory=dict)
+    not_found: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    value: str | None
+    source: str
+    is_default: bool
+
+
+@dataclass(frozen=True)
+class BrokerApis:
+    versions: dict[str, tuple[int, int]]  # API name -> (min, max) version
+    inferred_version: str  # the newest Kafka release these versions fit, e.g. "4.3"
+
+
+@dataclass(frozen=True)
+class ListTransactionsSupport:
+    """Which filters the brokers applied themselves (ListTransactions v1: duration, v2: pattern)."""
+
+    duration_on_broker: bool
+    pattern_on_broker: bool
+
+
+# -- what did not arrive -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A broker as the subject of a missing part."""
+
+    id: int
+
+    def __str__(self) -> str:
+        return f"broker {self.id}"
+
+
+@dataclass(frozen=True)
+class TransactionalId:
+    """A transactional id as the subject of a missing part."""
+
+    id: str
+
+    def __str__(self) -> str:
+        return f"transactional id {self.id!r}"
+
+
+@dataclass(frozen=True)
+class Part:
+    """Any other part of an answer (a step, a group, a config), named in words."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Subject = Union[TopicPartition, Broker, TransactionalId, Part]
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A part of a fan-out answer that did not arrive, and why. Verdicts compare ``subject``
+    (a typed value), never the text: a missing ``t-10`` is not ``t-1``."""
+
+    subject: Subject
+    reason: str
+    what: str = ""  # which request it was part of ("offsets", "producer state"), for the message
+
+    def __str__(self) -> str:
+        return f"{self.what} {self.subject}: {self.reason}" if self.what else f"{self.subject}: {self.reason}"
+
+    def within(self, what: str) -> "Missing":
+        """The same part, named as part of ``what`` (e.g. ``offsets t-0: no leader``)."""
+        return Missing(self.subject, self.reason, f"{what} {self.what}".strip() if self.what else what)
+
+
+def missing_text(subject: str, reason: str) -> Missing:
+    return Missing(Part(subject), reason)
+
+
+@dataclass
+class Partial(Generic[T]):
+    """A result that may lack parts: ``missing`` names each part that did not arrive, and why."""
+
+    value: T
+    missing: list[Missing] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def missing_for(self, subject: Subject) -> list[Missing]:
+        return [m for m in self.missing if m.subject == subject]
+
+
+def subjects(missing: Iterable[Missing]) -> set[Subject]:
+    return {m.subject for m in missing}

@@ -1,0 +1,234 @@
+"""One pass over the cluster that ``check`` and the exporter decide on (:class:`ClusterSnapshot`).
+
+The pass asks the facade for offsets at both isolation levels, producer state, the hanging rule of
+:mod:`kafkatxn.hanging`, and the coordinators' transactions. What does not answer becomes a
+typed :class:`Missing`; deciding (thresholds, metrics) is pure, over the snapshot.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kafkatxn.errors import KafkatxnError, UsageError
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription
+
+# Every state ListTransactions can report (TRANSACTION_STATES), so absent states are exported as 0
+# rather than missing; OPEN_TRANSACTION_STATES have begun and not yet completed.
+
+
+@dataclass(frozen=True)
+class PartitionSample:
+    topic: str
+    partition: int
+    leader: int
+    high_watermark: int | None  # None when the leader did not answer
+    last_stable_offset: int | None
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    @functools.cached_property  # read several times per partition per scrape; 10,000s of partitions
+    def lso_lag_messages(self) -> int | None:
+        """High watermark minus LSO: what read_committed consumers cannot read yet (the broker's
+        LastStableOffsetLag gauge)."""
+        from kafkatxn.lso import Offsets
+
+        if self.high_watermark is None or self.last_stable_offset is None:
+            return None
+        return Offsets(self.high_watermark, self.last_stable_offset).lag
+
+
+@dataclass(frozen=True)
+class TransactionSample:
+    """A transaction its coordinator has open (DescribeTransactions)."""
+
+    transactional_id: str
+    state: str
+    producer_id: int
+    coordinator_id: int
+    start_time_ms: int  # -1 when unknown
+    timeout_ms: int
+    topics: tuple[str, ...] = ()  # topics the transaction has written to
+
+
+@dataclass(frozen=True)
+class HangingSample:
+    """A hanging transaction as :mod:`kafkatxn.hanging` classifies it (only the fields check needs)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    start_offset: int
+    transactional_id: str | None
+    reason: str
+    lso_lag_messages: int | None = None
+
+
+@dataclass
+class ClusterSnapshot:
+    """Everything check and the exporter decide on, from one pass over the cluster."""
+
+    taken_at_ms: int
+    duration_s: float = 0.0
+    error: str | None = None  # set when nothing could be read (unreachable, auth, deadline)
+    cluster_id: str | None = None
+    brokers: tuple[int, ...] = ()  # registered in metadata
+    replica_brokers: tuple[int, ...] = ()  # named as a replica of some partition (may be down)
+    partitions: tuple[PartitionSample, ...] = ()
+    transaction_states: dict[str, int] = field(default_factory=dict)  # ListTransactions counts by state
+    open_transactions: tuple[TransactionSample, ...] = ()
+    active_producer_ids: dict[int, int] = field(default_factory=dict)  # leader broker -> distinct producer ids
+    hanging: tuple[HangingSample, ...] = ()
+    max_transaction_timeout_ms: int | None = None
+    missing: tuple[Missing, ...] = ()  # parts that did not answer
+
+    @property
+    def up(self) -> bool:
+        return self.error is None
+
+    def broker_up(self) -> dict[int, bool]:
+        """Every broker known from metadata or replica lists: up when registered in metadata."""
+        registered = set(self.brokers)
+        return {b: b in registered for b in sorted(registered | set(self.replica_brokers))}
+
+    def transaction_age_s(self, txn: TransactionSample) -> float | None:
+        if txn.start_time_ms < 0:
+            return None
+        return max(self.taken_at_ms - txn.start_time_ms, 0) / 1000
+
+    def oldest_transaction_age_s(self) -> float:
+        ages = [a for a in (self.transaction_age_s(t) for t in self.open_transactions) if a is not None]
+        return max(ages, default=0.0)
+
+
+def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing]):
+    """The hanging rule of :mod:`kafkatxn.hanging` over producer states already described."""
+    from kafkatxn import hanging
+
+    scan = hanging.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
+    missing.extend(scan.missing)
+    out = []
+    for c in scan.classifications:
+        if c.verdict is hanging.Verdict.HANGING:
+            row = hanging.hanging_row(c, now_ms, lso, hw)
+            out.append(
+                HangingSample(row.topic, row.partition, row.producer_id, row.start_offset,
+                              row.transactional_id, row.reason, row.lso_lag_messages)
+            )
+        elif c.verdict is hanging.Verdict.UNDETERMINED:
+            missing.append(hanging.undetermined_missing(c))
+    return tuple(out)
+
+
+def gather_snapshot(
+    cluster: Cluster,
+    topic_regex: str | None = None,
+    max_transaction_timeout_ms: int | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ClusterSnapshot:
+    """One pass over the cluster. Unreachable, auth and deadline failures become ``error``; parts
+    that did not answer become ``missing``. Usage errors (a bad regex) are raised."""
+    from kafkatxn import hanging, producers
+
+    started = time.monotonic()
+    taken_at_ms = int(clock() * 1000)
+    missing: list[Missing] = []
+    try:
+        md = cluster.metadata()
+        # Internal topics too: a hanging transaction on __consumer_offsets stalls transactional
+        # offset commits just as one on a data topic stalls consumers.
+        selected = cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
+    except UsageError:
+        raise
+    except KafkatxnError as exc:
+        return ClusterSnapshot(taken_at_ms, time.monotonic() - started, error=str(exc))
+
+    if topic_regex and not selected:
+        # A typo in the regex must not turn into a check that is always OK.
+        missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
+    tps = [p.tp for p in selected]
+    snapshot = ClusterSnapshot(
+        taken_at_ms,
+        cluster_id=md.cluster_id,
+        brokers=tuple(b.id for b in md.brokers),
+        replica_brokers=tuple(sorted({r for p in md.partitions for r in p.replicas})),
+    )
+
+    def step(what: str, fn: Callable[[], object]) -> object | None:
+        try:
+            return fn()
+        except UsageError:
+            raise
+        except KafkatxnError as exc:
+            missing.append(Missing(Part(what), str(exc)))
+            return None
+
+    # Both isolation levels in one round trip per leader (LSO <= HW within each pair).
+    pairs = step("offsets", lambda: cluster.stable_and_high_offsets(tps))
+    offsets = pairs.value if pairs is not None else {}
+    missing += [m.within("offsets") for m in (pairs.missing if pairs is not None else [])]
+    lso = {tp: pair[0] for tp, pair in offsets.items()}
+    hw = {tp: pair[1] for tp, pair in offsets.items()}
+    samples = []
+    for p in selected:
+        pair = offsets.get(TopicPartition(p.topic, p.partition))
+        samples.append(PartitionSample(p.topic, p.partition, p.leader, *((pair[1], pair[0]) if pair else (None, None))))
+    snapshot.partitions = tuple(samples)
+
+    produced = step(
+        "producer state", lambda: producers.snapshot_producers(cluster, tps, with_transactional_ids=False)
+    )
+    if produced is not None:
+        missing += [m.within("producer state") for m in produced.missing]
+        snapshot.active_producer_ids = {
+            row.broker_id: row.active_producer_ids for row in producers.summarize(produced) if row.scope == "broker"
+        }
+        timeout_ms = max_transaction_timeout_ms
+        if timeout_ms is None:
+            found = step("transaction.max.timeout.ms", lambda: hanging.cluster_max_transaction_timeout(cluster))
+            if found is not None:
+                timeout_ms, config_missing = found
+                missing += config_missing
+        snapshot.max_transaction_timeout_ms = timeout_ms
+        if timeout_ms is not None:
+            now_ms = int(clock() * 1000)
+            result = step(
+                "hanging transactions",
+                lambda: _hanging_samples(cluster, produced.states, now_ms, timeout_ms, lso, hw, missing),
+            )
+            snapshot.hanging = result or ()
+
+    listed = step("transactions", lambda: cluster.list_transactions()[0])
+    if listed is not None:
+        missing += [m.within("transactions") for m in listed.missing]
+        snapshot.transaction_states = dict(Counter(t.state for t in listed.value))
+        open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
+        if open_ids:
+            described = step("open transactions", lambda: cluster.describe_transactions(open_ids))
+            if described is not None:
+                found_txns = described.value.found
+                missing += [m.within("transactions") for m in described.missing]
+                scanned_topics = {p.topic for p in selected}
+                snapshot.open_transactions = tuple(
+                    _transaction_sample(d) for d in found_txns.values()
+                    if d.state in OPEN_TRANSACTION_STATES
+                    # With --topic-regex, ages count only for transactions on the topics chosen.
+                    and (topic_regex is None or any(tp.topic in scanned_topics for tp in d.partitions))
+                )
+
+    snapshot.missing = tuple(missing)
+    snapshot.duration_s = time.monotonic() - started
+    return snapshot
+
+
+def _transaction_sample(d: TransactionDescription) -> TransactionSample:
+    return TransactionSample(
+        d.transactional_id, d.state, d.producer_id, d.coordinator_id, d.start_time_ms, d.timeout_ms,
+        tuple(sorted({tp.topic for tp in d.partitions})),
+    )

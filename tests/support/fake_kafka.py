@@ -1,0 +1,276 @@
+"""One fake Kafka cluster for unit tests: an in-memory model behind the real facade.
+
+    model = KafkaModel(brokers=(1, 2))
+    model.add_partition("orders", 0, leader=1)
+    model.producers[TopicPartition("orders", 0)] = [ProducerState(...)]
+    cluster = FakeCluster(model)          # kafkatxn.kafka.Cluster with a FakeWire
+    cluster.stable_and_high_offsets(...)  # the facade's own routing, batching and retries run
+
+The wire side (ListOffsets, DescribeProducers, ListTransactions, FindCoordinator,
+DescribeTransactions, WriteTxnMarkers, ApiVersions) is answered by :class:`FakeWire` from the model,
+request by request, so unit tests exercise the facade's code paths; the confluent-kafka side
+(metadata, configs, groups, read_committed probes, fencing) is answered by :class:`FakeCluster`'s
+overrides from the same model. Faults are set on the model: ``down`` brokers time out,
+``partition_errors`` answer an error once per request, ``leader_moves`` change leaders after the
+first metadata request. Markers and fences change the model as a broker would (LSO, high watermark).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
+
+from kafkatxn.config import ConnectionConfig
+from kafkatxn.kafka import Cluster
+from kafkatxn.kafka import protocol as proto
+from kafkatxn.model import (
+    Broker,
+    BrokerInfo,
+    ClusterMetadata,
+    ConfigValue,
+    Missing,
+    Partial,
+    PartitionInfo,
+    ProducerState,
+    TopicPartition,
+    TransactionDescription,
+)
+
+MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
+
+
+@dataclass
+class KafkaModel:
+    """What the brokers know. Offsets are ``[lso, hw]`` per partition."""
+
+    brokers: tuple[int, ...] = (1,)
+    cluster_id: str = "fake-cluster"
+    partitions: dict[TopicPartition, PartitionInfo] = field(default_factory=dict)
+    offsets: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    producers: dict[TopicPartition, list[ProducerState]] = field(default_factory=dict)
+    transactions: dict[str, TransactionDescription] = field(default_factory=dict)
+    # Listed by ListTransactions but not described (e.g. expired in between); defaults to ``transactions``.
+    listings: list[tuple[str, int, str]] | None = None
+    max_timeouts: dict[int, str] = field(default_factory=dict)  # broker -> transaction.max.timeout.ms
+    groups: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    down: set[int] = field(default_factory=set)  # brokers whose requests time out
+    partition_errors: dict[tuple[int, TopicPartition], list[str]] = field(default_factory=dict)  # (node, tp) -> errors, one per request
+    leader_moves: dict[TopicPartition, int] = field(default_factory=dict)  # applied after the first metadata request
+    api_versions: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(DEFAULT_APIS))
+    sent: list[tuple[int | None, Any]] = field(default_factory=list)  # every wire request, in order
+    marker_error: str | None = None
+
+    def add_partition(self, topic: str, partition: int, leader: int = 1, replicas: Iterable[int] | None = None,
+                      lso: int = 0, hw: int | None = None) -> TopicPartition:
+        tp = TopicPartition(topic, partition)
+        reps = tuple(replicas) if replicas is not None else (leader,)
+        self.partitions[tp] = PartitionInfo(topic, partition, leader, reps, reps, topic.startswith("__"))
+        self.offsets[tp] = [lso, lso if hw is None else hw]
+        self.producers.setdefault(tp, [])
+        return tp
+
+    def leader(self, tp: TopicPartition) -> int:
+        return self.partitions[tp].leader
+
+    def coordinator(self, transactional_id: str) -> int:
+        d = self.transactions.get(transactional_id)
+        return d.coordinator_id if d is not None else self.brokers[hash(transactional_id) % len(self.brokers)]
+
+    def close_transaction(self, tp: TopicPartition, producer_id: int) -> None:
+        """A marker on ``tp`` for ``producer_id``: the open transaction ends and the LSO moves on."""
+        self.producers[tp] = [
+            replace(p, current_txn_start_offset=-1) if p.producer_id == producer_id else p for p in self.producers[tp]
+        ]
+        still = [p.current_txn_start_offset for p in self.producers[tp] if p.current_txn_start_offset >= 0]
+        self.offsets[tp][1] += 1  # the marker itself
+        self.offsets[tp][0] = min(still) if still else self.offsets[tp][1]
+
+
+DEFAULT_APIS = {
+    "ListOffsets": (1, 8), "FindCoordinator": (0, 6), "DescribeProducers": (0, 0), "ListTransactions": (0, 2),
+    "DescribeTransactions": (0, 0), "WriteTxnMarkers": (0, 1),
+}
+
+
+class WireTimeout(Exception):
+    """What kafka-python raises for a request that got no answer in time."""
+
+    def __init__(self, node: int | None):
+        super().__init__(f"request to node {node} timed out")
+
+
+class FakeWire:
+    """Answers the typed requests of :mod:`kafkatxn.kafka.protocol` from a :class:`KafkaModel`."""
+
+    def __init__(self, model: KafkaModel):
+        self.model = model
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+    def max_version(self, api_name: str) -> int:
+        return self.model.api_versions.get(api_name, (0, -1))[1]
+
+    def finalized_features(self) -> dict[str, int]:
+        return {"transaction.version": 2, "metadata.version": 27}
+
+    def send_all(self, requests, deadline: float, count=lambda name: None) -> list[Any]:
+        out = []
+        for node, request in requests:
+            count(proto.REQUEST_NAMES[type(request)])
+            self.model.sent.append((node, request))
+            if node in self.model.down:
+                out.append(WireTimeout(node))
+                continue
+            out.append(getattr(self, "_" + type(request).__name__)(node, request))
+        return out
+
+    def _error(self, node: int, tp: TopicPartition) -> str | None:
+        if tp not in self.model.partitions:
+            return "UNKNOWN_TOPIC_OR_PARTITION"
+        queued = self.model.partition_errors.get((node, tp))
+        if queued:
+            return queued.pop(0)
+        if self.model.leader(tp) != node:
+            return "NOT_LEADER_OR_FOLLOWER"
+        return None
+
+    def _ApiVersions(self, node, request):
+        return proto.ApiVersionsResponse(dict(self.model.api_versions), "4.3")
+
+    def _ListOffsets(self, node, request):
+        parts = []
+        for tp in request.partitions:
+            error = self._error(node, tp)
+            offset = -1 if error else self.model.offsets[tp][0 if request.read_committed else 1]
+            parts.append(proto.PartitionOffset(tp, error, offset))
+        return proto.ListOffsetsResponse(tuple(parts))
+
+    def _DescribeProducers(self, node, request):
+        parts = []
+        for tp in request.partitions:
+            error = self._error(node, tp)
+            parts.append(proto.PartitionProducers(tp, error, () if error else tuple(self.model.producers.get(tp, []))))
+        return proto.DescribeProducersResponse(tuple(parts))
+
+    def _ListTransactions(self, node, request):
+        listings = self.model.listings
+        if listings is None:
+            listings = [(d.transactional_id, d.producer_id, d.state) for d in self.model.transactions.values()]
+        rows = [
+            proto.ListedTransaction(tid, pid, state)
+            for tid, pid, state in listings
+            if self.model.coordinator(tid) == node
+            and (not request.producer_ids or pid in request.producer_ids)
+            and (not request.states or state in request.states)
+        ]
+        return proto.ListTransactionsResponse(None, tuple(sorted(rows, key=lambda r: r.transactional_id)))
+
+    def _FindTransactionCoordinators(self, node, request):
+        return proto.FindTransactionCoordinatorsResponse(
+            tuple(proto.Coordinator(t, None, self.model.coordinator(t)) for t in request.transactional_ids)
+        )
+
+    def _DescribeTransactions(self, node, request):
+        out = []
+        for tid in request.transactional_ids:
+            d = self.model.transactions.get(tid)
+            if d is None:
+                out.append(proto.TransactionState(tid, "TRANSACTIONAL_ID_NOT_FOUND"))
+            elif d.coordinator_id != node:
+                out.append(proto.TransactionState(tid, "NOT_COORDINATOR"))
+            else:
+                out.append(proto.TransactionState(
+                    tid, None, d.state, d.producer_id, d.producer_epoch, d.timeout_ms, d.start_time_ms, d.partitions
+                ))
+        return proto.DescribeTransactionsResponse(tuple(out))
+
+    def _WriteAbortMarker(self, node, request):
+        error = self.model.marker_error or self._error(node, request.tp)
+        if error is None:
+            self.model.close_transaction(request.tp, request.producer_id)
+        return proto.WriteAbortMarkerResponse(error)
+
+
+class FakeCluster(Cluster):
+    """The real facade over a :class:`KafkaModel`: wire requests go to a :class:`FakeWire`; the
+    confluent-kafka side is answered here. ``calls`` records each facade call by name."""
+
+    def __init__(self, model: KafkaModel, timeout_s: float = 30):
+        super().__init__(ConnectionConfig(bootstrap_servers="fake:9092", timeout_ms=int(timeout_s * 1000)), wire=FakeWire(model))
+        self.model = model
+        self.calls: list[tuple] = []
+        self._metadata_requests = 0
+
+    def close(self) -> None:
+        pass  # the same fake serves several commands in a test
+
+    def called(self, name: str) -> list[tuple]:
+        return [c for c in self.calls if c[0] == name]
+
+    # -- confluent-kafka side -----------------------------------------------------------------
+
+    def metadata(self, refresh: bool = False) -> ClusterMetadata:
+        self.calls.append(("metadata", refresh))
+        if self._metadata_requests and self.model.leader_moves:
+            for tp, leader in self.model.leader_moves.items():
+                self.model.partitions[tp] = replace(self.model.partitions[tp], leader=leader)
+            self.model.leader_moves.clear()
+        self._metadata_requests += 1
+        live = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers if b not in self.model.down)
+        return ClusterMetadata(
+            self.model.cluster_id, live[0].id if live else -1, live, tuple(sorted(self.model.partitions.values(), key=lambda p: p.tp)), None
+        )
+
+    def describe_cluster(self) -> ClusterMetadata:
+        return self.metadata()
+
+    def broker_configs(self, names, broker_ids=None):
+        self.calls.append(("broker_configs",))
+        wanted = set(names)
+        ids = list(broker_ids) if broker_ids is not None else list(self.model.brokers)
+        values, missing = {}, []
+        for b in ids:
+            if b in self.model.down:
+                missing.append(Missing(Broker(b), "timed out"))
+            elif MAX_TIMEOUT_CONFIG in wanted and b in self.model.max_timeouts:
+                values[b] = {MAX_TIMEOUT_CONFIG: ConfigValue(self.model.max_timeouts[b], "static_broker_config", False)}
+            else:
+                values[b] = {MAX_TIMEOUT_CONFIG: ConfigValue("900000", "default_config", True)} if MAX_TIMEOUT_CONFIG in wanted else {}
+        return Partial(values, missing)
+
+    def list_groups(self) -> list[str]:
+        self.calls.append(("list_groups",))
+        return sorted(self.model.groups)
+
+    def group_offsets(self, groups):
+        self.calls.append(("group_offsets", tuple(groups)))
+        return Partial({g: dict(self.model.groups[g]) for g in groups if g in self.model.groups})
+
+    def first_readable_offsets(self, starts):
+        self.calls.append(("first_readable_offsets", dict(starts)))
+        # Records below the LSO are readable; nothing in this model is aborted.
+        return Partial({tp: (off if off < self.model.offsets[tp][0] else None) for tp, off in starts.items()})
+
+    def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
+        self.calls.append(("fence", transactional_id, transaction_timeout_ms))
+        self.requests["InitProducerId"] += 1
+        d = self.model.transactions.get(transactional_id)
+        if d is None:
+            self.model.transactions[transactional_id] = TransactionDescription(
+                transactional_id, self.model.brokers[0], "Empty", 99, 0, transaction_timeout_ms, -1, frozenset()
+            )
+            return
+        for tp in d.partitions:
+            self.model.close_transaction(tp, d.producer_id)
+        self.model.transactions[transactional_id] = replace(
+            d, state="Empty", producer_epoch=d.producer_epoch + 2, partitions=frozenset(), start_time_ms=-1
+        )
+
+    # -- wire side, recorded --------------------------------------------------------------------
+
+    def _send_all(self, requests):
+        for _node, request in requests:
+            self.calls.append((type(request).__name__,))
+        return super()._send_all(requests)
