@@ -596,14 +596,14 @@ def _ask_password(settings: dict[str, str]) -> tuple[str, str]:
         key = "ssl.key.password"
         prompt = f"Password for the client key {settings['ssl.key.location']}: "
     else:
-        raise UsageError("--ask-password: nothing needs a password (no SASL mechanism and no client key configured)")
+        raise UsageError("--ask-password found nothing that needs a password (no SASL mechanism and no client key configured)")
     if not sys.stdin.isatty():
         variable = SECRET_ENVIRONMENT[key]
         raise UsageError(f"--ask-password needs a terminal; without one, set {variable} or put {key} in the --command-config file")
     try:
         value = getpass.getpass(prompt, stream=sys.stderr)
     except (EOFError, KeyboardInterrupt):
-        raise UsageError("--ask-password: no password entered") from None
+        raise UsageError("--ask-password got no password") from None
     if not value:
-        raise UsageError("--ask-password: empty password")
+        raise UsageError("--ask-password got an empty password")
     return key, value

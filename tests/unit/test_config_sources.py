@@ -262,7 +262,7 @@ def test_ask_password_without_a_terminal_says_what_to_use_instead(tmp_path, monk
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     with pytest.raises(UsageError, match="--ask-password needs a terminal.*KAFKATXN_SASL_PASSWORD"):
         config.resolve("h:1", command_config=str(props), ask_password=True)
-    with pytest.raises(UsageError, match="nothing needs a password"):
+    with pytest.raises(UsageError, match="found nothing that needs a password"):
         config.resolve("h:1", ask_password=True)
 
 
@@ -353,3 +353,13 @@ def test_jaas_quoted_strings_take_stream_tokenizer_escapes(tmp_path):
 def test_a_last_line_of_only_a_backslash_is_ignored_as_kafka_ignores_it():
     assert [(p.key, p.value) for p in config.parse_properties("a=1\n\t\\")] == [("a", "1"), ("", "")]
     assert config.normalize_properties(config.parse_properties("client.id=x\n \\")) == {"client.id": "x"}
+
+
+def test_cli_ask_password_with_nothing_to_ask_for_says_so_unmasked(capsys):
+    from tests.cli_helpers import run_cli
+
+    result = run_cli(capsys, "config", "show", "-b", "h:1", "--ask-password")
+    assert result.code == 64
+    assert result.stderr == (
+        "kafkatxn: error: --ask-password found nothing that needs a password (no SASL mechanism and no client key configured)\n"
+    )
