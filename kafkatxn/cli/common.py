@@ -34,6 +34,7 @@ class CommandContext:
     profile: str | None = None
     timeout: str | None = None
     properties: list[str] = field(default_factory=list)
+    ask_password: bool = False
     output: str = "table"
     no_headers: bool = False
     debug: bool = False
@@ -49,7 +50,10 @@ class CommandContext:
                 profile=self.profile,
                 timeout=self.timeout,
                 overrides=self.properties,
+                ask_password=self.ask_password,
             )
+            for warning in self._config.warnings:
+                self.note(f"kafkatxn: warning: {warning}")
             logging.getLogger("kafkatxn").debug("connection settings: %s", self._config.masked())
         return self._config
 
@@ -127,6 +131,7 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
                 profile=shared["profile"],
                 timeout=shared["timeout"],
                 properties=list(shared["property_overrides"] or []),
+                ask_password=shared["ask_password"],
                 output=OutputFormat(shared["output"]).value,
                 no_headers=shared["no_headers"],
                 debug=shared["debug"],

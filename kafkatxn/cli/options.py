@@ -84,7 +84,11 @@ _SHARED: tuple[tuple[str, Any, Any, Any], ...] = (
         "--profile", envvar="KAFKATXN_PROFILE", metavar="NAME",
         help="Named profile from ~/.config/kafkatxn/config.toml.", rich_help_panel=CONNECTION)),
     ("property_overrides", Optional[list[str]], None, typer.Option(
-        "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file.", rich_help_panel=CONNECTION)),
+        "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file (never a secret).",
+        rich_help_panel=CONNECTION)),
+    ("ask_password", bool, False, typer.Option(
+        "--ask-password", help="Prompt for the SASL (or client key) password; never pass secrets with -X.",
+        rich_help_panel=CONNECTION)),
     ("timeout", Optional[str], None, typer.Option(
         "--timeout", envvar="KAFKATXN_TIMEOUT", metavar="DURATION",
         help="Deadline for the whole command's network calls (default 30s).", rich_help_panel=CONNECTION)),
