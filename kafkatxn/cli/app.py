@@ -48,7 +48,7 @@ def _register_commands() -> None:
     for module in (cluster_cmd, config_cmd, completion_cmd):
         module.register(app)
     # Command groups added by later capabilities register themselves here too.
-    for name in ("producers_cmd", "transactions_cmd", "lso_cmd", "hanging_cmd", "remedy_cmd", "check_cmd", "audit_cmd"):
+    for name in ("producers_cmd", "transactions_cmd", "lso_cmd", "hanging_cmd", "remedy_cmd", "check_cmd", "audit_cmd", "diagnose_cmd"):
         try:
             module = __import__(f"kafkatxn.cli.{name}", fromlist=["register"])
         except ModuleNotFoundError as exc:
