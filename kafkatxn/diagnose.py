@@ -230,21 +230,6 @@ class Diagnosis:
 # -- pure decisions ------------------------------------------------------------------------------
 
 
-def read_committed_lag(row: GroupLag) -> int:
-    """What a read_committed consumer still has to read on this partition now.
-
-    Gaps that the probe found hold only markers and aborted records count 0; a group blocked at the
-    LSO can read nothing until the transaction ends (0, its block is the finding); a group past the
-    LSO (reading uncommitted) has ``HW - committed``; otherwise the gap to the LSO (markers included
-    when it was not probed).
-    """
-    if row.verdict is GroupVerdict.caught_up or row.verdict is GroupVerdict.blocked:
-        return 0
-    if row.committed_offset > row.last_stable_offset:
-        return row.lag_to_hw_messages
-    return row.lag_to_lso_messages
-
-
 def gap_of(row: GroupLag) -> Gap:
     if row.verdict is GroupVerdict.blocked:
         return Gap.blocked
@@ -426,7 +411,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "") -> Diagnosis:
             PartitionDiagnosis(
                 group=r.group, topic=r.topic, partition=r.partition, committed_offset=r.committed_offset,
                 last_stable_offset=r.last_stable_offset, high_watermark=r.high_watermark,
-                lag_messages=read_committed_lag(r), lag_to_lso_messages=r.lag_to_lso_messages,
+                lag_messages=lso.read_committed_lag(r), lag_to_lso_messages=r.lag_to_lso_messages,
                 lag_to_hw_messages=r.lag_to_hw_messages, verdict=r.verdict, gap=gap,
                 explanation=explain(r, gap, f"{holder} (producer {state.producer_id})" if state and holder and not holder.startswith("producer") else holder),
                 producer_id=state.producer_id if state else None,
