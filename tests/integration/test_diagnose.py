@@ -170,7 +170,8 @@ def test_coordinator_unavailable_diagnose_cannot_decide_and_says_why(capsys, kaf
         coordinator = found.value[tid]
     other = next(b for b in cluster.running_broker_ids() if b != coordinator)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, replica_assignment=[[other]])])[topic].result(30)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[other]])])[topic].result(30)
+    cluster._wait_for_leaders(topic, 1, time.monotonic() + 30)
     tp = TopicPartition(topic, 0)
     txn = run_transaction(bootstrap, topic, [0], "open", transactional_id=tid, timeout_ms=10_000)
     commit_offset(bootstrap, group, tp, txn.start_offset(tp))
@@ -181,4 +182,7 @@ def test_coordinator_unavailable_diagnose_cannot_decide_and_says_why(capsys, kaf
     (t,) = doc["transactions"]
     assert t["producer_id"] == txn.producer_id and t["verdict"] == "undetermined" and t["action"] == "undecided"
     assert t["command"].startswith("cannot decide: ")
+    # Why: the broker that coordinates the id did not answer, or its __transaction_state partition has no leader.
+    assert "ListTransactions" in t["reason"] or "__transaction_state" in t["reason"], t["reason"]
+    print("cannot decide because:", t["reason"])
     assert doc["groups"][0]["status"] == "blocked"
