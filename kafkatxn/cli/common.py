@@ -48,6 +48,7 @@ class CommandContext:
     properties: list[str] = field(default_factory=list)
     output: str = "table"
     no_headers: bool = False
+    wide: bool = False
     debug: bool = False
     _config: config_mod.ConnectionConfig | None = None
     _cluster: Cluster | None = None
@@ -80,7 +81,7 @@ class CommandContext:
                 logging.getLogger("kafkatxn").debug("requests sent: %s", counts or "none")
 
     def render(self, rows: Any, row_type: type | None = None, empty_message: str | None = None) -> None:
-        render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message)
+        render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message, wide=self.wide)
 
     def note(self, message: str) -> None:
         """A line for people on stderr; kept out of stdout so pipes stay clean."""
@@ -165,6 +166,15 @@ def _shared_parameters() -> list[inspect.Parameter]:
             False,
         ),
         opt(
+            "wide",
+            Annotated[
+                bool,
+                typer.Option("--wide", help="Tables: every column (default: the ones to act on, fitting 120 columns).",
+                             rich_help_panel=OUTPUT),
+            ],
+            False,
+        ),
+        opt(
             "debug",
             Annotated[
                 bool,
@@ -204,6 +214,7 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
                 properties=list(shared["property_overrides"] or []),
                 output=shared["output"].value,
                 no_headers=shared["no_headers"],
+                wide=shared["wide"],
                 debug=shared["debug"],
             )
             if ctx.debug:

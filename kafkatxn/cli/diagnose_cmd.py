@@ -14,6 +14,7 @@ from tabulate import tabulate
 from kafkatxn import diagnose, lso
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
+from kafkatxn.validation import check_topic_name
 
 
 def register(app: typer.Typer) -> None:
@@ -52,6 +53,8 @@ def register(app: typer.Typer) -> None:
         command to copy, with its risk. Exit 0 nothing blocked or lagging; 1 lagging, or blocked
         within timeouts; 2 blocked by a hanging or overdue transaction; 3 undetermined.
         """
+        for topic in topics or []:
+            check_topic_name(topic)  # a name that cannot exist is a usage error before any request
         timeout_ms = parse_duration_ms(max_transaction_timeout) if max_transaction_timeout is not None else None
         result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, timeout_ms)
         if ctx.output == "table":

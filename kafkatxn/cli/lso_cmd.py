@@ -202,7 +202,8 @@ def _frame(ctx: CommandContext, number: int, interval_ms: int, sample: Sample | 
     body = ""
     if sample is not None:
         body = render_to_string(
-            sample.rows, ctx.output, no_headers=ctx.no_headers, row_type=sample.row_type, empty_message=sample.empty_message
+            sample.rows, ctx.output, no_headers=ctx.no_headers, row_type=sample.row_type, empty_message=sample.empty_message,
+            wide=ctx.wide,
         )
     if not is_tty:
         if ctx.output == "table" and not ctx.no_headers:
