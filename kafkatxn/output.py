@@ -131,7 +131,8 @@ def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = Fa
     shown = [c for c in shown if not (c.endswith("_ms") and c[:-3] in columns)]
 
     def table_width(cols: list[str]) -> int:
-        widths = [max([len(table_header(c))] + [len(_table_cell(c, row.get(c))) for row in plain]) for c in cols]
+        # tabulate pads headers by 2 (its MIN_PADDING) and separates columns by 2 spaces.
+        widths = [max([len(table_header(c)) + 2] + [len(_table_cell(c, row.get(c))) for row in plain]) for c in cols]
         return sum(widths) + 2 * max(len(cols) - 1, 0)
 
     droppable = [c for c in SECONDARY_COLUMNS if c in shown]

@@ -13,6 +13,7 @@ from tabulate import tabulate
 
 from kafkatxn import diagnose, lso
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
+from kafkatxn.output import render_to_string
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.validation import check_topic_name
 
@@ -58,7 +59,7 @@ def register(app: typer.Typer) -> None:
         timeout_ms = parse_duration_ms(max_transaction_timeout) if max_transaction_timeout is not None else None
         result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, timeout_ms)
         if ctx.output == "table":
-            print(text_report(result), end="")
+            print(text_report(result, ctx.wide), end="")
         else:
             ctx.render(result.report())
         if result.missing:
@@ -82,23 +83,18 @@ def _local(ms: int | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ms / 1000)) if ms is not None else ""
 
 
-def text_report(d: diagnose.Diagnosis) -> str:
+def text_report(d: diagnose.Diagnosis, wide: bool = False) -> str:
     """What people read: groups, the partitions that need attention, each pinning transaction and its next step."""
     out = [d.summary, ""]
     if d.groups:
-        out.append(tabulate(
-            [[g.group, g.status, g.partitions, g.blocked_partitions, g.lagging_partitions, g.lag_messages,
-              g.lag_to_hw_messages, g.phantom_messages, ",".join(g.pinned_by)] for g in d.groups],
-            headers=["GROUP", "STATUS", "PARTS", "BLOCKED", "LAGGING", "LAG", "LAG_TO_HW", "PHANTOM", "PINNED_BY"],
-            tablefmt="simple", disable_numparse=True,
-        ))
+        out.append(render_to_string(d.groups, "table", wide=wide).rstrip("\n"))
         out.append("")
     shown = [p for p in d.partitions if p.gap is not diagnose.Gap.none]
     if shown:
         lines = tabulate(
             [[p.group, f"{p.topic}-{p.partition}", p.committed_offset, p.last_stable_offset, p.high_watermark,
               p.lag_messages, p.lag_to_hw_messages, p.gap.value] for p in shown],
-            headers=["GROUP", "PARTITION", "COMMITTED", "LSO", "HW", "LAG", "LAG_TO_HW", "GAP"],
+            headers=["group", "partition", "committed", "lso", "hw", "lag", "lag_to_hw", "gap"],
             tablefmt="simple", disable_numparse=True,
         ).splitlines()
         out.extend(lines[:2])
