@@ -13,6 +13,7 @@ from tabulate import tabulate
 
 from kafkatxn import diagnose, lso
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
+from kafkatxn.cli.lso_cmd import ProbeMaxGap
 from kafkatxn.output import render_to_string
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.validation import check_topic_name
@@ -29,14 +30,7 @@ def register(app: typer.Typer) -> None:
         topics: Annotated[
             Optional[list[str]], typer.Option("--topic", "-t", metavar="TOPIC", help="Only this topic (repeatable).")
         ] = None,
-        probe_max_gap: Annotated[
-            int,
-            typer.Option(
-                "--probe-max-gap", min=0, metavar="N",
-                help="Read gaps of up to N offsets below the LSO to tell transaction markers and aborted records "
-                "from real lag (0: never read).",
-            ),
-        ] = lso.DEFAULT_PROBE_MAX_GAP,
+        probe_max_gap: ProbeMaxGap = lso.DEFAULT_PROBE_MAX_GAP,
         max_transaction_timeout: Annotated[
             Optional[str],
             typer.Option(

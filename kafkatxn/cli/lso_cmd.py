@@ -41,6 +41,17 @@ class Sample:
     notes: list[str] = field(default_factory=list)
 
 
+# Shared with `diagnose` (a candidate for cli/options.py).
+ProbeMaxGap = Annotated[
+    int,
+    typer.Option(
+        "--probe-max-gap", min=0, metavar="N",
+        help="Group lag: read gaps of up to N offsets between a committed offset and the LSO to tell "
+        "transaction markers and aborted records from real lag (0: never read).",
+    ),
+]
+
+
 def watch_loop(
     take_sample: Callable[[lso.LsoSnapshot | None], Sample],
     show: Callable[[int, Sample | None, str | None], None],
@@ -118,14 +129,7 @@ def register(app: typer.Typer) -> None:
                 help="Exit 2 when a pinning (or blocking) transaction is at least this old.",
             ),
         ] = lso.DEFAULT_CRITICAL_AGE,
-        probe_max_gap: Annotated[
-            int,
-            typer.Option(
-                "--probe-max-gap", min=0, metavar="N",
-                help="With --groups: read gaps of up to N offsets between a committed offset and the LSO to tell "
-                "transaction markers and aborted records from real lag (0: never read).",
-            ),
-        ] = lso.DEFAULT_PROBE_MAX_GAP,
+        probe_max_gap: ProbeMaxGap = lso.DEFAULT_PROBE_MAX_GAP,
         watch: Annotated[
             bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C, showing whether each LSO moved since the previous sample.")
         ] = False,
