@@ -86,6 +86,11 @@ def test_open_transaction_blocks_one_group_the_other_is_caught_up_and_fence_rele
         assert metrics[("kafkatxn_group_lag_messages", reports)] == 0
         assert metrics[("kafkatxn_group_lag_to_high_watermark_messages", reports)] > 0
 
+        regex = ("--group-regex", f"^({billing}|{reports})$")
+        checked = run_cli(capsys, "check", "--bootstrap-server", bootstrap, "--timeout", "20s", *regex)
+        assert checked.code == 2, checked.stdout  # a blocked group is critical
+        assert "1 consumer group blocked" in checked.stdout and "groups_blocked=1;;0;0" in checked.stdout
+
         doc = diagnose(capsys, bootstrap, "--group", billing, expect_code=1)
         (group,) = doc["groups"]
         assert (group["group"], group["status"], group["pinned_by"]) == (billing, "blocked", [txn.transactional_id])
@@ -115,6 +120,8 @@ def test_open_transaction_blocks_one_group_the_other_is_caught_up_and_fence_rele
         assert doc["transactions"] == [] and doc["groups"][0]["status"] == "caught_up"  # only aborted records left
         metrics = group_metrics(exporter, billing, reports)
         assert metrics[("kafkatxn_group_blocked", billing)] == 0
+        checked = run_cli(capsys, "check", "--bootstrap-server", bootstrap, "--timeout", "20s", *regex)
+        assert "groups_blocked=0;;0;0" in checked.stdout, checked.stdout
     finally:
         if exporter is not None:
             exporter.stop()
