@@ -37,6 +37,7 @@ class CommandContext:
     ask_password: bool = False
     output: str = "table"
     no_headers: bool = False
+    wide: bool = False
     debug: bool = False
     _config: config_mod.ConnectionConfig | None = None
     _cluster: Cluster | None = None
@@ -71,7 +72,7 @@ class CommandContext:
                 logging.getLogger("kafkatxn").debug("requests sent: %s", counts or "none")
 
     def render(self, rows: Any, row_type: type | None = None, empty_message: str | None = None) -> None:
-        render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message)
+        render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message, wide=self.wide)
 
     def note(self, message: str) -> None:
         """A line for people on stderr; kept out of stdout so pipes stay clean."""
@@ -134,6 +135,7 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
                 ask_password=shared["ask_password"],
                 output=OutputFormat(shared["output"]).value,
                 no_headers=shared["no_headers"],
+                wide=shared["wide"],
                 debug=shared["debug"],
             )
             if ctx.debug:

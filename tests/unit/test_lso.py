@@ -222,14 +222,14 @@ def test_watch_loop_stops_on_ctrl_c_with_the_last_code():
 
 
 def test_watch_frame_clears_a_terminal_and_not_a_pipe():
-    ctx = SimpleNamespace(output="table", no_headers=False)
+    ctx = SimpleNamespace(output="table", no_headers=False, wide=False)
     rows = lso.with_movement(lso.partition_lags(snap({TP0: (1, 3)})), {TP0: False})
     s = lso_cmd.Sample(rows, lso.WatchedPartitionLag, 1, [], snap({}), "none", ["kafkatxn: incomplete answer: x"])
     tty = lso_cmd._frame(ctx, 4, 2000, s, None, is_tty=True)
     assert tty.startswith(lso_cmd.CLEAR_SCREEN) and "sample 4" in tty and "lso_moved" in tty and "incomplete" in tty
     piped = lso_cmd._frame(ctx, 4, 2000, s, None, is_tty=False)
     assert lso_cmd.CLEAR_SCREEN not in piped and piped.startswith("# ") and "incomplete" not in piped
-    jsonl = lso_cmd._frame(SimpleNamespace(output="jsonl", no_headers=False), 4, 2000, s, None, is_tty=False)
+    jsonl = lso_cmd._frame(SimpleNamespace(output="jsonl", no_headers=False, wide=False), 4, 2000, s, None, is_tty=False)
     assert jsonl.startswith('{"topic":"orders"') and '"lso_moved":false' in jsonl
 
 

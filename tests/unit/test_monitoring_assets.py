@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
+from kafkatxn.snapshot import ClusterSnapshot, GroupSample, HangingSample, PartitionSample, TransactionSample
 from kafkatxn.exporter import ExportOptions, SnapshotCollector
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,9 +159,10 @@ def emitted_metric_names() -> set[str]:
         hanging=(HangingSample("t", 0, 1, 5, "a", "why"),),
         max_transaction_timeout_ms=900_000,
         missing=("x",),
+        groups=(GroupSample("g", "t", 0, 0, 0, 5, True),),
     )
     names: set[str] = set()
-    for options in (ExportOptions(), ExportOptions(per_topic=True), ExportOptions(only_lagging=True)):
+    for options in (ExportOptions(), ExportOptions(per_topic=True), ExportOptions(only_lagging=True), ExportOptions(per_group=True)):
         collector = SnapshotCollector(lambda: snap, options, cache_ttl_s=0)
         names |= {s.name for family in collector.collect() for s in family.samples}
     return names
@@ -181,7 +182,7 @@ def test_every_expression_parses_and_names_only_emitted_metrics(where, expr):
 
 def test_the_alerts_cover_the_findings_check_treats_as_critical():
     used = set().union(*(metric_names(e) for _, e in alert_expressions()))
-    assert {"kafkatxn_hanging_transactions", "kafkatxn_up", "kafkatxn_partition_lso_lag_messages"} <= used
+    assert {"kafkatxn_hanging_transactions", "kafkatxn_up", "kafkatxn_partition_lso_lag_messages", "kafkatxn_group_blocked"} <= used
 
 
 def test_the_real_parser_agrees_when_installed():
