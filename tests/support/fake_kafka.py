@@ -12,11 +12,13 @@ request by request, so unit tests exercise the facade's code paths; the confluen
 (metadata, configs, groups, read_committed probes, fencing) is answered by :class:`FakeCluster`'s
 overrides from the same model. Faults are set on the model: ``down`` brokers time out,
 ``partition_errors`` answer an error once per request, ``leader_moves`` change leaders after the
-first metadata request. Markers and fences change the model as a broker would (LSO, high watermark).
+first metadata request, ``transaction_errors`` make a coordinator answer an id with an error,
+``listing_errors`` make a broker answer ListTransactions with an error. Markers and fences change the model as a broker would (LSO, high watermark).
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
@@ -59,6 +61,8 @@ class KafkaModel:
     api_versions: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(DEFAULT_APIS))
     sent: list[tuple[int | None, Any]] = field(default_factory=list)  # every wire request, in order
     marker_error: str | None = None
+    transaction_errors: dict[str, str] = field(default_factory=dict)  # id -> error its coordinator answers DescribeTransactions with
+    listing_errors: dict[int, str] = field(default_factory=dict)  # broker -> error it answers ListTransactions with
 
     def add_partition(self, topic: str, partition: int, leader: int = 1, replicas: Iterable[int] | None = None,
                       lso: int = 0, hw: int | None = None) -> TopicPartition:
@@ -73,8 +77,9 @@ class KafkaModel:
         return self.partitions[tp].leader
 
     def coordinator(self, transactional_id: str) -> int:
+        """The id's coordinator; an unknown id's is fixed by its name (str hash() changes per run)."""
         d = self.transactions.get(transactional_id)
-        return d.coordinator_id if d is not None else self.brokers[hash(transactional_id) % len(self.brokers)]
+        return d.coordinator_id if d is not None else self.brokers[zlib.crc32(transactional_id.encode()) % len(self.brokers)]
 
     def close_transaction(self, tp: TopicPartition, producer_id: int) -> None:
         """A marker on ``tp`` for ``producer_id``: the open transaction ends and the LSO moves on."""
@@ -155,6 +160,8 @@ class FakeWire:
         return proto.DescribeProducersResponse(tuple(parts))
 
     def _ListTransactions(self, node, request):
+        if node in self.model.listing_errors:
+            return proto.ListTransactionsResponse(self.model.listing_errors[node])
         listings = self.model.listings
         if listings is None:
             listings = [(d.transactional_id, d.producer_id, d.state) for d in self.model.transactions.values()]
@@ -176,7 +183,9 @@ class FakeWire:
         out = []
         for tid in request.transactional_ids:
             d = self.model.transactions.get(tid)
-            if d is None:
+            if tid in self.model.transaction_errors:
+                out.append(proto.TransactionState(tid, self.model.transaction_errors[tid]))
+            elif d is None:
                 out.append(proto.TransactionState(tid, "TRANSACTIONAL_ID_NOT_FOUND"))
             elif d.coordinator_id != node:
                 out.append(proto.TransactionState(tid, "NOT_COORDINATOR"))
