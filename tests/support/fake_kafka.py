@@ -227,9 +227,11 @@ class FakeCluster(Cluster):
                 self.model.partitions[tp] = replace(self.model.partitions[tp], leader=leader)
             self.model.leader_moves.clear()
         self._metadata_requests += 1
-        live = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers if b not in self.model.down)
+        # A broker that is down but still registered is listed; its requests time out.
+        brokers = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers)
+        live = [b for b in self.model.brokers if b not in self.model.down]
         return ClusterMetadata(
-            self.model.cluster_id, live[0].id if live else -1, live, tuple(sorted(self.model.partitions.values(), key=lambda p: p.tp)), None
+            self.model.cluster_id, live[0] if live else -1, brokers, tuple(sorted(self.model.partitions.values(), key=lambda p: p.tp)), None
         )
 
     def describe_cluster(self) -> ClusterMetadata:
@@ -278,6 +280,20 @@ class FakeCluster(Cluster):
         )
 
     # -- wire side, recorded --------------------------------------------------------------------
+
+    def describe_producers(self, partitions, broker_id=None):
+        partitions = list(partitions)
+        self.calls.append(("describe_producers", sorted(partitions), broker_id))
+        return super().describe_producers(partitions, broker_id)
+
+    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
+        self.calls.append(("list_transactions", list(states), list(producer_ids), min_duration_ms, pattern))
+        return super().list_transactions(broker_ids, states, producer_ids, min_duration_ms, pattern)
+
+    def describe_transactions(self, transactional_ids):
+        transactional_ids = list(transactional_ids)
+        self.calls.append(("describe_transactions", transactional_ids))
+        return super().describe_transactions(transactional_ids)
 
     def _send_all(self, requests):
         for _node, request in requests:
