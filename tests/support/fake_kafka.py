@@ -131,15 +131,15 @@ class FakeWire:
             out.append(getattr(self, "_" + type(request).__name__)(node, request))
         return out
 
-    def _error(self, node: int, tp: TopicPartition) -> str | None:
+    def _error(self, node: int, tp: TopicPartition, any_replica: bool = False) -> str | None:
+        """The partition's error at ``node``: only the leader answers, or any replica (DescribeProducers)."""
         if tp not in self.model.partitions:
             return "UNKNOWN_TOPIC_OR_PARTITION"
         queued = self.model.partition_errors.get((node, tp))
         if queued:
             return queued.pop(0)
-        if self.model.leader(tp) != node:
-            return "NOT_LEADER_OR_FOLLOWER"
-        return None
+        serves = node in self.model.partitions[tp].replicas if any_replica else self.model.leader(tp) == node
+        return None if serves else "NOT_LEADER_OR_FOLLOWER"
 
     def _ApiVersions(self, node, request):
         return proto.ApiVersionsResponse(dict(self.model.api_versions), "4.3")
@@ -155,7 +155,7 @@ class FakeWire:
     def _DescribeProducers(self, node, request):
         parts = []
         for tp in request.partitions:
-            error = self._error(node, tp)
+            error = self._error(node, tp, any_replica=True)
             parts.append(proto.PartitionProducers(tp, error, () if error else tuple(self.model.producers.get(tp, []))))
         return proto.DescribeProducersResponse(tuple(parts))
 
