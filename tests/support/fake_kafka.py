@@ -10,7 +10,7 @@ The wire side (ListOffsets, DescribeProducers, ListTransactions, FindCoordinator
 DescribeTransactions, WriteTxnMarkers, ApiVersions) is answered by :class:`FakeWire` from the model,
 request by request, so unit tests exercise the facade's code paths; the confluent-kafka side
 (metadata, configs, groups, read_committed probes, fencing) is answered by :class:`FakeCluster`'s
-overrides from the same model. Faults are set on the model: ``down`` brokers time out,
+overrides from the same model. Faults are set on the model: ``down`` brokers time out (``timeouts``: only some requests),
 ``partition_errors`` answer an error once per request, ``leader_moves`` change leaders after the
 first metadata request, ``transaction_errors`` make a coordinator answer an id with an error,
 ``listing_errors`` make a broker answer ListTransactions with an error. Markers and fences change the model as a broker would (LSO, high watermark).
@@ -53,9 +53,11 @@ class KafkaModel:
     transactions: dict[str, TransactionDescription] = field(default_factory=dict)
     # Listed by ListTransactions but not described (e.g. expired in between); defaults to ``transactions``.
     listings: list[tuple[str, int, str]] | None = None
+    coordinators: dict[str, int] = field(default_factory=dict)  # id -> coordinator, for ids with no description
     max_timeouts: dict[int, str] = field(default_factory=dict)  # broker -> transaction.max.timeout.ms
     groups: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)  # brokers whose requests time out
+    timeouts: dict[int, set[str]] = field(default_factory=dict)  # broker -> request names (ListTransactions) that time out there
     partition_errors: dict[tuple[int, TopicPartition], list[str]] = field(default_factory=dict)  # (node, tp) -> errors, one per request
     leader_moves: dict[TopicPartition, int] = field(default_factory=dict)  # applied after the first metadata request
     api_versions: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(DEFAULT_APIS))
@@ -78,6 +80,8 @@ class KafkaModel:
 
     def coordinator(self, transactional_id: str) -> int:
         """The id's coordinator; an unknown id's is fixed by its name (str hash() changes per run)."""
+        if transactional_id in self.coordinators:
+            return self.coordinators[transactional_id]
         d = self.transactions.get(transactional_id)
         return d.coordinator_id if d is not None else self.brokers[zlib.crc32(transactional_id.encode()) % len(self.brokers)]
 
@@ -125,7 +129,7 @@ class FakeWire:
         for node, request in requests:
             count(proto.REQUEST_NAMES[type(request)])
             self.model.sent.append((node, request))
-            if node in self.model.down:
+            if node in self.model.down or proto.REQUEST_NAMES[type(request)] in self.model.timeouts.get(node, ()):
                 out.append(WireTimeout(node))
                 continue
             out.append(getattr(self, "_" + type(request).__name__)(node, request))
