@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
@@ -215,6 +215,7 @@ class FakeCluster(Cluster):
         self.model = model
         self.calls: list[tuple] = []
         self._metadata_requests = 0
+        self.before_action: Callable[[], None] = lambda: None  # runs as a marker or a fence goes out
 
     def close(self) -> None:
         pass  # the same fake serves several commands in a test
@@ -270,6 +271,7 @@ class FakeCluster(Cluster):
 
     def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
         self.calls.append(("fence", transactional_id, transaction_timeout_ms))
+        self.before_action()
         self.requests["InitProducerId"] += 1
         d = self.model.transactions.get(transactional_id)
         if d is None:
@@ -293,6 +295,11 @@ class FakeCluster(Cluster):
     def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
         self.calls.append(("list_transactions", list(states), list(producer_ids), min_duration_ms, pattern))
         return super().list_transactions(broker_ids, states, producer_ids, min_duration_ms, pattern)
+
+    def write_abort_marker(self, tp, producer_id, producer_epoch, coordinator_epoch, leader):
+        self.calls.append(("write_abort_marker", tp, producer_id, producer_epoch, coordinator_epoch, leader))
+        self.before_action()
+        return super().write_abort_marker(tp, producer_id, producer_epoch, coordinator_epoch, leader)
 
     def describe_transactions(self, transactional_ids):
         transactional_ids = list(transactional_ids)
