@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from kafkatxn.config import ConnectionConfig
+from kafkatxn.errors import UnreachableError
 from kafkatxn.kafka import Cluster
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import (
@@ -232,6 +233,8 @@ class FakeCluster(Cluster):
                 self.model.partitions[tp] = replace(self.model.partitions[tp], leader=leader)
             self.model.leader_moves.clear()
         self._metadata_requests += 1
+        if self.model.down >= set(self.model.brokers):
+            raise UnreachableError(f"cannot reach any broker at {self.config.bootstrap_servers} within {self.config.timeout_s:g}s")
         # A broker that is down but still registered is listed; its requests time out.
         brokers = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers)
         live = [b for b in self.model.brokers if b not in self.model.down]
@@ -248,7 +251,7 @@ class FakeCluster(Cluster):
         ids = list(broker_ids) if broker_ids is not None else list(self.model.brokers)
         values, missing = {}, []
         for b in ids:
-            if b in self.model.down:
+            if b in self.model.down or "DescribeConfigs" in self.model.timeouts.get(b, ()):
                 missing.append(Missing(Broker(b), "timed out"))
             elif MAX_TIMEOUT_CONFIG in wanted and b in self.model.max_timeouts:
                 values[b] = {MAX_TIMEOUT_CONFIG: ConfigValue(self.model.max_timeouts[b], "static_broker_config", False)}
