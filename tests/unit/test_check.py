@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 import pytest
 
 from kafkatxn import check
 from kafkatxn.check import PerfDatum, Range, Status, Thresholds, evaluate
 from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample, gather_snapshot
-from kafkatxn.model import Broker, DescribedTransactions, Missing, BrokerInfo, ClusterMetadata, ConfigValue, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
-from kafkatxn.errors import UnreachableError, UsageError
+from kafkatxn.model import Broker, Missing, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
+from kafkatxn.errors import UsageError
 from kafkatxn.output import render_to_string
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 

@@ -11,7 +11,7 @@ from collections import Counter
 
 from kafkatxn import hanging, remedy, transactions
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.model import Broker, ProducerState, TopicPartition, TransactionalId, TransactionDescription
+from kafkatxn.model import Broker, ProducerState, TransactionalId, TransactionDescription
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 NOW = 1_700_000_000_000

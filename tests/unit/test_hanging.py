@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 
 import pytest
 
 from kafkatxn import hanging
-from kafkatxn.kafka import Cluster
-from kafkatxn.model import Broker, DescribedTransactions, Missing, BrokerInfo, ClusterMetadata, ConfigValue, ListTransactionsSupport, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
+from kafkatxn.model import Broker, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import NotFoundError
 from tests.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel

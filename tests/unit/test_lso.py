@@ -14,9 +14,7 @@ from tests.support.fake_kafka import KafkaModel
 
 from kafkatxn import lso
 from kafkatxn.cli import lso_cmd
-from kafkatxn.kafka import Cluster
-from kafkatxn.model import Broker, DescribedTransactions, Missing, ClusterMetadata, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
-from kafkatxn.config import ConnectionConfig
+from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.errors import DeadlineExceeded
 from kafkatxn.lso import GroupVerdict, Offsets, OpenTransaction
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafkatxn import producers
-from kafkatxn.model import Broker, Missing, BrokerInfo, ClusterMetadata, ListTransactionsSupport, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionListing
+from kafkatxn.model import Broker, Missing, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionListing
 from kafkatxn.errors import NotFoundError
 from kafkatxn.model import TransactionDescription
 from tests.support.fake_kafka import FakeCluster, KafkaModel

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from dataclasses import replace
 
 import pytest
 
 from kafkatxn import auditlog, hanging, remedy
-from kafkatxn.kafka import Cluster
-from kafkatxn.model import Broker, DescribedTransactions, Missing, BrokerInfo, ClusterMetadata, ConfigValue, ListTransactionsSupport, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
+from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 from tests.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel

@@ -6,7 +6,7 @@ import pytest
 
 from kafkatxn import transactions as tx
 from kafkatxn.cli.app import main
-from kafkatxn.model import Broker, DescribedTransactions, Missing, TransactionalId, ListTransactionsSupport, Partial, TopicPartition, TransactionDescription, TransactionListing
+from kafkatxn.model import Missing, TransactionalId, ListTransactionsSupport, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import UsageError
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
