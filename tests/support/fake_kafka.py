@@ -10,10 +10,20 @@ The wire side (ListOffsets, DescribeProducers, ListTransactions, FindCoordinator
 DescribeTransactions, WriteTxnMarkers, ApiVersions) is answered by :class:`FakeWire` from the model,
 request by request, so unit tests exercise the facade's code paths; the confluent-kafka side
 (metadata, configs, groups, read_committed probes, fencing) is answered by :class:`FakeCluster`'s
-overrides from the same model. Faults are set on the model: ``down`` brokers time out (``timeouts``: only some requests),
-``partition_errors`` answer an error once per request, ``leader_moves`` change leaders after the
-first metadata request, ``transaction_errors`` make a coordinator answer an id with an error,
-``listing_errors`` make a broker answer ListTransactions with an error. Markers and fences change the model as a broker would (LSO, high watermark).
+overrides from the same model. Faults are set on the model:
+
+- ``down`` brokers stay registered (listed in metadata) but every request to them times out;
+  all brokers down makes metadata raise UnreachableError;
+- ``timeouts[broker]`` names the requests that time out on that broker only (``ListOffsets``,
+  ``ListTransactions``, ``DescribeConfigs``...);
+- ``partition_errors[(broker, tp)]`` queues errors, one per request touching the partition there;
+- ``leader_moves`` change leaders at the second metadata request;
+- ``transaction_errors[id]`` is the error the id's coordinator answers DescribeTransactions with;
+- ``listing_errors[broker]`` is the error that broker answers ListTransactions with;
+- ``marker_error`` refuses WriteTxnMarkers; ``api_versions`` sets what the brokers support.
+
+Markers and fences change the model as a broker would (LSO, high watermark). ``model.sent`` holds
+every wire request; ``FakeCluster.calls`` every facade call by name.
 """
 
 from __future__ import annotations
@@ -114,10 +124,9 @@ class FakeWire:
 
     def __init__(self, model: KafkaModel):
         self.model = model
-        self.closed = False
 
     def close(self) -> None:
-        self.closed = True
+        pass
 
     def max_version(self, api_name: str) -> int:
         return self.model.api_versions.get(api_name, (0, -1))[1]
