@@ -15,7 +15,6 @@ import getpass
 import json
 import os
 import socket
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -29,11 +28,6 @@ from kafkatxn.output import to_plain
 INTENT = "intent"
 RESULT = "result"
 OUTCOME_INTERRUPTED = "interrupted"
-
-# Test hook, unset in real use: after each intent is on disk, say so on stderr and sleep this many
-# seconds, so tests/integration/test_audit_durability.py can kill the process between intent and result.
-TEST_PAUSE_AFTER_INTENT_ENV = "KAFKATXN_TEST_PAUSE_AFTER_INTENT_S"
-
 
 def default_path() -> Path:
     return state_dir() / "audit.jsonl"
@@ -119,10 +113,6 @@ class AuditLog:
         if plan:
             record["plan"] = plan
         self._append(record)
-        pause = os.environ.get(TEST_PAUSE_AFTER_INTENT_ENV)
-        if pause:
-            print(f"kafkatxn: test hook: intent {action_id} is on disk; pausing {pause}s", file=sys.stderr, flush=True)
-            time.sleep(float(pause))
         return action_id
 
     def result(

@@ -18,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
+from kafkatxn import defaults
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.exitcodes import SEVERITY, Status, worst
@@ -170,10 +171,10 @@ def format_perfdata(items: Iterable[PerfDatum]) -> str:
 class Thresholds:
     """Ranges per figure; None disables that check. Durations are in seconds."""
 
-    lso_lag_warn: Range | None = Range.parse("1000")
-    lso_lag_crit: Range | None = Range.parse("10000")
-    txn_age_warn: Range | None = Range.parse("5m", number=duration_seconds)
-    txn_age_crit: Range | None = Range.parse("15m", number=duration_seconds)
+    lso_lag_warn: Range | None = Range.parse(defaults.CHECK_LSO_LAG_WARN)
+    lso_lag_crit: Range | None = Range.parse(defaults.CHECK_LSO_LAG_CRIT)
+    txn_age_warn: Range | None = Range.parse(defaults.CHECK_TXN_AGE_WARN, number=duration_seconds)
+    txn_age_crit: Range | None = Range.parse(defaults.CHECK_TXN_AGE_CRIT, number=duration_seconds)
     producer_ids_warn: Range | None = None
     producer_ids_crit: Range | None = None
 
@@ -181,7 +182,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class Finding:
     status: str  # warning, critical or unknown
-    kind: str  # hanging_transaction, lso_lag, transaction_age, active_producer_ids, incomplete, unreachable
+    kind: str  # hanging_transaction, undetermined_transaction, lso_lag, transaction_age, active_producer_ids, incomplete, unreachable
     subject: str  # partition, transactional id, broker
     value: float | int | None
     threshold: str | None
@@ -247,6 +248,16 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     if snapshot.hanging:
         summary.append(_plural(len(snapshot.hanging), "hanging transaction"))
 
+    # Undetermined: a coordinator that could own it did not answer. Unknown, never hanging.
+    for u in snapshot.undetermined:
+        findings.append((Status.UNKNOWN, Finding(
+            "unknown", "undetermined_transaction", f"{u.topic}-{u.partition}", u.start_offset, None,
+            f"undetermined transaction on {u.topic}-{u.partition} from offset {u.start_offset}, "
+            f"producer {u.producer_id}: {u.reason}",
+        )))
+    if snapshot.undetermined:
+        summary.append(_plural(len(snapshot.undetermined), "undetermined transaction"))
+
     lags = [(p, p.lso_lag_messages) for p in snapshot.partitions if p.lso_lag_messages is not None]
     max_lag = max((lag for _, lag in lags), default=0)
     lag_counts = _threshold_findings(
@@ -257,7 +268,8 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     for status, rng in lag_counts:
         summary.append(f"{_plural(lag_counts[(status, rng)], 'partition')} with LSO lag {rng.describe()}")
 
-    ages = [(t, snapshot.transaction_age_s(t)) for t in snapshot.open_transactions]
+    # Two-phase-commit transactions are not timed out by anyone: their age alone is no finding.
+    ages = [(t, snapshot.transaction_age_s(t)) for t in snapshot.open_transactions if not t.two_phase_commit]
     ages = [(t, a) for t, a in ages if a is not None]
     age_counts = _threshold_findings(
         findings, ((t.transactional_id, a) for t, a in sorted(ages, key=lambda x: -x[1])),
@@ -294,6 +306,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     lagging = sum(1 for _, lag in lags if lag > 0)
     perfdata = [
         PerfDatum("hanging_transactions", len(snapshot.hanging), crit="0", min=0),
+        PerfDatum("undetermined_transactions", len(snapshot.undetermined), min=0),
         PerfDatum("lso_lag_max", max_lag, warn=_perf(thresholds.lso_lag_warn), crit=_perf(thresholds.lso_lag_crit), min=0),
         PerfDatum("lagging_partitions", lagging, min=0, max=len(snapshot.partitions)),
         PerfDatum("open_transactions", open_count, min=0),
@@ -310,6 +323,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         "up": True,
         "partitions": len(snapshot.partitions),
         "hanging_transactions": len(snapshot.hanging),
+        "undetermined_transactions": len(snapshot.undetermined),
         "lso_lag_max_messages": max_lag,
         "lagging_partitions": lagging,
         "open_transactions": open_count,

@@ -37,11 +37,14 @@ from kafkatxn.validation import compile_regex
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import KafkatxnError, UsageError
 
+from kafkatxn import defaults
+from kafkatxn.durations import parse_duration_ms
+
 log = logging.getLogger("kafkatxn.exporter")
 
-DEFAULT_LISTEN = "0.0.0.0:9799"
-DEFAULT_CACHE_TTL_S = 10.0
-DEFAULT_SCRAPE_TIMEOUT_S = 8.0  # below Prometheus' default scrape_timeout of 10s
+DEFAULT_LISTEN = defaults.EXPORTER_LISTEN
+DEFAULT_CACHE_TTL_S = parse_duration_ms(defaults.EXPORTER_CACHE_TTL) / 1000
+DEFAULT_SCRAPE_TIMEOUT_S = parse_duration_ms(defaults.EXPORTER_SCRAPE_TIMEOUT) / 1000
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,12 @@ def metric_families(
         "kafkatxn_hanging_transactions",
         "Open transactions on partitions that their coordinator does not track (never completed; the LSO is stuck).",
         len(snapshot.hanging),
+    ))
+    out.append(gauge(
+        "kafkatxn_undetermined_transactions",
+        "Open transactions past the maximum timeout that could not be decided: a coordinator that could own "
+        "their transactional id did not answer (not counted as hanging).",
+        len(snapshot.undetermined),
     ))
     if snapshot.max_transaction_timeout_ms is not None:
         out.append(gauge("kafkatxn_max_transaction_timeout_seconds",

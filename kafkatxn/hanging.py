@@ -11,6 +11,18 @@ applies it:
    id, the coordinator does not know the id, or the coordinator's transaction does not include the
    partition. Otherwise its coordinator still tracks it: **long-running**, listed separately.
 
+Three verdicts, and only the cluster's positive answer makes one hanging (issue 13):
+
+- ``hanging``: every coordinator that could own the transactional id answered and none tracks this
+  transaction on this partition. "No transactional id for the producer" needs *every*
+  ``__transaction_state`` partition to have a leader that answered ListTransactions: KRaft drops a
+  dead broker from the metadata's broker list, so "every broker answered" is not enough;
+- ``long_running``: its coordinator tracks it, or is completing it (PrepareCommit/PrepareAbort:
+  markers pending, whatever producer id the coordinator now shows), or it is a two-phase-commit
+  transaction (KIP-939, timeout ``Integer.MAX_VALUE``), which nobody times out;
+- ``undetermined``: anything else, with the typed :class:`Missing` parts that kept it from being
+  decided (a ``__transaction_state`` partition, the transactional id, a broker).
+
 Kafka's tool ignores producer epochs, and so does this: a marker with a newer epoch of the same
 producer id still closes the partition's transaction (transaction version 2 bumps the epoch at
 every commit or abort), so a newer epoch at the coordinator is normal. A coordinator whose
@@ -30,7 +42,10 @@ from typing import Iterable, Sequence
 
 from kafkatxn import producers
 from kafkatxn.kafka import Cluster
-from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription
+from kafkatxn.model import (
+    TRANSACTION_STATE_TOPIC, Broker, ClusterMetadata, Missing, Part, ProducerState, TopicPartition, TransactionalId,
+    TransactionDescription,
+)
 from kafkatxn.errors import ClusterError
 from kafkatxn.output import Report
 
@@ -40,6 +55,14 @@ REASON_NO_TRANSACTIONAL_ID = "no transactional id for producer"
 REASON_UNKNOWN_TO_COORDINATOR = "transactional id unknown to coordinator"
 REASON_NOT_TRACKED = "coordinator does not track this partition"
 REASON_OTHER_PRODUCER = "coordinator's transaction belongs to another producer id"
+REASON_COMPLETING = "its coordinator is completing it"
+REASON_TWO_PHASE_COMMIT = "two-phase commit transaction: no one times it out"
+REASON_LOG_UNANSWERED = "a coordinator that could own its transactional id did not answer"
+
+# KIP-939: the coordinator stores a two-phase-commit transaction with this timeout (Integer.MAX_VALUE).
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2_147_483_647
+# Coordinator states in which the coordinator has decided and is writing the markers.
+COMPLETING_STATES = frozenset({"PrepareCommit", "PrepareAbort"})
 
 
 @dataclass(frozen=True)
@@ -55,9 +78,50 @@ class OpenTransaction:
 
 
 class Verdict(str, enum.Enum):
-    HANGING = "hanging"
-    TRACKED = "tracked"  # the coordinator still tracks it and will complete or abort it
-    UNDETERMINED = "undetermined"  # the coordinator could not be asked
+    HANGING = "hanging"  # the cluster positively says no coordinator will complete it
+    LONG_RUNNING = "long_running"  # its coordinator tracks it and will complete or abort it
+    TRACKED = "long_running"  # alias of LONG_RUNNING (its earlier name)
+    UNDETERMINED = "undetermined"  # a coordinator that could own it did not answer: see ``missing``
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit signed)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_partition(transactional_id: str, log_partitions: int) -> int:
+    """The ``__transaction_state`` partition owning an id: ``Utils.abs(id.hashCode) % partitions``
+    (TransactionStateManager.partitionFor; ``Utils.abs`` maps Integer.MIN_VALUE to 0)."""
+    h = java_string_hash(transactional_id)
+    return (0 if h == -(1 << 31) else abs(h)) % log_partitions
+
+
+def is_two_phase_commit(description: TransactionDescription | None) -> bool:
+    return description is not None and description.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
+
+
+def transaction_log_gaps(metadata: ClusterMetadata, answered_brokers: Iterable[int]) -> list[Missing]:
+    """The ``__transaction_state`` partitions whose coordinator did not answer ListTransactions.
+
+    Each partition's leader is the coordinator of the ids hashing to it. A partition without a
+    leader, or whose leader did not answer, may hold the transactional id of any producer id; no
+    partitions at all (topic not in the metadata) means no coordinator could be asked.
+    """
+    answered = set(answered_brokers)
+    log = sorted((p for p in metadata.partitions if p.topic == TRANSACTION_STATE_TOPIC), key=lambda p: p.partition)
+    if not log:
+        return [Missing(Part(TRANSACTION_STATE_TOPIC), "not in the metadata: no transaction coordinator could be asked")]
+    gaps = []
+    for p in log:
+        if p.leader < 0:
+            gaps.append(Missing(p.tp, "no leader: its coordinator is unavailable"))
+        elif p.leader not in answered:
+            gaps.append(Missing(p.tp, f"leader broker {p.leader} did not answer ListTransactions"))
+    return gaps
 
 
 @dataclass(frozen=True)
@@ -65,10 +129,17 @@ class CoordinatorView:
     """What the coordinators said about the candidates' producer ids (snapshot of steps 3 and 4)."""
 
     transactional_ids: dict[int, str] = field(default_factory=dict)  # producer id -> transactional id
-    ids_complete: bool = True  # every broker answered ListTransactions
+    # __transaction_state partitions (or brokers) whose coordinator did not answer ListTransactions:
+    # a producer id not listed may belong to an id they own.
+    ids_missing: tuple[Missing, ...] = ()
     descriptions: dict[str, TransactionDescription] = field(default_factory=dict)
     unknown_ids: frozenset[str] = frozenset()  # TRANSACTIONAL_ID_NOT_FOUND
-    unanswered_ids: dict[str, str] = field(default_factory=dict)  # id -> why its coordinator did not answer
+    unanswered_ids: dict[str, tuple[Missing, ...]] = field(default_factory=dict)  # id -> why its coordinator did not answer
+
+    @property
+    def ids_complete(self) -> bool:
+        """Every coordinator that could own a transactional id answered ListTransactions."""
+        return not self.ids_missing
 
 
 @dataclass(frozen=True)
@@ -78,6 +149,11 @@ class Classification:
     reason: str
     transactional_id: str | None = None
     description: TransactionDescription | None = None
+    missing: tuple[Missing, ...] = ()  # for UNDETERMINED: the typed parts that did not answer
+
+    @property
+    def two_phase_commit(self) -> bool:
+        return is_two_phase_commit(self.description)
 
 
 # -- pure rules ---------------------------------------------------------------------------------
@@ -104,26 +180,36 @@ def find_candidates(
 
 
 def classify(open_txn: OpenTransaction, view: CoordinatorView) -> Classification:
-    """Hanging, tracked, or undetermined: the coordinator side of the rule for one open transaction."""
+    """Hanging, long-running, or undetermined: the coordinator side of the rule for one open transaction."""
     pid = open_txn.producer.producer_id
     tid = view.transactional_ids.get(pid)
     if tid is None:
         if not view.ids_complete:
-            return Classification(open_txn, Verdict.UNDETERMINED, "not every broker answered ListTransactions")
+            gaps = ", ".join(str(m.subject) for m in view.ids_missing)
+            return Classification(open_txn, Verdict.UNDETERMINED, f"{REASON_LOG_UNANSWERED} ({gaps})", missing=view.ids_missing)
         return Classification(open_txn, Verdict.HANGING, REASON_NO_TRANSACTIONAL_ID)
     if tid in view.unknown_ids:
         return Classification(open_txn, Verdict.HANGING, REASON_UNKNOWN_TO_COORDINATOR, tid)
     description = view.descriptions.get(tid)
     if description is None:
-        why = view.unanswered_ids.get(tid, "no answer from its coordinator")
-        return Classification(open_txn, Verdict.UNDETERMINED, why, tid)
+        gaps = view.unanswered_ids.get(tid) or (Missing(TransactionalId(tid), "no answer from its coordinator"),)
+        why = "; ".join(m.reason for m in gaps)
+        return Classification(open_txn, Verdict.UNDETERMINED, f"its coordinator did not answer: {why}", tid, missing=gaps)
+    if description.state in COMPLETING_STATES:
+        # The coordinator has decided; it writes the markers (retrying while a leader is down).
+        # Transaction version 2 may show a new producer id once the epoch ran out: still its transaction.
+        return Classification(
+            open_txn, Verdict.LONG_RUNNING, f"{REASON_COMPLETING} (state {description.state}: markers pending)", tid, description
+        )
     if description.producer_id != pid:
         return Classification(
             open_txn, Verdict.HANGING, f"{REASON_OTHER_PRODUCER} ({description.producer_id})", tid, description
         )
     if open_txn.tp not in description.partitions:
         return Classification(open_txn, Verdict.HANGING, REASON_NOT_TRACKED, tid, description)
-    return Classification(open_txn, Verdict.TRACKED, f"coordinator tracks it (state {description.state})", tid, description)
+    if is_two_phase_commit(description):
+        return Classification(open_txn, Verdict.LONG_RUNNING, f"{REASON_TWO_PHASE_COMMIT} (state {description.state})", tid, description)
+    return Classification(open_txn, Verdict.LONG_RUNNING, f"coordinator tracks it (state {description.state})", tid, description)
 
 
 def classify_all(candidates: Iterable[OpenTransaction], view: CoordinatorView) -> list[Classification]:
@@ -170,6 +256,40 @@ class LongRunningRow:
     last_stable_offset: int | None
     high_watermark: int | None
     lso_lag_messages: int | None
+    reason: str = ""
+    two_phase_commit: bool = False  # KIP-939: no one times it out; an external manager commits or aborts it
+
+
+@dataclass(frozen=True)
+class UndeterminedRow:
+    """A candidate the cluster could not decide: neither hanging nor shown to be tracked."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    start_offset: int
+    last_timestamp_ms: int
+    duration_ms: int
+    transactional_id: str | None
+    reason: str
+    missing: list[str]  # the parts that did not answer (a __transaction_state partition, an id, a broker)
+
+
+def undetermined_row(c: Classification, now_ms: int) -> UndeterminedRow:
+    p = c.open_txn.producer
+    return UndeterminedRow(
+        topic=c.open_txn.tp.topic,
+        partition=c.open_txn.tp.partition,
+        producer_id=p.producer_id,
+        producer_epoch=p.producer_epoch,
+        start_offset=p.current_txn_start_offset,
+        last_timestamp_ms=p.last_timestamp_ms,
+        duration_ms=max(now_ms - p.last_timestamp_ms, 0),
+        transactional_id=c.transactional_id,
+        reason=c.reason,
+        missing=[str(m) for m in c.missing],
+    )
 
 
 def _lag(tp: TopicPartition, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]) -> int | None:
@@ -226,6 +346,8 @@ def long_running_row(
         last_stable_offset=lso.get(tp),
         high_watermark=hw.get(tp),
         lso_lag_messages=_lag(tp, lso, hw),
+        reason=c.reason,
+        two_phase_commit=c.two_phase_commit,
     )
 
 
@@ -249,6 +371,7 @@ class HangingResult:
     candidates: int
     missing: list[Missing] = field(default_factory=list)
     classifications: list[Classification] = field(default_factory=list)
+    undetermined: list[UndeterminedRow] = field(default_factory=list)
 
     def report(self) -> Report:
         facts = {
@@ -259,13 +382,17 @@ class HangingResult:
             "candidates": self.candidates,
             "hanging_count": len(self.hanging),
             "long_running_count": len(self.long_running),
+            "undetermined_count": len(self.undetermined),
         }
-        return Report(facts=facts, sections={"hanging": self.hanging, "long_running": self.long_running})
+        return Report(
+            facts=facts,
+            sections={"hanging": self.hanging, "long_running": self.long_running, "undetermined": self.undetermined},
+        )
 
 
 def undetermined_missing(c: Classification) -> Missing:
-    """An undetermined candidate, as a missing part of the answer."""
-    return Missing(c.open_txn.tp, f"producer {c.open_txn.producer.producer_id}: {c.reason}")
+    """An undetermined candidate, as a missing part of the answer (the parts why are in ``c.missing``)."""
+    return Missing(c.open_txn.tp, f"producer {c.open_txn.producer.producer_id} undetermined: {c.reason}")
 
 
 def select_partitions(
@@ -295,27 +422,43 @@ def cluster_max_transaction_timeout(cluster: Cluster) -> tuple[int, list[Missing
 
 
 def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[CoordinatorView, list[Missing]]:
-    """Steps 3 and 4 of the rule for these producer ids; the list names what did not answer."""
+    """Steps 3 and 4 of the rule for these producer ids; the list names what did not answer.
+
+    ListTransactions goes to every broker in the metadata; which ``__transaction_state``
+    partitions that covered is decided from their leaders (:func:`transaction_log_gaps`).
+    """
+    wanted = sorted({pid for pid in producer_ids if pid >= 0})
+    md = cluster.metadata()
+    asked = [b.id for b in md.brokers]
+    tids: dict[int, str] = {}
     list_missing: list[Missing] = []
-    tids = producers.transactional_ids_for(cluster, producer_ids, list_missing)
+    if wanted:  # an empty filter would list every transaction
+        listed, _ = cluster.list_transactions(broker_ids=asked, producer_ids=wanted)
+        list_missing = [m.within("transactional ids") for m in listed.missing]
+        tids = {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
+    silent = {m.subject.id for m in list_missing if isinstance(m.subject, Broker)}
+    gaps = transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else []
     found: dict[str, TransactionDescription] = {}
     not_found: dict[str, str] = {}
-    unanswered: dict[str, str] = {}
+    unanswered: dict[str, tuple[Missing, ...]] = {}
     describe_missing: list[Missing] = []
     if tids:
         described = cluster.describe_transactions(sorted(set(tids.values())))
         found, not_found, describe_missing = described.value.found, described.value.not_found, described.missing
-        for m in describe_missing:
-            if isinstance(m.subject, TransactionalId):
-                unanswered[m.subject.id] = str(m)
+        for tid in set(tids.values()):
+            if tid not in found and tid not in not_found:
+                unanswered[tid] = tuple(described.missing_for(TransactionalId(tid))) or (
+                    Missing(TransactionalId(tid), "no answer from its coordinator"),
+                )
     view = CoordinatorView(
         transactional_ids=tids,
-        ids_complete=not list_missing,
+        ids_missing=tuple(gaps),
         descriptions=found,
         unknown_ids=frozenset(not_found),
         unanswered_ids=unanswered,
     )
-    return view, list_missing + describe_missing
+    # The gaps are reported through the verdicts they leave undetermined, not as missing on their own.
+    return view, list_missing + list(describe_missing)
 
 
 @dataclass
@@ -373,10 +516,8 @@ def find_hanging(
         missing += [m.within("LSO") for m in lso_part.missing] + [m.within("high watermark") for m in hw_part.missing]
 
     hanging = [hanging_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.HANGING]
-    long_running = [long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.TRACKED]
-    for c in classifications:
-        if c.verdict is Verdict.UNDETERMINED:
-            missing.append(undetermined_missing(c))
+    long_running = [long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.LONG_RUNNING]
+    undetermined = [undetermined_row(c, now_ms) for c in classifications if c.verdict is Verdict.UNDETERMINED]
     return HangingResult(
         hanging=hanging,
         long_running=long_running,
@@ -387,4 +528,5 @@ def find_hanging(
         candidates=len(candidates),
         missing=missing,
         classifications=classifications,
+        undetermined=undetermined,
     )

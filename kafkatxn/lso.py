@@ -26,7 +26,6 @@ from kafkatxn.errors import NotFoundError, UnsupportedBrokerError
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.producers import transactional_ids_for
 
-SORT_KEYS = ("lag", "age")
 
 
 # Committed-offset gaps below the LSO up to this many offsets are read to tell markers and aborted

@@ -15,7 +15,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence, TextIO
 
-from tabulate import tabulate
 
 FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 
@@ -96,6 +95,8 @@ def render(
         if not plain and empty_message:
             out.write(empty_message + "\n")
             return
+        from tabulate import tabulate  # only tables need it; importing it costs every command start
+
         body = [[_cell(item.get(c)) for c in columns] for item in plain]
         if no_headers:
             text = tabulate(body, tablefmt="plain", disable_numparse=True)

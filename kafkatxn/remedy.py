@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Sequence
 
@@ -111,13 +112,14 @@ class AbortDecision:
     marker_coordinator_epoch: int | None = None
 
 
-def marker_coordinator_epoch(reported: int, given: int | None = None) -> int:
-    """The coordinator epoch the ABORT marker carries.
+def marker_coordinator_epoch(reported: int) -> int:
+    """The coordinator epoch the ABORT marker carries: the one the partition last saw for the producer.
 
     DescribeProducers reports -1 before a producer's first marker; Kafka's tool then uses 0, which
-    is no higher than any real coordinator epoch, so the broker accepts it.
+    is no higher than any real coordinator epoch, so the broker accepts it. Never a higher one: the
+    partition would record it and reject every later marker of the real coordinator.
     """
-    return max(given if given is not None else reported, 0)
+    return max(reported, 0)
 
 
 def _open_elsewhere(producers: Sequence[ProducerState]) -> str:
@@ -136,6 +138,15 @@ def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], alread
     if target.producer_id is not None:
         match = next((p for p in open_txns if p.producer_id == target.producer_id), None)
         if match is None:
+            if already_aborted_at:
+                return AbortDecision(Action.NOTHING, f"already aborted at {already_aborted_at}")
+            if not any(p.producer_id == target.producer_id for p in producers):
+                # A typo in a runbook must not read as success.
+                return AbortDecision(
+                    Action.REFUSE,
+                    f"producer {target.producer_id} is unknown to {where} (it has no state for it); "
+                    f"known producers: {', '.join(str(p.producer_id) for p in producers) or 'none'}",
+                )
             return AbortDecision(Action.NOTHING, f"producer {target.producer_id} has no open transaction on {where}")
         if target.start_offset is not None and match.current_txn_start_offset != target.start_offset:
             return AbortDecision(
@@ -147,16 +158,19 @@ def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], alread
             return AbortDecision(
                 Action.REFUSE,
                 f"producer {target.producer_id}'s open transaction on {where} has epoch {match.producer_epoch}, "
-                f"not {target.producer_epoch}",
+                f"not {target.producer_epoch}: expected --producer-epoch {match.producer_epoch}",
             )
-        given = marker_coordinator_epoch(match.coordinator_epoch, target.coordinator_epoch)
-        if given < match.coordinator_epoch:
+        expected = marker_coordinator_epoch(match.coordinator_epoch)
+        given = target.coordinator_epoch
+        if given != expected and not (given == -1 and match.coordinator_epoch == -1):
+            # Higher would be recorded by the partition and fence every later marker of the real
+            # coordinator for this producer; lower is rejected by the broker.
             return AbortDecision(
                 Action.REFUSE,
-                f"coordinator epoch {target.coordinator_epoch} is older than {match.coordinator_epoch}, "
-                f"the latest {where} has seen for producer {target.producer_id}: the broker would reject the marker",
+                f"coordinator epoch {given} is not the one {where} last saw for producer {target.producer_id} "
+                f"(it reports {match.coordinator_epoch}): expected --coordinator-epoch {expected}",
             )
-        return AbortDecision(Action.ABORT, "open transaction found", match, given)
+        return AbortDecision(Action.ABORT, "open transaction found", match, expected)
     match = next((p for p in open_txns if p.current_txn_start_offset == target.start_offset), None)
     if match is not None:
         return AbortDecision(Action.ABORT, "open transaction found", match, marker_coordinator_epoch(match.coordinator_epoch))
@@ -175,14 +189,19 @@ def coordinator_refusal(classification: hanging.Classification) -> str | None:
     """Why the coordinator side forbids an abort marker (None when the transaction is hanging)."""
     if classification.verdict is hanging.Verdict.HANGING:
         return None
-    if classification.verdict is hanging.Verdict.TRACKED:
+    if classification.verdict is hanging.Verdict.LONG_RUNNING:
         d = classification.description
         state = d.state if d else "unknown"
+        if d is not None and d.state in hanging.COMPLETING_STATES:
+            return (
+                f"its coordinator is completing it (transactional id {classification.transactional_id!r}, state {state}: "
+                "markers pending); an ABORT marker here could break its atomicity"
+            )
         return (
             f"its coordinator still tracks it (transactional id {classification.transactional_id!r}, state {state}) "
             f"and will complete or abort it; to end it now: kafkatxn fence {classification.transactional_id!r}"
         )
-    return f"could not check it with its coordinator: {classification.reason}"
+    return f"undetermined, could not check it with its coordinator: {classification.reason}"
 
 
 def already_aborted(records: Iterable[dict[str, Any]], cluster_id: str | None, target: AbortTarget) -> str | None:
@@ -351,13 +370,29 @@ def _plan_all_hanging(cluster: Cluster, max_transaction_timeout_ms: int | None) 
     leaders = {p.tp: p.leader for p in cluster.metadata().partitions}
     items = []
     for c in found.classifications:
-        if c.verdict is not hanging.Verdict.HANGING:
-            continue
+        if c.verdict is hanging.Verdict.LONG_RUNNING:
+            continue  # not hanging: its coordinator completes it (see `kafkatxn hanging`)
         p = c.open_txn.producer
         target = AbortTarget(c.open_txn.tp.topic, c.open_txn.tp.partition, start_offset=p.current_txn_start_offset)
-        decision = AbortDecision(Action.ABORT, f"hanging: {c.reason}", p, marker_coordinator_epoch(p.coordinator_epoch))
+        if c.verdict is hanging.Verdict.UNDETERMINED:
+            # Never a marker on a guess: listed, refused and audited as such.
+            decision = AbortDecision(Action.REFUSE, coordinator_refusal(c) or c.reason, p)
+        else:
+            decision = AbortDecision(Action.ABORT, f"hanging: {c.reason}", p, marker_coordinator_epoch(p.coordinator_epoch))
         items.append(_AbortItem(target, decision, leaders.get(c.open_txn.tp), c))
     return items, found.missing
+
+
+def _audit_refusal(audit: AuditLog, action: str, target: dict[str, Any], reason: str, state: Any = None) -> None:
+    """A refusal on the audit log: a result record with no intent (nothing was attempted)."""
+    audit.result(uuid.uuid4().hex, action, target, Outcome.REFUSED.value, state, reason)
+
+
+def _coordinator_recheck(cluster: Cluster, item: _AbortItem, producer: ProducerState) -> str | None:
+    """Right before the marker: ask the coordinators again (a coordinator may have moved or come back)."""
+    view, _missing = hanging.coordinator_view(cluster, [producer.producer_id])
+    item.classification = hanging.classify(hanging.OpenTransaction(item.target.tp, producer), view)
+    return coordinator_refusal(item.classification)
 
 
 def _target_record(item: _AbortItem) -> dict[str, Any]:
@@ -420,6 +455,7 @@ def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
     leader, producers, why = _leader_and_producers(cluster, tp)
     if producers is None:
         item.outcome, item.reason = Outcome.REFUSED, f"could not re-check {tp} before acting: {why}"
+        _audit_refusal(audit, "abort", _target_record(item), item.reason)
         return
     item.leader = leader
     recheck = _recheck(item, producers)
@@ -428,6 +464,12 @@ def _execute_abort(cluster: Cluster, item: _AbortItem, audit: AuditLog) -> None:
         return
     if recheck.action is Action.REFUSE:
         item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {recheck.reason}"
+        _audit_refusal(audit, "abort", _target_record(item), item.reason, {"producers": to_plain(producers)})
+        return
+    refusal = _coordinator_recheck(cluster, item, recheck.producer)
+    if refusal:
+        item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {refusal}"
+        _audit_refusal(audit, "abort", _target_record(item), item.reason, {"producers": to_plain(producers)})
         return
     target = _target_record(item)
     state_before = {
@@ -530,10 +572,16 @@ def abort(
     for i in actionable:
         i.lso_before, i.hw_before = lso.get(i.target.tp), hw.get(i.target.tp)
     plan_rows = [i.row() for i in items]
+    if not dry_run:
+        for i in items:
+            if i.decision.action is Action.REFUSE:
+                _audit_refusal(audit, "abort", _target_record(i), i.decision.reason)
     if dry_run or not actionable:
         return RemedyResult(plan_rows, missing)
     if not confirm(plan_rows):
         raise Declined()
+    # The deadline is for the network, not for the person reading the plan.
+    cluster.restart_deadline()
     for item in actionable:
         _execute_abort(cluster, item, audit)
     return RemedyResult([i.row() for i in items], missing, acted=True)
@@ -560,9 +608,17 @@ class FenceDecision:
 
 
 def decide_fence(
-    transactional_id: str, described: TransactionDescription | None, unknown: bool, allow_unknown: bool, unanswered: str | None = None
+    transactional_id: str, described: TransactionDescription | None, unknown: bool, allow_unknown: bool, unanswered: str | None = None,
+    allow_two_phase_commit: bool = False,
 ) -> FenceDecision:
     if described is not None:
+        if hanging.is_two_phase_commit(described) and described.state in UNFINISHED_STATES and not allow_two_phase_commit:
+            # KIP-939: an external transaction manager decides; fencing would abort what it may be about to commit.
+            return FenceDecision(
+                Action.REFUSE,
+                f"two-phase commit transaction (state {described.state}): an external transaction manager may be about "
+                f"to commit it; fencing aborts it (name the id and pass --allow-two-phase-commit to fence anyway)",
+            )
         if described.state in UNFINISHED_STATES:
             return FenceDecision(Action.FENCE, f"state {described.state}: its open transaction will be aborted")
         return FenceDecision(Action.FENCE, f"state {described.state}: no open transaction; the epoch is bumped")
@@ -573,8 +629,12 @@ def decide_fence(
     return FenceDecision(Action.REFUSE, f"could not describe it: {unanswered or 'its coordinator did not answer'}")
 
 
-def verify_fence(before: TransactionDescription | None, after: TransactionDescription | None, still_open: Sequence[TopicPartition]) -> AbortVerification:
-    """After InitProducerId: a newer producer id or epoch, nothing unfinished, no partition left open."""
+def verify_fence(
+    before: TransactionDescription | None, after: TransactionDescription | None, still_open: Sequence[TopicPartition],
+    lso_held: Sequence[str] = (),
+) -> AbortVerification:
+    """After InitProducerId: a newer producer id or epoch, nothing unfinished, no partition left open
+    (``lso_held``: partitions whose LSO is still at or below the old transaction's start, held by another)."""
     if after is None:
         return AbortVerification(Outcome.UNKNOWN, "could not describe the transactional id afterwards")
     if before is not None and (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch):
@@ -587,10 +647,35 @@ def verify_fence(before: TransactionDescription | None, after: TransactionDescri
         )
     if before is None:
         return AbortVerification(Outcome.FENCED, f"created with producer {after.producer_id} epoch {after.producer_epoch}")
+    held = f"; LSO still held by another transaction on {', '.join(lso_held)}" if lso_held else ""
     return AbortVerification(
         Outcome.FENCED,
-        f"producer {before.producer_id} epoch {before.producer_epoch} -> producer {after.producer_id} epoch {after.producer_epoch}",
+        f"producer {before.producer_id} epoch {before.producer_epoch} -> producer {after.producer_id} epoch {after.producer_epoch}{held}",
     )
+
+
+# What Admin.fenceProducers retries (KAFKA-16570): the coordinator is busy completing the previous
+# transaction, or is loading its log partition. Retried within the deadline.
+FENCE_RETRIABLE = frozenset({"CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"})
+FENCE_RETRY_BACKOFF_S = 0.2
+
+
+def _fence_with_retries(cluster: Cluster, transactional_id: str, timeout_ms: int) -> list[str]:
+    """InitProducerId until it succeeds, a non-retriable error, or the deadline; returns the retried errors."""
+    from kafkatxn.kafka.errors import kafka_error_code
+
+    retried: list[str] = []
+    while True:
+        try:
+            cluster.fence_transactional_id(transactional_id, timeout_ms)
+            return retried
+        except KafkatxnError as exc:
+            code = kafka_error_code(exc.__cause__) if exc.__cause__ is not None else None
+            backoff = min(FENCE_RETRY_BACKOFF_S * 2 ** len(retried), 1.0)
+            if code not in FENCE_RETRIABLE or cluster.deadline - time.monotonic() < backoff + 1.0:
+                raise
+            retried.append(code)
+            time.sleep(backoff)
 
 
 def fence_timeout_ms(described: TransactionDescription | None, broker_max_ms: int | None) -> int:
@@ -612,6 +697,8 @@ class FenceRow:
     state_after: str | None = None
     producer_id_after: int | None = None
     producer_epoch_after: int | None = None
+    two_phase_commit: bool = False  # KIP-939 transaction (timeout 2147483647 ms)
+    last_stable_offsets_after: dict[str, int] | None = None  # of partitions_before, read after the fence
 
 
 @dataclass
@@ -622,6 +709,7 @@ class _FenceItem:
     outcome: Outcome | None = None
     reason: str = ""
     after: TransactionDescription | None = None
+    lso_after: dict[str, int] | None = None
 
     def row(self) -> FenceRow:
         b, a = self.before, self.after
@@ -638,6 +726,8 @@ class _FenceItem:
             state_after=a.state if a else None,
             producer_id_after=a.producer_id if a else None,
             producer_epoch_after=a.producer_epoch if a else None,
+            two_phase_commit=hanging.is_two_phase_commit(b),
+            last_stable_offsets_after=self.lso_after,
         )
 
 
@@ -662,19 +752,27 @@ def _plain_description(d: TransactionDescription | None) -> dict[str, Any] | Non
     return to_plain(d) if d is not None else None
 
 
-def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, broker_max_ms: int | None, audit: AuditLog) -> None:
+def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, broker_max_ms: int | None, audit: AuditLog,
+                   allow_two_phase_commit: bool = False) -> None:
     tid = item.transactional_id
+    target = {"transactional_id": tid}
     # Right before acting: describe again, so the audit shows the state actually fenced.
     found, unknown, unanswered = _describe(cluster, [tid])
     item.before = found.get(tid)
-    recheck = decide_fence(tid, item.before, tid in unknown, allow_unknown, unanswered.get(tid))
+    recheck = decide_fence(tid, item.before, tid in unknown, allow_unknown, unanswered.get(tid), allow_two_phase_commit)
     if recheck.action is Action.REFUSE:
         item.outcome, item.reason = Outcome.REFUSED, f"changed since the plan was made: {recheck.reason}"
+        _audit_refusal(audit, "fence", target, item.reason, _plain_description(item.before))
         return
-    target = {"transactional_id": tid}
+    starts: dict[TopicPartition, int] = {}  # where the old transaction starts on each of its partitions
+    if item.before is not None and item.before.partitions:
+        states, _ = _describe_partitions(cluster, item.before.partitions)
+        starts = {tp: p.current_txn_start_offset for tp, ps in states.items() for p in ps
+                  if p.producer_id == item.before.producer_id and p.current_txn_start_offset >= 0}
     action_id = audit.intent("fence", target, _plain_description(item.before))
+    retried: list[str] = []
     try:
-        cluster.fence_transactional_id(tid, fence_timeout_ms(item.before, broker_max_ms))
+        retried = _fence_with_retries(cluster, tid, fence_timeout_ms(item.before, broker_max_ms))
     except Exception as exc:  # noqa: BLE001 - whatever happened, the intent gets its result
         item.outcome, item.reason = Outcome.UNKNOWN, f"InitProducerId failed: {exc}"
         audit.result(action_id, "fence", target, item.outcome.value, None, item.reason)
@@ -682,6 +780,7 @@ def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, brok
             raise
         return
     still_open: list[TopicPartition] = []
+    lso_held: list[str] = []
     try:
         found, _unknown, _unanswered = _describe(cluster, [tid])
         item.after = found.get(tid)
@@ -691,11 +790,16 @@ def _execute_fence(cluster: Cluster, item: _FenceItem, allow_unknown: bool, brok
                 tp for tp, ps in states.items()
                 if any(p.producer_id == item.before.producer_id and p.current_txn_start_offset >= 0 for p in ps)
             )
+            # The LSO of the partitions the transaction held, as Kafka's tool leaves it to the user to check.
+            lso = cluster.list_offsets(sorted(item.before.partitions), read_committed=True).value
+            item.lso_after = {str(tp): off for tp, off in sorted(lso.items())}
+            lso_held = [str(tp) for tp, start in sorted(starts.items()) if tp in lso and lso[tp] <= start and tp not in still_open]
     except KafkatxnError as exc:
         item.reason = f"fenced; verifying failed: {exc}"
-    verdict = verify_fence(item.before, item.after, still_open)
+    verdict = verify_fence(item.before, item.after, still_open, lso_held)
     item.outcome = verdict.outcome
-    item.reason = verdict.detail if not item.reason else f"{item.reason}; {verdict.detail}"
+    note = f"retried after {', '.join(retried)}; " if retried else ""
+    item.reason = note + (verdict.detail if not item.reason else f"{item.reason}; {verdict.detail}")
     audit.result(action_id, "fence", target, item.outcome.value, _plain_description(item.after), item.reason)
 
 
@@ -705,6 +809,7 @@ def fence(
     *,
     pattern: str | None = None,
     allow_unknown: bool = False,
+    allow_two_phase_commit: bool = False,
     audit: AuditLog,
     confirm: Confirm,
     dry_run: bool = False,
@@ -712,6 +817,8 @@ def fence(
     """Bump the epoch of each id (aborting its open transaction, fencing its producer); verify; audit."""
     if bool(transactional_ids) == (pattern is not None):
         raise UsageError("name transactional ids or pass --pattern REGEX (not both)")
+    if allow_two_phase_commit and pattern is not None:
+        raise UsageError("--allow-two-phase-commit needs the transactional ids named, not --pattern")
     audit.cluster_id = cluster.metadata().cluster_id
     missing: list[Missing] = []
     if pattern is not None:
@@ -725,18 +832,25 @@ def fence(
         return RemedyResult([], missing)
     found, unknown, unanswered = _describe(cluster, tids)
     items = [
-        _FenceItem(t, decide_fence(t, found.get(t), t in unknown, allow_unknown, unanswered.get(t)), found.get(t)) for t in tids
+        _FenceItem(t, decide_fence(t, found.get(t), t in unknown, allow_unknown, unanswered.get(t), allow_two_phase_commit), found.get(t))
+        for t in tids
     ]
     actionable = [i for i in items if i.decision.action is Action.FENCE]
     plan_rows = [i.row() for i in items]
+    if not dry_run:
+        for i in items:
+            if i.decision.action is Action.REFUSE:
+                _audit_refusal(audit, "fence", {"transactional_id": i.transactional_id}, i.decision.reason,
+                               _plain_description(i.before))
     if dry_run or not actionable:
         return RemedyResult(plan_rows, missing)
     if not confirm(plan_rows):
         raise Declined()
+    cluster.restart_deadline()  # the deadline is for the network, not for the person reading the plan
     try:
         broker_max_ms, _ = hanging.cluster_max_transaction_timeout(cluster)
     except KafkatxnError:
         broker_max_ms = None  # the id's own timeout is then used; a broker that refuses it says so
     for item in actionable:
-        _execute_fence(cluster, item, allow_unknown, broker_max_ms, audit)
+        _execute_fence(cluster, item, allow_unknown, broker_max_ms, audit, allow_two_phase_commit)
     return RemedyResult([i.row() for i in items], missing, acted=True)

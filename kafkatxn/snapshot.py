@@ -56,6 +56,12 @@ class TransactionSample:
     timeout_ms: int
     topics: tuple[str, ...] = ()  # topics the transaction has written to
 
+    @property
+    def two_phase_commit(self) -> bool:
+        from kafkatxn.hanging import TWO_PHASE_COMMIT_TIMEOUT_MS
+
+        return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
+
 
 @dataclass(frozen=True)
 class HangingSample:
@@ -68,6 +74,19 @@ class HangingSample:
     transactional_id: str | None
     reason: str
     lso_lag_messages: int | None = None
+
+
+@dataclass(frozen=True)
+class UndeterminedSample:
+    """A hanging candidate the cluster could not decide (a coordinator that could own it did not answer)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    start_offset: int
+    transactional_id: str | None
+    reason: str
+    missing: tuple[Missing, ...] = ()  # the typed parts that did not answer
 
 
 @dataclass
@@ -85,6 +104,7 @@ class ClusterSnapshot:
     open_transactions: tuple[TransactionSample, ...] = ()
     active_producer_ids: dict[int, int] = field(default_factory=dict)  # leader broker -> distinct producer ids
     hanging: tuple[HangingSample, ...] = ()
+    undetermined: tuple[UndeterminedSample, ...] = ()  # neither hanging nor shown to be tracked
     max_transaction_timeout_ms: int | None = None
     missing: tuple[Missing, ...] = ()  # parts that did not answer
 
@@ -103,11 +123,13 @@ class ClusterSnapshot:
         return max(self.taken_at_ms - txn.start_time_ms, 0) / 1000
 
     def oldest_transaction_age_s(self) -> float:
-        ages = [a for a in (self.transaction_age_s(t) for t in self.open_transactions) if a is not None]
+        """Two-phase-commit transactions (KIP-939) are left out: no one times them out, their age is no alarm."""
+        ages = [a for a in (self.transaction_age_s(t) for t in self.open_transactions if not t.two_phase_commit) if a is not None]
         return max(ages, default=0.0)
 
 
-def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing]):
+def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing],
+                     undetermined: list[UndeterminedSample]):
     """The hanging rule of :mod:`kafkatxn.hanging` over producer states already described."""
     from kafkatxn import hanging
 
@@ -122,7 +144,11 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
                               row.transactional_id, row.reason, row.lso_lag_messages)
             )
         elif c.verdict is hanging.Verdict.UNDETERMINED:
-            missing.append(hanging.undetermined_missing(c))
+            p = c.open_txn.producer
+            undetermined.append(UndeterminedSample(
+                c.open_txn.tp.topic, c.open_txn.tp.partition, p.producer_id, p.current_txn_start_offset,
+                c.transactional_id, c.reason, c.missing,
+            ))
     return tuple(out)
 
 
@@ -198,11 +224,13 @@ def gather_snapshot(
         snapshot.max_transaction_timeout_ms = timeout_ms
         if timeout_ms is not None:
             now_ms = int(clock() * 1000)
+            undetermined: list[UndeterminedSample] = []
             result = step(
                 "hanging transactions",
-                lambda: _hanging_samples(cluster, produced.states, now_ms, timeout_ms, lso, hw, missing),
+                lambda: _hanging_samples(cluster, produced.states, now_ms, timeout_ms, lso, hw, missing, undetermined),
             )
             snapshot.hanging = result or ()
+            snapshot.undetermined = tuple(undetermined)
 
     listed = step("transactions", lambda: cluster.list_transactions()[0])
     if listed is not None:

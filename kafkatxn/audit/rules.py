@@ -60,7 +60,7 @@ import io
 import json
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
@@ -697,5 +697,4 @@ def audit_local(
     return finish(stats, params, len(unique), unknown, corrupt, declarations)
 
 
-ID_STATS_FIELDS = [f.name for f in fields(IdStats)]
 

@@ -45,7 +45,6 @@ FORMAT = "kafkatxn_txnlog"
 TOPIC = "__transaction_state"
 OPTION_PREFIX = "kafka."
 EARLIEST = -2  # librdkafka's OFFSET_BEGINNING
-LATEST = -1
 DEFAULT_TIMEOUT_MS = 60_000
 DEFAULT_BATCH = 10_000
 

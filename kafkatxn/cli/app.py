@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
 import sys
 import traceback
+from typing import Annotated
 
 import typer
 
@@ -14,6 +17,7 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import UsageError as ClickUsageError
 
 from kafkatxn import __version__
+from kafkatxn.cli.options import shared_parameters
 from kafkatxn.errors import EXIT_UNKNOWN, EXIT_USAGE, KafkatxnError
 from kafkatxn.redact import redact
 
@@ -35,27 +39,35 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
-def root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
-) -> None:
+def root(click_ctx: typer.Context, version: bool = False, **shared: object) -> None:
     """Operations CLI for transactional Apache Kafka clusters."""
+    # The shared options given here (before the command) are read by each command from the root
+    # context (cli.common.merge_shared); nothing to do now.
+
+
+root.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter("click_ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+        inspect.Parameter(
+            "version", inspect.Parameter.KEYWORD_ONLY, default=False,
+            annotation=Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")],
+        ),
+        *shared_parameters(),
+    ]
+)
+app.callback()(root)
+
+# Every command module, in the order --help lists them. A module that fails to import is a bug, not
+# a missing feature: it raises.
+COMMAND_MODULES = (
+    "cluster_cmd", "config_cmd", "completion_cmd", "producers_cmd", "transactions_cmd", "lso_cmd",
+    "hanging_cmd", "remedy_cmd", "check_cmd", "audit_cmd",
+)
 
 
 def _register_commands() -> None:
-    from kafkatxn.cli import cluster_cmd, completion_cmd, config_cmd
-
-    for module in (cluster_cmd, config_cmd, completion_cmd):
-        module.register(app)
-    # Command groups added by later capabilities register themselves here too.
-    for name in ("producers_cmd", "transactions_cmd", "lso_cmd", "hanging_cmd", "remedy_cmd", "check_cmd", "audit_cmd"):
-        try:
-            module = __import__(f"kafkatxn.cli.{name}", fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name != f"kafkatxn.cli.{name}":
-                raise
-            continue
-        module.register(app)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"kafkatxn.cli.{name}").register(app)
 
 
 _register_commands()

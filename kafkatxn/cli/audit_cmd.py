@@ -1,7 +1,4 @@
-"""``kafkatxn audit``: transactional-id uniqueness and stability, audited with Spark.
-
-No ``from __future__ import annotations`` here: typer must see the real ``Annotated`` options.
-"""
+"""``kafkatxn audit``: transactional-id uniqueness and stability, audited with Spark."""
 
 from dataclasses import dataclass
 from pathlib import Path

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from kafkatxn import check, exporter
+from kafkatxn import check, defaults
+from kafkatxn.cli.options import MaxTransactionTimeout
 from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.kafka import check_client_settings
 from kafkatxn.validation import compile_regex
@@ -26,10 +27,6 @@ def _duration_s(text: str, option: str) -> float:
     return seconds
 
 
-def _max_timeout_ms(text: str | None) -> int | None:
-    return None if text is None else parse_duration_ms(text)
-
-
 TopicRegex = Annotated[
     Optional[str],
     typer.Option("--topic-regex", metavar="REGEX", help="Only topics matching this regex (searched, not anchored).",
@@ -41,12 +38,6 @@ OnlyLagging = Annotated[
 PerTopic = Annotated[
     bool, typer.Option("--per-topic", help="Metrics: per-topic LSO lag series instead of per-partition.", rich_help_panel=SCOPE)
 ]
-MaxTimeout = Annotated[
-    Optional[str],
-    typer.Option("--max-transaction-timeout", metavar="DURATION",
-                 help="Age past which an open transaction is checked for hanging (default: the brokers' "
-                      "transaction.max.timeout.ms).", rich_help_panel=SCOPE),
-]
 
 
 def register(app: typer.Typer) -> None:
@@ -54,12 +45,12 @@ def register(app: typer.Typer) -> None:
     def check_command(
         ctx: CommandContext,
         lso_lag_warn: Annotated[str, typer.Option("--lso-lag-warn", metavar="RANGE", help="Per-partition LSO lag (messages).",
-                                                  rich_help_panel=THRESHOLDS)] = "1000",
-        lso_lag_crit: Annotated[str, typer.Option("--lso-lag-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = "10000",
+                                                  rich_help_panel=THRESHOLDS)] = defaults.CHECK_LSO_LAG_WARN,
+        lso_lag_crit: Annotated[str, typer.Option("--lso-lag-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = defaults.CHECK_LSO_LAG_CRIT,
         txn_age_warn: Annotated[str, typer.Option("--txn-age-warn", metavar="RANGE",
                                                   help="Age of open transactions; durations (90s, 10m) or seconds.",
-                                                  rich_help_panel=THRESHOLDS)] = "5m",
-        txn_age_crit: Annotated[str, typer.Option("--txn-age-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = "15m",
+                                                  rich_help_panel=THRESHOLDS)] = defaults.CHECK_TXN_AGE_WARN,
+        txn_age_crit: Annotated[str, typer.Option("--txn-age-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = defaults.CHECK_TXN_AGE_CRIT,
         producer_ids_warn: Annotated[Optional[str], typer.Option(
             "--producer-ids-warn", metavar="RANGE", help="Active producer ids per broker (producer-state memory).",
             rich_help_panel=THRESHOLDS)] = None,
@@ -71,7 +62,7 @@ def register(app: typer.Typer) -> None:
         topic_regex: TopicRegex = None,
         only_lagging: OnlyLagging = False,
         per_topic: PerTopic = False,
-        max_transaction_timeout: MaxTimeout = None,
+        max_transaction_timeout: MaxTransactionTimeout = None,
     ) -> int:
         """One status line for cron, Nagios/Icinga and runbooks: hanging transactions (critical), LSO lag,
         transaction age, active producer ids. Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."""
@@ -82,9 +73,11 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--textfile {textfile!r} must end in .prom (node_exporter reads only *.prom)")
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
-        snapshot = gather_snapshot(ctx.cluster, topic_regex, _max_timeout_ms(max_transaction_timeout))
+        snapshot = gather_snapshot(ctx.cluster, topic_regex, max_transaction_timeout)
         result = check.evaluate(snapshot, thresholds)
         if textfile is not None:
+            from kafkatxn import exporter
+
             exporter.write_textfile(textfile, snapshot, exporter.ExportOptions(only_lagging, per_topic))
         if ctx.output == "table":
             sys.stdout.write(result.nagios_text())
@@ -95,26 +88,28 @@ def register(app: typer.Typer) -> None:
     @command(app, "exporter")
     def exporter_command(
         ctx: CommandContext,
-        listen: Annotated[str, typer.Option("--listen", metavar="ADDR:PORT", help="Where to serve /metrics.")] = exporter.DEFAULT_LISTEN,
+        listen: Annotated[str, typer.Option("--listen", metavar="ADDR:PORT", help="Where to serve /metrics.")] = defaults.EXPORTER_LISTEN,
         cache_ttl: Annotated[str, typer.Option("--cache-ttl", metavar="DURATION",
-                                               help="Serve a gathered snapshot to scrapes for this long.")] = "10s",
+                                               help="Serve a gathered snapshot to scrapes for this long.")] = defaults.EXPORTER_CACHE_TTL,
         scrape_timeout: Annotated[str, typer.Option("--scrape-timeout", metavar="DURATION",
-                                                    help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = "8s",
+                                                    help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = defaults.EXPORTER_SCRAPE_TIMEOUT,
         topic_regex: TopicRegex = None,
         only_lagging: OnlyLagging = False,
         per_topic: PerTopic = False,
-        max_transaction_timeout: MaxTimeout = None,
+        max_transaction_timeout: MaxTransactionTimeout = None,
     ) -> int:
         """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids; gathered
         at scrape time with a short cache. Runs until interrupted; kafkatxn_up is 0 while the cluster
         cannot be reached."""
+        from kafkatxn import exporter
+
         exporter.parse_listen(listen)  # a bad address is a usage error before anything starts
         # Likewise client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
         check_client_settings(ctx.config)
         cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
         gatherer = exporter.ClusterGatherer(
             ctx.config, _duration_s(scrape_timeout, "--scrape-timeout"), topic_regex,
-            _max_timeout_ms(max_transaction_timeout),
+            max_transaction_timeout,
         )
         collector = exporter.SnapshotCollector(gatherer, exporter.ExportOptions(only_lagging, per_topic), cache_ttl_s)
         try:

@@ -6,14 +6,13 @@ Each command is declared with :func:`command`, which adds the shared options to 
 
 from __future__ import annotations
 
-import enum
 import functools
 import inspect
 import logging
 import sys
 import typing
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 import typer
 
@@ -22,19 +21,8 @@ from kafkatxn.kafka import Cluster
 from kafkatxn.errors import KafkatxnError
 from kafkatxn.exitcodes import exit_code
 from kafkatxn.model import Missing
+from kafkatxn.cli.options import SHARED_NAMES, OutputFormat, shared_parameters
 from kafkatxn.output import render
-
-
-class OutputFormat(str, enum.Enum):
-    table = "table"
-    json = "json"
-    jsonl = "jsonl"
-    csv = "csv"
-    tsv = "tsv"
-
-
-CONNECTION = "Connection"
-OUTPUT = "Output"
 
 
 @dataclass
@@ -51,7 +39,6 @@ class CommandContext:
     debug: bool = False
     _config: config_mod.ConnectionConfig | None = None
     _cluster: Cluster | None = None
-    warnings: list[str] = field(default_factory=list)
 
     @property
     def config(self) -> config_mod.ConnectionConfig:
@@ -90,92 +77,29 @@ class CommandContext:
         logging.getLogger("kafkatxn").debug(message)
 
 
-def _shared_parameters() -> list[inspect.Parameter]:
-    def opt(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-
-    return [
-        opt(
-            "bootstrap_server",
-            Annotated[
-                Optional[str],
-                typer.Option(
-                    "--bootstrap-server", "-b", envvar="KAFKATXN_BOOTSTRAP_SERVERS", metavar="HOST:PORT[,…]",
-                    help="Brokers to connect to.", rich_help_panel=CONNECTION, show_envvar=True,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "command_config",
-            Annotated[
-                Optional[str],
-                typer.Option(
-                    "--command-config", "-c", envvar="KAFKATXN_COMMAND_CONFIG", metavar="FILE",
-                    help="Client properties file (librdkafka or Java --command-config keys).",
-                    rich_help_panel=CONNECTION,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "profile",
-            Annotated[
-                Optional[str],
-                typer.Option(
-                    "--profile", envvar="KAFKATXN_PROFILE", metavar="NAME",
-                    help="Named profile from ~/.config/kafkatxn/config.toml.", rich_help_panel=CONNECTION,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "property_overrides",
-            Annotated[
-                Optional[list[str]],
-                typer.Option(
-                    "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file.",
-                    rich_help_panel=CONNECTION,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "timeout",
-            Annotated[
-                Optional[str],
-                typer.Option(
-                    "--timeout", envvar="KAFKATXN_TIMEOUT", metavar="DURATION",
-                    help="Deadline for the whole command's network calls (default 30s).", rich_help_panel=CONNECTION,
-                ),
-            ],
-            None,
-        ),
-        opt(
-            "output",
-            Annotated[
-                OutputFormat,
-                typer.Option("--output", "-o", envvar="KAFKATXN_OUTPUT", help="Output format.", rich_help_panel=OUTPUT),
-            ],
-            OutputFormat.table,
-        ),
-        opt(
-            "no_headers",
-            Annotated[bool, typer.Option("--no-headers", help="Omit header rows (table, csv, tsv).", rich_help_panel=OUTPUT)],
-            False,
-        ),
-        opt(
-            "debug",
-            Annotated[
-                bool,
-                typer.Option("--debug", envvar="KAFKATXN_DEBUG", help="Log details and show tracebacks on stderr.", rich_help_panel=OUTPUT),
-            ],
-            False,
-        ),
-    ]
 
 
-SHARED_NAMES = {p.name for p in _shared_parameters()}
+def _given_on_command_line(click_ctx: Any, name: str) -> bool:
+    source = click_ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def merge_shared(click_ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """The shared options of a command, where each one given before the command (at the root, as
+    ``kafkatxn -b B lso``) counts unless the same option is given after it. ``-X`` settings from
+    both places apply, those after the command last."""
+    root = click_ctx.find_root()
+    if root is click_ctx:
+        return values
+    merged = dict(values)
+    for name in SHARED_NAMES:
+        if name not in root.params or not _given_on_command_line(root, name):
+            continue
+        if name == "property_overrides":
+            merged[name] = list(root.params[name] or []) + list(values.get(name) or [])
+        elif not _given_on_command_line(click_ctx, name):
+            merged[name] = root.params[name]
+    return merged
 
 
 def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callable:
@@ -194,27 +118,29 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
         ]
 
         @functools.wraps(fn)
-        def wrapper(**values: Any) -> int:
-            shared = {k: values.pop(k) for k in list(values) if k in SHARED_NAMES}
+        def wrapper(click_ctx: typer.Context, **values: Any) -> int:
+            own_values = {k: v for k, v in values.items() if k not in SHARED_NAMES}
+            shared = merge_shared(click_ctx, {k: v for k, v in values.items() if k in SHARED_NAMES})
             ctx = CommandContext(
                 bootstrap_server=shared["bootstrap_server"],
                 command_config=shared["command_config"],
                 profile=shared["profile"],
                 timeout=shared["timeout"],
                 properties=list(shared["property_overrides"] or []),
-                output=shared["output"].value,
+                output=OutputFormat(shared["output"]).value,
                 no_headers=shared["no_headers"],
                 debug=shared["debug"],
             )
             if ctx.debug:
                 enable_debug_logging()
             try:
-                code = fn(ctx, **values)
+                code = fn(ctx, **own_values)
             finally:
                 ctx.close()
             raise typer.Exit(code or 0)
 
-        wrapper.__signature__ = inspect.Signature(own + _shared_parameters())  # type: ignore[attr-defined]
+        context_param = inspect.Parameter("click_ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+        wrapper.__signature__ = inspect.Signature([context_param] + own + shared_parameters())  # type: ignore[attr-defined]
         app.command(name, **kwargs)(wrapper)
         return fn
 

@@ -1,8 +1,4 @@
-"""``kafkatxn lso``: LastStableOffsetLag per partition, or transaction-aware consumer-group lag.
-
-No ``from __future__ import annotations``: typer must see the real ``Annotated`` options through the
-signature that ``cli.common.command`` rebuilds.
-"""
+"""``kafkatxn lso``: LastStableOffsetLag per partition, or transaction-aware consumer-group lag."""
 
 import enum
 import sys

@@ -1,32 +1,21 @@
-"""``kafkatxn producers``: producer state on partitions (DescribeProducers).
+"""``kafkatxn producers``: producer state on partitions (DescribeProducers)."""
 
-No ``from __future__ import annotations``: typer must see the real ``Annotated`` options through
-the signature that ``cli.common.command`` rebuilds.
-"""
-
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from kafkatxn import producers
+from kafkatxn.cli.options import BrokerId, Partition, Topics
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
-from kafkatxn.errors import INT32_MAX
 
 
 def register(app: typer.Typer) -> None:
     @command(app, "producers")
     def producers_command(
         ctx: CommandContext,
-        topic: Annotated[
-            Optional[list[str]], typer.Option("--topic", "-t", metavar="TOPIC", help="Topic to describe (repeatable); default all.")
-        ] = None,
-        partition: Annotated[
-            Optional[int], typer.Option("--partition", "-p", min=0, max=INT32_MAX, metavar="N", help="Only this partition (needs one --topic).")
-        ] = None,
-        broker_id: Annotated[
-            Optional[int],
-            typer.Option("--broker-id", min=0, max=INT32_MAX, metavar="ID", help="Ask this replica instead of each partition's leader."),
-        ] = None,
+        topic: Topics = None,
+        partition: Partition = None,
+        broker_id: BrokerId = None,
         include_internal: Annotated[
             bool, typer.Option("--include-internal", help="Include internal topics (__consumer_offsets, __transaction_state).")
         ] = False,

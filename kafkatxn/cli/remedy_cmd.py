@@ -1,8 +1,4 @@
-"""``kafkatxn abort`` and ``kafkatxn fence``: the destructive commands.
-
-No ``from __future__ import annotations`` here: typer must see the real ``Annotated`` options
-through the signature that ``cli.common.command`` rebuilds.
-"""
+"""``kafkatxn abort`` and ``kafkatxn fence``: the destructive commands."""
 
 import sys
 from pathlib import Path
@@ -11,8 +7,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kafkatxn import auditlog, remedy
+from kafkatxn.cli.options import MaxTransactionTimeout
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
-from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import INT16_MAX, INT32_MAX, INT64_MAX, UsageError
 from kafkatxn.output import render_to_string
 
@@ -83,13 +79,7 @@ def register(app: typer.Typer) -> None:
         all_hanging: Annotated[
             bool, typer.Option("--all-hanging", help="Abort every hanging transaction `kafkatxn hanging` finds.", rich_help_panel=TARGET)
         ] = False,
-        max_transaction_timeout: Annotated[
-            Optional[str],
-            typer.Option(
-                "--max-transaction-timeout", metavar="DURATION", rich_help_panel=TARGET,
-                help="With --all-hanging: as for `kafkatxn hanging` (default: the brokers' transaction.max.timeout.ms).",
-            ),
-        ] = None,
+        max_transaction_timeout: MaxTransactionTimeout = None,
         yes: YesOption = False,
         dry_run: DryRunOption = False,
         audit_log: AuditLogOption = None,
@@ -114,7 +104,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("name the transaction with --topic and --partition (and --start-offset), or pass --all-hanging")
             targets.append(remedy.AbortTarget(topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch))
             remedy.validate_target(targets[0])
-        timeout_ms = parse_duration_ms(max_transaction_timeout) if max_transaction_timeout is not None else None
+        timeout_ms = max_transaction_timeout
         audit = _open_audit_log(ctx, audit_log, dry_run)
         result = remedy.abort(
             ctx.cluster,
@@ -137,6 +127,9 @@ def register(app: typer.Typer) -> None:
         allow_unknown: Annotated[
             bool, typer.Option("--allow-unknown", help="Also fence ids the cluster does not know (this creates them).", rich_help_panel=SAFETY)
         ] = False,
+        allow_two_phase_commit: Annotated[
+            bool, typer.Option("--allow-two-phase-commit", help="Also fence named ids whose two-phase-commit (KIP-939) transaction is open: this aborts it.", rich_help_panel=SAFETY)
+        ] = False,
         yes: YesOption = False,
         dry_run: DryRunOption = False,
         audit_log: AuditLogOption = None,
@@ -145,7 +138,11 @@ def register(app: typer.Typer) -> None:
 
         The live producer of each id is fenced (its next send or commit fails) and its open
         transaction is aborted by the coordinator. Shows the old and new producer id and epoch.
-        Ids the cluster does not know are refused unless --allow-unknown (fencing creates them).
+        Ids the cluster does not know are refused unless --allow-unknown (fencing creates them);
+        an open two-phase-commit transaction is refused unless the id is named and
+        --allow-two-phase-commit is given (its transaction manager may be about to commit it).
+        CONCURRENT_TRANSACTIONS and COORDINATOR_LOAD_IN_PROGRESS are retried within --timeout,
+        and the LSO of the partitions the transaction held is read afterwards.
         Shows the plan and asks (--yes, --dry-run); appends intent and result records to the
         audit log. Exit 0 when done, 3 when refused or not verified.
         """
@@ -161,6 +158,7 @@ def register(app: typer.Typer) -> None:
             transactional_ids or [],
             pattern=pattern,
             allow_unknown=allow_unknown,
+            allow_two_phase_commit=allow_two_phase_commit,
             audit=audit,
             confirm=_confirmer(ctx, yes, "Fence these transactional ids?"),
             dry_run=dry_run,

@@ -1,8 +1,4 @@
-"""``kafkatxn transactions list|describe``: transactions as their coordinators see them.
-
-No ``from __future__ import annotations``: typer must see the real ``Annotated`` options through
-the signature that ``cli.common.command`` rebuilds.
-"""
+"""``kafkatxn transactions list|describe``: transactions as their coordinators see them."""
 
 from typing import Annotated, Optional
 

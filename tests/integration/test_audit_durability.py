@@ -3,7 +3,7 @@ killed in between (SIGKILL) leaves an intent without a result, which the next ru
 closes as ``interrupted``.
 
 Real ``kafkatxn abort`` and ``kafkatxn fence`` processes against the broker the hanging and remedy
-tests share. The test hook KAFKATXN_TEST_PAUSE_AFTER_INTENT_S (kafkatxn/auditlog.py) makes a run stop
+tests share. The test hook tests/support/pause_after_intent (a sitecustomize on PYTHONPATH) makes a run stop
 right after its intent is fsynced and say so on stderr; the test kills it there. What the cluster
 looks like at each step is read with librdkafka consumers and the facade, not with the command.
 """
@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +32,7 @@ from tests.cli_helpers import run_cli_subprocess
 
 pytestmark = pytest.mark.integration
 
+PAUSE_HOOK_DIR = str(Path(__file__).resolve().parents[1] / "support" / "pause_after_intent")
 HOOK = re.compile(r"kafkatxn: test hook: intent (\w+) is on disk")
 FIGURES: collections.Counter[str] = collections.Counter()
 
@@ -58,7 +60,7 @@ def start_paused(*args: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "kafkatxn", *args],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        env=clean_env(**{auditlog.TEST_PAUSE_AFTER_INTENT_ENV: "120"}),
+        env=clean_env(PYTHONPATH=os.pathsep.join([PAUSE_HOOK_DIR, os.environ.get("PYTHONPATH", "")])),
     )
     seen = []
     deadline = time.monotonic() + 60
@@ -168,9 +170,9 @@ def test_fence_killed_after_its_intent_changes_nothing_and_is_reported(broker, t
 
     def described():
         with Cluster(ConnectionConfig(broker.bootstrap_servers, timeout_ms=20_000)) as cluster:
-            found, _not_found, missing = cluster.describe_transactions([tid])
-        assert not missing
-        return found[tid]
+            described = cluster.describe_transactions([tid])
+        assert not described.missing
+        return described.value.found[tid]
 
     before = described()
     audit_path = tmp_path / "audit.jsonl"

@@ -68,6 +68,7 @@ class KafkaModel:
     max_timeouts: dict[int, str] = field(default_factory=dict)  # broker -> transaction.max.timeout.ms
     groups: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)  # brokers whose requests time out
+    unregistered: set[int] = field(default_factory=set)  # brokers left out of the metadata (stop_broker)
     timeouts: dict[int, set[str]] = field(default_factory=dict)  # broker -> request names (ListTransactions) that time out there
     partition_errors: dict[tuple[int, TopicPartition], list[str]] = field(default_factory=dict)  # (node, tp) -> errors, one per request
     leader_moves: dict[TopicPartition, int] = field(default_factory=dict)  # applied after the first metadata request
@@ -89,12 +90,34 @@ class KafkaModel:
     def leader(self, tp: TopicPartition) -> int:
         return self.partitions[tp].leader
 
+    def add_transaction_log(self, leaders: Iterable[int]) -> list[TopicPartition]:
+        """``__transaction_state`` with one partition per leader (-1: no leader); the coordinator of an
+        id is then the leader of its partition, as Kafka hashes it."""
+        return [self.add_partition("__transaction_state", n, leader=leader, replicas=(leader,) if leader >= 0 else ())
+                for n, leader in enumerate(leaders)]
+
+    def stop_broker(self, broker: int) -> None:
+        """The broker is gone: its requests time out, KRaft drops it from the metadata, and the
+        partitions it was the only replica of have no leader."""
+        self.down.add(broker)
+        self.unregistered.add(broker)
+        for tp, p in self.partitions.items():
+            if p.leader == broker and set(p.replicas) <= {broker}:
+                self.partitions[tp] = replace(p, leader=-1, isr=())
+
     def coordinator(self, transactional_id: str) -> int:
         """The id's coordinator; an unknown id's is fixed by its name (str hash() changes per run)."""
         if transactional_id in self.coordinators:
             return self.coordinators[transactional_id]
         d = self.transactions.get(transactional_id)
-        return d.coordinator_id if d is not None else self.brokers[zlib.crc32(transactional_id.encode()) % len(self.brokers)]
+        if d is not None:
+            return d.coordinator_id
+        log = sorted(p.partition for p in self.partitions.values() if p.topic == "__transaction_state")
+        if log:
+            from kafkatxn.hanging import coordinator_partition
+
+            return self.partitions[TopicPartition("__transaction_state", coordinator_partition(transactional_id, len(log)))].leader
+        return self.brokers[zlib.crc32(transactional_id.encode()) % len(self.brokers)]
 
     def close_transaction(self, tp: TopicPartition, producer_id: int) -> None:
         """A marker on ``tp`` for ``producer_id``: the open transaction ends and the LSO moves on."""
@@ -245,7 +268,7 @@ class FakeCluster(Cluster):
         if self.model.down >= set(self.model.brokers):
             raise UnreachableError(f"cannot reach any broker at {self.config.bootstrap_servers} within {self.config.timeout_s:g}s")
         # A broker that is down but still registered is listed; its requests time out.
-        brokers = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers)
+        brokers = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers if b not in self.model.unregistered)
         live = [b for b in self.model.brokers if b not in self.model.down]
         return ClusterMetadata(
             self.model.cluster_id, live[0] if live else -1, brokers, tuple(sorted(self.model.partitions.values(), key=lambda p: p.tp)), None

@@ -374,7 +374,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
     ),
     ("fence",): (
         ["some-id", "--yes"],
-        [flag("--allow-unknown"), flag("--dry-run"), path_opt("--audit-log", ["audit"], ["dir", "under_a_file"])],
+        [flag("--allow-unknown"), flag("--allow-two-phase-commit"), flag("--dry-run"), path_opt("--audit-log", ["audit"], ["dir", "under_a_file"])],
         [[], ["some-id", "--pattern", "x"], ["--pattern", "("], ["--pattern", "a{99999999999}"]],
     ),
     ("check",): (

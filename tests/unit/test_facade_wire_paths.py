@@ -76,6 +76,7 @@ def test_a_partition_error_is_missing_for_that_partition_only():
 def coordinated_model(find_coordinator_max=6):
     model = KafkaModel(brokers=(1, 2))
     model.api_versions["FindCoordinator"] = (0, find_coordinator_max)
+    model.add_transaction_log([1, 2])  # every log partition has a leader: the listing can be complete
     for tid, coordinator, pid in (("app", 1, 10), ("app-1", 2, 11), ("app-10", 1, 12), ("app-2", 2, 13)):
         model.transactions[tid] = txn(tid, coordinator, pid)
     return model
@@ -132,7 +133,7 @@ def test_an_unanswered_app_10_leaves_app_1_and_app_answered_in_the_hanging_rule(
     view, missing = hanging.coordinator_view(FakeCluster(model), [10, 11, 12])
     assert view.transactional_ids == {10: "app", 11: "app-1", 12: "app-10"} and view.ids_complete
     assert set(view.unanswered_ids) == {"app-10"}
-    assert "COORDINATOR_LOAD_IN_PROGRESS" in view.unanswered_ids["app-10"]
+    assert [m.reason for m in view.unanswered_ids["app-10"]] == ["COORDINATOR_LOAD_IN_PROGRESS"]
     assert set(view.descriptions) == {"app", "app-1"}
     assert [m.subject for m in missing] == [TransactionalId("app-10")]
 

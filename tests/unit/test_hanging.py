@@ -7,7 +7,7 @@ import time
 import pytest
 
 from kafkatxn import hanging
-from kafkatxn.model import Broker, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
+from kafkatxn.model import Broker, TransactionalId, Missing, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import NotFoundError
 from tests.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
@@ -59,8 +59,11 @@ def test_no_transactional_id_for_the_producer_is_hanging():
 
 
 def test_missing_listing_from_a_broker_makes_an_unmapped_producer_undetermined_not_hanging():
-    c = classify(hanging.CoordinatorView(ids_complete=False))
+    gap = Missing(TopicPartition("__transaction_state", 3), "no leader: its coordinator is unavailable")
+    c = classify(hanging.CoordinatorView(ids_missing=(gap,)))
     assert c.verdict is hanging.Verdict.UNDETERMINED
+    assert c.missing == (gap,)  # typed: which coordinator's partition did not answer
+    assert "__transaction_state-3" in c.reason
 
 
 def test_id_unknown_to_its_coordinator_is_hanging():
@@ -98,9 +101,10 @@ def test_coordinator_transaction_of_another_producer_id_is_hanging():
 
 
 def test_unanswered_coordinator_is_undetermined_with_its_reason():
-    view = hanging.CoordinatorView(transactional_ids={7: "app"}, unanswered_ids={"app": "coordinator 2: timed out"})
+    gap = Missing(TransactionalId("app"), "timed out")
+    view = hanging.CoordinatorView(transactional_ids={7: "app"}, unanswered_ids={"app": (gap,)})
     c = classify(view)
-    assert (c.verdict, c.reason) == (hanging.Verdict.UNDETERMINED, "coordinator 2: timed out")
+    assert (c.verdict, c.reason, c.missing) == (hanging.Verdict.UNDETERMINED, "its coordinator did not answer: timed out", (gap,))
 
 
 # -- rows ---------------------------------------------------------------------------------------
@@ -128,13 +132,17 @@ def test_max_timeout_is_the_largest_broker_value():
 # -- snapshot flow over a fake cluster ----------------------------------------------------------
 
 
-def hanging_cluster(partitions, producers, listings=(), descriptions=(), max_timeouts=None, offsets=None, silent_listers=()):
+def hanging_cluster(partitions, producers, listings=(), descriptions=(), max_timeouts=None, offsets=None, silent_listers=(),
+                    log_leader=None):
     """The brokers holding ``partitions``; ``listings`` are listed by their coordinator, and those
-    without a description are unknown to it; ``silent_listers`` time out on ListTransactions."""
+    without a description are unknown to it; ``silent_listers`` time out on ListTransactions.
+    The transaction log's one partition is led by the first broker unless told otherwise (-1: no leader)."""
     brokers = sorted({r for p in partitions for r in p.replicas} | set(silent_listers))
     model = KafkaModel(brokers=tuple(brokers))
     for p in partitions:
         model.add_partition(p.topic, p.partition, leader=p.leader, replicas=p.replicas)
+    leader = brokers[0] if log_leader is None else log_leader
+    model.add_partition("__transaction_state", 0, leader=leader, replicas=(brokers[0],))
     model.producers.update({tp: list(states) for tp, states in producers.items()})
     model.listings = [(t.transactional_id, t.producer_id, t.state) for t in listings]
     model.coordinators = {t.transactional_id: t.coordinator_id for t in listings}
@@ -185,7 +193,7 @@ def test_scan_reports_hanging_and_long_running_separately_and_asks_only_about_ca
     ]
     assert [(r.topic, r.partition, r.producer_id, r.transactional_id) for r in result.long_running] == [("a", 1, 3, "busy")]
     assert result.hanging[0].lso_lag_messages == 10
-    assert (result.open_transactions, result.candidates, result.partitions_scanned) == (3, 2, 3)
+    assert (result.open_transactions, result.candidates, result.partitions_scanned) == (3, 2, 4)  # + __transaction_state-0
     # The fresh open transaction (producer 2) and the idempotent producer are never looked up.
     assert listed_producer_ids(fake) == [[1, 3]]
     assert result.max_transaction_timeout_source.startswith("broker config")
@@ -235,15 +243,37 @@ def test_default_max_timeout_is_read_from_the_brokers_and_an_override_skips_them
     assert fake.called("broker_configs") == []
 
 
-def test_incomplete_listing_reports_missing_instead_of_calling_it_hanging():
-    fake = mixed_cluster(silent_listers=[2])
+def test_incomplete_listing_makes_unmapped_producers_undetermined_instead_of_hanging():
+    fake = mixed_cluster(silent_listers=[2], log_leader=2)
     fake.model.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))  # old, open, no listing found
     result = hanging.find_hanging(fake)
     # Producer 1's id was listed (and is unknown to its coordinator): hanging. Producer 5's id may
-    # sit on the broker that did not answer: undetermined, reported as missing, never guessed.
+    # sit on the log partition whose leader did not answer: undetermined, never guessed.
     assert [r.producer_id for r in result.hanging] == [1]
     assert any(m.subject == Broker(2) and m.reason == "timed out" for m in result.missing)
-    assert any(m.subject == TopicPartition("b", 0) and m.reason.startswith("producer 5") for m in result.missing)
+    (u,) = result.undetermined
+    assert (u.topic, u.partition, u.producer_id) == ("b", 0, 5)
+    assert u.missing == ["__transaction_state-0: leader broker 2 did not answer ListTransactions"]
+    (c,) = [c for c in result.classifications if c.verdict is hanging.Verdict.UNDETERMINED]
+    assert [m.subject for m in c.missing] == [TopicPartition("__transaction_state", 0)]
+
+
+def test_a_silent_broker_leading_no_log_partition_does_not_block_the_verdict():
+    fake = mixed_cluster(silent_listers=[2], log_leader=1)
+    fake.model.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))
+    result = hanging.find_hanging(fake)
+    assert sorted(r.producer_id for r in result.hanging) == [1, 5] and result.undetermined == []
+
+
+def test_a_log_partition_without_leader_makes_unmapped_producers_undetermined():
+    # KRaft drops a dead broker from the metadata: every broker listed answered, yet the log has a gap.
+    fake = mixed_cluster(log_leader=-1)
+    fake.model.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))
+    result = hanging.find_hanging(fake)
+    assert [r.producer_id for r in result.hanging] == [1]  # its id was listed and described: still decided
+    assert [(u.producer_id, u.missing) for u in result.undetermined] == [
+        (5, ["__transaction_state-0: no leader: its coordinator is unavailable"])
+    ]
 
 
 # -- the command's exit codes -------------------------------------------------------------------

@@ -63,14 +63,35 @@ def test_explicit_form_checks_producer_epoch_and_coordinator_epoch():
     def decide(**kw):
         return remedy.decide_abort(remedy.AbortTarget("a", 0, **kw), open_txn)
 
-    ok = decide(producer_id=7, producer_epoch=2, coordinator_epoch=5)
-    assert (ok.action, ok.marker_coordinator_epoch) == (Action.ABORT, 5)
-    assert decide(producer_id=7, producer_epoch=1, coordinator_epoch=3).action is Action.REFUSE
-    assert decide(producer_id=7, producer_epoch=2, coordinator_epoch=2).action is Action.REFUSE  # broker would reject
-    assert decide(producer_id=8, producer_epoch=2, coordinator_epoch=3).action is Action.NOTHING
+    ok = decide(producer_id=7, producer_epoch=2, coordinator_epoch=3)
+    assert (ok.action, ok.marker_coordinator_epoch) == (Action.ABORT, 3)
+    wrong_epoch = decide(producer_id=7, producer_epoch=1, coordinator_epoch=3)
+    assert wrong_epoch.action is Action.REFUSE and "expected --producer-epoch 2" in wrong_epoch.reason
+    # Higher than the partition saw: it would record it and fence the real coordinator's later markers.
+    higher = decide(producer_id=7, producer_epoch=2, coordinator_epoch=999)
+    assert higher.action is Action.REFUSE and "expected --coordinator-epoch 3" in higher.reason
+    lower = decide(producer_id=7, producer_epoch=2, coordinator_epoch=2)  # the broker would reject it
+    assert lower.action is Action.REFUSE and "expected --coordinator-epoch 3" in lower.reason
     assert decide(producer_id=7, producer_epoch=2, coordinator_epoch=3, start_offset=99).action is Action.REFUSE
-    fresh = remedy.decide_abort(remedy.AbortTarget("a", 0, producer_id=7, producer_epoch=0, coordinator_epoch=-1), [state(7, start=0)])
-    assert fresh.marker_coordinator_epoch == 0
+    fresh_txn = [state(7, start=0)]  # coordinator epoch -1: no marker seen yet; 0 (or -1) is what fits
+    for given in (0, -1):
+        fresh = remedy.decide_abort(remedy.AbortTarget("a", 0, producer_id=7, producer_epoch=0, coordinator_epoch=given), fresh_txn)
+        assert (fresh.action, fresh.marker_coordinator_epoch) == (Action.ABORT, 0)
+    assert remedy.decide_abort(remedy.AbortTarget("a", 0, producer_id=7, producer_epoch=0, coordinator_epoch=1), fresh_txn).action is Action.REFUSE
+
+
+def test_explicit_form_unknown_producer_is_refused_known_without_open_txn_is_nothing():
+    producers = [state(7, start=120, epoch=2, coord=3), state(9, start=-1)]
+
+    def decide(pid, already=None):
+        return remedy.decide_abort(remedy.AbortTarget("a", 0, producer_id=pid, producer_epoch=2, coordinator_epoch=3), producers, already)
+
+    unknown = decide(8)
+    assert unknown.action is Action.REFUSE and "producer 8 is unknown to a-0" in unknown.reason  # a typo is no success
+    assert decide(9).action is Action.NOTHING  # known, nothing open
+    # Its state expired after an earlier abort: the audit log still says it was done.
+    repeat = decide(8, already="2026-01-01T00:00:00Z")
+    assert repeat.action is Action.NOTHING and "already aborted" in repeat.reason
 
 
 @pytest.mark.parametrize(
@@ -163,6 +184,7 @@ def remedy_cluster(producers, offsets, listings=(), descriptions=(), audit_path=
     model = KafkaModel(brokers=(1,), cluster_id="cid-1")
     for tp, (lso, hw) in offsets.items():
         model.add_partition(tp.topic, tp.partition, leader=1, lso=lso, hw=hw)
+    model.add_transaction_log([1])  # the coordinator: broker 1
     model.producers.update({tp: list(states) for tp, states in producers.items()})
     model.listings = [(t.transactional_id, t.producer_id, t.state) for t in listings]
     model.transactions = {d.transactional_id: d for d in descriptions}
@@ -234,7 +256,11 @@ def test_dry_run_and_refusals_change_nothing_and_ask_nothing(audit):
     assert [r.outcome for r in stale.rows] == [Outcome.REFUSED] and stale.exit_code == EXIT_UNKNOWN
     tracked = remedy.abort(fake, [remedy.AbortTarget("a", 1, start_offset=0)], audit=audit, confirm=must_not_ask)
     assert [r.outcome for r in tracked.rows] == [Outcome.REFUSED] and "kafkatxn fence 'busy'" in tracked.rows[0].reason
-    assert fake.called("write_abort_marker") == [] and audit.records() == []
+    assert fake.called("write_abort_marker") == []
+    # The dry run leaves no trace; each refusal is on the audit log as a result without an intent.
+    records = audit.records()
+    assert [(r["record"], r["outcome"], r["target"]["start_offset"]) for r in records] == [("result", "refused", 11), ("result", "refused", 0)]
+    assert "kafkatxn fence 'busy'" in records[1]["detail"]
     assert fake.model.offsets[A0] == [10, 20]
 
 

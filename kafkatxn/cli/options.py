@@ -1,0 +1,107 @@
+"""Option declarations shared by the commands, and the duration type.
+
+The connection and output options (``-b``, ``-c``, ``--profile``, ``-X``, ``--timeout``, ``-o``,
+``--no-headers``, ``--debug``) are declared once here and accepted both before the command (as
+Kafka's tools take them: ``kafkatxn --bootstrap-server B lso``) and after it. Selection options that
+several commands take (``--topic``, ``--partition``, ``--broker-id``, ``--max-transaction-timeout``)
+are declared once too, so they read and validate the same everywhere.
+"""
+
+import enum
+import inspect
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kafkatxn.errors import INT32_MAX, UsageError
+
+CONNECTION = "Connection"
+OUTPUT = "Output"
+SELECT = "Selection"
+
+
+def parse_duration(value: Any) -> int:
+    """``250ms``, ``90s``, ``10m``, ``1h30m``, ``7d`` (or plain milliseconds) as milliseconds. A bad
+    value is a usage error that names the option (typer adds "Invalid value for '--option'")."""
+    if isinstance(value, int):
+        return value
+    from kafkatxn.durations import parse_duration_ms
+
+    try:
+        return parse_duration_ms(value)
+    except UsageError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def duration_option(*names: str, help: str, **kwargs: Any) -> Any:
+    """A ``typer.Option`` whose value arrives as milliseconds (an int)."""
+    return typer.Option(*names, parser=parse_duration, metavar="DURATION", help=help, **kwargs)
+
+
+Topics = Annotated[
+    Optional[list[str]],
+    typer.Option("--topic", "-t", metavar="TOPIC", help="Only these topics (repeatable).", rich_help_panel=SELECT),
+]
+Partition = Annotated[
+    Optional[int],
+    typer.Option("--partition", "-p", min=0, max=INT32_MAX, metavar="N", help="Only this partition of the one --topic.",
+                 rich_help_panel=SELECT),
+]
+BrokerId = Annotated[
+    Optional[int],
+    typer.Option("--broker-id", min=0, max=INT32_MAX, metavar="ID",
+                 help="Only partitions with a replica on this broker, asking it instead of each leader.", rich_help_panel=SELECT),
+]
+MaxTransactionTimeout = Annotated[
+    Optional[int],
+    duration_option(
+        "--max-transaction-timeout",
+        help="Open transactions idle longer than this are checked with their coordinator "
+        "(default: the brokers' transaction.max.timeout.ms).",
+        rich_help_panel=SELECT,
+    ),
+]
+
+
+class OutputFormat(str, enum.Enum):
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+    tsv = "tsv"
+
+
+
+# (parameter name, type, default, the option): the connection and output options of every command.
+_SHARED: tuple[tuple[str, Any, Any, Any], ...] = (
+    ("bootstrap_server", Optional[str], None, typer.Option(
+        "--bootstrap-server", "-b", envvar="KAFKATXN_BOOTSTRAP_SERVERS", metavar="HOST:PORT[,…]",
+        help="Brokers to connect to.", rich_help_panel=CONNECTION, show_envvar=True)),
+    ("command_config", Optional[str], None, typer.Option(
+        "--command-config", "-c", envvar="KAFKATXN_COMMAND_CONFIG", metavar="FILE",
+        help="Client properties file (librdkafka or Java --command-config keys).", rich_help_panel=CONNECTION)),
+    ("profile", Optional[str], None, typer.Option(
+        "--profile", envvar="KAFKATXN_PROFILE", metavar="NAME",
+        help="Named profile from ~/.config/kafkatxn/config.toml.", rich_help_panel=CONNECTION)),
+    ("property_overrides", Optional[list[str]], None, typer.Option(
+        "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file.", rich_help_panel=CONNECTION)),
+    ("timeout", Optional[str], None, typer.Option(
+        "--timeout", envvar="KAFKATXN_TIMEOUT", metavar="DURATION",
+        help="Deadline for the whole command's network calls (default 30s).", rich_help_panel=CONNECTION)),
+    ("output", OutputFormat, OutputFormat.table, typer.Option(
+        "--output", "-o", envvar="KAFKATXN_OUTPUT", help="Output format.", rich_help_panel=OUTPUT)),
+    ("no_headers", bool, False, typer.Option("--no-headers", help="Omit header rows (table, csv, tsv).", rich_help_panel=OUTPUT)),
+    ("debug", bool, False, typer.Option(
+        "--debug", envvar="KAFKATXN_DEBUG", help="Log details and show tracebacks on stderr.", rich_help_panel=OUTPUT)),
+)
+
+
+def shared_parameters() -> list[inspect.Parameter]:
+    """The shared options as keyword-only parameters, for a command's (or the root's) signature."""
+    return [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[type_, option])
+        for name, type_, default, option in _SHARED
+    ]
+
+
+SHARED_NAMES = frozenset(p.name for p in shared_parameters())

@@ -1,0 +1,243 @@
+"""Fault matrix for the verdicts (issue 13), on three real brokers.
+
+The transaction log has three partitions with replication factor 1, so the broker leading one of
+them really leaves it without a leader when it dies. Two genuinely hanging transactions
+(tests/hanging_maker.py) sit on ``t-0`` and ``t-1`` (both led by live brokers): the one on ``t-0``
+has its transactional id on the victim's ``__transaction_state`` partition, the one on ``t-1``
+elsewhere. Each case asserts the verdict, the exit code, and, where no marker may be written, that
+the LSO and high watermark did not move and the audit log says refused.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kafkatxn import auditlog, hanging
+from kafkatxn.config import ConnectionConfig
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import TopicPartition
+from tests import hanging_maker as hm
+from tests.cli_helpers import run_cli
+from tests.harness import KafkaCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster3, pytest.mark.destructive]
+
+LOG = "__transaction_state"
+LOG_PARTITIONS = 3
+BROKER_SETTINGS = {
+    "transaction.partition.verification.enable": "false",  # hanging_maker's raw Produce
+    "transaction.state.log.replication.factor": "1",  # a dead leader leaves its log partition leaderless
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": str(LOG_PARTITIONS),
+}
+TIMEOUT = "8s"
+MAX_TIMEOUT = "1s"  # candidates at once (the broker's own maximum is 15 minutes)
+
+
+@pytest.fixture(scope="module")
+def faults(kafka_workroot: Path):
+    cluster = KafkaCluster(kafka_workroot / f"faults-{uuid.uuid4().hex[:8]}", n_brokers=3, broker_config=BROKER_SETTINGS,
+                           name="faults")
+    try:
+        cluster.start(timeout=120)
+    except Exception:
+        cluster.save_logs(Path(__file__).resolve().parents[2] / "test-logs" / "startup-faults")
+        raise
+    yield cluster
+    cluster.stop()
+
+
+def log_leaders(cluster: KafkaCluster) -> dict[int, int]:
+    with Cluster(ConnectionConfig(cluster.bootstrap_servers, timeout_ms=10_000)) as c:
+        return {p.partition: p.leader for p in c.metadata(refresh=True).partitions if p.topic == LOG}
+
+
+def tid_on(partition: int, stem: str) -> str:
+    return next(t for t in (f"{stem}-{i}" for i in range(10_000)) if hanging.coordinator_partition(t, LOG_PARTITIONS) == partition)
+
+
+def offsets(cluster: KafkaCluster, tp: TopicPartition) -> tuple[int, int]:
+    return hm.end_offset(cluster.bootstrap_servers, tp, True), hm.end_offset(cluster.bootstrap_servers, tp, False)
+
+
+def make_hanging(cluster: KafkaCluster, tid: str, topic: str, partition: int) -> hm.HangingTransaction:
+    deadline = time.monotonic() + 60
+    while True:  # the log is created on first use: COORDINATOR_NOT_AVAILABLE until then
+        try:
+            return hm.make_hanging_transaction(cluster.bootstrap_servers, tid, topic, partition)
+        except hm.HangingMakerError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def cli(capsys, cluster: KafkaCluster, *args: str):
+    return run_cli(capsys, *args, "-b", cluster.bootstrap_servers, "--timeout", TIMEOUT, "-o", "json")
+
+
+def sections(result) -> dict:
+    doc = json.loads(result.stdout) if result.stdout.strip() else {}
+    return doc
+
+
+def wait_for_log_leader(cluster: KafkaCluster, partition: int, want_leader: bool, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            leader = log_leaders(cluster).get(partition, -1)
+            if (leader >= 0) == want_leader:
+                return
+        except Exception:  # noqa: BLE001 - a broker is coming or going
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{LOG}-{partition} {'has no' if want_leader else 'still has a'} leader after {timeout}s")
+
+
+def refused_in_audit(path: Path, tp: TopicPartition) -> list[dict]:
+    return [r for r in auditlog.read_records(path)
+            if r["record"] == "result" and r["outcome"] == "refused"
+            and (r["target"]["topic"], r["target"]["partition"]) == (tp.topic, tp.partition)]
+
+
+@pytest.fixture(scope="module")
+def scene(faults: KafkaCluster):
+    suffix = uuid.uuid4().hex[:6]
+    topic = faults.create_topic(f"t-{suffix}", partitions=3, replication_factor=1)
+    # Make the log exist, then pick the victim: the leader of a log partition that leads no t partition we use.
+    warm = make_hanging(faults, f"warm-{suffix}", topic, 2)
+    leaders = log_leaders(faults)
+    with Cluster(ConnectionConfig(faults.bootstrap_servers, timeout_ms=10_000)) as c:
+        t_leaders = {p.partition: p.leader for p in c.metadata(refresh=True).partitions if p.topic == topic}
+    victim_partition, victim = next((lp, b) for lp, b in sorted(leaders.items()) if b not in (t_leaders[0], t_leaders[1]))
+    live_partition = next(lp for lp, b in sorted(leaders.items()) if b != victim)
+    on_victim = make_hanging(faults, tid_on(victim_partition, f"v-{suffix}"), topic, 0)
+    elsewhere = make_hanging(faults, tid_on(live_partition, f"l-{suffix}"), topic, 1)
+    time.sleep(1.5)  # older than MAX_TIMEOUT: candidates
+    return {"topic": topic, "victim": victim, "victim_partition": victim_partition, "on_victim": on_victim,
+            "elsewhere": elsewhere, "warm": warm}
+
+
+def verdict_rows(doc: dict) -> dict[str, list[dict]]:
+    return {k: doc.get(k) or [] for k in ("hanging", "long_running", "undetermined")}
+
+
+@pytest.mark.parametrize("fault", ["killed", "sigstopped"])
+def test_transaction_log_leader_lost(capsys, faults: KafkaCluster, scene, tmp_path, fault):
+    topic, victim = scene["topic"], scene["victim"]
+    on_victim, elsewhere = scene["on_victim"], scene["elsewhere"]
+    t0 = TopicPartition(topic, 0)
+    # Healthy first: both are hanging (the test can tell the difference).
+    healthy = cli(capsys, faults, "hanging", "-t", topic, "--max-transaction-timeout", MAX_TIMEOUT)
+    assert healthy.code == 2, healthy.stderr
+    rows = verdict_rows(sections(healthy))
+    assert {r["producer_id"] for r in rows["hanging"]} >= {on_victim.producer_id, elsewhere.producer_id}, (healthy.stdout, healthy.stderr, scene)
+
+    process = faults._node(victim).process
+    if fault == "killed":
+        faults.kill_broker(victim)
+        wait_for_log_leader(faults, scene["victim_partition"], want_leader=False)
+    else:
+        process.send_signal(signal.SIGSTOP)
+    try:
+        before = offsets(faults, t0)
+        if fault == "sigstopped":
+            # Still in the metadata, accepting connections, never answering: the hung broker eats the
+            # deadline. Whatever the command manages, it must not call the transaction hanging.
+            frozen = cli(capsys, faults, "hanging", "-t", topic, "-p", "0", "--max-transaction-timeout", MAX_TIMEOUT)
+            assert frozen.code == 3, (frozen.stdout, frozen.stderr)
+            assert on_victim.producer_id not in {r["producer_id"] for r in verdict_rows(sections(frozen))["hanging"]}
+            audit = tmp_path / "frozen-audit.jsonl"
+            frozen_abort = cli(capsys, faults, "abort", "--all-hanging", "--max-transaction-timeout", MAX_TIMEOUT, "--yes",
+                               "--audit-log", str(audit))
+            assert frozen_abort.code == 3, frozen_abort.stderr
+            assert offsets(faults, t0) == before
+            # Then the controller fences it (broker.session.timeout.ms): its log partition has no leader.
+            wait_for_log_leader(faults, scene["victim_partition"], want_leader=False)
+            # The frozen run may have released the decidable one on t-1 before the deadline: a fresh one.
+            elsewhere = scene["elsewhere"] = make_hanging(faults, on_victim_free_tid(scene), topic, 1)
+            time.sleep(1.5)
+        result = cli(capsys, faults, "hanging", "-t", topic, "--max-transaction-timeout", MAX_TIMEOUT)
+        rows = verdict_rows(sections(result))
+        # The one whose coordinator is gone is undetermined, naming the log partition; the other is still found.
+        assert {r["producer_id"] for r in rows["undetermined"]} == {on_victim.producer_id}, (result.code, result.stdout, result.stderr)
+        assert f"{LOG}-{scene['victim_partition']}" in json.dumps(rows["undetermined"])
+        assert elsewhere.producer_id in {r["producer_id"] for r in rows["hanging"]}
+        assert on_victim.producer_id not in {r["producer_id"] for r in rows["hanging"]}
+        assert result.code == 2  # a positively hanging one is there too
+        only_t0 = cli(capsys, faults, "hanging", "-t", topic, "-p", "0", "--max-transaction-timeout", MAX_TIMEOUT)
+        assert only_t0.code == 3, only_t0.stderr
+
+        audit = tmp_path / "audit.jsonl"
+        aborted = cli(capsys, faults, "abort", "--all-hanging", "--max-transaction-timeout", MAX_TIMEOUT, "--yes",
+                      "--audit-log", str(audit))
+        assert aborted.code == 3, aborted.stderr
+        out = {r["producer_id"]: r for r in json.loads(aborted.stdout)}
+        assert out[on_victim.producer_id]["outcome"] == "refused"
+        assert out[elsewhere.producer_id]["outcome"] == "aborted"
+        assert offsets(faults, t0) == before  # no marker on t-0
+        assert refused_in_audit(audit, t0)
+    finally:
+        if fault == "killed":
+            faults.start_broker(victim)
+        else:
+            process.send_signal(signal.SIGCONT)
+    wait_for_log_leader(faults, scene["victim_partition"], want_leader=True)
+    # Back: the cluster can tell again; the hanging one is found and released.
+    deadline = time.monotonic() + 60
+    while True:
+        again = cli(capsys, faults, "hanging", "-t", topic, "-p", "0", "--max-transaction-timeout", MAX_TIMEOUT)
+        if again.code == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert again.code == 2, again.stderr
+    released = cli(capsys, faults, "abort", "-t", topic, "-p", "0", "--start-offset", str(on_victim.start_offset), "--yes",
+                   "--audit-log", str(tmp_path / "audit.jsonl"))
+    assert released.code == 0, released.stderr
+    lso, hw = offsets(faults, t0)
+    assert lso == hw
+    # Next parametrization needs its own hanging transactions.
+    scene["on_victim"] = make_hanging(faults, tid_on(scene["victim_partition"], f"v2-{uuid.uuid4().hex[:4]}"), topic, 0)
+    scene["elsewhere"] = make_hanging(faults, on_victim_free_tid(scene), topic, 1)
+    time.sleep(1.5)
+
+
+def on_victim_free_tid(scene) -> str:
+    lp = next(p for p in range(LOG_PARTITIONS) if p != scene["victim_partition"])
+    return tid_on(lp, f"l2-{uuid.uuid4().hex[:4]}")
+
+
+def test_explicit_abort_needs_the_epochs_the_partition_expects(capsys, faults: KafkaCluster, scene, tmp_path):
+    topic = scene["topic"]
+    h = make_hanging(faults, f"epochs-{uuid.uuid4().hex[:6]}", topic, 2)
+    tp = TopicPartition(topic, 2)
+    audit = tmp_path / "audit.jsonl"
+    with Cluster(ConnectionConfig(faults.bootstrap_servers, timeout_ms=10_000)) as c:
+        (state,) = [p for p in c.describe_producers([tp]).value[tp] if p.producer_id == h.producer_id]
+    expected = max(state.coordinator_epoch, 0)
+
+    def abort(pid, coordinator_epoch):
+        return cli(capsys, faults, "abort", "-t", topic, "-p", "2", "--producer-id", str(pid), "--producer-epoch",
+                   str(h.producer_epoch), "--coordinator-epoch", str(coordinator_epoch), "--yes", "--audit-log", str(audit))
+
+    before = offsets(faults, tp)
+    for wrong in (expected + 999, expected - 1 if expected > 0 else None):
+        if wrong is None:
+            continue  # lower than 0 is -1, which the partition accepts where it reports -1
+        refused = abort(h.producer_id, wrong)
+        assert refused.code == 3 and f"expected --coordinator-epoch {expected}" in refused.stdout + refused.stderr
+        assert offsets(faults, tp) == before
+    typo = abort(h.producer_id + 100_000, expected)
+    assert typo.code == 3 and "unknown to" in typo.stdout + typo.stderr
+    assert offsets(faults, tp) == before
+    assert len(refused_in_audit(audit, tp)) >= 2
+    done = abort(h.producer_id, expected)
+    assert done.code == 0, done.stderr
+    assert json.loads(done.stdout)[0]["outcome"] == "aborted"
+    repeat = abort(h.producer_id, expected)
+    assert repeat.code == 0, repeat.stderr
