@@ -177,6 +177,8 @@ class Thresholds:
     txn_age_crit: Range | None = Range.parse(defaults.CHECK_TXN_AGE_CRIT, number=duration_seconds)
     producer_ids_warn: Range | None = None
     producer_ids_crit: Range | None = None
+    group_lag_warn: Range | None = None  # read_committed group lag per group and partition (with --groups)
+    group_lag_crit: Range | None = None
 
 
 @dataclass(frozen=True)
@@ -287,6 +289,29 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     for status, rng in producer_counts:
         summary.append(f"{_plural(producer_counts[(status, rng)], 'broker')} with active producer ids {rng.describe()}")
 
+    groups = snapshot.groups
+    blocked_groups: dict[str, list[str]] = defaultdict(list)
+    if groups is not None:
+        # A group at an LSO pinned by an open transaction reads nothing until it ends: critical.
+        for g in groups:
+            if g.blocked:
+                blocked_groups[g.group].append(f"{g.topic}-{g.partition}")
+        for group, where in sorted(blocked_groups.items()):
+            findings.append((Status.CRITICAL, Finding(
+                "critical", "group_blocked", group, len(where), None,
+                f"consumer group {group!r} blocked behind an open transaction on {', '.join(where)} "
+                f"(kafkatxn diagnose --group {group})",
+            )))
+        if blocked_groups:
+            summary.append(_plural(len(blocked_groups), "consumer group") + " blocked")
+        group_counts = _threshold_findings(
+            findings, ((f"{g.group} {g.topic}-{g.partition}", g.lag_messages) for g in sorted(groups, key=lambda g: -g.lag_messages)),
+            thresholds.group_lag_warn, thresholds.group_lag_crit, "group_lag",
+            lambda subject, value, rng: f"group {subject}: lag {value} messages ({rng.describe()})",
+        )
+        for status, rng in group_counts:
+            summary.append(f"{_plural(group_counts[(status, rng)], 'group partition')} with lag {rng.describe()}")
+
     if snapshot.missing:
         for line in snapshot.missing:
             findings.append((Status.UNKNOWN, Finding("unknown", "incomplete", "cluster", None, None, f"incomplete: {line}")))
@@ -318,6 +343,12 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         PerfDatum("partitions", len(snapshot.partitions), min=0),
         PerfDatum("missing_parts", len(snapshot.missing), min=0),
     ]
+    if groups is not None:
+        perfdata += [
+            PerfDatum("groups_blocked", len(blocked_groups), crit="0", min=0),
+            PerfDatum("group_lag_max", max((g.lag_messages for g in groups), default=0),
+                      warn=_perf(thresholds.group_lag_warn), crit=_perf(thresholds.group_lag_crit), min=0),
+        ]
     facts = {
         "cluster_id": snapshot.cluster_id,
         "up": True,
@@ -332,6 +363,9 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         "missing_parts": len(snapshot.missing),
         "gather_duration_ms": int(snapshot.duration_s * 1000),
     }
+    if groups is not None:
+        facts["groups_blocked"] = len(blocked_groups)
+        facts["group_lag_max_messages"] = max((g.lag_messages for g in groups), default=0)
     return CheckResult(status, ", ".join(summary), [f for _, f in findings], perfdata, facts)
 
 
@@ -365,6 +399,8 @@ def thresholds_from_options(
     txn_age_crit: str | None,
     producer_ids_warn: str | None,
     producer_ids_crit: str | None,
+    group_lag_warn: str | None = None,
+    group_lag_crit: str | None = None,
 ) -> Thresholds:
     """Thresholds from command-line texts; ``none``/``off`` disables one."""
     return Thresholds(
@@ -374,6 +410,8 @@ def thresholds_from_options(
         txn_age_crit=parse_duration_range(txn_age_crit, "--txn-age-crit"),
         producer_ids_warn=parse_count_range(producer_ids_warn, "--producer-ids-warn"),
         producer_ids_crit=parse_count_range(producer_ids_crit, "--producer-ids-crit"),
+        group_lag_warn=parse_count_range(group_lag_warn, "--group-lag-warn"),
+        group_lag_crit=parse_count_range(group_lag_crit, "--group-lag-crit"),
     )
 
 

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import getpass
 import os
 import re
+import sys
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Mapping
 
+import javaproperties
+
+from kafkatxn.config_providers import REFERENCE, is_provider_key, resolve_references
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.redact import register_secret
@@ -69,7 +75,27 @@ KAFKA_PYTHON_ARGUMENTS = {
     "ssl.key.password": "ssl_password",
 }
 
-SECRET_KEYS = {"sasl.password", "ssl.key.password", "ssl.key.pem", "sasl.jaas.config"}
+# Keys only librdkafka knows: their values are used exactly as read (Kafka trims the values of its own keys).
+LIBRDKAFKA_ONLY_KEYS = {
+    "sasl.mechanisms", "sasl.username", "sasl.password", "ssl.ca.location", "ssl.ca.pem",
+    "ssl.certificate.location", "ssl.certificate.pem", "ssl.key.location", "ssl.key.pem",
+}
+
+SECRET_KEYS = {"sasl.password", "ssl.key.password", "ssl.key.pem", "ssl.keystore.key", "sasl.jaas.config"}
+
+# Secrets may come from the environment instead of a file (never from argv: see `refuse_secret_argument`).
+SECRET_ENVIRONMENT = {
+    "sasl.password": "KAFKATXN_SASL_PASSWORD",
+    "sasl.jaas.config": "KAFKATXN_SASL_JAAS_CONFIG",
+    "ssl.key.password": "KAFKATXN_SSL_KEY_PASSWORD",
+    "ssl.keystore.password": "KAFKATXN_SSL_KEYSTORE_PASSWORD",
+}
+
+# What Java's String.trim() removes: every character up to and including the space (and nothing else,
+# unlike str.strip(), which also removes e.g. a no-break space a password may end in).
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
+
+_PROPERTY_NAME = re.compile(r"[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+")
 
 _JAAS = re.compile(
     r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)(?P<opts>.*?);?\s*$",
@@ -93,56 +119,49 @@ def mask(key: str, value: str) -> str:
 @dataclass(frozen=True)
 class PropertyLine:
     source: str
-    line: int
+    line: int  # 0: the source has no lines (a profile table, an environment variable)
     key: str
     value: str
 
     @property
     def where(self) -> str:
-        return f"{self.source}:{self.line}"
+        return f"{self.source}:{self.line}" if self.line else self.source
 
 
 def parse_properties(text: str, source: str = "<properties>") -> list[PropertyLine]:
-    """Java ``.properties`` syntax: ``key=value``, ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
-    # Only \n, \r and \r\n end a line, as in Java: str.splitlines() also splits at \f, \x1c-\x1e,
-    # \x85 and U+2028/9, which may sit inside a value, and would misnumber every line after them.
-    lines = re.split(r"\r\n|\r|\n", text)
+    """Keys and values exactly as ``java.util.Properties.load`` reads them, each with its line number.
+
+    javaproperties implements the format (``=``, ``:`` or whitespace separators, ``#``/``!``
+    comments, ``\\`` continuations, ``\\uXXXX`` escapes, trailing spaces kept); the line numbers are
+    counted here from the source text of each element it yields. Only \\n, \\r and \\r\\n end a line,
+    as in Java.
+    """
     out: list[PropertyLine] = []
-    i = 0
-    while i < len(lines):
-        start = i + 1
-        logical = lines[i].lstrip()
-        i += 1
-        if not logical or logical[0] in "#!":
-            continue
-        while _ends_with_continuation(logical) and i < len(lines):
-            logical = logical[:-1] + lines[i].lstrip()
-            i += 1
-        if _ends_with_continuation(logical):
-            logical = logical[:-1]
-        # Java accepts '=', ':' or plain whitespace between key and value (java.util.Properties.load).
-        match = re.match(r"((?:[^=:\s\\]|\\.)+)(?:\s*[=:]|\s+)\s*(.*)$", logical, re.S)
-        if not match:
-            # The line itself is not echoed: it may hold a secret.
-            raise UsageError(f"{source}:{start}: expected key=value")
-        key = _unescape(match.group(1))
-        value = _unescape(match.group(2)).strip()
-        out.append(PropertyLine(source, start, key, value))
+    line = 1
+    try:
+        for element in javaproperties.parse(text):
+            if isinstance(element, javaproperties.KeyValue):
+                out.append(PropertyLine(source, line, element.key, element.value))
+            elif isinstance(element, javaproperties.Whitespace) and element.source.lstrip(" \t\f") == "\\":
+                # A last line of nothing but a backslash: Java's LineReader drops the backslash and still
+                # returns the (empty) line, so Properties gets the key "" (javaproperties skips it).
+                out.append(PropertyLine(source, line, "", ""))
+            line += len(_LINE_END.findall(element.source))
+    except javaproperties.InvalidUEscapeError:
+        # Java says "Malformed \\uxxxx encoding."; the escape itself is not echoed: it may be part of a secret.
+        raise UsageError(f"{source}:{line}: malformed \\uxxxx escape") from None
     return out
 
 
-def _ends_with_continuation(line: str) -> bool:
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def _unescape(text: str) -> str:
-    return re.sub(r"\\(.)", lambda m: {"t": "\t", "n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), text)
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
     """librdkafka-keyed settings from librdkafka or Java client properties; refuses what cannot map."""
     out: dict[str, str] = {}
+    # Kafka's ConfigDef trims every value of the keys it defines; librdkafka-only keys are taken as
+    # they are, so a password may end in a space.
+    props = [p if p.key in LIBRDKAFKA_ONLY_KEYS else replace(p, value=p.value.strip(_JAVA_TRIMMED)) for p in props]
     truststore_type = keystore_type = "PEM"
     for p in props:
         if p.key == "ssl.truststore.type":
@@ -151,6 +170,11 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
             keystore_type = p.value.upper()
     for p in props:
         key, value = p.key, p.value
+        if is_provider_key(key) or key == value == "":
+            continue  # declares config providers (references were resolved before); "" is what a stray backslash makes
+        if "\x00" in value:
+            # Java would take it; librdkafka's C strings would end there and use a different value.
+            raise UsageError(f"{p.where}: the value of {key} holds a NUL character (\\u0000), which the clients cannot use")
         if key in LIBRDKAFKA_KEYS:
             out[key] = value
         elif key == "sasl.mechanism":
@@ -186,8 +210,11 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
                 out["ssl.key.password"] = value
         elif key in JAVA_KEYS_IGNORED:
             continue
-        else:
+        elif _PROPERTY_NAME.fullmatch(key):
             raise UsageError(f"{p.where}: unsupported property {key!r}")
+        else:
+            # Not shaped like a property name: perhaps a stray secret on a line of its own.
+            raise UsageError(f"{p.where}: unsupported property (not shown: it does not look like a property name)")
     _validate(out, props)
     return out
 
@@ -207,8 +234,21 @@ def _parse_jaas(p: PropertyLine) -> tuple[str, str]:
 
 def _unquote(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", value[1:-1])
+        return _STREAM_TOKENIZER_ESCAPE.sub(_stream_tokenizer_unescape, value[1:-1])
     return value
+
+
+# Kafka parses sasl.jaas.config with java.io.StreamTokenizer, whose quoted strings take C-like escapes:
+# \a \b \f \n \r \t \v, octal \0-\377, and a backslash before anything else stands for that character.
+_STREAM_TOKENIZER_ESCAPE = re.compile(r"\\([0-3][0-7]{0,2}|[4-7][0-7]?|.)", re.S)
+_STREAM_TOKENIZER_CHARS = {"a": "\x07", "b": "\b", "f": "\x0c", "n": "\n", "r": "\r", "t": "\t", "v": "\x0b"}
+
+
+def _stream_tokenizer_unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code[0] in "01234567":
+        return chr(int(code, 8))
+    return _STREAM_TOKENIZER_CHARS.get(code, code)
 
 
 def _validate(settings: dict[str, str], props: list[PropertyLine]) -> None:
@@ -238,15 +278,62 @@ def _validate(settings: dict[str, str], props: list[PropertyLine]) -> None:
         settings["ssl.endpoint.identification.algorithm"] = "https" if algo.lower() == "https" else "none"
 
 
-def read_properties_file(path: str | Path) -> dict[str, str]:
+def load_properties_file(path: str | Path, warnings: list[str] | None = None) -> list[PropertyLine]:
+    """The lines of a ``--command-config`` file, read as Kafka's tools read it.
+
+    ``Utils.loadProps`` hands Java's ``Properties.load`` an InputStream, which decodes ISO-8859-1:
+    so does this. Other characters are written as ``\\uXXXX``; a file with UTF-8 in it gets a warning,
+    as does a file holding a secret that group or others can read.
+    """
     path = Path(path).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise UsageError(f"command config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise UsageError(f"cannot read command config file {path}: {exc.__class__.__name__}") from None
-    return normalize_properties(parse_properties(text, str(path)))
+    lines = parse_properties(data.decode("iso-8859-1"), str(path))
+    if warnings is not None:
+        if not data.isascii() and _is_utf8(data):
+            warnings.append(
+                f"{path} holds UTF-8 text; Kafka's tools and kafkatxn read properties files as ISO-8859-1 "
+                "(write other characters as \\uXXXX)"
+            )
+        if any(_literal_secret(p) for p in lines):
+            warning = private_file_warning(path)
+            if warning:
+                warnings.append(warning)
+    return lines
+
+
+def read_properties_file(path: str | Path, warnings: list[str] | None = None) -> dict[str, str]:
+    """librdkafka-keyed settings of one properties file, config provider references resolved."""
+    return normalize_properties(resolve_references(load_properties_file(path, warnings)))
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _literal_secret(p: PropertyLine) -> bool:
+    """A secret written into the file itself, not a config provider reference to one."""
+    return is_secret(p.key) and bool(p.value.strip()) and not REFERENCE.search(p.value)
+
+
+def private_file_warning(path: Path) -> str | None:
+    """A warning when ``path`` (which holds a secret) is readable by group or others, as ssh gives one."""
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        return None
+    if not mode & 0o044:
+        return None
+    who = "group and others" if mode & 0o044 == 0o044 else "others" if mode & 0o004 else "its group"
+    return f"{path} holds secrets and is readable by {who} (mode {mode:04o}); chmod 600 {path}"
 
 
 def client_certificate_problem(settings: dict[str, str], now: _dt.datetime | None = None) -> str | None:
@@ -350,6 +437,7 @@ class ConnectionConfig:
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     profile: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # for people, on stderr (e.g. a secrets file others can read)
 
     @property
     def timeout_s(self) -> float:
@@ -403,34 +491,52 @@ def resolve(
     profile: str | None = None,
     timeout: str | None = None,
     overrides: list[str] | None = None,
+    ask_password: bool = False,
+    environ: Mapping[str, str] | None = None,
 ) -> ConnectionConfig:
     """Combine flag/env values (already merged by the CLI layer) with the profile.
 
     Precedence: flag > environment > profile. Properties from the profile's ``properties`` table
     are overlaid by its ``command_config`` file, then by the flag/env command config file, then by
-    ``-X key=value`` overrides.
+    the secret environment variables (``KAFKATXN_SASL_PASSWORD``, ...), then by ``-X key=value``
+    overrides (never secrets), then by the password typed at ``--ask-password``. Config provider
+    references are resolved over all of them together, as Kafka does over one properties map.
     """
+    environ = os.environ if environ is None else environ
+    warnings: list[str] = []
     profile_name, prof = load_profile(profile)
     sources: dict[str, str] = {}
-    settings: dict[str, str] = {}
+    lines: list[PropertyLine] = []
 
     prof_props = prof.get("properties", {})
     if prof_props:
-        lines = [PropertyLine(f"profile {profile_name}", 0, str(k), str(v)) for k, v in prof_props.items()]
-        settings.update(normalize_properties(lines))
+        source = f"{profiles_file()} profiles.{profile_name}.properties"
+        lines += [PropertyLine(source, 0, str(k), str(v)) for k, v in prof_props.items()]
+        if any(_literal_secret(p) for p in lines):
+            warning = private_file_warning(profiles_file())
+            if warning:
+                warnings.append(warning)
     prof_file = prof.get("command_config")
-    files = [f for f in (prof_file if not command_config else None, command_config) if f]
-    for f in files:
-        settings.update(read_properties_file(f))
-        sources["command_config"] = str(f)
-    if overrides:
-        lines = []
-        for i, item in enumerate(overrides, 1):
-            if "=" not in item:
-                raise UsageError(f"-X expects key=value, got {item!r}")
-            k, v = item.split("=", 1)
-            lines.append(PropertyLine("-X", i, k.strip(), v.strip()))
-        settings.update(normalize_properties(lines))
+    for f in (prof_file if not command_config else None, command_config):
+        if f:
+            lines += load_properties_file(f, warnings)
+            sources["command_config"] = str(f)
+    for key, variable in SECRET_ENVIRONMENT.items():
+        if environ.get(variable):
+            lines.append(PropertyLine(f"environment variable {variable}", 0, key, environ[variable]))
+            sources[key] = variable
+    for i, item in enumerate(overrides or (), 1):
+        if "=" not in item:
+            raise UsageError("-X expects key=value (an argument without '=' is not shown: it may be a secret)")
+        k, v = item.split("=", 1)
+        refuse_secret_argument(k.strip(), v)
+        lines.append(PropertyLine("-X", i, k.strip(), v.strip()))
+    settings = normalize_properties(resolve_references(lines, environ))
+
+    if ask_password:
+        key, value = _ask_password(settings)
+        settings[key] = value
+        sources[key] = "--ask-password"
 
     servers = bootstrap_servers or prof.get("bootstrap_servers") or settings.pop("bootstrap.servers", None)
     settings.pop("bootstrap.servers", None)
@@ -454,4 +560,50 @@ def resolve(
     for key, value in settings.items():
         if is_secret(key):
             register_secret(value)
-    return ConnectionConfig(servers, settings, timeout_ms, profile_name, sources)
+    return ConnectionConfig(servers, settings, timeout_ms, profile_name, sources, warnings)
+
+
+def refuse_secret_argument(key: str, value: str) -> None:
+    """``-X`` never takes a secret: every local user can read a process's arguments (ps, /proc/PID/cmdline).
+
+    A config provider reference (``-X sasl.password=${env:PW}``) names where the secret is, so it is let through.
+    """
+    if not is_secret(key) or REFERENCE.fullmatch(value.strip()):
+        return
+    ways = ["the --command-config file (chmod 600)"]
+    if key in SECRET_ENVIRONMENT:
+        ways.append(f"the environment variable {SECRET_ENVIRONMENT[key]}")
+    if key in ASKED_PASSWORDS:
+        ways.append("--ask-password")
+    ways.append("a config provider reference in the file (${file:PATH:KEY}, ${env:VAR}, ${dir:DIR:FILE})")
+    raise UsageError(
+        f"-X {key} refused: secrets are not taken from the command line, where other local users can read them; "
+        f"use {', '.join(ways[:-1])} or {ways[-1]}"
+    )
+
+
+# What --ask-password asks for: the SASL password when SASL is configured, else the client key's password.
+ASKED_PASSWORDS = ("sasl.password", "ssl.key.password")
+
+
+def _ask_password(settings: dict[str, str]) -> tuple[str, str]:
+    protocol = settings.get("security.protocol", "")
+    if protocol.startswith("SASL") or "sasl.mechanisms" in settings:
+        key = "sasl.password"
+        user = settings.get("sasl.username")
+        prompt = f"SASL password for {user}: " if user else "SASL password: "
+    elif "ssl.key.location" in settings:
+        key = "ssl.key.password"
+        prompt = f"Password for the client key {settings['ssl.key.location']}: "
+    else:
+        raise UsageError("--ask-password found nothing that needs a password (no SASL mechanism and no client key configured)")
+    if not sys.stdin.isatty():
+        variable = SECRET_ENVIRONMENT[key]
+        raise UsageError(f"--ask-password needs a terminal; without one, set {variable} or put {key} in the --command-config file")
+    try:
+        value = getpass.getpass(prompt, stream=sys.stderr)
+    except (EOFError, KeyboardInterrupt):
+        raise UsageError("--ask-password got no password") from None
+    if not value:
+        raise UsageError("--ask-password got an empty password")
+    return key, value

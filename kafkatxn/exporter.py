@@ -50,6 +50,7 @@ class ExportOptions:
 
     only_lagging: bool = False  # per-partition series only where the LSO lags the high watermark
     per_topic: bool = False  # per-topic sums instead of per-partition series
+    per_group: bool = False  # consumer-group lag: per-group sums only, no per-partition series
 
 
 def metric_families(
@@ -118,6 +119,8 @@ def metric_families(
         out.append(gauge("kafkatxn_max_transaction_timeout_seconds",
                          "The brokers' transaction.max.timeout.ms, the age past which an open transaction is checked for hanging.",
                          snapshot.max_transaction_timeout_ms / 1000))
+    if snapshot.groups is not None:
+        out += _group_lag(snapshot, options)
     producers = gauge("kafkatxn_active_producer_ids",
                       "Distinct producer ids with state on the partitions each broker leads (producer-state memory).",
                       labels=["broker"])
@@ -184,6 +187,51 @@ def _per_topic(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
     return [total, largest, count, missing]
 
 
+GROUP_FIGURES = (
+    ("lag_messages", "lag_messages",
+     "What a read_committed consumer still has to read: transaction markers and aborted records left out where the gap was probed."),
+    ("lag_to_lso_messages", "lag_to_lso_messages", "Last stable offset minus the committed offset (markers included)."),
+    ("lag_to_high_watermark_messages", "lag_to_hw_messages",
+     "High watermark minus the committed offset: the lag high-watermark tools report (phantom lag included)."),
+)
+
+
+def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
+    """Transaction-aware consumer-group lag: per group, topic and partition (unless ``per_group``),
+    and per-group sums, which stay whatever the cardinality options."""
+    samples = snapshot.groups or ()
+    out: list[Metric] = []
+    if not options.per_group:
+        labels = ["group", "topic", "partition"]
+        families = [(GaugeMetricFamily(f"kafkatxn_group_{name}", doc, labels=labels), field) for name, field, doc in GROUP_FIGURES]
+        blocked = GaugeMetricFamily("kafkatxn_group_blocked",
+                                    "1 while the group sits at a last stable offset pinned by an open transaction.", labels=labels)
+        for g in samples:
+            values = [g.group, g.topic, str(g.partition)]
+            for family, field in families:
+                family.add_metric(values, getattr(g, field))
+            blocked.add_metric(values, 1 if g.blocked else 0)
+        out += [family for family, _ in families] + [blocked]
+    sums: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for g in samples:
+        for name, field, _doc in GROUP_FIGURES:
+            sums[g.group][name] += getattr(g, field)
+        sums[g.group]["blocked"] += 1 if g.blocked else 0
+    for name, _field, doc in GROUP_FIGURES:
+        family = GaugeMetricFamily(f"kafkatxn_group_summed_{name}", f"Sum over the group's partitions. {doc}", labels=["group"])
+        for group in sorted(sums):
+            family.add_metric([group], sums[group][name])
+        out.append(family)
+    blocked_partitions = GaugeMetricFamily("kafkatxn_group_blocked_partitions",
+                                           "Partitions where the group sits at an LSO pinned by an open transaction.", labels=["group"])
+    for group in sorted(sums):
+        blocked_partitions.add_metric([group], sums[group]["blocked"])
+    out.append(blocked_partitions)
+    out.append(GaugeMetricFamily("kafkatxn_groups_blocked", "Consumer groups blocked on at least one partition.",
+                                 value=sum(1 for v in sums.values() if v["blocked"])))
+    return out
+
+
 class SnapshotCollector(Collector):
     """Gathers at scrape time, caches for ``cache_ttl_s``, and never runs two gathers at once."""
 
@@ -244,6 +292,8 @@ class ClusterGatherer:
         scrape_timeout_s: float = DEFAULT_SCRAPE_TIMEOUT_S,
         topic_regex: str | None = None,
         max_transaction_timeout_ms: int | None = None,
+        groups: bool = False,
+        group_regex: str | None = None,
     ):
         # The scrape deadline is the command's deadline, so error messages name the right figure.
         self.config = dataclasses.replace(config, timeout_ms=int(scrape_timeout_s * 1000))
@@ -251,15 +301,20 @@ class ClusterGatherer:
         self.topic_regex = topic_regex
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self._cluster: Cluster | None = None
+        self.groups = groups
+        self.group_regex = group_regex
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")
+        if group_regex:
+            compile_regex(group_regex, "--group-regex")
 
     def __call__(self) -> ClusterSnapshot:
         if self._cluster is None:
             self._cluster = Cluster(self.config)
         self._cluster.restart_deadline(self.scrape_timeout_s)
         try:
-            snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms)
+            snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms,
+                                   groups=self.groups, group_regex=self.group_regex)
         except Exception:
             self.close()
             raise

@@ -393,6 +393,22 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
     return rows
 
 
+def read_committed_lag(row: GroupLag) -> int:
+    """What a read_committed consumer still has to read on this partition now.
+
+    Gaps that the probe found hold only markers and aborted records count 0; a group blocked at the
+    LSO can read nothing until the transaction ends (0, its block is the finding); a group past the
+    LSO (reading uncommitted) has ``HW - committed``; otherwise the gap to the LSO (markers included
+    when it was not probed).
+    """
+    if row.verdict is GroupVerdict.caught_up or row.verdict is GroupVerdict.blocked:
+        return 0
+    if row.committed_offset > row.last_stable_offset:
+        return row.lag_to_hw_messages
+    return row.lag_to_lso_messages
+
+
+
 # -- watching ----------------------------------------------------------------------------------
 
 

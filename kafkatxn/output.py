@@ -18,6 +18,25 @@ from typing import Any, Iterable, Sequence, TextIO
 
 FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 
+# Tables are for people at a terminal: without --wide they keep to this width, showing the columns
+# an engineer acts on; ages and timestamps read as "3m12s" and local time. Structured formats keep
+# every field under its key, in raw units.
+TABLE_WIDTH = 120
+# Left out first when a table does not fit (the raw material behind the columns that matter).
+SECONDARY_COLUMNS = (
+    "last_sequence", "coordinator_epoch", "last_timestamp_ms", "start_time_ms", "readable_before_lso",
+    "last_write_age_ms", "leader_id", "lso_before", "high_watermark_before", "producer_epoch_before",
+    "producer_epoch_after", "producer_id_after", "state_after", "holds_lso", "coordinator_id", "open_transactions",
+    "producer_epoch", "high_watermark_after", "lso_after", "error",
+)
+# Never left out: what names the thing and what the engineer decides on.
+ESSENTIAL_COLUMNS = frozenset({
+    "topic", "partition", "group", "transactional_id", "producer_id", "verdict", "state", "status", "outcome",
+    "scope", "name", "value", "api", "broker_id", "host", "kind", "message", "label", "lso_moved",
+})
+_DURATION_SUFFIXES = ("age_ms", "duration_ms", "timeout_ms")
+_TIME_SUFFIXES = ("timestamp_ms", "time_ms", "_at_ms", "until_ms")
+
 
 @dataclass
 class Report:
@@ -55,6 +74,75 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _is_duration(column: str) -> bool:
+    return column.endswith(_DURATION_SUFFIXES)
+
+
+def _is_time(column: str) -> bool:
+    return column.endswith(_TIME_SUFFIXES)
+
+
+def format_local_time(ms: int, now_ms: int | None = None) -> str:
+    """Local wall-clock time: ``14:03:27`` today, ``2026-11-20 14:03:27`` on another day."""
+    import time
+
+    now = time.localtime((now_ms if now_ms is not None else time.time() * 1000) / 1000)
+    at = time.localtime(ms / 1000)
+    same_day = (at.tm_year, at.tm_yday) == (now.tm_year, now.tm_yday)
+    return time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S", at)
+
+
+def _table_cell(column: str, value: Any) -> str:
+    """A cell as a person reads it: durations and timestamps in human form, the rest as ``_cell``."""
+    from kafkatxn.durations import format_duration_ms
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        if _is_duration(column):
+            return format_duration_ms(value) if value >= 0 else str(value)
+        if _is_time(column):
+            return format_local_time(value) if value > 0 else ""
+    return _cell(value)
+
+
+_HEADER_WORDS = (("last_stable_offset", "lso"), ("high_watermark", "hw"), ("transaction_", "txn_"), ("committed_offset", "committed"))
+
+
+def table_header(column: str) -> str:
+    """Short headers for tables (as kafka-transactions.sh and rpk print them): converted columns lose
+    their ``_ms`` (the cell is no longer in milliseconds), ``_messages`` goes, and the long offset
+    names become ``lso`` and ``hw``. Keys in structured formats do not change."""
+    if _is_duration(column) or _is_time(column):
+        column = column[: -len("_ms")]
+    if column.endswith("_messages"):
+        column = column[: -len("_messages")]
+    for long, short in _HEADER_WORDS:
+        column = column.replace(long, short)
+    return column
+
+
+def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = False, width: int = TABLE_WIDTH) -> list[str]:
+    """The columns a table shows: every one with ``wide``; otherwise raw twins of human columns
+    (``age_ms`` next to ``age``) are left out, then secondary columns and then the rightmost
+    non-essential ones, until the table fits ``width``."""
+    shown = list(columns)
+    if wide:
+        return shown
+    shown = [c for c in shown if not (c.endswith("_ms") and c[:-3] in columns)]
+
+    def table_width(cols: list[str]) -> int:
+        # tabulate pads headers by 2 (its MIN_PADDING) and separates columns by 2 spaces.
+        widths = [max([len(table_header(c)) + 2] + [len(_table_cell(c, row.get(c))) for row in plain]) for c in cols]
+        return sum(widths) + 2 * max(len(cols) - 1, 0)
+
+    droppable = [c for c in SECONDARY_COLUMNS if c in shown]
+    droppable += [c for c in reversed(shown) if c not in ESSENTIAL_COLUMNS and c not in droppable]
+    for column in droppable:
+        if table_width(shown) <= width:
+            break
+        shown.remove(column)
+    return shown
+
+
 def _columns(rows: Sequence[Any], row_type: type | None) -> list[str]:
     if row_type is not None and dataclasses.is_dataclass(row_type):
         return [f.name for f in dataclasses.fields(row_type)]
@@ -71,11 +159,13 @@ def render(
     row_type: type | None = None,
     out: TextIO | None = None,
     empty_message: str | None = None,
+    wide: bool = False,
 ) -> None:
-    """Write ``rows`` to ``out`` (stdout) in ``fmt``. ``row_type`` fixes the columns when there are no rows."""
+    """Write ``rows`` to ``out`` (stdout) in ``fmt``. ``row_type`` fixes the columns when there are no rows.
+    ``wide`` makes tables show every column (structured formats always do)."""
     out = out or sys.stdout
     if isinstance(rows, Report):
-        _render_report(rows, fmt, no_headers=no_headers, out=out)
+        _render_report(rows, fmt, no_headers=no_headers, out=out, wide=wide)
         return
     columns = _columns(rows, row_type)
     plain = [to_plain(r) for r in rows]
@@ -97,18 +187,19 @@ def render(
             return
         from tabulate import tabulate  # only tables need it; importing it costs every command start
 
-        body = [[_cell(item.get(c)) for c in columns] for item in plain]
+        shown = table_columns(columns, plain, wide)
+        body = [[_table_cell(c, item.get(c)) for c in shown] for item in plain]
         if no_headers:
             text = tabulate(body, tablefmt="plain", disable_numparse=True)
         else:
-            text = tabulate(body, headers=columns, tablefmt="simple", disable_numparse=True)
+            text = tabulate(body, headers=[table_header(c) for c in shown], tablefmt="simple", disable_numparse=True)
         if text:
             out.write(text + "\n")
     else:
         raise ValueError(f"unknown output format {fmt!r}")
 
 
-def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO) -> None:
+def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, wide: bool = False) -> None:
     if fmt == "json":
         doc = dict(to_plain(report.facts))
         for name, rows in report.sections.items():
@@ -119,10 +210,10 @@ def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO) -
     if fmt == "table":
         width = max((len(k) for k in report.facts), default=0)
         for key, value in report.facts.items():
-            out.write(f"{key.ljust(width)}  {_cell(value)}\n")
+            out.write(f"{key.ljust(width)}  {_table_cell(key, value)}\n")
         for name, rows in report.sections.items():
             out.write(f"\n{name.upper()}\n")
-            render(rows, "table", no_headers=no_headers, out=out, empty_message="(none)")
+            render(rows, "table", no_headers=no_headers, out=out, empty_message="(none)", wide=wide)
         return
     # Line formats: one record per row, tagged with its section, facts first as their own section.
     records: list[dict] = []

@@ -91,6 +91,19 @@ class UndeterminedSample:
     missing: tuple[Missing, ...] = ()  # the typed parts that did not answer
 
 
+@dataclass(frozen=True)
+class GroupSample:
+    """Transaction-aware lag of one consumer group on one partition (:func:`kafkatxn.lso.group_lags`)."""
+
+    group: str
+    topic: str
+    partition: int
+    lag_messages: int  # what a read_committed consumer still has to read (markers/aborted records left out where probed)
+    lag_to_lso_messages: int
+    lag_to_hw_messages: int
+    blocked: bool  # at an LSO pinned by an open transaction
+
+
 @dataclass
 class ClusterSnapshot:
     """Everything check and the exporter decide on, from one pass over the cluster."""
@@ -109,6 +122,7 @@ class ClusterSnapshot:
     undetermined: tuple[UndeterminedSample, ...] = ()  # neither hanging nor shown to be tracked
     max_transaction_timeout_ms: int | None = None
     missing: tuple[Missing, ...] = ()  # parts that did not answer
+    groups: tuple[GroupSample, ...] | None = None  # None when group lag was not gathered
 
     @property
     def up(self) -> bool:
@@ -154,14 +168,38 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
     return tuple(out)
 
 
+def group_samples(cluster: Cluster, group_regex: str | None, topics: set[str] | None, missing: list[Missing]) -> tuple[GroupSample, ...]:
+    """Group lag of the groups ``group_regex`` matches (searched; every group without it), on ``topics``."""
+    from kafkatxn import lso
+    from kafkatxn.validation import compile_regex
+
+    names = cluster.list_groups()
+    if group_regex:
+        pattern = compile_regex(group_regex, "--group-regex")
+        names = [g for g in names if pattern.search(g)]
+    if not names:
+        return ()
+    snap = lso.take_group_snapshot(cluster, names)
+    missing.extend(m.within("group lag") for m in snap.missing)
+    return tuple(
+        GroupSample(r.group, r.topic, r.partition, lso.read_committed_lag(r), r.lag_to_lso_messages, r.lag_to_hw_messages,
+                    r.verdict is lso.GroupVerdict.blocked)
+        for r in lso.group_lags(snap)
+        if topics is None or r.topic in topics
+    )
+
+
 def gather_snapshot(
     cluster: Cluster,
     topic_regex: str | None = None,
     max_transaction_timeout_ms: int | None = None,
     clock: Callable[[], float] = time.time,
+    groups: bool = False,
+    group_regex: str | None = None,
 ) -> ClusterSnapshot:
     """One pass over the cluster. Unreachable, auth and deadline failures become ``error``; parts
-    that did not answer become ``missing``. Usage errors (a bad regex) are raised."""
+    that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
+    also the transaction-aware lag of the consumer groups ``group_regex`` matches."""
     from kafkatxn import hanging, producers
 
     started = time.monotonic()
@@ -251,6 +289,11 @@ def gather_snapshot(
                     # With --topic-regex, ages count only for transactions on the topics chosen.
                     and (topic_regex is None or any(tp.topic in scanned_topics for tp in d.partitions))
                 )
+
+    if groups:
+        scanned = {p.topic for p in selected} if topic_regex else None
+        gathered = step("consumer groups", lambda: group_samples(cluster, group_regex, scanned, missing))
+        snapshot.groups = gathered if gathered is not None else ()
 
     snapshot.missing = tuple(missing)
     snapshot.duration_s = time.monotonic() - started

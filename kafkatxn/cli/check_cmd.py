@@ -31,6 +31,13 @@ PerTopic = Annotated[
 ]
 
 
+GroupRegex = Annotated[
+    Optional[str],
+    typer.Option("--group-regex", metavar="REGEX", help="Group lag: only consumer groups matching this regex (searched).",
+                 rich_help_panel=SCOPE),
+]
+
+
 def register(app: typer.Typer) -> None:
     @command(app, "check")
     def check_command(
@@ -54,17 +61,30 @@ def register(app: typer.Typer) -> None:
         only_lagging: OnlyLagging = False,
         per_topic: PerTopic = False,
         max_transaction_timeout: MaxTransactionTimeout = None,
+        groups: Annotated[bool, typer.Option(
+            "--groups", help="Also consumer groups (all, or --group-regex): a blocked group is critical; "
+            "--group-lag-warn/--group-lag-crit on read_committed lag.", rich_help_panel=SCOPE)] = False,
+        group_regex: GroupRegex = None,
+        group_lag_warn: Annotated[Optional[str], typer.Option(
+            "--group-lag-warn", metavar="RANGE", help="With --groups: read_committed lag per group and partition (messages).",
+            rich_help_panel=THRESHOLDS)] = None,
+        group_lag_crit: Annotated[Optional[str], typer.Option("--group-lag-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = None,
     ) -> int:
         """One status line for cron, Nagios/Icinga and runbooks: hanging transactions (critical), LSO lag,
         transaction age, active producer ids. Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."""
         thresholds = check.thresholds_from_options(
-            lso_lag_warn, lso_lag_crit, txn_age_warn, txn_age_crit, producer_ids_warn, producer_ids_crit
+            lso_lag_warn, lso_lag_crit, txn_age_warn, txn_age_crit, producer_ids_warn, producer_ids_crit,
+            group_lag_warn, group_lag_crit,
         )
+        groups = groups or group_regex is not None
+        if group_regex:
+            compile_regex(group_regex, "--group-regex")
         if textfile is not None and not textfile.endswith(".prom"):
             raise UsageError(f"--textfile {textfile!r} must end in .prom (node_exporter reads only *.prom)")
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
-        snapshot = gather_snapshot(ctx.cluster, topic_regex, max_transaction_timeout)
+        snapshot = gather_snapshot(ctx.cluster, topic_regex, max_transaction_timeout,
+                                   groups=groups, group_regex=group_regex)
         result = check.evaluate(snapshot, thresholds)
         if textfile is not None:
             from kafkatxn import exporter

@@ -34,8 +34,10 @@ class CommandContext:
     profile: str | None = None
     timeout: str | None = None
     properties: list[str] = field(default_factory=list)
+    ask_password: bool = False
     output: str = "table"
     no_headers: bool = False
+    wide: bool = False
     debug: bool = False
     _config: config_mod.ConnectionConfig | None = None
     _cluster: Cluster | None = None
@@ -49,7 +51,10 @@ class CommandContext:
                 profile=self.profile,
                 timeout=self.timeout,
                 overrides=self.properties,
+                ask_password=self.ask_password,
             )
+            for warning in self._config.warnings:
+                self.note(f"kafkatxn: warning: {warning}")
             logging.getLogger("kafkatxn").debug("connection settings: %s", self._config.masked())
         return self._config
 
@@ -67,7 +72,7 @@ class CommandContext:
                 logging.getLogger("kafkatxn").debug("requests sent: %s", counts or "none")
 
     def render(self, rows: Any, row_type: type | None = None, empty_message: str | None = None) -> None:
-        render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message)
+        render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message, wide=self.wide)
 
     def note(self, message: str) -> None:
         """A line for people on stderr; kept out of stdout so pipes stay clean."""
@@ -127,8 +132,10 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
                 profile=shared["profile"],
                 timeout=shared["timeout"],
                 properties=list(shared["property_overrides"] or []),
+                ask_password=shared["ask_password"],
                 output=OutputFormat(shared["output"]).value,
                 no_headers=shared["no_headers"],
+                wide=shared["wide"],
                 debug=shared["debug"],
             )
             if ctx.debug:

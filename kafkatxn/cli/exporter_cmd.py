@@ -8,11 +8,12 @@ import typer
 
 from kafkatxn import config as config_mod
 from kafkatxn import defaults
-from kafkatxn.cli.check_cmd import OnlyLagging, PerTopic, TopicRegex
+from kafkatxn.cli.check_cmd import SCOPE, GroupRegex, OnlyLagging, PerTopic, TopicRegex
 from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.cli.options import MaxTransactionTimeout
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
+from kafkatxn.validation import compile_regex
 
 HTTP = "HTTP"
 
@@ -42,8 +43,14 @@ def register(app: typer.Typer) -> None:
         only_lagging: OnlyLagging = False,
         per_topic: PerTopic = False,
         max_transaction_timeout: MaxTransactionTimeout = None,
+        group_lag: Annotated[bool, typer.Option(
+            "--group-lag/--no-group-lag", help="Transaction-aware consumer-group lag metrics (kafkatxn_group_*).",
+            rich_help_panel=SCOPE)] = True,
+        group_regex: GroupRegex = None,
+        per_group: Annotated[bool, typer.Option(
+            "--per-group", help="Metrics: per-group sums only, no per-partition group series.", rich_help_panel=SCOPE)] = False,
     ) -> int:
-        """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids; gathered
+        """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids, consumer-group lag; gathered
         at scrape time with a short cache. /metrics serves the cluster given here (-b, --profile, the
         default profile); /probe?profile=NAME serves the cluster of any kafkatxn profile. Runs until
         interrupted; kafkatxn_up is 0 while a cluster cannot be reached."""
@@ -52,16 +59,19 @@ def register(app: typer.Typer) -> None:
 
         # Everything that can be wrong is a usage error before anything listens.
         exporter_http.parse_listen(listen)
+        for regex, option in ((topic_regex, "--topic-regex"), (group_regex, "--group-regex")):
+            if regex:
+                compile_regex(regex, option)  # also in probe-only mode, where no gatherer is made yet
         web_config = exporter_http.WebConfigFile(web_config_file) if web_config_file else None
         cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
         scrape_timeout_s = _duration_s(scrape_timeout, "--scrape-timeout")
         max_timeout_ms = max_transaction_timeout  # milliseconds (options.MaxTransactionTimeout)
-        options = exporter.ExportOptions(only_lagging, per_topic)
+        options = exporter.ExportOptions(only_lagging, per_topic, per_group)
 
         def collector_for(config: config_mod.ConnectionConfig):
             # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
             check_client_settings(config)
-            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms)
+            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex)
             return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
 
         metrics = close_metrics = None

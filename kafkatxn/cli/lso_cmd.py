@@ -9,6 +9,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from kafkatxn import lso
+from kafkatxn.cli.options import ProbeMaxGap
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
@@ -35,6 +36,7 @@ class Sample:
     snapshot: lso.LsoSnapshot
     empty_message: str
     notes: list[str] = field(default_factory=list)
+
 
 
 def watch_loop(
@@ -114,14 +116,7 @@ def register(app: typer.Typer) -> None:
                 help="Exit 2 when a pinning (or blocking) transaction is at least this old.",
             ),
         ] = lso.DEFAULT_CRITICAL_AGE,
-        probe_max_gap: Annotated[
-            int,
-            typer.Option(
-                "--probe-max-gap", min=0, metavar="N",
-                help="With --groups: read gaps of up to N offsets between a committed offset and the LSO to tell "
-                "transaction markers and aborted records from real lag (0: never read).",
-            ),
-        ] = lso.DEFAULT_PROBE_MAX_GAP,
+        probe_max_gap: ProbeMaxGap = lso.DEFAULT_PROBE_MAX_GAP,
         watch: Annotated[
             bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C, showing whether each LSO moved since the previous sample.")
         ] = False,
@@ -198,7 +193,8 @@ def _frame(ctx: CommandContext, number: int, interval_ms: int, sample: Sample | 
     body = ""
     if sample is not None:
         body = render_to_string(
-            sample.rows, ctx.output, no_headers=ctx.no_headers, row_type=sample.row_type, empty_message=sample.empty_message
+            sample.rows, ctx.output, no_headers=ctx.no_headers, row_type=sample.row_type, empty_message=sample.empty_message,
+            wide=ctx.wide,
         )
     if not is_tty:
         if ctx.output == "table" and not ctx.no_headers:

@@ -52,6 +52,14 @@ BrokerId = Annotated[
     typer.Option("--broker-id", min=0, max=INT32_MAX, metavar="ID",
                  help="Only partitions with a replica on this broker, asking it instead of each leader.", rich_help_panel=SELECT),
 ]
+ProbeMaxGap = Annotated[
+    int,
+    typer.Option(
+        "--probe-max-gap", min=0, metavar="N",
+        help="Group lag: read gaps of up to N offsets between a committed offset and the LSO to tell "
+        "transaction markers and aborted records from real lag (0: never read).",
+    ),
+]
 MaxTransactionTimeout = Annotated[
     Optional[int],
     duration_option(
@@ -84,13 +92,19 @@ _SHARED: tuple[tuple[str, Any, Any, Any], ...] = (
         "--profile", envvar="KAFKATXN_PROFILE", metavar="NAME",
         help="Named profile from ~/.config/kafkatxn/config.toml.", rich_help_panel=CONNECTION)),
     ("property_overrides", Optional[list[str]], None, typer.Option(
-        "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file.", rich_help_panel=CONNECTION)),
+        "--property", "-X", metavar="KEY=VALUE", help="Client property, overriding the file (never a secret).",
+        rich_help_panel=CONNECTION)),
+    ("ask_password", bool, False, typer.Option(
+        "--ask-password", help="Prompt for the SASL (or client key) password; never pass secrets with -X.",
+        rich_help_panel=CONNECTION)),
     ("timeout", Optional[str], None, typer.Option(
         "--timeout", envvar="KAFKATXN_TIMEOUT", metavar="DURATION",
         help="Deadline for the whole command's network calls (default 30s).", rich_help_panel=CONNECTION)),
     ("output", OutputFormat, OutputFormat.table, typer.Option(
         "--output", "-o", envvar="KAFKATXN_OUTPUT", help="Output format.", rich_help_panel=OUTPUT)),
     ("no_headers", bool, False, typer.Option("--no-headers", help="Omit header rows (table, csv, tsv).", rich_help_panel=OUTPUT)),
+    ("wide", bool, False, typer.Option(
+        "--wide", help="Tables: every column (default: the ones to act on, fitting 120 columns).", rich_help_panel=OUTPUT)),
     ("debug", bool, False, typer.Option(
         "--debug", envvar="KAFKATXN_DEBUG", help="Log details and show tracebacks on stderr.", rich_help_panel=OUTPUT)),
 )

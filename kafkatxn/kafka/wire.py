@@ -32,7 +32,12 @@ def error_name(code: int) -> str | None:
     import kafka.errors as Errors
 
     cls = Errors.for_code(code)
-    return str(getattr(cls, "message", None) or cls.__name__)
+    name = str(getattr(cls, "message", None) or cls.__name__)
+    return _RENAMED_ERRORS.get(name, name)
+
+
+# kafka-python keeps names Kafka has since replaced; the facade and the fake speak Kafka's names.
+_RENAMED_ERRORS = {"NOT_LEADER_FOR_PARTITION": "NOT_LEADER_OR_FOLLOWER"}
 
 
 def is_no_brokers_error(exc: BaseException) -> bool:

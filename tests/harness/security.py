@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import ipaddress
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -394,3 +395,25 @@ class SecureKafka:
 
     def secrets(self) -> list[str]:
         return [self.users.scram.password, self.users.plain.password, self.pki.key_password]
+
+    def add_scram_user(self, name: str, password: str, timeout: float = 30) -> SaslUser:
+        """A SCRAM-SHA-512 user made at run time (AlterUserScramCredentials over the PLAINTEXT listener).
+
+        Unlike ``kafka-storage format --add-scram``, any password works: spaces, ``:=#!``, non-ASCII.
+        """
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        admin = self.cluster.admin_client()  # type: ignore[attr-defined]
+        upsert = UserScramCredentialUpsertion(name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode("utf-8"))
+        admin.alter_user_scram_credentials([upsert], request_timeout=timeout)[name].result(timeout)
+        # The broker applies the credential from the metadata log: wait until it describes it.
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                described = admin.describe_user_scram_credentials([name], request_timeout=timeout)[name].result(timeout)
+                if described.scram_credential_infos:
+                    return SaslUser(name, password)
+            except Exception:  # noqa: BLE001 - RESOURCE_NOT_FOUND until it is there
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)

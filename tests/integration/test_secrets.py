@@ -13,12 +13,19 @@ searched for each secret.
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import pty
 import secrets as _secrets
+import select
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.harness.security import SecureKafka, write_properties
+from tests.harness.security import SCRAM_MODULE, SecureKafka, write_properties
 from tests.secure_commands import COMMANDS, HAVE_PYSPARK, Run, make_traffic, problem, run_command, run_kafkatxn
 
 pytestmark = pytest.mark.integration
@@ -153,3 +160,151 @@ def test_no_secret_in_any_output_log_or_file(kafka_secure: SecureKafka, traffic,
     # The search covered what the commands write: audit logs with records, the check's textfile, the audit report.
     names = {p.name for p in files}
     assert {"audit.jsonl", "kafkatxn.prom"} | ({"report.json"} if HAVE_PYSPARK else set()) <= names, sorted(names)[:50]
+
+
+# -- a secret given each allowed way: in no argv, output or file -----------------------------------
+
+
+class ArgvSampler:
+    """Reads every process's /proc/PID/cmdline over and over while a command runs."""
+
+    def __init__(self, needle: bytes) -> None:
+        self.needle = needle
+        self.hits: dict[int, str] = {}  # pid -> program (the secret itself is not repeated)
+        self.rounds = 0
+        self.kafkatxn_pids: set[int] = set()  # processes seen running kafkatxn: the sampling covered them
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "ArgvSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                        cmdline = f.read()
+                except OSError:
+                    continue
+                if b"-m\0kafkatxn\0" in cmdline:
+                    self.kafkatxn_pids.add(int(entry.name))
+                if self.needle in cmdline:
+                    program = cmdline.split(b"\0")[0].decode(errors="replace")
+                    self.hits.setdefault(int(entry.name), program)
+            self.rounds += 1
+
+    def saw(self, pid: int) -> bool:
+        return pid in self.kafkatxn_pids
+
+
+def _run_on_pty(argv: list[str], env: dict[str, str], cwd: Path, answer: str, sampler: ArgvSampler) -> tuple[int, str, int]:
+    """Run kafkatxn with a pseudo-terminal as its controlling terminal; type `answer` at the prompt."""
+    pid, master = pty.fork()
+    if pid == 0:  # the child: exec at once, nothing else
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-m", "kafkatxn", *argv], {**os.environ, **env})
+    output, answered = b"", False
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 1)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+        if not answered and b"password" in output.lower():
+            os.write(master, answer.encode() + b"\n")
+            answered = True
+    os.close(master)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), output.decode(errors="replace"), pid
+
+
+def test_a_secret_given_each_allowed_way_is_in_no_argv_output_or_file(kafka_secure: SecureKafka, tmp_path, figures):
+    password = f"eachWayPw-{_secrets.token_hex(10)}"
+    user = kafka_secure.add_scram_user(f"kt-each-way-{_secrets.token_hex(4)}", password)
+    inputs = tmp_path / "inputs"  # the files handing over the secret: outside the searched tree
+    inputs.mkdir(mode=0o700)
+    base = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": user.name,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(kafka_secure.pki.ca),
+    }
+    providers = {
+        "config.providers": "file,env,dir",
+        "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+        "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+        "config.providers.dir.class": "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+    }
+    secret_file = write_properties(inputs / "secret.properties", {"pw": password})
+    (inputs / "dir").mkdir()
+    (inputs / "dir" / "pw").write_text(password)
+    without = write_properties(inputs / "without-password.properties", base)
+    profiles = inputs / "config.toml"
+    profiles.write_text(
+        f'[profiles.each]\nbootstrap_servers = "{kafka_secure.bootstrap("scram")}"\ncommand_config = "{without}"\n'
+        f'[profiles.each.properties]\n"sasl.password" = "{password}"\n'
+    )
+    profiles.chmod(0o600)
+    ways: dict[str, tuple[list[str], dict[str, str]]] = {
+        "properties file": (["-c", str(write_properties(inputs / "literal.properties", {**base, "sasl.password": password}))], {}),
+        "properties file, Java JAAS": (["-c", str(write_properties(inputs / "jaas.properties", {
+            **base, "sasl.jaas.config": f'{SCRAM_MODULE} required username="{user.name}" password="{password}";'}))], {}),
+        "config provider ${file:...}": (["-c", str(write_properties(inputs / "file-ref.properties", {
+            **base, **providers, "sasl.password": f"${{file:{secret_file}:pw}}"}))], {}),
+        "config provider ${dir:...}": (["-c", str(write_properties(inputs / "dir-ref.properties", {
+            **base, **providers, "sasl.password": f"${{dir:{inputs / 'dir'}:pw}}"}))], {}),
+        "config provider ${env:...}": (["-c", str(write_properties(inputs / "env-ref.properties", {
+            **base, **providers, "sasl.password": "${env:KT_EACH_WAY_PASSWORD}"}))], {"KT_EACH_WAY_PASSWORD": password}),
+        "environment variable": (["-c", str(without)], {"KAFKATXN_SASL_PASSWORD": password}),
+        "profile": (["--profile", "each"], {"KAFKATXN_CONFIG": str(profiles)}),
+        "--ask-password on a terminal": (["-c", str(without), "--ask-password"], {}),
+    }
+    written = tmp_path / "written"
+    leaks, failures, sampled = [], [], []
+    for way, (connection, extra_env) in ways.items():
+        root = written / way.translate(str.maketrans(" ${}:./,", "________"))
+        env = {**_isolated_env(root), **extra_env}
+        argv = ["transactions", "list", "--timeout", "20s", "-o", "json", "--debug", *connection]
+        if "--profile" not in connection:
+            argv += ["-b", kafka_secure.bootstrap("scram")]
+        with ArgvSampler(password.encode()) as sampler:
+            if way.startswith("--ask-password"):
+                code, output, pid = _run_on_pty(argv, env, root, password, sampler)
+                streams = {"terminal": output}
+            else:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "kafkatxn", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL, env={**os.environ, **env}, cwd=root, text=True,
+                )
+                pid = proc.pid
+                stdout, stderr = proc.communicate(timeout=90)
+                code, streams = proc.returncode, {"stdout": stdout, "stderr": stderr}
+        text = "\n".join(streams.values())
+        if code != 0 or "connection settings:" not in text or '"transactional_id"' not in text and "[]" not in text:
+            failures.append(f"{way}: exit {code}\n{text[-2000:]}")
+        if not sampler.saw(pid):
+            failures.append(f"{way}: the sampler never saw the command's process (pid {pid}) in {sampler.rounds} rounds")
+        sampled.append(sampler.rounds)
+        leaks += [f"{way}: the secret in the argv of pid {pid} ({program})" for pid, program in sampler.hits.items()]
+        leaks += [f"{way}: the secret in {name}" for name, value in streams.items() if password in value]
+        leaks += [f"{way}: the secret in file {path}" for path in _files_with(root, password.encode())]
+    figures["secret given each allowed way"] = (
+        f"{len(ways)} ways, {len(leaks)} leaks (argv of every process sampled {min(sampled)}-{max(sampled)} times per run)"
+    )
+    assert not failures, "\n\n".join(failures)
+    assert not leaks, "\n".join(leaks)

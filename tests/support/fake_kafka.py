@@ -10,17 +10,30 @@ The wire side (ListOffsets, DescribeProducers, ListTransactions, FindCoordinator
 DescribeTransactions, WriteTxnMarkers, ApiVersions) is answered by :class:`FakeWire` from the model,
 request by request, so unit tests exercise the facade's code paths; the confluent-kafka side
 (metadata, configs, groups, read_committed probes, fencing) is answered by :class:`FakeCluster`'s
-overrides from the same model. Faults are set on the model: ``down`` brokers time out,
-``partition_errors`` answer an error once per request, ``leader_moves`` change leaders after the
-first metadata request. Markers and fences change the model as a broker would (LSO, high watermark).
+overrides from the same model. Faults are set on the model:
+
+- ``down`` brokers stay registered (listed in metadata) but every request to them times out;
+  all brokers down makes metadata raise UnreachableError;
+- ``timeouts[broker]`` names the requests that time out on that broker only (``ListOffsets``,
+  ``ListTransactions``, ``DescribeConfigs``...);
+- ``partition_errors[(broker, tp)]`` queues errors, one per request touching the partition there;
+- ``leader_moves`` change leaders at the second metadata request;
+- ``transaction_errors[id]`` is the error the id's coordinator answers DescribeTransactions with;
+- ``listing_errors[broker]`` is the error that broker answers ListTransactions with;
+- ``marker_error`` refuses WriteTxnMarkers; ``api_versions`` sets what the brokers support.
+
+Markers and fences change the model as a broker would (LSO, high watermark). ``model.sent`` holds
+every wire request; ``FakeCluster.calls`` every facade call by name.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kafkatxn.config import ConnectionConfig
+from kafkatxn.errors import UnreachableError
 from kafkatxn.kafka import Cluster
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import (
@@ -51,14 +64,19 @@ class KafkaModel:
     transactions: dict[str, TransactionDescription] = field(default_factory=dict)
     # Listed by ListTransactions but not described (e.g. expired in between); defaults to ``transactions``.
     listings: list[tuple[str, int, str]] | None = None
+    coordinators: dict[str, int] = field(default_factory=dict)  # id -> coordinator, for ids with no description
     max_timeouts: dict[int, str] = field(default_factory=dict)  # broker -> transaction.max.timeout.ms
     groups: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)  # brokers whose requests time out
+    unregistered: set[int] = field(default_factory=set)  # brokers left out of the metadata (stop_broker)
+    timeouts: dict[int, set[str]] = field(default_factory=dict)  # broker -> request names (ListTransactions) that time out there
     partition_errors: dict[tuple[int, TopicPartition], list[str]] = field(default_factory=dict)  # (node, tp) -> errors, one per request
     leader_moves: dict[TopicPartition, int] = field(default_factory=dict)  # applied after the first metadata request
     api_versions: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(DEFAULT_APIS))
     sent: list[tuple[int | None, Any]] = field(default_factory=list)  # every wire request, in order
     marker_error: str | None = None
+    transaction_errors: dict[str, str] = field(default_factory=dict)  # id -> error its coordinator answers DescribeTransactions with
+    listing_errors: dict[int, str] = field(default_factory=dict)  # broker -> error it answers ListTransactions with
 
     def add_partition(self, topic: str, partition: int, leader: int = 1, replicas: Iterable[int] | None = None,
                       lso: int = 0, hw: int | None = None) -> TopicPartition:
@@ -82,11 +100,15 @@ class KafkaModel:
         """The broker is gone: its requests time out, KRaft drops it from the metadata, and the
         partitions it was the only replica of have no leader."""
         self.down.add(broker)
+        self.unregistered.add(broker)
         for tp, p in self.partitions.items():
             if p.leader == broker and set(p.replicas) <= {broker}:
                 self.partitions[tp] = replace(p, leader=-1, isr=())
 
     def coordinator(self, transactional_id: str) -> int:
+        """The id's coordinator; an unknown id's is fixed by its name (str hash() changes per run)."""
+        if transactional_id in self.coordinators:
+            return self.coordinators[transactional_id]
         d = self.transactions.get(transactional_id)
         if d is not None:
             return d.coordinator_id
@@ -95,7 +117,7 @@ class KafkaModel:
             from kafkatxn.hanging import coordinator_partition
 
             return self.partitions[TopicPartition("__transaction_state", coordinator_partition(transactional_id, len(log)))].leader
-        return self.brokers[hash(transactional_id) % len(self.brokers)]
+        return self.brokers[zlib.crc32(transactional_id.encode()) % len(self.brokers)]
 
     def close_transaction(self, tp: TopicPartition, producer_id: int) -> None:
         """A marker on ``tp`` for ``producer_id``: the open transaction ends and the LSO moves on."""
@@ -125,10 +147,9 @@ class FakeWire:
 
     def __init__(self, model: KafkaModel):
         self.model = model
-        self.closed = False
 
     def close(self) -> None:
-        self.closed = True
+        pass
 
     def max_version(self, api_name: str) -> int:
         return self.model.api_versions.get(api_name, (0, -1))[1]
@@ -141,21 +162,21 @@ class FakeWire:
         for node, request in requests:
             count(proto.REQUEST_NAMES[type(request)])
             self.model.sent.append((node, request))
-            if node in self.model.down:
+            if node in self.model.down or proto.REQUEST_NAMES[type(request)] in self.model.timeouts.get(node, ()):
                 out.append(WireTimeout(node))
                 continue
             out.append(getattr(self, "_" + type(request).__name__)(node, request))
         return out
 
-    def _error(self, node: int, tp: TopicPartition) -> str | None:
+    def _error(self, node: int, tp: TopicPartition, any_replica: bool = False) -> str | None:
+        """The partition's error at ``node``: only the leader answers, or any replica (DescribeProducers)."""
         if tp not in self.model.partitions:
             return "UNKNOWN_TOPIC_OR_PARTITION"
         queued = self.model.partition_errors.get((node, tp))
         if queued:
             return queued.pop(0)
-        if self.model.leader(tp) != node:
-            return "NOT_LEADER_OR_FOLLOWER"
-        return None
+        serves = node in self.model.partitions[tp].replicas if any_replica else self.model.leader(tp) == node
+        return None if serves else "NOT_LEADER_OR_FOLLOWER"
 
     def _ApiVersions(self, node, request):
         return proto.ApiVersionsResponse(dict(self.model.api_versions), "4.3")
@@ -171,11 +192,13 @@ class FakeWire:
     def _DescribeProducers(self, node, request):
         parts = []
         for tp in request.partitions:
-            error = self._error(node, tp)
+            error = self._error(node, tp, any_replica=True)
             parts.append(proto.PartitionProducers(tp, error, () if error else tuple(self.model.producers.get(tp, []))))
         return proto.DescribeProducersResponse(tuple(parts))
 
     def _ListTransactions(self, node, request):
+        if node in self.model.listing_errors:
+            return proto.ListTransactionsResponse(self.model.listing_errors[node])
         listings = self.model.listings
         if listings is None:
             listings = [(d.transactional_id, d.producer_id, d.state) for d in self.model.transactions.values()]
@@ -197,7 +220,9 @@ class FakeWire:
         out = []
         for tid in request.transactional_ids:
             d = self.model.transactions.get(tid)
-            if d is None:
+            if tid in self.model.transaction_errors:
+                out.append(proto.TransactionState(tid, self.model.transaction_errors[tid]))
+            elif d is None:
                 out.append(proto.TransactionState(tid, "TRANSACTIONAL_ID_NOT_FOUND"))
             elif d.coordinator_id != node:
                 out.append(proto.TransactionState(tid, "NOT_COORDINATOR"))
@@ -223,6 +248,7 @@ class FakeCluster(Cluster):
         self.model = model
         self.calls: list[tuple] = []
         self._metadata_requests = 0
+        self.before_action: Callable[[], None] = lambda: None  # runs as a marker or a fence goes out
 
     def close(self) -> None:
         pass  # the same fake serves several commands in a test
@@ -239,9 +265,13 @@ class FakeCluster(Cluster):
                 self.model.partitions[tp] = replace(self.model.partitions[tp], leader=leader)
             self.model.leader_moves.clear()
         self._metadata_requests += 1
-        live = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers if b not in self.model.down)
+        if self.model.down >= set(self.model.brokers):
+            raise UnreachableError(f"cannot reach any broker at {self.config.bootstrap_servers} within {self.config.timeout_s:g}s")
+        # A broker that is down but still registered is listed; its requests time out.
+        brokers = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers if b not in self.model.unregistered)
+        live = [b for b in self.model.brokers if b not in self.model.down]
         return ClusterMetadata(
-            self.model.cluster_id, live[0].id if live else -1, live, tuple(sorted(self.model.partitions.values(), key=lambda p: p.tp)), None
+            self.model.cluster_id, live[0] if live else -1, brokers, tuple(sorted(self.model.partitions.values(), key=lambda p: p.tp)), None
         )
 
     def describe_cluster(self) -> ClusterMetadata:
@@ -253,7 +283,7 @@ class FakeCluster(Cluster):
         ids = list(broker_ids) if broker_ids is not None else list(self.model.brokers)
         values, missing = {}, []
         for b in ids:
-            if b in self.model.down:
+            if b in self.model.down or "DescribeConfigs" in self.model.timeouts.get(b, ()):
                 missing.append(Missing(Broker(b), "timed out"))
             elif MAX_TIMEOUT_CONFIG in wanted and b in self.model.max_timeouts:
                 values[b] = {MAX_TIMEOUT_CONFIG: ConfigValue(self.model.max_timeouts[b], "static_broker_config", False)}
@@ -276,6 +306,7 @@ class FakeCluster(Cluster):
 
     def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
         self.calls.append(("fence", transactional_id, transaction_timeout_ms))
+        self.before_action()
         self.requests["InitProducerId"] += 1
         d = self.model.transactions.get(transactional_id)
         if d is None:
@@ -290,6 +321,25 @@ class FakeCluster(Cluster):
         )
 
     # -- wire side, recorded --------------------------------------------------------------------
+
+    def describe_producers(self, partitions, broker_id=None):
+        partitions = list(partitions)
+        self.calls.append(("describe_producers", sorted(partitions), broker_id))
+        return super().describe_producers(partitions, broker_id)
+
+    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
+        self.calls.append(("list_transactions", list(states), list(producer_ids), min_duration_ms, pattern))
+        return super().list_transactions(broker_ids, states, producer_ids, min_duration_ms, pattern)
+
+    def write_abort_marker(self, tp, producer_id, producer_epoch, coordinator_epoch, leader):
+        self.calls.append(("write_abort_marker", tp, producer_id, producer_epoch, coordinator_epoch, leader))
+        self.before_action()
+        return super().write_abort_marker(tp, producer_id, producer_epoch, coordinator_epoch, leader)
+
+    def describe_transactions(self, transactional_ids):
+        transactional_ids = list(transactional_ids)
+        self.calls.append(("describe_transactions", transactional_ids))
+        return super().describe_transactions(transactional_ids)
 
     def _send_all(self, requests):
         for _node, request in requests:

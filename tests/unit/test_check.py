@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 import pytest
 
 from kafkatxn import check
 from kafkatxn.check import PerfDatum, Range, Status, Thresholds, evaluate
 from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample, gather_snapshot
-from kafkatxn.model import Broker, DescribedTransactions, Missing, BrokerInfo, ClusterMetadata, ConfigValue, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
-from kafkatxn.errors import UnreachableError, UsageError
+from kafkatxn.model import Broker, Missing, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
+from kafkatxn.errors import UsageError
 from kafkatxn.output import render_to_string
+from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 NOW_MS = 1_700_000_000_000
 
@@ -219,73 +219,29 @@ def test_thresholds_from_options_reject_bad_text_and_accept_none():
 # -- the snapshot step over a fake cluster ------------------------------------------------------
 
 
-class FakeCluster:
-    """Answers like the facade does; ``fail`` names methods that raise, ``missing`` adds parts."""
-
-    def __init__(self, now_ms: int, fail: dict[str, Exception] | None = None):
-        self.now_ms = now_ms
-        self.fail = fail or {}
-        parts = [PartitionInfo("orders", i, 1 + i % 2, (1, 2), (1, 2)) for i in range(3)]
-        parts.append(PartitionInfo("__consumer_offsets", 0, 1, (1, 3), (1,), internal=True))
-        self.md = ClusterMetadata("cid", 1, (BrokerInfo(1, "h", 1), BrokerInfo(2, "h", 2)), tuple(parts))
-        self.hw = {TopicPartition("orders", 0): 100, TopicPartition("orders", 1): 40, TopicPartition("orders", 2): 7,
-                   TopicPartition("__consumer_offsets", 0): 3}
-        self.lso = {**self.hw, TopicPartition("orders", 0): 60}
-        old = now_ms - 2_000_000
-        self.producers = {
-            TopicPartition("orders", 0): [ProducerState(11, 0, 5, old, 0, 60), ProducerState(12, 0, 1, now_ms, 0, -1)],
-            TopicPartition("orders", 1): [ProducerState(12, 0, 3, now_ms, 0, -1)],
-            TopicPartition("orders", 2): [],
-            TopicPartition("__consumer_offsets", 0): [],
-        }
-        self.calls: list[str] = []
-
-    def _maybe_fail(self, name: str) -> None:
-        self.calls.append(name)
-        if name in self.fail:
-            raise self.fail[name]
-
-    def metadata(self, refresh: bool = False):
-        self._maybe_fail("metadata")
-        return self.md
-
-    def select_partitions(self, include_internal=False, topic_pattern=None, **_):
-        chosen = [p for p in self.md.partitions if include_internal or not p.internal]
-        if topic_pattern:
-            chosen = [p for p in chosen if re.search(topic_pattern, p.topic)]
-        return chosen
-
-    def stable_and_high_offsets(self, tps):
-        self._maybe_fail("stable_and_high_offsets")
-        return Partial({tp: (self.lso[tp], self.hw[tp]) for tp in tps})
-
-    def describe_producers(self, tps, broker_id=None):
-        self._maybe_fail("describe_producers")
-        return Partial({tp: self.producers[tp] for tp in tps})
-
-    def broker_configs(self, names, broker_ids=None):
-        self._maybe_fail("broker_configs")
-        return Partial({1: {"transaction.max.timeout.ms": ConfigValue("900000", "default", True)}}, [Missing(Broker(2), "timed out")])
-
-    def list_transactions(self, producer_ids=(), **_):
-        self._maybe_fail("list_transactions")
-        listing = [TransactionListing("app-1", 11, "Empty", 1), TransactionListing("app-2", 21, "Ongoing", 2)]
-        if producer_ids:
-            listing = [t for t in listing if t.producer_id in set(producer_ids)]
-        return Partial(listing), None
-
-    def describe_transactions(self, tids):
-        self._maybe_fail("describe_transactions")
-        known = {
-            "app-1": TransactionDescription("app-1", 1, "Empty", 11, 0, 60_000, -1, frozenset()),
-            "app-2": TransactionDescription("app-2", 2, "Ongoing", 21, 0, 60_000, self.now_ms - 30_000,
-                                            frozenset({TopicPartition("payments", 1)})),
-        }
-        return Partial(DescribedTransactions({t: known[t] for t in tids if t in known}, {}))
+def check_cluster(now_ms: int) -> FakeCluster:
+    """Brokers 1 and 2 (broker 3 is a replica of __consumer_offsets-0 but not registered); orders-0
+    lags 40 behind an old open transaction; broker 2 does not say its transaction.max.timeout.ms."""
+    model = KafkaModel(brokers=(1, 2), cluster_id="cid")
+    hw = {TopicPartition("orders", 0): 100, TopicPartition("orders", 1): 40, TopicPartition("orders", 2): 7}
+    for i in range(3):
+        model.add_partition("orders", i, leader=1 + i % 2, replicas=(1, 2), lso=60 if i == 0 else hw[TopicPartition("orders", i)],
+                            hw=hw[TopicPartition("orders", i)])
+    offsets_tp = model.add_partition("__consumer_offsets", 0, leader=1, replicas=(1, 3), lso=3)
+    model.partitions[offsets_tp] = PartitionInfo("__consumer_offsets", 0, 1, (1, 3), (1,), internal=True)
+    old = now_ms - 2_000_000
+    model.producers[TopicPartition("orders", 0)] = [ProducerState(11, 0, 5, old, 0, 60), ProducerState(12, 0, 1, now_ms, 0, -1)]
+    model.producers[TopicPartition("orders", 1)] = [ProducerState(12, 0, 3, now_ms, 0, -1)]
+    model.transactions = {
+        "app-1": TransactionDescription("app-1", 1, "Empty", 11, 0, 60_000, -1, frozenset()),
+        "app-2": TransactionDescription("app-2", 2, "Ongoing", 21, 0, 60_000, now_ms - 30_000, frozenset({TopicPartition("payments", 1)})),
+    }
+    model.timeouts[2] = {"DescribeConfigs"}
+    return FakeCluster(model)
 
 
 def test_gather_builds_one_snapshot_from_every_source():
-    cluster = FakeCluster(NOW_MS)
+    cluster = check_cluster(NOW_MS)
     snap = gather_snapshot(cluster, clock=lambda: NOW_MS / 1000)
     assert snap.up and snap.cluster_id == "cid"
     assert snap.broker_up() == {1: True, 2: True, 3: False}
@@ -305,55 +261,53 @@ def test_gather_builds_one_snapshot_from_every_source():
 
 
 def test_gather_honours_topic_regex_and_an_explicit_max_transaction_timeout():
-    cluster = FakeCluster(NOW_MS)
+    cluster = check_cluster(NOW_MS)
     snap = gather_snapshot(cluster, topic_regex="^orders$", max_transaction_timeout_ms=3_000_000,
                            clock=lambda: NOW_MS / 1000)
     assert {p.topic for p in snap.partitions} == {"orders"}
     assert snap.open_transactions == ()  # app-2 writes to payments only, outside the regex
-    assert snap.hanging == () and "broker_configs" not in cluster.calls
+    assert snap.hanging == () and cluster.called("broker_configs") == []
     assert snap.missing == ()
 
 
 def test_a_topic_regex_matching_nothing_is_unknown_not_ok():
-    snap = gather_snapshot(FakeCluster(NOW_MS), topic_regex="^ordrs$", max_transaction_timeout_ms=3_000_000)
+    snap = gather_snapshot(check_cluster(NOW_MS), topic_regex="^ordrs$", max_transaction_timeout_ms=3_000_000)
     assert snap.partitions == () and tuple(map(str, snap.missing)) == ("--topic-regex: no topic matches '^ordrs$'",)
     assert evaluate(snap).status is Status.UNKNOWN
 
 
 def test_gather_turns_an_unreachable_cluster_into_an_error_not_an_exception():
-    cluster = FakeCluster(NOW_MS, fail={"metadata": UnreachableError("cannot reach any broker at h:1")})
+    cluster = check_cluster(NOW_MS)
+    cluster.model.down.update({1, 2})
     snap = gather_snapshot(cluster)
-    assert not snap.up and snap.error == "cannot reach any broker at h:1"
+    assert not snap.up and snap.error.startswith("cannot reach any broker at fake:9092")
     assert evaluate(snap).status is Status.UNKNOWN
 
 
 def test_offsets_that_did_not_arrive_are_missing_not_zero():
-    class LeaderGone(FakeCluster):
-        def stable_and_high_offsets(self, tps):
-            return Partial({tp: (self.lso[tp], self.hw[tp]) for tp in tps if tp.partition != 1},
-                           [Missing(TopicPartition("orders", 1), "NOT_LEADER_OR_FOLLOWER")])
-
-    snap = gather_snapshot(LeaderGone(NOW_MS), max_transaction_timeout_ms=3_000_000)
+    cluster = check_cluster(NOW_MS)
+    # Broker 2 keeps saying it is not orders-1's leader, to every request and the retry.
+    cluster.model.partition_errors[(2, TopicPartition("orders", 1))] = ["NOT_LEADER_OR_FOLLOWER"] * 10
+    snap = gather_snapshot(cluster, max_transaction_timeout_ms=3_000_000)
     assert [p.lso_lag_messages for p in snap.partitions if p.topic == "orders"] == [40, None, 0]
     assert "offsets orders-1: NOT_LEADER_OR_FOLLOWER" in map(str, snap.missing)
 
 
 def test_a_failed_step_is_named_as_missing_and_the_rest_still_gathered():
-    cluster = FakeCluster(NOW_MS, fail={"describe_producers": UnreachableError("broker 1 went away")})
+    cluster = check_cluster(NOW_MS)
+    del cluster.model.api_versions["DescribeProducers"]  # the producer-state step fails as a whole
     snap = gather_snapshot(cluster, clock=lambda: NOW_MS / 1000)
     assert snap.up and snap.active_producer_ids == {} and snap.hanging == ()
-    assert any("producer state" in str(m) and "broker 1 went away" in str(m) for m in snap.missing)
+    assert any("producer state" in str(m) and "does not support DescribeProducers" in str(m) for m in snap.missing)
     assert snap.transaction_states == {"Empty": 1, "Ongoing": 1}
     assert evaluate(snap).status is Status.UNKNOWN
 
 
 def test_a_bad_topic_regex_is_a_usage_error():
-    class RegexChecking(FakeCluster):
-        def select_partitions(self, include_internal=False, topic_pattern=None, **_):
-            raise UsageError(f"bad topic regex {topic_pattern!r}")
-
+    cluster = check_cluster(NOW_MS)
     with pytest.raises(UsageError):
-        gather_snapshot(RegexChecking(NOW_MS), topic_regex="(")
+        gather_snapshot(cluster, topic_regex="(")
+    assert cluster.model.sent == []
 
 
 # -- the command, over a fake snapshot ----------------------------------------------------------

@@ -13,6 +13,13 @@ from kafkatxn.errors import ClusterError
 
 
 class FakeAdmin:
+    """confluent-kafka's AdminClient.list_consumer_groups, answering a future per call.
+
+    Kept at this layer on purpose: the code under test is Cluster.list_groups itself (its retry on
+    broker errors and its deadline), which tests/support/fake_kafka.FakeCluster replaces with an
+    answer from its model, because the confluent-kafka side has no typed wire to fake below it.
+    """
+
     def __init__(self, answers):
         self.answers = list(answers)
         self.calls = 0

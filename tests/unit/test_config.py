@@ -80,8 +80,10 @@ def test_pem_keystore_maps_to_certificate_and_key(tmp_path):
 @pytest.mark.parametrize(
     "text, line, fragment",
     [
-        ("security.protocol=SSL\njustakey\n", 2, "expected key=value"),
-        ("security.protocol=SSL\nthis has a space separator\n", 2, "unsupported property 'this'"),
+        ("security.protocol=SSL\njustakey\n", 2, "unsupported property (not shown"),
+        ("security.protocol=SSL\nthis has a space separator\n", 2, "unsupported property (not shown"),
+        ("security.protocol=SSL\nsasl.mechanism\\\n  =PLAIN\nwhat.is.this   x\n", 4, "unsupported property 'what.is.this'"),
+        ("sasl.jaas.config=\\u00zz\n", 1, "malformed \\uxxxx"),
         ("a.b.c=1\n", 1, "unsupported property 'a.b.c'"),
         ("ssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n", 2, "JKS"),
         ("sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n", 1, "not supported"),

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 
 import pytest
 
 from kafkatxn import hanging
-from kafkatxn.kafka import Cluster
-from kafkatxn.model import Broker, TransactionalId, DescribedTransactions, Missing, BrokerInfo, ClusterMetadata, ConfigValue, ListTransactionsSupport, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
+from kafkatxn.model import Broker, TransactionalId, Missing, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import NotFoundError
 from tests.cli_helpers import run_cli
+from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 NOW = 1_700_000_000_000
 MAX = 900_000
@@ -133,58 +132,31 @@ def test_max_timeout_is_the_largest_broker_value():
 # -- snapshot flow over a fake cluster ----------------------------------------------------------
 
 
-class FakeCluster(Cluster):
-    """Answers the facade calls the hanging scan makes, and records them."""
+def hanging_cluster(partitions, producers, listings=(), descriptions=(), max_timeouts=None, offsets=None, silent_listers=(),
+                    log_leader=None):
+    """The brokers holding ``partitions``; ``listings`` are listed by their coordinator, and those
+    without a description are unknown to it; ``silent_listers`` time out on ListTransactions.
+    The transaction log's one partition is led by the first broker unless told otherwise (-1: no leader)."""
+    brokers = sorted({r for p in partitions for r in p.replicas} | set(silent_listers))
+    model = KafkaModel(brokers=tuple(brokers))
+    for p in partitions:
+        model.add_partition(p.topic, p.partition, leader=p.leader, replicas=p.replicas)
+    leader = brokers[0] if log_leader is None else log_leader
+    model.add_partition("__transaction_state", 0, leader=leader, replicas=(brokers[0],))
+    model.producers.update({tp: list(states) for tp, states in producers.items()})
+    model.listings = [(t.transactional_id, t.producer_id, t.state) for t in listings]
+    model.coordinators = {t.transactional_id: t.coordinator_id for t in listings}
+    model.transactions = {d.transactional_id: d for d in descriptions}
+    model.max_timeouts = dict(max_timeouts or {b: str(MAX) for b in brokers})
+    for tp, (lso, hw) in (offsets or {}).items():
+        model.offsets[tp] = [lso, hw]
+    for b in silent_listers:
+        model.timeouts[b] = {"ListTransactions"}
+    return FakeCluster(model)
 
-    def __init__(self, partitions, producers, listings=(), descriptions=(), not_found=(), max_timeouts=None,
-                 offsets=None, listing_missing=(), log_leader=None):
-        self.requests = Counter()
-        self.calls: list[tuple] = []
-        brokers = sorted({r for p in partitions for r in p.replicas})
-        # The transaction log's one partition, led by the first broker unless told otherwise (-1: no leader).
-        log = part("__transaction_state", 0, brokers[0] if log_leader is None else log_leader, (brokers[0],))
-        self._md = ClusterMetadata("cid", brokers[0], tuple(BrokerInfo(b, "h", 9092) for b in brokers), tuple(partitions) + (log,))
-        self.producers = producers
-        self.listings = list(listings)
-        self.descriptions = {d.transactional_id: d for d in descriptions}
-        self.not_found = set(not_found)
-        self.max_timeouts = max_timeouts or {b: str(MAX) for b in brokers}
-        self.offsets = offsets or {}
-        self.listing_missing = list(listing_missing)
 
-    def close(self):
-        pass
-
-    def metadata(self, refresh=False):
-        return self._md
-
-    def describe_producers(self, partitions, broker_id=None):
-        tps = sorted(set(partitions))
-        self.calls.append(("describe_producers", tuple(tps), broker_id))
-        return Partial({tp: list(self.producers.get(tp, [])) for tp in tps})
-
-    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
-        self.calls.append(("list_transactions", tuple(sorted(producer_ids))))
-        rows = [t for t in self.listings if not producer_ids or t.producer_id in set(producer_ids)]
-        return Partial(rows, list(self.listing_missing)), ListTransactionsSupport(False, False)
-
-    def describe_transactions(self, transactional_ids):
-        ids = list(transactional_ids)
-        self.calls.append(("describe_transactions", tuple(ids)))
-        found = {t: self.descriptions[t] for t in ids if t in self.descriptions}
-        return Partial(DescribedTransactions(found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in ids if t in self.not_found}))
-
-    def broker_configs(self, names, broker_ids=None):
-        self.calls.append(("broker_configs",))
-        return Partial({b: {"transaction.max.timeout.ms": ConfigValue(v, "default_config", True)} for b, v in self.max_timeouts.items()})
-
-    def list_offsets(self, partitions, read_committed):
-        tps = list(partitions)
-        self.calls.append(("list_offsets", tuple(tps), read_committed))
-        return Partial({tp: self.offsets[tp][0 if read_committed else 1] for tp in tps if tp in self.offsets})
-
-    def called(self, name):
-        return [c for c in self.calls if c[0] == name]
+def listed_producer_ids(fake):
+    return [c[2] for c in fake.called("list_transactions")]
 
 
 def part(topic, partition, leader=1, replicas=(1,)):
@@ -203,12 +175,11 @@ def mixed_cluster(**kw):
         A1: [producer(3, start=0, now=now)],
         TopicPartition("b", 0): [producer(4, start=-1, now=now)],
     }
-    return FakeCluster(
+    return hanging_cluster(
         [part("a", 0), part("a", 1), part("b", 0)],
         producers,
         listings=[TransactionListing("gone", 1, "Empty", 1), TransactionListing("busy", 3, "Ongoing", 1)],
-        descriptions=[description("busy", 3, [A1])],
-        not_found={"gone"},
+        descriptions=[description("busy", 3, [A1])],  # "gone" is listed but not described: not found
         offsets={A0: (10, 20), A1: (0, 4)},
         **kw,
     )
@@ -224,14 +195,14 @@ def test_scan_reports_hanging_and_long_running_separately_and_asks_only_about_ca
     assert result.hanging[0].lso_lag_messages == 10
     assert (result.open_transactions, result.candidates, result.partitions_scanned) == (3, 2, 4)  # + __transaction_state-0
     # The fresh open transaction (producer 2) and the idempotent producer are never looked up.
-    assert fake.called("list_transactions") == [("list_transactions", (1, 3))]
+    assert listed_producer_ids(fake) == [[1, 3]]
     assert result.max_transaction_timeout_source.startswith("broker config")
     assert not result.missing
 
 
 def test_no_candidates_means_no_coordinator_lookups():
     now = now_ms()
-    fake = FakeCluster([part("a", 0)], {A0: [producer(1, idle_ms=1000, now=now)]})
+    fake = hanging_cluster([part("a", 0)], {A0: [producer(1, idle_ms=1000, now=now)]})
     result = hanging.find_hanging(fake)
     assert result.hanging == [] and result.long_running == []
     assert fake.called("list_transactions") == [] and fake.called("describe_transactions") == []
@@ -240,7 +211,7 @@ def test_no_candidates_means_no_coordinator_lookups():
 def test_whole_cluster_scan_includes_internal_topics():
     now = now_ms()
     offsets_tp = TopicPartition("__consumer_offsets", 3)
-    fake = FakeCluster([part("a", 0), part("__consumer_offsets", 3)], {offsets_tp: [producer(9, now=now)]})
+    fake = hanging_cluster([part("a", 0), part("__consumer_offsets", 3)], {offsets_tp: [producer(9, now=now)]})
     result = hanging.find_hanging(fake)
     (scan,) = fake.called("describe_producers")
     assert offsets_tp in scan[1]
@@ -248,16 +219,16 @@ def test_whole_cluster_scan_includes_internal_topics():
 
 
 def test_broker_id_scans_its_replicas_and_asks_that_broker():
-    fake = FakeCluster([part("a", 0, 1, (1, 2)), part("a", 1, 2, (2, 3)), part("b", 0, 3, (3,))], {})
+    fake = hanging_cluster([part("a", 0, 1, (1, 2)), part("a", 1, 2, (2, 3)), part("b", 0, 3, (3,))], {})
     hanging.find_hanging(fake, broker_id=2)
-    assert fake.called("describe_producers") == [("describe_producers", (A0, A1), 2)]
+    assert fake.called("describe_producers") == [("describe_producers", [A0, A1], 2)]
     with pytest.raises(NotFoundError, match="unknown broker id 9"):
         hanging.find_hanging(fake, broker_id=9)
 
 
 def test_default_max_timeout_is_read_from_the_brokers_and_an_override_skips_them():
     now = now_ms()
-    fake = FakeCluster(
+    fake = hanging_cluster(
         [part("a", 0, 1, (1, 2))],
         {A0: [producer(1, idle_ms=90_000, now=now), producer(2, start=7, idle_ms=130_000, now=now)]},
         max_timeouts={1: "60000", 2: "120000"},
@@ -273,8 +244,8 @@ def test_default_max_timeout_is_read_from_the_brokers_and_an_override_skips_them
 
 
 def test_incomplete_listing_makes_unmapped_producers_undetermined_instead_of_hanging():
-    fake = mixed_cluster(listing_missing=[Missing(Broker(2), "timed out")], log_leader=2)
-    fake.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))  # old, open, no listing found
+    fake = mixed_cluster(silent_listers=[2], log_leader=2)
+    fake.model.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))  # old, open, no listing found
     result = hanging.find_hanging(fake)
     # Producer 1's id was listed (and is unknown to its coordinator): hanging. Producer 5's id may
     # sit on the log partition whose leader did not answer: undetermined, never guessed.
@@ -288,8 +259,8 @@ def test_incomplete_listing_makes_unmapped_producers_undetermined_instead_of_han
 
 
 def test_a_silent_broker_leading_no_log_partition_does_not_block_the_verdict():
-    fake = mixed_cluster(listing_missing=[Missing(Broker(2), "timed out")], log_leader=1)
-    fake.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))
+    fake = mixed_cluster(silent_listers=[2], log_leader=1)
+    fake.model.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))
     result = hanging.find_hanging(fake)
     assert sorted(r.producer_id for r in result.hanging) == [1, 5] and result.undetermined == []
 
@@ -297,7 +268,7 @@ def test_a_silent_broker_leading_no_log_partition_does_not_block_the_verdict():
 def test_a_log_partition_without_leader_makes_unmapped_producers_undetermined():
     # KRaft drops a dead broker from the metadata: every broker listed answered, yet the log has a gap.
     fake = mixed_cluster(log_leader=-1)
-    fake.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))
+    fake.model.producers[TopicPartition("b", 0)].append(producer(5, now=now_ms()))
     result = hanging.find_hanging(fake)
     assert [r.producer_id for r in result.hanging] == [1]  # its id was listed and described: still decided
     assert [(u.producer_id, u.missing) for u in result.undetermined] == [
@@ -329,13 +300,13 @@ def test_command_exits_2_on_hanging_and_prints_its_reason(capsys, fake_cli):
 
 def test_command_exits_1_for_long_running_only_and_0_for_nothing(capsys, fake_cli):
     now = now_ms()
-    tracked = FakeCluster(
+    tracked = hanging_cluster(
         [part("a", 1)], {A1: [producer(3, start=0, now=now)]},
         listings=[TransactionListing("busy", 3, "Ongoing", 1)], descriptions=[description("busy", 3, [A1])],
     )
     fake_cli(tracked)
     assert run_cli(capsys, "hanging", "-b", "fake:9092").code == 1
-    fake_cli(FakeCluster([part("a", 0)], {A0: [producer(1, idle_ms=10, now=now)]}))
+    fake_cli(hanging_cluster([part("a", 0)], {A0: [producer(1, idle_ms=10, now=now)]}))
     result = run_cli(capsys, "hanging", "-b", "fake:9092", "-o", "json")
     assert result.code == 0, result.stderr
     assert '"hanging": []' in result.stdout
@@ -343,7 +314,7 @@ def test_command_exits_1_for_long_running_only_and_0_for_nothing(capsys, fake_cl
 
 def test_command_exits_3_when_a_candidate_cannot_be_checked(capsys, fake_cli):
     now = now_ms()
-    fake_cli(FakeCluster([part("a", 0)], {A0: [producer(1, now=now)]}, listing_missing=[Missing(Broker(1), "timed out")]))
+    fake_cli(hanging_cluster([part("a", 0)], {A0: [producer(1, now=now)]}, silent_listers=[1]))
     result = run_cli(capsys, "hanging", "-b", "fake:9092", "--max-transaction-timeout", "1s")
     assert result.code == 3
     assert "incomplete" in result.stderr and "timed out" in result.stderr

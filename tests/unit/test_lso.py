@@ -14,9 +14,7 @@ from tests.support.fake_kafka import KafkaModel
 
 from kafkatxn import lso
 from kafkatxn.cli import lso_cmd
-from kafkatxn.kafka import Cluster
-from kafkatxn.model import Broker, DescribedTransactions, Missing, ClusterMetadata, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
-from kafkatxn.config import ConnectionConfig
+from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.errors import DeadlineExceeded
 from kafkatxn.lso import GroupVerdict, Offsets, OpenTransaction
 
@@ -222,14 +220,14 @@ def test_watch_loop_stops_on_ctrl_c_with_the_last_code():
 
 
 def test_watch_frame_clears_a_terminal_and_not_a_pipe():
-    ctx = SimpleNamespace(output="table", no_headers=False)
+    ctx = SimpleNamespace(output="table", no_headers=False, wide=False)
     rows = lso.with_movement(lso.partition_lags(snap({TP0: (1, 3)})), {TP0: False})
     s = lso_cmd.Sample(rows, lso.WatchedPartitionLag, 1, [], snap({}), "none", ["kafkatxn: incomplete answer: x"])
     tty = lso_cmd._frame(ctx, 4, 2000, s, None, is_tty=True)
     assert tty.startswith(lso_cmd.CLEAR_SCREEN) and "sample 4" in tty and "lso_moved" in tty and "incomplete" in tty
     piped = lso_cmd._frame(ctx, 4, 2000, s, None, is_tty=False)
     assert lso_cmd.CLEAR_SCREEN not in piped and piped.startswith("# ") and "incomplete" not in piped
-    jsonl = lso_cmd._frame(SimpleNamespace(output="jsonl", no_headers=False), 4, 2000, s, None, is_tty=False)
+    jsonl = lso_cmd._frame(SimpleNamespace(output="jsonl", no_headers=False, wide=False), 4, 2000, s, None, is_tty=False)
     assert jsonl.startswith('{"topic":"orders"') and '"lso_moved":false' in jsonl
 
 
@@ -281,24 +279,18 @@ def test_incomplete_answers_exit_3_unless_critical():
 # -- snapshot over a fake cluster -----------------------------------------------------------------
 
 
-class FakeCluster:
-    def __init__(self, pairs, producers, tids, descriptions):
-        self.pairs, self.producers, self.tids, self.descriptions = pairs, producers, tids, descriptions
-        self.described_partitions = None
-
-    def stable_and_high_offsets(self, tps):
-        return Partial({tp: self.pairs[tp] for tp in tps if tp in self.pairs}, [Missing(tp, "timed out") for tp in tps if tp not in self.pairs])
-
-    def describe_producers(self, tps):
-        self.described_partitions = sorted(tps)
-        return Partial({tp: self.producers.get(tp, []) for tp in tps})
-
-    def list_transactions(self, producer_ids=()):
-        listing = [SimpleNamespace(producer_id=p, transactional_id=t) for p, t in self.tids.items() if p in producer_ids]
-        return Partial(listing), None
-
-    def describe_transactions(self, tids):
-        return Partial(DescribedTransactions({t: d for t, d in self.descriptions.items() if t in tids}))
+def snapshot_cluster(pairs, producers, descriptions=(), silent=()):
+    """Broker 1 leads the partitions of ``pairs`` (tp -> (lso, hw)); broker 2 leads ``silent`` and
+    does not answer ListOffsets."""
+    model = KafkaModel(brokers=(1, 2))
+    for tp, (lso_, hw) in pairs.items():
+        model.add_partition(tp.topic, tp.partition, leader=1, lso=lso_, hw=hw)
+    for tp in silent:
+        model.add_partition(tp.topic, tp.partition, leader=2)
+    model.timeouts[2] = {"ListOffsets"}
+    model.producers.update(producers)
+    model.transactions = {d.transactional_id: d for d in descriptions}
+    return fake_kafka.FakeCluster(model)
 
 
 def producer(pid, start, last_ts=NOW):
@@ -310,32 +302,30 @@ def description(tid, pid, partitions, state="Ongoing", start=NOW - 5_000):
 
 
 def test_snapshot_describes_only_lagging_partitions_and_trusts_only_matching_coordinator_state():
-    cluster = FakeCluster(
+    gone = TopicPartition("gone", 0)
+    cluster = snapshot_cluster(
         pairs={TP0: (100, 130), TP1: (60, 60), TP2: (5, 9)},
         producers={TP0: [producer(7, 100), producer(8, -1)], TP2: [producer(9, 5)]},
-        tids={7: "etl-7", 9: "etl-9"},
-        descriptions={
-            "etl-7": description("etl-7", 7, [TP0]),
+        descriptions=[
+            description("etl-7", 7, [TP0]),
             # The coordinator's transaction does not include payments-0: hanging there, no start time.
-            "etl-9": description("etl-9", 9, [TP0]),
-        },
+            description("etl-9", 9, [TP0]),
+        ],
+        silent=[gone],
     )
-    s = lso.take_snapshot(cluster, [TP0, TP1, TP2, TopicPartition("gone", 0)])
-    assert cluster.described_partitions == [TP0, TP2]
-    assert s.missing == [Missing(TopicPartition("gone", 0), "timed out")]
+    s = lso.take_snapshot(cluster, [TP0, TP1, TP2, gone])
+    assert cluster.called("describe_producers") == [("describe_producers", [TP0, TP2], None)]
+    assert [m.subject for m in s.missing] == [gone] and "timed out" in s.missing[0].reason
     assert s.open_transactions[TP0] == [OpenTransaction(7, 3, 100, NOW, "etl-7", NOW - 5_000)]
     assert s.open_transactions[TP2] == [OpenTransaction(9, 3, 5, NOW, "etl-9", None)]
 
 
 def test_partition_report_counts_rows_that_top_leaves_out():
     now = int(time.time() * 1000)  # the snapshot takes the wall clock
-    cluster = FakeCluster(
+    cluster = snapshot_cluster(
         pairs={TP0: (100, 130), TP1: (60, 61)},
         producers={TP0: [producer(7, 100, last_ts=now)], TP1: [producer(8, 60, last_ts=now - 3_600_000)]},
-        tids={},
-        descriptions={},
     )
-    cluster.select_partitions = lambda topics: [PartitionInfo(tp.topic, tp.partition, 1, (1,), (1,)) for tp in (TP0, TP1)]
     report = lso.partition_report(cluster, top=1, watching=True)
     (row,) = report.rows
     assert (row.partition, row.lag_messages, row.lso_moved) == (0, 30, None)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
+from kafkatxn.snapshot import ClusterSnapshot, GroupSample, HangingSample, PartitionSample, TransactionSample
 from kafkatxn.exporter import ExportOptions, SnapshotCollector, render_text, write_textfile
 from tests.prometheus import ALERTS_TEST, SCRAPE_EXAMPLE, promtool
 
@@ -156,7 +156,7 @@ def dashboard_expressions() -> list[tuple[str, str]]:
     return out
 
 
-ALL_OPTIONS = (ExportOptions(), ExportOptions(per_topic=True), ExportOptions(only_lagging=True))
+ALL_OPTIONS = (ExportOptions(), ExportOptions(per_topic=True), ExportOptions(only_lagging=True), ExportOptions(per_group=True))
 
 
 def busy_snapshot() -> ClusterSnapshot:
@@ -171,6 +171,7 @@ def busy_snapshot() -> ClusterSnapshot:
         hanging=(HangingSample("t", 0, 1, 5, "a", "why"),),
         max_transaction_timeout_ms=900_000,
         missing=("u-0: no leader",),
+        groups=(GroupSample("g", "t", 0, 0, 0, 5, True),),
     )
 
 
@@ -198,7 +199,7 @@ def test_every_expression_parses_and_names_only_emitted_metrics(where, expr):
 
 def test_the_alerts_cover_the_findings_check_treats_as_critical():
     used = set().union(*(metric_names(e) for _, e in alert_expressions()))
-    assert {"kafkatxn_hanging_transactions", "kafkatxn_up", "kafkatxn_partition_lso_lag_messages"} <= used
+    assert {"kafkatxn_hanging_transactions", "kafkatxn_up", "kafkatxn_partition_lso_lag_messages", "kafkatxn_group_blocked"} <= used
 
 
 def test_the_real_parser_agrees_when_installed():
@@ -248,7 +249,8 @@ def test_the_quiet_cluster_test_names_every_alert():
     alerts = {name for name, _ in alert_expressions()}
     assert checked == alerts
     tested_firing = {case["alertname"] for t in doc["tests"] for case in t["alert_rule_test"] if case["exp_alerts"]}
-    assert {"KafkatxnHangingTransaction", "KafkatxnExporterDown", "KafkatxnClusterUnreachable"} <= tested_firing
+    assert {"KafkatxnHangingTransaction", "KafkatxnExporterDown", "KafkatxnClusterUnreachable",
+            "KafkatxnConsumerGroupBlocked", "KafkatxnConsumerGroupBlockedPerGroup"} <= tested_firing
 
 
 def copy_of_the_rules(tmp_path: Path, edit) -> Path:
@@ -268,6 +270,7 @@ def rule(doc: dict, name: str) -> dict:
     ("KafkatxnHangingTransaction", "kafkatxn_hanging_transactions > 1"),  # misses a single hanging transaction
     ("KafkatxnExporterDown", 'up{job="kafkatxn-typo"} == 0'),  # matches no job
     ("KafkatxnClusterUnreachable", "kafkatxn_up == 1"),  # fires on every healthy cluster
+    ("KafkatxnConsumerGroupBlocked", "max by (instance, job, group) (kafkatxn_group_blocked) == 1"),  # loses the partition
 ])
 def test_the_rule_tests_fail_when_an_alert_expression_is_broken(tmp_path, alert, broken):
     directory = copy_of_the_rules(tmp_path, lambda doc: rule(doc, alert).update(expr=broken))
@@ -294,7 +297,7 @@ def test_the_example_prometheus_configuration_is_valid():
     assert jobs["kafkatxn-tls"]["scheme"] == "https"
 
 
-@pytest.mark.parametrize("options", ALL_OPTIONS, ids=["per-partition", "per-topic", "only-lagging"])
+@pytest.mark.parametrize("options", ALL_OPTIONS, ids=["per-partition", "per-topic", "only-lagging", "per-group"])
 def test_promtool_finds_no_problem_in_the_exposition(options):
     text = render_text(busy_snapshot(), options).decode()
     result = promtool("check", "metrics", stdin=text)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kafkatxn import producers
-from kafkatxn.model import Broker, Missing, BrokerInfo, ClusterMetadata, ListTransactionsSupport, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionListing
+from kafkatxn.model import Broker, Missing, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionListing
 from kafkatxn.errors import NotFoundError
+from kafkatxn.model import TransactionDescription
+from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 NOW = 1_700_000_000_000
 
@@ -94,80 +96,73 @@ def test_partitions_for_an_unknown_broker_is_not_found():
         producers.partitions_for_broker([], 9, [1, 2])
 
 
-class FakeCluster:
-    """Answers the facade calls producers.py makes, and records them."""
+def fake_cluster(partitions=(), described=None, listings=(), down=()):
+    """Brokers 1-3 holding ``partitions``, producers as ``described``; ``listings`` are
+    TransactionListings (their coordinator lists them); brokers in ``down`` time out."""
+    model = KafkaModel(brokers=(1, 2, 3))
+    for p in partitions:
+        model.add_partition(p.topic, p.partition, leader=p.leader, replicas=p.replicas)
+    model.producers.update(described or {})
+    model.transactions = {
+        t.transactional_id: TransactionDescription(t.transactional_id, t.coordinator_id, t.state, t.producer_id, 0, 60_000, -1, frozenset())
+        for t in listings
+    }
+    model.down.update(down)
+    return FakeCluster(model)
 
-    def __init__(self, partitions, described=None, listings=(), list_missing=()):
-        self.md = ClusterMetadata("cid", 1, (BrokerInfo(1, "h", 1), BrokerInfo(2, "h", 2), BrokerInfo(3, "h", 3)), tuple(partitions))
-        self.described = described or Partial({})
-        self.listings = list(listings)
-        self.list_missing = list(list_missing)
-        self.calls: list[tuple] = []
 
-    def metadata(self):
-        return self.md
-
-    def select_partitions(self, topics=None, partition=None, include_internal=False, topic_pattern=None):
-        topics = list(topics or [])
-        chosen = [p for p in self.md.partitions if (not topics or p.topic in topics) and (include_internal or not p.internal)]
-        if partition is not None:
-            chosen = [p for p in chosen if p.partition == partition]
-        return chosen
-
-    def describe_producers(self, partitions, broker_id=None):
-        self.calls.append(("describe_producers", sorted(partitions), broker_id))
-        return self.described
-
-    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
-        self.calls.append(("list_transactions", list(producer_ids)))
-        wanted = set(producer_ids)
-        value = [t for t in self.listings if not wanted or t.producer_id in wanted]
-        return Partial(value, list(self.list_missing)), ListTransactionsSupport(False, False)
+def facade_calls(cluster):
+    return [c for c in cluster.calls if c[0] in ("describe_producers", "list_transactions")]
 
 
 def test_transactional_ids_for_no_producers_sends_nothing():
     # An empty producer-id filter would list every transaction in the cluster.
-    cluster = FakeCluster([])
+    cluster = fake_cluster()
     assert producers.transactional_ids_for(cluster, []) == {}
     assert producers.transactional_ids_for(cluster, [-1]) == {}
-    assert cluster.calls == []
+    assert cluster.calls == [] and cluster.model.sent == []
 
 
 def test_transactional_ids_for_maps_ids_and_reports_brokers_that_did_not_answer():
     listings = [TransactionListing("app-1", 7, "Ongoing", 1), TransactionListing("app-2", 8, "Empty", 2)]
-    cluster = FakeCluster([], listings=listings, list_missing=[Missing(Broker(3), "timed out")])
+    cluster = fake_cluster(listings=listings, down=[3])
     missing: list[Missing] = []
     assert producers.transactional_ids_for(cluster, [7, 11], missing) == {7: "app-1"}
-    assert cluster.calls == [("list_transactions", [7, 11])]
+    assert facade_calls(cluster) == [("list_transactions", [], [7, 11], None, None)]
+    assert [m.subject for m in missing] == [Broker(3)]
     assert list(map(str, missing)) == ["transactional ids broker 3: timed out"]
 
 
 def test_snapshot_attributes_partitions_to_their_leader_or_to_the_named_broker():
     parts = [partition("a", 0, 1, [1, 2]), partition("a", 1, 2, [2, 1])]
-    described = Partial({tp("a", 0): [state(7)], tp("a", 1): []}, ["a-2: NOT_LEADER_OR_FOLLOWER"])
-    cluster = FakeCluster(parts, described, listings=[TransactionListing("app-1", 7, "Ongoing", 1)])
+    gone = partition("a", 2, 1, [1])
+    cluster = fake_cluster(parts + [gone], {tp("a", 0): [state(7)], tp("a", 1): []},
+                           listings=[TransactionListing("app-1", 7, "Ongoing", 1)])
+    cluster.model.partition_errors[(1, tp("a", 2))] = ["NOT_LEADER_OR_FOLLOWER"]
 
-    snap = producers.snapshot_producers(cluster, parts)
+    snap = producers.snapshot_producers(cluster, parts + [gone])
     assert snap.reported_by == {tp("a", 0): 1, tp("a", 1): 2}
     assert snap.transactional_ids == {7: "app-1"}
-    assert snap.missing == ["a-2: NOT_LEADER_OR_FOLLOWER"]
+    assert snap.missing == [Missing(tp("a", 2), "NOT_LEADER_OR_FOLLOWER")]
 
     snap = producers.snapshot_producers(cluster, parts, broker_id=2)
     assert snap.reported_by == {tp("a", 0): 2, tp("a", 1): 2}
-    assert cluster.calls[-2] == ("describe_producers", [tp("a", 0), tp("a", 1)], 2)
+    assert cluster.called("describe_producers")[-1] == ("describe_producers", [tp("a", 0), tp("a", 1)], 2)
+    assert {node for node, r in cluster.model.sent if type(r).__name__ == "DescribeProducers"} == {1, 2}
 
 
 def test_summary_skips_the_transactional_id_lookup():
     parts = [partition("a", 0, 1, [1])]
-    cluster = FakeCluster(parts, Partial({tp("a", 0): [state(7, start=3)]}))
+    cluster = fake_cluster(parts, {tp("a", 0): [state(7, start=3)]})
     result = producers.describe_producers(cluster, parts, summary=True)
-    assert [c[0] for c in cluster.calls] == ["describe_producers"]
+    assert [c[0] for c in facade_calls(cluster)] == ["describe_producers"]
+    assert [type(r).__name__ for _n, r in cluster.model.sent] == ["DescribeProducers"]
     assert result.value[0].open_transactions == 1
 
 
 def test_select_partitions_with_a_broker_that_holds_none_of_the_named_topic_is_not_found():
     parts = [partition("a", 0, 1, [1, 2]), partition("b", 0, 3, [3])]
-    cluster = FakeCluster(parts)
+    cluster = fake_cluster(parts)
     assert [p.tp for p in producers.select_partitions(cluster, ["a", "b"], broker_id=3)] == [tp("b", 0)]
     with pytest.raises(NotFoundError, match="broker 3 holds no replica of a-0"):
         producers.select_partitions(cluster, ["a"], 0, broker_id=3)

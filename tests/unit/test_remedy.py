@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from dataclasses import replace
 
 import pytest
 
 from kafkatxn import auditlog, hanging, remedy
-from kafkatxn.kafka import Cluster
-from kafkatxn.model import Broker, DescribedTransactions, Missing, BrokerInfo, ClusterMetadata, ConfigValue, ListTransactionsSupport, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
+from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
 from tests.cli_helpers import run_cli
+from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 Action, Outcome = remedy.Action, remedy.Outcome
 A0 = TopicPartition("a", 0)
@@ -178,81 +177,26 @@ def test_exit_code():
 # -- flow over a fake facade --------------------------------------------------------------------
 
 
-class FakeCluster(Cluster):
-    """A tiny cluster whose markers and fences change its state, recording every call."""
+def remedy_cluster(producers, offsets, listings=(), descriptions=(), audit_path=None):
+    """Broker 1 leading every partition of ``offsets`` (tp -> [lso, hw]); markers and fences change
+    it as a broker would. ``audit_lines_at_action`` records how many audit lines were on disk as
+    each marker or fence went out."""
+    model = KafkaModel(brokers=(1,), cluster_id="cid-1")
+    for tp, (lso, hw) in offsets.items():
+        model.add_partition(tp.topic, tp.partition, leader=1, lso=lso, hw=hw)
+    model.add_transaction_log([1])  # the coordinator: broker 1
+    model.producers.update({tp: list(states) for tp, states in producers.items()})
+    model.listings = [(t.transactional_id, t.producer_id, t.state) for t in listings]
+    model.transactions = {d.transactional_id: d for d in descriptions}
+    fake = FakeCluster(model)
+    fake.audit_lines_at_action = []
 
-    def __init__(self, producers, offsets, listings=(), descriptions=(), audit_path=None):
-        self.requests = Counter()
-        self.calls: list[tuple] = []
-        parts = tuple(PartitionInfo(tp.topic, tp.partition, 1, (1,), (1,)) for tp in sorted(offsets))
-        parts += (PartitionInfo("__transaction_state", 0, 1, (1,), (1,), True),)  # the coordinator: broker 1
-        self._md = ClusterMetadata("cid-1", 1, (BrokerInfo(1, "h", 9092),), parts)
-        self.producers = producers
-        self.offsets = offsets  # tp -> [lso, hw]
-        self.listings = list(listings)
-        self.descriptions = {d.transactional_id: d for d in descriptions}
-        self.marker_error = None
-        self.audit_path = audit_path
-        self.audit_lines_at_action: list[int] = []
+    def count_audit_lines():
+        exists = audit_path is not None and audit_path.exists()
+        fake.audit_lines_at_action.append(len(audit_path.read_text().splitlines()) if exists else 0)
 
-    def close(self):
-        pass
-
-    def metadata(self, refresh=False):
-        return self._md
-
-    def restart_deadline(self, timeout_s=None):
-        self.calls.append(("restart_deadline",))
-
-    def describe_producers(self, partitions, broker_id=None):
-        self.calls.append(("describe_producers",))
-        return Partial({tp: list(self.producers.get(tp, [])) for tp in partitions if tp in self.offsets})
-
-    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
-        rows = [t for t in self.listings if not producer_ids or t.producer_id in set(producer_ids)]
-        return Partial(rows), ListTransactionsSupport(False, False)
-
-    def describe_transactions(self, transactional_ids):
-        ids = list(transactional_ids)
-        found = {t: self.descriptions[t] for t in ids if t in self.descriptions}
-        return Partial(DescribedTransactions(found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in ids if t not in found}))
-
-    def broker_configs(self, names, broker_ids=None):
-        return Partial({1: {"transaction.max.timeout.ms": ConfigValue("900000", "default_config", True)}})
-
-    def list_offsets(self, partitions, read_committed):
-        return Partial({tp: self.offsets[tp][0 if read_committed else 1] for tp in partitions})
-
-    def _audit_lines(self):
-        return len(self.audit_path.read_text().splitlines()) if self.audit_path and self.audit_path.exists() else 0
-
-    def _close(self, tp, pid):
-        self.producers[tp] = [replace(p, current_txn_start_offset=-1) if p.producer_id == pid else p for p in self.producers[tp]]
-        still = [p.current_txn_start_offset for p in self.producers[tp] if p.current_txn_start_offset >= 0]
-        self.offsets[tp][1] += 1  # the marker
-        self.offsets[tp][0] = min(still) if still else self.offsets[tp][1]
-
-    def write_abort_marker(self, tp, producer_id, producer_epoch, coordinator_epoch, leader):
-        self.calls.append(("write_abort_marker", tp, producer_id, producer_epoch, coordinator_epoch, leader))
-        self.audit_lines_at_action.append(self._audit_lines())
-        if self.marker_error:
-            return self.marker_error
-        self._close(tp, producer_id)
-        return None
-
-    def fence_transactional_id(self, transactional_id, transaction_timeout_ms):
-        self.calls.append(("fence", transactional_id, transaction_timeout_ms))
-        self.audit_lines_at_action.append(self._audit_lines())
-        d = self.descriptions.get(transactional_id)
-        if d is None:
-            self.descriptions[transactional_id] = desc(transactional_id, 99, [], "Empty", 0)
-            return
-        for tp in d.partitions:
-            self._close(tp, d.producer_id)
-        self.descriptions[transactional_id] = replace(d, state="Empty", producer_epoch=d.producer_epoch + 2, partitions=frozenset())
-
-    def called(self, name):
-        return [c for c in self.calls if c[0] == name]
+    fake.before_action = count_audit_lines
+    return fake
 
 
 @pytest.fixture
@@ -263,7 +207,7 @@ def audit(tmp_path):
 def hanging_cluster(audit):
     """a-0: producer 7's transaction from offset 10 is hanging (its id 'gone' has another partition);
     a-1: producer 8's transaction from offset 0 is tracked by its coordinator ('busy')."""
-    return FakeCluster(
+    return remedy_cluster(
         producers={A0: [state(7, start=10, epoch=2, coord=-1)], A1: [state(8, start=0)]},
         offsets={A0: [10, 20], A1: [0, 4]},
         listings=[TransactionListing("gone", 7, "Empty", 1), TransactionListing("busy", 8, "Ongoing", 1)],
@@ -317,7 +261,7 @@ def test_dry_run_and_refusals_change_nothing_and_ask_nothing(audit):
     records = audit.records()
     assert [(r["record"], r["outcome"], r["target"]["start_offset"]) for r in records] == [("result", "refused", 11), ("result", "refused", 0)]
     assert "kafkatxn fence 'busy'" in records[1]["detail"]
-    assert fake.offsets[A0] == [10, 20]
+    assert fake.model.offsets[A0] == [10, 20]
 
 
 def test_declining_changes_nothing(audit):
@@ -331,7 +275,7 @@ def test_state_changing_after_the_plan_is_caught_before_the_marker(audit):
     fake = hanging_cluster(audit)
 
     def someone_else_aborts_it_meanwhile(rows):
-        fake._close(A0, 7)
+        fake.model.close_transaction(A0, 7)
         return True
 
     result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=someone_else_aborts_it_meanwhile)
@@ -341,7 +285,7 @@ def test_state_changing_after_the_plan_is_caught_before_the_marker(audit):
     fake = hanging_cluster(audit)
 
     def producer_bumped_epoch(rows):
-        fake.producers[A0] = [state(7, start=10, epoch=3)]
+        fake.model.producers[A0] = [state(7, start=10, epoch=3)]
         return True
 
     result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=producer_bumped_epoch)
@@ -350,7 +294,7 @@ def test_state_changing_after_the_plan_is_caught_before_the_marker(audit):
 
 def test_a_refused_marker_is_recorded_as_failed(audit):
     fake = hanging_cluster(audit)
-    fake.marker_error = "TRANSACTION_COORDINATOR_FENCED"
+    fake.model.marker_error = "TRANSACTION_COORDINATOR_FENCED"
     result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
     assert [r.outcome for r in result.rows] == [Outcome.FAILED] and "COORDINATOR_FENCED" in result.rows[0].reason
     assert [r.get("outcome") for r in audit.records()] == [None, "failed"]
@@ -370,7 +314,7 @@ def test_abort_needs_a_target_or_all_hanging(audit):
 
 
 def fence_cluster(audit):
-    return FakeCluster(
+    return remedy_cluster(
         producers={A0: [state(7, start=10, epoch=3)]},
         offsets={A0: [10, 20]},
         listings=[TransactionListing("app-1", 7, "Ongoing", 1), TransactionListing("app-10", 9, "Empty", 1)],
@@ -388,7 +332,7 @@ def test_fence_shows_old_and_new_epoch_aborts_the_open_transaction_and_audits(au
     assert fake.called("fence") == [("fence", "app-1", 30_000)]  # the id's own timeout
     assert fake.audit_lines_at_action == [1]
     assert [r["record"] for r in audit.records()] == ["intent", "result"]
-    assert fake.offsets[A0][0] == fake.offsets[A0][1]
+    assert fake.model.offsets[A0][0] == fake.model.offsets[A0][1]
 
 
 def test_fence_refuses_unknown_ids_unless_allowed(audit):

@@ -6,8 +6,9 @@ import pytest
 
 from kafkatxn import transactions as tx
 from kafkatxn.cli.app import main
-from kafkatxn.model import Broker, DescribedTransactions, Missing, TransactionalId, ListTransactionsSupport, Partial, TopicPartition, TransactionDescription, TransactionListing
+from kafkatxn.model import Missing, TransactionalId, ListTransactionsSupport, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import UsageError
+from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 NOW = 1_700_000_000_000
 CLIENT = ListTransactionsSupport(duration_on_broker=False, pattern_on_broker=False)
@@ -134,28 +135,19 @@ def test_listing_rows_sorted_by_id():
 # -- the library calls, with a fake facade --------------------------------------------------------
 
 
-class FakeCluster:
-    def __init__(self, listings, descriptions=None, support=CLIENT, not_found=None, missing=()):
-        self.listings = listings
-        self.descriptions = descriptions or {}
-        self.support = support
-        self.not_found = not_found or {}
-        self.missing = list(missing)
-        self.calls: list[tuple] = []
+def fake_cluster(listings, descriptions=None, support=CLIENT, not_found=()):
+    """Brokers 1 and 2 list ``listings`` and describe ``descriptions``; ``support`` says whether they
+    take the duration and pattern filters (ListTransactions v2) or not (v0); ids in ``not_found``
+    are listed but unknown to their coordinator (expired in between)."""
+    model = KafkaModel(brokers=(1, 2))
+    model.api_versions["ListTransactions"] = (0, 2 if support.pattern_on_broker else 0)
+    model.listings = [(t.transactional_id, t.producer_id, t.state) for t in listings]
+    model.transactions = {t: d for t, d in (descriptions or {}).items() if t not in not_found}
+    return FakeCluster(model)
 
-    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
-        self.calls.append(("list", list(states), list(producer_ids), min_duration_ms, pattern))
-        value = [t for t in self.listings if not states or t.state in states]
-        support = ListTransactionsSupport(
-            self.support.duration_on_broker and min_duration_ms is not None,
-            self.support.pattern_on_broker and pattern is not None,
-        )
-        return Partial(value, list(self.missing)), support
 
-    def describe_transactions(self, tids):
-        self.calls.append(("describe", list(tids)))
-        found = {t: self.descriptions[t] for t in tids if t in self.descriptions}
-        return Partial(DescribedTransactions(found, {t: "TRANSACTIONAL_ID_NOT_FOUND" for t in tids if t in self.not_found}))
+def facade_calls(cluster):
+    return [c for c in cluster.calls if c[0] in ("list_transactions", "describe_transactions")]
 
 
 def test_client_side_duration_describes_only_open_candidates_and_says_so():
@@ -165,20 +157,24 @@ def test_client_side_duration_describes_only_open_candidates_and_says_so():
         "app-new": description("app-new", start=2**62),  # in the future: not running long
         "x-old": description("x-old", start=0),
     }
-    cluster = FakeCluster(listings, descriptions)
+    cluster = fake_cluster(listings, descriptions)
     result = tx.list_transactions(cluster, min_duration_ms=600_000, pattern="app-.*")
     assert [r.transactional_id for r in result.rows] == ["app-old"]
     assert isinstance(result.rows[0], tx.TransactionRow)
-    assert cluster.calls[0] == ("list", list(tx.OPEN_STATES), [], 600_000, "app-.*")
+    calls = facade_calls(cluster)
+    assert calls[0] == ("list_transactions", list(tx.OPEN_STATES), [], 600_000, "app-.*")
+    # The brokers (v0) took neither filter: both ran on the client.
+    assert {(r.min_duration_ms, r.pattern) for _n, r in cluster.model.sent if type(r).__name__ == "ListTransactions"} == {(None, None)}
     # x-old fails the pattern and app-done is closed: neither is worth a DescribeTransactions.
-    assert cluster.calls[1] == ("describe", ["app-old", "app-new"])
+    assert calls[1][0] == "describe_transactions" and sorted(calls[1][1]) == ["app-new", "app-old"]
     assert any("on the client" in n and "--min-duration" in n for n in result.notes)
 
 
 def test_broker_side_filters_need_no_describe():
-    cluster = FakeCluster([listing("app-1")], support=BROKER)
+    cluster = fake_cluster([listing("app-1")], support=BROKER)
     result = tx.list_transactions(cluster, min_duration_ms=1000, pattern="app-.*")
-    assert [c[0] for c in cluster.calls] == ["list"]
+    assert [c[0] for c in facade_calls(cluster)] == ["list_transactions"]
+    assert {(r.min_duration_ms, r.pattern) for _n, r in cluster.model.sent if type(r).__name__ == "ListTransactions"} == {(1000, "app-.*")}
     assert [r.transactional_id for r in result.rows] == ["app-1"]
     assert any("by the brokers" in n and "--min-duration" in n for n in result.notes)
     assert any("by the brokers" in n and "--pattern" in n for n in result.notes)
@@ -186,21 +182,21 @@ def test_broker_side_filters_need_no_describe():
 
 def test_list_with_describe_drops_ids_gone_in_between():
     listings = [listing("a", "Empty"), listing("b")]
-    cluster = FakeCluster(listings, {"b": description("b")}, not_found={"a"})
+    cluster = fake_cluster(listings, {"b": description("b")}, not_found={"a"})
     result = tx.list_transactions(cluster, describe=True)
     assert [(r.transactional_id, r.status) for r in result.rows] == [("b", "found")]
     assert any("gone between" in n for n in result.notes)
 
 
 def test_usage_errors_come_before_anything_is_sent():
-    cluster = FakeCluster([])
+    cluster = fake_cluster([])
     with pytest.raises(UsageError):
         tx.list_transactions(cluster, pattern="(")
     with pytest.raises(UsageError):
         tx.list_transactions(cluster, states=["nope"])
     with pytest.raises(UsageError):
         tx.describe_transactions(cluster, ["ok", ""])
-    assert cluster.calls == []
+    assert cluster.calls == [] and cluster.model.sent == []
 
 
 # -- exit codes of `transactions describe` ------------------------------------------------------

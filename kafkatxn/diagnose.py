@@ -1,0 +1,496 @@
+"""``kafkatxn diagnose``: why has a read_committed consumer group stopped, and what to do about it.
+
+One report that walks from the symptom to the fix:
+
+1. per group and partition: committed offset, LSO, high watermark, messages behind, and what the
+   gap is — real lag, phantom lag (transaction markers and aborted records, which every
+   high-watermark lag tool counts) or a block behind an open transaction
+   (:func:`kafkatxn.lso.group_lags`, with the read_committed probes of small gaps);
+2. per pinning transaction: producer id and epoch, transactional id, coordinator state, age, its
+   own timeout and when the coordinator will abort it, and the verdict of
+   :mod:`kafkatxn.hanging` (the same rule, its public functions: ``is_candidate``,
+   ``coordinator_view``, ``classify``);
+3. the blast radius: every group and partition the same transaction holds;
+4. the next step as a command to copy, with its risk in one line.
+
+As every capability: :func:`take_snapshot` is the only I/O; :func:`diagnose` (pure) decides over
+the snapshot; the row dataclasses are what the CLI renders (field names are the output keys).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import shlex
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from kafkatxn import hanging, lso
+from kafkatxn.durations import format_duration_ms
+from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
+from kafkatxn.kafka import Cluster
+from kafkatxn.lso import GroupLag, GroupVerdict
+from kafkatxn.model import TRANSACTION_STATE_TOPIC, Missing, ProducerState, TopicPartition
+from kafkatxn.output import Report
+
+
+class Gap(str, enum.Enum):
+    """What lies between a group's committed offset and the high watermark."""
+
+    none = "none"  # nothing: at the high watermark
+    phantom = "phantom"  # only transaction markers and aborted records: nothing to read
+    lag = "lag"  # records to read (or a gap too large to probe, counted as lag)
+    blocked = "blocked"  # an open transaction holds the LSO where the group stands
+
+
+class TxnVerdict(str, enum.Enum):
+    """The pinning transaction, as :mod:`kafkatxn.hanging` decides it."""
+
+    hanging = "hanging"  # its coordinator does not track it: nothing will ever end it
+    long_running = "long_running"  # tracked, but past its own timeout or idle past transaction.max.timeout.ms
+    tracked = "tracked"  # tracked and within its timeout: the coordinator ends it by then
+    undetermined = "undetermined"  # the coordinators could not say
+
+
+class Action(str, enum.Enum):
+    wait = "wait"
+    fence = "fence"
+    abort = "abort"
+    undecided = "undecided"
+
+
+RISK = {
+    Action.wait: "nothing changes: the group stays blocked until then, unless the producer commits or aborts first",
+    Action.fence: "aborts the open transaction and fences its producer: its next send fails (ProducerFenced), "
+    "the application must recreate it; the aborted records are lost to read_committed consumers",
+    Action.abort: "writes an ABORT marker: read_committed consumers skip the transaction's records for good "
+    "(no coordinator would ever complete it)",
+    Action.undecided: "acting blind could abort a transaction its coordinator is about to commit; "
+    "bring the coordinator back first",
+}
+
+
+# -- snapshot ------------------------------------------------------------------------------------
+
+
+@dataclass
+class DiagnosisSnapshot:
+    """Everything :func:`diagnose` decides on."""
+
+    taken_at_ms: int
+    groups: lso.GroupSnapshot
+    # Producer states of the partitions where some group is blocked (open transactions only).
+    producers: dict[TopicPartition, list[ProducerState]] = field(default_factory=dict)
+    view: hanging.CoordinatorView = field(default_factory=hanging.CoordinatorView)
+    max_transaction_timeout_ms: int | None = None
+    missing: list[Missing] = field(default_factory=list)
+    # __transaction_state partitions without a live leader: their coordinators cannot be asked.
+    offline_coordinators: tuple[int, ...] = ()
+
+
+def take_snapshot(
+    cluster: Cluster,
+    groups: Sequence[str] | None = None,
+    topics: Sequence[str] | None = None,
+    probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
+    max_transaction_timeout_ms: int | None = None,
+) -> DiagnosisSnapshot:
+    """Group lag with probes, then — only where a group is blocked — the producer states and what
+    the coordinators say about the pinning producers."""
+    snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap)
+    missing = list(snap.missing)
+    out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing, max_transaction_timeout_ms=max_transaction_timeout_ms)
+    blocked = sorted({TopicPartition(r.topic, r.partition) for r in lso.group_lags(snap) if r.verdict is GroupVerdict.blocked})
+    if not blocked:
+        return out
+    described = cluster.describe_producers(blocked)
+    missing.extend(described.missing)
+    out.producers = {tp: [s for s in states if s.current_txn_start_offset >= 0] for tp, states in described.value.items()}
+    if out.max_transaction_timeout_ms is None:
+        out.max_transaction_timeout_ms, config_missing = hanging.cluster_max_transaction_timeout(cluster)
+        missing.extend(config_missing)
+    pins = [p for tp in blocked if (p := _pin(out.producers.get(tp, []), snap.lso.offsets[tp].last_stable_offset))]
+    if pins:
+        out.view, view_missing = hanging.coordinator_view(cluster, {p.producer_id for p in pins})
+        # What did not answer is carried by the view (ids_complete, unanswered_ids) and decided
+        # per transaction; it is not a missing part of the whole answer.
+        del view_missing
+        md = cluster.metadata()
+        live = {b.id for b in md.brokers}
+        out.offline_coordinators = tuple(
+            sorted(p.partition for p in md.partitions if p.topic == TRANSACTION_STATE_TOPIC and p.leader not in live)
+        )
+        if out.offline_coordinators:
+            # Brokers that are gone from metadata are not asked by ListTransactions, and nobody
+            # answers for the transactional ids they coordinated: a producer id without a
+            # transactional id may belong to one of them, so the id lookup is not complete.
+            out.view = dataclasses.replace(out.view, ids_complete=False)
+    out.taken_at_ms = int(time.time() * 1000)
+    return out
+
+
+def _pin(states: Sequence[ProducerState], lso_offset: int) -> ProducerState | None:
+    """The open transaction starting at the LSO, else the earliest (the LSO moved in between)."""
+    for s in states:
+        if s.current_txn_start_offset == lso_offset:
+            return s
+    return min(states, key=lambda s: s.current_txn_start_offset, default=None)
+
+
+# -- rows ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One group: where it stands overall."""
+
+    group: str
+    status: str  # caught_up, lagging or blocked (the worst of its partitions)
+    partitions: int
+    blocked_partitions: int
+    lagging_partitions: int
+    lag_messages: int  # what a read_committed consumer still has to read (markers and aborted records left out where probed)
+    lag_to_hw_messages: int  # what high-watermark lag tools report
+    phantom_messages: int  # markers and aborted records counted by those tools, found by probing
+    pinned_by: tuple[str, ...]  # transactional ids (or "producer N") holding it
+
+
+@dataclass(frozen=True)
+class PartitionDiagnosis:
+    """One group on one partition."""
+
+    group: str
+    topic: str
+    partition: int
+    committed_offset: int
+    last_stable_offset: int
+    high_watermark: int
+    lag_messages: int
+    lag_to_lso_messages: int
+    lag_to_hw_messages: int
+    verdict: GroupVerdict
+    gap: Gap
+    explanation: str
+    producer_id: int | None  # the transaction blocking it
+    transactional_id: str | None
+
+
+@dataclass(frozen=True)
+class PinningTransaction:
+    """An open transaction that holds some group, what its coordinator says, and what to do."""
+
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str | None
+    coordinator_id: int | None
+    coordinator_state: str | None
+    verdict: TxnVerdict
+    reason: str
+    age_ms: int | None  # since the coordinator started it; None when no coordinator tracks it
+    last_write_age_ms: int | None  # since its producer last wrote to a pinned partition
+    transaction_timeout_ms: int | None
+    aborts_at_ms: int | None  # when the coordinator aborts it (start + timeout), if it will
+    partitions: tuple[str, ...]  # blast radius: "topic-partition@start_offset" it pins
+    groups: tuple[str, ...]  # blast radius: groups it blocks
+    lso_lag_messages: int  # summed over its partitions: HW - LSO
+    action: Action
+    command: str  # the next step, to copy
+    release_command: str | None  # releases the groups now (with the risk below), when the next step is to wait
+    until_ms: int | None  # with action wait: when to expect the release
+    risk: str
+
+
+@dataclass
+class Diagnosis:
+    taken_at_ms: int
+    groups: list[GroupSummary]
+    partitions: list[PartitionDiagnosis]
+    transactions: list[PinningTransaction]
+    max_transaction_timeout_ms: int | None
+    missing: list[Missing]
+    exit_code: int
+    summary: str
+
+    def report(self) -> Report:
+        facts = {
+            "summary": self.summary,
+            "exit_code": self.exit_code,
+            "taken_at_ms": self.taken_at_ms,
+            "max_transaction_timeout_ms": self.max_transaction_timeout_ms,
+            "missing": [str(m) for m in self.missing],
+        }
+        return Report(
+            facts=facts,
+            sections={"groups": self.groups, "partitions": self.partitions, "transactions": self.transactions},
+        )
+
+
+# -- pure decisions ------------------------------------------------------------------------------
+
+
+def gap_of(row: GroupLag) -> Gap:
+    if row.verdict is GroupVerdict.blocked:
+        return Gap.blocked
+    if row.verdict is GroupVerdict.lagging:
+        return Gap.lag
+    return Gap.phantom if row.lag_to_hw_messages > 0 else Gap.none
+
+
+def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
+    """One line saying what the gap is."""
+    c, l, h = row.committed_offset, row.last_stable_offset, row.high_watermark
+    if gap is Gap.none:
+        return "caught up"
+    if gap is Gap.phantom:
+        return f"caught up: the {h - c} offsets to the high watermark are transaction markers or aborted records (phantom lag)"
+    if gap is Gap.blocked:
+        who = holder or "an open transaction (not found: it may just have ended)"
+        before = f" after {l - c} offsets of markers/aborted records" if c < l else ""
+        return f"blocked{before} at LSO {l} by {who}; {h - l} offsets wait behind it"
+    if c > l:
+        return f"lagging: {h - c} offsets past the LSO (the group reads uncommitted records)"
+    if row.readable_before_lso is None:
+        return f"lagging: {l - c} offsets to the LSO (gap not probed: counted as lag, markers included)"
+    return f"lagging: records to read in the {l - c} offsets to the LSO"
+
+
+def _holder(tid: str | None, pid: int) -> str:
+    return tid if tid is not None else f"producer {pid}"
+
+
+def _quote(value: str) -> str:
+    return shlex.quote(value)
+
+
+@dataclass
+class _Pin:
+    producer: ProducerState
+    tps: list[TopicPartition] = field(default_factory=list)
+    groups: set[str] = field(default_factory=set)
+    lso_lag: int = 0
+
+
+def decide(
+    pin: _Pin,
+    classifications: Sequence[hanging.Classification],
+    now_ms: int,
+    max_timeout_ms: int,
+    groups_arg: str,
+    offline_coordinators: Sequence[int] = (),
+) -> tuple[TxnVerdict, str, Action, str, str | None, int | None, int | None, int | None]:
+    """Verdict, reason, action, command, release command, until, age, aborts-at for one pinning producer.
+
+    ``classifications`` are :func:`kafkatxn.hanging.classify` of each pinned partition.
+    """
+    p = pin.producer
+    verdicts = {c.verdict for c in classifications}
+    tid = next((c.transactional_id for c in classifications if c.transactional_id), None)
+    d = next((c.description for c in classifications if c.description is not None), None)
+    candidate = hanging.is_candidate(p, now_ms, max_timeout_ms)
+    rerun = f"kafkatxn diagnose {groups_arg}".rstrip()
+    fence = f"kafkatxn fence {_quote(tid)}" if tid else None
+    started = d.start_time_ms if d is not None and d.producer_id == p.producer_id and d.start_time_ms >= 0 else None
+    age = max(0, now_ms - started) if started is not None else None
+    aborts_at = started + d.timeout_ms if started is not None and d is not None and d.state == "Ongoing" else None
+    reasons = "; ".join(dict.fromkeys(c.reason for c in classifications))
+
+    if not classifications or hanging.Verdict.UNDETERMINED in verdicts:
+        why = next((c.reason for c in classifications if c.verdict is hanging.Verdict.UNDETERMINED), "no verdict")
+        if offline_coordinators:
+            why += (
+                f"; transaction coordinators unavailable: __transaction_state partition(s) "
+                f"{', '.join(map(str, offline_coordinators))} have no live leader"
+            )
+        return TxnVerdict.undetermined, why, Action.undecided, f"cannot decide: {why}", None, None, age, aborts_at
+    if hanging.Verdict.HANGING in verdicts:
+        if candidate:
+            commands = " && ".join(
+                f"kafkatxn abort --topic {_quote(tp.topic)} --partition {tp.partition} --start-offset {p.current_txn_start_offset}"
+                for tp in pin.tps
+            )
+            return TxnVerdict.hanging, reasons, Action.abort, commands, None, None, age, None
+        # hanging's rule decides only after transaction.max.timeout.ms of silence: a transaction that
+        # just began may not be registered with its coordinator yet.
+        ready = p.last_timestamp_ms + max_timeout_ms + 1
+        why = (
+            f"{reasons}, but its last write is within transaction.max.timeout.ms ({max_timeout_ms} ms); "
+            f"hanging's rule decides from {_clock(ready)}: run diagnose again then"
+        )
+        return TxnVerdict.undetermined, why, Action.undecided, f"cannot decide: {why}", None, ready, age, None
+    # Tracked by its coordinator.
+    if candidate:
+        why = f"idle past transaction.max.timeout.ms ({max_timeout_ms} ms) yet its coordinator still tracks it ({reasons})"
+        return TxnVerdict.long_running, why, Action.fence, fence or rerun, None, None, age, aborts_at
+    if aborts_at is not None and now_ms >= aborts_at:
+        why = f"past its own timeout ({format_duration_ms(d.timeout_ms)}) and not aborted yet"
+        return TxnVerdict.long_running, why, Action.fence, fence or rerun, None, None, age, aborts_at
+    if aborts_at is None:
+        state = d.state if d is not None else "unknown"
+        why = f"its coordinator is ending it (state {state})"
+        return TxnVerdict.tracked, why, Action.wait, rerun, fence, None, age, None
+    why = f"open within its timeout ({format_duration_ms(d.timeout_ms)}): its coordinator aborts it at {_clock(aborts_at)}"
+    watch = f"kafkatxn lso --groups {' '.join(_quote(g) for g in sorted(pin.groups))} --watch"
+    return TxnVerdict.tracked, why, Action.wait, watch, fence, aborts_at, age, aborts_at
+
+
+def _clock(ms: int) -> str:
+    """Local wall-clock time for sentences (tables format their own columns)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(ms / 1000))
+
+
+def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "") -> Diagnosis:
+    """Decide over ``snapshot``. ``groups_arg`` is how the user named the groups (for commands to copy)."""
+    gs = snapshot.groups
+    now = snapshot.taken_at_ms
+    rows = lso.group_lags(gs)
+    max_timeout = snapshot.max_transaction_timeout_ms
+
+    # Pinning producers, and what each holds.
+    pins: dict[int, _Pin] = {}
+    pin_of: dict[TopicPartition, ProducerState] = {}
+    for r in rows:
+        if r.verdict is not GroupVerdict.blocked:
+            continue
+        tp = TopicPartition(r.topic, r.partition)
+        state = _pin(snapshot.producers.get(tp, []), r.last_stable_offset)
+        if state is None:
+            continue
+        pin_of[tp] = state
+        entry = pins.setdefault(state.producer_id, _Pin(state))
+        if tp not in entry.tps:
+            entry.tps.append(tp)
+            o = gs.lso.offsets[tp]
+            entry.lso_lag += o.lag
+        entry.groups.add(r.group)
+
+    transactions: list[PinningTransaction] = []
+    holder_of: dict[int, str] = {}
+    for pid, pin in sorted(pins.items()):
+        classifications = [hanging.classify(hanging.OpenTransaction(tp, pin_of[tp]), snapshot.view) for tp in pin.tps]
+        verdict, reason, action, command, release, until, age, aborts_at = decide(
+            pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
+            snapshot.offline_coordinators,
+        )
+        tid = next((c.transactional_id for c in classifications if c.transactional_id), None)
+        d = next((c.description for c in classifications if c.description is not None), None)
+        holder_of[pid] = _holder(tid, pid)
+        p = pin.producer
+        transactions.append(
+            PinningTransaction(
+                producer_id=pid,
+                producer_epoch=p.producer_epoch,
+                transactional_id=tid,
+                coordinator_id=d.coordinator_id if d else None,
+                coordinator_state=d.state if d else None,
+                verdict=verdict,
+                reason=reason,
+                age_ms=age,
+                last_write_age_ms=max(0, now - p.last_timestamp_ms) if p.last_timestamp_ms >= 0 else None,
+                transaction_timeout_ms=d.timeout_ms if d else None,
+                aborts_at_ms=aborts_at,
+                partitions=tuple(f"{tp}@{pin_of[tp].current_txn_start_offset}" for tp in sorted(pin.tps)),
+                groups=tuple(sorted(pin.groups)),
+                lso_lag_messages=pin.lso_lag,
+                action=action,
+                command=command,
+                release_command=release,
+                until_ms=until,
+                risk=RISK[action],
+            )
+        )
+
+    partitions: list[PartitionDiagnosis] = []
+    for r in rows:
+        tp = TopicPartition(r.topic, r.partition)
+        gap = gap_of(r)
+        state = pin_of.get(tp) if gap is Gap.blocked else None
+        holder = holder_of.get(state.producer_id) if state else None
+        partitions.append(
+            PartitionDiagnosis(
+                group=r.group, topic=r.topic, partition=r.partition, committed_offset=r.committed_offset,
+                last_stable_offset=r.last_stable_offset, high_watermark=r.high_watermark,
+                lag_messages=lso.read_committed_lag(r), lag_to_lso_messages=r.lag_to_lso_messages,
+                lag_to_hw_messages=r.lag_to_hw_messages, verdict=r.verdict, gap=gap,
+                explanation=explain(r, gap, f"{holder} (producer {state.producer_id})" if state and holder and not holder.startswith("producer") else holder),
+                producer_id=state.producer_id if state else None,
+                transactional_id=next((t.transactional_id for t in transactions if state and t.producer_id == state.producer_id), None),
+            )
+        )
+
+    summaries = group_summaries(partitions, holder_of)
+    code, undetermined = _findings(partitions, transactions)
+    summary = _summary(summaries, transactions)
+    return Diagnosis(
+        now, summaries, partitions, transactions, max_timeout, list(snapshot.missing),
+        exit_code(code, snapshot.missing, undetermined), summary,
+    )
+
+
+def group_summaries(partitions: Iterable[PartitionDiagnosis], holder_of: dict[int, str]) -> list[GroupSummary]:
+    by_group: dict[str, list[PartitionDiagnosis]] = defaultdict(list)
+    for p in partitions:
+        by_group[p.group].append(p)
+    out = []
+    for group in sorted(by_group):
+        ps = by_group[group]
+        blocked = [p for p in ps if p.verdict is GroupVerdict.blocked]
+        lagging = [p for p in ps if p.verdict is GroupVerdict.lagging]
+        status = "blocked" if blocked else "lagging" if lagging else "caught_up"
+        out.append(
+            GroupSummary(
+                group=group,
+                status=status,
+                partitions=len(ps),
+                blocked_partitions=len(blocked),
+                lagging_partitions=len(lagging),
+                lag_messages=sum(p.lag_messages for p in ps),
+                lag_to_hw_messages=sum(p.lag_to_hw_messages for p in ps),
+                phantom_messages=sum(p.lag_to_hw_messages for p in ps if p.gap is Gap.phantom),
+                pinned_by=tuple(sorted({holder_of.get(p.producer_id, f"producer {p.producer_id}") for p in blocked if p.producer_id is not None})),
+            )
+        )
+    return out
+
+
+def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[PinningTransaction]) -> tuple[int, bool]:
+    """0 nothing blocked or lagging; 1 lagging, or blocked within timeouts; 2 blocked by a hanging or
+    overdue transaction; undetermined when a pinning transaction could not be decided, or a blocked
+    partition's transaction was not found."""
+    code = EXIT_OK
+    if any(p.verdict is not GroupVerdict.caught_up for p in partitions):
+        code = EXIT_WARNING
+    if any(t.verdict in (TxnVerdict.hanging, TxnVerdict.long_running) for t in transactions):
+        code = EXIT_CRITICAL
+    undetermined = any(t.verdict is TxnVerdict.undetermined for t in transactions) or any(
+        p.gap is Gap.blocked and p.producer_id is None for p in partitions
+    )
+    return code, undetermined
+
+
+def _summary(groups: Sequence[GroupSummary], transactions: Sequence[PinningTransaction]) -> str:
+    if not groups:
+        return "no committed offsets to diagnose"
+    counts = defaultdict(int)
+    for g in groups:
+        counts[g.status] += 1
+    parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in ("blocked", "lagging", "caught_up") if counts[s]]
+    text = f"{len(groups)} group{'s' if len(groups) != 1 else ''}: " + ", ".join(parts)
+    if transactions:
+        held = ", ".join(f"{t.transactional_id or f'producer {t.producer_id}'} ({t.verdict.value})" for t in transactions)
+        text += f"; held by {held}"
+    return text
+
+
+def run(
+    cluster: Cluster,
+    groups: Sequence[str] | None = None,
+    topics: Sequence[str] | None = None,
+    probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
+    max_transaction_timeout_ms: int | None = None,
+) -> Diagnosis:
+    """Snapshot and decide: what ``kafkatxn diagnose`` shows."""
+    snapshot = take_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms)
+    args = " ".join(f"--group {_quote(g)}" for g in groups or []) + "".join(f" --topic {_quote(t)}" for t in topics or [])
+    return diagnose(snapshot, args.strip())

@@ -1,0 +1,214 @@
+"""`kafkatxn diagnose` over the shared fake cluster (the real facade over an in-memory model)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from kafkatxn import diagnose
+from kafkatxn.cli.common import CommandContext
+from kafkatxn.diagnose import Action, Gap, TxnVerdict
+from kafkatxn.lso import GroupVerdict
+from kafkatxn.model import Partial, ProducerState, TopicPartition, TransactionDescription
+from tests.cli_helpers import run_cli
+from tests.support.fake_kafka import FakeCluster, KafkaModel
+
+MAX = 900_000
+ORDERS = TopicPartition("orders", 0)
+AUDIT = TopicPartition("audit", 0)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PhantomCluster(FakeCluster):
+    """The fake, where some offsets hold only markers or aborted records (the probe skips them)."""
+
+    def __init__(self, model: KafkaModel, unreadable: dict[TopicPartition, set[int]] | None = None):
+        super().__init__(model)
+        self.unreadable = unreadable or {}
+
+    def first_readable_offsets(self, starts):
+        self.calls.append(("first_readable_offsets", dict(starts)))
+        out = {}
+        for tp, start in starts.items():
+            lso = self.model.offsets[tp][0]
+            out[tp] = next((o for o in range(start, lso) if o not in self.unreadable.get(tp, set())), None)
+        return Partial(out)
+
+
+def blocked_model(*, tid="billing-tx", idle_ms=2_000, started_ago_ms=30_000, timeout_ms=600_000, tracked=True, coordinator=1):
+    """orders-0: 3 committed records, then an open transaction from offset 3 (HW 7); group billing at 3.
+    audit-0: committed and aborted transactions, group reports at the end of the records but before
+    the markers (HW 10, LSO 10, committed 7; offsets 7..9 are markers/aborted)."""
+    model = KafkaModel(brokers=(1, 2))
+    model.add_partition("orders", 0, leader=1, lso=3, hw=7)
+    model.add_partition("audit", 0, leader=1, lso=10, hw=10)
+    now = now_ms()
+    model.producers[ORDERS] = [ProducerState(5000, 3, 3, now - idle_ms, -1, 3)]
+    if tracked:
+        model.transactions[tid] = TransactionDescription(
+            tid, coordinator, "Ongoing", 5000, 3, timeout_ms, now - started_ago_ms, frozenset({ORDERS})
+        )
+    model.groups = {"billing": {ORDERS: 3}, "reports": {AUDIT: 7}}
+    return model, PhantomCluster(model, {AUDIT: {7, 8, 9}})
+
+
+def test_blocked_within_its_timeout_waits_and_offers_fence_caught_up_group_has_phantom_lag():
+    model, cluster = blocked_model()
+    d = diagnose.run(cluster, ["billing", "reports"])
+    by_group = {g.group: g for g in d.groups}
+    assert by_group["billing"].status == "blocked" and by_group["billing"].pinned_by == ("billing-tx",)
+    assert by_group["reports"].status == "caught_up"
+    assert (by_group["reports"].lag_messages, by_group["reports"].lag_to_hw_messages, by_group["reports"].phantom_messages) == (0, 3, 3)
+
+    rows = {p.group: p for p in d.partitions}
+    assert rows["billing"].gap is Gap.blocked and rows["billing"].transactional_id == "billing-tx"
+    assert (rows["billing"].committed_offset, rows["billing"].last_stable_offset, rows["billing"].high_watermark) == (3, 3, 7)
+    assert rows["reports"].gap is Gap.phantom and "markers" in rows["reports"].explanation
+
+    (t,) = d.transactions
+    assert (t.producer_id, t.producer_epoch, t.transactional_id, t.coordinator_state) == (5000, 3, "billing-tx", "Ongoing")
+    assert t.verdict is TxnVerdict.tracked and t.action is Action.wait
+    assert t.aborts_at_ms == model.transactions["billing-tx"].start_time_ms + 600_000 == t.until_ms
+    assert t.release_command == "kafkatxn fence billing-tx"
+    assert t.groups == ("billing",) and t.partitions == ("orders-0@3",)
+    assert 30_000 <= t.age_ms < 60_000 and t.transaction_timeout_ms == 600_000
+    assert d.exit_code == 1
+
+
+def test_the_suggested_fence_unblocks_the_group():
+    model, cluster = blocked_model()
+    (t,) = diagnose.run(cluster, ["billing"]).transactions
+    tid = t.release_command.split()[-1]
+    cluster.fence_transactional_id(tid, 60_000)  # what `kafkatxn fence` does, on the fake
+    after = diagnose.run(cluster, ["billing"])
+    assert after.transactions == [] and after.groups[0].status == "lagging"  # the committed records beyond are readable
+    assert after.exit_code == 1
+    model.groups["billing"][ORDERS] = model.offsets[ORDERS][1]
+    assert diagnose.run(cluster, ["billing"]).exit_code == 0
+
+
+def test_caught_up_group_alone_exits_0():
+    _, cluster = blocked_model()
+    d = diagnose.run(cluster, ["reports"])
+    assert d.exit_code == 0 and d.transactions == []
+
+
+def test_past_its_own_timeout_is_overdue_fence_exit_2():
+    _, cluster = blocked_model(started_ago_ms=700_000, timeout_ms=600_000)
+    d = diagnose.run(cluster, ["billing"])
+    (t,) = d.transactions
+    assert t.verdict is TxnVerdict.long_running and t.action is Action.fence
+    assert t.command == "kafkatxn fence billing-tx" and "past its own timeout" in t.reason
+    assert d.exit_code == 2
+
+
+def test_idle_past_the_max_timeout_but_tracked_is_long_running():
+    _, cluster = blocked_model(idle_ms=MAX + 5_000, started_ago_ms=MAX + 6_000, timeout_ms=MAX * 2)
+    (t,) = diagnose.run(cluster, ["billing"]).transactions
+    assert t.verdict is TxnVerdict.long_running and t.action is Action.fence
+
+
+def test_hanging_suggests_abort_with_the_partition_and_start_offset():
+    model, cluster = blocked_model(idle_ms=MAX + 1_000, tracked=False)
+    d = diagnose.run(cluster, ["billing"])
+    (t,) = d.transactions
+    assert t.verdict is TxnVerdict.hanging and t.transactional_id is None
+    assert t.command == "kafkatxn abort --topic orders --partition 0 --start-offset 3"
+    assert t.age_ms is None and t.aborts_at_ms is None
+    assert d.exit_code == 2
+    model.close_transaction(ORDERS, 5000)  # what the marker does
+    assert diagnose.run(cluster, ["billing"]).transactions == []
+
+
+def test_hanging_rule_not_applied_before_the_max_timeout():
+    _, cluster = blocked_model(idle_ms=10_000, tracked=False)
+    d = diagnose.run(cluster, ["billing"])
+    (t,) = d.transactions
+    assert t.verdict is TxnVerdict.undetermined and t.action is Action.undecided
+    assert t.command.startswith("cannot decide: ") and "transaction.max.timeout.ms" in t.command
+    assert d.exit_code == 3
+
+
+def test_coordinator_unavailable_cannot_decide_and_says_why():
+    model, cluster = blocked_model(idle_ms=MAX + 1_000, coordinator=2)
+    model.add_partition("__transaction_state", 0, leader=1)
+    model.add_partition("__transaction_state", 1, leader=2)
+    model.down.add(2)  # gone from metadata: ListTransactions does not even ask it
+    d = diagnose.run(cluster, ["billing"])
+    (t,) = d.transactions
+    assert t.verdict is TxnVerdict.undetermined and t.action is Action.undecided
+    assert t.command.startswith("cannot decide: ")
+    assert "__transaction_state partition(s) 1 have no live leader" in t.command
+    assert d.exit_code == 3
+
+
+def test_coordinator_not_answering_cannot_decide():
+    model, cluster = blocked_model(idle_ms=MAX + 1_000, coordinator=2)
+    model.partitions[ORDERS]  # data partition on broker 1
+    original = cluster.metadata
+
+    def metadata_still_listing_broker_2(refresh=False):  # the broker is down but not yet fenced
+        md = original(refresh)
+        from kafkatxn.model import BrokerInfo
+        return type(md)(md.cluster_id, md.controller_id, md.brokers + (BrokerInfo(2, "127.0.0.1", 9092),), md.partitions, None)
+
+    cluster.metadata = metadata_still_listing_broker_2
+    model.down.add(2)
+    (t,) = diagnose.run(cluster, ["billing"]).transactions
+    assert t.verdict is TxnVerdict.undetermined and "ListTransactions" in t.command
+
+
+def test_blast_radius_names_every_group_and_partition_of_the_transaction():
+    model, cluster = blocked_model()
+    other = model.add_partition("orders", 1, leader=2, lso=10, hw=12)
+    now = now_ms()
+    model.producers[other] = [ProducerState(5000, 3, 1, now - 1000, -1, 10)]
+    d0 = model.transactions["billing-tx"]
+    model.transactions["billing-tx"] = TransactionDescription(
+        d0.transactional_id, d0.coordinator_id, d0.state, d0.producer_id, d0.producer_epoch, d0.timeout_ms,
+        d0.start_time_ms, frozenset({ORDERS, other}),
+    )
+    model.groups["shipping"] = {other: 10}
+    d = diagnose.run(cluster)
+    (t,) = d.transactions
+    assert t.groups == ("billing", "shipping") and t.partitions == ("orders-0@3", "orders-1@10")
+    assert t.lso_lag_messages == 4 + 2
+
+
+def test_read_committed_lag():
+    _, cluster = blocked_model()
+    model = cluster.model
+    model.groups["fresh"] = {AUDIT: 0}
+    rows = {p.group: p for p in diagnose.run(cluster).partitions}
+    assert rows["fresh"].verdict is GroupVerdict.lagging and rows["fresh"].lag_messages == 10
+    assert rows["billing"].lag_messages == 0 and rows["reports"].lag_messages == 0
+
+
+@pytest.fixture
+def fake_cli(monkeypatch):
+    model, cluster = blocked_model()
+    monkeypatch.setattr(CommandContext, "cluster", property(lambda self: cluster))
+    return model, cluster
+
+
+def test_cli_json_structure_and_exit_code(capsys, fake_cli):
+    result = run_cli(capsys, "diagnose", "-b", "fake:9092", "--group", "billing", "--group", "reports", "-o", "json")
+    assert result.code == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert set(doc) >= {"summary", "exit_code", "groups", "partitions", "transactions"}
+    (t,) = doc["transactions"]
+    assert t["verdict"] == "tracked" and t["action"] == "wait" and t["release_command"] == "kafkatxn fence billing-tx"
+    assert {"age_ms", "aborts_at_ms", "transaction_timeout_ms", "risk", "groups", "partitions"} <= set(t)
+
+
+def test_cli_table_names_the_transaction_and_the_commands(capsys, fake_cli):
+    result = run_cli(capsys, "diagnose", "-b", "fake:9092")
+    assert result.code == 1, result.stderr
+    assert "TRANSACTION billing-tx" in result.stdout
+    assert "$ kafkatxn fence billing-tx" in result.stdout and "markers" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 120

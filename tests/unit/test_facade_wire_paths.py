@@ -1,0 +1,181 @@
+"""The facade's batching, routing and retry paths, run against the in-memory cluster of tests/support.
+
+Request counts here are the facade's own decisions (how it splits and routes), counted as the fake
+wire receives them. ListOffsets per leader and level with a retry after a leader move is in
+test_lso.py (test_stable_and_high_offsets_one_request_per_leader_and_level_and_a_retry_after_leader_moves).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kafkatxn import hanging, remedy, transactions
+from kafkatxn.kafka import protocol as proto
+from kafkatxn.model import Broker, ProducerState, TransactionalId, TransactionDescription
+from tests.support.fake_kafka import FakeCluster, KafkaModel
+
+NOW = 1_700_000_000_000
+
+
+def sent(model, kind):
+    return [(node, r) for node, r in model.sent if isinstance(r, kind)]
+
+
+def txn(tid, coordinator, pid, state="Ongoing", partitions=()):
+    return TransactionDescription(tid, coordinator, state, pid, 3, 60_000, NOW - 5_000, frozenset(partitions))
+
+
+# -- DescribeProducers: ≤500 partitions a request, per leader ------------------------------------
+
+
+def test_describe_producers_1201_partitions_on_2_leaders_go_in_batches_of_at_most_500():
+    model = KafkaModel(brokers=(1, 2))
+    tps = [model.add_partition("big", i, leader=1 if i < 601 else 2) for i in range(1201)]
+    model.producers[tps[0]] = [ProducerState(7, 0, 1, NOW, 0, 5)]
+    result = FakeCluster(model).describe_producers(tps)
+    requests = sent(model, proto.DescribeProducers)
+    assert sorted((node, len(r.partitions)) for node, r in requests) == [(1, 101), (1, 500), (2, 100), (2, 500)]
+    for node, r in requests:
+        assert all(model.leader(tp) == node for tp in r.partitions)
+    assert sorted(tp for _node, r in requests for tp in r.partitions) == sorted(tps)  # each partition once
+    assert len(result.value) == 1201 and result.missing == []
+    assert result.value[tps[0]] == [ProducerState(7, 0, 1, NOW, 0, 5)]
+
+
+def test_describe_producers_500_partitions_is_one_request():
+    model = KafkaModel()
+    tps = [model.add_partition("t", i) for i in range(500)]
+    FakeCluster(model).describe_producers(tps)
+    assert [len(r.partitions) for _n, r in sent(model, proto.DescribeProducers)] == [500]
+
+
+def test_a_dead_brokers_partitions_are_missing_each_by_its_own_subject():
+    model = KafkaModel(brokers=(1, 2))
+    alive = [model.add_partition("t", i, leader=1) for i in range(3)]
+    dead = [model.add_partition("t", i, leader=2) for i in range(3, 6)]
+    model.down.add(2)
+    result = FakeCluster(model).describe_producers(alive + dead)
+    assert set(result.value) == set(alive)
+    assert [m.subject for m in result.missing] == dead
+    assert all("broker 2" in m.reason and "timed out" in m.reason for m in result.missing)
+    assert result.missing_for(Broker(2)) == [] and result.missing_for(alive[0]) == []
+
+
+def test_a_partition_error_is_missing_for_that_partition_only():
+    model = KafkaModel()
+    tp0, tp1 = model.add_partition("t", 0), model.add_partition("t", 1)
+    model.partition_errors[(1, tp1)] = ["NOT_LEADER_OR_FOLLOWER"]
+    result = FakeCluster(model).describe_producers([tp0, tp1])
+    assert set(result.value) == {tp0}
+    assert [(m.subject, m.reason) for m in result.missing] == [(tp1, "NOT_LEADER_OR_FOLLOWER")]
+
+
+# -- FindCoordinator: batched from v4, one id a request before ----------------------------------
+
+
+def coordinated_model(find_coordinator_max=6):
+    model = KafkaModel(brokers=(1, 2))
+    model.api_versions["FindCoordinator"] = (0, find_coordinator_max)
+    model.add_transaction_log([1, 2])  # every log partition has a leader: the listing can be complete
+    for tid, coordinator, pid in (("app", 1, 10), ("app-1", 2, 11), ("app-10", 1, 12), ("app-2", 2, 13)):
+        model.transactions[tid] = txn(tid, coordinator, pid)
+    return model
+
+
+def test_find_coordinator_v4_asks_for_every_id_in_one_request():
+    model = coordinated_model(6)
+    found = FakeCluster(model).find_transaction_coordinators(["app", "app-1", "app-10", "app-2"])
+    assert found.value == {"app": 1, "app-1": 2, "app-10": 1, "app-2": 2}
+    (request,) = [r for _n, r in sent(model, proto.FindTransactionCoordinators)]
+    assert request.batched and request.transactional_ids == ("app", "app-1", "app-10", "app-2")
+
+
+def test_find_coordinator_before_v4_asks_one_id_a_request():
+    model = coordinated_model(3)
+    found = FakeCluster(model).find_transaction_coordinators(["app", "app-1", "app-10", "app-2"])
+    assert found.value == {"app": 1, "app-1": 2, "app-10": 1, "app-2": 2}
+    requests = [r for _n, r in sent(model, proto.FindTransactionCoordinators)]
+    assert [(r.batched, r.transactional_ids) for r in requests] == [
+        (False, ("app",)), (False, ("app-1",)), (False, ("app-10",)), (False, ("app-2",))
+    ]
+
+
+# -- DescribeTransactions: one request per coordinator ------------------------------------------
+
+
+def test_describe_transactions_goes_to_each_ids_coordinator_once():
+    model = coordinated_model()
+    described = FakeCluster(model).describe_transactions(["app", "app-1", "app-10", "app-2", "nobody"])
+    requests = sent(model, proto.DescribeTransactions)
+    assert Counter(node for node, _r in requests) == {1: 1, 2: 1}
+    expected = {1: {"app", "app-10"}, 2: {"app-1", "app-2"}}
+    expected[model.coordinator("nobody")].add("nobody")
+    assert {node: set(r.transactional_ids) for node, r in requests} == expected
+    assert set(described.value.found) == {"app", "app-1", "app-10", "app-2"}
+    assert set(described.value.not_found) == {"nobody"} and described.missing == []
+
+
+def test_a_dead_coordinators_ids_are_missing_by_id():
+    model = coordinated_model()
+    model.down.add(2)
+    described = FakeCluster(model).describe_transactions(["app", "app-1", "app-10", "app-2"])
+    assert set(described.value.found) == {"app", "app-10"}
+    assert [m.subject for m in described.missing] == [TransactionalId("app-1"), TransactionalId("app-2")]
+    assert described.missing_for(TransactionalId("app")) == []
+
+
+# -- prefixes: t-1 is not t-10, app-1 is not app-10 ---------------------------------------------
+
+
+def test_an_unanswered_app_10_leaves_app_1_and_app_answered_in_the_hanging_rule():
+    model = coordinated_model()
+    model.transaction_errors["app-10"] = "COORDINATOR_LOAD_IN_PROGRESS"
+    view, missing = hanging.coordinator_view(FakeCluster(model), [10, 11, 12])
+    assert view.transactional_ids == {10: "app", 11: "app-1", 12: "app-10"} and view.ids_complete
+    assert set(view.unanswered_ids) == {"app-10"}
+    assert [m.reason for m in view.unanswered_ids["app-10"]] == ["COORDINATOR_LOAD_IN_PROGRESS"]
+    assert set(view.descriptions) == {"app", "app-1"}
+    assert [m.subject for m in missing] == [TransactionalId("app-10")]
+
+
+def test_an_unanswered_app_10_gives_app_1_its_own_row_in_transactions():
+    model = coordinated_model()
+    model.transaction_errors["app-10"] = "COORDINATOR_LOAD_IN_PROGRESS"
+    model.transactions.pop("app")
+    result = transactions.describe_transactions(FakeCluster(model), ["app-1", "app-10", "app"])
+    rows = {r.transactional_id: r for r in result.rows}
+    assert (rows["app-1"].status, rows["app-1"].state, rows["app-1"].error) == ("found", "Ongoing", None)
+    assert rows["app"].status == transactions.NOT_FOUND
+    assert rows["app-10"].status == transactions.UNKNOWN and "COORDINATOR_LOAD_IN_PROGRESS" in rows["app-10"].error
+    assert [m.subject for m in result.missing] == [TransactionalId("app-10")]
+
+
+def test_remedy_describe_keeps_app_1_answered_when_app_10_is_not():
+    model = coordinated_model()
+    model.down.add(1)  # coordinator of app and app-10
+    found, unknown, unanswered = remedy._describe(FakeCluster(model), ["app", "app-1", "app-10", "app-2"])
+    assert set(found) == {"app-1", "app-2"} and unknown == set()
+    assert set(unanswered) == {"app", "app-10"}
+    assert all("coordinator 1" in why for why in unanswered.values())
+
+
+def test_offsets_missing_for_t_10_are_not_missing_for_t_1():
+    model = KafkaModel(brokers=(1, 2))
+    t1, t10 = model.add_partition("t", 1, leader=1, lso=5), model.add_partition("t", 10, leader=2, lso=6)
+    t_1, t_10 = model.add_partition("t-1", 0, leader=1, lso=7), model.add_partition("t-10", 0, leader=2, lso=8)
+    model.down.add(2)
+    result = FakeCluster(model).describe_producers([t1, t10, t_1, t_10])
+    assert set(result.value) == {t1, t_1}
+    assert {m.subject for m in result.missing} == {t10, t_10}
+    assert result.missing_for(t1) == [] and result.missing_for(t_1) == []
+
+
+# -- ListTransactions: a broker that answers with an error -----------------------------------------
+
+
+def test_a_broker_failing_list_transactions_is_missing_as_that_broker():
+    model = coordinated_model()
+    model.listing_errors[2] = "COORDINATOR_LOAD_IN_PROGRESS"
+    listed, _support = FakeCluster(model).list_transactions()
+    assert {t.transactional_id for t in listed.value} == {"app", "app-10"}
+    assert [(m.subject, m.reason) for m in listed.missing] == [(Broker(2), "COORDINATOR_LOAD_IN_PROGRESS")]

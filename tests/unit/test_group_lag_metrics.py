@@ -1,0 +1,82 @@
+"""Consumer-group lag in the exporter and in `check --groups`: the gather over the shared fake, the
+metric families and the check findings over snapshots."""
+
+from __future__ import annotations
+
+from kafkatxn import check
+from kafkatxn.exporter import ExportOptions, render_text
+from kafkatxn.snapshot import ClusterSnapshot, GroupSample, gather_snapshot
+from tests.unit.test_diagnose import AUDIT, ORDERS, blocked_model
+
+NOW = 1_700_000_000_000
+
+
+def samples(text: bytes) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(text.decode()):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}"] = s.value
+    return out
+
+
+def test_gather_measures_group_lag_transaction_aware():
+    _, cluster = blocked_model()
+    snap = gather_snapshot(cluster, groups=True)
+    by_group = {g.group: g for g in snap.groups}
+    assert by_group["billing"].blocked and by_group["billing"].lag_messages == 0
+    assert (by_group["reports"].lag_messages, by_group["reports"].lag_to_hw_messages, by_group["reports"].blocked) == (0, 3, False)
+    assert gather_snapshot(cluster).groups is None  # not asked for: no group requests at all
+    only = gather_snapshot(cluster, groups=True, group_regex="^rep")
+    assert [g.group for g in only.groups] == ["reports"]
+
+
+def test_metric_families_per_partition_and_per_group():
+    _, cluster = blocked_model()
+    snap = gather_snapshot(cluster, groups=True)
+    got = samples(render_text(snap))
+    assert got["kafkatxn_group_blocked{group=billing,partition=0,topic=orders}"] == 1
+    assert got["kafkatxn_group_blocked{group=reports,partition=0,topic=audit}"] == 0
+    assert got["kafkatxn_group_lag_messages{group=reports,partition=0,topic=audit}"] == 0
+    assert got["kafkatxn_group_lag_to_high_watermark_messages{group=reports,partition=0,topic=audit}"] == 3
+    assert got["kafkatxn_group_lag_to_lso_messages{group=reports,partition=0,topic=audit}"] == 3
+    assert got["kafkatxn_group_blocked_partitions{group=billing}"] == 1
+    assert got["kafkatxn_group_summed_lag_to_high_watermark_messages{group=billing}"] == 4
+    assert got["kafkatxn_groups_blocked{}"] == 1
+    per_group = samples(render_text(snap, ExportOptions(per_group=True)))
+    assert not any(k.startswith("kafkatxn_group_blocked{") for k in per_group)
+    assert per_group["kafkatxn_group_blocked_partitions{group=billing}"] == 1
+    # Without group lag gathered, no group families at all.
+    assert not any(k.startswith("kafkatxn_group") for k in samples(render_text(gather_snapshot(cluster))))
+
+
+def test_the_fix_brings_blocked_back_to_0():
+    model, cluster = blocked_model()
+    cluster.fence_transactional_id("billing-tx", 60_000)
+    got = samples(render_text(gather_snapshot(cluster, groups=True)))
+    assert got["kafkatxn_group_blocked{group=billing,partition=0,topic=orders}"] == 0
+    assert got["kafkatxn_groups_blocked{}"] == 0
+
+
+def snapshot_with(groups):
+    return ClusterSnapshot(NOW, 0.1, cluster_id="c", brokers=(1,), groups=groups, max_transaction_timeout_ms=900_000)
+
+
+def test_check_blocked_group_is_critical_and_lag_thresholds_apply():
+    groups = (GroupSample("billing", "orders", 0, 0, 0, 4, True), GroupSample("reports", "audit", 0, 500, 500, 503, False))
+    result = check.evaluate(snapshot_with(groups), check.thresholds_from_options("1000", "10000", "5m", "15m", None, None, "100", None))
+    assert result.status is check.Status.CRITICAL
+    assert "1 consumer group blocked" in result.summary and "1 group partition with lag > 100" in result.summary
+    assert {f.kind for f in result.findings} == {"group_blocked", "group_lag"}
+    perf = check.format_perfdata(result.perfdata)
+    assert "groups_blocked=1;;0;0" in perf and "group_lag_max=500;100;;0" in perf
+    assert result.facts["groups_blocked"] == 1
+
+
+def test_check_without_groups_has_no_group_perfdata():
+    result = check.evaluate(snapshot_with(None))
+    assert result.status is check.Status.OK and "groups_blocked" not in check.format_perfdata(result.perfdata)
+    caught_up = check.evaluate(snapshot_with((GroupSample("reports", "audit", 0, 0, 0, 3, False),)))
+    assert caught_up.status is check.Status.OK and "groups_blocked=0" in check.format_perfdata(caught_up.perfdata)

@@ -1,0 +1,355 @@
+"""What kafkatxn/kafka/wire.py relies on in kafka-python, checked without a broker.
+
+wire.py uses kafka-python's private connection manager and builds protocol objects by field name.
+A kafka-python release that renames a class, a nested class, a field or a manager method breaks
+kafkatxn only at run time against a broker; this file makes it break here instead: every request
+wire.py builds is encoded at every version it may be sent at, and a response of each type, built by
+field name and put through the binary encoding, is decoded by wire.py's own decoders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+
+from kafkatxn.kafka import protocol as p
+from kafkatxn.kafka import wire
+from kafkatxn.model import ProducerState, TopicPartition
+
+TP0, TP1, OTHER = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 3)
+
+
+# -- the connection manager and the admin client ---------------------------------------------------
+
+
+def params(fn) -> dict[str, inspect.Parameter]:
+    return dict(inspect.signature(fn).parameters)
+
+
+@pytest.fixture
+def admin(monkeypatch):
+    """A real KafkaAdminClient whose bootstrap is skipped: its attributes, no broker."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.net.manager import KafkaConnectionManager
+
+    monkeypatch.setattr(KafkaConnectionManager, "bootstrap", lambda self, *a, **kw: None)
+    client = KafkaAdminClient(bootstrap_servers="127.0.0.1:1")
+    yield client
+    client.close()
+
+
+def test_the_admin_client_exposes_the_connection_manager_wire_uses(admin):
+    manager = admin._manager
+    send = params(manager.send)
+    assert {"request", "node_id", "request_timeout_ms"} <= set(send)
+    assert list(params(manager.wait_for)) == ["future", "timeout_ms"]
+    assert inspect.iscoroutinefunction(manager.wait_for)
+    assert "coro" in params(manager.run)
+    for key in ("max_in_flight_requests_per_connection", "client_software_name", "client_software_version"):
+        assert key in manager.config, key
+    # Set once a broker has answered ApiVersions; wire.max_version reads its api_versions.
+    assert hasattr(manager, "broker_version_data")
+    assert callable(admin.describe_features)
+
+
+def test_the_settings_kafkatxn_passes_are_all_known_to_the_admin_client():
+    from kafka.admin import KafkaAdminClient
+
+    from kafkatxn.config import ConnectionConfig
+
+    settings = ConnectionConfig(bootstrap_servers="h:1").kafka_python()
+    known = set(KafkaAdminClient.DEFAULT_CONFIG)
+    # Wire.connect adds these two per bootstrap attempt.
+    assert set(settings) | {"bootstrap_timeout_ms", "request_timeout_ms"} <= known
+
+
+def test_max_version_reads_the_broker_version_data_by_api_key():
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.broker_version_data import BrokerVersionData
+
+    data = BrokerVersionData(api_versions={ApiKey["DescribeProducers"].value: (0, 0), ApiKey["FindCoordinator"].value: (0, 6)})
+    client = type("Client", (), {"_manager": type("M", (), {"broker_version_data": data})()})()
+    w = wire.Wire(client)
+    assert (w.max_version("DescribeProducers"), w.max_version("FindCoordinator"), w.max_version("ListTransactions")) == (0, 6, -1)
+    for name in p.REQUEST_NAMES.values():
+        ApiKey[name]  # every request name the wire counts is an ApiKey member
+
+
+def test_error_names_come_from_kafka_errors():
+    assert wire.error_name(0) is None
+    assert wire.error_name(6) == "NOT_LEADER_OR_FOLLOWER"
+    assert wire.error_name(105) == "TRANSACTIONAL_ID_NOT_FOUND"
+
+
+def test_every_error_name_the_facade_and_the_fake_act_on_is_one_the_wire_gives():
+    """A leadership error kafka-python names differently would never trigger the retry."""
+    from kafkatxn.kafka.facade import LEADERSHIP_ERRORS
+
+    given = {wire.error_name(code) for code in range(1, 200)}
+    acted_on = LEADERSHIP_ERRORS | {"TRANSACTIONAL_ID_NOT_FOUND", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"}
+    assert acted_on - given == set()
+
+
+class _Answer:
+    """A kafka-python future that is already done, awaitable like the manager's."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __await__(self):
+        return self.value
+        yield  # noqa: unreachable - makes this a generator
+
+
+class _Manager:
+    """Stands in for KafkaConnectionManager with the same call shapes; answers from a function."""
+
+    def __init__(self, answer):
+        from kafka.net.manager import KafkaConnectionManager
+
+        self.config = dict(KafkaConnectionManager.DEFAULT_CONFIG)
+        self.answer = answer
+        self.sent = []
+
+    def send(self, request, node_id=None, request_timeout_ms=None):
+        self.sent.append((node_id, request))
+        return self.answer(request)
+
+    async def wait_for(self, future, timeout_ms):
+        return future.value
+
+    def run(self, coro, *args):
+        return asyncio.run(coro(*args))
+
+
+def roundtrip(response, version):
+    """``response`` as the manager hands it over: encoded to bytes and decoded at ``version``."""
+    return type(response).decode(response.encode(version=version), version=version)
+
+
+def api_versions_response():
+    from kafka.protocol.metadata.api_versions import ApiVersionsResponse as R
+
+    return roundtrip(R(
+        error_code=0,
+        api_keys=[R.ApiVersion(api_key=k, min_version=0, max_version=v) for k, v in ((0, 11), (2, 8), (10, 6), (61, 0), (66, 1))],
+        throttle_time_ms=0,
+        supported_features=[R.SupportedFeatureKey(name="transaction.version", min_version=0, max_version=2)],
+        finalized_features_epoch=5,
+        finalized_features=[R.FinalizedFeatureKey(name="transaction.version", max_version_level=2, min_version_level=0)],
+    ), 3)
+
+
+def test_finalized_features_through_kafka_pythons_describe_features():
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient.__new__(KafkaAdminClient)  # describe_features as released, on a stand-in manager
+    client._manager = _Manager(lambda request: _Answer(api_versions_response()))
+    assert wire.Wire(client).finalized_features() == {"transaction.version": 2}
+
+
+def test_send_all_sends_through_the_manager_and_decodes():
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    def answer(request):
+        part = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(partition_index=0, error_code=0, offset=42, timestamp=-1)
+        return _Answer(roundtrip(R(topics=[R.ListOffsetsTopicResponse(name="orders", partitions=[part])]), 4))
+
+    manager = _Manager(answer)
+    client = type("Client", (), {"_manager": manager})()
+    counted = []
+    (resp,) = wire.Wire(client).send_all([(1, p.ListOffsets((TP0,), True))], deadline=1e12, count=counted.append)
+    assert resp == p.ListOffsetsResponse((p.PartitionOffset(TP0, None, 42),))
+    assert counted == ["ListOffsets"] and manager.sent[0][0] == 1
+
+
+# -- requests: every one wire.py builds encodes at every version it may go out at ------------------
+
+SAMPLE_REQUESTS = [
+    p.ListOffsets((TP0, TP1, OTHER), read_committed=True),
+    p.ListOffsets((TP0,), read_committed=False),
+    p.DescribeProducers((TP0, TP1, OTHER)),
+    p.ListTransactions(),
+    p.ListTransactions(states=("Ongoing",), producer_ids=(7, 8)),
+    p.ListTransactions(states=("Ongoing",), min_duration_ms=60_000),
+    p.ListTransactions(min_duration_ms=60_000, pattern="^app-"),
+    p.FindTransactionCoordinators(("app-1", "app-10")),
+    p.FindTransactionCoordinators(("app-1",), batched=False),
+    p.DescribeTransactions(("app-1", "app-10")),
+    p.WriteAbortMarker(TP1, producer_id=7, producer_epoch=3, coordinator_epoch=2),
+]
+
+
+def versions(request) -> range:
+    low, high = type(request)._valid_versions
+    low = max(low, request._min_version if request._min_version is not None else low)
+    high = min(high, request._max_version if request._max_version is not None else high)
+    return range(low, high + 1)
+
+
+@pytest.mark.parametrize("typed", SAMPLE_REQUESTS, ids=lambda r: type(r).__name__)
+def test_each_request_encodes_at_every_version_it_may_be_sent_at(typed):
+    request = wire.Wire(None)._encode(typed)
+    assert type(request).__module__.startswith("kafka.protocol"), "wire.py has no encoder for this type"
+    assert len(versions(request)) > 0, f"no version of {type(request).__name__} allowed"
+    sent = request.to_dict()
+    for version in versions(request):
+        # Decoding our own bytes gives the fields back: what this version carries arrives unchanged.
+        again = type(request).decode(request.encode(version=version), version=version).to_dict()
+        assert again == project(sent, again), version
+
+
+def project(sent, shape):
+    """``sent`` cut down to the fields present in ``shape`` (what one version carries)."""
+    if isinstance(shape, dict):
+        return {k: project(sent[k], v) for k, v in shape.items() if k in sent} | {k: v for k, v in shape.items() if k not in sent}
+    if isinstance(shape, list) and isinstance(sent, list) and len(sent) == len(shape):
+        return [project(a, b) for a, b in zip(sent, shape)]
+    return sent
+
+
+def test_protocol_objects_refuse_unknown_fields():
+    """What makes a renamed field fail the tests above rather than go out silently as a default."""
+    from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+
+    with pytest.raises(Exception):
+        DescribeTransactionsRequest(transactional_idz=["a"])
+
+
+def test_request_fields_reach_the_wire():
+    w = wire.Wire(None)
+    offsets = w._encode(p.ListOffsets((TP0, TP1, OTHER), read_committed=True))
+    assert offsets.isolation_level == 1 and offsets._min_version == 2
+    assert {(t.name, part.partition_index, part.timestamp) for t in offsets.topics for part in t.partitions} == {
+        ("orders", 0, -1), ("orders", 1, -1), ("payments", 3, -1)
+    }
+    assert w._encode(p.ListOffsets((TP0,), read_committed=False)).isolation_level == 0
+    producers = w._encode(p.DescribeProducers((TP0, TP1, OTHER)))
+    assert {(t.name, tuple(t.partition_indexes)) for t in producers.topics} == {("orders", (0, 1)), ("payments", (3,))}
+    listing = w._encode(p.ListTransactions(("Ongoing",), (7,), 60_000, "^a"))
+    assert (listing.state_filters, listing.producer_id_filters, listing.duration_filter, listing.transactional_id_pattern) == (
+        ["Ongoing"], [7], 60_000, "^a"
+    )
+    assert listing._min_version == 2
+    batched = w._encode(p.FindTransactionCoordinators(("a", "b")))
+    assert (batched.key_type, batched.coordinator_keys, batched._min_version) == (1, ["a", "b"], 4)
+    single = w._encode(p.FindTransactionCoordinators(("a",), batched=False))
+    assert (single.key, single.key_type, single._max_version) == ("a", 1, 3)
+    assert w._encode(p.DescribeTransactions(("a",))).transactional_ids == ["a"]
+    (marker,) = w._encode(p.WriteAbortMarker(TP1, 7, 3, 2)).markers
+    assert (marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch) == (7, 3, False, 2)
+    assert [(t.name, list(t.partition_indexes)) for t in marker.topics] == [("orders", [1])]
+
+
+def test_api_versions_request_uses_the_managers_client_software_settings():
+    manager = _Manager(None)
+    request = wire.Wire(type("Client", (), {"_manager": manager})())._encode(p.ApiVersions())
+    assert request.client_software_name == manager.config["client_software_name"]
+    for version in versions(request):
+        request.encode(version=version)
+
+
+# -- responses: built by field name, encoded, decoded by wire.py -----------------------------------
+
+
+def test_list_offsets_response():
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    P = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+    resp = R(topics=[R.ListOffsetsTopicResponse(name="orders", partitions=[
+        P(partition_index=0, error_code=0, offset=130, timestamp=-1),
+        P(partition_index=1, error_code=6, offset=-1, timestamp=-1),
+    ])])
+    for version in (2, 8):
+        got = wire._DECODERS[p.ListOffsets](p.ListOffsets((TP0, TP1), True), roundtrip(resp, version))
+        assert got == p.ListOffsetsResponse((p.PartitionOffset(TP0, None, 130), p.PartitionOffset(TP1, "NOT_LEADER_OR_FOLLOWER", -1)))
+
+
+def test_describe_producers_response():
+    from kafka.protocol.admin.transactions import DescribeProducersResponse as R
+
+    P = R.TopicResponse.PartitionResponse
+    state = P.ProducerState(producer_id=7, producer_epoch=3, last_sequence=10, last_timestamp=1_700_000_000_000,
+                            coordinator_epoch=1, current_txn_start_offset=100)
+    resp = R(topics=[R.TopicResponse(name="orders", partitions=[
+        P(partition_index=0, error_code=0, active_producers=[state]),
+        P(partition_index=1, error_code=3, active_producers=[]),
+    ])])
+    got = wire._DECODERS[p.DescribeProducers](p.DescribeProducers((TP0, TP1)), roundtrip(resp, 0))
+    assert got == p.DescribeProducersResponse((
+        p.PartitionProducers(TP0, None, (ProducerState(7, 3, 10, 1_700_000_000_000, 1, 100),)),
+        p.PartitionProducers(TP1, "UNKNOWN_TOPIC_OR_PARTITION", ()),
+    ))
+
+
+def test_list_transactions_response():
+    from kafka.protocol.admin.transactions import ListTransactionsResponse as R
+
+    resp = R(error_code=0, unknown_state_filters=[], transaction_states=[
+        R.TransactionState(transactional_id="app-1", producer_id=7, transaction_state="Ongoing"),
+    ])
+    for version in (0, 1, 2):
+        got = wire._DECODERS[p.ListTransactions](p.ListTransactions(), roundtrip(resp, version))
+        assert got == p.ListTransactionsResponse(None, (p.ListedTransaction("app-1", 7, "Ongoing"),))
+
+
+def test_find_coordinator_responses_batched_and_single():
+    from kafka.protocol.metadata import FindCoordinatorResponse as R
+
+    batched = R(coordinators=[
+        R.Coordinator(key="app-1", node_id=2, host="h", port=9092, error_code=0),
+        R.Coordinator(key="app-10", node_id=-1, host="", port=-1, error_code=15),
+    ])
+    got = wire._DECODERS[p.FindTransactionCoordinators](p.FindTransactionCoordinators(("app-1", "app-10")), roundtrip(batched, 4))
+    assert got.coordinators == (p.Coordinator("app-1", None, 2), p.Coordinator("app-10", "COORDINATOR_NOT_AVAILABLE", -1))
+    single = R(error_code=0, node_id=3, host="h", port=9092)
+    for version in (1, 3):
+        got = wire._DECODERS[p.FindTransactionCoordinators](
+            p.FindTransactionCoordinators(("app-1",), batched=False), roundtrip(single, version)
+        )
+        assert got.coordinators == (p.Coordinator("app-1", None, 3),)
+
+
+def test_describe_transactions_response():
+    from kafka.protocol.admin.transactions import DescribeTransactionsResponse as R
+
+    S = R.TransactionState
+    resp = R(transaction_states=[
+        S(error_code=0, transactional_id="app-1", transaction_state="Ongoing", transaction_timeout_ms=60_000,
+          transaction_start_time_ms=1_700_000_000_000, producer_id=7, producer_epoch=3,
+          topics=[S.TopicData(topic="orders", partitions=[0, 1])]),
+        S(error_code=105, transactional_id="app-10", transaction_state="", transaction_timeout_ms=0,
+          transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]),
+    ])
+    got = wire._DECODERS[p.DescribeTransactions](p.DescribeTransactions(("app-1", "app-10")), roundtrip(resp, 0))
+    assert got.transactions == (
+        p.TransactionState("app-1", None, "Ongoing", 7, 3, 60_000, 1_700_000_000_000, frozenset({TP0, TP1})),
+        p.TransactionState("app-10", "TRANSACTIONAL_ID_NOT_FOUND", "", -1, -1, 0, -1, frozenset()),
+    )
+
+
+@pytest.mark.parametrize("error_code, expected", [(0, None), (47, "INVALID_PRODUCER_EPOCH")])
+def test_write_txn_markers_response(error_code, expected):
+    from kafka.protocol.producer.transaction import WriteTxnMarkersResponse as R
+
+    T = R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
+    resp = R(markers=[R.WritableTxnMarkerResult(producer_id=7, topics=[
+        T(name="orders", partitions=[T.WritableTxnMarkerPartitionResult(partition_index=1, error_code=error_code)]),
+    ])])
+    low, high = R._valid_versions
+    for version in (low, high):
+        assert wire._DECODERS[p.WriteAbortMarker](p.WriteAbortMarker(TP1, 7, 3, 2), roundtrip(resp, version)).error == expected
+
+
+def test_api_versions_response_names_apis_and_infers_the_broker_version():
+    got = wire._DECODERS[p.ApiVersions](p.ApiVersions(), api_versions_response())
+    assert got.versions["ListOffsets"] == (0, 8) and got.versions["DescribeProducers"] == (0, 0)
+    assert got.versions["FindCoordinator"] == (0, 6) and got.versions["ListTransactions"] == (0, 1)
+    assert got.inferred_version and all(part.isdigit() for part in got.inferred_version.split("."))
+
+
+def test_every_typed_request_has_an_encoder_and_a_decoder():
+    typed = set(p.REQUEST_NAMES)
+    assert set(wire._ENCODERS) == typed and set(wire._DECODERS) == typed
