@@ -19,7 +19,6 @@ the snapshot; the row dataclasses are what the CLI renders (field names are the 
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import shlex
 import time
@@ -32,7 +31,7 @@ from kafkatxn.durations import format_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.kafka import Cluster
 from kafkatxn.lso import GroupLag, GroupVerdict
-from kafkatxn.model import TRANSACTION_STATE_TOPIC, Missing, ProducerState, TopicPartition
+from kafkatxn.model import Missing, ProducerState, TopicPartition
 from kafkatxn.output import Report
 
 
@@ -86,8 +85,6 @@ class DiagnosisSnapshot:
     view: hanging.CoordinatorView = field(default_factory=hanging.CoordinatorView)
     max_transaction_timeout_ms: int | None = None
     missing: list[Missing] = field(default_factory=list)
-    # __transaction_state partitions without a live leader: their coordinators cannot be asked.
-    offline_coordinators: tuple[int, ...] = ()
 
 
 def take_snapshot(
@@ -113,20 +110,10 @@ def take_snapshot(
         missing.extend(config_missing)
     pins = [p for tp in blocked if (p := _pin(out.producers.get(tp, []), snap.lso.offsets[tp].last_stable_offset))]
     if pins:
-        out.view, view_missing = hanging.coordinator_view(cluster, {p.producer_id for p in pins})
-        # What did not answer is carried by the view (ids_complete, unanswered_ids) and decided
-        # per transaction; it is not a missing part of the whole answer.
-        del view_missing
-        md = cluster.metadata()
-        live = {b.id for b in md.brokers}
-        out.offline_coordinators = tuple(
-            sorted(p.partition for p in md.partitions if p.topic == TRANSACTION_STATE_TOPIC and p.leader not in live)
-        )
-        if out.offline_coordinators:
-            # Brokers that are gone from metadata are not asked by ListTransactions, and nobody
-            # answers for the transactional ids they coordinated: a producer id without a
-            # transactional id may belong to one of them, so the id lookup is not complete.
-            out.view = dataclasses.replace(out.view, ids_complete=False)
+        # What did not answer (a coordinator, a __transaction_state partition without a leader) is
+        # carried by the view and decided per transaction by hanging's rule; it is not a missing
+        # part of the whole answer.
+        out.view, _view_missing = hanging.coordinator_view(cluster, {p.producer_id for p in pins})
     out.taken_at_ms = int(time.time() * 1000)
     return out
 
@@ -278,7 +265,6 @@ def decide(
     now_ms: int,
     max_timeout_ms: int,
     groups_arg: str,
-    offline_coordinators: Sequence[int] = (),
 ) -> tuple[TxnVerdict, str, Action, str, str | None, int | None, int | None, int | None]:
     """Verdict, reason, action, command, release command, until, age, aborts-at for one pinning producer.
 
@@ -298,11 +284,6 @@ def decide(
 
     if not classifications or hanging.Verdict.UNDETERMINED in verdicts:
         why = next((c.reason for c in classifications if c.verdict is hanging.Verdict.UNDETERMINED), "no verdict")
-        if offline_coordinators:
-            why += (
-                f"; transaction coordinators unavailable: __transaction_state partition(s) "
-                f"{', '.join(map(str, offline_coordinators))} have no live leader"
-            )
         return TxnVerdict.undetermined, why, Action.undecided, f"cannot decide: {why}", None, None, age, aborts_at
     if hanging.Verdict.HANGING in verdicts:
         if candidate:
@@ -371,7 +352,6 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "") -> Diagnosis:
         classifications = [hanging.classify(hanging.OpenTransaction(tp, pin_of[tp]), snapshot.view) for tp in pin.tps]
         verdict, reason, action, command, release, until, age, aborts_at = decide(
             pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
-            snapshot.offline_coordinators,
         )
         tid = next((c.transactional_id for c in classifications if c.transactional_id), None)
         d = next((c.description for c in classifications if c.description is not None), None)

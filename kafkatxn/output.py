@@ -33,6 +33,7 @@ SECONDARY_COLUMNS = (
 ESSENTIAL_COLUMNS = frozenset({
     "topic", "partition", "group", "transactional_id", "producer_id", "verdict", "state", "status", "outcome",
     "scope", "name", "value", "api", "broker_id", "host", "kind", "message", "label", "lso_moved",
+    "reason",  # why an action was refused or a verdict given: the next step depends on it
 })
 _DURATION_SUFFIXES = ("age_ms", "duration_ms", "timeout_ms")
 _TIME_SUFFIXES = ("timestamp_ms", "time_ms", "_at_ms", "until_ms")
@@ -143,6 +144,28 @@ def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = Fa
     return shown
 
 
+# Free text that is kept in narrow tables (ESSENTIAL_COLUMNS) but may wrap onto more lines.
+_WRAPPABLE_COLUMNS = ("reason", "explanation", "message", "risk")
+_MIN_WRAP = 16
+
+
+def _wrap_widths(shown: Sequence[str], body: Sequence[Sequence[str]], width: int = TABLE_WIDTH) -> list[int | None] | None:
+    """Per column, the width to wrap free text at so the table fits ``width``; None where it already fits."""
+    widths = [max([len(table_header(c)) + 2] + [len(row[i]) for row in body]) for i, c in enumerate(shown)]
+    excess = sum(widths) + 2 * max(len(shown) - 1, 0) - width
+    if excess <= 0:
+        return None
+    wrap: list[int | None] = [None] * len(shown)
+    for i in sorted((i for i, c in enumerate(shown) if c in _WRAPPABLE_COLUMNS), key=lambda i: -widths[i]):
+        cut = min(excess, widths[i] - _MIN_WRAP)
+        if cut > 0:
+            wrap[i] = widths[i] - cut
+            excess -= cut
+        if excess <= 0:
+            break
+    return wrap if any(w is not None for w in wrap) else None
+
+
 def _columns(rows: Sequence[Any], row_type: type | None) -> list[str]:
     if row_type is not None and dataclasses.is_dataclass(row_type):
         return [f.name for f in dataclasses.fields(row_type)]
@@ -189,10 +212,12 @@ def render(
 
         shown = table_columns(columns, plain, wide)
         body = [[_table_cell(c, item.get(c)) for c in shown] for item in plain]
+        wrap = None if wide else _wrap_widths(shown, body)
         if no_headers:
-            text = tabulate(body, tablefmt="plain", disable_numparse=True)
+            text = tabulate(body, tablefmt="plain", disable_numparse=True, maxcolwidths=wrap)
         else:
-            text = tabulate(body, headers=[table_header(c) for c in shown], tablefmt="simple", disable_numparse=True)
+            text = tabulate(body, headers=[table_header(c) for c in shown], tablefmt="simple", disable_numparse=True,
+                            maxcolwidths=wrap)
         if text:
             out.write(text + "\n")
     else:

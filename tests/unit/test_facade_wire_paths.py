@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kafkatxn import hanging, remedy, transactions
+from kafkatxn.kafka import facade
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import Broker, ProducerState, TransactionalId, TransactionDescription
 from tests.support.fake_kafka import FakeCluster, KafkaModel
@@ -25,10 +26,11 @@ def txn(tid, coordinator, pid, state="Ongoing", partitions=()):
     return TransactionDescription(tid, coordinator, state, pid, 3, 60_000, NOW - 5_000, frozenset(partitions))
 
 
-# -- DescribeProducers: ≤500 partitions a request, per leader ------------------------------------
+# -- DescribeProducers: per leader, at most DESCRIBE_PRODUCERS_BATCH partitions a request -----------
 
 
-def test_describe_producers_1201_partitions_on_2_leaders_go_in_batches_of_at_most_500():
+def test_describe_producers_1201_partitions_on_2_leaders_go_in_batches_of_at_most_the_batch_size(monkeypatch):
+    monkeypatch.setattr(facade, "DESCRIBE_PRODUCERS_BATCH", 500)  # the splitting, at a size small enough to see
     model = KafkaModel(brokers=(1, 2))
     tps = [model.add_partition("big", i, leader=1 if i < 601 else 2) for i in range(1201)]
     model.producers[tps[0]] = [ProducerState(7, 0, 1, NOW, 0, 5)]
@@ -42,11 +44,11 @@ def test_describe_producers_1201_partitions_on_2_leaders_go_in_batches_of_at_mos
     assert result.value[tps[0]] == [ProducerState(7, 0, 1, NOW, 0, 5)]
 
 
-def test_describe_producers_500_partitions_is_one_request():
+def test_describe_producers_a_leaders_partitions_up_to_the_batch_size_are_one_request():
     model = KafkaModel()
-    tps = [model.add_partition("t", i) for i in range(500)]
+    tps = [model.add_partition("t", i) for i in range(facade.DESCRIBE_PRODUCERS_BATCH)]
     FakeCluster(model).describe_producers(tps)
-    assert [len(r.partitions) for _n, r in sent(model, proto.DescribeProducers)] == [500]
+    assert [len(r.partitions) for _n, r in sent(model, proto.DescribeProducers)] == [facade.DESCRIBE_PRODUCERS_BATCH]
 
 
 def test_a_dead_brokers_partitions_are_missing_each_by_its_own_subject():

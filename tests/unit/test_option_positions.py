@@ -17,6 +17,7 @@ COMMANDS = {
     ("transactions", "describe"): ["some-id"],
     ("lso",): [],
     ("hanging",): [],
+    ("diagnose",): [],
     ("abort",): ["--all-hanging", "--dry-run"],
     ("fence",): ["some-id", "--dry-run"],
     ("check",): [],

@@ -29,10 +29,10 @@ class Row:
 NOW = int(time.time() * 1000)
 
 
-def rows(n=3):
+def rows(n=3, name_length=20):
     return [
-        Row("orders-" + "x" * 30, i, 1000 + i, 0, 41, 7, NOW - 5_000, 192_000 + i, 60_000, f"payments-writer-{i:04d}-" + "y" * 20,
-            "coordinator does not track this partition")
+        Row("orders-" + "x" * name_length, i, 1000 + i, 0, 41, 7, NOW - 5_000, 192_000 + i, 60_000,
+            f"payments-writer-{i:04d}-" + "y" * name_length, "coordinator does not track this partition")
         for i in range(n)
     ]
 
@@ -45,8 +45,17 @@ def test_narrow_table_fits_120_columns_and_keeps_what_to_act_on():
     text = render_to_string(rows(), "table")
     assert widths(text) <= 120
     header = text.splitlines()[0].split()
-    assert {"topic", "partition", "producer_id", "transactional_id"} <= set(header)
+    assert {"topic", "partition", "producer_id", "transactional_id", "reason"} <= set(header)
     assert "last_sequence" not in header and "coordinator_epoch" not in header  # secondary columns go first
+
+
+def test_long_names_keep_the_reason_wrapped_rather_than_dropped():
+    text = render_to_string(rows(1, name_length=30), "table")
+    assert "reason" in text.splitlines()[0].split()
+    assert " ".join(line.split("  ")[-1].strip() for line in text.splitlines()[2:]).endswith("coordinator does not track this partition")
+    lines = text.splitlines()
+    assert len(lines) > 3  # header, rule, and the row's reason on more than one line
+    assert widths(text) < len(render_to_string(rows(1, name_length=30), "table", wide=True).splitlines()[0])
 
 
 def test_wide_table_shows_every_column():
