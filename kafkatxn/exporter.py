@@ -4,9 +4,9 @@
 tested over fake snapshots). :class:`SnapshotCollector` is a prometheus_client custom collector that
 gathers at scrape time, keeps the result for ``cache_ttl_s`` and lets only one gather run at a
 time: a scrape that arrives while another is gathering waits for it and answers with its result,
-so a slow cluster never piles up gathers. :func:`serve` runs the HTTP endpoint with a registry of
-its own (no process-global state); :func:`write_textfile` writes the same metrics for
-node_exporter's textfile collector.
+so a slow cluster never piles up gathers. :func:`build_registry` gives a collector a registry of
+its own (no process-global state); :mod:`kafkatxn.exporter_http` serves it over HTTP(S);
+:func:`write_textfile` writes the same metrics for node_exporter's textfile collector.
 
 Names: one ``kafkatxn_`` prefix, base units (``_seconds``, ``_messages``), and no ``cluster`` or
 ``instance``/``job`` label, which would clash with Prometheus target labels.
@@ -17,8 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
-import signal
 import tempfile
 import threading
 import time
@@ -35,14 +33,13 @@ from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
 from kafkatxn.kafka import Cluster
 from kafkatxn.validation import compile_regex
 from kafkatxn.config import ConnectionConfig
-from kafkatxn.errors import KafkatxnError, UsageError
+from kafkatxn.errors import UsageError
 
 from kafkatxn import defaults
 from kafkatxn.durations import parse_duration_ms
 
 log = logging.getLogger("kafkatxn.exporter")
 
-DEFAULT_LISTEN = defaults.EXPORTER_LISTEN
 DEFAULT_CACHE_TTL_S = parse_duration_ms(defaults.EXPORTER_CACHE_TTL) / 1000
 DEFAULT_SCRAPE_TIMEOUT_S = parse_duration_ms(defaults.EXPORTER_SCRAPE_TIMEOUT) / 1000
 
@@ -378,46 +375,7 @@ def write_textfile(path: str | os.PathLike, snapshot: ClusterSnapshot, options: 
         raise
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[IPv6]:PORT``."""
-    match = re.fullmatch(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]\s]*)):(?P<port>\d{1,5})", text.strip(), re.ASCII)
-    if not match or not 0 <= int(match.group("port")) <= 65535:
-        raise UsageError(f"bad --listen {text!r}; use HOST:PORT, :PORT or [IPv6]:PORT")
-    host = match.group("v6") or match.group("host") or "0.0.0.0"
-    return host, int(match.group("port"))
-
-
 def build_registry(collector: Collector) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     return registry
-
-
-def start_server(registry: CollectorRegistry, host: str, port: int):
-    """Start serving ``/metrics`` in a background thread; returns the server (``server_port`` has the port)."""
-    from prometheus_client.exposition import start_http_server
-
-    try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise KafkatxnError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return server
-
-
-def serve(collector: SnapshotCollector, listen: str, on_ready: Callable[[str], None] | None = None,
-          stop: threading.Event | None = None) -> None:
-    """Serve until SIGINT/SIGTERM (or ``stop`` is set)."""
-    host, port = parse_listen(listen)
-    server = start_server(build_registry(collector), host, port)
-    stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-    shown_host = f"[{host}]" if ":" in host else host
-    if on_ready is not None:
-        on_ready(f"http://{shown_host}:{server.server_port}/metrics")
-    try:
-        stop.wait()
-    finally:
-        server.shutdown()
-        server.server_close()

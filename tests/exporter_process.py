@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import os
 import queue
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -14,10 +17,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 
 class ExporterProcess:
-    def __init__(self, *args: str):
+    """``url`` is what the exporter said it serves; ``base`` is scheme://host:port. ``ssl_context`` and
+    ``auth`` ((user, password)) are used by :meth:`scrape` when the exporter runs with a web config."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None,
+                 auth: tuple[str, str] | None = None):
+        self.ssl_context = ssl_context
+        self.auth = auth
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafkatxn", "exporter", "--listen", "127.0.0.1:0", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            env={**os.environ, **(env or {})},
         )
         self._stderr: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._drain, daemon=True).start()
@@ -38,14 +48,27 @@ class ExporterProcess:
                     break
                 continue
             self.stderr_lines.append(line)
-            if "serving http://" in line:
+            if "serving http://" in line or "serving https://" in line:
                 return line.split("serving ", 1)[1].strip()
         raise AssertionError(f"exporter did not start: {self.stderr_lines}")
 
-    def scrape(self) -> tuple[dict[tuple, float], float]:
+    @property
+    def base(self) -> str:
+        scheme, rest = self.url.split("://", 1)
+        return f"{scheme}://{rest.split('/', 1)[0]}"
+
+    def get(self, path: str, timeout: float = 30) -> str:
+        """The body of ``base + path`` (urllib raises HTTPError for anything but 2xx)."""
+        request = urllib.request.Request(self.base + path)
+        if self.auth is not None:
+            token = base64.b64encode(":".join(self.auth).encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        return urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context).read().decode()
+
+    def scrape(self, path: str = "/metrics") -> tuple[dict[tuple, float], float]:
         """Samples keyed by (name, sorted labels), and how long the scrape took."""
         started = time.monotonic()
-        body = urllib.request.urlopen(self.url, timeout=30).read().decode()
+        body = self.get(path)
         took = time.monotonic() - started
         out = {}
         for family in text_string_to_metric_families(body):

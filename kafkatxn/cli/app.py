@@ -61,7 +61,7 @@ app.callback()(root)
 # a missing feature: it raises.
 COMMAND_MODULES = (
     "cluster_cmd", "config_cmd", "completion_cmd", "producers_cmd", "transactions_cmd", "lso_cmd",
-    "hanging_cmd", "remedy_cmd", "diagnose_cmd", "check_cmd", "audit_cmd",
+    "hanging_cmd", "remedy_cmd", "diagnose_cmd", "check_cmd", "exporter_cmd", "audit_cmd",
 )
 
 

@@ -1,4 +1,4 @@
-"""``kafkatxn check`` (one status for cron and Nagios/Icinga) and ``kafkatxn exporter`` (Prometheus)."""
+"""``kafkatxn check``: one status for cron and Nagios/Icinga (``kafkatxn exporter`` is in exporter_cmd)."""
 
 from __future__ import annotations
 
@@ -10,21 +10,12 @@ import typer
 from kafkatxn import check, defaults
 from kafkatxn.cli.options import MaxTransactionTimeout
 from kafkatxn.cli.common import CommandContext, command
-from kafkatxn.kafka import check_client_settings
 from kafkatxn.validation import compile_regex
-from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.snapshot import gather_snapshot
 
 THRESHOLDS = "Thresholds (range expressions: N, N:, ~:N, N:M, @N:M; 'none' disables)"
 SCOPE = "Scope"
-
-
-def _duration_s(text: str, option: str) -> float:
-    seconds = parse_duration_ms(text) / 1000
-    if seconds <= 0:
-        raise UsageError(f"{option} must be more than 0")
-    return seconds
 
 
 TopicRegex = Annotated[
@@ -104,43 +95,3 @@ def register(app: typer.Typer) -> None:
         else:
             ctx.render(result.report())
         return result.exit_code
-
-    @command(app, "exporter")
-    def exporter_command(
-        ctx: CommandContext,
-        listen: Annotated[str, typer.Option("--listen", metavar="ADDR:PORT", help="Where to serve /metrics.")] = defaults.EXPORTER_LISTEN,
-        cache_ttl: Annotated[str, typer.Option("--cache-ttl", metavar="DURATION",
-                                               help="Serve a gathered snapshot to scrapes for this long.")] = defaults.EXPORTER_CACHE_TTL,
-        scrape_timeout: Annotated[str, typer.Option("--scrape-timeout", metavar="DURATION",
-                                                    help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = defaults.EXPORTER_SCRAPE_TIMEOUT,
-        topic_regex: TopicRegex = None,
-        only_lagging: OnlyLagging = False,
-        per_topic: PerTopic = False,
-        max_transaction_timeout: MaxTransactionTimeout = None,
-        group_lag: Annotated[bool, typer.Option(
-            "--group-lag/--no-group-lag", help="Transaction-aware consumer-group lag metrics (kafkatxn_group_*).",
-            rich_help_panel=SCOPE)] = True,
-        group_regex: GroupRegex = None,
-        per_group: Annotated[bool, typer.Option(
-            "--per-group", help="Metrics: per-group sums only, no per-partition group series.", rich_help_panel=SCOPE)] = False,
-    ) -> int:
-        """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids; gathered
-        at scrape time with a short cache. Runs until interrupted; kafkatxn_up is 0 while the cluster
-        cannot be reached."""
-        from kafkatxn import exporter
-
-        exporter.parse_listen(listen)  # a bad address is a usage error before anything starts
-        # Likewise client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
-        check_client_settings(ctx.config)
-        cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
-        gatherer = exporter.ClusterGatherer(
-            ctx.config, _duration_s(scrape_timeout, "--scrape-timeout"), topic_regex,
-            max_transaction_timeout, group_lag, group_regex,
-        )
-        options = exporter.ExportOptions(only_lagging, per_topic, per_group)
-        collector = exporter.SnapshotCollector(gatherer, options, cache_ttl_s)
-        try:
-            exporter.serve(collector, listen, on_ready=lambda url: ctx.note(f"kafkatxn exporter: serving {url}"))
-        finally:
-            gatherer.close()
-        return 0

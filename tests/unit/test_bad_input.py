@@ -124,7 +124,7 @@ def offline_cli(tmp_path_factory, request):
         def stub(*_args, **_kwargs):
             raise KafkatxnError(f"{STUB}: would start serving or Spark here")
 
-        mp.setattr("kafkatxn.exporter.serve", stub)
+        mp.setattr("kafkatxn.exporter_http.serve", stub)
         mp.setattr("kafkatxn.audit.job.build_session", stub)
         yield home
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -151,7 +151,9 @@ def files(offline_cli: Path) -> dict[str, str]:
     regular = home / "a-file"
     regular.write_text("")
     (home / "dir").mkdir()
+    (home / "web-config.yml").write_text("# plain HTTP, no users\n")
     return {
+        "web_config": str(home / "web-config.yml"),
         "home": str(home),
         "good_properties": str(good),
         "broken_properties": str(bad_line),
@@ -407,6 +409,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             opt("--scrape-timeout", VALID_DURATION.filter(lambda d: durations.parse_duration_ms(d) > 0),
                 st.one_of(BAD_DURATION, st.sampled_from(["0", "0s"]))),
             opt("--topic-regex", VALID_REGEX, BAD_REGEX),
+            path_opt("--web-config-file", ["web_config"], ["missing", "dir", "binary_properties", "good_properties"]),
             flag("--only-lagging"), flag("--per-topic"), MAX_TXN_TIMEOUT,
             Opt("--group-lag", st.sampled_from([["--group-lag"], ["--no-group-lag"]])),
             opt("--group-regex", VALID_REGEX, BAD_REGEX), flag("--per-group"),

@@ -1,5 +1,5 @@
 """kafkatxn.exporter without a broker: metrics from fake snapshots, cache, single-flight gathers,
-recovery, textfile writing, and the HTTP endpoint."""
+recovery, textfile writing (the HTTP side is tested in test_exporter_http.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import os
 import stat
 import threading
 import time
-import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -232,45 +231,3 @@ def test_textfile_path_must_be_a_prom_file_in_an_existing_directory(tmp_path):
         exporter.write_textfile(tmp_path / "metrics.txt", fake_snapshot())
     with pytest.raises(UsageError, match="does not exist"):
         exporter.write_textfile(tmp_path / "nope" / "m.prom", fake_snapshot())
-
-
-# -- listen address and HTTP --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [("127.0.0.1:9799", ("127.0.0.1", 9799)), (":9799", ("0.0.0.0", 9799)), ("[::1]:80", ("::1", 80)),
-     ("exporter.local:0", ("exporter.local", 0))],
-)
-def test_parse_listen(text, expected):
-    assert exporter.parse_listen(text) == expected
-
-
-@pytest.mark.parametrize("text", ["9799", "host:", "host:99999", "::1:80", "a b:1"])
-def test_parse_listen_rejects_bad_addresses(text):
-    with pytest.raises(UsageError, match="--listen"):
-        exporter.parse_listen(text)
-
-
-def test_serve_answers_scrapes_over_http_until_stopped():
-    gather = CountingGather()
-    collector = SnapshotCollector(gather, cache_ttl_s=0)
-    stop = threading.Event()
-    urls: list[str] = []
-    ready = threading.Event()
-    thread = threading.Thread(
-        target=exporter.serve, args=(collector, "127.0.0.1:0"),
-        kwargs={"on_ready": lambda url: (urls.append(url), ready.set()), "stop": stop},
-    )
-    thread.start()
-    try:
-        assert ready.wait(5)
-        body = urllib.request.urlopen(urls[0], timeout=5).read().decode()
-        names = {f.name for f in text_string_to_metric_families(body)}
-        assert "kafkatxn_partition_lso_lag_messages" in names
-        urllib.request.urlopen(urls[0], timeout=5).read()
-        assert gather.calls == 2
-    finally:
-        stop.set()
-        thread.join(5)
-    assert not thread.is_alive()

@@ -1,5 +1,10 @@
-"""The example alert rules and Grafana dashboard: every expression parses and names only metrics the
-exporter really emits (taken from a real collect() over fake snapshots, not from a list)."""
+"""The example alert rules, their rule tests, the Prometheus configuration and the Grafana dashboard.
+
+Every expression parses and names only metrics the exporter really emits (taken from a real
+collect() over fake snapshots, not from a list). Prometheus' own promtool (Debian's prometheus
+package, installed by scripts/test) checks the rules, runs monitoring/prometheus-alerts.test.yml,
+shows those tests fail when an alert is broken, checks the example configuration, and lints the
+exposition the exporter and --textfile write."""
 
 from __future__ import annotations
 
@@ -11,11 +16,15 @@ import pytest
 import yaml
 
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample, HangingSample, PartitionSample, TransactionSample
-from kafkatxn.exporter import ExportOptions, SnapshotCollector
+from kafkatxn.exporter import ExportOptions, SnapshotCollector, render_text, write_textfile
+from tests.prometheus import ALERTS_TEST, SCRAPE_EXAMPLE, promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "monitoring" / "prometheus-alerts.yml"
 DASHBOARD = ROOT / "monitoring" / "grafana-dashboard.json"
+
+# Series Prometheus makes itself, which rules may use besides the exporter's.
+PROMETHEUS_SERIES = {"up"}
 
 # Grafana's built-in interval variables stand for durations; the others are used inside label regexes.
 GRAFANA_DURATIONS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
@@ -147,22 +156,30 @@ def dashboard_expressions() -> list[tuple[str, str]]:
     return out
 
 
-def emitted_metric_names() -> set[str]:
-    """What the exporter's collect() really yields, in every cardinality mode."""
+ALL_OPTIONS = (ExportOptions(), ExportOptions(per_topic=True), ExportOptions(only_lagging=True), ExportOptions(per_group=True))
+
+
+def busy_snapshot() -> ClusterSnapshot:
+    """A snapshot with something in every family: lag, a missing partition, a hanging transaction."""
     now = 1_700_000_000_000
-    snap = ClusterSnapshot(
+    return ClusterSnapshot(
         now, 0.1, cluster_id="c", brokers=(1,), replica_brokers=(1, 2),
-        partitions=(PartitionSample("t", 0, 1, 10, 5),),
+        partitions=(PartitionSample("t", 0, 1, 10, 5), PartitionSample("t", 1, 1, 4, 4), PartitionSample("u", 0, 1, None, None)),
         transaction_states={"Ongoing": 1},
         open_transactions=(TransactionSample("a", "Ongoing", 1, 1, now - 1000, 60_000, ("orders",)),),
         active_producer_ids={1: 1},
         hanging=(HangingSample("t", 0, 1, 5, "a", "why"),),
         max_transaction_timeout_ms=900_000,
-        missing=("x",),
+        missing=("u-0: no leader",),
         groups=(GroupSample("g", "t", 0, 0, 0, 5, True),),
     )
+
+
+def emitted_metric_names() -> set[str]:
+    """What the exporter's collect() really yields, in every cardinality mode."""
+    snap = busy_snapshot()
     names: set[str] = set()
-    for options in (ExportOptions(), ExportOptions(per_topic=True), ExportOptions(only_lagging=True), ExportOptions(per_group=True)):
+    for options in ALL_OPTIONS:
         collector = SnapshotCollector(lambda: snap, options, cache_ttl_s=0)
         names |= {s.name for family in collector.collect() for s in family.samples}
     return names
@@ -176,7 +193,7 @@ def test_the_assets_have_expressions_to_check():
 @pytest.mark.parametrize("where, expr", alert_expressions() + dashboard_expressions())
 def test_every_expression_parses_and_names_only_emitted_metrics(where, expr):
     names = metric_names(expr)
-    unknown = names - emitted_metric_names()
+    unknown = names - emitted_metric_names() - PROMETHEUS_SERIES
     assert not unknown, f"{where}: {expr!r} uses metrics the exporter does not emit: {sorted(unknown)}"
 
 
@@ -208,3 +225,87 @@ def test_the_real_parser_agrees_when_installed():
             text = text.replace(var, value)
         tree = promql_parser.parse(text)
         assert selectors(tree) == metric_names(expr), where
+
+
+# -- Prometheus' own tools -----------------------------------------------------------------------
+
+
+def test_promtool_accepts_the_rules():
+    result = promtool("check", "rules", str(ALERTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(alert_expressions())} rules found" in result.stdout
+
+
+def test_the_rule_tests_pass():
+    result = promtool("test", "rules", ALERTS_TEST.name, cwd=ALERTS_TEST.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_the_quiet_cluster_test_names_every_alert():
+    doc = yaml.safe_load(ALERTS_TEST.read_text())
+    quiet = next(t for t in doc["tests"] if "quiet" in t["name"])
+    checked = {case["alertname"] for case in quiet["alert_rule_test"] if case["exp_alerts"] == []}
+    alerts = {name for name, _ in alert_expressions()}
+    assert checked == alerts
+    tested_firing = {case["alertname"] for t in doc["tests"] for case in t["alert_rule_test"] if case["exp_alerts"]}
+    assert {"KafkatxnHangingTransaction", "KafkatxnExporterDown", "KafkatxnClusterUnreachable",
+            "KafkatxnConsumerGroupBlocked", "KafkatxnConsumerGroupBlockedPerGroup"} <= tested_firing
+
+
+def copy_of_the_rules(tmp_path: Path, edit) -> Path:
+    """The rules and their tests in a temporary directory, the rules changed by ``edit(doc)``."""
+    doc = yaml.safe_load(ALERTS.read_text())
+    edit(doc)
+    (tmp_path / ALERTS.name).write_text(yaml.safe_dump(doc, sort_keys=False))
+    (tmp_path / ALERTS_TEST.name).write_text(ALERTS_TEST.read_text())
+    return tmp_path
+
+
+def rule(doc: dict, name: str) -> dict:
+    return next(r for g in doc["groups"] for r in g["rules"] if r.get("alert") == name)
+
+
+@pytest.mark.parametrize("alert, broken", [
+    ("KafkatxnHangingTransaction", "kafkatxn_hanging_transactions > 1"),  # misses a single hanging transaction
+    ("KafkatxnExporterDown", 'up{job="kafkatxn-typo"} == 0'),  # matches no job
+    ("KafkatxnClusterUnreachable", "kafkatxn_up == 1"),  # fires on every healthy cluster
+    ("KafkatxnConsumerGroupBlocked", "max by (instance, job, group) (kafkatxn_group_blocked) == 1"),  # loses the partition
+])
+def test_the_rule_tests_fail_when_an_alert_expression_is_broken(tmp_path, alert, broken):
+    directory = copy_of_the_rules(tmp_path, lambda doc: rule(doc, alert).update(expr=broken))
+    assert promtool("check", "rules", ALERTS.name, cwd=directory).returncode == 0  # still valid PromQL
+    result = promtool("test", "rules", ALERTS_TEST.name, cwd=directory)
+    assert result.returncode != 0
+    assert f"alertname: {alert}" in result.stdout + result.stderr
+
+
+def test_promtool_refuses_rules_that_do_not_parse(tmp_path):
+    directory = copy_of_the_rules(tmp_path, lambda doc: rule(doc, "KafkatxnHangingTransaction").update(
+        expr="kafkatxn_hanging_transactions >"))
+    result = promtool("check", "rules", ALERTS.name, cwd=directory)
+    assert result.returncode != 0 and "parse error" in result.stdout + result.stderr
+
+
+def test_the_example_prometheus_configuration_is_valid():
+    result = promtool("check", "config", "--syntax-only", str(SCRAPE_EXAMPLE))
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = yaml.safe_load(SCRAPE_EXAMPLE.read_text())
+    assert doc["rule_files"] == [ALERTS.name]
+    jobs = {job["job_name"]: job for job in doc["scrape_configs"]}
+    assert jobs["kafkatxn-clusters"]["metrics_path"] == "/probe"
+    assert jobs["kafkatxn-tls"]["scheme"] == "https"
+
+
+@pytest.mark.parametrize("options", ALL_OPTIONS, ids=["per-partition", "per-topic", "only-lagging", "per-group"])
+def test_promtool_finds_no_problem_in_the_exposition(options):
+    text = render_text(busy_snapshot(), options).decode()
+    result = promtool("check", "metrics", stdin=text)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_finds_no_problem_in_the_textfile(tmp_path):
+    target = tmp_path / "kafkatxn.prom"
+    write_textfile(target, busy_snapshot())
+    result = promtool("check", "metrics", stdin=target.read_text())
+    assert result.returncode == 0, result.stdout + result.stderr

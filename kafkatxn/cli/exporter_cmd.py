@@ -1,0 +1,96 @@
+"""``kafkatxn exporter``: Prometheus metrics of one cluster on /metrics, of any profile on /probe."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kafkatxn import config as config_mod
+from kafkatxn import defaults
+from kafkatxn.cli.check_cmd import SCOPE, GroupRegex, OnlyLagging, PerTopic, TopicRegex
+from kafkatxn.cli.common import CommandContext, command
+from kafkatxn.cli.options import MaxTransactionTimeout
+from kafkatxn.durations import parse_duration_ms
+from kafkatxn.errors import UsageError
+from kafkatxn.validation import compile_regex
+
+HTTP = "HTTP"
+
+
+def _duration_s(text: str, option: str) -> float:
+    seconds = parse_duration_ms(text) / 1000
+    if seconds <= 0:
+        raise UsageError(f"{option} must be more than 0")
+    return seconds
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "exporter")
+    def exporter_command(
+        ctx: CommandContext,
+        listen: Annotated[str, typer.Option("--listen", metavar="ADDR:PORT", help="Where to serve /metrics and /probe.",
+                                            rich_help_panel=HTTP)] = defaults.EXPORTER_LISTEN,
+        web_config_file: Annotated[Optional[str], typer.Option(
+            "--web-config-file", metavar="PATH",
+            help="TLS and basic auth in the Prometheus exporter-toolkit format (node_exporter's web-config.yml); "
+                 "read again on every connection.", rich_help_panel=HTTP)] = None,
+        cache_ttl: Annotated[str, typer.Option("--cache-ttl", metavar="DURATION",
+                                               help="Serve a gathered snapshot to scrapes for this long (per cluster).")] = defaults.EXPORTER_CACHE_TTL,
+        scrape_timeout: Annotated[str, typer.Option("--scrape-timeout", metavar="DURATION",
+                                                    help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = defaults.EXPORTER_SCRAPE_TIMEOUT,
+        topic_regex: TopicRegex = None,
+        only_lagging: OnlyLagging = False,
+        per_topic: PerTopic = False,
+        max_transaction_timeout: MaxTransactionTimeout = None,
+        group_lag: Annotated[bool, typer.Option(
+            "--group-lag/--no-group-lag", help="Transaction-aware consumer-group lag metrics (kafkatxn_group_*).",
+            rich_help_panel=SCOPE)] = True,
+        group_regex: GroupRegex = None,
+        per_group: Annotated[bool, typer.Option(
+            "--per-group", help="Metrics: per-group sums only, no per-partition group series.", rich_help_panel=SCOPE)] = False,
+    ) -> int:
+        """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids, consumer-group lag; gathered
+        at scrape time with a short cache. /metrics serves the cluster given here (-b, --profile, the
+        default profile); /probe?profile=NAME serves the cluster of any kafkatxn profile. Runs until
+        interrupted; kafkatxn_up is 0 while a cluster cannot be reached."""
+        from kafkatxn import exporter, exporter_http
+        from kafkatxn.kafka import check_client_settings
+
+        # Everything that can be wrong is a usage error before anything listens.
+        exporter_http.parse_listen(listen)
+        for regex, option in ((topic_regex, "--topic-regex"), (group_regex, "--group-regex")):
+            if regex:
+                compile_regex(regex, option)  # also in probe-only mode, where no gatherer is made yet
+        web_config = exporter_http.WebConfigFile(web_config_file) if web_config_file else None
+        cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
+        scrape_timeout_s = _duration_s(scrape_timeout, "--scrape-timeout")
+        max_timeout_ms = max_transaction_timeout  # milliseconds (options.MaxTransactionTimeout)
+        options = exporter.ExportOptions(only_lagging, per_topic, per_group)
+
+        def collector_for(config: config_mod.ConnectionConfig):
+            # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
+            check_client_settings(config)
+            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex)
+            return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
+
+        metrics = close_metrics = None
+        if _cluster_given(ctx):
+            metrics, close_metrics = collector_for(ctx.config)
+        probes = exporter_http.ProbeTargets(lambda name: config_mod.resolve(profile=name), collector_for)
+        app = exporter_http.ExporterApp(metrics, probes, web_config)
+        try:
+            exporter_http.serve(app, listen, on_ready=lambda url: ctx.note(f"kafkatxn exporter: serving {url}"))
+        finally:
+            if close_metrics is not None:
+                close_metrics()
+            probes.close()
+        return 0
+
+
+def _cluster_given(ctx: CommandContext) -> bool:
+    """Whether /metrics has a cluster: connection flags or variables, or a default profile. Without
+    one the exporter only answers /probe (a multi-target exporter needs no cluster of its own)."""
+    if any(value is not None for value in (ctx.bootstrap_server, ctx.profile, ctx.command_config)) or ctx.properties:
+        return True  # even an empty one: resolving it then says what is wrong
+    return config_mod.load_profile(None)[0] is not None
