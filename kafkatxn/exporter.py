@@ -250,7 +250,6 @@ class SnapshotCollector(Collector):
         self._snapshot: ClusterSnapshot | None = None
         self._gathered_at = 0.0
         self._generation = 0  # bumped after each gather, so waiters can tell one finished
-        self.gathers = 0
 
     def describe(self) -> list[Metric]:
         # Registering must not gather: the cluster is only asked at scrape time.
@@ -274,7 +273,6 @@ class SnapshotCollector(Collector):
                 snap = ClusterSnapshot(int(time.time() * 1000), error=f"{type(exc).__name__}: {exc}")
             self._snapshot, self._gathered_at = snap, self._clock()
             self._generation += 1
-            self.gathers += 1
             return snap, 0.0
 
     def collect(self) -> Iterator[Metric]:

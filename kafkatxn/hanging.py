@@ -300,18 +300,16 @@ def _lag(tp: TopicPartition, lso: dict[TopicPartition, int], hw: dict[TopicParti
     return None
 
 
-def hanging_row(
-    c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]
-) -> HangingRow:
+def _row_fields(c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]) -> dict:
+    """The columns every verdict's row has: the partition, the producer, its coordinator, the LSO."""
     p = c.open_txn.producer
     tp = c.open_txn.tp
     d = c.description
-    return HangingRow(
+    return dict(
         topic=tp.topic,
         partition=tp.partition,
         producer_id=p.producer_id,
         producer_epoch=p.producer_epoch,
-        coordinator_epoch=p.coordinator_epoch,
         start_offset=p.current_txn_start_offset,
         last_timestamp_ms=p.last_timestamp_ms,
         duration_ms=max(now_ms - p.last_timestamp_ms, 0),
@@ -322,6 +320,17 @@ def hanging_row(
         last_stable_offset=lso.get(tp),
         high_watermark=hw.get(tp),
         lso_lag_messages=_lag(tp, lso, hw),
+    )
+
+
+def hanging_row(
+    c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]
+) -> HangingRow:
+    p = c.open_txn.producer
+    tp = c.open_txn.tp
+    return HangingRow(
+        **_row_fields(c, now_ms, lso, hw),
+        coordinator_epoch=p.coordinator_epoch,
         holds_lso=(lso[tp] == p.current_txn_start_offset) if tp in lso else None,
     )
 
@@ -329,26 +338,11 @@ def hanging_row(
 def long_running_row(
     c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]
 ) -> LongRunningRow:
-    p = c.open_txn.producer
-    tp = c.open_txn.tp
     d = c.description
     return LongRunningRow(
-        topic=tp.topic,
-        partition=tp.partition,
-        producer_id=p.producer_id,
-        producer_epoch=p.producer_epoch,
-        start_offset=p.current_txn_start_offset,
-        last_timestamp_ms=p.last_timestamp_ms,
-        duration_ms=max(now_ms - p.last_timestamp_ms, 0),
-        transactional_id=c.transactional_id,
-        coordinator_id=d.coordinator_id if d else None,
-        coordinator_state=d.state if d else None,
+        **_row_fields(c, now_ms, lso, hw),
         transaction_timeout_ms=d.timeout_ms if d else None,
         transaction_age_ms=(now_ms - d.start_time_ms) if d and d.start_time_ms >= 0 else None,
-        last_stable_offset=lso.get(tp),
-        high_watermark=hw.get(tp),
-        lso_lag_messages=_lag(tp, lso, hw),
-        reason=c.reason,
         two_phase_commit=c.two_phase_commit,
     )
 
@@ -390,11 +384,6 @@ class HangingResult:
             facts=facts,
             sections={"hanging": self.hanging, "long_running": self.long_running, "undetermined": self.undetermined},
         )
-
-
-def undetermined_missing(c: Classification) -> Missing:
-    """An undetermined candidate, as a missing part of the answer (the parts why are in ``c.missing``)."""
-    return Missing(c.open_txn.tp, f"producer {c.open_txn.producer.producer_id} undetermined: {c.reason}")
 
 
 def select_partitions(

@@ -7,7 +7,7 @@ audit rules can be tested over plain values.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, Iterable, NamedTuple, TypeVar, Union
+from typing import Generic, NamedTuple, TypeVar, Union
 
 T = TypeVar("T")
 
@@ -191,10 +191,6 @@ class Missing:
         return Missing(self.subject, self.reason, f"{what} {self.what}".strip() if self.what else what)
 
 
-def missing_text(subject: str, reason: str) -> Missing:
-    return Missing(Part(subject), reason)
-
-
 @dataclass
 class Partial(Generic[T]):
     """A result that may lack parts: ``missing`` names each part that did not arrive, and why."""
@@ -209,6 +205,3 @@ class Partial(Generic[T]):
     def missing_for(self, subject: Subject) -> list[Missing]:
         return [m for m in self.missing if m.subject == subject]
 
-
-def subjects(missing: Iterable[Missing]) -> set[Subject]:
-    return {m.subject for m in missing}

@@ -66,8 +66,9 @@ class TransactionSample:
 
 
 @dataclass(frozen=True)
-class HangingSample:
-    """A hanging transaction as :mod:`kafkatxn.hanging` classifies it (only the fields check needs)."""
+class CandidateSample:
+    """An open transaction past the maximum timeout, as :mod:`kafkatxn.hanging` classified it
+    (only the fields check and the exporter need)."""
 
     topic: str
     partition: int
@@ -75,19 +76,19 @@ class HangingSample:
     start_offset: int
     transactional_id: str | None
     reason: str
+
+
+@dataclass(frozen=True)
+class HangingSample(CandidateSample):
+    """Hanging: the cluster positively says no coordinator will complete it."""
+
     lso_lag_messages: int | None = None
 
 
 @dataclass(frozen=True)
-class UndeterminedSample:
-    """A hanging candidate the cluster could not decide (a coordinator that could own it did not answer)."""
+class UndeterminedSample(CandidateSample):
+    """Undetermined: a coordinator that could own it did not answer."""
 
-    topic: str
-    partition: int
-    producer_id: int
-    start_offset: int
-    transactional_id: str | None
-    reason: str
     missing: tuple[Missing, ...] = ()  # the typed parts that did not answer
 
 
