@@ -125,28 +125,42 @@ def test_what_does_not_exist_is_named_and_nothing_changes(capsys, broker, scene,
         assert result.stdout == ""
     else:
         assert filled(named) in result.stderr, result.stderr
-    assert state(broker, topic, audit_path) == before
+    after = state(broker, topic, audit_path)
+    assert without_audit(after) == without_audit(before)
+    # A refused fence is audited as refused (a result with no intent); nothing else is written.
+    expected = [("result", "refused")] if args[0] == "fence" else []
+    assert audit_added(before, after) == expected
 
 
-def test_partitions_without_the_named_producer_have_nothing_to_abort(capsys, broker, scene, tmp_path):
+def without_audit(snapshot: dict) -> dict:
+    return {k: v for k, v in snapshot.items() if k != "audit"}
+
+
+def audit_added(before: dict, after: dict) -> list[tuple[str, str | None]]:
+    return [(r["record"], r.get("outcome")) for r in after["audit"][len(before["audit"]):]]
+
+
+def test_a_producer_the_partition_never_saw_is_refused_and_nothing_changes(capsys, broker, scene, tmp_path):
     """The producer exists on p0 (a hanging transaction); p1 never saw it, and an invented id is
-    nowhere: each abort says so in its row and changes nothing, the hanging transaction included."""
+    nowhere: each abort is refused in its row (a typo in a runbook must not read as success),
+    audited as refused, and changes nothing, the hanging transaction included."""
     topic, made = scene
     audit_path = tmp_path / "audit.jsonl"
     before = state(broker, topic, audit_path)
     for partition, producer_id in ((1, made.producer_id), (0, 987_654_321)):
         result = cli(capsys, broker, audit_path, "abort", "-t", topic, "-p", str(partition), "--producer-id", str(producer_id),
                      "--producer-epoch", str(made.producer_epoch), "--coordinator-epoch", "0", "--yes", "-o", "json")
-        assert result.code == 0, result.stderr
+        assert result.code == 3, result.stderr
         (row,) = json.loads(result.stdout)
-        assert row["outcome"] == "nothing to abort"
-        assert row["reason"] == f"producer {producer_id} has no open transaction on {topic}-{partition}"
-    # A start offset where p1 has nothing open: the same.
+        assert row["outcome"] == "refused"
+        assert row["reason"].startswith(f"producer {producer_id} is unknown to {topic}-{partition}"), row["reason"]
+    # A start offset where p1 has nothing open: nothing to abort, and nothing written.
     result = cli(capsys, broker, audit_path, "abort", "-t", topic, "-p", "1", "--start-offset", "0", "--yes", "-o", "json")
     assert result.code == 0, result.stderr
     assert [r["outcome"] for r in json.loads(result.stdout)] == ["nothing to abort"]
     after = state(broker, topic, audit_path)
-    assert after == before
+    assert without_audit(after) == without_audit(before)
+    assert audit_added(before, after) == [("result", "refused"), ("result", "refused")]
     assert after["offsets"][f"{topic}-0"][0] == made.start_offset  # still pinned: nothing was aborted
 
 
