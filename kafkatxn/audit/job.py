@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from kafkatxn.audit import rules, source
+from kafkatxn.audit import preflight, rules, source
 from kafkatxn.audit.rules import AuditParams, AuditResult, Declaration, IdStats
 from kafkatxn.errors import ClusterError, NotFoundError, UsageError
 
@@ -202,7 +202,9 @@ def build_session(master: str | None = None, app_name: str = "kafkatxn-audit", s
         builder = builder.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "8")
         builder = builder.config("spark.ui.showConsoleProgress", "false")  # progress bars would garble stderr
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}")
-        builder = builder.config("spark.pyspark.python", os.environ.get("PYSPARK_PYTHON", sys.executable))
+        # Spark's Python side runs PYSPARK_PYTHON, else `python3` from PATH, which need not be the
+        # interpreter kafkatxn is installed in (pipx, a venv not activated): pin it in local mode.
+        preflight.pin_local_python(effective)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -212,8 +214,40 @@ def build_session(master: str | None = None, app_name: str = "kafkatxn-audit", s
     shipped = "kafkatxn.zip" in (sc.getConf().get("spark.submit.pyFiles") or "")  # spark-submit --py-files did it
     if (ship_code if ship_code is not None else not sc.master.startswith("local")) and not shipped:
         sc.addPyFile(package_zip())
+    try:
+        check_python(spark)
+    except BaseException:
+        spark.stop()
+        raise
     source.register(spark)
     return spark, True
+
+
+def check_python(spark: Any) -> None:
+    """One line naming the package and the interpreter when Spark's Python side lacks a package.
+
+    The data-source planner runs ``pythonExec`` on the driver's host; the workers run it (or
+    ``spark.pyspark.python``) on the executors. Both are asked before the job starts.
+    """
+    import subprocess
+
+    sc = spark.sparkContext
+    exe = sc.pythonExec
+    if exe != sys.executable:
+        try:
+            done = subprocess.run([exe, "-c", preflight.PROBE_SCRIPT], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SparkMissing(f"cannot run Spark's Python ({exe}) on this host: {exc.__class__.__name__}; set PYSPARK_PYTHON") from None
+        if done.returncode == 0:
+            interpreter, version, missing = json.loads(done.stdout)
+            if missing:
+                raise SparkMissing(preflight.missing_line(interpreter, version, missing, "driver (data-source planner)"))
+    try:
+        problem = preflight.probe(sc)
+    except Exception as exc:  # noqa: BLE001 - the probe itself could not run (no worker, wrong Python)
+        raise ClusterError(f"Spark's Python workers ({exe}) cannot run: {spark_error_line(exc, exe)}") from exc
+    if problem:
+        raise SparkMissing(problem)
 
 
 def package_zip(directory: str | Path | None = None) -> str:
@@ -370,7 +404,7 @@ def audit(spark: Any, inputs: Inputs, params: AuditParams = AuditParams(),
     except Exception as exc:  # noqa: BLE001 - Spark wraps worker errors in long Java/Python traces
         if _is_kafkatxn_error(exc):
             raise
-        raise ClusterError(spark_error_line(exc)) from exc
+        raise ClusterError(spark_error_line(exc, spark.sparkContext.pythonExec)) from exc
 
 
 def _is_kafkatxn_error(exc: BaseException) -> bool:
@@ -382,11 +416,23 @@ def _is_kafkatxn_error(exc: BaseException) -> bool:
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
 
 
-def spark_error_line(exc: BaseException) -> str:
-    """The innermost ``SomeError: message`` line of a Spark/Python worker failure."""
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def spark_error_line(exc: BaseException, python: str | None = None) -> str:
+    """The innermost ``SomeError: message`` line of a Spark/Python worker failure.
+
+    A missing module is said as such, with the interpreter (``python``, Spark's pythonExec) that lacks it.
+    """
     from kafkatxn.redact import redact
 
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = str(exc)
+    missing = _NO_MODULE.search(text)
+    if missing and python:
+        module = missing.group(1).split(".")[0]
+        dist = preflight.REQUIRED.get(module, module)
+        return redact(preflight.missing_line(python, "version unknown", [dist], "driver or workers"))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     found = [m for m in (_ERROR_LINE.match(ln) for ln in lines) if m]
     # Python worker failures end with the worker's own exception line; prefer it over Java's wrappers.
     for m in reversed(found):
