@@ -11,7 +11,10 @@ Stages, each a plain Spark transformation around a pure function of :mod:`kafkat
    position -> ``mapInArrow`` walking each id's history with ``summarize_id`` -> one row per id
    (duplicate log positions, from a history overlapping the live log, are dropped on the way);
 2. shared ids: ids whose fence count reaches the threshold -> ``shared_id_finding`` on the driver;
-3. unstable ids: id rows ``repartition(family)`` -> ``mapInArrow`` with ``unstable_family_finding``;
+   re-initialisation storms: ids whose inits reach the threshold, with their families' init counts
+   (a ``groupBy``) -> ``init_storm_finding`` on the driver;
+3. unstable ids and family summaries: id rows ``repartition(family)`` -> ``mapInArrow`` with
+   ``unstable_family_finding`` and ``family_summary``;
 4. inventory: the declarations travel with stage 1 (each id row says which declarations cover it);
    seen-but-undeclared ids are grouped by family with a ``groupBy``.
 
@@ -136,18 +139,26 @@ def summarize_batches(
         yield _to_batch(out, IdStats, schema)
 
 
+FAMILY_OUT_DDL = "family string, unstable string, summary string"  # the two as JSON (or null): one pass for both
+
+
 def family_batches(batches: Iterator[Any], params: AuditParams) -> Iterator[Any]:
-    """Stage 3: IdStats rows sorted by family -> unstable-family findings."""
-    schema = _arrow_schema_of(rules.UnstableFamilyFinding)
-    found: list[Any] = []
+    """Stage 3: IdStats rows sorted by family -> unstable-family findings and family summaries."""
+    import pyarrow as pa
+
+    from kafkatxn.output import to_plain
+
+    out: list[tuple[str, str | None, str | None]] = []
     current: str | None = None
     members: list[IdStats] = []
 
     def decide() -> None:
         if members:
-            finding = rules.unstable_family_finding(current or "", members, params)
-            if finding is not None:
-                found.append(finding)
+            family = current or ""
+            finding = rules.unstable_family_finding(family, members, params)
+            summary = rules.family_summary(family, members, params, finding is not None)
+            if finding is not None or summary is not None:
+                out.append((family, json.dumps(to_plain(finding)) if finding else None, json.dumps(to_plain(summary)) if summary else None))
 
     for batch in batches:
         for row in batch.to_pylist():
@@ -156,8 +167,9 @@ def family_batches(batches: Iterator[Any], params: AuditParams) -> Iterator[Any]
                 current, members = row["family"], []
             members.append(_from_row(IdStats, row))
     decide()
-    if found:
-        yield _to_batch(found, rules.UnstableFamilyFinding, schema)
+    if out:
+        cols = list(zip(*out))
+        yield pa.RecordBatch.from_arrays([pa.array(c, type=pa.string()) for c in cols], names=["family", "unstable", "summary"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -353,12 +365,28 @@ def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
         (f for f in (rules.shared_id_finding(_from_row(IdStats, r.asDict()), params) for r in shared_rows) if f),
         key=lambda f: f.transactional_id,
     )
-    unstable_rows = (
+    family_rows = (
         ids.repartition(n, "family").sortWithinPartitions("family", "transactional_id")
-        .mapInArrow(functools.partial(family_batches, params=params), spark_schema_of(rules.UnstableFamilyFinding))
+        .mapInArrow(functools.partial(family_batches, params=params), FAMILY_OUT_DDL)
         .collect()
     )
-    unstable = sorted((_from_row(rules.UnstableFamilyFinding, r.asDict()) for r in unstable_rows), key=lambda f: f.family)
+    unstable = sorted(
+        (rules.UnstableFamilyFinding(**json.loads(r["unstable"])) for r in family_rows if r["unstable"]), key=lambda f: f.family
+    )
+    families = rules.sort_families(rules.FamilySummary(**json.loads(r["summary"])) for r in family_rows if r["summary"])
+    storm_rows = [_from_row(IdStats, r.asDict()) for r in ids.filter(F.col("max_inits_in_window") >= params.storm_min_inits).collect()]
+    siblings: dict[str, list[int]] = {}
+    if storm_rows:
+        wanted = sorted({s.family for s in storm_rows})
+        siblings = {
+            r["family"]: list(r["inits"])
+            for r in ids.filter(F.col("family").isin(wanted)).groupBy("family")
+            .agg(F.collect_list("max_inits_in_window").alias("inits")).collect()
+        }
+    storms = sorted(
+        (f for f in (rules.init_storm_finding(s, params, siblings.get(s.family)) for s in storm_rows) if f is not None),
+        key=lambda f: f.transactional_id,
+    )
     inventory: list[rules.InventoryFinding] = []
     if decls is not None:
         matched = {r[0] for r in ids.select(F.explode("declared_by")).distinct().collect()}
@@ -386,6 +414,8 @@ def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
         shared_ids=shared,
         unstable_ids=unstable,
         inventory=inventory,
+        init_storms=storms,
+        families=families,
     )
     return SparkAudit(result, ids)
 
@@ -454,6 +484,8 @@ def write_report(spark: Any, done: SparkAudit, report_dir: str) -> None:
         ("shared_ids", rules.SharedIdFinding, done.result.shared_ids),
         ("unstable_ids", rules.UnstableFamilyFinding, done.result.unstable_ids),
         ("inventory", rules.InventoryFinding, done.result.inventory),
+        ("init_storms", rules.InitStormFinding, done.result.init_storms),
+        ("families", rules.FamilySummary, done.result.families),
     ):
         data = [tuple(getattr(r, f.name) for f in dataclasses.fields(cls)) for r in rows]
         spark.createDataFrame(data, spark_schema_of(cls)).coalesce(1).write.mode("overwrite").parquet(str(out / name))
