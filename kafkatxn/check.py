@@ -245,6 +245,7 @@ class ClusterSnapshot:
     hanging: tuple[HangingSample, ...] = ()
     max_transaction_timeout_ms: int | None = None
     missing: tuple[str, ...] = ()  # parts that did not answer, one line each
+    transactional_ids: tuple[str, ...] | None = None  # every id ListTransactions returned; None unless all answered
 
     @property
     def up(self) -> bool:
@@ -369,6 +370,8 @@ def gather_snapshot(
     if listed is not None:
         missing += [f"transactions {m}" for m in listed.missing]
         snapshot.transaction_states = dict(Counter(t.state for t in listed.value))
+        if not listed.missing:
+            snapshot.transactional_ids = tuple(t.transactional_id for t in listed.value)
         open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
         if open_ids:
             described = step("open transactions", lambda: cluster.describe_transactions(open_ids))

@@ -30,6 +30,7 @@ from typing import Callable, Iterable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from kafkatxn.audit.churn import ChurnSample, IdChurn, churn_metric_families
 from kafkatxn.check import ClusterSnapshot, gather_snapshot
 from kafkatxn.cluster import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
 from kafkatxn.cluster import Cluster, compile_regex
@@ -49,6 +50,7 @@ class ExportOptions:
 
     only_lagging: bool = False  # per-partition series only where the LSO lags the high watermark
     per_topic: bool = False  # per-topic sums instead of per-partition series
+    per_family: bool = False  # transactional-id churn per id family instead of cluster-wide
 
 
 def metric_families(
@@ -196,6 +198,8 @@ class SnapshotCollector(Collector):
         self._gathered_at = 0.0
         self._generation = 0  # bumped after each gather, so waiters can tell one finished
         self.gathers = 0
+        self._churn = IdChurn()  # transactional ids new since the previous gather
+        self._churn_for: tuple[ClusterSnapshot, ChurnSample] | None = None
 
     def describe(self) -> list[Metric]:
         # Registering must not gather: the cluster is only asked at scrape time.
@@ -218,6 +222,8 @@ class SnapshotCollector(Collector):
                 log.warning("gather failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
                 snap = ClusterSnapshot(int(time.time() * 1000), error=f"{type(exc).__name__}: {exc}")
             self._snapshot, self._gathered_at = snap, self._clock()
+            if snap.up and snap.transactional_ids is not None:  # an incomplete listing keeps the baseline
+                self._churn_for = (snap, self._churn.observe(snap.transactional_ids))
             self._generation += 1
             self.gathers += 1
             return snap, 0.0
@@ -225,6 +231,9 @@ class SnapshotCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snap, age = self.snapshot()
         yield from metric_families(snap, self.options, age)
+        churn = self._churn_for
+        if churn is not None and churn[0] is snap:
+            yield from churn_metric_families(churn[1], self.options.per_family)
 
 
 class ClusterGatherer:

@@ -102,6 +102,8 @@ def register(app: typer.Typer) -> None:
         only_lagging: OnlyLagging = False,
         per_topic: PerTopic = False,
         max_transaction_timeout: MaxTimeout = None,
+        per_family: Annotated[bool, typer.Option(
+            "--per-family", help="Transactional-id churn (kafkatxn_transactional_ids, _new) per id family.")] = False,
     ) -> int:
         """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids; gathered
         at scrape time with a short cache. Runs until interrupted; kafkatxn_up is 0 while the cluster
@@ -114,7 +116,7 @@ def register(app: typer.Typer) -> None:
             ctx.config, _duration_s(scrape_timeout, "--scrape-timeout"), topic_regex,
             _max_timeout_ms(max_transaction_timeout),
         )
-        collector = exporter.SnapshotCollector(gatherer, exporter.ExportOptions(only_lagging, per_topic), cache_ttl_s)
+        collector = exporter.SnapshotCollector(gatherer, exporter.ExportOptions(only_lagging, per_topic, per_family), cache_ttl_s)
         try:
             exporter.serve(collector, listen, on_ready=lambda url: ctx.note(f"kafkatxn exporter: serving {url}"))
         finally:

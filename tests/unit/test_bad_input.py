@@ -397,7 +397,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             opt("--scrape-timeout", VALID_DURATION.filter(lambda d: durations.parse_duration_ms(d) > 0),
                 st.one_of(BAD_DURATION, st.sampled_from(["0", "0s"]))),
             opt("--topic-regex", VALID_REGEX, BAD_REGEX),
-            flag("--only-lagging"), flag("--per-topic"), MAX_TXN_TIMEOUT,
+            flag("--only-lagging"), flag("--per-topic"), flag("--per-family"), MAX_TXN_TIMEOUT,
         ],
         [],
     ),
