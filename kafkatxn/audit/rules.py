@@ -256,7 +256,7 @@ def _median(values: Sequence[float]) -> float:
     return float(ordered[mid]) if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def _storm_evidence(stats: IdStats, inits: list[tuple[int, int, bool, int]], params: AuditParams) -> None:
+def storm_evidence(stats: IdStats, inits: list[tuple[int, int, bool, int]], params: AuditParams) -> None:
     """Fill the storm fields from ``(time, epoch, fenced an open txn, commits so far)`` per init, in log order."""
     if not inits:
         return
@@ -366,7 +366,7 @@ def summarize_id(
             fenced_pending = True
         if pid >= 0 and epoch >= 0:
             last_epoch[pid] = epoch
-    _storm_evidence(stats, inits, params)
+    storm_evidence(stats, inits, params)
     fence_times.sort()
     stats.fences = len(fence_times)
     if fence_times:

@@ -276,10 +276,11 @@ class StandaloneCluster:
                         "--memory", "1g", "--webui-port", "0", "--work-dir", str(self.workdir / f"work{i}"), log=f"worker{i}.log")
         return self
 
-    def submit(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    def submit(self, *args: str, timeout: float = 240, conf: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         submit = _spark_home() / "bin" / "spark-submit"
-        cmd = [str(submit), "--master", self.url, "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
-               "--conf", f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
+        confs = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.pyspark.python": sys.executable,
+                 "spark.pyspark.driver.python": sys.executable, **(conf or {})}
+        cmd = [str(submit), "--master", self.url, *(x for k, v in confs.items() for x in ("--conf", f"{k}={v}")),
                "--py-files", package_zip(self.workdir), str(REPO / "kafkatxn" / "audit" / "job.py"), *args]
         return subprocess.run(cmd, capture_output=True, text=True, env=self.env(), timeout=timeout)
 
