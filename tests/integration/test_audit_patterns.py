@@ -21,9 +21,10 @@ pytest.importorskip("pyarrow")
 from confluent_kafka import KafkaException, Producer  # noqa: E402
 
 from kafkatxn.audit import rules, source  # noqa: E402
-from kafkatxn.audit.job import Inputs, audit, build_session  # noqa: E402
+from kafkatxn.audit.job import Inputs, audit  # noqa: E402
 from kafkatxn.config import ConnectionConfig  # noqa: E402
 from tests.harness import KafkaCluster  # noqa: E402
+from tests.integration.test_audit import dedicated_broker, spark  # noqa: E402,F401 - spark: the module's session fixture
 from tests.java_traffic import run_script  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -122,26 +123,11 @@ def java_traffic(cluster: KafkaCluster) -> None:
 
 @pytest.fixture(scope="module")
 def broker(kafka_workroot):
-    cluster = KafkaCluster(
-        kafka_workroot / f"patterns-{uuid.uuid4().hex[:6]}", n_brokers=1, name="patterns",
-        broker_config={"transaction.state.log.num.partitions": "3"},
-    )
-    cluster.start(timeout=120)
-    try:
+    with dedicated_broker(kafka_workroot, "patterns") as cluster:
         cluster.create_topic(TOPIC, partitions=1)
         librdkafka_traffic(cluster.bootstrap_servers)
         java_traffic(cluster)
         yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session, created = build_session("local[2]", conf={"spark.sql.shuffle.partitions": "4"})
-    yield session
-    if created:
-        session.stop()
 
 
 @pytest.fixture(scope="module")
