@@ -603,3 +603,17 @@ def test_the_kafkatxn_spark_helper_ids_are_a_stable_family_never_flagged():
     [fam] = result.families
     assert (fam.family, fam.framework, fam.verdict, fam.ids) == ("etl-orders-main-{n}", rules.FRAMEWORK_NUMBERED, "stable", 4)
     assert fam.estimated_state_bytes == rules.state_bytes(4, 4)
+
+
+def test_a_missing_module_in_a_spark_failure_is_one_line_naming_the_package_and_the_python():
+    from kafkatxn.audit.job import spark_error_line
+
+    trace = (
+        "An error occurred while calling o111.collectToPython.\n"
+        "org.apache.spark.SparkException: Job aborted due to stage failure: ...\n"
+        "  File \"/opt/spark/python/pyspark/worker.py\", line 1, in main\n"
+        "ModuleNotFoundError: No module named 'pyarrow'\n"
+    )
+    line = spark_error_line(RuntimeError(trace), "/usr/bin/python3")
+    assert "\n" not in line and "/usr/bin/python3" in line and "lacks pyarrow" in line and "kafkatxn[spark]" in line
+    assert "lacks confluent-kafka" in spark_error_line(RuntimeError("No module named 'confluent_kafka.cimpl'"), "/p/python")
