@@ -41,13 +41,16 @@ class StageSummary:
 
 
 def _events(path: Path):
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("appstatus")) if path.is_dir() else [path]
     for f in files:
         with open(f, encoding="utf-8") as fh:
             for line in fh:
                 line = line.strip()
                 if line:
-                    yield json.loads(line)
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError:  # the last line of a log still being written
+                        continue
 
 
 def summarise(path: str | Path) -> tuple[list[StageSummary], dict]:

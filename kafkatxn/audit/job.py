@@ -118,9 +118,13 @@ def summarize_batches(
     current: str | None = None
     group: list[Any] = []
     last_pos: tuple[int, int] | None = None
+    # Arrow columns to Python lists one column at a time (C loops), the pruned ones as constants.
+    pruned = {"previous_producer_id": -1, "next_producer_id": -1, "next_producer_epoch": -1, "value_version": -1}
     for batch in batches:
-        cols = batch.to_pydict()
-        for row in zip(*(cols[c] for c in source.RECORD_COLUMNS)):
+        names = batch.schema.names
+        n = batch.num_rows
+        cols = [batch.column(names.index(c)).to_pylist() if c in names else [pruned[c]] * n for c in source.RECORD_COLUMNS]
+        for row in zip(*cols):
             if row[0] != current:
                 if group:
                     out.append(summarize(group, params, index))
@@ -139,99 +143,20 @@ def summarize_batches(
         yield _to_batch(out, IdStats, schema)
 
 
-def simple_id_batches(
-    batches: Iterator[Any], params: AuditParams, declarations: list[Declaration] | None
-) -> Iterator[Any]:
-    """Stage 1b: one aggregated row per simple id -> its IdStats (family, producer ids, storm evidence, inventory)."""
-    index = rules.InventoryIndex(declarations) if declarations is not None else None
-    schema = _arrow_schema_of(IdStats)
-    for batch in batches:
-        out = []
-        for row in batch.to_pylist():
-            tid = row["transactional_id"]
-            pids = list(dict.fromkeys(row["pid_changes"] or ()))
-            stats = IdStats(
-                tid, rules.family_of(tid), row["log_partition"], records=row["records"],
-                first_seen_ms=row["first_seen_ms"], last_seen_ms=row["last_seen_ms"], inits=row["inits"],
-                transactions=row["transactions"], commits=row["commits"], min_epoch=row["min_epoch"],
-                max_epoch=row["max_epoch"], producer_ids=pids[: rules.MAX_LISTED], producer_id_count=len(pids),
-                client_transaction_version=row["client_transaction_version"],
-                partitions_written=row["partitions_written"], expired=row["expired"],
-            )
-            inits = [(t, e, False, c) for t, e, c in zip(row["init_times"] or (), row["init_epochs"] or (), row["init_commits"] or ())]
-            rules.storm_evidence(stats, inits, params)
-            if index is not None:
-                stats.declared_by = index.match(tid)
-            out.append(stats)
-        if out:
-            yield _to_batch(out, IdStats, schema)
+# What the per-id walk reads: the record columns but the four it never looks at (previous and next
+# producer id, next epoch, value version), which then cross the shuffle and the Arrow boundary for nothing.
+WALK_COLUMNS = [c for c in source.RECORD_COLUMNS
+                if c not in ("previous_producer_id", "next_producer_id", "next_producer_epoch", "value_version")]
 
 
 def id_stats_frame(records: Any, params: AuditParams, declarations: list[Declaration] | None, n: int) -> Any:
-    """Stage 1: record rows -> one IdStats row per id.
-
-    One shuffle by id, sorted by log position. Ids with an abort (or a PrepareEpochFence) need the
-    per-record walk of :func:`rules.summarize_id` (fences, timeouts): their rows go to Python. Every
-    other id is aggregated in the JVM (counts, times, epochs, the points where its producer id
-    changes, the InitProducerIds with the commits before each), and Python only finishes one row per
-    id. Most records belong to such ids, so most records never cross into Python.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    pos = (F.col("log_partition").cast("long") * F.lit(1 << 40) + F.col("log_offset")).alias("pos")
-    live = ~F.col("tombstone")
-    by_id = Window.partitionBy("transactional_id").orderBy("pos")
-    whole = by_id.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    marked = (
-        records.repartition(n, "transactional_id")
-        .select(*source.RECORD_COLUMNS, pos)
-        .withColumn("complex", F.max(F.col("state").isin("PrepareAbort", "PrepareEpochFence") & live).over(whole))
-        .withColumn("commits_before", F.sum(F.when((F.col("state") == "PrepareCommit") & live, 1).otherwise(0))
-                    .over(by_id.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
-        .withColumn("pid_changed", F.coalesce(F.lag("producer_id").over(by_id) != F.col("producer_id"), F.lit(True)))
-    )
-    walk = (
-        marked.filter(F.col("complex"))
-        .select(*source.RECORD_COLUMNS)
+    """Stage 1: record rows -> ``repartition(transactional_id)``, sorted by log position -> one IdStats row per id."""
+    return (
+        records.select(*WALK_COLUMNS)
+        .repartition(n, "transactional_id")
         .sortWithinPartitions("transactional_id", "log_partition", "log_offset")
         .mapInArrow(functools.partial(summarize_batches, params=params, declarations=declarations), spark_schema_of(IdStats))
     )
-    t = F.col("last_update_timestamp_ms")
-    tomb_t = F.when(F.col("tombstone") & (F.col("record_timestamp_ms") >= 0), F.col("record_timestamp_ms"))
-    seen = F.when(live & (t >= 0), t)
-    epoch = F.when(live & (F.col("producer_epoch") >= 0), F.col("producer_epoch").cast("long"))
-    is_init = live & (F.col("state") == "Empty")
-    inits = F.array_sort(F.collect_list(F.when(is_init, F.struct("pos", t.alias("t"), F.col("producer_epoch").cast("long").alias("e"),
-                                                                 F.col("commits_before").cast("long").alias("c")))))
-    pid_points = F.array_sort(F.collect_list(F.when(live & (F.col("producer_id") >= 0) & F.col("pid_changed"),
-                                                    F.struct("pos", F.col("producer_id").alias("p")))))
-    aggregated = (
-        marked.filter(~F.col("complex"))
-        .groupBy("transactional_id")
-        .agg(
-            F.min("log_partition").cast("long").alias("log_partition"),
-            F.count(F.lit(1)).alias("records"),
-            F.coalesce(F.min(seen), F.min(tomb_t), F.lit(-1)).alias("first_seen_ms"),
-            F.coalesce(F.max(seen), F.max(tomb_t), F.lit(-1)).alias("last_seen_ms"),
-            F.sum(is_init.cast("long")).alias("inits"),
-            F.sum((live & F.col("state").isin("PrepareCommit", "PrepareAbort")).cast("long")).alias("transactions"),
-            F.sum((live & (F.col("state") == "PrepareCommit")).cast("long")).alias("commits"),
-            F.coalesce(F.min(epoch), F.lit(-1)).alias("min_epoch"),
-            F.coalesce(F.max(epoch), F.lit(-1)).alias("max_epoch"),
-            F.transform(pid_points, lambda x: x["p"]).alias("pid_changes"),
-            F.greatest(F.coalesce(F.max(F.when(live, F.col("client_transaction_version"))), F.lit(0)), F.lit(0)).cast("long")
-            .alias("client_transaction_version"),
-            F.size(F.array_distinct(F.flatten(F.collect_set(F.when(live & (F.col("state") == "Ongoing"), F.col("partitions"))))))
-            .cast("long").alias("partitions_written"),
-            F.max_by("tombstone", "pos").alias("expired"),
-            F.transform(inits, lambda x: x["t"]).alias("init_times"),
-            F.transform(inits, lambda x: x["e"]).alias("init_epochs"),
-            F.transform(inits, lambda x: x["c"]).alias("init_commits"),
-        )
-        .mapInArrow(functools.partial(simple_id_batches, params=params, declarations=declarations), spark_schema_of(IdStats))
-    )
-    return walk.unionByName(aggregated)
 
 
 FAMILY_OUT_DDL = "family string, unstable string, summary string"  # the two as JSON (or null): one pass for both
@@ -424,7 +349,7 @@ class SparkAudit:
 
 def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
               declarations: Sequence[Declaration] | None = None, partitions: int | None = None,
-              dedupe: bool = True, cache: bool = True) -> SparkAudit:
+              cache: bool = True) -> SparkAudit:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -439,9 +364,9 @@ def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
             .groupBy("row_kind").count().collect()
         )
         counts = {r["row_kind"]: r["count"] for r in odd}
-        rows = records.filter(F.col("row_kind") == source.ROW_RECORD).select(*source.RECORD_COLUMNS)
-        if dedupe:  # a history overlapping the live log: each log position once
-            rows = rows.dropDuplicates(["log_partition", "log_offset"])
+        # Duplicate log positions (a history overlapping the live log) are dropped by the walk: it sees
+        # each id's records sorted by position, so copies of one record are neighbours.
+        rows = records.filter(F.col("row_kind") == source.ROW_RECORD)
         ids = id_stats_frame(rows, params, decls, n).persist(StorageLevel.MEMORY_AND_DISK)
         totals = ids.agg(
             F.count(F.lit(1)).alias("ids"),
@@ -518,8 +443,7 @@ def audit(spark: Any, inputs: Inputs, params: AuditParams = AuditParams(),
     """Load the inputs, run the audit, write the report directory if asked; Spark errors become one line."""
     try:
         records = load_records(spark, inputs)
-        several = len(inputs.history) + (inputs.config is not None) > 1  # overlapping inputs: positions once
-        done = run_audit(spark, records, params, declarations, dedupe=several, cache=inputs.config is not None)
+        done = run_audit(spark, records, params, declarations, cache=inputs.config is not None)
         done.result.sources = inputs.describe()
         if report_dir:
             write_report(spark, done, report_dir)
