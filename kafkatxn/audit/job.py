@@ -151,8 +151,12 @@ WALK_COLUMNS = [c for c in source.RECORD_COLUMNS
 
 def id_stats_frame(records: Any, params: AuditParams, declarations: list[Declaration] | None, n: int) -> Any:
     """Stage 1: record rows -> ``repartition(transactional_id)``, sorted by log position -> one IdStats row per id."""
+    from pyspark.sql import functions as F
+
+    # Only an Ongoing record's partitions count (the partitions an id wrote to): the rest need not travel.
+    ongoing_only = F.when(F.col("state") == "Ongoing", F.col("partitions")).alias("partitions")
     return (
-        records.select(*WALK_COLUMNS)
+        records.select(*(ongoing_only if c == "partitions" else c for c in WALK_COLUMNS))
         .repartition(n, "transactional_id")
         .sortWithinPartitions("transactional_id", "log_partition", "log_offset")
         .mapInArrow(functools.partial(summarize_batches, params=params, declarations=declarations), spark_schema_of(IdStats))
