@@ -36,18 +36,22 @@ class IdChurn:
 
     def __init__(self) -> None:
         self._previous: frozenset[str] | None = None
+        self._families: dict[str, str] = {}  # id -> family, for the ids of the previous look
         self._appeared = 0
         self._appeared_by_family: Counter[str] = Counter()
 
     def observe(self, ids: Iterable[str]) -> ChurnSample:
         now = frozenset(ids)
-        by_family = Counter(family_of(t) for t in now)
+        known = self._families
+        # Masking an id costs a few regex passes: only ids not seen at the previous look pay them.
+        families = {t: known.get(t) or family_of(t) for t in now}
+        by_family = Counter(families.values())
         baseline = self._previous is not None
         new = now - self._previous if self._previous is not None else frozenset()
-        new_by_family = Counter(family_of(t) for t in new)
+        new_by_family = Counter(families[t] for t in new)
         self._appeared += len(new)
         self._appeared_by_family.update(new_by_family)
-        self._previous = now
+        self._previous, self._families = now, families
         return ChurnSample(
             ids=len(now),
             new_ids=len(new),
