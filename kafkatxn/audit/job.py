@@ -167,14 +167,18 @@ FAMILY_OUT_DDL = "family string, unstable string, summary string"  # the two as 
 
 
 def family_batches(batches: Iterator[Any], params: AuditParams) -> Iterator[Any]:
-    """Stage 3: IdStats rows sorted by family -> unstable-family findings and family summaries."""
+    """Stage 3: (family, FamilyMember fields) rows sorted by family -> unstable-family findings and family summaries.
+
+    A family can hold most ids (one UUID per batch: 700k ids in 10M records), and all of it lands in one
+    task; so only the fields the family rules read travel, and members are plain tuples.
+    """
     import pyarrow as pa
 
     from kafkatxn.output import to_plain
 
     out: list[tuple[str, str | None, str | None]] = []
     current: str | None = None
-    members: list[IdStats] = []
+    members: list[Any] = []
 
     def decide() -> None:
         if members:
@@ -184,12 +188,15 @@ def family_batches(batches: Iterator[Any], params: AuditParams) -> Iterator[Any]
             if finding is not None or summary is not None:
                 out.append((family, json.dumps(to_plain(finding)) if finding else None, json.dumps(to_plain(summary)) if summary else None))
 
+    member = rules.FamilyMember
     for batch in batches:
-        for row in batch.to_pylist():
-            if row["family"] != current:
+        families = batch.column(0).to_pylist()
+        fields = [batch.column(i).to_pylist() for i in range(1, batch.num_columns)]
+        for family, row in zip(families, zip(*fields)):
+            if family != current:
                 decide()
-                current, members = row["family"], []
-            members.append(_from_row(IdStats, row))
+                current, members = family, []
+            members.append(member(*row))
     decide()
     if out:
         cols = list(zip(*out))
@@ -388,7 +395,8 @@ def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
         key=lambda f: f.transactional_id,
     )
     family_rows = (
-        ids.repartition(n, "family").sortWithinPartitions("family", "transactional_id")
+        ids.select("family", *rules.FamilyMember._fields)
+        .repartition(n, "family").sortWithinPartitions("family", "transactional_id")
         .mapInArrow(functools.partial(family_batches, params=params), FAMILY_OUT_DDL)
         .collect()
     )

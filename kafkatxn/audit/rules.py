@@ -584,6 +584,18 @@ def init_storm_finding(
     )
 
 
+class FamilyMember(NamedTuple):
+    """What the family rules read of an IdStats (the Spark job's family stage moves only these)."""
+
+    transactional_id: str
+    first_seen_ms: int
+    last_seen_ms: int
+    inits: int
+    transactions: int
+    partitions_written: int
+    expired: bool
+
+
 def peak_concurrency(intervals: Iterable[tuple[int, int]]) -> int:
     """Most intervals ``[start, end]`` open at one instant (touching ends overlap)."""
     events: list[tuple[int, int]] = []
