@@ -28,6 +28,7 @@ from typing import Callable, Iterable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from kafkatxn.audit.churn import ChurnSample, IdChurn, churn_metric_families
 from kafkatxn.snapshot import ClusterSnapshot, gather_snapshot
 from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
 from kafkatxn.kafka import Cluster
@@ -51,6 +52,7 @@ class ExportOptions:
     only_lagging: bool = False  # per-partition series only where the LSO lags the high watermark
     per_topic: bool = False  # per-topic sums instead of per-partition series
     per_group: bool = False  # consumer-group lag: per-group sums only, no per-partition series
+    per_family: bool = False  # transactional-id churn per id family instead of cluster-wide
 
 
 def metric_families(
@@ -250,6 +252,8 @@ class SnapshotCollector(Collector):
         self._snapshot: ClusterSnapshot | None = None
         self._gathered_at = 0.0
         self._generation = 0  # bumped after each gather, so waiters can tell one finished
+        self._churn = IdChurn()  # transactional ids new since the previous gather
+        self._churn_for: tuple[ClusterSnapshot, ChurnSample] | None = None
 
     def describe(self) -> list[Metric]:
         # Registering must not gather: the cluster is only asked at scrape time.
@@ -272,12 +276,17 @@ class SnapshotCollector(Collector):
                 log.warning("gather failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
                 snap = ClusterSnapshot(int(time.time() * 1000), error=f"{type(exc).__name__}: {exc}")
             self._snapshot, self._gathered_at = snap, self._clock()
+            if snap.up and snap.transactional_ids is not None:  # an incomplete listing keeps the baseline
+                self._churn_for = (snap, self._churn.observe(snap.transactional_ids))
             self._generation += 1
             return snap, 0.0
 
     def collect(self) -> Iterator[Metric]:
         snap, age = self.snapshot()
         yield from metric_families(snap, self.options, age)
+        churn = self._churn_for
+        if churn is not None and churn[0] is snap:
+            yield from churn_metric_families(churn[1], self.options.per_family)
 
 
 class ClusterGatherer:

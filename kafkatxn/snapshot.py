@@ -123,6 +123,7 @@ class ClusterSnapshot:
     undetermined: tuple[UndeterminedSample, ...] = ()  # neither hanging nor shown to be tracked
     max_transaction_timeout_ms: int | None = None
     missing: tuple[Missing, ...] = ()  # parts that did not answer
+    transactional_ids: tuple[str, ...] | None = None  # every id ListTransactions returned; None unless all answered
     groups: tuple[GroupSample, ...] | None = None  # None when group lag was not gathered
 
     @property
@@ -277,6 +278,8 @@ def gather_snapshot(
     if listed is not None:
         missing += [m.within("transactions") for m in listed.missing]
         snapshot.transaction_states = dict(Counter(t.state for t in listed.value))
+        if not listed.missing:
+            snapshot.transactional_ids = tuple(t.transactional_id for t in listed.value)
         open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
         if open_ids:
             described = step("open transactions", lambda: cluster.describe_transactions(open_ids))

@@ -11,7 +11,10 @@ Stages, each a plain Spark transformation around a pure function of :mod:`kafkat
    position -> ``mapInArrow`` walking each id's history with ``summarize_id`` -> one row per id
    (duplicate log positions, from a history overlapping the live log, are dropped on the way);
 2. shared ids: ids whose fence count reaches the threshold -> ``shared_id_finding`` on the driver;
-3. unstable ids: id rows ``repartition(family)`` -> ``mapInArrow`` with ``unstable_family_finding``;
+   re-initialisation storms: ids whose inits reach the threshold, with their families' init counts
+   (a ``groupBy``) -> ``init_storm_finding`` on the driver;
+3. unstable ids and family summaries: id rows ``repartition(family)`` -> ``mapInArrow`` with
+   ``unstable_family_finding`` and ``family_summary``;
 4. inventory: the declarations travel with stage 1 (each id row says which declarations cover it);
    seen-but-undeclared ids are grouped by family with a ``groupBy``.
 
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from kafkatxn.audit import rules, source
+from kafkatxn.audit import preflight, rules, source
 from kafkatxn.audit.rules import AuditParams, AuditResult, Declaration, IdStats
 from kafkatxn.errors import ClusterError, NotFoundError, UsageError
 
@@ -115,9 +118,13 @@ def summarize_batches(
     current: str | None = None
     group: list[Any] = []
     last_pos: tuple[int, int] | None = None
+    # Arrow columns to Python lists one column at a time (C loops), the pruned ones as constants.
+    pruned = {"previous_producer_id": -1, "next_producer_id": -1, "next_producer_epoch": -1, "value_version": -1}
     for batch in batches:
-        cols = batch.to_pydict()
-        for row in zip(*(cols[c] for c in source.RECORD_COLUMNS)):
+        names = batch.schema.names
+        n = batch.num_rows
+        cols = [batch.column(names.index(c)).to_pylist() if c in names else [pruned[c]] * n for c in source.RECORD_COLUMNS]
+        for row in zip(*cols):
             if row[0] != current:
                 if group:
                     out.append(summarize(group, params, index))
@@ -136,28 +143,64 @@ def summarize_batches(
         yield _to_batch(out, IdStats, schema)
 
 
+# What the per-id walk reads: the record columns but the four it never looks at (previous and next
+# producer id, next epoch, value version), which then cross the shuffle and the Arrow boundary for nothing.
+WALK_COLUMNS = [c for c in source.RECORD_COLUMNS
+                if c not in ("previous_producer_id", "next_producer_id", "next_producer_epoch", "value_version")]
+
+
+def id_stats_frame(records: Any, params: AuditParams, declarations: list[Declaration] | None, n: int) -> Any:
+    """Stage 1: record rows -> ``repartition(transactional_id)``, sorted by log position -> one IdStats row per id."""
+    from pyspark.sql import functions as F
+
+    # Only an Ongoing record's partitions count (the partitions an id wrote to): the rest need not travel.
+    ongoing_only = F.when(F.col("state") == "Ongoing", F.col("partitions")).alias("partitions")
+    return (
+        records.select(*(ongoing_only if c == "partitions" else c for c in WALK_COLUMNS))
+        .repartition(n, "transactional_id")
+        .sortWithinPartitions("transactional_id", "log_partition", "log_offset")
+        .mapInArrow(functools.partial(summarize_batches, params=params, declarations=declarations), spark_schema_of(IdStats))
+    )
+
+
+FAMILY_OUT_DDL = "family string, unstable string, summary string"  # the two as JSON (or null): one pass for both
+
+
 def family_batches(batches: Iterator[Any], params: AuditParams) -> Iterator[Any]:
-    """Stage 3: IdStats rows sorted by family -> unstable-family findings."""
-    schema = _arrow_schema_of(rules.UnstableFamilyFinding)
-    found: list[Any] = []
+    """Stage 3: (family, FamilyMember fields) rows sorted by family -> unstable-family findings and family summaries.
+
+    A family can hold most ids (one UUID per batch: 700k ids in 10M records), and all of it lands in one
+    task; so only the fields the family rules read travel, and members are plain tuples.
+    """
+    import pyarrow as pa
+
+    from kafkatxn.output import to_plain
+
+    out: list[tuple[str, str | None, str | None]] = []
     current: str | None = None
-    members: list[IdStats] = []
+    members: list[Any] = []
 
     def decide() -> None:
         if members:
-            finding = rules.unstable_family_finding(current or "", members, params)
-            if finding is not None:
-                found.append(finding)
+            family = current or ""
+            finding = rules.unstable_family_finding(family, members, params)
+            summary = rules.family_summary(family, members, params, finding is not None)
+            if finding is not None or summary is not None:
+                out.append((family, json.dumps(to_plain(finding)) if finding else None, json.dumps(to_plain(summary)) if summary else None))
 
+    member = rules.FamilyMember
     for batch in batches:
-        for row in batch.to_pylist():
-            if row["family"] != current:
+        families = batch.column(0).to_pylist()
+        fields = [batch.column(i).to_pylist() for i in range(1, batch.num_columns)]
+        for family, row in zip(families, zip(*fields)):
+            if family != current:
                 decide()
-                current, members = row["family"], []
-            members.append(_from_row(IdStats, row))
+                current, members = family, []
+            members.append(member(*row))
     decide()
-    if found:
-        yield _to_batch(found, rules.UnstableFamilyFinding, schema)
+    if out:
+        cols = list(zip(*out))
+        yield pa.RecordBatch.from_arrays([pa.array(c, type=pa.string()) for c in cols], names=["family", "unstable", "summary"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,7 +245,9 @@ def build_session(master: str | None = None, app_name: str = "kafkatxn-audit", s
         builder = builder.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "8")
         builder = builder.config("spark.ui.showConsoleProgress", "false")  # progress bars would garble stderr
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}")
-        builder = builder.config("spark.pyspark.python", os.environ.get("PYSPARK_PYTHON", sys.executable))
+        # Spark's Python side runs PYSPARK_PYTHON, else `python3` from PATH, which need not be the
+        # interpreter kafkatxn is installed in (pipx, a venv not activated): pin it in local mode.
+        preflight.pin_local_python(effective)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -212,8 +257,40 @@ def build_session(master: str | None = None, app_name: str = "kafkatxn-audit", s
     shipped = "kafkatxn.zip" in (sc.getConf().get("spark.submit.pyFiles") or "")  # spark-submit --py-files did it
     if (ship_code if ship_code is not None else not sc.master.startswith("local")) and not shipped:
         sc.addPyFile(package_zip())
+    try:
+        check_python(spark)
+    except BaseException:
+        spark.stop()
+        raise
     source.register(spark)
     return spark, True
+
+
+def check_python(spark: Any) -> None:
+    """One line naming the package and the interpreter when Spark's Python side lacks a package.
+
+    The data-source planner runs ``pythonExec`` on the driver's host; the workers run it (or
+    ``spark.pyspark.python``) on the executors. Both are asked before the job starts.
+    """
+    import subprocess
+
+    sc = spark.sparkContext
+    exe = sc.pythonExec
+    if exe != sys.executable:
+        try:
+            done = subprocess.run([exe, "-c", preflight.PROBE_SCRIPT], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SparkMissing(f"cannot run Spark's Python ({exe}) on this host: {exc.__class__.__name__}; set PYSPARK_PYTHON") from None
+        if done.returncode == 0:
+            interpreter, version, missing = json.loads(done.stdout)
+            if missing:
+                raise SparkMissing(preflight.missing_line(interpreter, version, missing, "driver (data-source planner)"))
+    try:
+        problem = preflight.probe(sc)
+    except Exception as exc:  # noqa: BLE001 - the probe itself could not run (no worker, wrong Python)
+        raise ClusterError(f"Spark's Python workers ({exe}) cannot run: {spark_error_line(exc, exe)}") from exc
+    if problem:
+        raise SparkMissing(problem)
 
 
 def package_zip(directory: str | Path | None = None) -> str:
@@ -282,13 +359,15 @@ class SparkAudit:
 
 
 def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
-              declarations: Sequence[Declaration] | None = None, partitions: int | None = None) -> SparkAudit:
+              declarations: Sequence[Declaration] | None = None, partitions: int | None = None,
+              cache: bool = True) -> SparkAudit:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     decls = list(declarations) if declarations is not None else None
     n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
-    records = records.persist(StorageLevel.MEMORY_AND_DISK)  # read the source once for both passes below
+    if cache:  # read the source (the live log) once for both passes below; Parquet is cheaper to read again
+        records = records.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         odd = (
             records.filter(F.col("row_kind") != source.ROW_RECORD)
@@ -296,14 +375,10 @@ def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
             .groupBy("row_kind").count().collect()
         )
         counts = {r["row_kind"]: r["count"] for r in odd}
-        ids = (
-            records.filter(F.col("row_kind") == source.ROW_RECORD)
-            .select(*source.RECORD_COLUMNS)
-            .repartition(n, "transactional_id")
-            .sortWithinPartitions("transactional_id", "log_partition", "log_offset")
-            .mapInArrow(functools.partial(summarize_batches, params=params, declarations=decls), spark_schema_of(IdStats))
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
+        # Duplicate log positions (a history overlapping the live log) are dropped by the walk: it sees
+        # each id's records sorted by position, so copies of one record are neighbours.
+        rows = records.filter(F.col("row_kind") == source.ROW_RECORD)
+        ids = id_stats_frame(rows, params, decls, n).persist(StorageLevel.MEMORY_AND_DISK)
         totals = ids.agg(
             F.count(F.lit(1)).alias("ids"),
             F.sum("records").alias("records"),
@@ -319,12 +394,29 @@ def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
         (f for f in (rules.shared_id_finding(_from_row(IdStats, r.asDict()), params) for r in shared_rows) if f),
         key=lambda f: f.transactional_id,
     )
-    unstable_rows = (
-        ids.repartition(n, "family").sortWithinPartitions("family", "transactional_id")
-        .mapInArrow(functools.partial(family_batches, params=params), spark_schema_of(rules.UnstableFamilyFinding))
+    family_rows = (
+        ids.select("family", *rules.FamilyMember._fields)
+        .repartition(n, "family").sortWithinPartitions("family", "transactional_id")
+        .mapInArrow(functools.partial(family_batches, params=params), FAMILY_OUT_DDL)
         .collect()
     )
-    unstable = sorted((_from_row(rules.UnstableFamilyFinding, r.asDict()) for r in unstable_rows), key=lambda f: f.family)
+    unstable = sorted(
+        (rules.UnstableFamilyFinding(**json.loads(r["unstable"])) for r in family_rows if r["unstable"]), key=lambda f: f.family
+    )
+    families = rules.sort_families(rules.FamilySummary(**json.loads(r["summary"])) for r in family_rows if r["summary"])
+    storm_rows = [_from_row(IdStats, r.asDict()) for r in ids.filter(F.col("max_inits_in_window") >= params.storm_min_inits).collect()]
+    siblings: dict[str, list[int]] = {}
+    if storm_rows:
+        wanted = sorted({s.family for s in storm_rows})
+        siblings = {
+            r["family"]: list(r["inits"])
+            for r in ids.filter(F.col("family").isin(wanted)).groupBy("family")
+            .agg(F.collect_list("max_inits_in_window").alias("inits")).collect()
+        }
+    storms = sorted(
+        (f for f in (rules.init_storm_finding(s, params, siblings.get(s.family)) for s in storm_rows) if f is not None),
+        key=lambda f: f.transactional_id,
+    )
     inventory: list[rules.InventoryFinding] = []
     if decls is not None:
         matched = {r[0] for r in ids.select(F.explode("declared_by")).distinct().collect()}
@@ -352,6 +444,8 @@ def run_audit(spark: Any, records: Any, params: AuditParams = AuditParams(),
         shared_ids=shared,
         unstable_ids=unstable,
         inventory=inventory,
+        init_storms=storms,
+        families=families,
     )
     return SparkAudit(result, ids)
 
@@ -361,7 +455,7 @@ def audit(spark: Any, inputs: Inputs, params: AuditParams = AuditParams(),
     """Load the inputs, run the audit, write the report directory if asked; Spark errors become one line."""
     try:
         records = load_records(spark, inputs)
-        done = run_audit(spark, records, params, declarations)
+        done = run_audit(spark, records, params, declarations, cache=inputs.config is not None)
         done.result.sources = inputs.describe()
         if report_dir:
             write_report(spark, done, report_dir)
@@ -370,7 +464,7 @@ def audit(spark: Any, inputs: Inputs, params: AuditParams = AuditParams(),
     except Exception as exc:  # noqa: BLE001 - Spark wraps worker errors in long Java/Python traces
         if _is_kafkatxn_error(exc):
             raise
-        raise ClusterError(spark_error_line(exc)) from exc
+        raise ClusterError(spark_error_line(exc, spark.sparkContext.pythonExec)) from exc
 
 
 def _is_kafkatxn_error(exc: BaseException) -> bool:
@@ -382,11 +476,23 @@ def _is_kafkatxn_error(exc: BaseException) -> bool:
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
 
 
-def spark_error_line(exc: BaseException) -> str:
-    """The innermost ``SomeError: message`` line of a Spark/Python worker failure."""
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def spark_error_line(exc: BaseException, python: str | None = None) -> str:
+    """The innermost ``SomeError: message`` line of a Spark/Python worker failure.
+
+    A missing module is said as such, with the interpreter (``python``, Spark's pythonExec) that lacks it.
+    """
     from kafkatxn.redact import redact
 
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = str(exc)
+    missing = _NO_MODULE.search(text)
+    if missing and python:
+        module = missing.group(1).split(".")[0]
+        dist = preflight.REQUIRED.get(module, module)
+        return redact(preflight.missing_line(python, "version unknown", [dist], "driver or workers"))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     found = [m for m in (_ERROR_LINE.match(ln) for ln in lines) if m]
     # Python worker failures end with the worker's own exception line; prefer it over Java's wrappers.
     for m in reversed(found):
@@ -408,6 +514,8 @@ def write_report(spark: Any, done: SparkAudit, report_dir: str) -> None:
         ("shared_ids", rules.SharedIdFinding, done.result.shared_ids),
         ("unstable_ids", rules.UnstableFamilyFinding, done.result.unstable_ids),
         ("inventory", rules.InventoryFinding, done.result.inventory),
+        ("init_storms", rules.InitStormFinding, done.result.init_storms),
+        ("families", rules.FamilySummary, done.result.families),
     ):
         data = [tuple(getattr(r, f.name) for f in dataclasses.fields(cls)) for r in rows]
         spark.createDataFrame(data, spark_schema_of(cls)).coalesce(1).write.mode("overwrite").parquet(str(out / name))

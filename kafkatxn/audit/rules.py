@@ -71,6 +71,7 @@ SEVERITY_WARNING = "warning"
 
 DEFAULT_ID_EXPIRATION_MS = 7 * 86_400_000  # transactional.id.expiration.ms default
 MAX_LISTED = 10  # producer ids, examples: enough to act on, bounded per row
+MAX_STORM_LISTED = 20  # epochs and intervals of a storm
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,10 @@ class AuditParams:
     one_shot_share: float = 0.8
     replacement_factor: float = 3.0
     id_expiration_ms: int = DEFAULT_ID_EXPIRATION_MS
+    storm_min_inits: int = 6  # InitProducerIds within storm_window_ms that make a re-initialisation storm
+    storm_window_ms: int = 10 * 60_000
+    storm_family_factor: float = 2.0  # ... and at least this many times its siblings' (a per-batch writer re-inits them all)
+    storm_severity: str = SEVERITY_CRITICAL
 
 
 class HistoryRecord(NamedTuple):
@@ -124,6 +129,57 @@ def family_of(transactional_id: str) -> str:
     return _NUMBER.sub("{n}", text)
 
 
+# Id shapes real frameworks write, as families (family_of masks them this way):
+FRAMEWORK_STREAMS = "kafka_streams_eos_v2"  # <application.id>-<process UUID>-<thread index>
+FRAMEWORK_FLINK = "flink_kafka_sink"  # <transactionalIdPrefix>-<subtask>-<checkpoint id>
+FRAMEWORK_RANDOM = "random_per_run"  # a random id per query, batch or task (common in Spark jobs)
+FRAMEWORK_NUMBERED = "numbered"  # <name>-<n>: a per-partition or per-instance set (kafkatxn.spark), or a counter
+FRAMEWORK_OTHER = "other"
+
+_STREAMS_SHAPE = re.compile(r".+-\{uuid\}-\{n\}")
+_FLINK_SHAPE = re.compile(r".+-\{n\}-\{n\}")
+_NUMBERED_SHAPE = re.compile(r"[^{}]+-\{n\}")
+
+ADVICE = {
+    FRAMEWORK_STREAMS: "Kafka Streams exactly-once v2 names producers <application.id>-<process UUID>-<thread>; a new "
+    "UUID on every start means the instance lost its state directory (state.dir keeps the process id): put state.dir "
+    "on a persistent volume (a StatefulSet volume, not emptyDir or /tmp)",
+    FRAMEWORK_FLINK: "Flink's KafkaSink names transactions <prefix>-<subtask>-<checkpoint>; the default naming makes "
+    "new ids at every checkpoint, each held by the brokers until transactional.id.expiration.ms: use "
+    "TransactionNamingStrategy.POOLING (flink-connector-kafka 4.0+), keep transactionalIdPrefix stable, or lower "
+    "transactional.id.expiration.ms on the cluster",
+    FRAMEWORK_RANDOM: "a random id per query, batch or task fences no zombie and leaves state behind each time: derive "
+    "the id from something stable, e.g. kafkatxn.spark.transactional_id (<prefix>-<application>[-<query>]-<partition>) "
+    "with a fixed repartition(n)",
+    FRAMEWORK_NUMBERED: "the number keeps growing (a run or batch counter?): number ids by partition or instance, a "
+    "bounded set that restarts reuse",
+    FRAMEWORK_OTHER: "keep one id per application instance across restarts (derive it from the instance, not the run)",
+}
+
+# Rough heap cost per entry, for an order of magnitude (JVM object headers, maps, the id string):
+# a coordinator's TransactionMetadata per id, and a ProducerStateEntry (with its batch metadata) per
+# partition the id wrote to.
+STATE_BYTES_PER_ID = 400
+STATE_BYTES_PER_PARTITION = 300
+
+
+def framework_of(family: str) -> str:
+    """Which framework's naming a family's shape matches (see FRAMEWORK_*)."""
+    if _STREAMS_SHAPE.fullmatch(family):
+        return FRAMEWORK_STREAMS
+    if _FLINK_SHAPE.fullmatch(family):
+        return FRAMEWORK_FLINK
+    if "{uuid}" in family or "{hex}" in family:
+        return FRAMEWORK_RANDOM
+    if _NUMBERED_SHAPE.fullmatch(family):
+        return FRAMEWORK_NUMBERED
+    return FRAMEWORK_OTHER
+
+
+def state_bytes(ids: int, partitions: int) -> int:
+    return ids * STATE_BYTES_PER_ID + partitions * STATE_BYTES_PER_PARTITION
+
+
 # --------------------------------------------------------------------------------------------
 # Per-id history
 # --------------------------------------------------------------------------------------------
@@ -156,6 +212,15 @@ class IdStats:
     partitions_written: int = 0  # distinct topic partitions its transactions touched
     expired: bool = False  # the last record is a tombstone
     declared_by: list[int] = field(default_factory=list)  # indexes of matching inventory declarations
+    # The densest storm_window_ms of InitProducerIds (the re-initialisation storm rule's evidence):
+    max_inits_in_window: int = 0
+    storm_first_init_ms: int = -1
+    storm_last_init_ms: int = -1
+    storm_epochs: list[int] = field(default_factory=list)  # epoch each init gave, at most MAX_STORM_LISTED
+    storm_intervals_ms: list[int] = field(default_factory=list)  # between consecutive inits, at most MAX_STORM_LISTED
+    storm_median_interval_ms: int = -1
+    storm_inits_fencing: int = 0  # inits in the window that fenced an open transaction
+    storm_intervals_with_commits: int = 0  # intervals between inits in which a transaction committed
 
 
 def _ts(record: Any) -> int:
@@ -164,15 +229,51 @@ def _ts(record: Any) -> int:
     return record.last_update_timestamp_ms
 
 
-def max_in_window(times: Sequence[int], window_ms: int) -> int:
-    """The largest number of ``times`` (sorted) within any span of ``window_ms``."""
-    best = 0
+def densest_window(times: Sequence[int], window_ms: int) -> tuple[int, int]:
+    """``(lo, hi)``: the first, largest run ``times[lo:hi]`` (sorted) within a span of ``window_ms``."""
+    best = (0, 0)
     lo = 0
     for hi, t in enumerate(times):
         while t - times[lo] > window_ms:
             lo += 1
-        best = max(best, hi - lo + 1)
+        if hi + 1 - lo > best[1] - best[0]:
+            best = (lo, hi + 1)
     return best
+
+
+def max_in_window(times: Sequence[int], window_ms: int) -> int:
+    """The largest number of ``times`` (sorted) within any span of ``window_ms``."""
+    lo, hi = densest_window(times, window_ms)
+    return hi - lo
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return 0.0
+    mid = n // 2
+    return float(ordered[mid]) if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def storm_evidence(stats: IdStats, inits: list[tuple[int, int, bool, int]], params: AuditParams) -> None:
+    """Fill the storm fields from ``(time, epoch, fenced an open txn, commits so far)`` per init, in log order."""
+    if not inits:
+        return
+    times = [i[0] for i in inits]
+    if any(b < a for a, b in zip(times, times[1:])):  # log order is time order per id; be safe with clock skew
+        inits = sorted(inits, key=lambda i: i[0])
+        times = [i[0] for i in inits]
+    lo, hi = densest_window(times, params.storm_window_ms)
+    window = inits[lo:hi]
+    stats.max_inits_in_window = hi - lo
+    stats.storm_first_init_ms, stats.storm_last_init_ms = window[0][0], window[-1][0]
+    stats.storm_epochs = [i[1] for i in window][:MAX_STORM_LISTED]
+    intervals = [b[0] - a[0] for a, b in zip(window, window[1:])]
+    stats.storm_intervals_ms = intervals[:MAX_STORM_LISTED]
+    stats.storm_median_interval_ms = int(_median(intervals)) if intervals else -1
+    stats.storm_inits_fencing = sum(1 for i in window if i[2])
+    stats.storm_intervals_with_commits = sum(1 for a, b in zip(window, window[1:]) if b[3] > a[3])
 
 
 def summarize_id(
@@ -193,6 +294,8 @@ def summarize_id(
     min_epoch = max_epoch = -1
     tv = 0
     tomb_first = tomb_last = -1
+    inits: list[tuple[int, int, bool, int]] = []  # (time, epoch, fenced an open transaction, commits before it)
+    fences_at_last_init = 0
     for r in records:
         stats.records += 1
         if r.tombstone:
@@ -227,6 +330,8 @@ def summarize_id(
         if state == "Empty":
             stats.inits += 1
             open_txn.pop(pid, None)
+            inits.append((t, epoch, len(fence_times) > fences_at_last_init, stats.commits))
+            fences_at_last_init = len(fence_times)
         elif state == "Ongoing":
             open_txn.setdefault(pid, (epoch, r.client_transaction_version))
             partitions.update(r.partitions)
@@ -261,6 +366,7 @@ def summarize_id(
             fenced_pending = True
         if pid >= 0 and epoch >= 0:
             last_epoch[pid] = epoch
+    storm_evidence(stats, inits, params)
     fence_times.sort()
     stats.fences = len(fence_times)
     if fence_times:
@@ -336,6 +442,26 @@ class UnstableFamilyFinding:
     steady_state_pinned_ids: int | None  # creation rate x id expiration
     id_expiration_ms: int
     examples: list[str]
+    framework: str  # whose naming the family's shape matches (FRAMEWORK_*)
+    estimated_state_bytes: int  # what the pinned ids and partitions hold on the brokers (order of magnitude)
+    steady_state_bytes: int | None  # the same at the steady state
+    advice: str
+
+
+@dataclass(frozen=True)
+class FamilySummary:
+    """Every family whose shape a framework writes (or that is unstable): what the brokers hold for it."""
+
+    family: str
+    framework: str
+    verdict: str  # churning (an unstable family) | stable
+    ids: int
+    live_ids: int  # not expired: held until transactional.id.expiration.ms after their last use
+    live_partitions: int  # producer-state entries their transactions left on partitions
+    estimated_state_bytes: int
+    held_until_ms: int  # when the last live member expires (-1: none live)
+    id_expiration_ms: int
+    examples: list[str]
 
 
 @dataclass(frozen=True)
@@ -376,6 +502,100 @@ def shared_id_finding(stats: IdStats, params: AuditParams = AuditParams()) -> Sh
     )
 
 
+@dataclass(frozen=True)
+class InitStormFinding:
+    """One id initialised again and again within ``init_window_ms``: two live instances taking turns, or a crash loop."""
+
+    transactional_id: str
+    severity: str
+    likely_cause: str  # instances_taking_turns | crash_loop
+    max_inits_in_window: int
+    init_window_ms: int
+    inits: int  # over the whole history
+    first_init_ms: int  # of the densest window
+    last_init_ms: int
+    epochs: list[int]  # the epoch each init in the window gave (a new producer id restarts at 0)
+    intervals_ms: list[int]  # between consecutive inits in the window
+    median_interval_ms: int
+    inits_fencing_open_transaction: int  # inits in the window that aborted another holder's open transaction
+    intervals_with_commits: int  # intervals in the window in which the id committed work
+    family: str
+    family_size: int
+    siblings_median_inits: float  # the rest of the family's busiest windows (-1: no siblings)
+    producer_ids: list[int]
+    commits: int
+    aborts: int
+    timeouts: int
+    client_transaction_version: int
+    log_partition: int
+
+
+def storm_cause(stats: IdStats) -> str:
+    """Which a storm most likely is. Live instances taking turns each do work between their inits
+    (a commit in most intervals); a crash loop dies before or during its first transactions."""
+    intervals = max(stats.max_inits_in_window - 1, 1)
+    return "instances_taking_turns" if stats.storm_intervals_with_commits * 2 >= intervals else "crash_loop"
+
+
+def siblings_median(values: Sequence[int], own: int) -> float:
+    """Median of a family's ``max_inits_in_window`` without one occurrence of ``own``; -1 without siblings."""
+    rest = list(values)
+    rest.remove(own)
+    return _median(rest) if rest else -1.0
+
+
+def init_storm_finding(
+    stats: IdStats, params: AuditParams = AuditParams(), family_inits: Sequence[int] | None = None
+) -> InitStormFinding | None:
+    """A storm: ``storm_min_inits`` inits within ``storm_window_ms``, and (with siblings in its family)
+    at least ``storm_family_factor`` times their median. A writer that re-initialises every id of a
+    fixed set once per batch (kafkatxn.spark, Flink's pooled ids) keeps all siblings at one rate;
+    an id two instances share is initialised by both, more often than its siblings."""
+    n = stats.max_inits_in_window
+    if n < params.storm_min_inits:
+        return None
+    values = list(family_inits) if family_inits is not None else [n]
+    siblings = siblings_median(values, n)
+    if siblings >= 0 and n < params.storm_family_factor * siblings:
+        return None
+    return InitStormFinding(
+        transactional_id=stats.transactional_id,
+        severity=params.storm_severity,
+        likely_cause=storm_cause(stats),
+        max_inits_in_window=n,
+        init_window_ms=params.storm_window_ms,
+        inits=stats.inits,
+        first_init_ms=stats.storm_first_init_ms,
+        last_init_ms=stats.storm_last_init_ms,
+        epochs=list(stats.storm_epochs),
+        intervals_ms=list(stats.storm_intervals_ms),
+        median_interval_ms=stats.storm_median_interval_ms,
+        inits_fencing_open_transaction=stats.storm_inits_fencing,
+        intervals_with_commits=stats.storm_intervals_with_commits,
+        family=stats.family,
+        family_size=len(values),
+        siblings_median_inits=siblings,
+        producer_ids=list(stats.producer_ids),
+        commits=stats.commits,
+        aborts=stats.aborts,
+        timeouts=stats.timeouts,
+        client_transaction_version=stats.client_transaction_version,
+        log_partition=stats.log_partition,
+    )
+
+
+class FamilyMember(NamedTuple):
+    """What the family rules read of an IdStats (the Spark job's family stage moves only these)."""
+
+    transactional_id: str
+    first_seen_ms: int
+    last_seen_ms: int
+    inits: int
+    transactions: int
+    partitions_written: int
+    expired: bool
+
+
 def peak_concurrency(intervals: Iterable[tuple[int, int]]) -> int:
     """Most intervals ``[start, end]`` open at one instant (touching ends overlap)."""
     events: list[tuple[int, int]] = []
@@ -412,6 +632,8 @@ def unstable_family_finding(
     now = last_seen if now_ms is None else now_ms
     pinned = [m for m in members if not m.expired and m.last_seen_ms + params.id_expiration_ms > now]
     steady = round(rate * params.id_expiration_ms / 3_600_000) if rate is not None else None
+    framework = framework_of(family)
+    per_member_partitions = sum(m.partitions_written for m in members) / size
     return UnstableFamilyFinding(
         family=family,
         severity=SEVERITY_WARNING,
@@ -426,6 +648,37 @@ def unstable_family_finding(
         pinned_partitions=sum(m.partitions_written for m in pinned),
         pinned_until_ms=max((m.last_seen_ms for m in pinned), default=last_seen) + params.id_expiration_ms if pinned else -1,
         steady_state_pinned_ids=steady,
+        id_expiration_ms=params.id_expiration_ms,
+        examples=sorted(m.transactional_id for m in members)[:3],
+        framework=framework,
+        estimated_state_bytes=state_bytes(len(pinned), sum(m.partitions_written for m in pinned)),
+        steady_state_bytes=round(state_bytes(steady, 0) + steady * per_member_partitions * STATE_BYTES_PER_PARTITION)
+        if steady is not None else None,
+        advice=ADVICE[framework],
+    )
+
+
+def family_summary(
+    family: str, members: Sequence[IdStats], params: AuditParams = AuditParams(), unstable: bool = False,
+    now_ms: int | None = None,
+) -> FamilySummary | None:
+    """The family row of the report: for framework-shaped families and unstable ones, None for the rest."""
+    framework = framework_of(family)
+    if framework == FRAMEWORK_OTHER and not unstable:
+        return None
+    last_seen = max(m.last_seen_ms for m in members)
+    now = last_seen if now_ms is None else now_ms
+    live = [m for m in members if not m.expired and m.last_seen_ms + params.id_expiration_ms > now]
+    partitions = sum(m.partitions_written for m in live)
+    return FamilySummary(
+        family=family,
+        framework=framework,
+        verdict="churning" if unstable else "stable",
+        ids=len(members),
+        live_ids=len(live),
+        live_partitions=partitions,
+        estimated_state_bytes=state_bytes(len(live), partitions),
+        held_until_ms=max(m.last_seen_ms for m in live) + params.id_expiration_ms if live else -1,
         id_expiration_ms=params.id_expiration_ms,
         examples=sorted(m.transactional_id for m in members)[:3],
     )
@@ -614,15 +867,17 @@ class AuditResult:
     shared_ids: list[SharedIdFinding]
     unstable_ids: list[UnstableFamilyFinding]
     inventory: list[InventoryFinding]
+    init_storms: list[InitStormFinding] = field(default_factory=list)
+    families: list[FamilySummary] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
         from kafkatxn.errors import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING
 
-        if self.shared_ids:
+        if self.shared_ids or any(f.severity == SEVERITY_CRITICAL for f in self.init_storms):
             return EXIT_CRITICAL
-        if self.unstable_ids or self.inventory:
+        if self.unstable_ids or self.inventory or self.init_storms:
             return EXIT_WARNING
         return EXIT_OK
 
@@ -654,6 +909,22 @@ def finish(
         (f for f in (unstable_family_finding(fam, ms, params) for fam, ms in families.items()) if f is not None),
         key=lambda f: f.family,
     )
+    churning = {f.family for f in unstable}
+    summaries = sort_families(
+        f for f in (family_summary(fam, ms, params, fam in churning) for fam, ms in families.items()) if f is not None
+    )
+    storms = sorted(
+        (
+            f
+            for f in (
+                init_storm_finding(s, params, [m.max_inits_in_window for m in families[s.family]])
+                for s in stats
+                if s.max_inits_in_window >= params.storm_min_inits
+            )
+            if f is not None
+        ),
+        key=lambda f: f.transactional_id,
+    )
     inventory: list[InventoryFinding] = []
     if declarations is not None:
         matched = {i for s in stats for i in s.declared_by}
@@ -669,7 +940,13 @@ def finish(
         shared_ids=shared,
         unstable_ids=unstable,
         inventory=inventory,
+        init_storms=storms,
+        families=summaries,
     )
+
+
+def sort_families(rows: Iterable[FamilySummary]) -> list[FamilySummary]:
+    return sorted(rows, key=lambda f: (-f.estimated_state_bytes, f.family))
 
 
 def audit_local(

@@ -23,7 +23,7 @@ class SummaryRow:
     count: int
 
 
-def build_report(result) -> Report:
+def build_report(result, storm_severity: str = "critical") -> Report:
     facts = {
         "sources": result.sources,
         "records": result.records,
@@ -35,6 +35,7 @@ def build_report(result) -> Report:
     }
     summary = [
         SummaryRow("shared_id", "critical", len(result.shared_ids)),
+        SummaryRow("init_storm", storm_severity, len(result.init_storms)),
         SummaryRow("unstable_ids", "warning", len(result.unstable_ids)),
         SummaryRow("inventory", "warning", len(result.inventory)),
     ]
@@ -43,7 +44,9 @@ def build_report(result) -> Report:
         {
             "summary": summary,
             "shared_ids": result.shared_ids,
+            "init_storms": result.init_storms,
             "unstable_ids": result.unstable_ids,
+            "families": result.families,
             "inventory": result.inventory,
         },
     )
@@ -104,6 +107,18 @@ def register(app: typer.Typer) -> None:
         min_family_size: Annotated[
             int, typer.Option("--min-family-size", min=2, help="Smallest family of ids judged unstable.", rich_help_panel=RULES)
         ] = 5,
+        storm_inits: Annotated[
+            int, typer.Option("--storm-inits", min=2, help="InitProducerIds within --storm-window that make a re-initialisation storm.", rich_help_panel=RULES)
+        ] = 6,
+        storm_window: Annotated[
+            str, typer.Option("--storm-window", metavar="DURATION", help="Window for --storm-inits.", rich_help_panel=RULES)
+        ] = "10m",
+        storm_factor: Annotated[
+            float, typer.Option("--storm-factor", min=1.0, help="A storm also needs this many times the inits of the id's family siblings.", rich_help_panel=RULES)
+        ] = 2.0,
+        storm_severity: Annotated[
+            str, typer.Option("--storm-severity", metavar="critical|warning", help="Severity of a re-initialisation storm.", rich_help_panel=RULES)
+        ] = "critical",
         id_expiration: Annotated[
             Optional[str],
             typer.Option(
@@ -118,9 +133,11 @@ def register(app: typer.Typer) -> None:
 
         Reads __transaction_state (one Spark partition per log partition) and/or captured
         histories, on Spark local[*] by default, --master, or spark-submit (kafkatxn/audit/job.py
-        takes the same options). Shared ids (fenced again and again) are critical, exit 2;
-        unstable id families and inventory conflicts are warnings, exit 1; exit 3 when the log
-        could not be read or PySpark is missing.
+        takes the same options). Shared ids (fenced again and again) and re-initialisation storms
+        (an id initialised again and again: two instances taking turns, or a crash loop) are
+        critical, exit 2 (--storm-severity warning: exit 1); unstable id families (with the
+        framework whose naming they match: Kafka Streams, Flink, random per run) and inventory
+        conflicts are warnings, exit 1; exit 3 when the log could not be read or PySpark is missing.
         """
         from kafkatxn.audit import rules
         from kafkatxn.audit.job import Inputs, audit, build_session, require_pyspark, under_spark_submit
@@ -130,6 +147,9 @@ def register(app: typer.Typer) -> None:
         if capture_for is not None and not capture:
             raise UsageError("--for goes with --capture DIR")
         fence_window_ms = parse_duration_ms(fence_window)
+        storm_window_ms = parse_duration_ms(storm_window)
+        if storm_severity not in (rules.SEVERITY_CRITICAL, rules.SEVERITY_WARNING):
+            raise UsageError(f"--storm-severity must be critical or warning, not {storm_severity!r}")
         id_expiration_ms = parse_duration_ms(id_expiration) if id_expiration is not None else None
         declarations = rules.read_inventory(inventory) if inventory else None
         capture_ms = parse_duration_ms(capture_for) if capture_for is not None else 0
@@ -148,6 +168,10 @@ def register(app: typer.Typer) -> None:
             min_fences=min_fences,
             fence_window_ms=fence_window_ms,
             min_family_size=min_family_size,
+            storm_min_inits=storm_inits,
+            storm_window_ms=storm_window_ms,
+            storm_family_factor=storm_factor,
+            storm_severity=storm_severity,
             id_expiration_ms=id_expiration_ms if id_expiration_ms is not None else DEFAULT_ID_EXPIRATION_MS,
         )
         if not under_spark_submit():  # spark-submit merges our stderr into stdout: keep JSON output clean
@@ -172,5 +196,5 @@ def register(app: typer.Typer) -> None:
                 f"kafkatxn: skipped {result.unknown_records} records of unknown versions and "
                 f"{result.corrupt_records} corrupt records"
             )
-        ctx.render(build_report(result))
+        ctx.render(build_report(result, storm_severity))
         return result.exit_code

@@ -49,6 +49,9 @@ def register(app: typer.Typer) -> None:
         group_regex: GroupRegex = None,
         per_group: Annotated[bool, typer.Option(
             "--per-group", help="Metrics: per-group sums only, no per-partition group series.", rich_help_panel=SCOPE)] = False,
+        per_family: Annotated[bool, typer.Option(
+            "--per-family", help="Transactional-id churn (kafkatxn_transactional_ids, _new) per id family.",
+            rich_help_panel=SCOPE)] = False,
     ) -> int:
         """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids, consumer-group lag; gathered
         at scrape time with a short cache. /metrics serves the cluster given here (-b, --profile, the
@@ -66,7 +69,7 @@ def register(app: typer.Typer) -> None:
         cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
         scrape_timeout_s = _duration_s(scrape_timeout, "--scrape-timeout")
         max_timeout_ms = max_transaction_timeout  # milliseconds (options.MaxTransactionTimeout)
-        options = exporter.ExportOptions(only_lagging, per_topic, per_group)
+        options = exporter.ExportOptions(only_lagging, per_topic, per_group, per_family)
 
         def collector_for(config: config_mod.ConnectionConfig):
             # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.

@@ -17,7 +17,9 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -102,10 +104,11 @@ def make_well_behaved_traffic(spark, bootstrap: str) -> list[str]:
     return [transactional_id(GOOD_PREFIX, GOOD_APP, p) for p in range(GOOD_PARTITIONS)]
 
 
-@pytest.fixture(scope="module")
-def broker(kafka_workroot):
+@contextmanager
+def dedicated_broker(workroot: Path, name: str) -> Iterator[KafkaCluster]:
+    """A broker of its own (3 transaction-log partitions), so the log holds only the module's traffic."""
     cluster = KafkaCluster(
-        kafka_workroot / f"audit-{uuid.uuid4().hex[:6]}", n_brokers=1, name="audit",
+        workroot / f"{name}-{uuid.uuid4().hex[:6]}", n_brokers=1, name=name,
         broker_config={"transaction.state.log.num.partitions": "3"},
     )
     cluster.start(timeout=120)
@@ -113,6 +116,12 @@ def broker(kafka_workroot):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def broker(kafka_workroot):
+    with dedicated_broker(kafka_workroot, "audit") as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -276,10 +285,11 @@ class StandaloneCluster:
                         "--memory", "1g", "--webui-port", "0", "--work-dir", str(self.workdir / f"work{i}"), log=f"worker{i}.log")
         return self
 
-    def submit(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    def submit(self, *args: str, timeout: float = 240, conf: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         submit = _spark_home() / "bin" / "spark-submit"
-        cmd = [str(submit), "--master", self.url, "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
-               "--conf", f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
+        confs = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.pyspark.python": sys.executable,
+                 "spark.pyspark.driver.python": sys.executable, **(conf or {})}
+        cmd = [str(submit), "--master", self.url, *(x for k, v in confs.items() for x in ("--conf", f"{k}={v}")),
                "--py-files", package_zip(self.workdir), str(REPO / "kafkatxn" / "audit" / "job.py"), *args]
         return subprocess.run(cmd, capture_output=True, text=True, env=self.env(), timeout=timeout)
 

@@ -447,3 +447,173 @@ def test_audit_usage_errors_exit_64(capsys):
         main(["audit", "--no-live"])
     assert exit_info.value.code == 64
     assert "--no-live needs --history" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# Re-initialisation storms
+# --------------------------------------------------------------------------------------------
+
+
+def taking_turns(c: Coordinator, tid: str, t0: int, turns: int, gap: int = 600) -> None:
+    """Two live instances with one id, each initialising it, committing and going idle: nothing open to fence."""
+    for i in range(turns):
+        t = t0 + i * gap
+        c.init(tid, t)
+        c.txn(tid, t + 100)
+
+
+@pytest.mark.parametrize("tv", [0, 2])
+def test_two_instances_taking_turns_without_an_open_transaction_are_a_storm(tv):
+    c = Coordinator(tv)
+    taking_turns(c, "orders-writer", 1_000_000, turns=16)  # 16 InitProducerId in ten seconds
+    result = audit_local(c.records)
+    assert result.shared_ids == []  # nothing was fenced: the fence rule cannot see it
+    [f] = result.init_storms
+    assert f.transactional_id == "orders-writer" and f.severity == "critical"
+    assert f.likely_cause == "instances_taking_turns"
+    assert f.max_inits_in_window == f.inits == 16
+    assert f.inits_fencing_open_transaction == 0 and f.intervals_with_commits == 15
+    assert f.intervals_ms == [600] * 15 and f.median_interval_ms == 600
+    assert f.epochs == sorted(f.epochs) and len(set(f.epochs)) == 16  # every init bumped the epoch
+    assert (f.first_init_ms, f.last_init_ms) == (1_000_000, 1_000_000 + 15 * 600)
+    assert f.siblings_median_inits == -1 and f.family_size == 1
+    assert result.exit_code == 2
+
+
+def test_a_crash_loop_is_a_storm_and_says_so():
+    c = Coordinator()
+    for i in range(8):  # dies during its first transaction, every time
+        c.init("loader", i * 5 * S)
+        c.add("loader", i * 5 * S + 100)
+    c2 = Coordinator()
+    for i in range(8):  # dies before its first transaction
+        c2.init("loader", i * 5 * S)
+    for coord in (c, c2):
+        [f] = audit_local(coord.records).init_storms
+        assert f.likely_cause == "crash_loop" and f.intervals_with_commits == 0
+    assert audit_local(c.records).init_storms[0].inits_fencing_open_transaction == 7
+
+
+def test_single_instances_restarting_are_never_a_storm():
+    c = Coordinator()
+    well_behaved(c, "clean-restarts", 0, runs=4, txns=2)  # started, then restarted cleanly three times
+    c.init("aborts-then-restarts", 0)
+    c.add("aborts-then-restarts", S)
+    c.abort("aborts-then-restarts", 2 * S)  # aborts its own transaction
+    c.init("aborts-then-restarts", 3 * S)  # and restarts
+    c.txn("aborts-then-restarts", 4 * S)
+    for p in range(5):  # a 5-replica set, one stable id each, rolling-restarted twice
+        well_behaved(c, f"replica-set-{p}", p * S, runs=3, txns=3)
+    result = audit_local(c.records)
+    assert result.init_storms == [] and result.shared_ids == [] and result.unstable_ids == []
+    assert result.exit_code == 0
+
+
+def test_a_per_batch_writer_reinitialising_all_its_ids_is_not_a_storm_but_one_id_used_twice_is():
+    c = Coordinator()
+    for batch in range(30):  # kafkatxn.spark's foreach_batch_writer: every batch inits each of its ids once
+        for p in range(4):
+            c.init(f"etl-app-{p}", batch * 2 * S + p)
+            c.txn(f"etl-app-{p}", batch * 2 * S + 100 + p)
+    assert audit_local(c.records).init_storms == []
+    for batch in range(30):  # a second job configured with the same application name writes partition 0 too
+        c.init("etl-app-0", batch * 2 * S + S)
+        c.txn("etl-app-0", batch * 2 * S + S + 100)
+    [f] = audit_local(c.records).init_storms
+    assert f.transactional_id == "etl-app-0" and f.siblings_median_inits == 30 and f.max_inits_in_window == 60
+    assert f.family == "etl-app-{n}" and f.family_size == 4
+
+
+def test_storm_thresholds_and_severity_are_options():
+    c = Coordinator()
+    well_behaved(c, "restarts", 0, runs=4, txns=1)
+    assert audit_local(c.records).init_storms == []
+    strict = AuditParams(storm_min_inits=4, storm_window_ms=10 * MIN, storm_severity="warning")
+    result = audit_local(c.records, strict)
+    assert [f.transactional_id for f in result.init_storms] == ["restarts"] and result.exit_code == 1
+    narrow = AuditParams(storm_min_inits=4, storm_window_ms=30 * S)  # the restarts are 32 s apart
+    assert audit_local(c.records, narrow).init_storms == []
+
+
+# --------------------------------------------------------------------------------------------
+# Framework-aware families
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tid, framework",
+    [
+        (f"orders-app-{uuid.UUID(int=5)}-1", rules.FRAMEWORK_STREAMS),
+        ("orders-sink-3-1207", rules.FRAMEWORK_FLINK),
+        (f"spark-job-{uuid.UUID(int=9)}", rules.FRAMEWORK_RANDOM),
+        ("writer-9f86d081884c7d65", rules.FRAMEWORK_RANDOM),
+        ("etl-orders-enricher-main-7", rules.FRAMEWORK_NUMBERED),
+        ("billing-writer", rules.FRAMEWORK_OTHER),
+    ],
+)
+def test_framework_of_recognises_the_shapes_frameworks_write(tid, framework):
+    assert rules.framework_of(family_of(tid)) == framework
+
+
+def test_kafka_streams_losing_its_state_dir_churns_process_uuids():
+    c = Coordinator()
+    for restart in range(5):  # every restart without state.dir: a new process UUID, two stream threads
+        process = uuid.UUID(int=1000 + restart)
+        for thread in (1, 2):
+            tid = f"orders-app-{process}-{thread}"
+            c.init(tid, restart * 10 * MIN)
+            for k in range(3):
+                c.txn(tid, restart * 10 * MIN + (k + 1) * S)
+    result = audit_local(c.records)
+    [f] = result.unstable_ids
+    assert f.family == "orders-app-{uuid}-{n}" and f.framework == rules.FRAMEWORK_STREAMS
+    assert "state.dir" in f.advice
+    assert f.pinned_ids == 10 and f.estimated_state_bytes == rules.state_bytes(10, 10)
+    [fam] = result.families
+    assert (fam.framework, fam.verdict, fam.ids, fam.live_ids) == (rules.FRAMEWORK_STREAMS, "churning", 10, 10)
+    assert fam.held_until_ms == f.pinned_until_ms
+    assert result.init_storms == []
+
+
+def test_flink_default_naming_makes_new_ids_per_checkpoint():
+    c = Coordinator()
+    for checkpoint in range(1, 9):
+        for subtask in range(3):
+            tid = f"orders-sink-{subtask}-{checkpoint}"
+            c.init(tid, checkpoint * MIN)
+            c.txn(tid, checkpoint * MIN + S)
+    [f] = audit_local(c.records).unstable_ids
+    assert f.family == "orders-sink-{n}-{n}" and f.framework == rules.FRAMEWORK_FLINK
+    assert "POOLING" in f.advice and f.steady_state_bytes and f.steady_state_bytes > f.estimated_state_bytes
+
+
+def test_the_kafkatxn_spark_helper_ids_are_a_stable_family_never_flagged():
+    from kafkatxn.spark import transactional_id
+
+    c = Coordinator()
+    for run in range(3):  # three runs of a query, each with 20 micro-batches over 4 fixed partitions
+        for batch in range(20):
+            for p in range(4):
+                tid = transactional_id("etl", "orders", p, query="main", partitions=4)
+                t = run * 30 * MIN + batch * S + p
+                c.init(tid, t)
+                c.txn(tid, t + 100)
+    result = audit_local(c.records)
+    assert result.unstable_ids == [] and result.init_storms == [] and result.exit_code == 0
+    [fam] = result.families
+    assert (fam.family, fam.framework, fam.verdict, fam.ids) == ("etl-orders-main-{n}", rules.FRAMEWORK_NUMBERED, "stable", 4)
+    assert fam.estimated_state_bytes == rules.state_bytes(4, 4)
+
+
+def test_a_missing_module_in_a_spark_failure_is_one_line_naming_the_package_and_the_python():
+    from kafkatxn.audit.job import spark_error_line
+
+    trace = (
+        "An error occurred while calling o111.collectToPython.\n"
+        "org.apache.spark.SparkException: Job aborted due to stage failure: ...\n"
+        "  File \"/opt/spark/python/pyspark/worker.py\", line 1, in main\n"
+        "ModuleNotFoundError: No module named 'pyarrow'\n"
+    )
+    line = spark_error_line(RuntimeError(trace), "/usr/bin/python3")
+    assert "\n" not in line and "/usr/bin/python3" in line and "lacks pyarrow" in line and "kafkatxn[spark]" in line
+    assert "lacks confluent-kafka" in spark_error_line(RuntimeError("No module named 'confluent_kafka.cimpl'"), "/p/python")

@@ -1,0 +1,99 @@
+// Transactional traffic from Kafka's own Java client, driven by a script on stdin (tests/java_traffic.py).
+//
+//   init NAME ID     a new producer instance NAME with transactional.id ID: InitProducerId
+//   txn NAME         begin, send one record, commit; a fenced instance does what applications do:
+//                    closes its producer, makes a new one with the same id, initialises it, retries
+//   abort NAME       begin, send one record, abort
+//   open NAME        begin, send one record, flush, leave the transaction open
+//   close NAME       close the instance (a clean shutdown; an open transaction stays open)
+//   crash NAME       drop the instance without closing it (its transaction stays open)
+//   sleep MS
+//
+// Prints "ok" after each line so the caller can follow along; exits 1 on the first unexpected error.
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public class TxnTraffic {
+    static String bootstrap;
+    static String topic;
+    static final Map<String, KafkaProducer<byte[], byte[]>> producers = new HashMap<>();
+    static final Map<String, String> ids = new HashMap<>();
+
+    static KafkaProducer<byte[], byte[]> create(String id) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("transactional.id", id);
+        p.put("transaction.timeout.ms", "60000");
+        p.put("max.block.ms", "30000");
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
+        producer.initTransactions();
+        return producer;
+    }
+
+    static void send(KafkaProducer<byte[], byte[]> producer) throws Exception {
+        producer.beginTransaction();
+        producer.send(new ProducerRecord<>(topic, 0, null, "x".getBytes())).get();
+    }
+
+    public static void main(String[] args) throws Exception {
+        bootstrap = args[0];
+        topic = args[1];
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] w = line.trim().split("\\s+");
+            if (w.length == 0 || w[0].isEmpty()) continue;
+            switch (w[0]) {
+                case "init":
+                    ids.put(w[1], w[2]);
+                    producers.put(w[1], create(w[2]));
+                    break;
+                case "txn": {
+                    try {
+                        send(producers.get(w[1]));
+                        producers.get(w[1]).commitTransaction();
+                    } catch (Exception e) {  // fenced by the other holder of the id: start again, as applications do
+                        producers.get(w[1]).close(Duration.ZERO);
+                        KafkaProducer<byte[], byte[]> again = create(ids.get(w[1]));
+                        producers.put(w[1], again);
+                        send(again);
+                        again.commitTransaction();
+                    }
+                    break;
+                }
+                case "abort":
+                    send(producers.get(w[1]));
+                    producers.get(w[1]).abortTransaction();
+                    break;
+                case "open":
+                    send(producers.get(w[1]));
+                    producers.get(w[1]).flush();
+                    break;
+                case "close":
+                    producers.remove(w[1]).close(Duration.ofSeconds(30));
+                    break;
+                case "crash":
+                    producers.remove(w[1]);  // never closed: what a killed process leaves behind
+                    break;
+                case "sleep":
+                    Thread.sleep(Long.parseLong(w[1]));
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown command: " + line);
+            }
+            System.out.println("ok " + line);
+            System.out.flush();
+        }
+        for (KafkaProducer<byte[], byte[]> p : producers.values()) p.close(Duration.ZERO);
+        System.exit(0);
+    }
+}
