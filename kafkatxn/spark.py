@@ -86,37 +86,18 @@ def write_partition(
     InitProducerId first: it fences a zombie of this same task (an earlier attempt or run) and
     aborts whatever that one left open.
     """
-    from confluent_kafka import Producer
+    from kafkatxn.kafka.transactional_writer import write_in_one_transaction
 
     conf = dict(producer_config)
     conf.setdefault("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
-    conf["transactional.id"] = transactional_id_
-    producer = Producer(conf)
-    count = 0
-    try:
-        producer.init_transactions(timeout_s)
-        producer.begin_transaction()
+
+    def records() -> Iterable[tuple[bytes | None, bytes | None]]:
         for row in rows:
             d = row.asDict() if hasattr(row, "asDict") else dict(row)
             key, value = d.get(key_column), d.get(value_column)
-            producer.produce(
-                topic,
-                key=key.encode() if isinstance(key, str) else key,
-                value=value.encode() if isinstance(value, str) else value,
-            )
-            count += 1
-            if count % 10_000 == 0:
-                producer.poll(0)
-        producer.commit_transaction(timeout_s)
-    except Exception:
-        try:
-            producer.abort_transaction(timeout_s)
-        except Exception:  # noqa: BLE001 - a fenced or fatal producer cannot abort; the original error matters
-            pass
-        raise
-    finally:
-        producer.flush(0)
-    return count
+            yield (key.encode() if isinstance(key, str) else key, value.encode() if isinstance(value, str) else value)
+
+    return write_in_one_transaction(conf, transactional_id_, topic, records(), timeout_s)
 
 
 def foreach_partition_writer(

@@ -36,7 +36,6 @@ consumer with the same settings and a deadline, and are the one other place that
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, Iterator
 
 from kafkatxn.audit.txnlog import TxnLogDecodeError, decode_record
@@ -60,17 +59,6 @@ SCHEMA_DDL = (
 )
 COLUMNS = [part.strip().split(" ")[0] for part in SCHEMA_DDL.split(", ")]
 RECORD_COLUMNS = COLUMNS[: COLUMNS.index("row_kind")]  # the HistoryRecord fields, in order
-
-# Reader settings that must hold whatever the user's properties say: no group, no commits.
-_CONSUMER_FIXED = {
-    "group.id": "kafkatxn-audit-reader",  # librdkafka requires one; assign() never joins it
-    "enable.auto.commit": False,
-    "enable.auto.offset.store": False,
-    "enable.partition.eof": True,
-    "isolation.level": "read_uncommitted",
-    "auto.offset.reset": "earliest",
-}
-
 
 def reader_options(config: Any, **extra: Any) -> dict[str, str]:
     """Data source options for a :class:`kafkatxn.config.ConnectionConfig` (all strings, as Spark wants)."""
@@ -99,12 +87,6 @@ def _register_secrets(conf: dict[str, Any]) -> None:
             register_secret(str(value))
 
 
-def _clean_error(text: str) -> str:
-    from kafkatxn.redact import redact
-
-    return redact(" ".join(str(text).split()))
-
-
 def parse_starting_offsets(text: str | None, partitions: list[int], ends: dict[int, int]) -> dict[int, int]:
     """Start offset per log partition: EARLIEST, an end offset (``latest``), or the given ones."""
     text = (text or "earliest").strip()
@@ -128,47 +110,11 @@ def read_partition_rows(
     conf: dict[str, Any], topic: str, partition: int, start: int, end: int, timeout_ms: int, batch_size: int = DEFAULT_BATCH
 ) -> Iterator[list[tuple]]:
     """Rows (tuples in COLUMNS order) of ``topic``-``partition`` from ``start`` up to ``end`` (exclusive), in chunks."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from kafkatxn.kafka.log_reader import read_range
 
-    if end <= 0 or (start >= 0 and start >= end):
-        return
     _register_secrets(conf)
-    consumer = Consumer({**conf, **_CONSUMER_FIXED})
-    deadline = time.monotonic() + timeout_ms / 1000
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        done = False
-        while not done:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(
-                    f"reading {topic}-{partition} up to offset {end} did not finish within {timeout_ms / 1000:g}s"
-                )
-            # consume() waits for the whole batch or the timeout: a short timeout keeps the tail quick.
-            messages = consumer.consume(num_messages=batch_size, timeout=min(left, 0.1))
-            rows: list[tuple] = []
-            for m in messages:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= end:  # the log's end passed the planned end: all read
-                            done = True
-                        continue
-                    raise KafkaException(err)
-                offset = m.offset()
-                if offset >= end:
-                    done = True
-                    break
-                rows.append(_decode_row(m.key(), m.value(), partition, offset, m.timestamp()[1]))
-                if offset >= end - 1:
-                    done = True
-                    break
-            if rows:
-                yield rows
-    except KafkaException as exc:
-        raise RuntimeError(f"reading {topic}-{partition} failed: {_clean_error(exc.args[0].str() if exc.args else exc)}") from None
-    finally:
-        consumer.close()
+    for chunk in read_range(conf, topic, partition, start, end, timeout_ms, batch_size):
+        yield [_decode_row(r.key, r.value, partition, r.offset, r.timestamp_ms) for r in chunk]
 
 
 _NULLS_AFTER_ID = (None,) * 15
