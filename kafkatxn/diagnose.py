@@ -145,15 +145,9 @@ class GroupSummary:
 
 
 @dataclass(frozen=True)
-class PartitionDiagnosis:
+class PartitionDiagnosis(lso.GroupPosition):
     """One group on one partition."""
 
-    group: str
-    topic: str
-    partition: int
-    committed_offset: int
-    last_stable_offset: int
-    high_watermark: int
     lag_messages: int
     lag_to_lso_messages: int
     lag_to_hw_messages: int

@@ -242,7 +242,9 @@ class HangingRow:
 
 
 @dataclass(frozen=True)
-class LongRunningRow:
+class _CandidateColumns:
+    """The first columns of the long-running and undetermined rows."""
+
     topic: str
     partition: int
     producer_id: int
@@ -251,6 +253,10 @@ class LongRunningRow:
     last_timestamp_ms: int
     duration_ms: int
     transactional_id: str | None
+
+
+@dataclass(frozen=True)
+class LongRunningRow(_CandidateColumns):
     coordinator_id: int | None
     coordinator_state: str | None
     transaction_timeout_ms: int | None
@@ -263,17 +269,9 @@ class LongRunningRow:
 
 
 @dataclass(frozen=True)
-class UndeterminedRow:
+class UndeterminedRow(_CandidateColumns):
     """A candidate the cluster could not decide: neither hanging nor shown to be tracked."""
 
-    topic: str
-    partition: int
-    producer_id: int
-    producer_epoch: int
-    start_offset: int
-    last_timestamp_ms: int
-    duration_ms: int
-    transactional_id: str | None
     reason: str
     missing: list[str]  # the parts that did not answer (a __transaction_state partition, an id, a broker)
 

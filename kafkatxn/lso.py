@@ -232,8 +232,8 @@ class WatchedPartitionLag(PartitionLag):
 
 
 @dataclass(frozen=True)
-class GroupLag:
-    """Transaction-aware lag of one group on one partition (see :func:`group_verdict`)."""
+class GroupPosition:
+    """Where one group stands on one partition: the first columns of every group-lag row."""
 
     group: str
     topic: str
@@ -241,6 +241,12 @@ class GroupLag:
     committed_offset: int
     last_stable_offset: int
     high_watermark: int
+
+
+@dataclass(frozen=True)
+class GroupLag(GroupPosition):
+    """Transaction-aware lag of one group on one partition (see :func:`group_verdict`)."""
+
     lag_to_lso_messages: int  # LSO - committed: what a read_committed consumer could read (markers included)
     lag_to_hw_messages: int  # HW - committed: what every other lag tool reports
     verdict: GroupVerdict
