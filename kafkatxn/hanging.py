@@ -277,19 +277,7 @@ class UndeterminedRow(_CandidateColumns):
 
 
 def undetermined_row(c: Classification, now_ms: int) -> UndeterminedRow:
-    p = c.open_txn.producer
-    return UndeterminedRow(
-        topic=c.open_txn.tp.topic,
-        partition=c.open_txn.tp.partition,
-        producer_id=p.producer_id,
-        producer_epoch=p.producer_epoch,
-        start_offset=p.current_txn_start_offset,
-        last_timestamp_ms=p.last_timestamp_ms,
-        duration_ms=max(now_ms - p.last_timestamp_ms, 0),
-        transactional_id=c.transactional_id,
-        reason=c.reason,
-        missing=[str(m) for m in c.missing],
-    )
+    return UndeterminedRow(**_candidate_fields(c, now_ms), reason=c.reason, missing=[str(m) for m in c.missing])
 
 
 def _lag(tp: TopicPartition, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]) -> int | None:
@@ -298,20 +286,27 @@ def _lag(tp: TopicPartition, lso: dict[TopicPartition, int], hw: dict[TopicParti
     return None
 
 
-def _row_fields(c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]) -> dict:
-    """The columns every verdict's row has: the partition, the producer, its coordinator, the LSO."""
+def _candidate_fields(c: Classification, now_ms: int) -> dict:
+    """The partition and the producer's open transaction: the columns of every verdict's row."""
     p = c.open_txn.producer
-    tp = c.open_txn.tp
-    d = c.description
     return dict(
-        topic=tp.topic,
-        partition=tp.partition,
+        topic=c.open_txn.tp.topic,
+        partition=c.open_txn.tp.partition,
         producer_id=p.producer_id,
         producer_epoch=p.producer_epoch,
         start_offset=p.current_txn_start_offset,
         last_timestamp_ms=p.last_timestamp_ms,
         duration_ms=max(now_ms - p.last_timestamp_ms, 0),
         transactional_id=c.transactional_id,
+    )
+
+
+def _row_fields(c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]) -> dict:
+    """The candidate's columns, its coordinator's view and the partition's LSO."""
+    tp = c.open_txn.tp
+    d = c.description
+    return dict(
+        **_candidate_fields(c, now_ms),
         coordinator_id=d.coordinator_id if d else None,
         coordinator_state=d.state if d else None,
         reason=c.reason,

@@ -58,7 +58,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from kafkatxn.model import TRANSACTION_STATES
 
@@ -300,12 +300,7 @@ def _decode_v0(data: bytes, n: int) -> tuple:
             if k < 0:
                 raise TxnLogDecodeError(f"null or negative PartitionIds count {k}")
             if k:
-                end = pos + 4 * k
-                if end > n:
-                    raise TxnLogDecodeError("PartitionIds run past the end of the value")
-                for p in (_INT32_ARRAYS.get(k) or _int32_array_unpack(k))(data, pos):
-                    append(f"{topic}-{p}")
-                pos = end
+                pos = _read_partition_ids(data, pos, k, n, topic, append)
     last_update, start = _times_unpack(data, pos)
     pos += 16
     if pos != n:
@@ -314,6 +309,21 @@ def _decode_v0(data: bytes, n: int) -> tuple:
         raise TxnLogDecodeError(f"unknown TransactionStatus {status}")
     parts = _sorted_partitions(partitions)
     return (0, producer_id, epoch, STATES[status], parts, timeout_ms, start, last_update, 0, -1, -1, -1, ())
+
+
+def _read_partition_ids(data: bytes, pos: int, k: int, n: int, topic: str, append: Callable[[str], None]) -> int:
+    """``k`` int32 partition ids at ``pos``, appended as ``topic-id``; returns the position after them."""
+    end = pos + 4 * k
+    if end > n:
+        raise TxnLogDecodeError("PartitionIds run past the end of the value")
+    for p in (_INT32_ARRAYS.get(k) or _int32_array_unpack(k))(data, pos):
+        append(f"{topic}-{p}")
+    return end
+
+
+# Tagged fields of a version 1 value (TransactionLogValue.json): tag -> (size, reader, type).
+# 0 PreviousProducerId, 1 NextProducerId (int64); 2 ClientTransactionVersion, 3 NextProducerEpoch (int16).
+_VALUE_TAGS = {0: (8, _i64_unpack, "int64"), 1: (8, _i64_unpack, "int64"), 2: (2, _i16_unpack, "int16"), 3: (2, _i16_unpack, "int16")}
 
 
 def _decode_v1(data: bytes, n: int) -> tuple:
@@ -348,20 +358,14 @@ def _decode_v1(data: bytes, n: int) -> tuple:
                 append(f"{topic}-{_i32_unpack(data, pos)[0]}")
                 pos += 4
             elif k:
-                end = pos + 4 * k
-                if end > n:
-                    raise TxnLogDecodeError("PartitionIds run past the end of the value")
-                for p in (_INT32_ARRAYS.get(k) or _int32_array_unpack(k))(data, pos):
-                    append(f"{topic}-{p}")
-                pos = end
+                pos = _read_partition_ids(data, pos, k, n, topic, append)
             if data[pos]:  # this entry's tagged fields; none are defined, skip them all
                 pos = _skip_tagged_fields(data, pos, n)
             else:
                 pos += 1
     last_update, start = _times_unpack(data, pos)
     pos += 16
-    previous_pid = next_pid = next_epoch = -1
-    client_tv = 0
+    tagged: dict[int, int] = {}
     unknown: tuple[int, ...] = ()
     ntags = data[pos]
     pos += 1
@@ -380,22 +384,14 @@ def _decode_v1(data: bytes, n: int) -> tuple:
             end = pos + size
             if end > n:
                 raise TxnLogDecodeError(f"tagged field {tag} runs past the end of the value")
-            if tag == 0 or tag == 1:
-                if size != 8:
-                    raise TxnLogDecodeError(f"tagged field {tag} (int64) has size {size}")
-                if tag == 0:
-                    previous_pid = _i64_unpack(data, pos)[0]
-                else:
-                    next_pid = _i64_unpack(data, pos)[0]
-            elif tag == 2 or tag == 3:
-                if size != 2:
-                    raise TxnLogDecodeError(f"tagged field {tag} (int16) has size {size}")
-                if tag == 2:
-                    client_tv = _i16_unpack(data, pos)[0]
-                else:
-                    next_epoch = _i16_unpack(data, pos)[0]
-            else:
+            known = _VALUE_TAGS.get(tag)
+            if known is None:
                 unknown += (tag,)
+            else:
+                width, unpack, kind = known
+                if size != width:
+                    raise TxnLogDecodeError(f"tagged field {tag} ({kind}) has size {size}")
+                tagged[tag] = unpack(data, pos)[0]
             pos = end
     if pos != n:
         raise TxnLogDecodeError(f"{n - pos} unexpected trailing bytes after a version 1 value")
@@ -404,7 +400,7 @@ def _decode_v1(data: bytes, n: int) -> tuple:
     parts = _sorted_partitions(partitions)
     return (
         1, producer_id, epoch, STATES[status], parts, timeout_ms, start, last_update,
-        client_tv, previous_pid, next_pid, next_epoch, unknown,
+        tagged.get(2, 0), tagged.get(0, -1), tagged.get(1, -1), tagged.get(3, -1), unknown,
     )  # fmt: skip
 
 
