@@ -241,3 +241,66 @@ def test_explicit_abort_needs_the_epochs_the_partition_expects(capsys, faults: K
     assert json.loads(done.stdout)[0]["outcome"] == "aborted"
     repeat = abort(h.producer_id, expected)
     assert repeat.code == 0, repeat.stderr
+
+
+def create_topic_on(cluster: KafkaCluster, name: str, broker: int) -> TopicPartition:
+    """A one-partition topic whose only replica is on ``broker``."""
+    from confluent_kafka.admin import NewTopic
+
+    cluster.admin_client().create_topics([NewTopic(name, num_partitions=1, replica_assignment=[[broker]])], operation_timeout=30)[name].result(30)
+    cluster._wait_for_leaders(name, 1, time.monotonic() + 30)
+    return TopicPartition(name, 0)
+
+
+def test_prefix_named_topic_unavailable_only_its_own_transaction_is_left(capsys, faults: KafkaCluster, scene, tmp_path):
+    """``p-1`` and ``p-10`` both hang; only ``p-10``'s leader is dead: ``p-1`` is released, ``p-10`` untouched."""
+    prefix = f"pre{uuid.uuid4().hex[:6]}"
+    leaders = log_leaders(faults)
+    # The victim leads p-10; both transactional ids live on a log partition another broker leads.
+    victim = sorted(faults.broker_ids)[-1]
+    live_partition = next(lp for lp, b in sorted(leaders.items()) if b != victim)
+    other = next(b for b in sorted(faults.broker_ids) if b != victim)
+    one, ten = create_topic_on(faults, f"{prefix}-1", other), create_topic_on(faults, f"{prefix}-10", victim)
+    h1 = make_hanging(faults, tid_on(live_partition, f"p1-{prefix}"), one.topic, 0)
+    h10 = make_hanging(faults, tid_on(live_partition, f"p10-{prefix}"), ten.topic, 0)
+    time.sleep(1.5)
+    healthy = cli(capsys, faults, "hanging", "-t", one.topic, "-t", ten.topic, "--max-transaction-timeout", MAX_TIMEOUT)
+    assert healthy.code == 2, healthy.stderr
+    assert {r["producer_id"] for r in verdict_rows(sections(healthy))["hanging"]} == {h1.producer_id, h10.producer_id}
+    before_ten = offsets(faults, ten)
+    assert before_ten[0] < before_ten[1]  # pinned by the open transaction
+    faults.kill_broker(victim)
+    try:
+        result = cli(capsys, faults, "hanging", "-t", one.topic, "-t", ten.topic, "--max-transaction-timeout", MAX_TIMEOUT)
+        rows = verdict_rows(sections(result))
+        assert result.code == 2, (result.stdout, result.stderr)  # a hanging one was found
+        assert [(r["topic"], r["producer_id"]) for r in rows["hanging"]] == [(one.topic, h1.producer_id)], result.stdout
+        assert h10.producer_id not in {r["producer_id"] for rs in rows.values() for r in rs if r["topic"] == one.topic}
+        assert f"{ten.topic}-0" in result.stderr, result.stderr  # missing: named exactly, not as p-1
+        assert f"{one.topic}-0" not in result.stderr.replace(f"{ten.topic}-0", ""), result.stderr
+
+        audit = tmp_path / "audit.jsonl"
+        aborted = cli(capsys, faults, "abort", "--all-hanging", "--max-transaction-timeout", MAX_TIMEOUT, "--yes",
+                      "--audit-log", str(audit))
+        assert aborted.code == 3, (aborted.stdout, aborted.stderr)  # p-10 could not be looked at
+        out = json.loads(aborted.stdout)
+        mine = [r for r in out if r["topic"] in (one.topic, ten.topic)]
+        assert [(r["topic"], r["producer_id"], r["outcome"]) for r in mine] == [(one.topic, h1.producer_id, "aborted")], aborted.stdout
+        lso, hw = offsets(faults, one)
+        assert lso == hw
+        results = [r for r in auditlog.read_records(audit) if r["record"] == "result" and r["target"]["topic"] in (one.topic, ten.topic)]
+        assert [(r["target"]["topic"], r["outcome"]) for r in results] == [(one.topic, "aborted")], results
+    finally:
+        faults.start_broker(victim)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            after_ten = offsets(faults, ten)
+            break
+        except Exception:  # noqa: BLE001 - leader coming back
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    assert after_ten == before_ten  # no marker was written on p-10
+    back = cli(capsys, faults, "hanging", "-t", ten.topic, "--max-transaction-timeout", MAX_TIMEOUT)
+    assert back.code == 2 and [r["producer_id"] for r in verdict_rows(sections(back))["hanging"]] == [h10.producer_id], back.stderr
