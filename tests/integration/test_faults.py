@@ -304,3 +304,65 @@ def test_prefix_named_topic_unavailable_only_its_own_transaction_is_left(capsys,
     assert after_ten == before_ten  # no marker was written on p-10
     back = cli(capsys, faults, "hanging", "-t", ten.topic, "--max-transaction-timeout", MAX_TIMEOUT)
     assert back.code == 2 and [r["producer_id"] for r in verdict_rows(sections(back))["hanging"]] == [h10.producer_id], back.stderr
+
+
+def run_in_pty(args: list[str], prompt: str, answer: str, wait_s: float, timeout: float = 90) -> tuple[int, str, str]:
+    """Run ``python -m kafkatxn args`` with a terminal on stdin and stderr; answer ``prompt`` after ``wait_s``."""
+    import os
+    import select
+    import subprocess
+    import sys
+
+    master, slave = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kafkatxn", *args], stdin=slave, stderr=slave,
+                            stdout=subprocess.PIPE, close_fds=True)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + timeout
+    answered = False
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            if not answered and prompt.encode() in seen:
+                time.sleep(wait_s)  # longer than --timeout at the prompt
+                os.write(master, answer.encode() + b"\n")
+                answered = True
+            if proc.poll() is not None and not ready:
+                break
+        out = proc.communicate(timeout=max(1, deadline - time.monotonic()))[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert answered, seen.decode(errors="replace")
+    return proc.returncode, out.decode(), seen.decode(errors="replace")
+
+
+def test_confirmation_slower_than_the_timeout_then_acts(faults: KafkaCluster, scene, tmp_path):
+    """The deadline restarts after the prompt: answering after longer than --timeout still aborts."""
+    topic = faults.create_topic(f"slow-{uuid.uuid4().hex[:6]}", partitions=1, replication_factor=1)
+    tp = TopicPartition(topic, 0)
+    h = make_hanging(faults, f"slow-{uuid.uuid4().hex[:6]}", topic, 0)
+    lso, hw = offsets(faults, tp)
+    assert lso == h.start_offset < hw
+    audit = tmp_path / "audit.jsonl"
+    code, out, terminal = run_in_pty(
+        ["-b", faults.bootstrap_servers, "abort", "-t", topic, "-p", "0", "--start-offset", str(h.start_offset),
+         "--timeout", "5s", "--audit-log", str(audit), "-o", "json"],
+        prompt="Write these ABORT markers?", answer="y", wait_s=8)
+    assert code == 0, (out, terminal)
+    assert [(r["producer_id"], r["outcome"]) for r in json.loads(out)] == [(h.producer_id, "aborted")], (out, terminal)
+    lso_after, hw_after = offsets(faults, tp)
+    assert lso_after == hw_after > hw - 1  # the LSO reached the high watermark (the marker is one more record)
+    mine = [r for r in auditlog.read_records(audit) if r["target"].get("producer_id") in (None, h.producer_id)]
+    assert [r["record"] for r in mine] == ["intent", "result"], mine
+    assert mine[1]["outcome"] == "aborted"
