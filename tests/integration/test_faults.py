@@ -366,3 +366,94 @@ def test_confirmation_slower_than_the_timeout_then_acts(faults: KafkaCluster, sc
     mine = [r for r in auditlog.read_records(audit) if r["target"].get("producer_id") in (None, h.producer_id)]
     assert [r["record"] for r in mine] == ["intent", "result"], mine
     assert mine[1]["outcome"] == "aborted"
+
+
+def wait_for_isr(cluster: KafkaCluster, tp: TopicPartition, want: list[int], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    isr = None
+    while time.monotonic() < deadline:
+        meta = cluster.admin_client().list_topics(tp.topic, timeout=10)
+        isr = sorted(meta.topics[tp.topic].partitions[tp.partition].isrs)
+        if isr == sorted(want):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"ISR of {tp} is {isr}, not {want}, after {timeout}s")
+
+
+def test_stuck_in_prepare_commit_is_long_running_and_not_aborted(capsys, faults: KafkaCluster, scene, tmp_path):
+    """A real producer commits while one partition cannot take its marker: PrepareCommit, never hanging.
+
+    A partition whose only replica is dead cannot be described either, so the open partition here is
+    one whose leader lives but refuses the marker: replicas [A, B], min.insync.replicas 2, B killed.
+    The coordinator (on a live broker) writes PrepareCommit, the marker to the second partition (on
+    C) lands, the one to A is refused with NOT_ENOUGH_REPLICAS and retried until B is back.
+    """
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    name = f"prep-{uuid.uuid4().hex[:6]}"
+    brokers = sorted(faults.broker_ids)
+    b_victim = brokers[-1]
+    a, c = brokers[0], brokers[1]
+    leaders = log_leaders(faults)
+    tid = tid_on(next(lp for lp, b in sorted(leaders.items()) if b != b_victim), f"prep-{name}")
+    stuck, done = TopicPartition(f"{name}-stuck", 0), TopicPartition(f"{name}-done", 0)
+    futures = faults.admin_client().create_topics(
+        [NewTopic(stuck.topic, num_partitions=1, replica_assignment=[[a, b_victim]], config={"min.insync.replicas": "2"}),
+         NewTopic(done.topic, num_partitions=1, replica_assignment=[[c]])], operation_timeout=30)
+    for f in futures.values():
+        f.result(30)
+    for tp in (stuck, done):
+        faults._wait_for_leaders(tp.topic, 1, time.monotonic() + 30)
+    wait_for_isr(faults, stuck, [a, b_victim])
+    producer = Producer({"bootstrap.servers": faults.bootstrap_servers, "transactional.id": tid,
+                         "transaction.timeout.ms": 60_000, "enable.idempotence": True, "acks": "all"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for tp in (stuck, done):
+        for i in range(3):
+            producer.produce(tp.topic, f"prep-{i}".encode(), partition=tp.partition)
+    assert producer.flush(30) == 0
+    faults.kill_broker(b_victim)
+    try:
+        wait_for_isr(faults, stuck, [a])  # now the marker's acks=all append is refused
+        producer.commit_transaction(60)  # returns once PrepareCommit is in the log
+        time.sleep(1.5)  # older than MAX_TIMEOUT: a candidate
+        before = offsets(faults, stuck)
+        assert before[0] < before[1], before  # still open on the stuck partition
+        lso_done, hw_done = offsets(faults, done)
+        assert lso_done == hw_done  # its other partition got its marker
+
+        result = cli(capsys, faults, "hanging", "-t", stuck.topic, "--max-transaction-timeout", MAX_TIMEOUT)
+        rows = verdict_rows(sections(result))
+        assert rows["hanging"] == [] and rows["undetermined"] == [], result.stdout
+        (row,) = rows["long_running"]
+        assert row["transactional_id"] == tid, row
+        assert hanging.REASON_COMPLETING in row["reason"] and "PrepareCommit" in row["reason"], row
+        assert result.code == 1, (result.stdout, result.stderr)
+
+        audit = tmp_path / "audit.jsonl"
+        refused = cli(capsys, faults, "abort", "-t", stuck.topic, "-p", "0", "--start-offset", str(before[0]), "--yes",
+                      "--audit-log", str(audit))
+        assert refused.code == 3, (refused.stdout, refused.stderr)
+        assert [r["outcome"] for r in json.loads(refused.stdout)] == ["refused"], refused.stdout
+        assert offsets(faults, stuck) == before
+        assert refused_in_audit(audit, stuck)
+        everything = cli(capsys, faults, "abort", "--all-hanging", "--max-transaction-timeout", MAX_TIMEOUT, "--yes",
+                         "--audit-log", str(audit))
+        assert stuck.topic not in everything.stdout, everything.stdout  # not planned at all
+        assert offsets(faults, stuck) == before
+        assert not [r for r in auditlog.read_records(audit) if r["target"].get("topic") == stuck.topic
+                    and r.get("outcome") not in (None, "refused")]
+    finally:
+        faults.start_broker(b_victim)
+    # Back: the coordinator's retried marker lands and the commit completes.
+    deadline = time.monotonic() + 60
+    while True:
+        lso, hw = offsets(faults, stuck)
+        if lso == hw or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert lso == hw > before[1]
+    assert hm.read_values(faults.bootstrap_servers, stuck, True) == [f"prep-{i}".encode() for i in range(3)]
+    producer.flush(5)
