@@ -457,3 +457,68 @@ def test_stuck_in_prepare_commit_is_long_running_and_not_aborted(capsys, faults:
     assert lso == hw > before[1]
     assert hm.read_values(faults.bootstrap_servers, stuck, True) == [f"prep-{i}".encode() for i in range(3)]
     producer.flush(5)
+
+
+@pytest.mark.parametrize("move", ["killed", "restarted"])
+def test_coordinator_lost_between_plan_and_act(capsys, faults: KafkaCluster, scene, tmp_path, move):
+    """The coordinator's broker dies (and maybe comes back) after the plan: the re-check decides, never the plan."""
+    from kafkatxn import remedy
+
+    name = f"moved-{move}-{uuid.uuid4().hex[:6]}"
+    leaders = log_leaders(faults)
+    log_partition, coordinator = next((lp, b) for lp, b in sorted(leaders.items()) if b >= 0)
+    host = next(b for b in sorted(faults.broker_ids) if b != coordinator)
+    tp = create_topic_on(faults, name, host)
+    h = make_hanging(faults, tid_on(log_partition, f"mv-{name}"), tp.topic, 0)
+    time.sleep(1.5)
+    before = offsets(faults, tp)
+    assert before[0] == h.start_offset < before[1]
+    planned: list = []
+
+    def move_then_confirm(plan_rows) -> bool:
+        planned.extend(plan_rows)
+        faults.kill_broker(coordinator)
+        wait_for_log_leader(faults, log_partition, want_leader=False)
+        if move == "restarted":
+            faults.start_broker(coordinator)
+            wait_for_log_leader(faults, log_partition, want_leader=True)
+            deadline = time.monotonic() + 60  # until the new coordinator has loaded its log and answers
+            while cli(capsys, faults, "hanging", "-t", tp.topic, "--max-transaction-timeout", MAX_TIMEOUT).code != 2:
+                assert time.monotonic() < deadline, "the restarted coordinator never answered"
+                time.sleep(1)
+        return True
+
+    audit_path = tmp_path / "audit.jsonl"
+    audit = auditlog.AuditLog(audit_path, bootstrap_servers=faults.bootstrap_servers)
+    try:
+        with Cluster(ConnectionConfig(faults.bootstrap_servers, timeout_ms=20_000)) as c:
+            result = remedy.abort(c, [remedy.AbortTarget(tp.topic, 0, start_offset=h.start_offset)], audit=audit,
+                                  confirm=move_then_confirm)
+        (row,) = result.rows
+        assert [r.producer_id for r in planned] == [h.producer_id]  # it was planned on the healthy view
+        records = auditlog.read_records(audit_path)
+        if move == "killed":
+            assert row.outcome is remedy.Outcome.REFUSED, row
+            assert "changed since the plan was made" in row.reason and f"{LOG}-{log_partition}" in row.reason, row.reason
+            assert offsets(faults, tp) == before  # no marker on the stale view
+            assert [r["record"] for r in records] == ["result"] and refused_in_audit(audit_path, tp)  # no intent
+            assert result.exit_code == 3
+        else:
+            assert row.outcome is remedy.Outcome.ABORTED, row
+            lso, hw = offsets(faults, tp)
+            assert lso == hw > before[1]
+            assert [(r["record"], r.get("outcome")) for r in records] == [("intent", None), ("result", "aborted")]
+            assert result.exit_code == 0
+    finally:
+        if coordinator not in faults.running_broker_ids():
+            faults.start_broker(coordinator)
+    wait_for_log_leader(faults, log_partition, want_leader=True)
+    if move == "killed":  # still hanging, and released once its coordinator answers again
+        deadline = time.monotonic() + 60
+        while (again := cli(capsys, faults, "abort", "-t", tp.topic, "-p", "0", "--start-offset", str(h.start_offset),
+                            "--yes", "--audit-log", str(audit_path))).code != 0:
+            assert time.monotonic() < deadline, again.stderr
+            time.sleep(1)
+        assert [r["outcome"] for r in json.loads(again.stdout)] == ["aborted"]
+        lso, hw = offsets(faults, tp)
+        assert lso == hw > before[1]
