@@ -241,3 +241,284 @@ def test_explicit_abort_needs_the_epochs_the_partition_expects(capsys, faults: K
     assert json.loads(done.stdout)[0]["outcome"] == "aborted"
     repeat = abort(h.producer_id, expected)
     assert repeat.code == 0, repeat.stderr
+
+
+def create_topic_on(cluster: KafkaCluster, name: str, broker: int) -> TopicPartition:
+    """A one-partition topic whose only replica is on ``broker``."""
+    from confluent_kafka.admin import NewTopic
+
+    cluster.admin_client().create_topics([NewTopic(name, num_partitions=1, replica_assignment=[[broker]])], operation_timeout=30)[name].result(30)
+    cluster._wait_for_leaders(name, 1, time.monotonic() + 30)
+    return TopicPartition(name, 0)
+
+
+def test_prefix_named_topic_unavailable_only_its_own_transaction_is_left(capsys, faults: KafkaCluster, scene, tmp_path):
+    """``p-1`` and ``p-10`` both hang; only ``p-10``'s leader is dead: ``p-1`` is released, ``p-10`` untouched."""
+    prefix = f"pre{uuid.uuid4().hex[:6]}"
+    leaders = log_leaders(faults)
+    # The victim leads p-10; both transactional ids live on a log partition another broker leads.
+    victim = sorted(faults.broker_ids)[-1]
+    live_partition = next(lp for lp, b in sorted(leaders.items()) if b != victim)
+    other = next(b for b in sorted(faults.broker_ids) if b != victim)
+    one, ten = create_topic_on(faults, f"{prefix}-1", other), create_topic_on(faults, f"{prefix}-10", victim)
+    h1 = make_hanging(faults, tid_on(live_partition, f"p1-{prefix}"), one.topic, 0)
+    h10 = make_hanging(faults, tid_on(live_partition, f"p10-{prefix}"), ten.topic, 0)
+    time.sleep(1.5)
+    healthy = cli(capsys, faults, "hanging", "-t", one.topic, "-t", ten.topic, "--max-transaction-timeout", MAX_TIMEOUT)
+    assert healthy.code == 2, healthy.stderr
+    assert {r["producer_id"] for r in verdict_rows(sections(healthy))["hanging"]} == {h1.producer_id, h10.producer_id}
+    before_ten = offsets(faults, ten)
+    assert before_ten[0] < before_ten[1]  # pinned by the open transaction
+    faults.kill_broker(victim)
+    try:
+        result = cli(capsys, faults, "hanging", "-t", one.topic, "-t", ten.topic, "--max-transaction-timeout", MAX_TIMEOUT)
+        rows = verdict_rows(sections(result))
+        assert result.code == 2, (result.stdout, result.stderr)  # a hanging one was found
+        assert [(r["topic"], r["producer_id"]) for r in rows["hanging"]] == [(one.topic, h1.producer_id)], result.stdout
+        assert h10.producer_id not in {r["producer_id"] for rs in rows.values() for r in rs if r["topic"] == one.topic}
+        assert f"{ten.topic}-0" in result.stderr, result.stderr  # missing: named exactly, not as p-1
+        assert f"{one.topic}-0" not in result.stderr.replace(f"{ten.topic}-0", ""), result.stderr
+
+        audit = tmp_path / "audit.jsonl"
+        aborted = cli(capsys, faults, "abort", "--all-hanging", "--max-transaction-timeout", MAX_TIMEOUT, "--yes",
+                      "--audit-log", str(audit))
+        assert aborted.code == 3, (aborted.stdout, aborted.stderr)  # p-10 could not be looked at
+        out = json.loads(aborted.stdout)
+        mine = [r for r in out if r["topic"] in (one.topic, ten.topic)]
+        assert [(r["topic"], r["producer_id"], r["outcome"]) for r in mine] == [(one.topic, h1.producer_id, "aborted")], aborted.stdout
+        lso, hw = offsets(faults, one)
+        assert lso == hw
+        results = [r for r in auditlog.read_records(audit) if r["record"] == "result" and r["target"]["topic"] in (one.topic, ten.topic)]
+        assert [(r["target"]["topic"], r["outcome"]) for r in results] == [(one.topic, "aborted")], results
+    finally:
+        faults.start_broker(victim)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            after_ten = offsets(faults, ten)
+            break
+        except Exception:  # noqa: BLE001 - leader coming back
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    assert after_ten == before_ten  # no marker was written on p-10
+    back = cli(capsys, faults, "hanging", "-t", ten.topic, "--max-transaction-timeout", MAX_TIMEOUT)
+    assert back.code == 2 and [r["producer_id"] for r in verdict_rows(sections(back))["hanging"]] == [h10.producer_id], back.stderr
+
+
+def run_in_pty(args: list[str], prompt: str, answer: str, wait_s: float, timeout: float = 90) -> tuple[int, str, str]:
+    """Run ``python -m kafkatxn args`` with a terminal on stdin and stderr; answer ``prompt`` after ``wait_s``."""
+    import os
+    import select
+    import subprocess
+    import sys
+
+    master, slave = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kafkatxn", *args], stdin=slave, stderr=slave,
+                            stdout=subprocess.PIPE, close_fds=True)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + timeout
+    answered = False
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            if not answered and prompt.encode() in seen:
+                time.sleep(wait_s)  # longer than --timeout at the prompt
+                os.write(master, answer.encode() + b"\n")
+                answered = True
+            if proc.poll() is not None and not ready:
+                break
+        out = proc.communicate(timeout=max(1, deadline - time.monotonic()))[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert answered, seen.decode(errors="replace")
+    return proc.returncode, out.decode(), seen.decode(errors="replace")
+
+
+def test_confirmation_slower_than_the_timeout_then_acts(faults: KafkaCluster, scene, tmp_path):
+    """The deadline restarts after the prompt: answering after longer than --timeout still aborts."""
+    topic = faults.create_topic(f"slow-{uuid.uuid4().hex[:6]}", partitions=1, replication_factor=1)
+    tp = TopicPartition(topic, 0)
+    h = make_hanging(faults, f"slow-{uuid.uuid4().hex[:6]}", topic, 0)
+    lso, hw = offsets(faults, tp)
+    assert lso == h.start_offset < hw
+    audit = tmp_path / "audit.jsonl"
+    code, out, terminal = run_in_pty(
+        ["-b", faults.bootstrap_servers, "abort", "-t", topic, "-p", "0", "--start-offset", str(h.start_offset),
+         "--timeout", "5s", "--audit-log", str(audit), "-o", "json"],
+        prompt="Write these ABORT markers?", answer="y", wait_s=8)
+    assert code == 0, (out, terminal)
+    assert [(r["producer_id"], r["outcome"]) for r in json.loads(out)] == [(h.producer_id, "aborted")], (out, terminal)
+    lso_after, hw_after = offsets(faults, tp)
+    assert lso_after == hw_after > hw - 1  # the LSO reached the high watermark (the marker is one more record)
+    mine = [r for r in auditlog.read_records(audit) if r["target"].get("producer_id") in (None, h.producer_id)]
+    assert [r["record"] for r in mine] == ["intent", "result"], mine
+    assert mine[1]["outcome"] == "aborted"
+
+
+def wait_for_isr(cluster: KafkaCluster, tp: TopicPartition, want: list[int], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    isr = None
+    while time.monotonic() < deadline:
+        meta = cluster.admin_client().list_topics(tp.topic, timeout=10)
+        isr = sorted(meta.topics[tp.topic].partitions[tp.partition].isrs)
+        if isr == sorted(want):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"ISR of {tp} is {isr}, not {want}, after {timeout}s")
+
+
+def test_stuck_in_prepare_commit_is_long_running_and_not_aborted(capsys, faults: KafkaCluster, scene, tmp_path):
+    """A real producer commits while one partition cannot take its marker: PrepareCommit, never hanging.
+
+    A partition whose only replica is dead cannot be described either, so the open partition here is
+    one whose leader lives but refuses the marker: replicas [A, B], min.insync.replicas 2, B killed.
+    The coordinator (on a live broker) writes PrepareCommit, the marker to the second partition (on
+    C) lands, the one to A is refused with NOT_ENOUGH_REPLICAS and retried until B is back.
+    """
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    name = f"prep-{uuid.uuid4().hex[:6]}"
+    brokers = sorted(faults.broker_ids)
+    b_victim = brokers[-1]
+    a, c = brokers[0], brokers[1]
+    leaders = log_leaders(faults)
+    tid = tid_on(next(lp for lp, b in sorted(leaders.items()) if b != b_victim), f"prep-{name}")
+    stuck, done = TopicPartition(f"{name}-stuck", 0), TopicPartition(f"{name}-done", 0)
+    futures = faults.admin_client().create_topics(
+        [NewTopic(stuck.topic, num_partitions=1, replica_assignment=[[a, b_victim]], config={"min.insync.replicas": "2"}),
+         NewTopic(done.topic, num_partitions=1, replica_assignment=[[c]])], operation_timeout=30)
+    for f in futures.values():
+        f.result(30)
+    for tp in (stuck, done):
+        faults._wait_for_leaders(tp.topic, 1, time.monotonic() + 30)
+    wait_for_isr(faults, stuck, [a, b_victim])
+    producer = Producer({"bootstrap.servers": faults.bootstrap_servers, "transactional.id": tid,
+                         "transaction.timeout.ms": 60_000, "enable.idempotence": True, "acks": "all"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for tp in (stuck, done):
+        for i in range(3):
+            producer.produce(tp.topic, f"prep-{i}".encode(), partition=tp.partition)
+    assert producer.flush(30) == 0
+    faults.kill_broker(b_victim)
+    try:
+        wait_for_isr(faults, stuck, [a])  # now the marker's acks=all append is refused
+        producer.commit_transaction(60)  # returns once PrepareCommit is in the log
+        time.sleep(1.5)  # older than MAX_TIMEOUT: a candidate
+        before = offsets(faults, stuck)
+        assert before[0] < before[1], before  # still open on the stuck partition
+        lso_done, hw_done = offsets(faults, done)
+        assert lso_done == hw_done  # its other partition got its marker
+
+        result = cli(capsys, faults, "hanging", "-t", stuck.topic, "--max-transaction-timeout", MAX_TIMEOUT)
+        rows = verdict_rows(sections(result))
+        assert rows["hanging"] == [] and rows["undetermined"] == [], result.stdout
+        (row,) = rows["long_running"]
+        assert row["transactional_id"] == tid, row
+        assert hanging.REASON_COMPLETING in row["reason"] and "PrepareCommit" in row["reason"], row
+        assert result.code == 1, (result.stdout, result.stderr)
+
+        audit = tmp_path / "audit.jsonl"
+        refused = cli(capsys, faults, "abort", "-t", stuck.topic, "-p", "0", "--start-offset", str(before[0]), "--yes",
+                      "--audit-log", str(audit))
+        assert refused.code == 3, (refused.stdout, refused.stderr)
+        assert [r["outcome"] for r in json.loads(refused.stdout)] == ["refused"], refused.stdout
+        assert offsets(faults, stuck) == before
+        assert refused_in_audit(audit, stuck)
+        everything = cli(capsys, faults, "abort", "--all-hanging", "--max-transaction-timeout", MAX_TIMEOUT, "--yes",
+                         "--audit-log", str(audit))
+        assert stuck.topic not in everything.stdout, everything.stdout  # not planned at all
+        assert offsets(faults, stuck) == before
+        assert not [r for r in auditlog.read_records(audit) if r["target"].get("topic") == stuck.topic
+                    and r.get("outcome") not in (None, "refused")]
+    finally:
+        faults.start_broker(b_victim)
+    # Back: the coordinator's retried marker lands and the commit completes.
+    deadline = time.monotonic() + 60
+    while True:
+        lso, hw = offsets(faults, stuck)
+        if lso == hw or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert lso == hw > before[1]
+    assert hm.read_values(faults.bootstrap_servers, stuck, True) == [f"prep-{i}".encode() for i in range(3)]
+    producer.flush(5)
+
+
+@pytest.mark.parametrize("move", ["killed", "restarted"])
+def test_coordinator_lost_between_plan_and_act(capsys, faults: KafkaCluster, scene, tmp_path, move):
+    """The coordinator's broker dies (and maybe comes back) after the plan: the re-check decides, never the plan."""
+    from kafkatxn import remedy
+
+    name = f"moved-{move}-{uuid.uuid4().hex[:6]}"
+    leaders = log_leaders(faults)
+    log_partition, coordinator = next((lp, b) for lp, b in sorted(leaders.items()) if b >= 0)
+    host = next(b for b in sorted(faults.broker_ids) if b != coordinator)
+    tp = create_topic_on(faults, name, host)
+    h = make_hanging(faults, tid_on(log_partition, f"mv-{name}"), tp.topic, 0)
+    time.sleep(1.5)
+    before = offsets(faults, tp)
+    assert before[0] == h.start_offset < before[1]
+    planned: list = []
+
+    def move_then_confirm(plan_rows) -> bool:
+        planned.extend(plan_rows)
+        faults.kill_broker(coordinator)
+        wait_for_log_leader(faults, log_partition, want_leader=False)
+        if move == "restarted":
+            faults.start_broker(coordinator)
+            wait_for_log_leader(faults, log_partition, want_leader=True)
+            deadline = time.monotonic() + 60  # until the new coordinator has loaded its log and answers
+            while cli(capsys, faults, "hanging", "-t", tp.topic, "--max-transaction-timeout", MAX_TIMEOUT).code != 2:
+                assert time.monotonic() < deadline, "the restarted coordinator never answered"
+                time.sleep(1)
+        return True
+
+    audit_path = tmp_path / "audit.jsonl"
+    audit = auditlog.AuditLog(audit_path, bootstrap_servers=faults.bootstrap_servers)
+    try:
+        with Cluster(ConnectionConfig(faults.bootstrap_servers, timeout_ms=20_000)) as c:
+            result = remedy.abort(c, [remedy.AbortTarget(tp.topic, 0, start_offset=h.start_offset)], audit=audit,
+                                  confirm=move_then_confirm)
+        (row,) = result.rows
+        assert [r.producer_id for r in planned] == [h.producer_id]  # it was planned on the healthy view
+        records = auditlog.read_records(audit_path)
+        if move == "killed":
+            assert row.outcome is remedy.Outcome.REFUSED, row
+            assert "changed since the plan was made" in row.reason and f"{LOG}-{log_partition}" in row.reason, row.reason
+            assert offsets(faults, tp) == before  # no marker on the stale view
+            assert [r["record"] for r in records] == ["result"] and refused_in_audit(audit_path, tp)  # no intent
+            assert result.exit_code == 3
+        else:
+            assert row.outcome is remedy.Outcome.ABORTED, row
+            lso, hw = offsets(faults, tp)
+            assert lso == hw > before[1]
+            assert [(r["record"], r.get("outcome")) for r in records] == [("intent", None), ("result", "aborted")]
+            assert result.exit_code == 0
+    finally:
+        if coordinator not in faults.running_broker_ids():
+            faults.start_broker(coordinator)
+    wait_for_log_leader(faults, log_partition, want_leader=True)
+    if move == "killed":  # still hanging, and released once its coordinator answers again
+        deadline = time.monotonic() + 60
+        while (again := cli(capsys, faults, "abort", "-t", tp.topic, "-p", "0", "--start-offset", str(h.start_offset),
+                            "--yes", "--audit-log", str(audit_path))).code != 0:
+            assert time.monotonic() < deadline, again.stderr
+            time.sleep(1)
+        assert [r["outcome"] for r in json.loads(again.stdout)] == ["aborted"]
+        lso, hw = offsets(faults, tp)
+        assert lso == hw > before[1]
