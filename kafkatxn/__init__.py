@@ -1,10 +1,16 @@
 """kafkatxn: operations tooling for transactional Apache Kafka clusters."""
 
-from importlib.metadata import PackageNotFoundError, version as _version
 
-try:
-    # The installed distribution's metadata (pyproject.toml's version), so a wheel, a pipx install
-    # and an editable checkout all report what was installed.
-    __version__ = _version("kafkatxn")
-except PackageNotFoundError:  # imported from a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    # Read when asked for (importlib.metadata costs every command start ~10 ms): the installed
+    # distribution's metadata (pyproject.toml's version), so a wheel, a pipx install and an
+    # editable checkout all report what was installed.
+    if name != "__version__":
+        raise AttributeError(f"module 'kafkatxn' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kafkatxn")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "0+unknown"

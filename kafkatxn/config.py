@@ -19,8 +19,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
-import javaproperties
-
 from kafkatxn.config_providers import REFERENCE, is_provider_key, resolve_references
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
@@ -139,6 +137,8 @@ def parse_properties(text: str, source: str = "<properties>") -> list[PropertyLi
     out: list[PropertyLine] = []
     line = 1
     try:
+        import javaproperties  # only a properties file needs it
+
         for element in javaproperties.parse(text):
             if isinstance(element, javaproperties.KeyValue):
                 out.append(PropertyLine(source, line, element.key, element.value))

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-import javaproperties
 
 from kafkatxn.errors import UsageError
 
@@ -81,6 +80,8 @@ class _Provider:
                     text = target.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError):
                     raise UsageError(f"{where}: Could not read properties from file {path}") from None
+                import javaproperties  # only a file provider needs it
+
                 try:
                     data = self.cache[path] = javaproperties.loads(text)
                 except javaproperties.InvalidUEscapeError:

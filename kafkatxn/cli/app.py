@@ -5,24 +5,97 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import os
 import sys
 import traceback
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 try:  # typer >= 0.20 vendors click; its usage errors are the ones raised
     from typer._click.exceptions import UsageError as ClickUsageError
 except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import UsageError as ClickUsageError
 
-from kafkatxn import __version__
 from kafkatxn.cli.options import shared_parameters
 from kafkatxn.errors import EXIT_UNKNOWN, EXIT_USAGE, KafkatxnError
 from kafkatxn.redact import redact
 
+# Every command: its module and the line `kafkatxn --help` shows for it, in that order. A module is
+# imported only when its command runs (or is completed): start-up pays for typer and the shared
+# options, not for every command's library. tests/unit/test_startup_imports.py checks each line
+# against the command's own help. A module that fails to import is a bug: it raises.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "cluster": ("cluster_cmd", "Cluster id, controller, brokers, Kafka version, transaction APIs and settings."),
+    "completion": ("completion_cmd", "Print the completion script, e.g."),
+    "producers": ("producers_cmd", "Active producers per partition: ids, epochs, sequences, last write and its age, open transaction start."),
+    "transactions": ("transactions_cmd", "Transactions as their coordinators see them (ListTransactions, DescribeTransactions)."),
+    "lso": ("lso_cmd", "Last stable offset lag: per partition, HW - LSO and the open transaction pinning the LSO."),
+    "diagnose": ("diagnose_cmd", "Why has my read_committed consumer group stopped, and what do I do?"),
+    "hanging": ("hanging_cmd", "Find hanging transactions: open on a partition, but not tracked by their coordinator."),
+    "abort": ("remedy_cmd", "Abort a hanging transaction by writing an ABORT marker to its partition."),
+    "fence": ("remedy_cmd", "Fence transactional ids: bump their epoch, aborting any open transaction."),
+    "check": ("check_cmd", "One status line for cron, Nagios/Icinga and runbooks: hanging transactions (critical), LSO lag, transaction age, active producer ids."),
+    "exporter": ("exporter_cmd", "Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids, consumer-group lag; gathered at scrape time with a short cache."),
+    "audit": ("audit_cmd", "Audit transactional ids in the transaction log: shared ids, unstable ids, inventory conflicts."),
+    "config": ("config_cmd", "Connection settings: flags > environment > profile."),
+}
+COMMAND_MODULES = tuple(dict.fromkeys(module for module, _help in COMMANDS.values()))
+
+
+def load_commands(module_name: str) -> dict:
+    """The click commands a command module registers, by name."""
+    holder = typer.Typer(rich_markup_mode=None, add_completion=False, pretty_exceptions_enable=False)
+    importlib.import_module(f"kafkatxn.cli.{module_name}").register(holder)
+    return dict(typer.main.get_group(holder).commands)
+
+
+class LazyCommands(TyperGroup):
+    """The root group: commands come from :data:`COMMANDS`, each module loaded on first use."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: typer.Context, cmd_name: str):
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.commands.update(load_commands(COMMANDS[cmd_name][0]))
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: typer.Context, formatter) -> None:
+        width = formatter.width - 6 - max(map(len, COMMANDS))
+        rows = [(name, _short(line, width)) for name, (_module, line) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def leaf_commands() -> dict[tuple[str, ...], object]:
+    """Every runnable command by its path (``("transactions", "list")``), all modules loaded: for tests
+    and tools that walk the whole CLI."""
+    import typer._click as click
+
+    root = typer.main.get_command(app)
+    out: dict[tuple[str, ...], object] = {}
+
+    def walk(cmd, path: tuple[str, ...]) -> None:
+        if hasattr(cmd, "list_commands"):
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), (*path, name))
+        else:
+            out[path] = cmd
+
+    walk(root, ())
+    return out
+
+
+def _short(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: max(width - 3, 1)].rsplit(" ", 1)[0] + "..."
+
+
 app = typer.Typer(
     name="kafkatxn",
+    cls=LazyCommands,
     help="Operations CLI for transactional Apache Kafka clusters.\n\n"
     "Exit codes: 0 ok, 1 findings (warning), 2 critical findings, 3 could not determine, 64 usage error.",
     no_args_is_help=True,
@@ -33,8 +106,12 @@ app = typer.Typer(
 )
 
 
+
+
 def _version(value: bool) -> None:
     if value:
+        from kafkatxn import __version__
+
         print(f"kafkatxn {__version__}")
         raise typer.Exit(0)
 
@@ -57,22 +134,6 @@ root.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 )
 app.callback()(root)
 
-# Every command module, in the order --help lists them. A module that fails to import is a bug, not
-# a missing feature: it raises.
-COMMAND_MODULES = (
-    "cluster_cmd", "config_cmd", "completion_cmd", "producers_cmd", "transactions_cmd", "lso_cmd",
-    "hanging_cmd", "remedy_cmd", "diagnose_cmd", "check_cmd", "exporter_cmd", "audit_cmd",
-)
-
-
-def _register_commands() -> None:
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"kafkatxn.cli.{name}").register(app)
-
-
-_register_commands()
-
-
 def _error(message: str) -> None:
     # One line, whatever the message quotes (a value with a newline in it, a multi-line library error).
     print(f"kafkatxn: error: {' '.join(redact(message).splitlines())}", file=sys.stderr)
@@ -80,6 +141,12 @@ def _error(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    if "_KAFKATXN_COMPLETE" in os.environ:
+        # A completion request from the shell script: typer's shell classes answer it (add_completion=False
+        # leaves their set-up to us, and the completion command's module is otherwise loaded lazily).
+        from typer._completion_classes import completion_init
+
+        completion_init()
     debug = "--debug" in args
     command = typer.main.get_command(app)
     try:

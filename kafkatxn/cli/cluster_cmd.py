@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from kafkatxn import clusterinfo
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 
 
@@ -12,6 +11,8 @@ def register(app: typer.Typer) -> None:
     @command(app, "cluster")
     def cluster_command(ctx: CommandContext) -> int | None:
         """Cluster id, controller, brokers, Kafka version, transaction APIs and settings."""
+        from kafkatxn import clusterinfo
+
         info = clusterinfo.describe(ctx.cluster)
         ctx.render(info.report)
         return fail_if_missing(ctx, info.missing, "cluster description")

@@ -12,17 +12,19 @@ import logging
 import sys
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import typer
 
 from kafkatxn import config as config_mod
-from kafkatxn.kafka import Cluster
 from kafkatxn.errors import KafkatxnError
 from kafkatxn.exitcodes import exit_code
 from kafkatxn.model import Missing
 from kafkatxn.cli.options import SHARED_NAMES, OutputFormat, shared_parameters
 from kafkatxn.output import render
+
+if TYPE_CHECKING:
+    from kafkatxn.kafka import Cluster
 
 
 @dataclass
@@ -61,6 +63,8 @@ class CommandContext:
     @property
     def cluster(self) -> Cluster:
         if self._cluster is None:
+            from kafkatxn.kafka import Cluster
+
             self._cluster = Cluster(self.config)
         return self._cluster
 

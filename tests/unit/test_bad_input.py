@@ -724,22 +724,13 @@ def test_found_bad_inputs_are_usage_errors(files, args, fragment):
 
 def test_every_command_and_option_is_fuzzed():
     """A new command or option must get a strategy here, or this fails."""
-    import typer
-
-    from kafkatxn.cli.app import app
+    from kafkatxn.cli.app import leaf_commands
     from kafkatxn.cli.common import SHARED_NAMES
 
-    root = typer.main.get_command(app)
-    seen: dict[tuple[str, ...], set[str]] = {}
-
-    def walk(cmd, path):
-        if hasattr(cmd, "commands"):
-            for name, sub in cmd.commands.items():
-                walk(sub, (*path, name))
-        else:
-            seen[path] = {p.opts[0] for p in cmd.params if p.name not in SHARED_NAMES and p.param_type_name == "option"}
-
-    walk(root, ())
+    seen = {
+        path: {p.opts[0] for p in cmd.params if p.name not in SHARED_NAMES and p.param_type_name == "option"}
+        for path, cmd in leaf_commands().items()
+    }
     assert set(seen) == set(COMMANDS)
     for path, names in seen.items():
         _base, options, _wrong = COMMANDS[path]

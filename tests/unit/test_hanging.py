@@ -285,7 +285,7 @@ def fake_cli(monkeypatch):
 
     def use(fake):
         holder["fake"] = fake
-        monkeypatch.setattr("kafkatxn.cli.common.Cluster", lambda config: fake)
+        monkeypatch.setattr("kafkatxn.kafka.Cluster", lambda config: fake)
 
     return use
 

@@ -358,7 +358,7 @@ def test_fence_pattern_matches_whole_ids_and_dry_run_touches_nothing(audit):
 def cli_env(monkeypatch, tmp_path):
     path = tmp_path / "audit.jsonl"
     fake = hanging_cluster(auditlog.AuditLog(path))
-    monkeypatch.setattr("kafkatxn.cli.common.Cluster", lambda config: fake)
+    monkeypatch.setattr("kafkatxn.kafka.Cluster", lambda config: fake)
     return fake, path
 
 

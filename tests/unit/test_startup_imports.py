@@ -17,7 +17,7 @@ def modules_loaded_by(*args: str) -> set[str]:
         f"    main({list(args)!r})\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} | set(sys.modules))), file=sys.stderr)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     return set(json.loads(proc.stderr.strip().splitlines()[-1]))
@@ -31,3 +31,18 @@ def test_help_imports_no_kafka_client_nor_output_library():
 def test_config_show_imports_no_kafka_client():
     loaded = modules_loaded_by("config", "show", "-b", "h:1", "-o", "json")
     assert not loaded & {"confluent_kafka", "kafka", "pyspark", "prometheus_client"}
+
+
+def test_the_help_line_of_every_command_is_its_own():
+    """--help lists commands from a table so it imports none of them: the table must say what each
+    command's own help says."""
+    from kafkatxn.cli import app as app_module
+
+    for name, (module, line) in app_module.COMMANDS.items():
+        command = app_module.load_commands(module)[name]
+        assert command.get_short_help_str(limit=1000) == line, name
+
+
+def test_help_loads_no_command_module():
+    loaded = modules_loaded_by("--help")
+    assert not {m for m in loaded if m.endswith("_cmd")}, "a command module was imported for --help"

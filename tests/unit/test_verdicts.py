@@ -102,7 +102,7 @@ def test_a_known_id_whose_coordinator_answered_is_still_decided_with_a_log_parti
 def test_hanging_command_lists_undetermined_and_exits_3(capsys, monkeypatch):
     m = model_with(old(7, start=10))
     m.stop_broker(2)
-    monkeypatch.setattr("kafkatxn.cli.common.Cluster", lambda config: FakeCluster(m))
+    monkeypatch.setattr("kafkatxn.kafka.Cluster", lambda config: FakeCluster(m))
     result = run_cli(capsys, "hanging", "-b", "f:1", "-t", "orders", "--max-transaction-timeout", "15m", "-o", "jsonl")
     assert result.code == 3, result.stderr
     rows = result.records("jsonl")
@@ -203,7 +203,7 @@ def test_explicit_abort_with_a_wrong_coordinator_epoch_writes_nothing(tmp_path, 
 
 def test_unknown_producer_id_is_refused_and_a_repeat_of_a_done_abort_is_ok(tmp_path, capsys, monkeypatch):
     m = model_with(old(7, start=10, epoch=4, coord=3))
-    monkeypatch.setattr("kafkatxn.cli.common.Cluster", lambda config: FakeCluster(m))
+    monkeypatch.setattr("kafkatxn.kafka.Cluster", lambda config: FakeCluster(m))
     log = tmp_path / "audit.jsonl"
 
     def abort(pid):
