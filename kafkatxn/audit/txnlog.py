@@ -322,8 +322,12 @@ def _read_partition_ids(data: bytes, pos: int, k: int, n: int, topic: str, appen
 
 
 # Tagged fields of a version 1 value (TransactionLogValue.json): tag -> (size, reader, type).
-# 0 PreviousProducerId, 1 NextProducerId (int64); 2 ClientTransactionVersion, 3 NextProducerEpoch (int16).
-_VALUE_TAGS = {0: (8, _i64_unpack, "int64"), 1: (8, _i64_unpack, "int64"), 2: (2, _i16_unpack, "int16"), 3: (2, _i16_unpack, "int16")}
+_VALUE_TAGS = {
+    TAG_PREVIOUS_PRODUCER_ID: (8, _i64_unpack, "int64"),
+    TAG_NEXT_PRODUCER_ID: (8, _i64_unpack, "int64"),
+    TAG_CLIENT_TRANSACTION_VERSION: (2, _i16_unpack, "int16"),
+    TAG_NEXT_PRODUCER_EPOCH: (2, _i16_unpack, "int16"),
+}
 
 
 def _decode_v1(data: bytes, n: int) -> tuple:
@@ -400,7 +404,8 @@ def _decode_v1(data: bytes, n: int) -> tuple:
     parts = _sorted_partitions(partitions)
     return (
         1, producer_id, epoch, STATES[status], parts, timeout_ms, start, last_update,
-        tagged.get(2, 0), tagged.get(0, -1), tagged.get(1, -1), tagged.get(3, -1), unknown,
+        tagged.get(TAG_CLIENT_TRANSACTION_VERSION, 0), tagged.get(TAG_PREVIOUS_PRODUCER_ID, -1),
+        tagged.get(TAG_NEXT_PRODUCER_ID, -1), tagged.get(TAG_NEXT_PRODUCER_EPOCH, -1), unknown,
     )  # fmt: skip
 
 
