@@ -494,10 +494,11 @@ def find_hanging(
     lso: dict[TopicPartition, int] = {}
     hw: dict[TopicPartition, int] = {}
     if affected:
-        lso_part = cluster.list_offsets(affected, read_committed=True)
-        hw_part = cluster.list_offsets(affected, read_committed=False)
-        lso, hw = lso_part.value, hw_part.value
-        missing += [m.within("LSO") for m in lso_part.missing] + [m.within("high watermark") for m in hw_part.missing]
+        # Both isolation levels in one round trip per leader (LSO <= HW within each pair).
+        pairs = cluster.stable_and_high_offsets(affected)
+        lso = {tp: pair[0] for tp, pair in pairs.value.items()}
+        hw = {tp: pair[1] for tp, pair in pairs.value.items()}
+        missing += [m.within("offsets") for m in pairs.missing]
 
     hanging = [hanging_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.HANGING]
     long_running = [long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.LONG_RUNNING]

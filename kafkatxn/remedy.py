@@ -334,7 +334,8 @@ def _describe_partitions(cluster: Cluster, tps: Iterable[TopicPartition]) -> tup
 def _offsets(cluster: Cluster, tps: Sequence[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
     if not tps:
         return {}, {}
-    return cluster.list_offsets(tps, read_committed=True).value, cluster.list_offsets(tps, read_committed=False).value
+    pairs = cluster.stable_and_high_offsets(tps).value  # one round trip per leader, LSO <= HW in each pair
+    return {tp: lso for tp, (lso, _hw) in pairs.items()}, {tp: hw for tp, (_lso, hw) in pairs.items()}
 
 
 def _plan_targets(cluster: Cluster, targets: Sequence[AbortTarget], audit: AuditLog) -> list[_AbortItem]:
