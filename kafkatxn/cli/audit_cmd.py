@@ -6,8 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from kafkatxn.cli.options import duration_option
 from kafkatxn.cli.common import CommandContext, command
-from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.output import Report
 
@@ -95,14 +95,14 @@ def register(app: typer.Typer) -> None:
             typer.Option("--capture", metavar="DIR", help="First append the live log to this history directory (streaming), then audit it.", rich_help_panel=INPUT),
         ] = None,
         capture_for: Annotated[
-            Optional[str],
-            typer.Option("--for", metavar="DURATION", help="How long --capture runs (default: until caught up).", rich_help_panel=INPUT),
+            Optional[int],
+            duration_option("--for", help="How long --capture runs (default: until caught up).", rich_help_panel=INPUT),
         ] = None,
         min_fences: Annotated[
             int, typer.Option("--min-fences", min=1, help="Fences within --fence-window that make a shared id.", rich_help_panel=RULES)
         ] = 3,
         fence_window: Annotated[
-            str, typer.Option("--fence-window", metavar="DURATION", help="Window for --min-fences.", rich_help_panel=RULES)
+            int, duration_option("--fence-window", help="Window for --min-fences.", rich_help_panel=RULES)
         ] = "10m",
         min_family_size: Annotated[
             int, typer.Option("--min-family-size", min=2, help="Smallest family of ids judged unstable.", rich_help_panel=RULES)
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--storm-inits", min=2, help="InitProducerIds within --storm-window that make a re-initialisation storm.", rich_help_panel=RULES)
         ] = 6,
         storm_window: Annotated[
-            str, typer.Option("--storm-window", metavar="DURATION", help="Window for --storm-inits.", rich_help_panel=RULES)
+            int, duration_option("--storm-window", help="Window for --storm-inits.", rich_help_panel=RULES)
         ] = "10m",
         storm_factor: Annotated[
             float, typer.Option("--storm-factor", min=1.0, help="A storm also needs this many times the inits of the id's family siblings.", rich_help_panel=RULES)
@@ -120,9 +120,9 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--storm-severity", metavar="critical|warning", help="Severity of a re-initialisation storm.", rich_help_panel=RULES)
         ] = "critical",
         id_expiration: Annotated[
-            Optional[str],
-            typer.Option(
-                "--id-expiration", metavar="DURATION",
+            Optional[int],
+            duration_option(
+                "--id-expiration",
                 help="How long an unused id keeps producer state (default: the brokers' "
                 "transactional.id.expiration.ms, or 7d when the cluster is not read).",
                 rich_help_panel=RULES,
@@ -146,13 +146,10 @@ def register(app: typer.Typer) -> None:
             raise UsageError("--no-live needs --history DIR or --capture DIR: there is nothing else to audit")
         if capture_for is not None and not capture:
             raise UsageError("--for goes with --capture DIR")
-        fence_window_ms = parse_duration_ms(fence_window)
-        storm_window_ms = parse_duration_ms(storm_window)
         if storm_severity not in (rules.SEVERITY_CRITICAL, rules.SEVERITY_WARNING):
             raise UsageError(f"--storm-severity must be critical or warning, not {storm_severity!r}")
-        id_expiration_ms = parse_duration_ms(id_expiration) if id_expiration is not None else None
         declarations = rules.read_inventory(inventory) if inventory else None
-        capture_ms = parse_duration_ms(capture_for) if capture_for is not None else 0
+        capture_ms = capture_for if capture_for is not None else 0
         config = ctx.config if (capture or not no_live) else None
         require_pyspark()
         for h in history or []:  # before Spark starts: a typo is one line at once, not a Spark start-up first
@@ -162,17 +159,17 @@ def register(app: typer.Typer) -> None:
             # Ask the cluster before Spark starts: a refused login or a dead cluster is one line at
             # once, not a Spark start-up followed by the error; and the brokers say how long ids live.
             broker_expiration_ms = _broker_id_expiration_ms(ctx)
-            if id_expiration_ms is None:
-                id_expiration_ms = broker_expiration_ms
+            if id_expiration is None:
+                id_expiration = broker_expiration_ms
         params = rules.AuditParams(
             min_fences=min_fences,
-            fence_window_ms=fence_window_ms,
+            fence_window_ms=fence_window,
             min_family_size=min_family_size,
             storm_min_inits=storm_inits,
-            storm_window_ms=storm_window_ms,
+            storm_window_ms=storm_window,
             storm_family_factor=storm_factor,
             storm_severity=storm_severity,
-            id_expiration_ms=id_expiration_ms if id_expiration_ms is not None else DEFAULT_ID_EXPIRATION_MS,
+            id_expiration_ms=id_expiration if id_expiration is not None else DEFAULT_ID_EXPIRATION_MS,
         )
         if not under_spark_submit():  # spark-submit merges our stderr into stdout: keep JSON output clean
             ctx.note(f"kafkatxn: starting Spark on {master or 'local[*]'}")

@@ -10,19 +10,11 @@ from kafkatxn import config as config_mod
 from kafkatxn import defaults
 from kafkatxn.cli.check_cmd import SCOPE, GroupRegex, OnlyLagging, PerTopic, TopicRegex
 from kafkatxn.cli.common import CommandContext, command
-from kafkatxn.cli.options import MaxTransactionTimeout
-from kafkatxn.durations import parse_duration_ms
+from kafkatxn.cli.options import MaxTransactionTimeout, duration_option
 from kafkatxn.errors import UsageError
 from kafkatxn.validation import compile_regex
 
 HTTP = "HTTP"
-
-
-def _duration_s(text: str, option: str) -> float:
-    seconds = parse_duration_ms(text) / 1000
-    if seconds <= 0:
-        raise UsageError(f"{option} must be more than 0")
-    return seconds
 
 
 def register(app: typer.Typer) -> None:
@@ -35,10 +27,10 @@ def register(app: typer.Typer) -> None:
             "--web-config-file", metavar="PATH",
             help="TLS and basic auth in the Prometheus exporter-toolkit format (node_exporter's web-config.yml); "
                  "read again on every connection.", rich_help_panel=HTTP)] = None,
-        cache_ttl: Annotated[str, typer.Option("--cache-ttl", metavar="DURATION",
-                                               help="Serve a gathered snapshot to scrapes for this long (per cluster).")] = defaults.EXPORTER_CACHE_TTL,
-        scrape_timeout: Annotated[str, typer.Option("--scrape-timeout", metavar="DURATION",
-                                                    help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = defaults.EXPORTER_SCRAPE_TIMEOUT,
+        cache_ttl: Annotated[int, duration_option(
+            "--cache-ttl", help="Serve a gathered snapshot to scrapes for this long (per cluster).")] = defaults.EXPORTER_CACHE_TTL,
+        scrape_timeout: Annotated[int, duration_option(
+            "--scrape-timeout", help="Deadline of one gather; keep it below Prometheus' scrape_timeout.")] = defaults.EXPORTER_SCRAPE_TIMEOUT,
         topic_regex: TopicRegex = None,
         only_lagging: OnlyLagging = False,
         per_topic: PerTopic = False,
@@ -66,8 +58,9 @@ def register(app: typer.Typer) -> None:
             if regex:
                 compile_regex(regex, option)  # also in probe-only mode, where no gatherer is made yet
         web_config = exporter_http.WebConfigFile(web_config_file) if web_config_file else None
-        cache_ttl_s = parse_duration_ms(cache_ttl) / 1000
-        scrape_timeout_s = _duration_s(scrape_timeout, "--scrape-timeout")
+        if scrape_timeout <= 0:
+            raise UsageError("--scrape-timeout must be more than 0")
+        cache_ttl_s, scrape_timeout_s = cache_ttl / 1000, scrape_timeout / 1000
         max_timeout_ms = max_transaction_timeout  # milliseconds (options.MaxTransactionTimeout)
         options = exporter.ExportOptions(only_lagging, per_topic, per_group, per_family)
 

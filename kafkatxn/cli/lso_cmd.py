@@ -9,9 +9,8 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from kafkatxn import lso
-from kafkatxn.cli.options import ProbeMaxGap
+from kafkatxn.cli.options import ProbeMaxGap, duration_option, parse_duration
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
-from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
 from kafkatxn.model import Missing
 from kafkatxn.output import render_to_string
@@ -110,19 +109,15 @@ def register(app: typer.Typer) -> None:
             typer.Option("--sort", help="lag: largest first (the default without --groups); age: oldest pinning transaction first."),
         ] = None,
         critical_age: Annotated[
-            str,
-            typer.Option(
-                "--critical-age", metavar="DURATION",
-                help="Exit 2 when a pinning (or blocking) transaction is at least this old.",
-            ),
+            int, duration_option("--critical-age", help="Exit 2 when a pinning (or blocking) transaction is at least this old.")
         ] = lso.DEFAULT_CRITICAL_AGE,
         probe_max_gap: ProbeMaxGap = lso.DEFAULT_PROBE_MAX_GAP,
         watch: Annotated[
             bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C, showing whether each LSO moved since the previous sample.")
         ] = False,
         interval: Annotated[
-            Optional[str],
-            typer.Option("--interval", "-n", metavar="DURATION", help=f"Time between samples (implies --watch; default {DEFAULT_INTERVAL})."),
+            Optional[int],
+            duration_option("--interval", "-n", help=f"Time between samples (implies --watch; default {DEFAULT_INTERVAL})."),
         ] = None,
         samples: Annotated[
             Optional[int], typer.Option("--samples", min=1, metavar="N", help="Stop after N samples (implies --watch).")
@@ -136,8 +131,8 @@ def register(app: typer.Typer) -> None:
         """
         if group_names and not groups:
             raise UsageError(f"group names ({' '.join(group_names)}) need --groups")
-        critical_age_ms = parse_duration_ms(critical_age)
-        interval_ms = parse_duration_ms(interval if interval is not None else DEFAULT_INTERVAL)
+        critical_age_ms = critical_age
+        interval_ms = interval if interval is not None else parse_duration(DEFAULT_INTERVAL)
         if interval_ms <= 0:
             raise UsageError("--interval must be more than 0")
         watching = watch or interval is not None or samples is not None

@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 import typer
 
 from kafkatxn import transactions
+from kafkatxn.cli.options import duration_option
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
-from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import EXIT_WARNING, INT64_MAX
 
 app = typer.Typer(
@@ -28,9 +28,9 @@ def list_command(
         Optional[list[int]], typer.Option("--producer-id", min=0, max=INT64_MAX, metavar="ID", help="Only these producer ids (repeatable).")
     ] = None,
     min_duration: Annotated[
-        Optional[str],
-        typer.Option(
-            "--min-duration", metavar="DURATION",
+        Optional[int],
+        duration_option(
+            "--min-duration",
             help="Only open transactions running longer than this (90s, 10m, 1h).",
         ),
     ] = None,
@@ -48,7 +48,7 @@ def list_command(
     The brokers apply --min-duration (ListTransactions v1) and --pattern (v2) where they all
     can; otherwise this client does (--debug says which). Exit 3 when a broker did not answer.
     """
-    min_duration_ms = parse_duration_ms(min_duration) if min_duration is not None else None
+    min_duration_ms = min_duration
     result = transactions.list_transactions(
         ctx.cluster,
         states=state or [],
