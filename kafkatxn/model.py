@@ -23,6 +23,10 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
+# The transaction timeout a coordinator records for a two-phase-commit (KIP-939) producer.
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2_147_483_647
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
     id: int
@@ -106,6 +110,11 @@ class TransactionDescription:
     timeout_ms: int
     start_time_ms: int  # -1 when no transaction is open
     partitions: frozenset[TopicPartition]
+
+    @property
+    def two_phase_commit(self) -> bool:
+        """KIP-939: the coordinator records a 2PC producer's timeout as Int.MaxValue; no one times it out."""
+        return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from kafkatxn.errors import KafkatxnError, UsageError
-from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription
+from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -60,8 +60,6 @@ class TransactionSample:
 
     @property
     def two_phase_commit(self) -> bool:
-        from kafkatxn.hanging import TWO_PHASE_COMMIT_TIMEOUT_MS
-
         return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
