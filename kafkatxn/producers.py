@@ -100,7 +100,7 @@ def snapshot_producers(
     if broker_id is not None:
         reported_by = {tp: broker_id for tp in described.value}
     else:
-        leaders = {p.tp: p.leader for p in cluster.metadata().partitions}
+        leaders = cluster.metadata().leaders
         reported_by = {tp: leaders.get(tp, -1) for tp in described.value}
     missing = list(described.missing)
     tids: dict[int, str] = {}

@@ -39,11 +39,10 @@ class PartitionSample:
     def lso_lag_messages(self) -> int | None:
         """High watermark minus LSO: what read_committed consumers cannot read yet (the broker's
         LastStableOffsetLag gauge)."""
-        from kafkatxn.lso import Offsets
-
         if self.high_watermark is None or self.last_stable_offset is None:
             return None
-        return Offsets(self.high_watermark, self.last_stable_offset).lag
+        # lso.Offsets.lag, without an Offsets per partition: clamped at 0 in case a leader moved between.
+        return max(0, self.high_watermark - self.last_stable_offset)
 
 
 @dataclass(frozen=True)

@@ -417,7 +417,7 @@ class Cluster:
         consumer = Consumer(conf)
         out: dict[TopicPartition, int | None] = {}
         missing: list[Missing] = []
-        leaders = {p.tp: p.leader for p in self.metadata().partitions}
+        leaders = self.metadata().leaders
         self.requests["Fetch"] += len({leaders.get(tp) for tp in pending})  # at least one per leader
         try:
             consumer.assign([CTP(tp.topic, tp.partition, off) for tp, off in pending.items()])
@@ -479,7 +479,7 @@ class Cluster:
         pending = tps
         for attempt in range(2):
             # After a leadership error, one more try with fresh metadata (a leader moved).
-            leaders = {part.tp: part.leader for part in self.metadata(refresh=attempt > 0).partitions}
+            leaders = self.metadata(refresh=attempt > 0).leaders
             by_node: dict[int, list[TopicPartition]] = defaultdict(list)
             for tp in pending:
                 leader = leaders.get(tp)
@@ -557,7 +557,7 @@ class Cluster:
         if broker_id is not None:
             by_node[broker_id] = tps
         else:
-            leaders = {part.tp: part.leader for part in self.metadata().partitions}
+            leaders = self.metadata().leaders
             for tp in tps:
                 leader = leaders.get(tp, -1)
                 if leader < 0:
