@@ -169,8 +169,10 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
     return tuple(out)
 
 
-def group_samples(cluster: Cluster, group_regex: str | None, topics: set[str] | None, missing: list[Missing]) -> tuple[GroupSample, ...]:
-    """Group lag of the groups ``group_regex`` matches (searched; every group without it), on ``topics``."""
+def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[dict, list[Missing]]:
+    """Committed offsets of the groups ``group_regex`` matches (searched; every group without it):
+    the first step of :func:`group_samples`, taken before the offsets pass (a commit cannot pass
+    the LSO of its moment, and the LSO read afterwards can only be larger)."""
     from kafkatxn import lso
     from kafkatxn.validation import compile_regex
 
@@ -179,8 +181,22 @@ def group_samples(cluster: Cluster, group_regex: str | None, topics: set[str] | 
         pattern = compile_regex(group_regex, "--group-regex")
         names = [g for g in names if pattern.search(g)]
     if not names:
+        return {}, []
+    return lso.committed_offsets(cluster, names)
+
+
+def group_samples(
+    cluster: Cluster, committed: tuple[dict, list[Missing]], topics: set[str] | None, missing: list[Missing],
+    known: dict[TopicPartition, tuple[int, int]] | None = None,
+) -> tuple[GroupSample, ...]:
+    """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; ``known`` (LSO,
+    HW) pairs of the offsets pass are used, not read again."""
+    from kafkatxn import lso
+
+    by_group, group_missing = committed
+    if not by_group and not group_missing:
         return ()
-    snap = lso.take_group_snapshot(cluster, names)
+    snap = lso.finish_group_snapshot(cluster, by_group, list(group_missing), known=known)
     missing.extend(m.within("group lag") for m in snap.missing)
     return tuple(
         GroupSample(r.group, r.topic, r.partition, lso.read_committed_lag(r), r.lag_to_lso_messages, r.lag_to_hw_messages,
@@ -235,6 +251,10 @@ def gather_snapshot(
         except KafkatxnError as exc:
             missing.append(Missing(Part(what), str(exc)))
             return None
+
+    # Group lag compares committed offsets with the LSO: the commits are read first, and the
+    # offsets pass below then serves both (no second ListOffsets pass over the groups' partitions).
+    committed = step("consumer groups", lambda: committed_group_offsets(cluster, group_regex)) if groups else None
 
     # Both isolation levels in one round trip per leader (LSO <= HW within each pair).
     pairs = step("offsets", lambda: cluster.stable_and_high_offsets(tps))
@@ -295,7 +315,9 @@ def gather_snapshot(
 
     if groups:
         scanned = {p.topic for p in selected} if topic_regex else None
-        gathered = step("consumer groups", lambda: group_samples(cluster, group_regex, scanned, missing))
+        gathered = None
+        if committed is not None:
+            gathered = step("consumer groups", lambda: group_samples(cluster, committed, scanned, missing, offsets))
         snapshot.groups = gathered if gathered is not None else ()
 
     snapshot.missing = tuple(missing)
