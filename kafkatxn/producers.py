@@ -95,7 +95,7 @@ def snapshot_producers(
     with_transactional_ids: bool = True,
 ) -> ProducerSnapshot:
     """DescribeProducers for ``partitions``, batched per leader, or all sent to ``broker_id``."""
-    tps = sorted({p.tp if isinstance(p, PartitionInfo) else TopicPartition(*p) for p in partitions})
+    tps = sorted(dict.fromkeys(p.tp if isinstance(p, PartitionInfo) else TopicPartition(*p) for p in partitions))
     described = cluster.describe_producers(tps, broker_id=broker_id)
     if broker_id is not None:
         reported_by = {tp: broker_id for tp in described.value}

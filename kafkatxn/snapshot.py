@@ -263,8 +263,8 @@ def gather_snapshot(
     lso = {tp: pair[0] for tp, pair in offsets.items()}
     hw = {tp: pair[1] for tp, pair in offsets.items()}
     samples = []
-    for p in selected:
-        pair = offsets.get(TopicPartition(p.topic, p.partition))
+    for p, tp in zip(selected, tps):
+        pair = offsets.get(tp)
         samples.append(PartitionSample(p.topic, p.partition, p.leader, *((pair[1], pair[0]) if pair else (None, None))))
     snapshot.partitions = tuple(samples)
 
