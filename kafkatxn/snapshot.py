@@ -256,8 +256,10 @@ def gather_snapshot(
     # offsets pass below then serves both (no second ListOffsets pass over the groups' partitions).
     committed = step("consumer groups", lambda: committed_group_offsets(cluster, group_regex)) if groups else None
 
-    # Both isolation levels in one round trip per leader (LSO <= HW within each pair).
-    pairs = step("offsets", lambda: cluster.stable_and_high_offsets(tps))
+    # Both isolation levels in one round trip per leader (LSO <= HW within each pair), with the
+    # DescribeProducers requests in the same round trip.
+    both = step("offsets", lambda: cluster.offsets_and_producers(tps))
+    pairs, described = both if both is not None else (None, None)
     offsets = pairs.value if pairs is not None else {}
     missing += [m.within("offsets") for m in (pairs.missing if pairs is not None else [])]
     lso = {tp: pair[0] for tp, pair in offsets.items()}
@@ -268,8 +270,11 @@ def gather_snapshot(
         samples.append(PartitionSample(p.topic, p.partition, p.leader, *((pair[1], pair[0]) if pair else (None, None))))
     snapshot.partitions = tuple(samples)
 
+    # Asked for on their own when they did not come with the offsets (DescribeProducers unsupported:
+    # its error is the part's reason; or the offsets' round trip failed as a whole).
     produced = step(
-        "producer state", lambda: producers.snapshot_producers(cluster, tps, with_transactional_ids=False)
+        "producer state",
+        lambda: producers.snapshot_producers(cluster, tps, with_transactional_ids=False, described=described),
     )
     if produced is not None:
         missing += [m.within("producer state") for m in produced.missing]

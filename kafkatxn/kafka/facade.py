@@ -458,7 +458,7 @@ class Cluster:
 
         One ListOffsets request per leader, all in flight together.
         """
-        both = self._latest_offsets(partitions, (read_committed,))
+        both = self._latest_offsets(partitions, (read_committed,))[0]
         return Partial({tp: offsets[0] for tp, offsets in both.value.items()}, both.missing)
 
     def stable_and_high_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, tuple[int, int]]]:
@@ -468,12 +468,30 @@ class Cluster:
         same connection; a broker answers a connection's requests in order and the HW only grows,
         so every pair has LSO <= HW.
         """
-        return self._latest_offsets(partitions, (True, False))  # type: ignore[return-value]
+        return self._latest_offsets(partitions, (True, False))[0]  # type: ignore[return-value]
+
+    def offsets_and_producers(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[Partial[dict[TopicPartition, tuple[int, int]]], Partial[dict[TopicPartition, list[ProducerState]]] | None]:
+        """:meth:`stable_and_high_offsets` and :meth:`describe_producers` of the same partitions, the
+        DescribeProducers requests sent with the first ListOffsets ones: a leader works on its
+        DescribeProducers while the client decodes its ListOffsets answers, instead of a round trip
+        after them (``check`` and the exporter need both). The producers are None when the brokers
+        do not support DescribeProducers; ask :meth:`describe_producers` then, for its error."""
+        tps = list(dict.fromkeys(partitions))
+        if self.wire.max_version("DescribeProducers") < 0:
+            return self.stable_and_high_offsets(tps), None
+        producer_requests, producers_missing = self._producer_requests(sorted(tps), None)
+        pairs, responses = self._latest_offsets(tps, (True, False), producer_requests)
+        return pairs, self._producer_answers(producer_requests, responses, producers_missing)  # type: ignore[return-value]
 
     def _latest_offsets(
-        self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...]
-    ) -> Partial[dict[TopicPartition, tuple[int, ...]]]:
+        self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...], also: Sequence[tuple[int, Any]] = ()
+    ) -> tuple[Partial[dict[TopicPartition, tuple[int, ...]]], list[Any]]:
+        """The offsets at ``levels``, and the answers to ``also``: other requests sent in the first
+        round trip, after the ListOffsets ones."""
         tps = list(dict.fromkeys(partitions))
+        also_answers: list[Any] = []
         found: dict[TopicPartition, list[int | None]] = {}
         errors: dict[TopicPartition, str] = {}
         pending = tps
@@ -493,7 +511,10 @@ class Cluster:
                 (node, proto.ListOffsets(tuple(node_tps), committed)) for node, node_tps in by_node.items() for committed in levels
             ]
             retry: list[TopicPartition] = []
-            responses = self._send_all(requests) if requests else []
+            extra = list(also) if attempt == 0 else []
+            responses = self._send_all(requests + extra) if requests or extra else []
+            if extra:
+                responses, also_answers = responses[: len(requests)], responses[len(requests) :]
             for i, resp in enumerate(responses):
                 node, level = requests[i][0], i % len(levels)
                 failed: list[Missing] = []
@@ -515,7 +536,7 @@ class Cluster:
                 found.pop(tp, None)  # ask again at every level: a pair must come from one leader
         out = {tp: tuple(v) for tp, v in found.items() if None not in v}
         missing = [Missing(tp, errors.get(tp, "no answer")) for tp in tps if tp not in out]
-        return Partial(out, missing)  # type: ignore[arg-type]
+        return Partial(out, missing), also_answers  # type: ignore[arg-type]
 
     # -- producers and transactions (wire) -----------------------------------------------------
 
@@ -554,6 +575,12 @@ class Cluster:
             return Partial({})
         if self.wire.max_version("DescribeProducers") < 0:
             raise UnsupportedBrokerError("the broker does not support DescribeProducers (needs Apache Kafka 2.8 or newer)")
+        requests, missing = self._producer_requests(tps, broker_id)
+        return self._producer_answers(requests, self._send_all(requests), missing)
+
+    def _producer_requests(
+        self, tps: list[TopicPartition], broker_id: int | None
+    ) -> tuple[list[tuple[int, proto.DescribeProducers]], list[Missing]]:
         missing: list[Missing] = []
         by_node: dict[int, list[TopicPartition]] = defaultdict(list)
         if broker_id is not None:
@@ -571,8 +598,13 @@ class Cluster:
             for node, node_tps in by_node.items()
             for i in range(0, len(node_tps), DESCRIBE_PRODUCERS_BATCH)
         ]
+        return requests, missing
+
+    def _producer_answers(
+        self, requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any], missing: list[Missing]
+    ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
         out: dict[TopicPartition, list[ProducerState]] = {}
-        for (node, request), resp in zip(requests, self._send_all(requests)):
+        for (node, request), resp in zip(requests, responses):
             if not self._arrived(resp, Broker(node), missing):
                 # Each partition of the batch is missing, by name: verdicts look partitions up.
                 reason = f"{missing.pop().reason} (broker {node})"
