@@ -13,11 +13,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from kafkatxn.errors import KafkatxnError, UsageError
+from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
+
+# The share of the time left that reading the consumer groups' commits may take before the offsets pass.
+GROUPS_SHARE = 0.5
 
 # Every state ListTransactions can report (TRANSACTION_STATES), so absent states are exported as 0
 # rather than missing; OPEN_TRANSACTION_STATES have begun and not yet completed.
@@ -254,7 +257,21 @@ def gather_snapshot(
 
     # Group lag compares committed offsets with the LSO: the commits are read first, and the
     # offsets pass below then serves both (no second ListOffsets pass over the groups' partitions).
-    committed = step("consumer groups", lambda: committed_group_offsets(cluster, group_regex)) if groups else None
+    # Listing groups waits for every broker: with one down it would take the whole deadline, so it
+    # gets half of what is left and the offsets pass the rest.
+    committed = None
+    if groups:
+        share_s = max(cluster.deadline - time.monotonic(), 0.0) * GROUPS_SHARE
+        try:
+            with cluster.deadline_within(share_s):
+                committed = committed_group_offsets(cluster, group_regex)
+        except UsageError:
+            raise
+        except DeadlineExceeded:
+            missing.append(Missing(Part("consumer groups"), f"no answer within {share_s:.1f}s (half the time left, "
+                                                            "the rest kept for the partitions' offsets)"))
+        except KafkatxnError as exc:
+            missing.append(Missing(Part("consumer groups"), str(exc)))
 
     # Both isolation levels in one round trip per leader (LSO <= HW within each pair), with the
     # DescribeProducers requests in the same round trip.

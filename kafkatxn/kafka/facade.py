@@ -11,6 +11,7 @@ the deadline of the command (``--timeout``); a dead broker costs one deadline, n
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import time
 from collections import Counter, defaultdict
@@ -104,6 +105,17 @@ class Cluster:
         self._metadata = None
         self._api_versions.clear()
         self.errors.client_errors.clear()
+
+    @contextlib.contextmanager
+    def deadline_within(self, seconds: float):
+        """Calls in the block end within ``seconds`` (DeadlineExceeded), the rest of the deadline
+        being kept for what comes after them."""
+        outer = self.deadline
+        self.deadline = min(outer, time.monotonic() + seconds)
+        try:
+            yield
+        finally:
+            self.deadline = outer
 
     def remaining_s(self) -> float:
         left = self.deadline - time.monotonic()

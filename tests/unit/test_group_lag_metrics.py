@@ -105,3 +105,26 @@ def test_group_partitions_whose_offsets_did_not_arrive_are_asked_again_and_repor
     # Missing in the offsets pass, asked again for the group, and missing there too: both say so.
     assert {("offsets", orders), ("group lag", orders)} <= missing
     assert {g.group for g in snap.groups} == {"reports"}  # no lag made up for billing's partition
+
+
+def test_groups_that_do_not_answer_leave_the_offsets_pass_time_of_its_own():
+    import time
+
+    from kafkatxn.model import Part
+
+    model, cluster = blocked_model()
+    cluster.restart_deadline(2.0)
+
+    def list_groups_waiting_for_a_dead_broker():
+        while time.monotonic() < cluster.deadline:  # librdkafka waits for every broker's answer
+            time.sleep(0.01)
+        raise cluster.errors.deadline_exceeded()
+
+    cluster.list_groups = list_groups_waiting_for_a_dead_broker
+    snap = gather_snapshot(cluster, groups=True)
+    assert snap.up and snap.groups == ()
+    assert [p.lso_lag_messages for p in snap.partitions if p.topic == "orders"] == [4]  # the offsets pass still ran
+    assert snap.active_producer_ids  # and the producer state
+    (groups_missing,) = [m for m in snap.missing if m.subject == Part("consumer groups")]
+    assert "no answer within 1.0s" in groups_missing.reason
+    assert cluster.deadline - time.monotonic() > 0  # the deadline of the scrape is back
