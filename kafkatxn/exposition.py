@@ -1,7 +1,7 @@
 """The exporter's HTTP exposition: prometheus_client's formats, byte for byte, at a fraction of the cost.
 
 At 30,000 partitions a scrape carries 90,000 per-partition samples. prometheus_client formats each
-one generically (label names validated and escaped, labels sorted, per sample): 0.5 s of the 1 s a
+one generically (label names validated and escaped, labels sorted, per sample): 0.3–0.5 s of the 1 s a
 scrape may take (bench/bench_scale.py). :func:`encode` writes the same text for the families kafkatxn
 makes (gauges with legacy-valid metric and label names, no timestamps, units or exemplars) with the
 per-family work done once per family, and hands every other family to prometheus_client's own
