@@ -17,6 +17,7 @@ import functools
 import gc
 import gzip
 import threading
+import time
 from typing import Callable, Iterable
 from urllib.parse import parse_qs
 
@@ -128,7 +129,9 @@ def choose_encoder(accept_header: str | None) -> tuple[Callable[[Collector], byt
 
 _gc_lock = threading.Lock()
 _gc_pausers = 0  # scrapes in flight
-_gc_state = {"enabled": True}  # whether collection was on when the first of them began
+_gc_state = {"enabled": True, "since": 0.0}  # collection on when the first of them began; paused since (monotonic)
+# Scrapes that keep overlapping would keep collection off for good: past this, each one that ends collects.
+GC_PAUSE_LIMIT_S = 30.0
 
 
 @contextlib.contextmanager
@@ -148,14 +151,18 @@ def gc_paused():
         if _gc_pausers == 1:
             was_enabled = gc.isenabled()
             gc.disable()
-            _gc_state["enabled"] = was_enabled
+            _gc_state.update(enabled=was_enabled, since=time.monotonic())
     try:
         yield
     finally:
         with _gc_lock:
             _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_state["enabled"]:
-                gc.enable()
+            if _gc_state["enabled"]:
+                if _gc_pausers == 0:
+                    gc.enable()
+                elif time.monotonic() - _gc_state["since"] > GC_PAUSE_LIMIT_S:
+                    gc.collect()
+                    _gc_state["since"] = time.monotonic()
 
 
 def make_wsgi_app(registry: Collector) -> Callable:

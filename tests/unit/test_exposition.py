@@ -158,3 +158,15 @@ def test_collection_stays_off_when_it_was_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_scrapes_that_keep_overlapping_still_collect_past_the_limit(monkeypatch):
+    collected = []
+    monkeypatch.setattr(exposition.gc, "collect", lambda *a: collected.append(a) or 0)
+    monkeypatch.setattr(exposition, "GC_PAUSE_LIMIT_S", 0.0)
+    with exposition.gc_paused():
+        with exposition.gc_paused():
+            pass
+        assert collected  # the inner one ended while the outer still runs: past the limit, it collected
+        assert not gc.isenabled()
+    assert gc.isenabled()
