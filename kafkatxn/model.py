@@ -6,6 +6,7 @@ audit rules can be tested over plain values.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar, Union
 
@@ -62,6 +63,12 @@ class ClusterMetadata:
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.id == broker_id), None)
+
+    @functools.cached_property
+    def leaders(self) -> dict[TopicPartition, int]:
+        """Leader per partition (-1: none), made once per metadata answer: requests are routed by it
+        several times a command, over 10,000s of partitions."""
+        return {TopicPartition(p.topic, p.partition): p.leader for p in self.partitions}
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ arrive as Kafka's error names (``NOT_LEADER_OR_FOLLOWER``), ``None`` for no erro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kafkatxn.model import ProducerState, TopicPartition
 
@@ -32,8 +33,9 @@ class ListOffsets:
     read_committed: bool
 
 
-@dataclass(frozen=True)
-class PartitionOffset:
+# One per partition in a response (60,000 per pass at 30,000 partitions): named tuples, which are
+# made several times faster than frozen dataclasses and compare alike.
+class PartitionOffset(NamedTuple):
     tp: TopicPartition
     error: str | None
     offset: int
@@ -49,8 +51,7 @@ class DescribeProducers:
     partitions: tuple[TopicPartition, ...]
 
 
-@dataclass(frozen=True)
-class PartitionProducers:
+class PartitionProducers(NamedTuple):
     tp: TopicPartition
     error: str | None
     producers: tuple[ProducerState, ...] = ()
