@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kafkatxn.model import ProducerState, TopicPartition
+from kafkatxn.model import BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,19 @@ class ApiVersions:
 class ApiVersionsResponse:
     versions: dict[str, tuple[int, int]]  # API name -> (min, max)
     inferred_version: str
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """Every topic's partitions and the brokers (to any broker)."""
+
+
+@dataclass(frozen=True)
+class MetadataResponse:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+    partitions: tuple[PartitionInfo, ...]  # unsorted, every partition of every topic
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,7 @@ class WriteAbortMarkerResponse:
 # The wire counts each request it sends under this name (the broker's request metric names).
 REQUEST_NAMES = {
     ApiVersions: "ApiVersions",
+    Metadata: "Metadata",
     ListOffsets: "ListOffsets",
     DescribeProducers: "DescribeProducers",
     ListTransactions: "ListTransactions",

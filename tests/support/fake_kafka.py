@@ -178,6 +178,17 @@ class FakeWire:
         serves = node in self.model.partitions[tp].replicas if any_replica else self.model.leader(tp) == node
         return None if serves else "NOT_LEADER_OR_FOLLOWER"
 
+    def _Metadata(self, node, request):
+        """What the real facade's metadata path reads (FakeCluster answers ``metadata()`` itself)."""
+        self.metadata_requests = getattr(self, "metadata_requests", 0) + 1
+        if self.metadata_requests > 1 and self.model.leader_moves:
+            for tp, leader in self.model.leader_moves.items():
+                self.model.partitions[tp] = replace(self.model.partitions[tp], leader=leader)
+            self.model.leader_moves.clear()
+        brokers = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers if b not in self.model.unregistered)
+        live = [b for b in self.model.brokers if b not in self.model.down]
+        return proto.MetadataResponse(self.model.cluster_id, live[0] if live else -1, brokers, tuple(self.model.partitions.values()))
+
     def _ApiVersions(self, node, request):
         return proto.ApiVersionsResponse(dict(self.model.api_versions), "4.3")
 

@@ -46,3 +46,12 @@ def test_the_help_line_of_every_command_is_its_own():
 def test_help_loads_no_command_module():
     loaded = modules_loaded_by("--help")
     assert not {m for m in loaded if m.endswith("_cmd")}, "a command module was imported for --help"
+
+
+def test_lso_imports_kafka_python_only():
+    """`lso` is served by kafka-python alone (metadata, ListOffsets, DescribeProducers, ...): it
+    imports, bootstraps and pays for that client only. The cluster is unreachable here, so the
+    command ends after its bootstrap attempt: the client it tried is the one it uses."""
+    loaded = modules_loaded_by("lso", "-b", "127.0.0.1:1", "--timeout", "200ms", "-o", "json")
+    assert "kafka" in loaded and "kafkatxn.kafka.wire" in loaded
+    assert "confluent_kafka" not in loaded, "lso imported confluent-kafka"
