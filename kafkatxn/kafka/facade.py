@@ -487,19 +487,26 @@ class Cluster:
 
     # -- producers and transactions (wire) -----------------------------------------------------
 
-    def api_versions(self, broker_ids: Iterable[int] | None = None) -> Partial[dict[int, BrokerApis]]:
+    def api_versions(self, broker_ids: Iterable[int] | None = None, probe: bool = True) -> Partial[dict[int, BrokerApis]]:
+        """API versions per broker. ``probe=False``: a broker with an open connection is not asked
+        again, its versions are the ones it gave when that connection was made (one request less;
+        a probe is what tells a broker that stopped answering from one that answers)."""
         ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
-        cached = {i: self._api_versions[i] for i in ids if i in self._api_versions}
-        if len(cached) == len(ids):
-            return Partial(cached)
-        responses = self._send_all([(i, proto.ApiVersions()) for i in ids])
-        out: dict[int, BrokerApis] = {}
+        out = {i: self._api_versions[i] for i in ids if i in self._api_versions}
+        if not probe:  # not cached: a later probe (broker_configs) still asks
+            for i in ids:
+                known = self.wire.known_api_versions(i) if i not in out else None
+                if known is not None:
+                    out[i] = BrokerApis(known.versions, known.inferred_version)
+        asked = [i for i in ids if i not in out]
+        if not asked:
+            return Partial(out)
+        responses = self._send_all([(i, proto.ApiVersions()) for i in asked])
         missing: list[Missing] = []
-        for broker_id, resp in zip(ids, responses):
+        for broker_id, resp in zip(asked, responses):
             if self._arrived(resp, Broker(broker_id), missing):
-                out[broker_id] = BrokerApis(resp.versions, resp.inferred_version)
-        self._api_versions.update(out)
-        return Partial(out, missing)
+                out[broker_id] = self._api_versions[broker_id] = BrokerApis(resp.versions, resp.inferred_version)
+        return Partial({i: out[i] for i in ids if i in out}, missing)
 
     def finalized_features(self) -> dict[str, int]:
         try:
@@ -565,7 +572,7 @@ class Cluster:
         (v1 and v2); otherwise they are left to the caller, as the returned support says.
         """
         ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
-        versions = self.api_versions(ids).value
+        versions = self.api_versions(ids, probe=False).value  # ListTransactions itself finds a dead broker
         max_versions = [versions[i].versions.get("ListTransactions", (0, -1))[1] if i in versions else None for i in ids]
         if versions and all(v < 0 for v in max_versions if v is not None):
             raise UnsupportedBrokerError("the brokers do not support ListTransactions (needs Apache Kafka 3.0 or newer)")

@@ -215,6 +215,14 @@ class Wire:
         versions = data.api_versions.get(ApiKey[api_name].value) if data is not None else None
         return versions[1] if versions else -1
 
+    def known_api_versions(self, node_id: int) -> p.ApiVersionsResponse | None:
+        """The API versions broker ``node_id`` gave when its open connection was made, or None."""
+        conn = self._manager._conns.get(node_id)
+        data = getattr(conn, "broker_version_data", None) if conn is not None and conn.connected else None
+        if data is None or not data.api_versions:
+            return None
+        return _api_versions_response(data.api_versions)
+
     def finalized_features(self) -> dict[str, int]:
         features = self._client.describe_features()
         return {name: f["finalized"][1] for name, f in features.items() if f.get("finalized")}
@@ -385,18 +393,20 @@ _ENCODERS: dict[type, Callable[[Wire, Any], Any]] = {
 
 
 def _decode_api_versions(_request: p.ApiVersions, resp: Any) -> p.ApiVersionsResponse:
+    return _api_versions_response({api.api_key: (api.min_version, api.max_version) for api in resp.api_keys})
+
+
+def _api_versions_response(by_key: dict[int, tuple[int, int]]) -> p.ApiVersionsResponse:
     from kafka.protocol.api_key import ApiKey
     from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
     versions = {}
-    by_key = {}
-    for api in resp.api_keys:
-        by_key[api.api_key] = (api.min_version, api.max_version)
+    for key, span in sorted(by_key.items()):
         try:
-            name = ApiKey(api.api_key).name
+            name = ApiKey(key).name
         except ValueError:
-            name = f"api_{api.api_key}"
-        versions[name] = (api.min_version, api.max_version)
+            name = f"api_{key}"
+        versions[name] = span
     inferred = ".".join(str(x) for x in infer_broker_version_from_api_versions(by_key))
     return p.ApiVersionsResponse(versions, inferred)
 

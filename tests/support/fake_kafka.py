@@ -71,6 +71,7 @@ class KafkaModel:
     unregistered: set[int] = field(default_factory=set)  # brokers left out of the metadata (stop_broker)
     timeouts: dict[int, set[str]] = field(default_factory=dict)  # broker -> request names (ListTransactions) that time out there
     partition_errors: dict[tuple[int, TopicPartition], list[str]] = field(default_factory=dict)  # (node, tp) -> errors, one per request
+    connected: set[int] = field(default_factory=set)  # brokers with an open wire connection (known API versions)
     leader_moves: dict[TopicPartition, int] = field(default_factory=dict)  # applied after the first metadata request
     api_versions: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(DEFAULT_APIS))
     sent: list[tuple[int | None, Any]] = field(default_factory=list)  # every wire request, in order
@@ -156,6 +157,12 @@ class FakeWire:
 
     def finalized_features(self) -> dict[str, int]:
         return {"transaction.version": 2, "metadata.version": 27}
+
+    def known_api_versions(self, node: int):
+        """Brokers in ``model.connected`` have an open connection that gave their versions."""
+        if node in self.model.connected and node not in self.model.down:
+            return proto.ApiVersionsResponse(dict(self.model.api_versions), "4.3")
+        return None
 
     def send_all(self, requests, deadline: float, count=lambda name: None) -> list[Any]:
         out = []

@@ -234,3 +234,30 @@ def test_metadata_that_does_not_arrive_ends_the_command_as_undetermined():
         assert exc.exit_code == 3
     else:
         raise AssertionError("metadata without an answer was taken for an empty cluster")
+
+
+def test_list_transactions_asks_no_api_versions_of_a_broker_whose_connection_gave_them():
+    model = KafkaModel(brokers=(1, 2))
+    model.connected = {1}  # the bootstrap connection: ApiVersions was part of making it
+    cluster = FakeCluster(model)
+    cluster.list_transactions()
+    assert [node for node, _r in sent(model, proto.ApiVersions)] == [2]
+    assert sorted(node for node, _r in sent(model, proto.ListTransactions)) == [1, 2]
+
+
+def test_broker_configs_still_probe_every_broker_whose_configs_they_read():
+    """A probe is what tells a hung broker (connection still open) from one that answers."""
+    model = KafkaModel(brokers=(1, 2))
+    model.connected = {1, 2}
+    facade.Cluster.api_versions(FakeCluster(model), [1, 2])
+    assert sorted(node for node, _r in sent(model, proto.ApiVersions)) == [1, 2]
+
+
+def test_versions_known_from_a_connection_do_not_stand_in_for_a_later_probe():
+    model = KafkaModel(brokers=(1,))
+    model.connected = {1}
+    cluster = FakeCluster(model)
+    cluster.list_transactions()
+    assert sent(model, proto.ApiVersions) == []
+    facade.Cluster.api_versions(cluster, [1])
+    assert [node for node, _r in sent(model, proto.ApiVersions)] == [1]
