@@ -33,6 +33,8 @@ from pathlib import Path
 
 from benchlib import (  # noqa: E402  (puts the repository on sys.path)
     broker_request_counts,
+    cli_imports,
+    compile_kafkatxn,
     counted_delta,
     create_topics_batched,
     free_port,
@@ -108,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start(timeout=120)
         bootstrap = cluster.bootstrap_servers
-        print(f"broker {bootstrap} (Kafka {cluster.version}) up in {cluster.startup_seconds:.1f} s; {os.cpu_count()} CPUs")
+        print(f"broker {bootstrap} (Kafka {cluster.version}) up in {cluster.startup_seconds:.1f} s; {os.cpu_count()} CPUs; "
+              f"load average {os.getloadavg()[0]:.2f}")
         topics: list[str] = []
         for size in sizes:
             started = time.perf_counter()
@@ -122,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n== {size} partitions ({len(topics)} topics; created and ready in {creation_s:.1f} s, not counted); "
                   f"{args.open_transactions} open transactions on {expected_rows} partitions")
 
+            print(compile_kafkatxn())
+            slowest, packages = cli_imports(["-m", "kafkatxn", "lso", "-b", bootstrap, "--timeout", "60s", "-o", "json"])
+            clients = {"kafka (kafka-python)": "kafka" in packages, "confluent_kafka": "confluent_kafka" in packages}
+            print("CLI imports Kafka clients: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in clients.items()))
+            print("CLI slowest imports (cumulative ms): " + ", ".join(f"{name} {us / 1000:.0f}" for us, name in slowest[:8]))
             # One scan of each kind first: imports, JIT and page cache warm, as on a machine in use.
             library_scan(bootstrap)
             cli_scan(bootstrap)
@@ -160,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"requests, broker (JMX) CLI     {json.dumps(broker_cli, sort_keys=True)}  total {sum(broker_cli.values())}")
             print(f"requests, broker (JMX) reference {json.dumps(broker_ref, sort_keys=True)}  total {sum(broker_ref.values())}")
             results.append((size, lib_med, cli_med, ref_med, sum(broker_cli.values())))
-            print(f"ratio CLI/library   {cli_med / lib_med:.2f}")
+            print(f"ratio CLI/library   {cli_med / lib_med:.2f}   (load average {os.getloadavg()[0]:.2f})")
 
         print("\nsize     library_s  cli_s   reference_s  cli/ref  broker_requests_cli")
         for size, lib_med, cli_med, ref_med, reqs in results:

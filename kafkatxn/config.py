@@ -582,6 +582,27 @@ def refuse_secret_argument(key: str, value: str) -> None:
     )
 
 
+def check_client_settings(settings: Mapping[str, str]) -> None:
+    """Refuse, before anything is sent, what librdkafka refuses when a client is built: a command
+    served by kafka-python alone builds no librdkafka client, and kafka-python would only find these
+    out while connecting (and retry them until the deadline)."""
+    protocol = settings.get("security.protocol", "PLAINTEXT").upper()
+    if protocol.startswith("SASL"):
+        mechanism = settings.get("sasl.mechanisms", "GSSAPI")  # librdkafka's default
+        if mechanism not in SASL_MECHANISMS:
+            raise UsageError(
+                f"bad client settings: SASL mechanism {mechanism} is not supported ({', '.join(SASL_MECHANISMS)} are; "
+                "set sasl.mechanism)"
+            )
+        if settings.get("sasl.username") is None or settings.get("sasl.password") is None:
+            raise UsageError("bad client settings: sasl.username and sasl.password must be set")
+    if protocol in ("SSL", "SASL_SSL"):
+        for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):
+            path = settings.get(key)
+            if path is not None and path != "probe" and not os.path.exists(path):
+                raise UsageError(f"bad client settings: {key}: no such file {path}")
+
+
 # What --ask-password asks for: the SASL password when SASL is configured, else the client key's password.
 ASKED_PASSWORDS = ("sasl.password", "ssl.key.password")
 

@@ -6,7 +6,9 @@ Each command is declared with :func:`command`, which adds the shared options to 
 
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 import inspect
 import logging
 import sys
@@ -111,6 +113,28 @@ def merge_shared(click_ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+_HEAP_SETTLED = False
+
+
+def settle_heap() -> None:
+    """Take what the imports built out of the cyclic collector's sight, once per process.
+
+    The modules, classes and protocol tables imported so far live until the process ends, yet
+    every full collection walks them again: during a scan that builds tens of thousands of objects
+    (``lso`` over 10,000 partitions) and once more at exit, when the interpreter collects before it
+    tears the modules down. Frozen (``gc.freeze``), they are skipped: ``lso`` at 10,000 partitions
+    ran ~0.09 s faster (bench/README.md). Objects made afterwards are collected as always; at exit
+    the collector no longer runs (the process ends; streams are still flushed and atexit handlers
+    still run).
+    """
+    global _HEAP_SETTLED
+    if _HEAP_SETTLED:
+        return
+    _HEAP_SETTLED = True
+    gc.freeze()
+    atexit.register(gc.freeze)  # registered after logging's: runs before its shutdown, harmless either way
+
+
 def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callable:
     """Register ``fn(ctx, **own_options)`` as a command with the shared options added.
 
@@ -128,6 +152,7 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
 
         @functools.wraps(fn)
         def wrapper(click_ctx: typer.Context, **values: Any) -> int:
+            settle_heap()
             own_values = {k: v for k, v in values.items() if k not in SHARED_NAMES}
             shared = merge_shared(click_ctx, {k: v for k, v in values.items() if k in SHARED_NAMES})
             ctx = CommandContext(

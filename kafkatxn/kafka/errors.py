@@ -7,6 +7,7 @@ than the failing call; the translator keeps those and consults them when a call 
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import re
 from typing import Any, Callable
 
@@ -24,6 +25,8 @@ from kafkatxn.redact import redact
 # A TLS alert from the broker: it refused the handshake (often: our client certificate).
 _TLS_ALERT = re.compile(r"SSL alert number \d+|\b(?:sslv3|tlsv1\d?|ssl/tls) alert\b", re.I)
 _LIBRDKAFKA_STATE = re.compile(r"\s*\(after \d+ms in state \w+\)")
+
+_ERRNO = re.compile(r"(?:^|:)\s*(\d+) E[A-Z]+\s*$")
 
 _TRANSPORT_CODES = ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE")
 
@@ -49,6 +52,18 @@ def _error_code_name(err: Any) -> str:
         return err.name()
     except Exception:  # noqa: BLE001
         return ""
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """Why a connection failed, without Python's errno prefix (``Connection refused``)."""
+    while isinstance(exc.__cause__ or exc.__context__, OSError) and not isinstance(exc, OSError):
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    if isinstance(exc, OSError) and exc.strerror:
+        return clean(exc.strerror)
+    errno = _ERRNO.search(str(exc))  # kafka-python: KafkaConnectionError('111 ECONNREFUSED')
+    if errno:
+        return os.strerror(int(errno.group(1)))
+    return "timed out" if "Timeout" in type(exc).__name__ else clean(str(exc)) or type(exc).__name__
 
 
 class ErrorTranslator:
@@ -97,6 +112,9 @@ class ErrorTranslator:
             raise auth from exc
         name = type(exc).__name__
         text = clean(str(exc))
+        if name == "UnsupportedSaslMechanismError":  # kafka-python: the listener does not offer ours
+            mechanism = self.config.settings.get("sasl.mechanisms", "GSSAPI")
+            raise AuthenticationError(f"authentication failed: the broker does not enable SASL mechanism {mechanism}") from exc
         if "Authentication" in name or "SASL" in text.upper() and "AUTH" in text.upper():
             raise AuthenticationError(f"authentication failed: {text or name}") from exc
         if "SSL" in name or "CERTIFICATE" in text.upper():
@@ -120,7 +138,9 @@ class ErrorTranslator:
         timeout_s = f"{self.config.timeout_ms / 1000:g}s"
         if is_no_brokers_error(exc):
             # kafka-python raises this as a timeout, but the cause is that no broker answered.
-            return UnreachableError(f"cannot reach any broker at {servers} within {timeout_s}")
+            last = getattr(exc, "last_error", None)
+            detail = f": {_connect_failure(last)}" if last is not None else ""
+            return UnreachableError(f"cannot reach any broker at {servers} within {timeout_s}{detail}")
         if code in _TRANSPORT_CODES:
             self.poll()
             detail = self.transport_failure() or clean(exc.args[0].str())

@@ -1,8 +1,8 @@
 """The facade: the one object commands use to ask Kafka anything.
 
-confluent-kafka (librdkafka) serves metadata, configs, consumer group offsets, read_committed
-reads and fencing; the wire layer (:mod:`kafkatxn.kafka.wire`, kafka-python) serves the KIP-664
-APIs, ListOffsets and ApiVersions. The facade routes requests to leaders and coordinators,
+The wire layer (:mod:`kafkatxn.kafka.wire`, kafka-python) serves metadata, the KIP-664 APIs,
+ListOffsets and ApiVersions; confluent-kafka (librdkafka), built only when a command needs it,
+serves configs, broker racks, consumer group offsets, read_committed reads and fencing. The facade routes requests to leaders and coordinators,
 batches them, retries what fresh metadata can cure, and returns :class:`Partial` answers whose
 ``missing`` names each part that did not arrive as a typed :class:`Missing`. Every call shares
 the deadline of the command (``--timeout``); a dead broker costs one deadline, not one per part.
@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
 from kafkatxn.config import ConnectionConfig
+from kafkatxn.config import check_client_settings as check_settings
 from kafkatxn.errors import (
     AuthenticationError,
     ClusterError,
@@ -78,7 +79,6 @@ class Cluster:
         self._wire = wire
         self._metadata: ClusterMetadata | None = None
         self._api_versions: dict[int, BrokerApis] = {}
-        self._connected = False  # a first request succeeded: credentials and TLS are accepted
         self.errors = ErrorTranslator(config, poll=self._poll)
         self.requests: Counter[str] = Counter()
 
@@ -147,33 +147,24 @@ class Cluster:
 
     @property
     def wire(self) -> Wire:
-        """The kafka-python side; connected on first use, within the deadline."""
+        """The kafka-python side: bootstrapped on first use, within the deadline, with the metadata.
+
+        One connection to a bootstrap server carries the login, the Metadata and then the requests
+        to that broker; a refused login or TLS handshake ends the command at once. A command that
+        needs only the wire (``lso``, ``hanging``, ``producers``, ``transactions``) never builds
+        the confluent-kafka client, nor imports it.
+        """
         if self._wire is None:
-            # kafka-python retries a refused login or TLS handshake until the deadline and then
-            # reports "no brokers": let librdkafka connect first, which names the cause at once.
-            md = self.metadata()
             settings = self.config.kafka_python()
-            # kafka-python bootstraps from a server picked at random and gives it the whole deadline:
-            # one that accepts connections but never answers (a hung broker) took the whole command
-            # down. So first the broker that has just answered librdkafka, for a share of the
-            # deadline (it may have died since), then the configured servers.
-            left_ms = int(self.remaining_s() * 1000)
-            attempts = [(settings["bootstrap_servers"], left_ms)]
-            answered = md.broker(md.answered_by) if md.answered_by is not None else None
-            if answered is not None:
-                # One bootstrap per command: kafka-python takes the brokers librdkafka has already
-                # listed and connects to the one that answered, with no Metadata of its own.
-                try:
-                    self._wire = Wire.connect_known(
-                        settings, md.brokers, answered.id, min(left_ms // 3, 2000), settings["request_timeout_ms"]
-                    )
-                    return self._wire
-                except Exception as exc:  # noqa: BLE001 - the ordinary bootstrap below decides
-                    log.debug("connecting to broker %s from known metadata failed (%s); bootstrapping", answered.id, exc)
+            # What librdkafka would refuse as a client is built, refused before anything is sent.
+            check_settings(self.config.settings)
             try:
-                self._wire = Wire.connect(settings, attempts, settings["request_timeout_ms"])
+                wire, md, answered = Wire.bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"])
             except Exception as exc:  # noqa: BLE001 - translated into one line
                 raise self.errors.translate(exc, "connecting") from exc
+            self._wire = wire
+            self.requests["Metadata"] += 1
+            self._metadata = _cluster_metadata(md, answered)
         return self._wire
 
     def _send_all(self, requests: Sequence[tuple[int | None, Any]]) -> list[Any]:
@@ -230,44 +221,21 @@ class Cluster:
             missing.append(Missing(subject, clean(str(exc))))
         return _NOT_ARRIVED
 
-    # -- metadata and configs (confluent-kafka) ------------------------------------------------
+    # -- metadata (wire) and configs (confluent-kafka) -------------------------------------------
 
     def metadata(self, refresh: bool = False) -> ClusterMetadata:
+        """Brokers and every topic's partitions (one Metadata request through the wire)."""
         if self._metadata is not None and not refresh:
             return self._metadata
-        from confluent_kafka import KafkaException
-
-        if not self._connected:
-            # list_topics blocks (in a thread) until its timeout even when the login was refused at
-            # once, and the process cannot exit before it returns. A request with a future fails fast.
-            # librdkafka sends DescribeCluster to the broker it takes for the controller, and waits for
-            # that one: when it has just died the answer never comes. The probe gets a few seconds;
-            # then list_topics, which any broker answers.
-            until = time.monotonic() + min(self.remaining_s(), max(1.0, min(self.remaining_s() / 4, 3.0)))
-            try:
-                answered = self._wait(self.admin.describe_cluster(request_timeout=self.remaining_s()), "connecting", until)
-            except KafkaException as exc:
-                raise self.errors.translate(exc, "connecting") from exc
-            self.requests["DescribeCluster"] += 1
-            if answered is None:
-                log.debug("no answer to DescribeCluster in time (is the controller librdkafka knows down?); going on")
-            self._connected = True
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        future = pool.submit(self.admin.list_topics, timeout=self.remaining_s())
-        pool.shutdown(wait=False)
-        try:
-            md = self._wait(future, "fetching metadata")
-        except KafkaException as exc:
-            raise self.errors.translate(exc, "fetching metadata") from exc
-        self.requests["Metadata"] += 1
-        brokers = tuple(sorted((BrokerInfo(b.id, b.host, b.port, None) for b in md.brokers.values()), key=lambda b: b.id))
-        partitions = []
-        for name, topic in md.topics.items():
-            internal = name in INTERNAL_TOPICS
-            for p in topic.partitions.values():
-                partitions.append(PartitionInfo(name, p.id, p.leader, tuple(p.replicas), tuple(p.isrs), internal))
-        partitions.sort(key=lambda p: (p.topic, p.partition))
-        self._metadata = ClusterMetadata(md.cluster_id, md.controller_id, brokers, tuple(partitions), md.orig_broker_id)
+        if self._wire is None:
+            self.wire  # noqa: B018 - the bootstrap brings fresh metadata
+            if self._metadata is not None:
+                return self._metadata
+        (resp,) = self._send_all([(None, proto.Metadata())])
+        if isinstance(resp, BaseException):
+            self.errors.raise_if_auth_in(resp)
+            raise self.errors.translate(resp, "fetching metadata")
+        self._metadata = _cluster_metadata(resp, None)
         return self._metadata
 
     def describe_cluster(self) -> ClusterMetadata:
@@ -552,19 +520,26 @@ class Cluster:
 
     # -- producers and transactions (wire) -----------------------------------------------------
 
-    def api_versions(self, broker_ids: Iterable[int] | None = None) -> Partial[dict[int, BrokerApis]]:
+    def api_versions(self, broker_ids: Iterable[int] | None = None, probe: bool = True) -> Partial[dict[int, BrokerApis]]:
+        """API versions per broker. ``probe=False``: a broker with an open connection is not asked
+        again, its versions are the ones it gave when that connection was made (one request less;
+        a probe is what tells a broker that stopped answering from one that answers)."""
         ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
-        cached = {i: self._api_versions[i] for i in ids if i in self._api_versions}
-        if len(cached) == len(ids):
-            return Partial(cached)
-        responses = self._send_all([(i, proto.ApiVersions()) for i in ids])
-        out: dict[int, BrokerApis] = {}
+        out = {i: self._api_versions[i] for i in ids if i in self._api_versions}
+        if not probe:  # not cached: a later probe (broker_configs) still asks
+            for i in ids:
+                known = self.wire.known_api_versions(i) if i not in out else None
+                if known is not None:
+                    out[i] = BrokerApis(known.versions, known.inferred_version)
+        asked = [i for i in ids if i not in out]
+        if not asked:
+            return Partial(out)
+        responses = self._send_all([(i, proto.ApiVersions()) for i in asked])
         missing: list[Missing] = []
-        for broker_id, resp in zip(ids, responses):
+        for broker_id, resp in zip(asked, responses):
             if self._arrived(resp, Broker(broker_id), missing):
-                out[broker_id] = BrokerApis(resp.versions, resp.inferred_version)
-        self._api_versions.update(out)
-        return Partial(out, missing)
+                out[broker_id] = self._api_versions[broker_id] = BrokerApis(resp.versions, resp.inferred_version)
+        return Partial({i: out[i] for i in ids if i in out}, missing)
 
     def finalized_features(self) -> dict[str, int]:
         try:
@@ -643,7 +618,7 @@ class Cluster:
         (v1 and v2); otherwise they are left to the caller, as the returned support says.
         """
         ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
-        versions = self.api_versions(ids).value
+        versions = self.api_versions(ids, probe=False).value  # ListTransactions itself finds a dead broker
         max_versions = [versions[i].versions.get("ListTransactions", (0, -1))[1] if i in versions else None for i in ids]
         if versions and all(v < 0 for v in max_versions if v is not None):
             raise UnsupportedBrokerError("the brokers do not support ListTransactions (needs Apache Kafka 3.0 or newer)")
@@ -766,6 +741,11 @@ class Cluster:
                 producer.close()
             except KafkaException:  # a failed producer repeats its fatal error on close
                 log.debug("closing the fencing producer failed", exc_info=True)
+
+
+def _cluster_metadata(md: proto.MetadataResponse, answered_by: int | None) -> ClusterMetadata:
+    partitions = tuple(sorted(md.partitions, key=lambda p: (p.topic, p.partition)))
+    return ClusterMetadata(md.cluster_id, md.controller_id, md.brokers, partitions, answered_by)
 
 
 def check_client_settings(config: ConnectionConfig) -> None:

@@ -4,29 +4,40 @@ The facade builds these and reads these; :mod:`kafkatxn.kafka.wire` turns them i
 protocol objects and back. A fake wire (tests/support) answers the same types from an in-memory
 cluster, so the facade's routing, batching and retries run in unit tests unchanged. Error codes
 arrive as Kafka's error names (``NOT_LEADER_OR_FOLLOWER``), ``None`` for no error.
+
+Named tuples rather than dataclasses: every command imports this module, and a frozen dataclass
+costs about 0.4 ms to build at import (21 of them: ~8 ms of every start), a named tuple ~0.05 ms.
+Each is its own type (the wire picks its encoder by type), so compare them by type first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kafkatxn.model import ProducerState, TopicPartition
+from kafkatxn.model import BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
 
-@dataclass(frozen=True)
-class ApiVersions:
-    pass
+class ApiVersions(NamedTuple):
+    """The broker's API versions."""
 
 
-@dataclass(frozen=True)
-class ApiVersionsResponse:
+class ApiVersionsResponse(NamedTuple):
     versions: dict[str, tuple[int, int]]  # API name -> (min, max)
     inferred_version: str
 
 
-@dataclass(frozen=True)
-class ListOffsets:
+class Metadata(NamedTuple):
+    """Every topic's partitions and the brokers (to any broker)."""
+
+
+class MetadataResponse(NamedTuple):
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+    partitions: tuple[PartitionInfo, ...]  # unsorted, every partition of every topic
+
+
+class ListOffsets(NamedTuple):
     """Latest offsets of these partitions at one isolation level (one leader's partitions)."""
 
     partitions: tuple[TopicPartition, ...]
@@ -41,13 +52,11 @@ class PartitionOffset(NamedTuple):
     offset: int
 
 
-@dataclass(frozen=True)
-class ListOffsetsResponse:
+class ListOffsetsResponse(NamedTuple):
     partitions: tuple[PartitionOffset, ...]
 
 
-@dataclass(frozen=True)
-class DescribeProducers:
+class DescribeProducers(NamedTuple):
     partitions: tuple[TopicPartition, ...]
 
 
@@ -57,59 +66,50 @@ class PartitionProducers(NamedTuple):
     producers: tuple[ProducerState, ...] = ()
 
 
-@dataclass(frozen=True)
-class DescribeProducersResponse:
+class DescribeProducersResponse(NamedTuple):
     partitions: tuple[PartitionProducers, ...]
 
 
-@dataclass(frozen=True)
-class ListTransactions:
+class ListTransactions(NamedTuple):
     states: tuple[str, ...] = ()
     producer_ids: tuple[int, ...] = ()
     min_duration_ms: int | None = None  # needs v1
     pattern: str | None = None  # needs v2
 
 
-@dataclass(frozen=True)
-class ListedTransaction:
+class ListedTransaction(NamedTuple):
     transactional_id: str
     producer_id: int
     state: str
 
 
-@dataclass(frozen=True)
-class ListTransactionsResponse:
+class ListTransactionsResponse(NamedTuple):
     error: str | None
     transactions: tuple[ListedTransaction, ...] = ()
 
 
-@dataclass(frozen=True)
-class FindTransactionCoordinators:
+class FindTransactionCoordinators(NamedTuple):
     """FindCoordinator for transactional ids: all in one request from v4 on (``batched``)."""
 
     transactional_ids: tuple[str, ...]
     batched: bool = True
 
 
-@dataclass(frozen=True)
-class Coordinator:
+class Coordinator(NamedTuple):
     transactional_id: str
     error: str | None
     node_id: int
 
 
-@dataclass(frozen=True)
-class FindTransactionCoordinatorsResponse:
+class FindTransactionCoordinatorsResponse(NamedTuple):
     coordinators: tuple[Coordinator, ...]
 
 
-@dataclass(frozen=True)
-class DescribeTransactions:
+class DescribeTransactions(NamedTuple):
     transactional_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class TransactionState:
+class TransactionState(NamedTuple):
     transactional_id: str
     error: str | None
     state: str = ""
@@ -117,16 +117,14 @@ class TransactionState:
     producer_epoch: int = -1
     timeout_ms: int = 0
     start_time_ms: int = -1
-    partitions: frozenset[TopicPartition] = field(default_factory=frozenset)
+    partitions: frozenset[TopicPartition] = frozenset()
 
 
-@dataclass(frozen=True)
-class DescribeTransactionsResponse:
+class DescribeTransactionsResponse(NamedTuple):
     transactions: tuple[TransactionState, ...]
 
 
-@dataclass(frozen=True)
-class WriteAbortMarker:
+class WriteAbortMarker(NamedTuple):
     """WriteTxnMarkers with one ABORT marker for one producer on one partition."""
 
     tp: TopicPartition
@@ -135,14 +133,14 @@ class WriteAbortMarker:
     coordinator_epoch: int
 
 
-@dataclass(frozen=True)
-class WriteAbortMarkerResponse:
+class WriteAbortMarkerResponse(NamedTuple):
     error: str | None  # the partition's error, None when the marker was written
 
 
 # The wire counts each request it sends under this name (the broker's request metric names).
 REQUEST_NAMES = {
     ApiVersions: "ApiVersions",
+    Metadata: "Metadata",
     ListOffsets: "ListOffsets",
     DescribeProducers: "DescribeProducers",
     ListTransactions: "ListTransactions",

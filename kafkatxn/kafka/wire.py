@@ -18,11 +18,14 @@ from collections import defaultdict
 from typing import Any, Callable, Sequence
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.model import ProducerState, TopicPartition
+from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.wire")
 
 Request = Any  # one of the request types of kafkatxn.kafka.protocol
+
+# Bootstrap logins the broker closes before they complete, in a row, taken for a refused login.
+LOGINS_CUT_SHORT = 3
 
 
 def error_name(code: int) -> str | None:
@@ -49,6 +52,25 @@ def is_no_brokers_error(exc: BaseException) -> bool:
 # few it built; kafka-python sets only the header and version on a request as it sends it.
 REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers)
 REUSED_LIMIT = 16  # 2 ListOffsets and 1-2 DescribeProducers per leader of a few brokers
+
+
+class NoBrokersAvailable(ConnectionError):
+    """No bootstrap server answered within the budget; ``last_error`` is the last reason seen."""
+
+    def __init__(self, servers: Sequence[str], last_error: BaseException | None):
+        super().__init__(f"Unable to bootstrap from {list(servers)}" + (f": {last_error}" if last_error else ""))
+        self.last_error = last_error
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """A bootstrap failure no retry cures: the broker refused the login or the TLS handshake."""
+    import kafka.errors as Errors
+
+    if isinstance(exc, (Errors.SaslAuthenticationFailedError, Errors.AuthorizationError, Errors.UnsupportedSaslMechanismError,
+                        Errors.IllegalSaslStateError)):
+        return True
+    text = str(exc).upper()
+    return "SSL" in text or "CERTIFICATE" in text or "HANDSHAKE FAILED" in text
 
 
 class Wire:
@@ -78,51 +100,113 @@ class Wire:
         raise AssertionError("no bootstrap attempts")
 
     @classmethod
-    def connect_known(cls, settings: dict, brokers: Sequence[Any], first: int, budget_ms: int, request_timeout_ms: int) -> "Wire":
-        """Connect without kafka-python's own bootstrap, from metadata librdkafka already fetched.
+    def bootstrap(
+        cls, settings: dict, budget_ms: int, request_timeout_ms: int
+    ) -> tuple["Wire", p.MetadataResponse, int | None]:
+        """Bootstrap in one connection that stays open, and return the cluster's metadata with it.
 
-        kafka-python's bootstrap opens a connection (ApiVersions), asks Metadata, closes it, and
-        opens another to the same broker for the first real request (ApiVersions again). Here its
-        cluster view is seeded with ``brokers`` (``BrokerInfo``: id, host, port, rack) and one
-        connection is opened to broker ``first`` (the one that has just answered librdkafka): one
-        ApiVersions, which also gives the versions :meth:`max_version` reads, and no Metadata.
-        Raises when that connection does not come up within ``budget_ms``.
+        kafka-python's own bootstrap opens a connection (ApiVersions), asks Metadata, closes it, and
+        opens another to the same broker for the first real request (ApiVersions again); it also
+        retries a refused login or TLS handshake until its timeout and then only says it could not
+        bootstrap. Here: one connection to a bootstrap server (ApiVersions, SASL), one Metadata of
+        every topic on it, and that connection is kept as the connection to the broker it reached,
+        so the next requests to that broker go out on it. A refused login or handshake is raised at
+        once (:func:`is_refusal`); a server that does not answer gets its share of ``budget_ms`` and
+        the next one is tried. Returns the wire, the metadata, and the id of the broker that answered
+        (None when the bootstrap address is none of the brokers' advertised ones).
         """
+        import kafka.errors as Errors
         from kafka.admin import KafkaAdminClient
         from kafka.future import Future
         from kafka.net.compat import KafkaNetClient
-        from kafka.protocol.metadata import MetadataResponse
 
-        def seeded_client(**configs: Any) -> Any:
+        def unbootstrapped_client(**configs: Any) -> Any:
             client = KafkaNetClient(**configs)
             manager = client._manager
 
             def bootstrap(timeout_ms: int | None = None, refresh: bool = True) -> None:
-                manager.cluster._brokers = {
-                    b.id: MetadataResponse.MetadataResponseBroker(b.id, b.host, b.port, b.rack) for b in brokers
-                }
-                manager._bootstrap_future = Future().success(True)
+                manager._bootstrap_future = Future().success(True)  # done below, on our own connection
 
             manager.bootstrap = bootstrap
             return client
 
         kw = dict(settings)
-        kw["kafka_client"] = seeded_client
-        kw["request_timeout_ms"] = max(request_timeout_ms, 1)
+        kw["kafka_client"] = unbootstrapped_client
+        kw["request_timeout_ms"] = max(min(request_timeout_ms, budget_ms), 1)
         admin = KafkaAdminClient(**kw)
         manager = admin._manager
+        deadline = time.monotonic() + max(budget_ms, 1) / 1000
 
-        async def first_connection() -> Any:
-            conn = manager.get_connection(first, timeout_ms=max(budget_ms, 1))
-            await conn
-            return conn
+        async def first_answer() -> tuple[Any, Any, Any]:
+            servers = manager.cluster.bootstrap_brokers()
+            last: BaseException | None = None
+            attempt = 0
+            logins_cut = 0
+            sasl = str(manager.config["security_protocol"]).upper().startswith("SASL")
+            while time.monotonic() < deadline:
+                server = servers[attempt % len(servers)]
+                attempt += 1
+                left = deadline - time.monotonic()
+                # Several servers share the budget, so one that accepts and never answers cannot take it all.
+                share_ms = max(int(left * 1000 / (1 if len(servers) == 1 else 2)), 1)
+                manager.reset_backoff(server.node_id)
+                conn = manager.get_connection(
+                    server.node_id, timeout_ms=share_ms, refresh_metadata_on_err=False, reset_backoff_on_connect=False
+                )
+                try:
+                    await manager.wait_for(conn.init_future, share_ms)
+                    response = await manager.wait_for(conn.send_request(_metadata(None, p.Metadata())), max(int((deadline - time.monotonic()) * 1000), 1))
+                except Exception as exc:  # noqa: BLE001 - a refusal is final, anything else: the next server
+                    manager._conns.pop(server.node_id, None)
+                    during_login = sasl and conn.broker_version_data is not None and not conn.connected
+                    conn.close(exc)
+                    if is_refusal(exc):
+                        raise
+                    # A broker closes the connection after refusing a login, and kafka-python drops the
+                    # refusal when it arrives in the same read as the close ("socket disconnected").
+                    # A login cut short again and again is taken for what it almost always is.
+                    logins_cut = logins_cut + 1 if during_login and "Timeout" not in type(exc).__name__ else 0
+                    if logins_cut >= LOGINS_CUT_SHORT:
+                        raise Errors.SaslAuthenticationFailedError(
+                            f"the broker closed the connection during SASL {manager.config['sasl_mechanism']} "
+                            f"authentication {logins_cut} times in a row (refused credentials?)"
+                        ) from exc
+                    last = exc
+                    log.debug("bootstrap from %s:%s failed (%s)", server.host, server.port, exc)
+                    if attempt % len(servers) == 0:
+                        await manager._net.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+                    continue
+                return server, conn, response
+            raise NoBrokersAvailable([f"{s.host}:{s.port}" for s in servers], last)
 
         try:
-            manager.broker_version_data = manager.run(first_connection).broker_version_data
+            server, conn, response = manager.run(first_answer)
         except BaseException:
             admin.close()
             raise
-        return cls(admin)
+        manager.cluster._brokers = {b.node_id: b for b in response.brokers}
+        # The connection is the bootstrap server's; if that address is a broker's advertised one,
+        # it becomes that broker's connection (no second connection, no second ApiVersions).
+        peer_host = None
+        try:
+            peer_host = conn.transport.getPeer()[0]
+        except Exception:  # noqa: BLE001 - only used to match the address
+            pass
+        matches = [b.node_id for b in response.brokers if b.port == server.port and b.host in (server.host, peer_host)]
+        answered = matches[0] if len(matches) == 1 else None
+        manager._conns.pop(server.node_id, None)
+        if answered is not None and answered not in manager._conns:
+            conn.node_id = answered
+            manager._conns[answered] = conn
+
+            def forget(_: Any, node_id: int = answered, c: Any = conn) -> None:
+                if manager._conns.get(node_id) is c:
+                    manager._conns.pop(node_id, None)
+
+            conn.close_future.add_both(forget)
+        else:
+            conn.close()
+        return cls(admin), _decode_metadata(p.Metadata(), response), answered
 
     def close(self) -> None:
         self._client.close()
@@ -138,6 +222,14 @@ class Wire:
         data = self._manager.broker_version_data
         versions = data.api_versions.get(ApiKey[api_name].value) if data is not None else None
         return versions[1] if versions else -1
+
+    def known_api_versions(self, node_id: int) -> p.ApiVersionsResponse | None:
+        """The API versions broker ``node_id`` gave when its open connection was made, or None."""
+        conn = self._manager._conns.get(node_id)
+        data = getattr(conn, "broker_version_data", None) if conn is not None and conn.connected else None
+        if data is None or not data.api_versions:
+            return None
+        return _api_versions_response(data.api_versions)
 
     def finalized_features(self) -> dict[str, int]:
         features = self._client.describe_features()
@@ -226,6 +318,18 @@ def _by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
     return out
 
 
+def _metadata(_wire: Wire | None, _request: p.Metadata) -> Any:
+    from kafka.protocol.metadata import MetadataRequest
+
+    return MetadataRequest(
+        topics=MetadataRequest.ALL_TOPICS,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+        min_version=1,  # every topic is asked as null from v1 on
+    )
+
+
 def _list_offsets(_wire: Wire, request: p.ListOffsets) -> Any:
     from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
@@ -299,6 +403,7 @@ def _write_abort_marker(_wire: Wire, request: p.WriteAbortMarker) -> Any:
 
 _ENCODERS: dict[type, Callable[[Wire, Any], Any]] = {
     p.ApiVersions: Wire._api_versions,
+    p.Metadata: _metadata,
     p.ListOffsets: _list_offsets,
     p.DescribeProducers: _describe_producers,
     p.ListTransactions: _list_transactions,
@@ -312,20 +417,37 @@ _ENCODERS: dict[type, Callable[[Wire, Any], Any]] = {
 
 
 def _decode_api_versions(_request: p.ApiVersions, resp: Any) -> p.ApiVersionsResponse:
+    return _api_versions_response({api.api_key: (api.min_version, api.max_version) for api in resp.api_keys})
+
+
+def _api_versions_response(by_key: dict[int, tuple[int, int]]) -> p.ApiVersionsResponse:
     from kafka.protocol.api_key import ApiKey
     from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
     versions = {}
-    by_key = {}
-    for api in resp.api_keys:
-        by_key[api.api_key] = (api.min_version, api.max_version)
+    for key, span in sorted(by_key.items()):
         try:
-            name = ApiKey(api.api_key).name
+            name = ApiKey(key).name
         except ValueError:
-            name = f"api_{api.api_key}"
-        versions[name] = (api.min_version, api.max_version)
+            name = f"api_{key}"
+        versions[name] = span
     inferred = ".".join(str(x) for x in infer_broker_version_from_api_versions(by_key))
     return p.ApiVersionsResponse(versions, inferred)
+
+
+def _decode_metadata(_request: p.Metadata, resp: Any) -> p.MetadataResponse:
+    brokers = tuple(sorted((BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in resp.brokers), key=lambda b: b.id))
+    partitions = tuple(
+        PartitionInfo(
+            topic.name, part.partition_index, part.leader_id, tuple(part.replica_nodes), tuple(part.isr_nodes),
+            topic.name in INTERNAL_TOPICS,
+        )
+        for topic in resp.topics
+        for part in topic.partitions
+    )
+    cluster_id = getattr(resp, "cluster_id", None)
+    controller_id = getattr(resp, "controller_id", -1)
+    return p.MetadataResponse(cluster_id, -1 if controller_id is None else controller_id, brokers, partitions)
 
 
 def _decode_list_offsets(_request: p.ListOffsets, resp: Any) -> p.ListOffsetsResponse:
@@ -389,6 +511,7 @@ def _decode_write_abort_marker(_request: p.WriteAbortMarker, resp: Any) -> p.Wri
 
 _DECODERS: dict[type, Callable[[Any, Any], Any]] = {
     p.ApiVersions: _decode_api_versions,
+    p.Metadata: _decode_metadata,
     p.ListOffsets: _decode_list_offsets,
     p.DescribeProducers: _decode_describe_producers,
     p.ListTransactions: _decode_list_transactions,

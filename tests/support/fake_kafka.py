@@ -71,6 +71,7 @@ class KafkaModel:
     unregistered: set[int] = field(default_factory=set)  # brokers left out of the metadata (stop_broker)
     timeouts: dict[int, set[str]] = field(default_factory=dict)  # broker -> request names (ListTransactions) that time out there
     partition_errors: dict[tuple[int, TopicPartition], list[str]] = field(default_factory=dict)  # (node, tp) -> errors, one per request
+    connected: set[int] = field(default_factory=set)  # brokers with an open wire connection (known API versions)
     leader_moves: dict[TopicPartition, int] = field(default_factory=dict)  # applied after the first metadata request
     api_versions: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(DEFAULT_APIS))
     sent: list[tuple[int | None, Any]] = field(default_factory=list)  # every wire request, in order
@@ -157,6 +158,12 @@ class FakeWire:
     def finalized_features(self) -> dict[str, int]:
         return {"transaction.version": 2, "metadata.version": 27}
 
+    def known_api_versions(self, node: int):
+        """Brokers in ``model.connected`` have an open connection that gave their versions."""
+        if node in self.model.connected and node not in self.model.down:
+            return proto.ApiVersionsResponse(dict(self.model.api_versions), "4.3")
+        return None
+
     def send_all(self, requests, deadline: float, count=lambda name: None) -> list[Any]:
         out = []
         for node, request in requests:
@@ -177,6 +184,17 @@ class FakeWire:
             return queued.pop(0)
         serves = node in self.model.partitions[tp].replicas if any_replica else self.model.leader(tp) == node
         return None if serves else "NOT_LEADER_OR_FOLLOWER"
+
+    def _Metadata(self, node, request):
+        """What the real facade's metadata path reads (FakeCluster answers ``metadata()`` itself)."""
+        self.metadata_requests = getattr(self, "metadata_requests", 0) + 1
+        if self.metadata_requests > 1 and self.model.leader_moves:
+            for tp, leader in self.model.leader_moves.items():
+                self.model.partitions[tp] = replace(self.model.partitions[tp], leader=leader)
+            self.model.leader_moves.clear()
+        brokers = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers if b not in self.model.unregistered)
+        live = [b for b in self.model.brokers if b not in self.model.down]
+        return proto.MetadataResponse(self.model.cluster_id, live[0] if live else -1, brokers, tuple(self.model.partitions.values()))
 
     def _ApiVersions(self, node, request):
         return proto.ApiVersionsResponse(dict(self.model.api_versions), "4.3")

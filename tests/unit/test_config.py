@@ -187,3 +187,19 @@ def test_librdkafka_config_carries_the_deadline():
     conf = cfg.librdkafka()
     assert conf["socket.timeout.ms"] == 7000
     assert conf["bootstrap.servers"] == "h:1"
+
+
+@pytest.mark.parametrize("settings,says", [
+    ({"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN", "sasl.username": "u"}, "sasl.username and sasl.password must be set"),
+    ({"security.protocol": "SASL_PLAINTEXT"}, "SASL mechanism GSSAPI is not supported"),
+    ({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}, "ssl.ca.location: no such file /nonexistent/ca.pem"),
+])
+def test_what_librdkafka_refuses_when_a_client_is_built_is_refused_without_one(settings, says):
+    """A command served by kafka-python alone builds no librdkafka client: its checks run anyway."""
+    with pytest.raises(config.UsageError, match=says):
+        config.check_client_settings(settings)
+
+
+def test_client_files_are_not_checked_when_tls_is_off():
+    config.check_client_settings({"ssl.ca.location": "/nonexistent/ca.pem"})
+    config.check_client_settings({"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "u", "sasl.password": ""})

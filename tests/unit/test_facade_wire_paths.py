@@ -181,3 +181,83 @@ def test_a_broker_failing_list_transactions_is_missing_as_that_broker():
     listed, _support = FakeCluster(model).list_transactions()
     assert {t.transactional_id for t in listed.value} == {"app", "app-10"}
     assert [(m.subject, m.reason) for m in listed.missing] == [(Broker(2), "COORDINATOR_LOAD_IN_PROGRESS")]
+
+
+# -- metadata through the wire: one client serves lso, hanging, producers and transactions -----------
+
+
+def wire_only_cluster(model):
+    """The real facade (not FakeCluster's metadata) over the fake wire: no confluent-kafka client."""
+    from kafkatxn.config import ConnectionConfig
+    from tests.support.fake_kafka import FakeWire
+
+    return facade.Cluster(ConnectionConfig(bootstrap_servers="fake:9092", timeout_ms=30_000), wire=FakeWire(model))
+
+
+def test_metadata_is_one_metadata_request_through_the_wire_and_builds_no_librdkafka_client():
+    model = KafkaModel(brokers=(1, 2))
+    tps = [model.add_partition("t", i, leader=1 + i % 2) for i in (2, 0, 1)]
+    cluster = wire_only_cluster(model)
+    md = cluster.metadata()
+    assert [p.tp for p in md.partitions] == sorted(tps)  # sorted, as every caller expects
+    assert [b.id for b in md.brokers] == [1, 2]
+    assert cluster.metadata() is md  # cached until a refresh is asked for
+    assert [type(r) for _n, r in model.sent] == [proto.Metadata]
+    assert cluster.requests["Metadata"] == 1
+    assert cluster._admin is None
+
+
+def test_a_leader_move_is_retried_with_metadata_fetched_again_through_the_wire():
+    model = KafkaModel(brokers=(1, 2))
+    tp = model.add_partition("t", 0, leader=1)
+    model.offsets[tp] = (5, 9)
+    model.leader_moves = {tp: 2}
+    model.partition_errors[(1, tp)] = ["NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_OR_FOLLOWER"]
+    cluster = wire_only_cluster(model)
+    result = cluster.stable_and_high_offsets([tp])
+    assert result.value == {tp: (5, 9)} and result.missing == []
+    assert len(sent(model, proto.Metadata)) == 2
+    assert sent(model, proto.ListOffsets)[-1][0] == 2  # asked again at the new leader
+    assert cluster._admin is None
+
+
+def test_metadata_that_does_not_arrive_ends_the_command_as_undetermined():
+    from kafkatxn.errors import ClusterError
+
+    model = KafkaModel(brokers=(1,))
+    model.add_partition("t", 0)
+    model.timeouts[None] = ("Metadata",)
+    cluster = wire_only_cluster(model)
+    try:
+        cluster.metadata()
+    except ClusterError as exc:
+        assert exc.exit_code == 3
+    else:
+        raise AssertionError("metadata without an answer was taken for an empty cluster")
+
+
+def test_list_transactions_asks_no_api_versions_of_a_broker_whose_connection_gave_them():
+    model = KafkaModel(brokers=(1, 2))
+    model.connected = {1}  # the bootstrap connection: ApiVersions was part of making it
+    cluster = FakeCluster(model)
+    cluster.list_transactions()
+    assert [node for node, _r in sent(model, proto.ApiVersions)] == [2]
+    assert sorted(node for node, _r in sent(model, proto.ListTransactions)) == [1, 2]
+
+
+def test_broker_configs_still_probe_every_broker_whose_configs_they_read():
+    """A probe is what tells a hung broker (connection still open) from one that answers."""
+    model = KafkaModel(brokers=(1, 2))
+    model.connected = {1, 2}
+    facade.Cluster.api_versions(FakeCluster(model), [1, 2])
+    assert sorted(node for node, _r in sent(model, proto.ApiVersions)) == [1, 2]
+
+
+def test_versions_known_from_a_connection_do_not_stand_in_for_a_later_probe():
+    model = KafkaModel(brokers=(1,))
+    model.connected = {1}
+    cluster = FakeCluster(model)
+    cluster.list_transactions()
+    assert sent(model, proto.ApiVersions) == []
+    facade.Cluster.api_versions(cluster, [1])
+    assert [node for node, _r in sent(model, proto.ApiVersions)] == [1]

@@ -60,3 +60,31 @@ def test_the_help_line_of_every_command_is_its_own():
 def test_help_loads_no_command_module():
     loaded = modules_loaded_by("--help")
     assert not {m for m in loaded if m.endswith("_cmd")}, "a command module was imported for --help"
+
+
+def test_lso_imports_kafka_python_only():
+    """`lso` is served by kafka-python alone (metadata, ListOffsets, DescribeProducers, ...): it
+    imports, bootstraps and pays for that client only. The cluster is unreachable here, so the
+    command ends after its bootstrap attempt: the client it tried is the one it uses."""
+    loaded = modules_loaded_by("lso", "-b", "127.0.0.1:1", "--timeout", "200ms", "-o", "json")
+    assert "kafka" in loaded and "kafkatxn.kafka.wire" in loaded
+    assert "confluent_kafka" not in loaded, "lso imported confluent-kafka"
+
+
+def test_a_command_freezes_what_the_imports_built_once_per_process():
+    """gc.freeze after the imports: collections during the command and at exit skip the modules."""
+    code = (
+        "import gc, sys\n"
+        "from kafkatxn.cli.app import main\n"
+        "before = gc.get_freeze_count()\n"
+        "for _ in range(2):\n"
+        "    try:\n"
+        "        main(['config', 'show', '-b', 'h:1', '-o', 'json'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "import kafkatxn.cli.common as common\n"
+        "print(before, gc.get_freeze_count(), common._HEAP_SETTLED, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    before, after, settled = proc.stderr.strip().splitlines()[-1].split()
+    assert int(before) == 0 and int(after) > 10_000 and settled == "True", proc.stderr

@@ -88,3 +88,38 @@ def test_kafka_python_alerts_name_the_expired_certificate(pki):
     exc = ConnectionError("[SSL: SSLV3_ALERT_CERTIFICATE_UNKNOWN] sslv3 alert certificate unknown (_ssl.c:2580)")
     with pytest.raises(AuthenticationError, match="client certificate expired on"):
         cluster.errors.raise_if_auth_in(exc)
+
+
+# -- kafka-python bootstraps alone (lso, hanging, producers, transactions): its failures say why too --
+
+
+def test_no_broker_answering_the_bootstrap_says_why_not_errno_names():
+    from kafka.errors import KafkaConnectionError
+
+    from kafkatxn.errors import UnreachableError
+    from kafkatxn.kafka.wire import NoBrokersAvailable
+
+    cluster = cluster_with({})
+    error = cluster.errors.translate(NoBrokersAvailable(["127.0.0.1:9093"], KafkaConnectionError("111 ECONNREFUSED")), "connecting")
+    assert isinstance(error, UnreachableError)
+    assert str(error) == "cannot reach any broker at 127.0.0.1:9093 within 5s: Connection refused"
+
+
+def test_a_mechanism_the_listener_does_not_enable_is_a_refused_login():
+    from kafka.errors import UnsupportedSaslMechanismError
+
+    cluster = cluster_with({"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN"})
+    with pytest.raises(AuthenticationError, match="authentication failed: the broker does not enable SASL mechanism PLAIN"):
+        cluster.errors.translate(UnsupportedSaslMechanismError(), "connecting")
+
+
+def test_kafka_python_refusals_end_the_bootstrap_and_other_failures_do_not():
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError, SaslAuthenticationFailedError
+
+    from kafkatxn.kafka.wire import is_refusal
+
+    assert is_refusal(SaslAuthenticationFailedError("invalid credentials"))
+    assert is_refusal(KafkaConnectionError("Handshake failed: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"))
+    assert not is_refusal(KafkaConnectionError("111 ECONNREFUSED"))
+    assert not is_refusal(KafkaConnectionError("socket disconnected"))
+    assert not is_refusal(KafkaTimeoutError("Timed out after 1000 ms"))
