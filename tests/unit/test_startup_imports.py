@@ -40,6 +40,12 @@ def test_parsing_a_command_line_imports_no_validation_framework():
     assert "pydantic" not in loaded and "pydantic_core" not in loaded
 
 
+def test_config_show_builds_no_model_and_no_logging():
+    """Without --debug nothing logs; the dataclasses of the model are for commands that ask Kafka."""
+    loaded = modules_loaded_by("config", "show", "-b", "h:1")
+    assert not loaded & {"logging", "kafkatxn.model", "tomllib"}, sorted(loaded & {"logging", "kafkatxn.model", "tomllib"})
+
+
 def test_a_table_reads_no_package_metadata():
     """tabulate 0.10 imports importlib.metadata to find its own version (+10-15 ms per table)."""
     loaded = modules_loaded_by("config", "show", "-b", "h:1")
