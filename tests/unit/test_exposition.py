@@ -130,43 +130,33 @@ def test_name_filters_and_methods_are_prometheus_clients(query):
         assert call(ours, method=method) == call(theirs, method=method)
 
 
-def test_collection_is_paused_while_scrapes_run_and_back_after_the_last():
-    assert gc.isenabled()
+def test_collection_is_rarer_while_scrapes_run_and_as_before_after_the_last():
+    before = gc.get_threshold()
     inside, release = threading.Event(), threading.Event()
 
     def scrape():
-        with exposition.gc_paused():
+        with exposition.fewer_collections():
             inside.set()
             release.wait(5)
 
     t = threading.Thread(target=scrape)
     t.start()
     inside.wait(5)
-    with exposition.gc_paused():
-        assert not gc.isenabled()
-    assert not gc.isenabled()  # the other scrape is still running
+    with exposition.fewer_collections():
+        during = gc.get_threshold()
+        assert gc.isenabled() and during[:2] == exposition.SCRAPE_GC_THRESHOLDS and during[2] == before[2]
+    assert gc.get_threshold() == during  # the other scrape is still running
     release.set()
     t.join(5)
-    assert gc.isenabled()
+    assert gc.get_threshold() == before and gc.isenabled()
 
 
-def test_collection_stays_off_when_it_was_off():
-    gc.disable()
+def test_higher_thresholds_set_by_someone_else_are_kept():
+    before = gc.get_threshold()
+    gc.set_threshold(200_000, 50, 10)
     try:
-        with exposition.gc_paused():
-            pass
-        assert not gc.isenabled()
+        with exposition.fewer_collections():
+            assert gc.get_threshold() == (200_000, 50, 10)
+        assert gc.get_threshold() == (200_000, 50, 10)
     finally:
-        gc.enable()
-
-
-def test_scrapes_that_keep_overlapping_still_collect_past_the_limit(monkeypatch):
-    collected = []
-    monkeypatch.setattr(exposition.gc, "collect", lambda *a: collected.append(a) or 0)
-    monkeypatch.setattr(exposition, "GC_PAUSE_LIMIT_S", 0.0)
-    with exposition.gc_paused():
-        with exposition.gc_paused():
-            pass
-        assert collected  # the inner one ended while the outer still runs: past the limit, it collected
-        assert not gc.isenabled()
-    assert gc.isenabled()
+        gc.set_threshold(*before)
