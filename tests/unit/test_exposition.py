@@ -8,10 +8,8 @@ label values), which must come out as prometheus_client writes them.
 
 from __future__ import annotations
 
-import gc
 import gzip
 import io
-import threading
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app as library_app
@@ -128,35 +126,3 @@ def test_name_filters_and_methods_are_prometheus_clients(query):
     assert call(ours, query=query) == call(theirs, query=query)
     for method in ("OPTIONS", "POST"):
         assert call(ours, method=method) == call(theirs, method=method)
-
-
-def test_collection_is_rarer_while_scrapes_run_and_as_before_after_the_last():
-    before = gc.get_threshold()
-    inside, release = threading.Event(), threading.Event()
-
-    def scrape():
-        with exposition.fewer_collections():
-            inside.set()
-            release.wait(5)
-
-    t = threading.Thread(target=scrape)
-    t.start()
-    inside.wait(5)
-    with exposition.fewer_collections():
-        during = gc.get_threshold()
-        assert gc.isenabled() and during[:2] == exposition.SCRAPE_GC_THRESHOLDS and during[2] == before[2]
-    assert gc.get_threshold() == during  # the other scrape is still running
-    release.set()
-    t.join(5)
-    assert gc.get_threshold() == before and gc.isenabled()
-
-
-def test_higher_thresholds_set_by_someone_else_are_kept():
-    before = gc.get_threshold()
-    gc.set_threshold(200_000, 50, 10)
-    try:
-        with exposition.fewer_collections():
-            assert gc.get_threshold() == (200_000, 50, 10)
-        assert gc.get_threshold() == (200_000, 50, 10)
-    finally:
-        gc.set_threshold(*before)
