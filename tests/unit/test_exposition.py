@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import gzip
 import io
-import threading
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app as library_app
@@ -96,7 +95,10 @@ def call(app, accept=None, encoding=None, query="", method="GET"):
     def start_response(status, headers):
         seen["status"], seen["headers"] = status, dict(headers)
 
-    body = b"".join(app(environ, start_response))
+    result = app(environ, start_response)
+    body = b"".join(result)
+    if hasattr(result, "close"):
+        result.close()  # as a WSGI server does once the body is written
     if seen["headers"].get("Content-Encoding") == "gzip":
         body = gzip.decompress(body)
     return seen["status"], seen["headers"], body
@@ -130,43 +132,35 @@ def test_name_filters_and_methods_are_prometheus_clients(query):
         assert call(ours, method=method) == call(theirs, method=method)
 
 
-def test_collection_is_paused_while_scrapes_run_and_back_after_the_last():
-    assert gc.isenabled()
-    inside, release = threading.Event(), threading.Event()
-
-    def scrape():
-        with exposition.gc_paused():
-            inside.set()
-            release.wait(5)
-
-    t = threading.Thread(target=scrape)
-    t.start()
-    inside.wait(5)
-    with exposition.gc_paused():
-        assert not gc.isenabled()
-    assert not gc.isenabled()  # the other scrape is still running
-    release.set()
-    t.join(5)
-    assert gc.isenabled()
-
-
-def test_collection_stays_off_when_it_was_off():
-    gc.disable()
-    try:
-        with exposition.gc_paused():
-            pass
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-
-def test_scrapes_that_keep_overlapping_still_collect_past_the_limit(monkeypatch):
+def test_collection_waits_while_a_scrape_runs_and_one_full_collection_follows_its_body(monkeypatch):
     collected = []
     monkeypatch.setattr(exposition.gc, "collect", lambda *a: collected.append(a) or 0)
-    monkeypatch.setattr(exposition, "GC_PAUSE_LIMIT_S", 0.0)
-    with exposition.gc_paused():
-        with exposition.gc_paused():
-            pass
-        assert collected  # the inner one ended while the outer still runs: past the limit, it collected
-        assert not gc.isenabled()
+    seen = []
+
+    class Probe(CollectorRegistry):
+        def collect(self):
+            seen.append(gc.isenabled())
+            return iter(())
+
+    app = exposition.make_wsgi_app(Probe(auto_describe=False))
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "", "wsgi.input": io.BytesIO()}
+    first = app(environ, lambda status, headers: None)
+    second = app(environ, lambda status, headers: None)  # overlapping scrapes
+    assert seen == [False, False] and not gc.isenabled()
+    first.close()
+    assert not gc.isenabled() and not collected  # the other scrape's body is not written yet
+    second.close()
+    second.close()  # closing twice ends one pause only
+    assert gc.isenabled() and len(collected) == 1
+
+
+def test_a_scrape_that_fails_does_not_leave_collection_off():
+    class Broken(CollectorRegistry):
+        def collect(self):
+            raise RuntimeError("gather failed")
+
+    app = exposition.make_wsgi_app(Broken(auto_describe=False))
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "", "wsgi.input": io.BytesIO()}
+    with pytest.raises(RuntimeError):
+        app(environ, lambda status, headers: None)
     assert gc.isenabled()
