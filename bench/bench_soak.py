@@ -88,6 +88,15 @@ def load(bootstrap: str, topics: list[str], stop: threading.Event, counts: dict[
     idem.flush(30)
 
 
+def active_producer_ids(url: str) -> int:
+    """The producer ids with state on the brokers (``kafkatxn_active_producer_ids``, summed)."""
+    import urllib.request
+
+    body = urllib.request.urlopen(url, timeout=30).read().decode()
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+                   if line.startswith("kafkatxn_active_producer_ids{")))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scrapes", type=int, default=2000)
@@ -97,11 +106,21 @@ def main() -> int:
     parser.add_argument("--sample-every", type=int, default=100)
     parser.add_argument("--topics", type=int, default=10)
     parser.add_argument("--scrape-timeout", type=float, default=5.0, help="the exporter's deadline per scrape, s")
+    parser.add_argument("--producer-id-expiration-ms", type=int, default=0,
+                        help="the broker's producer.id.expiration.ms (0: Kafka's default, a day); with a short one the "
+                             "producer state the load leaves behind reaches a steady size within the soak, as it does "
+                             "on a cluster running for days")
     args = parser.parse_args()
 
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as workdir:
-        cluster = KafkaCluster(Path(workdir), 1, name="bench-soak")
+        broker_config = {}
+        if args.producer_id_expiration_ms:
+            broker_config = {
+                "producer.id.expiration.ms": str(args.producer_id_expiration_ms),
+                "producer.id.expiration.check.interval.ms": str(max(1000, args.producer_id_expiration_ms // 4)),
+            }
+        cluster = KafkaCluster(Path(workdir), 1, name="bench-soak", broker_config=broker_config)
         cluster.start(timeout=120)
         stop = threading.Event()
         counts = {"producers": 0, "committed": 0, "aborted": 0, "left_open": 0, "fenced": 0}
@@ -119,6 +138,9 @@ def main() -> int:
             http_s: list[float] = []
             gather_s: list[float] = []
             samples: list[tuple[int, float, int]] = []  # (scrapes done, RSS MB, open fds)
+            # What a scrape carries at each sample: brokers keep producer state for
+            # producer.id.expiration.ms (a day), so every new producer adds to what a gather reads.
+            sizes: list[tuple[int, int, int, int]] = []  # (scrapes done, samples, body bytes, active producer ids)
 
             def scraper() -> None:
                 while True:
@@ -127,7 +149,7 @@ def main() -> int:
                     if n > args.scrapes:
                         return
                     try:
-                        took, scalars, _samples, _bytes = scrape(url, timeout=args.scrape_timeout * 3)
+                        took, scalars, n_samples, n_bytes = scrape(url, timeout=args.scrape_timeout * 3)
                     except Exception as exc:  # noqa: BLE001 - counted as a failure, the soak goes on
                         with lock:
                             failures.append(f"scrape {n} failed: {exc}")
@@ -139,6 +161,7 @@ def main() -> int:
                             failures.append(f"scrape {n}: kafkatxn_up {scalars.get('kafkatxn_up')}")
                         if n % args.sample_every == 0 or n == args.warmup:
                             samples.append((n, rss_mb(exporter.pid), open_fds(exporter.pid)))
+                            sizes.append((n, n_samples, n_bytes, active_producer_ids(url)))
                     time.sleep(args.interval)
 
             started = time.perf_counter()
@@ -178,6 +201,7 @@ def main() -> int:
         "scrapers": args.scrapers,
         "soak_s": round(soak_s, 1),
         "partitions": args.topics * PARTITIONS_PER_TOPIC,
+        "broker_producer_id_expiration_ms": args.producer_id_expiration_ms or "Kafka's default (86400000)",
         **{f"load_{k}": v for k, v in counts.items()},
         "scrape_http_median_s": round(statistics.median(http_s), 4),
         "scrape_http_p99_s": round(sorted(http_s)[int(len(http_s) * 0.99) - 1], 4),
@@ -191,6 +215,8 @@ def main() -> int:
         "open_fds_end": end[2],
         "fd_growth_pct": round(fd_growth * 100, 2),
         "rss_mb_samples": [round(s[1], 1) for s in samples],
+        "active_producer_ids_samples": [s[3] for s in sorted(sizes)],
+        "scrape_kb_samples": [round(s[2] / 1024) for s in sorted(sizes)],
         "open_fds_samples": [s[2] for s in samples],
         "load_average_1m": round(os.getloadavg()[0], 2),
         "failures": failures[:10],

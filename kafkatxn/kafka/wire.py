@@ -63,7 +63,7 @@ def is_refusal(exc: BaseException) -> bool:
                         Errors.IllegalSaslStateError)):
         return True
     text = str(exc).upper()
-    return "SSL" in text or "CERTIFICATE" in text or "HANDSHAKE FAILED" in text
+    return "SSL" in text or "CERTIFICATE" in text  # ssl's errors: [SSL: ...], (_ssl.c:...)
 
 
 class Wire:
