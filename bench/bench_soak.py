@@ -106,21 +106,11 @@ def main() -> int:
     parser.add_argument("--sample-every", type=int, default=100)
     parser.add_argument("--topics", type=int, default=10)
     parser.add_argument("--scrape-timeout", type=float, default=5.0, help="the exporter's deadline per scrape, s")
-    parser.add_argument("--producer-id-expiration-ms", type=int, default=0,
-                        help="the broker's producer.id.expiration.ms (0: Kafka's default, a day); with a short one the "
-                             "producer state the load leaves behind reaches a steady size within the soak, as it does "
-                             "on a cluster running for days")
     args = parser.parse_args()
 
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as workdir:
-        broker_config = {}
-        if args.producer_id_expiration_ms:
-            broker_config = {
-                "producer.id.expiration.ms": str(args.producer_id_expiration_ms),
-                "producer.id.expiration.check.interval.ms": str(max(1000, args.producer_id_expiration_ms // 4)),
-            }
-        cluster = KafkaCluster(Path(workdir), 1, name="bench-soak", broker_config=broker_config)
+        cluster = KafkaCluster(Path(workdir), 1, name="bench-soak")
         cluster.start(timeout=120)
         stop = threading.Event()
         counts = {"producers": 0, "committed": 0, "aborted": 0, "left_open": 0, "fenced": 0}
@@ -138,8 +128,7 @@ def main() -> int:
             http_s: list[float] = []
             gather_s: list[float] = []
             samples: list[tuple[int, float, int]] = []  # (scrapes done, RSS MB, open fds)
-            # What a scrape carries at each sample: brokers keep producer state for
-            # producer.id.expiration.ms (a day), so every new producer adds to what a gather reads.
+            # What a scrape carries at each sample, to tell a leak from a workload that grows.
             sizes: list[tuple[int, int, int, int]] = []  # (scrapes done, samples, body bytes, active producer ids)
 
             def scraper() -> None:
@@ -201,7 +190,6 @@ def main() -> int:
         "scrapers": args.scrapers,
         "soak_s": round(soak_s, 1),
         "partitions": args.topics * PARTITIONS_PER_TOPIC,
-        "broker_producer_id_expiration_ms": args.producer_id_expiration_ms or "Kafka's default (86400000)",
         **{f"load_{k}": v for k, v in counts.items()},
         "scrape_http_median_s": round(statistics.median(http_s), 4),
         "scrape_http_p99_s": round(sorted(http_s)[int(len(http_s) * 0.99) - 1], 4),
