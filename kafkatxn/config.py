@@ -14,7 +14,6 @@ import getpass
 import os
 import re
 import sys
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
@@ -413,6 +412,8 @@ def load_profile(name: str | None) -> tuple[str | None, dict]:
         if name:
             raise UsageError(f"profile {name!r} not found: {path} does not exist")
         return None, {}
+    import tomllib  # only when there is a profiles file
+
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

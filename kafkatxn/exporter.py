@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric, Sample
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from kafkatxn.audit.churn import ChurnSample, IdChurn, churn_metric_families
@@ -146,16 +146,19 @@ def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Me
     missing = GaugeMetricFamily("kafkatxn_partition_offsets_missing",
                                 "1 for a scanned partition whose offsets did not arrive (its lag series is absent).",
                                 labels=["topic", "partition"])
+    # 3 samples per partition, 90,000 at 30,000 partitions: Samples are made here rather than by
+    # add_metric (which zips a labels dict per sample), and the three share one labels dict.
+    add_hw, add_lso, add_lag = hw.samples.append, lso.samples.append, lag.samples.append
     for p in snapshot.partitions:
         value = p.lso_lag_messages
         if value is None:
             missing.add_metric([p.topic, str(p.partition)], 1)
         if value is None or options.only_lagging and value == 0:
             continue
-        labels = [p.topic, str(p.partition)]
-        hw.add_metric(labels, p.high_watermark)
-        lso.add_metric(labels, p.last_stable_offset)
-        lag.add_metric(labels, value)
+        labels = {"topic": p.topic, "partition": str(p.partition)}
+        add_hw(Sample(hw.name, labels, p.high_watermark))
+        add_lso(Sample(lso.name, labels, p.last_stable_offset))
+        add_lag(Sample(lag.name, labels, value))
     return [hw, lso, lag, missing]
 
 
@@ -373,11 +376,11 @@ class _StaticCollector(Collector):
 
 def render_text(snapshot: ClusterSnapshot, options: ExportOptions = ExportOptions()) -> bytes:
     """The Prometheus text exposition of one snapshot."""
-    from prometheus_client.exposition import generate_latest
+    from kafkatxn.exposition import encode
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_StaticCollector(metric_families(snapshot, options)))
-    return generate_latest(registry)
+    return encode(registry)
 
 
 def write_textfile(path: str | os.PathLike, snapshot: ClusterSnapshot, options: ExportOptions = ExportOptions()) -> None:

@@ -34,11 +34,10 @@ from typing import Callable, Iterable, Mapping
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from prometheus_client import make_wsgi_app
-
 from kafkatxn import defaults
 from kafkatxn.errors import KafkatxnError, UsageError
 from kafkatxn.exporter import SnapshotCollector, build_registry
+from kafkatxn.exposition import make_wsgi_app
 
 log = logging.getLogger("kafkatxn.exporter")
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from kafkatxn import producers
 from kafkatxn.model import (
     TRANSACTION_STATE_TOPIC, Broker, ClusterMetadata, Missing, Part, ProducerState, TopicPartition, TransactionalId,
-    TransactionDescription,
+    TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionDescription,
 )
 from kafkatxn.errors import ClusterError
 from kafkatxn.output import Report
@@ -62,7 +62,6 @@ REASON_TWO_PHASE_COMMIT = "two-phase commit transaction: no one times it out"
 REASON_LOG_UNANSWERED = "a coordinator that could own its transactional id did not answer"
 
 # KIP-939: the coordinator stores a two-phase-commit transaction with this timeout (Integer.MAX_VALUE).
-TWO_PHASE_COMMIT_TIMEOUT_MS = 2_147_483_647
 # Coordinator states in which the coordinator has decided and is writing the markers.
 COMPLETING_STATES = frozenset({"PrepareCommit", "PrepareAbort"})
 
@@ -103,7 +102,7 @@ def coordinator_partition(transactional_id: str, log_partitions: int) -> int:
 
 
 def is_two_phase_commit(description: TransactionDescription | None) -> bool:
-    return description is not None and description.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
+    return description is not None and description.two_phase_commit
 
 
 def transaction_log_gaps(metadata: ClusterMetadata, answered_brokers: Iterable[int]) -> list[Missing]:

@@ -91,13 +91,24 @@ class GroupSnapshot:
     missing: list[Missing] = field(default_factory=list)
 
 
-def take_snapshot(cluster: Cluster, partitions: Iterable[TopicPartition]) -> LsoSnapshot:
-    """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags."""
+def take_snapshot(
+    cluster: Cluster, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, tuple[int, int]] | None = None
+) -> LsoSnapshot:
+    """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags.
+
+    ``known``: ``(LSO, HW)`` pairs already read in this pass (the exporter's offsets pass); only the
+    partitions not in it are asked for.
+    """
     tps = sorted(set(partitions))
     taken_at_ms = int(time.time() * 1000)
-    pairs = cluster.stable_and_high_offsets(tps)
-    offsets = {tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in pairs.value.items()}
-    missing = list(pairs.missing)
+    known = known or {}
+    rest = [tp for tp in tps if tp not in known]
+    offsets = {tp: Offsets(high_watermark=known[tp][1], last_stable_offset=known[tp][0]) for tp in tps if tp in known}
+    missing: list[Missing] = []
+    if rest:
+        pairs = cluster.stable_and_high_offsets(rest)
+        offsets.update({tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in pairs.value.items()})
+        missing += pairs.missing
     lagging = [tp for tp, o in offsets.items() if o.lag > 0]
     open_txns = _describe_open_transactions(cluster, lagging, missing)
     return LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
@@ -168,14 +179,35 @@ def take_group_snapshot(
         named = cluster.list_groups()
     # Committed offsets before the LSO: a read_committed consumer's commit cannot pass the LSO of
     # that moment, and the LSO read afterwards can only be larger.
-    committed = cluster.group_offsets(named)
-    missing = list(committed.missing)
-    existing = {p.tp for p in cluster.select_partitions(topics)} if topics else {p.tp for p in cluster.metadata().partitions}
+    by_group, missing = committed_offsets(cluster, named, topics)
+    return finish_group_snapshot(cluster, by_group, missing, probe_max_gap)
+
+
+def committed_offsets(
+    cluster: Cluster, groups: Sequence[str], topics: Sequence[str] | None = None
+) -> tuple[dict[str, dict[TopicPartition, int]], list[Missing]]:
+    """The first step of :func:`take_group_snapshot`: committed offsets per group, on partitions
+    that exist (of ``topics`` when given). Read them before the offsets they are compared with."""
+    committed = cluster.group_offsets(groups)
+    existing = {p.tp for p in cluster.select_partitions(topics)} if topics else cluster.metadata().leaders.keys()
     # Offsets of deleted topics stay committed until they expire; there is nothing to measure there.
     by_group = {
         g: {tp: off for tp, off in offsets.items() if tp in existing} for g, offsets in committed.value.items()
     }
-    lso = take_snapshot(cluster, {tp for offsets in by_group.values() for tp in offsets})
+    return by_group, list(committed.missing)
+
+
+def finish_group_snapshot(
+    cluster: Cluster,
+    by_group: dict[str, dict[TopicPartition, int]],
+    missing: list[Missing],
+    probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
+    known: Mapping[TopicPartition, tuple[int, int]] | None = None,
+) -> GroupSnapshot:
+    """The rest of :func:`take_group_snapshot` after :func:`committed_offsets`: the LSO snapshot of
+    the groups' partitions (``known`` pairs, read after the committed offsets, are not asked again)
+    and the probes."""
+    lso = take_snapshot(cluster, {tp for offsets in by_group.values() for tp in offsets}, known)
     missing.extend(lso.missing)
     first_readable: dict[tuple[TopicPartition, int], int | None] = {}
     for starts in probe_rounds(by_group, lso.offsets, probe_max_gap):

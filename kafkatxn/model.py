@@ -6,6 +6,7 @@ audit rules can be tested over plain values.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar, Union
 
@@ -21,6 +22,10 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+# The transaction timeout a coordinator records for a two-phase-commit (KIP-939) producer.
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2_147_483_647
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,12 @@ class ClusterMetadata:
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.id == broker_id), None)
+
+    @functools.cached_property
+    def leaders(self) -> dict[TopicPartition, int]:
+        """Leader per partition (-1: none), made once per metadata answer: requests are routed by it
+        several times a command, over 10,000s of partitions."""
+        return {TopicPartition(p.topic, p.partition): p.leader for p in self.partitions}
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,11 @@ class TransactionDescription:
     timeout_ms: int
     start_time_ms: int  # -1 when no transaction is open
     partitions: frozenset[TopicPartition]
+
+    @property
+    def two_phase_commit(self) -> bool:
+        """KIP-939: the coordinator records a 2PC producer's timeout as Int.MaxValue; no one times it out."""
+        return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
 @dataclass(frozen=True)

@@ -93,14 +93,17 @@ def snapshot_producers(
     partitions: Iterable[PartitionInfo | TopicPartition],
     broker_id: int | None = None,
     with_transactional_ids: bool = True,
+    described: Partial[dict[TopicPartition, list[ProducerState]]] | None = None,
 ) -> ProducerSnapshot:
-    """DescribeProducers for ``partitions``, batched per leader, or all sent to ``broker_id``."""
-    tps = sorted({p.tp if isinstance(p, PartitionInfo) else TopicPartition(*p) for p in partitions})
-    described = cluster.describe_producers(tps, broker_id=broker_id)
+    """DescribeProducers for ``partitions``, batched per leader, or all sent to ``broker_id``;
+    ``described``: their answer, already asked for (``Cluster.offsets_and_producers``)."""
+    if described is None:
+        tps = sorted(dict.fromkeys(p.tp if isinstance(p, PartitionInfo) else TopicPartition(*p) for p in partitions))
+        described = cluster.describe_producers(tps, broker_id=broker_id)
     if broker_id is not None:
         reported_by = {tp: broker_id for tp in described.value}
     else:
-        leaders = {p.tp: p.leader for p in cluster.metadata().partitions}
+        leaders = cluster.metadata().leaders
         reported_by = {tp: leaders.get(tp, -1) for tp in described.value}
     missing = list(described.missing)
     tids: dict[int, str] = {}

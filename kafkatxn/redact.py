@@ -7,8 +7,11 @@ is deliberate: the clients log from their own threads, and a secret must never l
 
 from __future__ import annotations
 
-import logging
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
 
 _SECRETS: set[str] = set()
 _ASSIGNMENT = re.compile(r"""(?i)\b((?:sasl[._])?password|ssl[._]key[._]password|secret)(["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s,;}]+)""")
@@ -25,6 +28,13 @@ def redact(text: str) -> str:
     return _ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}******", text)
 
 
-class RedactingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+def redacting_formatter(fmt: str) -> "logging.Formatter":
+    """A log formatter whose every line passes through :func:`redact`. Built on demand: logging is
+    imported only when --debug asks for it (it costs every command start otherwise)."""
+    import logging
+
+    class RedactingFormatter(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return redact(super().format(record))
+
+    return RedactingFormatter(fmt)

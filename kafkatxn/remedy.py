@@ -368,8 +368,22 @@ def _plan_targets(cluster: Cluster, targets: Sequence[AbortTarget], audit: Audit
     return items
 
 
-def _plan_all_hanging(cluster: Cluster, max_transaction_timeout_ms: int | None) -> tuple[list[_AbortItem], list[Missing]]:
-    found = hanging.find_hanging(cluster, max_transaction_timeout_ms=max_transaction_timeout_ms)
+@dataclass(frozen=True)
+class HangingScope:
+    """Where ``abort --all-hanging`` looks: the whole cluster, one topic, or one partition of it."""
+
+    topic: str | None = None
+    partition: int | None = None
+
+
+def _plan_all_hanging(
+    cluster: Cluster, max_transaction_timeout_ms: int | None, scope: HangingScope | None = None,
+) -> tuple[list[_AbortItem], list[Missing]]:
+    scope = scope or HangingScope()
+    found = hanging.find_hanging(
+        cluster, topics=[scope.topic] if scope.topic is not None else None, partition=scope.partition,
+        max_transaction_timeout_ms=max_transaction_timeout_ms,
+    )
     leaders = {p.tp: p.leader for p in cluster.metadata().partitions}
     items = []
     for c in found.classifications:
@@ -556,6 +570,7 @@ def abort(
     targets: Sequence[AbortTarget] = (),
     *,
     all_hanging: bool = False,
+    scope: HangingScope | None = None,
     max_transaction_timeout_ms: int | None = None,
     audit: AuditLog,
     confirm: Confirm,
@@ -567,7 +582,7 @@ def abort(
     audit.cluster_id = cluster.metadata().cluster_id
     missing: list[Missing] = []
     if all_hanging:
-        items, missing = _plan_all_hanging(cluster, max_transaction_timeout_ms)
+        items, missing = _plan_all_hanging(cluster, max_transaction_timeout_ms, scope)
     else:
         items = _plan_targets(cluster, targets, audit)
     actionable = [i for i in items if i.decision.action is Action.ABORT]

@@ -13,11 +13,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from kafkatxn.errors import KafkatxnError, UsageError
-from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription
+from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
+from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
+
+# The share of the time left that reading the consumer groups' commits may take before the offsets pass.
+GROUPS_SHARE = 0.5
 
 # Every state ListTransactions can report (TRANSACTION_STATES), so absent states are exported as 0
 # rather than missing; OPEN_TRANSACTION_STATES have begun and not yet completed.
@@ -39,11 +42,10 @@ class PartitionSample:
     def lso_lag_messages(self) -> int | None:
         """High watermark minus LSO: what read_committed consumers cannot read yet (the broker's
         LastStableOffsetLag gauge)."""
-        from kafkatxn.lso import Offsets
-
         if self.high_watermark is None or self.last_stable_offset is None:
             return None
-        return Offsets(self.high_watermark, self.last_stable_offset).lag
+        # lso.Offsets.lag, without an Offsets per partition: clamped at 0 in case a leader moved between.
+        return max(0, self.high_watermark - self.last_stable_offset)
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,6 @@ class TransactionSample:
 
     @property
     def two_phase_commit(self) -> bool:
-        from kafkatxn.hanging import TWO_PHASE_COMMIT_TIMEOUT_MS
-
         return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
@@ -170,8 +170,10 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
     return tuple(out)
 
 
-def group_samples(cluster: Cluster, group_regex: str | None, topics: set[str] | None, missing: list[Missing]) -> tuple[GroupSample, ...]:
-    """Group lag of the groups ``group_regex`` matches (searched; every group without it), on ``topics``."""
+def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[dict, list[Missing]]:
+    """Committed offsets of the groups ``group_regex`` matches (searched; every group without it):
+    the first step of :func:`group_samples`, taken before the offsets pass (a commit cannot pass
+    the LSO of its moment, and the LSO read afterwards can only be larger)."""
     from kafkatxn import lso
     from kafkatxn.validation import compile_regex
 
@@ -180,8 +182,22 @@ def group_samples(cluster: Cluster, group_regex: str | None, topics: set[str] | 
         pattern = compile_regex(group_regex, "--group-regex")
         names = [g for g in names if pattern.search(g)]
     if not names:
+        return {}, []
+    return lso.committed_offsets(cluster, names)
+
+
+def group_samples(
+    cluster: Cluster, committed: tuple[dict, list[Missing]], topics: set[str] | None, missing: list[Missing],
+    known: dict[TopicPartition, tuple[int, int]] | None = None,
+) -> tuple[GroupSample, ...]:
+    """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; ``known`` (LSO,
+    HW) pairs of the offsets pass are used, not read again."""
+    from kafkatxn import lso
+
+    by_group, group_missing = committed
+    if not by_group and not group_missing:
         return ()
-    snap = lso.take_group_snapshot(cluster, names)
+    snap = lso.finish_group_snapshot(cluster, by_group, list(group_missing), known=known)
     missing.extend(m.within("group lag") for m in snap.missing)
     return tuple(
         GroupSample(r.group, r.topic, r.partition, lso.read_committed_lag(r), r.lag_to_lso_messages, r.lag_to_hw_messages,
@@ -237,20 +253,43 @@ def gather_snapshot(
             missing.append(Missing(Part(what), str(exc)))
             return None
 
-    # Both isolation levels in one round trip per leader (LSO <= HW within each pair).
-    pairs = step("offsets", lambda: cluster.stable_and_high_offsets(tps))
+    # Group lag compares committed offsets with the LSO: the commits are read first, and the
+    # offsets pass below then serves both (no second ListOffsets pass over the groups' partitions).
+    # Listing groups waits for every broker: with one down it would take the whole deadline, so it
+    # gets half of what is left and the offsets pass the rest.
+    committed = None
+    if groups:
+        share_s = max(cluster.deadline - time.monotonic(), 0.0) * GROUPS_SHARE
+        try:
+            with cluster.deadline_within(share_s):
+                committed = committed_group_offsets(cluster, group_regex)
+        except UsageError:
+            raise
+        except DeadlineExceeded:
+            missing.append(Missing(Part("consumer groups"), f"no answer within {share_s:.1f}s (half the time left, "
+                                                            "the rest kept for the partitions' offsets)"))
+        except KafkatxnError as exc:
+            missing.append(Missing(Part("consumer groups"), str(exc)))
+
+    # Both isolation levels in one round trip per leader (LSO <= HW within each pair), with the
+    # DescribeProducers requests in the same round trip.
+    both = step("offsets", lambda: cluster.offsets_and_producers(tps))
+    pairs, described = both if both is not None else (None, None)
     offsets = pairs.value if pairs is not None else {}
     missing += [m.within("offsets") for m in (pairs.missing if pairs is not None else [])]
     lso = {tp: pair[0] for tp, pair in offsets.items()}
     hw = {tp: pair[1] for tp, pair in offsets.items()}
     samples = []
-    for p in selected:
-        pair = offsets.get(TopicPartition(p.topic, p.partition))
+    for p, tp in zip(selected, tps):
+        pair = offsets.get(tp)
         samples.append(PartitionSample(p.topic, p.partition, p.leader, *((pair[1], pair[0]) if pair else (None, None))))
     snapshot.partitions = tuple(samples)
 
+    # Asked for on their own when they did not come with the offsets (DescribeProducers unsupported:
+    # its error is the part's reason; or the offsets' round trip failed as a whole).
     produced = step(
-        "producer state", lambda: producers.snapshot_producers(cluster, tps, with_transactional_ids=False)
+        "producer state",
+        lambda: producers.snapshot_producers(cluster, tps, with_transactional_ids=False, described=described),
     )
     if produced is not None:
         missing += [m.within("producer state") for m in produced.missing]
@@ -296,7 +335,9 @@ def gather_snapshot(
 
     if groups:
         scanned = {p.topic for p in selected} if topic_regex else None
-        gathered = step("consumer groups", lambda: group_samples(cluster, group_regex, scanned, missing))
+        gathered = None
+        if committed is not None:
+            gathered = step("consumer groups", lambda: group_samples(cluster, committed, scanned, missing, offsets))
         snapshot.groups = gathered if gathered is not None else ()
 
     snapshot.missing = tuple(missing)

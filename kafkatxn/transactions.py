@@ -60,6 +60,7 @@ class TransactionDetailRow:
     producer_id: int | None
     producer_epoch: int | None
     timeout_ms: int | None
+    two_phase_commit: bool | None  # KIP-939 (timeout 2147483647 ms): no one times it out; None when not described
     start_time_ms: int | None  # start of the current (or, once completed, the last) transaction
     duration_ms: int | None  # how long the open transaction has run; None unless open
     duration: str  # duration_ms in human form
@@ -170,6 +171,7 @@ def detail_row(description: TransactionDescription, now_ms: int) -> TransactionD
         producer_id=description.producer_id,
         producer_epoch=description.producer_epoch,
         timeout_ms=description.timeout_ms,
+        two_phase_commit=description.two_phase_commit,
         start_time_ms=description.start_time_ms if description.start_time_ms >= 0 else None,
         duration_ms=running,
         duration=format_duration_ms(running),
@@ -179,7 +181,7 @@ def detail_row(description: TransactionDescription, now_ms: int) -> TransactionD
 
 
 def missing_row(transactional_id: str, status: str, error: str) -> TransactionDetailRow:
-    return TransactionDetailRow(transactional_id, status, None, None, None, None, None, None, None, "", (), error)
+    return TransactionDetailRow(transactional_id, status, None, None, None, None, None, None, None, None, "", (), error)
 
 
 def detail_rows(

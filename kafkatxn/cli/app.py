@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import logging
 import os
 import sys
 import traceback
@@ -178,6 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         _error(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)")
         code = EXIT_UNKNOWN
     finally:
-        logging.shutdown()
+        if "logging" in sys.modules:  # flush the handlers --debug or a Kafka client set up
+            sys.modules["logging"].shutdown()
     sys.stdout.flush()
     sys.exit(code)

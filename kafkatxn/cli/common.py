@@ -10,7 +10,6 @@ import atexit
 import functools
 import gc
 import inspect
-import logging
 import sys
 import typing
 from dataclasses import dataclass, field
@@ -21,12 +20,12 @@ import typer
 from kafkatxn import config as config_mod
 from kafkatxn.errors import KafkatxnError
 from kafkatxn.exitcodes import exit_code
-from kafkatxn.model import Missing
 from kafkatxn.cli.options import SHARED_NAMES, OutputFormat, shared_parameters
 from kafkatxn.output import render
 
 if TYPE_CHECKING:
     from kafkatxn.kafka import Cluster
+    from kafkatxn.model import Missing
 
 
 @dataclass
@@ -59,7 +58,7 @@ class CommandContext:
             )
             for warning in self._config.warnings:
                 self.note(f"kafkatxn: warning: {warning}")
-            logging.getLogger("kafkatxn").debug("connection settings: %s", self._config.masked())
+            _debug_log("connection settings: %s", self._config.masked())
         return self._config
 
     @property
@@ -75,7 +74,7 @@ class CommandContext:
             self._cluster.close()
             if self.debug:
                 counts = ", ".join(f"{k}={v}" for k, v in sorted(self._cluster.requests.items()))
-                logging.getLogger("kafkatxn").debug("requests sent: %s", counts or "none")
+                _debug_log("requests sent: %s", counts or "none")
 
     def render(self, rows: Any, row_type: type | None = None, empty_message: str | None = None) -> None:
         render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message, wide=self.wide)
@@ -85,7 +84,7 @@ class CommandContext:
         print(message, file=sys.stderr)
 
     def debug_note(self, message: str) -> None:
-        logging.getLogger("kafkatxn").debug(message)
+        _debug_log(message)
 
 
 
@@ -183,11 +182,20 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
     return decorate
 
 
+def _debug_log(message: str, *args: object) -> None:
+    """Debug lines exist only under --debug (which imports logging); without it they go nowhere."""
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        logging.getLogger("kafkatxn").debug(message, *args)
+
+
 def enable_debug_logging() -> None:
-    from kafkatxn.redact import RedactingFormatter
+    import logging
+
+    from kafkatxn.redact import redacting_formatter
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.setFormatter(redacting_formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
     if not any(getattr(h, "_kafkatxn", False) for h in root.handlers):
         handler._kafkatxn = True  # type: ignore[attr-defined]

@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
             Optional[int], typer.Option("--coordinator-epoch", min=-1, max=INT32_MAX, metavar="N", help="Explicit form: coordinator epoch for the marker.", rich_help_panel=TARGET)
         ] = None,
         all_hanging: Annotated[
-            bool, typer.Option("--all-hanging", help="Abort every hanging transaction `kafkatxn hanging` finds.", rich_help_panel=TARGET)
+            bool, typer.Option("--all-hanging", help="Abort every hanging transaction `kafkatxn hanging` finds (in --topic, --partition if given).", rich_help_panel=TARGET)
         ] = False,
         max_transaction_timeout: MaxTransactionTimeout = None,
         yes: YesOption = False,
@@ -93,9 +93,11 @@ def register(app: typer.Typer) -> None:
         appends intent and result records to the audit log. Exit 0 when done or when there is
         nothing to abort, 3 when refused (the state does not match) or not verified.
         """
-        explicit = any(v is not None for v in (topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch))
+        explicit = any(v is not None for v in (start_offset, producer_id, producer_epoch, coordinator_epoch))
         if all_hanging and explicit:
-            raise UsageError("--all-hanging takes no --topic, --partition, --start-offset or producer options")
+            raise UsageError("--all-hanging takes no --start-offset or producer options (--topic and --partition narrow it)")
+        if all_hanging and partition is not None and topic is None:
+            raise UsageError("--partition with --all-hanging needs --topic")
         if max_transaction_timeout is not None and not all_hanging:
             raise UsageError("--max-transaction-timeout goes with --all-hanging")
         targets = []
@@ -110,6 +112,7 @@ def register(app: typer.Typer) -> None:
             ctx.cluster,
             targets,
             all_hanging=all_hanging,
+            scope=remedy.HangingScope(topic, partition) if all_hanging else None,
             max_transaction_timeout_ms=timeout_ms,
             audit=audit,
             confirm=_confirmer(ctx, yes, "Write these ABORT markers?"),

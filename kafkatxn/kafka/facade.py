@@ -11,6 +11,7 @@ the deadline of the command (``--timeout``); a dead broker costs one deadline, n
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import time
 from collections import Counter, defaultdict
@@ -104,6 +105,17 @@ class Cluster:
         self._metadata = None
         self._api_versions.clear()
         self.errors.client_errors.clear()
+
+    @contextlib.contextmanager
+    def deadline_within(self, seconds: float):
+        """Calls in the block end within ``seconds`` (DeadlineExceeded), the rest of the deadline
+        being kept for what comes after them."""
+        outer = self.deadline
+        self.deadline = min(outer, time.monotonic() + seconds)
+        try:
+            yield
+        finally:
+            self.deadline = outer
 
     def remaining_s(self) -> float:
         left = self.deadline - time.monotonic()
@@ -385,7 +397,7 @@ class Cluster:
         consumer = Consumer(conf)
         out: dict[TopicPartition, int | None] = {}
         missing: list[Missing] = []
-        leaders = {p.tp: p.leader for p in self.metadata().partitions}
+        leaders = self.metadata().leaders
         self.requests["Fetch"] += len({leaders.get(tp) for tp in pending})  # at least one per leader
         try:
             consumer.assign([CTP(tp.topic, tp.partition, off) for tp, off in pending.items()])
@@ -426,7 +438,7 @@ class Cluster:
 
         One ListOffsets request per leader, all in flight together.
         """
-        both = self._latest_offsets(partitions, (read_committed,))
+        both = self._latest_offsets(partitions, (read_committed,))[0]
         return Partial({tp: offsets[0] for tp, offsets in both.value.items()}, both.missing)
 
     def stable_and_high_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, tuple[int, int]]]:
@@ -436,18 +448,36 @@ class Cluster:
         same connection; a broker answers a connection's requests in order and the HW only grows,
         so every pair has LSO <= HW.
         """
-        return self._latest_offsets(partitions, (True, False))  # type: ignore[return-value]
+        return self._latest_offsets(partitions, (True, False))[0]  # type: ignore[return-value]
+
+    def offsets_and_producers(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[Partial[dict[TopicPartition, tuple[int, int]]], Partial[dict[TopicPartition, list[ProducerState]]] | None]:
+        """:meth:`stable_and_high_offsets` and :meth:`describe_producers` of the same partitions, the
+        DescribeProducers requests sent with the first ListOffsets ones: a leader works on its
+        DescribeProducers while the client decodes its ListOffsets answers, instead of a round trip
+        after them (``check`` and the exporter need both). The producers are None when the brokers
+        do not support DescribeProducers; ask :meth:`describe_producers` then, for its error."""
+        tps = list(dict.fromkeys(partitions))
+        if self.wire.max_version("DescribeProducers") < 0:
+            return self.stable_and_high_offsets(tps), None
+        producer_requests, producers_missing = self._producer_requests(sorted(tps), None)
+        pairs, responses = self._latest_offsets(tps, (True, False), producer_requests)
+        return pairs, self._producer_answers(producer_requests, responses, producers_missing)  # type: ignore[return-value]
 
     def _latest_offsets(
-        self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...]
-    ) -> Partial[dict[TopicPartition, tuple[int, ...]]]:
+        self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...], also: Sequence[tuple[int, Any]] = ()
+    ) -> tuple[Partial[dict[TopicPartition, tuple[int, ...]]], list[Any]]:
+        """The offsets at ``levels``, and the answers to ``also``: other requests sent in the first
+        round trip, after the ListOffsets ones."""
         tps = list(dict.fromkeys(partitions))
+        also_answers: list[Any] = []
         found: dict[TopicPartition, list[int | None]] = {}
         errors: dict[TopicPartition, str] = {}
         pending = tps
         for attempt in range(2):
             # After a leadership error, one more try with fresh metadata (a leader moved).
-            leaders = {part.tp: part.leader for part in self.metadata(refresh=attempt > 0).partitions}
+            leaders = self.metadata(refresh=attempt > 0).leaders
             by_node: dict[int, list[TopicPartition]] = defaultdict(list)
             for tp in pending:
                 leader = leaders.get(tp)
@@ -461,7 +491,10 @@ class Cluster:
                 (node, proto.ListOffsets(tuple(node_tps), committed)) for node, node_tps in by_node.items() for committed in levels
             ]
             retry: list[TopicPartition] = []
-            responses = self._send_all(requests) if requests else []
+            extra = list(also) if attempt == 0 else []
+            responses = self._send_all(requests + extra) if requests or extra else []
+            if extra:
+                responses, also_answers = responses[: len(requests)], responses[len(requests) :]
             for i, resp in enumerate(responses):
                 node, level = requests[i][0], i % len(levels)
                 failed: list[Missing] = []
@@ -483,7 +516,7 @@ class Cluster:
                 found.pop(tp, None)  # ask again at every level: a pair must come from one leader
         out = {tp: tuple(v) for tp, v in found.items() if None not in v}
         missing = [Missing(tp, errors.get(tp, "no answer")) for tp in tps if tp not in out]
-        return Partial(out, missing)  # type: ignore[arg-type]
+        return Partial(out, missing), also_answers  # type: ignore[arg-type]
 
     # -- producers and transactions (wire) -----------------------------------------------------
 
@@ -522,17 +555,25 @@ class Cluster:
         self, partitions: Iterable[TopicPartition], broker_id: int | None = None
     ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
         """DescribeProducers, batched per leader (or sent to ``broker_id``), ≤10,000 partitions a request."""
-        tps = sorted(set(partitions))
+        # dict.fromkeys keeps the order given: partitions usually come sorted (metadata order), and
+        # sorting a sorted run is linear where sorting a set of 30,000 costs 40 ms.
+        tps = sorted(dict.fromkeys(partitions))
         if not tps:
             return Partial({})
         if self.wire.max_version("DescribeProducers") < 0:
             raise UnsupportedBrokerError("the broker does not support DescribeProducers (needs Apache Kafka 2.8 or newer)")
+        requests, missing = self._producer_requests(tps, broker_id)
+        return self._producer_answers(requests, self._send_all(requests), missing)
+
+    def _producer_requests(
+        self, tps: list[TopicPartition], broker_id: int | None
+    ) -> tuple[list[tuple[int, proto.DescribeProducers]], list[Missing]]:
         missing: list[Missing] = []
         by_node: dict[int, list[TopicPartition]] = defaultdict(list)
         if broker_id is not None:
             by_node[broker_id] = tps
         else:
-            leaders = {part.tp: part.leader for part in self.metadata().partitions}
+            leaders = self.metadata().leaders
             for tp in tps:
                 leader = leaders.get(tp, -1)
                 if leader < 0:
@@ -544,8 +585,13 @@ class Cluster:
             for node, node_tps in by_node.items()
             for i in range(0, len(node_tps), DESCRIBE_PRODUCERS_BATCH)
         ]
+        return requests, missing
+
+    def _producer_answers(
+        self, requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any], missing: list[Missing]
+    ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
         out: dict[TopicPartition, list[ProducerState]] = {}
-        for (node, request), resp in zip(requests, self._send_all(requests)):
+        for (node, request), resp in zip(requests, responses):
             if not self._arrived(resp, Broker(node), missing):
                 # Each partition of the batch is missing, by name: verdicts look partitions up.
                 reason = f"{missing.pop().reason} (broker {node})"

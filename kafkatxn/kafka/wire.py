@@ -47,6 +47,13 @@ def is_no_brokers_error(exc: BaseException) -> bool:
     return type(exc).__name__ == "NoBrokersAvailable" or "Unable to bootstrap" in str(exc)
 
 
+# Per-leader requests over thousands of partitions take 15 ms each to build as kafka-python objects
+# (10,000 partitions). The exporter sends the same ones every scrape, so the Wire keeps the last
+# few it built; kafka-python sets only the header and version on a request as it sends it.
+REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers)
+REUSED_LIMIT = 16  # 2 ListOffsets and 1-2 DescribeProducers per leader of a few brokers
+
+
 class NoBrokersAvailable(ConnectionError):
     """No bootstrap server answered within the budget; ``last_error`` is the last reason seen."""
 
@@ -73,6 +80,7 @@ class Wire:
 
     def __init__(self, client: Any):
         self._client = client
+        self._built: dict[tuple[int | None, Request], Any] = {}  # least recently used first
 
     @classmethod
     def connect(cls, settings: dict, attempts: Sequence[tuple[list[str], int]], request_timeout_ms: int) -> "Wire":
@@ -255,7 +263,7 @@ class Wire:
                         node_id, request = requests[i]
                         count(p.REQUEST_NAMES.get(type(request), type(request).__name__.removesuffix("Request")))
                         left_ms = max(int((deadline - time.monotonic()) * 1000), 1)
-                        wire_request = self._encode(request)
+                        wire_request = self._reused(node_id, request)
                         pending.append((i, manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms), left_ms))
                 for i, fut, left_ms in pending:
                     try:
@@ -273,6 +281,22 @@ class Wire:
     def _encode(self, request: Request) -> Any:
         encode = _ENCODERS.get(type(request))
         return request if encode is None else encode(self, request)
+
+    def _reused(self, node_id: int | None, request: Request) -> Any:
+        """The kafka-python request for ``request`` to ``node_id``: built again only when not among
+        the last :data:`REUSED_LIMIT` of the reused kinds sent."""
+        if type(request) not in REUSED_REQUESTS:
+            return self._encode(request)
+        key = (node_id, request)
+        built = self._built.pop(key, None)
+        if built is None:
+            built = self._encode(request)
+        else:
+            built._version = None  # negotiated again on sending, as for a new request (the broker may have changed)
+        self._built[key] = built
+        while len(self._built) > REUSED_LIMIT:
+            del self._built[next(iter(self._built))]
+        return built
 
     def _decode(self, request: Request, response: Any) -> Any:
         decode = _DECODERS.get(type(request))

@@ -361,7 +361,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             MAX_TXN_TIMEOUT,  # without --all-hanging a usage error whatever its value
         ],
         [
-            [], ["-t", "orders"], ["-p", "0"], ["--all-hanging", "-t", "x"], ["--all-hanging", "-p", "0"],
+            [], ["-t", "orders"], ["-p", "0"], ["--all-hanging", "-t", "x", "--start-offset", "1"], ["--all-hanging", "-p", "0"],
             ["-t", "x", "-p", "0", "--max-transaction-timeout", "1s"],
             ["-t", "x", "-p", "0"],  # neither --start-offset nor the explicit form
             ["-t", "x", "-p", "0", "--producer-id", "1"],

@@ -293,6 +293,35 @@ def test_offsets_that_did_not_arrive_are_missing_not_zero():
     assert "offsets orders-1: NOT_LEADER_OR_FOLLOWER" in map(str, snap.missing)
 
 
+def test_describe_producers_goes_out_with_the_offsets_in_one_round_trip():
+    cluster = check_cluster(NOW_MS)
+    batches = []
+    send_all = cluster._wire.send_all
+    cluster._wire.send_all = lambda requests, *a, **kw: batches.append([type(r).__name__ for _n, r in requests]) or send_all(requests, *a, **kw)
+    snap = gather_snapshot(cluster, clock=lambda: NOW_MS / 1000)
+    assert snap.active_producer_ids == {1: 2, 2: 1} and len(snap.partitions) == 4
+    first = next(b for b in batches if "ListOffsets" in b)
+    assert sorted(first) == ["DescribeProducers"] * 2 + ["ListOffsets"] * 4  # 2 leaders
+    assert sum(b.count("DescribeProducers") for b in batches) == 2  # not asked again
+
+
+@pytest.mark.parametrize("fails, missing_what, arrived", [
+    ("ListOffsets", "offsets", "producer state"), ("DescribeProducers", "producer state", "offsets"),
+])
+def test_in_the_shared_round_trip_each_kind_that_failed_is_missing_on_its_own(fails, missing_what, arrived):
+    cluster = check_cluster(NOW_MS)
+    cluster.model.timeouts[2] = {fails, "DescribeConfigs"}  # broker 2 leads orders-1
+    snap = gather_snapshot(cluster, max_transaction_timeout_ms=3_000_000)
+    orders_1 = TopicPartition("orders", 1)
+    assert {(m.what, m.subject) for m in snap.missing if m.subject == orders_1} == {(missing_what, orders_1)}
+    if arrived == "offsets":
+        assert [p.lso_lag_messages for p in snap.partitions if p.topic == "orders"] == [40, 0, 0]
+        assert 2 not in snap.active_producer_ids
+    else:
+        assert [p.lso_lag_messages for p in snap.partitions if p.topic == "orders"] == [40, None, 0]
+        assert snap.active_producer_ids == {1: 2, 2: 1}
+
+
 def test_a_failed_step_is_named_as_missing_and_the_rest_still_gathered():
     cluster = check_cluster(NOW_MS)
     del cluster.model.api_versions["DescribeProducers"]  # the producer-state step fails as a whole

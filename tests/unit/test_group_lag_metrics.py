@@ -80,3 +80,51 @@ def test_check_without_groups_has_no_group_perfdata():
     assert result.status is check.Status.OK and "groups_blocked" not in check.format_perfdata(result.perfdata)
     caught_up = check.evaluate(snapshot_with((GroupSample("reports", "audit", 0, 0, 0, 3, False),)))
     assert caught_up.status is check.Status.OK and "groups_blocked=0" in check.format_perfdata(caught_up.perfdata)
+
+
+def test_group_lag_reuses_the_offsets_pass_and_reads_commits_before_it():
+    model, cluster = blocked_model()
+    model.add_partition("orders", 1, leader=2, lso=4, hw=4)
+    snap = gather_snapshot(cluster, groups=True)
+    assert {g.group for g in snap.groups} == {"billing", "reports"} and not snap.missing
+    names = [c[0] for c in cluster.calls]
+    # One ListOffsets pass (both isolation levels, one request each per leader), not a second one
+    # over the groups' partitions.
+    assert names.count("ListOffsets") == 2 * len({p.leader for p in model.partitions.values()})
+    # The commits are read before the offsets they are compared with (a commit cannot pass the LSO
+    # of its moment, so read in this order the lag is never negative).
+    assert names.index("group_offsets") < names.index("ListOffsets")
+
+
+def test_group_partitions_whose_offsets_did_not_arrive_are_asked_again_and_reported():
+    model, cluster = blocked_model()
+    orders = next(tp for tp in model.partitions if tp.topic == "orders")
+    model.partition_errors[(1, orders)] = ["NOT_LEADER_OR_FOLLOWER"] * 2 + ["UNKNOWN_SERVER_ERROR"] * 4
+    snap = gather_snapshot(cluster, groups=True)
+    missing = {(m.what, m.subject) for m in snap.missing}
+    # Missing in the offsets pass, asked again for the group, and missing there too: both say so.
+    assert {("offsets", orders), ("group lag", orders)} <= missing
+    assert {g.group for g in snap.groups} == {"reports"}  # no lag made up for billing's partition
+
+
+def test_groups_that_do_not_answer_leave_the_offsets_pass_time_of_its_own():
+    import time
+
+    from kafkatxn.model import Part
+
+    model, cluster = blocked_model()
+    cluster.restart_deadline(2.0)
+
+    def list_groups_waiting_for_a_dead_broker():
+        while time.monotonic() < cluster.deadline:  # librdkafka waits for every broker's answer
+            time.sleep(0.01)
+        raise cluster.errors.deadline_exceeded()
+
+    cluster.list_groups = list_groups_waiting_for_a_dead_broker
+    snap = gather_snapshot(cluster, groups=True)
+    assert snap.up and snap.groups == ()
+    assert [p.lso_lag_messages for p in snap.partitions if p.topic == "orders"] == [4]  # the offsets pass still ran
+    assert snap.active_producer_ids  # and the producer state
+    (groups_missing,) = [m for m in snap.missing if m.subject == Part("consumer groups")]
+    assert "no answer within 1.0s" in groups_missing.reason
+    assert cluster.deadline - time.monotonic() > 0  # the deadline of the scrape is back

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import logging
 
-from kafkatxn.redact import RedactingFormatter, redact, register_secret
+from kafkatxn.redact import redact, redacting_formatter, register_secret
 
 
 def test_registered_secret_never_survives():
@@ -18,4 +18,4 @@ def test_password_assignments_are_masked_even_unregistered():
 def test_formatter_redacts_log_lines():
     register_secret("topsecret-42")
     record = logging.LogRecord("t", logging.INFO, __file__, 1, "connecting with %s", ("topsecret-42",), None)
-    assert "topsecret-42" not in RedactingFormatter("%(message)s").format(record)
+    assert "topsecret-42" not in redacting_formatter("%(message)s").format(record)

@@ -308,6 +308,35 @@ def test_abort_all_hanging_aborts_only_the_hanging_one(audit):
     assert [c[1] for c in fake.called("write_abort_marker")] == [A0]
 
 
+def test_abort_all_hanging_in_one_topic_leaves_the_other_topics_alone(audit):
+    b0 = TopicPartition("b", 0)
+    fake = remedy_cluster(
+        producers={A0: [state(7, start=10, epoch=2)], b0: [state(9, start=5, epoch=1)]},
+        offsets={A0: [10, 20], b0: [5, 9]},
+        listings=[TransactionListing("gone", 7, "Empty", 1), TransactionListing("left", 9, "Empty", 1)],
+        descriptions=[desc("gone", 7, [], "Empty", epoch=2), desc("left", 9, [], "Empty", epoch=1)],
+        audit_path=audit.path,
+    )
+    scoped = remedy.abort(fake, all_hanging=True, scope=remedy.HangingScope("b"), max_transaction_timeout_ms=60_000,
+                          audit=audit, confirm=yes)
+    assert [(r.topic, r.partition, r.outcome) for r in scoped.rows] == [("b", 0, Outcome.ABORTED)]
+    assert [c[1] for c in fake.called("write_abort_marker")] == [b0]
+
+
+def test_abort_all_hanging_takes_topic_and_partition_as_its_scope(capsys, cli_env, monkeypatch):
+    _, path = cli_env
+    seen = {}
+
+    def fake_abort(cluster, targets=(), **kw):
+        seen.update(kw)
+        return remedy.RemedyResult([], [])
+
+    monkeypatch.setattr(remedy, "abort", fake_abort)
+    result = run_cli(capsys, "abort", "-b", "f:1", "--all-hanging", "-t", "orders", "-p", "3", "--yes", "--audit-log", path)
+    assert result.code == 0, result.stderr
+    assert seen["all_hanging"] and seen["scope"] == remedy.HangingScope("orders", 3)
+
+
 def test_abort_needs_a_target_or_all_hanging(audit):
     with pytest.raises(UsageError):
         remedy.abort(hanging_cluster(audit), [], audit=audit, confirm=yes)
@@ -383,7 +412,8 @@ def test_abort_with_yes_acts_and_prints_rows(capsys, cli_env):
 def test_abort_usage_errors(capsys, cli_env):
     _, path = cli_env
     assert run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "--audit-log", path).code == 64
-    assert run_cli(capsys, "abort", "-b", "f:1", "--all-hanging", "-t", "a", "--audit-log", path).code == 64
+    assert run_cli(capsys, "abort", "-b", "f:1", "--all-hanging", "-t", "a", "--start-offset", "3", "--audit-log", path).code == 64
+    assert run_cli(capsys, "abort", "-b", "f:1", "--all-hanging", "-p", "0", "--audit-log", path).code == 64  # which topic?
     assert run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "-p", "0", "--producer-id", "7", "--audit-log", path).code == 64
     assert run_cli(capsys, "fence", "-b", "f:1", "--pattern", "(", "--audit-log", path).code == 64
     assert run_cli(capsys, "fence", "-b", "f:1", "--audit-log", path).code == 64

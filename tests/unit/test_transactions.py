@@ -104,9 +104,15 @@ def test_detail_row_carries_kafka_transactions_describe_columns():
     row = tx.detail_row(d, NOW)
     assert row == tx.TransactionDetailRow(
         transactional_id="app-1", status="found", coordinator_id=3, state="Ongoing", producer_id=42,
-        producer_epoch=7, timeout_ms=900_000, start_time_ms=NOW - 125_000, duration_ms=125_000, duration="2m05s",
-        partitions=("a-2", "a-10", "b-0"), error=None,
+        producer_epoch=7, timeout_ms=900_000, two_phase_commit=False, start_time_ms=NOW - 125_000, duration_ms=125_000,
+        duration="2m05s", partitions=("a-2", "a-10", "b-0"), error=None,
     )
+
+
+def test_detail_row_says_two_phase_commit_by_the_timeout_its_coordinator_records():
+    row = tx.detail_row(description("xa-1", "Ongoing", start=NOW - 125_000, timeout=2_147_483_647), NOW)
+    assert row.two_phase_commit is True and row.duration_ms == 125_000
+    assert tx.missing_row("xa-2", "unknown", "no coordinator").two_phase_commit is None
 
 
 def test_detail_row_of_an_idle_id_has_no_start_or_duration():

@@ -165,6 +165,32 @@ def test_send_all_sends_through_the_manager_and_decodes():
     assert counted == ["ListOffsets"] and manager.sent[0][0] == 1
 
 
+def test_the_big_per_leader_requests_are_built_once_and_reused_within_a_limit():
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    manager = _Manager(lambda request: _Answer(roundtrip(R(topics=[]), 4)))
+    w = wire.Wire(type("Client", (), {"_manager": manager})())
+    offsets = [(1, p.ListOffsets((TP0, TP1), True)), (1, p.ListOffsets((TP0, TP1), False)), (2, p.ListOffsets((OTHER,), True))]
+    w.send_all(offsets, deadline=1e12)
+    w.send_all([(1, p.ListTransactions())] + offsets, deadline=1e12)
+    first, second = manager.sent[:3], manager.sent[4:]
+    assert all(a[1] is b[1] for a, b in zip(first, second))  # the same kafka-python objects, by node and request
+    # Sent once at a version, reused without one: the connection negotiates it again.
+    first[0][1].API_VERSION = 4
+    w.send_all(offsets[:1], deadline=1e12)
+    assert manager.sent[-1][1] is first[0][1] and first[0][1].API_VERSION is None
+    assert manager.sent[0][1] is not manager.sent[1][1]  # the isolation level tells them apart
+    w.send_all([(1, p.ListTransactions())], deadline=1e12)
+    assert manager.sent[-1][1] is not manager.sent[3][1]  # other kinds are built per send
+    # A different node or partition set is built anew; beyond the limit the oldest are dropped.
+    many = [(n, p.ListOffsets((TopicPartition("t", n),), True)) for n in range(wire.REUSED_LIMIT + 1)]
+    w.send_all(many, deadline=1e12)
+    assert len(w._built) == wire.REUSED_LIMIT
+    sent = len(manager.sent)
+    w.send_all(offsets[:1], deadline=1e12)
+    assert manager.sent[sent][1] is not manager.sent[0][1]
+
+
 # -- requests: every one wire.py builds encodes at every version it may go out at ------------------
 
 SAMPLE_REQUESTS = [

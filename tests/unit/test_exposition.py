@@ -1,0 +1,172 @@
+"""kafkatxn.exposition writes what prometheus_client writes, byte for byte, in every format it negotiates.
+
+The exporter's /metrics at 30,000 partitions is encoded by kafkatxn.exposition instead of
+prometheus_client (5x faster, bench/bench_scale.py); these tests compare both over the families
+the exporter makes and over ones the fast path does not cover (counters, units, timestamps, odd
+label values), which must come out as prometheus_client writes them.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import io
+import threading
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app as library_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+
+from kafkatxn import exposition
+from kafkatxn.exporter import ExportOptions, _StaticCollector, metric_families
+from kafkatxn.snapshot import ClusterSnapshot, GroupSample, PartitionSample
+
+ODD_VALUES = ['plain', 'quo"te', 'back\\slash', 'new\nline', 'ünïcödé', '', 'a,b=c}{']
+NUMBERS = [0, 1, -1, 999_999, 1_000_000, 1_234_567, 2**53 - 1, 2**53, 2**62, -(2**53), -(2**60), 0.5, -0.25, 1e-9,
+           123456.789, 1e21, float("inf"), float("-inf"), float("nan"), True, False]
+
+
+def odd_registry() -> CollectorRegistry:
+    families = []
+    g = GaugeMetricFamily("kafkatxn_test_gauge", 'help with \\ and\nnewline and "quotes"', labels=["topic", "partition"])
+    for i, v in enumerate(ODD_VALUES):
+        g.add_metric([v, str(i)], NUMBERS[i])
+    families.append(g)
+    plain = GaugeMetricFamily("kafkatxn_test_numbers", "numbers", labels=["n"])
+    for i, n in enumerate(NUMBERS):
+        plain.add_metric([str(i)], n)
+    families.append(plain)
+    families.append(GaugeMetricFamily("kafkatxn_test_scalar", "no labels", value=3))
+    unlabelled = GaugeMetricFamily("kafkatxn_test_empty", "no samples at all", labels=["x"])
+    families.append(unlabelled)
+    # Labels given in another order than sorted, and label sets that differ between samples.
+    mixed = GaugeMetricFamily("kafkatxn_test_order", "label order", labels=["zeta", "alpha"])
+    mixed.add_metric(["z", "a"], 1)
+    mixed.samples.append(mixed.samples[0]._replace(labels={"beta": "b"}, value=2))
+    families.append(mixed)
+    # Not covered by the fast path: prometheus_client writes them.
+    c = CounterMetricFamily("kafkatxn_test_events", "a counter", labels=["kind"])
+    c.add_metric(["x"], 5, timestamp=1_700_000_000.5)
+    c.add_metric(["y"], 6, created=1_600_000_000)
+    families.append(c)
+    families.append(GaugeMetricFamily("kafkatxn_test_bytes", "with a unit", value=2, unit="bytes"))
+    stamped = GaugeMetricFamily("kafkatxn_test_stamped", "a timestamped sample", labels=["k"])
+    stamped.add_metric(["v"], 1, timestamp=1_700_000_000)
+    families.append(stamped)
+    info = InfoMetricFamily("kafkatxn_test_build", "info", value={"version": "1.0"})
+    families.append(info)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_StaticCollector(families))
+    return registry
+
+
+def exporter_registry() -> CollectorRegistry:
+    partitions = tuple(
+        PartitionSample(f"topic-{t}", p, 1 + p % 3, 10 * p + 5, 10 * p + (0 if p % 4 else 5)) for t in range(3) for p in range(40)
+    ) + (PartitionSample("gone", 0, 2, None, None),)
+    snap = ClusterSnapshot(
+        1_700_000_000_000, duration_s=0.5, cluster_id="c", brokers=(1, 2), replica_brokers=(1, 2, 3), partitions=partitions,
+        transaction_states={"Ongoing": 1}, active_producer_ids={1: 3}, max_transaction_timeout_ms=900_000,
+        groups=(GroupSample('gr"oup', "topic-0", 1, 5, 3, 7, True),), missing=(),
+    )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_StaticCollector(metric_families(snap, ExportOptions())))
+    return registry
+
+
+@pytest.mark.parametrize("make", [odd_registry, exporter_registry], ids=["odd", "exporter"])
+def test_text_and_openmetrics_are_prometheus_clients_byte_for_byte(make):
+    registry = make()
+    assert exposition.encode(registry) == generate_latest(registry)
+    assert exposition.encode(registry, openmetrics=True) == openmetrics_latest(registry)
+    for escaping in ("allow-utf-8", "dots", "values"):
+        assert exposition.encode(registry, escaping=escaping) == generate_latest(registry, escaping=escaping)
+        assert exposition.encode(registry, openmetrics=True, escaping=escaping) == openmetrics_latest(registry, escaping=escaping)
+
+
+def call(app, accept=None, encoding=None, query="", method="GET"):
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": "/metrics", "QUERY_STRING": query, "wsgi.input": io.BytesIO()}
+    if accept is not None:
+        environ["HTTP_ACCEPT"] = accept
+    if encoding is not None:
+        environ["HTTP_ACCEPT_ENCODING"] = encoding
+    seen = {}
+
+    def start_response(status, headers):
+        seen["status"], seen["headers"] = status, dict(headers)
+
+    body = b"".join(app(environ, start_response))
+    if seen["headers"].get("Content-Encoding") == "gzip":
+        body = gzip.decompress(body)
+    return seen["status"], seen["headers"], body
+
+
+ACCEPTS = [
+    None,
+    "text/plain;version=0.0.4",
+    "text/plain;version=1.0.0;escaping=allow-utf-8",
+    "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3",
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8",
+    "application/openmetrics-text",
+    "application/openmetrics-text;version=1.0.0;escaping=dots",
+]
+
+
+@pytest.mark.parametrize("accept", ACCEPTS)
+@pytest.mark.parametrize("encoding", [None, "gzip"])
+def test_the_wsgi_app_negotiates_as_prometheus_client_does(accept, encoding):
+    registry = odd_registry()
+    ours, theirs = exposition.make_wsgi_app(registry), library_app(registry)
+    assert call(ours, accept, encoding) == call(theirs, accept, encoding)
+
+
+@pytest.mark.parametrize("query", ["name[]=kafkatxn_test_scalar", "name[]=kafkatxn_test_numbers&name[]=kafkatxn_test_events"])
+def test_name_filters_and_methods_are_prometheus_clients(query):
+    registry = odd_registry()
+    ours, theirs = exposition.make_wsgi_app(registry), library_app(registry)
+    assert call(ours, query=query) == call(theirs, query=query)
+    for method in ("OPTIONS", "POST"):
+        assert call(ours, method=method) == call(theirs, method=method)
+
+
+def test_collection_is_paused_while_scrapes_run_and_back_after_the_last():
+    assert gc.isenabled()
+    inside, release = threading.Event(), threading.Event()
+
+    def scrape():
+        with exposition.gc_paused():
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=scrape)
+    t.start()
+    inside.wait(5)
+    with exposition.gc_paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()  # the other scrape is still running
+    release.set()
+    t.join(5)
+    assert gc.isenabled()
+
+
+def test_collection_stays_off_when_it_was_off():
+    gc.disable()
+    try:
+        with exposition.gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_scrapes_that_keep_overlapping_still_collect_past_the_limit(monkeypatch):
+    collected = []
+    monkeypatch.setattr(exposition.gc, "collect", lambda *a: collected.append(a) or 0)
+    monkeypatch.setattr(exposition, "GC_PAUSE_LIMIT_S", 0.0)
+    with exposition.gc_paused():
+        with exposition.gc_paused():
+            pass
+        assert collected  # the inner one ended while the outer still runs: past the limit, it collected
+        assert not gc.isenabled()
+    assert gc.isenabled()
