@@ -88,6 +88,15 @@ def load(bootstrap: str, topics: list[str], stop: threading.Event, counts: dict[
     idem.flush(30)
 
 
+def active_producer_ids(url: str) -> int:
+    """The producer ids with state on the brokers (``kafkatxn_active_producer_ids``, summed)."""
+    import urllib.request
+
+    body = urllib.request.urlopen(url, timeout=30).read().decode()
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+                   if line.startswith("kafkatxn_active_producer_ids{")))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scrapes", type=int, default=2000)
@@ -119,6 +128,8 @@ def main() -> int:
             http_s: list[float] = []
             gather_s: list[float] = []
             samples: list[tuple[int, float, int]] = []  # (scrapes done, RSS MB, open fds)
+            # What a scrape carries at each sample, to tell a leak from a workload that grows.
+            sizes: list[tuple[int, int, int, int]] = []  # (scrapes done, samples, body bytes, active producer ids)
 
             def scraper() -> None:
                 while True:
@@ -127,7 +138,7 @@ def main() -> int:
                     if n > args.scrapes:
                         return
                     try:
-                        took, scalars, _samples, _bytes = scrape(url, timeout=args.scrape_timeout * 3)
+                        took, scalars, n_samples, n_bytes = scrape(url, timeout=args.scrape_timeout * 3)
                     except Exception as exc:  # noqa: BLE001 - counted as a failure, the soak goes on
                         with lock:
                             failures.append(f"scrape {n} failed: {exc}")
@@ -139,6 +150,7 @@ def main() -> int:
                             failures.append(f"scrape {n}: kafkatxn_up {scalars.get('kafkatxn_up')}")
                         if n % args.sample_every == 0 or n == args.warmup:
                             samples.append((n, rss_mb(exporter.pid), open_fds(exporter.pid)))
+                            sizes.append((n, n_samples, n_bytes, active_producer_ids(url)))
                     time.sleep(args.interval)
 
             started = time.perf_counter()
@@ -191,6 +203,8 @@ def main() -> int:
         "open_fds_end": end[2],
         "fd_growth_pct": round(fd_growth * 100, 2),
         "rss_mb_samples": [round(s[1], 1) for s in samples],
+        "active_producer_ids_samples": [s[3] for s in sorted(sizes)],
+        "scrape_kb_samples": [round(s[2] / 1024) for s in sorted(sizes)],
         "open_fds_samples": [s[2] for s in samples],
         "load_average_1m": round(os.getloadavg()[0], 2),
         "failures": failures[:10],

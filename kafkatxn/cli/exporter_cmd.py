@@ -75,6 +75,7 @@ def register(app: typer.Typer) -> None:
             metrics, close_metrics = collector_for(ctx.config)
         probes = exporter_http.ProbeTargets(lambda name: config_mod.resolve(profile=name), collector_for)
         app = exporter_http.ExporterApp(metrics, probes, web_config)
+        exporter.pin_mmap_threshold()  # RSS stays flat over days of scrapes
         try:
             exporter_http.serve(app, listen, on_ready=lambda url: ctx.note(f"kafkatxn exporter: serving {url}"))
         finally:

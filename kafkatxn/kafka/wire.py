@@ -70,6 +70,8 @@ def is_refusal(exc: BaseException) -> bool:
                         Errors.IllegalSaslStateError)):
         return True
     text = str(exc).upper()
+    # ssl's errors ([SSL: ...], (_ssl.c:...)), and anything that broke the TLS handshake itself
+    # (a timeout is not one: it ends the wait for the connection, not the handshake).
     return "SSL" in text or "CERTIFICATE" in text or "HANDSHAKE FAILED" in text
 
 

@@ -231,3 +231,31 @@ def test_textfile_path_must_be_a_prom_file_in_an_existing_directory(tmp_path):
         exporter.write_textfile(tmp_path / "metrics.txt", fake_snapshot())
     with pytest.raises(UsageError, match="does not exist"):
         exporter.write_textfile(tmp_path / "nope" / "m.prom", fake_snapshot())
+
+
+def test_the_exporter_pins_glibcs_mmap_threshold_unless_the_environment_sets_it(monkeypatch):
+    """A raised threshold left a ~1.9 MB step in the soak's RSS (bench/README.md, bench_soak.py)."""
+    import sys
+
+    from kafkatxn import exporter as exporter_mod
+
+    if not sys.platform.startswith("linux"):
+        assert exporter_mod.pin_mmap_threshold() is False
+        return
+    assert exporter_mod.pin_mmap_threshold(environ={}) is True
+    assert exporter_mod.pin_mmap_threshold(environ={"MALLOC_MMAP_THRESHOLD_": "65536"}) is False
+
+
+def test_the_exporter_command_pins_the_threshold_before_it_serves(monkeypatch):
+    from kafkatxn import exporter as exporter_mod
+    from kafkatxn import exporter_http
+    from kafkatxn.cli.app import main
+
+    calls = []
+    monkeypatch.setattr(exporter_mod, "pin_mmap_threshold", lambda: calls.append("pinned") or True)
+    monkeypatch.setattr(exporter_http, "serve", lambda *a, **k: calls.append("served"))
+    try:
+        main(["exporter", "-b", "127.0.0.1:9", "--listen", "127.0.0.1:0"])
+    except SystemExit:
+        pass
+    assert calls == ["pinned", "served"]
