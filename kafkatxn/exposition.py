@@ -128,8 +128,8 @@ def choose_encoder(accept_header: str | None) -> tuple[Callable[[Collector], byt
 # A scrape at 30,000 partitions makes about a million objects that live until it ends (offsets,
 # producer states, samples); Python's collector, triggered by allocation counts, would walk them
 # dozens of times while the scrape runs: 0.3-0.5 s of a 1 s budget (bench/bench_scale.py). So
-# cyclic collection waits while scrapes run, and one full collection follows once the last
-# scrape's body has been written: nothing cyclic outlives a scrape (made rarer or left to the
+# cyclic collection waits while scrapes run, and a full collection follows each scrape once its
+# body has been written: nothing cyclic outlives a scrape (made rarer or left to the
 # allocation counts instead, bench/bench_soak.py's RSS crept twice as fast).
 _gc_lock = threading.Lock()
 _gc_scrapes = 0  # scrapes in flight
@@ -149,11 +149,12 @@ def _resume_collection() -> None:
     global _gc_scrapes
     with _gc_lock:
         _gc_scrapes -= 1
-        resume = _gc_scrapes == 0 and _gc_was_enabled[0]
-        if resume:
+        if _gc_scrapes == 0 and _gc_was_enabled[0]:
             gc.enable()
-    if resume:
-        gc.collect()
+    # Every scrape that ends collects, not only the last of overlapping ones: scrapers that keep
+    # overlapping (two Prometheus replicas, a short interval) would otherwise keep the collector
+    # paused for good while cyclic garbage piles up (bench_soak: RSS +10.3 % over 2,000 scrapes).
+    gc.collect()
 
 
 class _Body(list):
