@@ -20,7 +20,7 @@ import os
 import statistics
 import sys
 
-from benchlib import print_table, run_measured
+from benchlib import cli_imports, print_table, run_measured
 
 TARGET_RATIO = 1.3
 COMMANDS = {
@@ -28,20 +28,6 @@ COMMANDS = {
     "help": ["-m", "kafkatxn", "--help"],
     "config_show": ["-m", "kafkatxn", "config", "show", "-b", "127.0.0.1:9"],
 }
-
-
-def top_imports(args: list[str], n: int = 10) -> list[tuple[int, str]]:
-    """The ``n`` imports with the largest cumulative time (us) under ``python -X importtime``."""
-    run = run_measured([sys.executable, "-X", "importtime", *args], timeout=120)
-    rows = []
-    for line in run.stderr.splitlines():
-        # import time: self [us] | cumulative | imported package
-        if not line.startswith("import time:") or "cumulative" in line:
-            continue
-        _self_us, cumulative, name = (c.strip() for c in line.split(":", 1)[1].split("|"))
-        rows.append((int(cumulative), name))
-    rows.sort(reverse=True)
-    return rows[:n]
 
 
 def main() -> int:
@@ -75,7 +61,7 @@ def main() -> int:
 
     for name in ("help", "config_show"):
         print(f"slowest imports (cumulative) for {name}:")
-        for us, module in top_imports(COMMANDS[name]):
+        for us, module in cli_imports(COMMANDS[name])[0]:
             print(f"  {us / 1000:8.1f} ms  {module}")
     print_table(result)
     return 0 if result["meets_target"] else 1
