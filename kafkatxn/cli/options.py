@@ -60,6 +60,21 @@ ProbeMaxGap = Annotated[
         "transaction markers and aborted records from real lag (0: never read).",
     ),
 ]
+# kafka-transactions.sh spells it --transactional-id (describe) and --transactionalId
+# (force-terminate): runbooks written for Kafka's tool work here unchanged.
+TransactionalIdOptions = Annotated[
+    Optional[list[str]],
+    typer.Option("--transactional-id", "--transactionalId", metavar="ID",
+                 help="A transactional id, as kafka-transactions.sh takes it (repeatable; same as naming it as an argument).",
+                 show_default=False),
+]
+
+
+def merge_transactional_ids(arguments: list[str] | None, options: list[str] | None) -> list[str]:
+    """Ids given as arguments and with --transactional-id, in the order given, each once."""
+    return list(dict.fromkeys([*(arguments or []), *(options or [])]))
+
+
 MaxTransactionTimeout = Annotated[
     Optional[int],
     duration_option(

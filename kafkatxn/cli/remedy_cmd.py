@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kafkatxn import auditlog, remedy
-from kafkatxn.cli.options import MaxTransactionTimeout
+from kafkatxn.cli.options import MaxTransactionTimeout, TransactionalIdOptions, merge_transactional_ids
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.errors import INT16_MAX, INT32_MAX, INT64_MAX, UsageError
 from kafkatxn.output import render_to_string
@@ -124,6 +124,7 @@ def register(app: typer.Typer) -> None:
     def fence_command(
         ctx: CommandContext,
         transactional_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[TRANSACTIONAL_ID]...", help="Transactional ids to fence.", show_default=False)] = None,
+        transactional_id_options: TransactionalIdOptions = None,
         pattern: Annotated[
             Optional[str], typer.Option("--pattern", metavar="REGEX", help="Fence every known id the regex matches in full.", rich_help_panel=TARGET)
         ] = None,
@@ -149,6 +150,7 @@ def register(app: typer.Typer) -> None:
         Shows the plan and asks (--yes, --dry-run); appends intent and result records to the
         audit log. Exit 0 when done, 3 when refused or not verified.
         """
+        transactional_ids = merge_transactional_ids(transactional_ids, transactional_id_options)
         if transactional_ids and pattern is not None:
             raise UsageError("name transactional ids or pass --pattern, not both")
         if not transactional_ids and pattern is None:

@@ -5,9 +5,9 @@ from typing import Annotated, Optional
 import typer
 
 from kafkatxn import transactions
-from kafkatxn.cli.options import duration_option
+from kafkatxn.cli.options import TransactionalIdOptions, duration_option, merge_transactional_ids
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
-from kafkatxn.errors import EXIT_WARNING, INT64_MAX
+from kafkatxn.errors import EXIT_WARNING, INT64_MAX, UsageError
 
 app = typer.Typer(
     help="Transactions as their coordinators see them (ListTransactions, DescribeTransactions).", no_args_is_help=True
@@ -67,7 +67,8 @@ def list_command(
 @command(app, "describe")
 def describe_command(
     ctx: CommandContext,
-    transactional_ids: Annotated[list[str], typer.Argument(metavar="TRANSACTIONAL_ID", help="Ids to describe.", show_default=False)],
+    transactional_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[TRANSACTIONAL_ID]...", help="Ids to describe.", show_default=False)] = None,
+    transactional_id_options: TransactionalIdOptions = None,
 ) -> int | None:
     """State of each transactional id at its coordinator, like kafka-transactions.sh describe.
 
@@ -75,6 +76,9 @@ def describe_command(
     shown. Exit 0 when all were found, 1 when some were not found, 3 when a coordinator could not be
     asked.
     """
+    transactional_ids = merge_transactional_ids(transactional_ids, transactional_id_options)
+    if not transactional_ids:
+        raise UsageError("name the transactional ids to describe (as arguments or with --transactional-id)")
     result = transactions.describe_transactions(ctx.cluster, transactional_ids)
     ctx.render(result.rows, transactions.TransactionDetailRow)
     code = fail_if_missing(ctx, result.missing, "transaction descriptions")

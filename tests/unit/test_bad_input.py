@@ -376,8 +376,9 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
     ),
     ("fence",): (
         ["some-id", "--yes"],
-        [flag("--allow-unknown"), flag("--allow-two-phase-commit"), flag("--dry-run"), path_opt("--audit-log", ["audit"], ["dir", "under_a_file"])],
-        [[], ["some-id", "--pattern", "x"], ["--pattern", "("], ["--pattern", "a{99999999999}"]],
+        [flag("--allow-unknown"), flag("--allow-two-phase-commit"), flag("--dry-run"), path_opt("--audit-log", ["audit"], ["dir", "under_a_file"]),
+         opt("--transactional-id", VALID_TOPIC)],
+        [[], ["some-id", "--pattern", "x"], ["--transactionalId", "x", "--pattern", "x"], ["--pattern", "("], ["--pattern", "a{99999999999}"]],
     ),
     ("check",): (
         [],
@@ -449,7 +450,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
         ],
         [],
     ),
-    ("transactions", "describe"): (["some-id"], [], [[]]),
+    ("transactions", "describe"): (["some-id"], [opt("--transactional-id", VALID_TOPIC)], [[]]),
     ("completion",): (["bash"], [], [[], ["powershell"], ["bash", "zsh"]]),
 }
 
