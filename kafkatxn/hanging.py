@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from kafkatxn import producers
 from kafkatxn.model import (
     TRANSACTION_STATE_TOPIC, Broker, ClusterMetadata, Missing, Part, ProducerState, TopicPartition, TransactionalId,
-    TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionDescription,
+    TransactionDescription,
 )
 from kafkatxn.errors import ClusterError
 from kafkatxn.output import Report
@@ -61,7 +61,6 @@ REASON_COMPLETING = "its coordinator is completing it"
 REASON_TWO_PHASE_COMMIT = "two-phase commit transaction: no one times it out"
 REASON_LOG_UNANSWERED = "a coordinator that could own its transactional id did not answer"
 
-# KIP-939: the coordinator stores a two-phase-commit transaction with this timeout (Integer.MAX_VALUE).
 # Coordinator states in which the coordinator has decided and is writing the markers.
 COMPLETING_STATES = frozenset({"PrepareCommit", "PrepareAbort"})
 

@@ -384,7 +384,7 @@ def _plan_all_hanging(
         cluster, topics=[scope.topic] if scope.topic is not None else None, partition=scope.partition,
         max_transaction_timeout_ms=max_transaction_timeout_ms,
     )
-    leaders = {p.tp: p.leader for p in cluster.metadata().partitions}
+    leaders = cluster.metadata().leaders
     items = []
     for c in found.classifications:
         if c.verdict is hanging.Verdict.LONG_RUNNING:

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from kafkatxn import auditlog, check, exporter, hanging, remedy
-from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
+from kafkatxn.model import TWO_PHASE_COMMIT_TIMEOUT_MS, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.remedy import Outcome
 from kafkatxn.snapshot import gather_snapshot
 from tests.cli_helpers import run_cli
@@ -22,7 +22,7 @@ from tests.support.fake_kafka import FakeCluster, KafkaModel
 MAX = 900_000
 ORDERS = TopicPartition("orders", 0)
 LOG = "__transaction_state"
-TWO_PC = hanging.TWO_PHASE_COMMIT_TIMEOUT_MS
+TWO_PC = TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
 def tid_on(partition: int, stem: str = "app") -> str:
