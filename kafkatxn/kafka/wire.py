@@ -83,25 +83,6 @@ class Wire:
         self._built: dict[tuple[int | None, Request], Any] = {}  # least recently used first
 
     @classmethod
-    def connect(cls, settings: dict, attempts: Sequence[tuple[list[str], int]], request_timeout_ms: int) -> "Wire":
-        """Bootstrap from each list of servers in turn, each for its own budget in ms; the last
-        failure is raised."""
-        from kafka.admin import KafkaAdminClient
-
-        for n, (servers, budget_ms) in enumerate(attempts, 1):
-            kw = dict(settings)
-            kw["bootstrap_servers"] = servers
-            kw["bootstrap_timeout_ms"] = max(budget_ms, 1)
-            kw["request_timeout_ms"] = max(min(request_timeout_ms, budget_ms), 1)
-            try:
-                return cls(KafkaAdminClient(**kw))
-            except Exception as exc:  # noqa: BLE001 - the caller translates the last one
-                if n == len(attempts):
-                    raise
-                log.debug("bootstrap from %s failed (%s); trying the next servers", servers, exc)
-        raise AssertionError("no bootstrap attempts")
-
-    @classmethod
     def bootstrap(
         cls, settings: dict, budget_ms: int, request_timeout_ms: int
     ) -> tuple["Wire", p.MetadataResponse, int | None]:

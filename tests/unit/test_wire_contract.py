@@ -61,8 +61,8 @@ def test_the_settings_kafkatxn_passes_are_all_known_to_the_admin_client():
 
     settings = ConnectionConfig(bootstrap_servers="h:1").kafka_python()
     known = set(KafkaAdminClient.DEFAULT_CONFIG)
-    # Wire.connect adds these two per bootstrap attempt.
-    assert set(settings) | {"bootstrap_timeout_ms", "request_timeout_ms"} <= known
+    # Wire.bootstrap adds these two.
+    assert set(settings) | {"kafka_client", "request_timeout_ms"} <= known
 
 
 def test_max_version_reads_the_broker_version_data_by_api_key():
