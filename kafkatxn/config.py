@@ -583,7 +583,7 @@ def refuse_secret_argument(key: str, value: str) -> None:
     )
 
 
-def check_client_settings(settings: Mapping[str, str]) -> None:
+def check_settings_as_librdkafka(settings: Mapping[str, str]) -> None:
     """Refuse, before anything is sent, what librdkafka refuses when a client is built: a command
     served by kafka-python alone builds no librdkafka client, and kafka-python would only find these
     out while connecting (and retry them until the deadline)."""

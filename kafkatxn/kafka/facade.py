@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
 from kafkatxn.config import ConnectionConfig
-from kafkatxn.config import check_client_settings as check_settings
+from kafkatxn.config import check_settings_as_librdkafka
 from kafkatxn.errors import (
     AuthenticationError,
     ClusterError,
@@ -157,7 +157,7 @@ class Cluster:
         if self._wire is None:
             settings = self.config.kafka_python()
             # What librdkafka would refuse as a client is built, refused before anything is sent.
-            check_settings(self.config.settings)
+            check_settings_as_librdkafka(self.config.settings)
             try:
                 wire, md, answered = Wire.bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"])
             except Exception as exc:  # noqa: BLE001 - translated into one line

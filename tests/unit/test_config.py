@@ -197,9 +197,9 @@ def test_librdkafka_config_carries_the_deadline():
 def test_what_librdkafka_refuses_when_a_client_is_built_is_refused_without_one(settings, says):
     """A command served by kafka-python alone builds no librdkafka client: its checks run anyway."""
     with pytest.raises(config.UsageError, match=says):
-        config.check_client_settings(settings)
+        config.check_settings_as_librdkafka(settings)
 
 
 def test_client_files_are_not_checked_when_tls_is_off():
-    config.check_client_settings({"ssl.ca.location": "/nonexistent/ca.pem"})
-    config.check_client_settings({"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "u", "sasl.password": ""})
+    config.check_settings_as_librdkafka({"ssl.ca.location": "/nonexistent/ca.pem"})
+    config.check_settings_as_librdkafka({"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "u", "sasl.password": ""})
