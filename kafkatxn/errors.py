@@ -28,6 +28,30 @@ class UsageError(KafkatxnError):
     exit_code = EXIT_USAGE
 
 
+class InputError(UsageError):
+    """Bad input, named by what it is rather than by a command-line flag: the library says
+    ``{partition} needs exactly one {topic}``; the CLI words it with its own options
+    (``--partition needs exactly one --topic``), another caller with its own names."""
+
+    def __init__(self, template: str, **values: object):
+        self.template = template
+        self.values = values
+        super().__init__(self.worded({}))
+
+    def worded(self, names: dict[str, str]) -> str:
+        """The message with each ``{input}`` named as ``names`` says (plainly where it does not)."""
+        return self.template.format_map(_Named(names, self.values))
+
+
+class _Named(dict):
+    def __init__(self, names: dict[str, str], values: dict[str, object]):
+        super().__init__(values)
+        self.names = names
+
+    def __missing__(self, key: str) -> str:
+        return self.names.get(key, key.replace("_", " "))
+
+
 class ClusterError(KafkatxnError):
     """The cluster could not answer: unreachable, authentication failed, timed out."""
 

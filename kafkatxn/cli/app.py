@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import UsageError as ClickUsageError
 
 from kafkatxn.cli.options import shared_parameters
-from kafkatxn.errors import EXIT_UNKNOWN, EXIT_USAGE, KafkatxnError
+from kafkatxn.errors import EXIT_UNKNOWN, EXIT_USAGE, InputError, KafkatxnError
 from kafkatxn.redact import redact
 
 # Every command: its module and the line `kafkatxn --help` shows for it, in that order. A module is
@@ -133,6 +133,10 @@ root.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 )
 app.callback()(root)
 
+# How the library's inputs are named on this command line (kafkatxn.errors.InputError).
+FLAGS = {"partition": "--partition", "topic": "--topic", "topic_pattern": "--topic-regex"}
+
+
 def _error(message: str) -> None:
     # One line, whatever the message quotes (a value with a newline in it, a multi-line library error).
     print(f"kafkatxn: error: {' '.join(redact(message).splitlines())}", file=sys.stderr)
@@ -166,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     except KafkatxnError as exc:
         if debug:
             traceback.print_exc()
-        _error(str(exc))
+        _error(exc.worded(FLAGS) if isinstance(exc, InputError) else str(exc))
         code = exc.exit_code
     except KeyboardInterrupt:
         _error("interrupted")

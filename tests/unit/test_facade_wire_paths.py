@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kafkatxn import hanging, remedy, transactions
-from kafkatxn.kafka import facade
+from kafkatxn.kafka import facade, producer_state
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import Broker, ProducerState, TransactionalId, TransactionDescription
 from tests.support.fake_kafka import FakeCluster, KafkaModel
@@ -30,7 +30,7 @@ def txn(tid, coordinator, pid, state="Ongoing", partitions=()):
 
 
 def test_describe_producers_1201_partitions_on_2_leaders_go_in_batches_of_at_most_the_batch_size(monkeypatch):
-    monkeypatch.setattr(facade, "DESCRIBE_PRODUCERS_BATCH", 500)  # the splitting, at a size small enough to see
+    monkeypatch.setattr(producer_state, "DESCRIBE_PRODUCERS_BATCH", 500)  # the splitting, at a size small enough to see
     model = KafkaModel(brokers=(1, 2))
     tps = [model.add_partition("big", i, leader=1 if i < 601 else 2) for i in range(1201)]
     model.producers[tps[0]] = [ProducerState(7, 0, 1, NOW, 0, 5)]

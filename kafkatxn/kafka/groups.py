@@ -1,0 +1,77 @@
+"""Consumer groups (confluent-kafka): the group list and committed offsets.
+
+One Kafka API family per module (as kminion has one file per API), mixed into
+:class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
+:class:`kafkatxn.kafka.session.Session`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterable
+
+from kafkatxn.errors import (
+    ClusterError,
+    KafkatxnError,
+)
+from kafkatxn.kafka.errors import clean
+from kafkatxn.model import (
+    Missing,
+    Part,
+    Partial,
+    TopicPartition,
+)
+from kafkatxn.kafka.session import NOT_ARRIVED
+
+log = logging.getLogger("kafkatxn.cluster")
+
+
+class GroupsApi:
+    def list_groups(self) -> list[str]:
+        """Every consumer group. Brokers that answer with an error (e.g. COORDINATOR_LOAD_IN_PROGRESS
+        right after ``__consumer_offsets`` is created) are asked again within the deadline; a group
+        list with a broker missing would make a real group look unknown, so that is an error."""
+        while True:
+            try:
+                result = self._wait(self.admin.list_consumer_groups(request_timeout=self.remaining_s()), "listing groups")
+            except KafkatxnError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise self.errors.translate(exc, "listing consumer groups") from exc
+            self.requests["ListGroups"] += 1
+            if not result.errors:
+                return sorted(g.group_id for g in result.valid)
+            # KafkaError objects: their str() is a repr; .str() is the message.
+            reasons = "; ".join(sorted({clean(e.str() if hasattr(e, "str") else str(e)) for e in result.errors}))
+            if self.deadline - time.monotonic() < 0.5:
+                if all(getattr(e, "name", lambda: "")() in ("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN") for e in result.errors):
+                    from confluent_kafka import KafkaException
+
+                    # Nothing answered in time: say so as every other request does (unreachable, deadline).
+                    raise self.errors.translate(KafkaException(result.errors[0]), "listing consumer groups")
+                raise ClusterError(f"listing consumer groups failed on some brokers: {reasons}")
+            log.debug("listing consumer groups: retrying after %s", reasons)
+            time.sleep(0.25)
+
+    def group_offsets(self, groups: Iterable[str]) -> Partial[dict[str, dict[TopicPartition, int]]]:
+        """Committed offsets per group (offsets < 0 mean nothing committed)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        out: dict[str, dict[TopicPartition, int]] = {}
+        missing: list[Missing] = []
+        # All groups in flight at once (the call takes one group): N groups cost one round trip, not N.
+        pending = {
+            group: self.admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=self.remaining_s()
+            )[group]
+            for group in dict.fromkeys(groups)
+        }
+        for group, future in pending.items():
+            result = self._wait_or_note(future, Part(f"group {group}"), missing)
+            if result is NOT_ARRIVED:
+                continue
+            out[group] = {
+                TopicPartition(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0
+            }
+        return Partial(out, missing)

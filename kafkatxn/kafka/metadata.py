@@ -1,0 +1,87 @@
+"""Metadata, DescribeCluster, ApiVersions and the finalized features: what the cluster is made of.
+
+One Kafka API family per module (as kminion has one file per API), mixed into
+:class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
+:class:`kafkatxn.kafka.session.Session`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+from kafkatxn.errors import (
+    KafkatxnError,
+)
+from kafkatxn.kafka import protocol as proto
+from kafkatxn.model import (
+    Broker,
+    BrokerApis,
+    BrokerInfo,
+    ClusterMetadata,
+    Missing,
+    Partial,
+)
+from kafkatxn.kafka.session import cluster_metadata
+
+log = logging.getLogger("kafkatxn.cluster")
+
+
+class MetadataApi:
+    def metadata(self, refresh: bool = False) -> ClusterMetadata:
+        """Brokers and every topic's partitions (one Metadata request through the wire)."""
+        if self._metadata is not None and not refresh:
+            return self._metadata
+        if self._wire is None:
+            self.wire  # noqa: B018 - the bootstrap brings fresh metadata
+            if self._metadata is not None:
+                return self._metadata
+        (resp,) = self._send_all([(None, proto.Metadata())])
+        if isinstance(resp, BaseException):
+            self.errors.raise_if_auth_in(resp)
+            raise self.errors.translate(resp, "fetching metadata")
+        self._metadata = cluster_metadata(resp, None)
+        return self._metadata
+
+    def describe_cluster(self) -> ClusterMetadata:
+        """Metadata plus broker racks (DescribeCluster), which plain metadata does not carry."""
+        md = self.metadata()
+        try:
+            desc = self._wait(self.admin.describe_cluster(request_timeout=self.remaining_s()), "describing the cluster")
+        except Exception as exc:  # noqa: BLE001
+            raise self.errors.translate(exc, "describing the cluster") from exc
+        self.requests["DescribeCluster"] += 1
+        brokers = tuple(sorted((BrokerInfo(n.id, n.host, n.port, n.rack) for n in desc.nodes), key=lambda b: b.id))
+        controller = desc.controller.id if desc.controller is not None else md.controller_id
+        return ClusterMetadata(desc.cluster_id or md.cluster_id, controller, brokers, md.partitions)
+
+    def api_versions(self, broker_ids: Iterable[int] | None = None, probe: bool = True) -> Partial[dict[int, BrokerApis]]:
+        """API versions per broker. ``probe=False``: a broker with an open connection is not asked
+        again, its versions are the ones it gave when that connection was made (one request less;
+        a probe is what tells a broker that stopped answering from one that answers)."""
+        ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
+        out = {i: self._api_versions[i] for i in ids if i in self._api_versions}
+        if not probe:  # not cached: a later probe (broker_configs) still asks
+            for i in ids:
+                known = self.wire.known_api_versions(i) if i not in out else None
+                if known is not None:
+                    out[i] = BrokerApis(known.versions, known.inferred_version)
+        asked = [i for i in ids if i not in out]
+        if not asked:
+            return Partial(out)
+        responses = self._send_all([(i, proto.ApiVersions()) for i in asked])
+        missing: list[Missing] = []
+        for broker_id, resp in zip(asked, responses):
+            if self._arrived(resp, Broker(broker_id), missing):
+                out[broker_id] = self._api_versions[broker_id] = BrokerApis(resp.versions, resp.inferred_version)
+        return Partial({i: out[i] for i in ids if i in out}, missing)
+
+    def finalized_features(self) -> dict[str, int]:
+        try:
+            features = self.wire.finalized_features()
+        except KafkatxnError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self.errors.translate(exc, "describing features") from exc
+        self.requests["ApiVersions"] += 1
+        return features

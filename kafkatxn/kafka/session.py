@@ -1,0 +1,196 @@
+"""The session every Kafka request of one command goes through: the deadline, the two clients'
+lifecycles (kafka-python's wire, built at once; confluent-kafka's admin client, built only when an API
+needs it), sending everything in flight at once, and turning what failed into typed ``Missing``
+parts or one translated error.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import time
+from collections import Counter
+from typing import Any, Sequence
+
+from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
+from kafkatxn.errors import (
+    AuthenticationError,
+    DeadlineExceeded,
+    UsageError,
+)
+from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka.errors import ErrorTranslator, clean, kafka_error_code
+from kafkatxn.model import (
+    BrokerApis,
+    ClusterMetadata,
+    Missing,
+    Subject,
+)
+from kafkatxn.kafka.wire import Wire
+
+log = logging.getLogger("kafkatxn.cluster")
+
+# The one list of errors that fresh metadata can cure (a leader moved or is being elected): every
+# API module that retries a partition at its new leader uses this one.
+LEADERSHIP_ERRORS = frozenset({
+    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "OFFSET_NOT_AVAILABLE",
+})
+
+# Marks a part of a fan-out answer that did not arrive (its reason is in ``missing``).
+NOT_ARRIVED = object()
+
+
+def cluster_metadata(md: proto.MetadataResponse, answered_by: int | None) -> ClusterMetadata:
+    partitions = tuple(sorted(md.partitions, key=lambda p: (p.topic, p.partition)))
+    return ClusterMetadata(md.cluster_id, md.controller_id, md.brokers, partitions, answered_by)
+
+
+class Session:
+    """The deadline, the clients and the sending of one command run (or one exporter scrape)."""
+
+    def __init__(self, config: ConnectionConfig, wire: Wire | None = None):
+        self.config = config
+        self.deadline = time.monotonic() + config.timeout_s
+        self._admin = None
+        self._wire = wire
+        self._metadata: ClusterMetadata | None = None
+        self._api_versions: dict[int, BrokerApis] = {}
+        self.errors = ErrorTranslator(config, poll=self._poll)
+        self.requests: Counter[str] = Counter()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._wire is not None:
+            try:
+                self._wire.close()
+            except Exception:  # closing must never hide the real outcome
+                log.debug("closing kafka-python client failed", exc_info=True)
+            self._wire = None
+        self._admin = None
+
+    def restart_deadline(self, timeout_s: float | None = None) -> None:
+        """Start a fresh deadline (the exporter does this once per scrape, abort after a prompt)."""
+        self.deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.config.timeout_s)
+        self._metadata = None
+        self._api_versions.clear()
+        self.errors.client_errors.clear()
+
+    @contextlib.contextmanager
+    def deadline_within(self, seconds: float):
+        """Calls in the block end within ``seconds`` (DeadlineExceeded), the rest of the deadline
+        being kept for what comes after them."""
+        outer = self.deadline
+        self.deadline = min(outer, time.monotonic() + seconds)
+        try:
+            yield
+        finally:
+            self.deadline = outer
+
+    def remaining_s(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.errors.deadline_exceeded()
+        return left
+
+    def _poll(self) -> None:
+        if self._admin is not None:
+            self._admin.poll(0)
+
+    @property
+    def admin(self):
+        if self._admin is None:
+            from confluent_kafka import KafkaException
+            from confluent_kafka.admin import AdminClient
+
+            try:
+                self._admin = AdminClient(self.config.librdkafka(error_cb=self.errors.on_client_error))
+            except KafkaException as exc:
+                # librdkafka checks its settings when the client is built (e.g. PLAIN without a
+                # username): what it refuses there is the user's to fix, before anything is sent.
+                if kafka_error_code(exc) == "_INVALID_ARG":
+                    raise UsageError(f"bad client settings: {clean(exc.args[0].str())}") from None
+                raise self.errors.translate(exc, "creating the client") from exc
+        return self._admin
+
+    @property
+    def wire(self) -> Wire:
+        """The kafka-python side: bootstrapped on first use, within the deadline, with the metadata.
+
+        One connection to a bootstrap server carries the login, the Metadata and then the requests
+        to that broker; a refused login or TLS handshake ends the command at once. A command that
+        needs only the wire (``lso``, ``hanging``, ``producers``, ``transactions``) never builds
+        the confluent-kafka client, nor imports it.
+        """
+        if self._wire is None:
+            settings = self.config.kafka_python()
+            # What librdkafka would refuse as a client is built, refused before anything is sent.
+            check_settings_as_librdkafka(self.config.settings)
+            try:
+                wire, md, answered = Wire.bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"])
+            except Exception as exc:  # noqa: BLE001 - translated into one line
+                raise self.errors.translate(exc, "connecting") from exc
+            self._wire = wire
+            self.requests["Metadata"] += 1
+            self._metadata = cluster_metadata(md, answered)
+        return self._wire
+
+    def _send_all(self, requests: Sequence[tuple[int | None, Any]]) -> list[Any]:
+        """Every request in flight at once; each typed response, or the exception it failed with."""
+        wire = self.wire
+        self.remaining_s()  # raises once the deadline has passed
+
+        def count(name: str) -> None:
+            self.requests[name] += 1
+
+        try:
+            return wire.send_all(list(requests), self.deadline, count)
+        except Exception as exc:  # noqa: BLE001
+            raise self.errors.translate(exc, "sending requests") from exc
+
+    def _arrived(self, result: Any, subject: Subject, missing: list[Missing]) -> bool:
+        """True for a response; for an exception, note ``subject`` as missing (auth errors end the command)."""
+        if isinstance(result, BaseException):
+            missing.append(Missing(subject, self.errors.reason(result)))
+            return False
+        return True
+
+    def _wait(self, future: concurrent.futures.Future, what: str, until: float | None = None) -> Any:
+        """Wait for a confluent-kafka future within the deadline, failing fast on auth errors.
+
+        With ``until`` (a monotonic time before the deadline), None once it has passed.
+        """
+        while True:
+            self._poll()  # serves error_cb, which is how auth and transport errors arrive
+            self.errors.raise_auth_errors()
+            left = self.remaining_s()
+            if until is not None:
+                left = min(left, until - time.monotonic())
+                if left <= 0:
+                    return None
+            try:
+                return future.result(timeout=min(left, 0.2))
+            except concurrent.futures.TimeoutError:
+                if time.monotonic() >= self.deadline:
+                    raise self.errors.translate(concurrent.futures.TimeoutError(), what) from None
+
+    def _wait_or_note(self, future: concurrent.futures.Future, subject: Subject, missing: list[Missing]) -> Any:
+        """The future's result, or ``NOT_ARRIVED`` after noting in ``missing`` why ``subject`` did not arrive.
+
+        Authentication failures still end the command: they concern every part alike.
+        """
+        try:
+            return self._wait(future, str(subject))
+        except DeadlineExceeded:
+            missing.append(Missing(subject, "timed out"))
+        except AuthenticationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported per part
+            missing.append(Missing(subject, clean(str(exc))))
+        return NOT_ARRIVED

@@ -1,0 +1,121 @@
+"""The coordinator side: ListTransactions, FindCoordinator and DescribeTransactions.
+
+One Kafka API family per module (as kminion has one file per API), mixed into
+:class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
+:class:`kafkatxn.kafka.session.Session`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import Iterable
+
+from kafkatxn.errors import (
+    UnsupportedBrokerError,
+)
+from kafkatxn.kafka import protocol as proto
+from kafkatxn.model import (
+    Broker,
+    DescribedTransactions,
+    ListTransactionsSupport,
+    Missing,
+    Partial,
+    TransactionalId,
+    TransactionDescription,
+    TransactionListing,
+)
+
+log = logging.getLogger("kafkatxn.cluster")
+
+
+class TransactionsApi:
+    def list_transactions(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        min_duration_ms: int | None = None,
+        pattern: str | None = None,
+    ) -> tuple[Partial[list[TransactionListing]], ListTransactionsSupport]:
+        """ListTransactions on every broker (each coordinates a slice of ``__transaction_state``).
+
+        Duration and pattern filters go to the broker when every broker supports them
+        (v1 and v2); otherwise they are left to the caller, as the returned support says.
+        """
+        ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
+        versions = self.api_versions(ids, probe=False).value  # ListTransactions itself finds a dead broker
+        max_versions = [versions[i].versions.get("ListTransactions", (0, -1))[1] if i in versions else None for i in ids]
+        if versions and all(v < 0 for v in max_versions if v is not None):
+            raise UnsupportedBrokerError("the brokers do not support ListTransactions (needs Apache Kafka 3.0 or newer)")
+        lowest = min((v for i, v in zip(ids, max_versions) if i in versions), default=0)
+        support = ListTransactionsSupport(
+            duration_on_broker=min_duration_ms is not None and lowest >= 1,
+            pattern_on_broker=pattern is not None and lowest >= 2,
+        )
+        request = proto.ListTransactions(
+            tuple(states), tuple(producer_ids),
+            int(min_duration_ms) if support.duration_on_broker and min_duration_ms is not None else None,
+            pattern if support.pattern_on_broker else None,
+        )
+        out: list[TransactionListing] = []
+        missing: list[Missing] = []
+        for broker_id, resp in zip(ids, self._send_all([(i, request) for i in ids])):
+            if not self._arrived(resp, Broker(broker_id), missing):
+                continue
+            if resp.error:
+                missing.append(Missing(Broker(broker_id), resp.error))
+                continue
+            out.extend(TransactionListing(t.transactional_id, t.producer_id, t.state, broker_id) for t in resp.transactions)
+        out.sort(key=lambda t: t.transactional_id)
+        return Partial(out, missing), support
+
+    def find_transaction_coordinators(self, transactional_ids: Iterable[str]) -> Partial[dict[str, int]]:
+        tids = list(dict.fromkeys(transactional_ids))
+        if not tids:
+            return Partial({})
+        missing: list[Missing] = []
+        out: dict[str, int] = {}
+        if self.wire.max_version("FindCoordinator") >= 4:
+            requests = [(None, proto.FindTransactionCoordinators(tuple(tids)))]
+        else:
+            requests = [(None, proto.FindTransactionCoordinators((t,), batched=False)) for t in tids]
+        for (_node, request), resp in zip(requests, self._send_all(requests)):
+            if not self._arrived(resp, TransactionalId(request.transactional_ids[0]), missing):
+                reason = missing.pop().reason
+                missing.extend(Missing(TransactionalId(t), f"FindCoordinator: {reason}") for t in request.transactional_ids)
+                continue
+            for c in resp.coordinators:
+                if c.error:
+                    missing.append(Missing(TransactionalId(c.transactional_id), c.error))
+                else:
+                    out[c.transactional_id] = c.node_id
+        return Partial(out, missing)
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> Partial[DescribedTransactions]:
+        """DescribeTransactions routed to each id's coordinator: what was described, the ids the
+        coordinator does not know (TRANSACTIONAL_ID_NOT_FOUND), and as ``missing`` the ids that
+        could not be asked."""
+        coordinators = self.find_transaction_coordinators(transactional_ids)
+        missing = list(coordinators.missing)
+        by_node: dict[int, list[str]] = defaultdict(list)
+        for tid, node in coordinators.value.items():
+            by_node[node].append(tid)
+        requests = [(node, proto.DescribeTransactions(tuple(ids))) for node, ids in by_node.items()]
+        result = DescribedTransactions()
+        for (node, request), resp in zip(requests, self._send_all(requests)):
+            if not self._arrived(resp, Broker(node), missing):
+                reason = f"coordinator {node}: {missing.pop().reason}"
+                missing.extend(Missing(TransactionalId(t), reason) for t in request.transactional_ids)
+                continue
+            for txn in resp.transactions:
+                if txn.error == "TRANSACTIONAL_ID_NOT_FOUND":
+                    result.not_found[txn.transactional_id] = txn.error
+                elif txn.error:
+                    missing.append(Missing(TransactionalId(txn.transactional_id), txn.error))
+                else:
+                    result.found[txn.transactional_id] = TransactionDescription(
+                        txn.transactional_id, node, txn.state, txn.producer_id, txn.producer_epoch,
+                        txn.timeout_ms, txn.start_time_ms, txn.partitions,
+                    )
+        return Partial(result, missing)

@@ -1,0 +1,53 @@
+"""Which partitions a command is about: the user's topics, partition and pattern, checked against
+the cluster's metadata. Above the Kafka layer: it decides nothing about Kafka and sends nothing."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+from kafkatxn.errors import InputError, NotFoundError
+from kafkatxn.model import ClusterMetadata, PartitionInfo
+from kafkatxn.validation import check_topic_name, compile_regex
+
+
+def check_selection(topics: Iterable[str] | None = None, partition: int | None = None, topic_pattern: str | None = None) -> None:
+    """What can be judged without the cluster, judged first: a usage error sends nothing."""
+    topics = list(topics or [])
+    if partition is not None and len(topics) != 1:
+        raise InputError("{partition} needs exactly one {topic}")
+    for t in topics:
+        check_topic_name(t)
+    if topic_pattern:
+        compile_regex(topic_pattern, "topic")
+
+
+def select_partitions(
+    metadata: ClusterMetadata,
+    topics: Iterable[str] | None = None,
+    partition: int | None = None,
+    include_internal: bool = False,
+    topic_pattern: str | None = None,
+) -> list[PartitionInfo]:
+    """Partitions named by the user; unknown topics or partitions raise :class:`NotFoundError`."""
+    topics = list(topics or [])
+    check_selection(topics, partition, topic_pattern)
+    rx = compile_regex(topic_pattern, "topic") if topic_pattern else None
+    by_topic: dict[str, list[PartitionInfo]] = defaultdict(list)
+    for p in metadata.partitions:
+        by_topic[p.topic].append(p)
+    if topics:
+        unknown = [t for t in topics if t not in by_topic]
+        if unknown:
+            raise NotFoundError(f"unknown topic {', '.join(repr(t) for t in unknown)}")
+        chosen = [p for t in dict.fromkeys(topics) for p in by_topic[t]]
+        if partition is not None:
+            chosen = [p for p in chosen if p.partition == partition]
+            if not chosen:
+                count = len(by_topic[topics[0]])
+                raise NotFoundError(f"topic {topics[0]!r} has no partition {partition} (it has {count}: 0-{count - 1})")
+    else:
+        chosen = [p for p in metadata.partitions if include_internal or not p.internal]
+    if rx is not None:
+        chosen = [p for p in chosen if rx.search(p.topic)]
+    return chosen
