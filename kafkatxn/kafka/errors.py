@@ -63,6 +63,8 @@ def _connect_failure(exc: BaseException) -> str:
     errno = _ERRNO.search(str(exc))  # kafka-python: KafkaConnectionError('111 ECONNREFUSED')
     if errno:
         return os.strerror(int(errno.group(1)))
+    if "DNS" in str(exc).upper():
+        return "the name does not resolve"
     return "timed out" if "Timeout" in type(exc).__name__ else clean(str(exc)) or type(exc).__name__
 
 
@@ -136,6 +138,14 @@ class ErrorTranslator:
         code = kafka_error_code(exc)
         servers = self.config.bootstrap_servers
         timeout_s = f"{self.config.timeout_ms / 1000:g}s"
+        if is_no_brokers_error(exc) and getattr(exc, "nothing_listens", False):
+            # Ended at once, not at the deadline: say so, and name each address's own reason.
+            reasons = {address: _connect_failure(reason) for address, reason in exc.reasons.items()}
+            if len(set(reasons.values())) == 1:
+                detail = next(iter(reasons.values()))
+            else:
+                detail = "; ".join(f"{address}: {reason}" for address, reason in reasons.items())
+            return UnreachableError(f"cannot reach any broker at {servers}: {detail} (check the bootstrap servers)")
         if is_no_brokers_error(exc):
             # kafka-python raises this as a timeout, but the cause is that no broker answered.
             last = getattr(exc, "last_error", None)

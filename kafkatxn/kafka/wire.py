@@ -55,11 +55,29 @@ REUSED_LIMIT = 16  # 2 ListOffsets and 1-2 DescribeProducers per leader of a few
 
 
 class NoBrokersAvailable(ConnectionError):
-    """No bootstrap server answered within the budget; ``last_error`` is the last reason seen."""
+    """No bootstrap server answered; ``last_error`` is the last reason seen, ``reasons`` the last one
+    per address, and ``nothing_listens`` says every address refused or did not resolve (so the
+    command ended before its deadline)."""
 
-    def __init__(self, servers: Sequence[str], last_error: BaseException | None):
+    def __init__(self, servers: Sequence[str], last_error: BaseException | None,
+                 reasons: dict[str, BaseException] | None = None, nothing_listens: bool = False):
         super().__init__(f"Unable to bootstrap from {list(servers)}" + (f": {last_error}" if last_error else ""))
         self.last_error = last_error
+        self.reasons = dict(reasons or {})
+        self.nothing_listens = nothing_listens
+
+
+# Connection refused, or a name that does not resolve, at every bootstrap address for this long:
+# nothing is there to answer, and waiting out --timeout would only hide a typo'd address. Long
+# enough to ride over a broker's restart blip, short enough for a person to get their answer at once.
+FAIL_FAST_S = 1.0
+_NOTHING_LISTENS = ("ECONNREFUSED", "ENETUNREACH", "EHOSTUNREACH", "EADDRNOTAVAIL", "DNS RESOLUTION", "CONNECTION REFUSED")
+
+
+def nothing_listens(exc: BaseException) -> bool:
+    """The address refused the connection or did not resolve: an answer, not a silence."""
+    text = f"{type(exc).__name__}: {exc}".upper()
+    return any(marker in text for marker in _NOTHING_LISTENS)
 
 
 def is_refusal(exc: BaseException) -> bool:
@@ -123,6 +141,8 @@ class Wire:
         async def first_answer() -> tuple[Any, Any, Any]:
             servers = manager.cluster.bootstrap_brokers()
             last: BaseException | None = None
+            reasons: dict[str, BaseException] = {}
+            refused_since: float | None = None  # every address refused or did not resolve since then
             attempt = 0
             logins_cut = 0
             sasl = str(manager.config["security_protocol"]).upper().startswith("SASL")
@@ -155,12 +175,19 @@ class Wire:
                             f"authentication {logins_cut} times in a row (refused credentials?)"
                         ) from exc
                     last = exc
+                    reasons[f"{server.host}:{server.port}"] = exc
                     log.debug("bootstrap from %s:%s failed (%s)", server.host, server.port, exc)
+                    if len(reasons) == len(servers) and all(nothing_listens(e) for e in reasons.values()):
+                        refused_since = refused_since if refused_since is not None else time.monotonic()
+                        if time.monotonic() - refused_since >= FAIL_FAST_S:
+                            raise NoBrokersAvailable(list(reasons), exc, reasons, nothing_listens=True)
+                    else:
+                        refused_since = None
                     if attempt % len(servers) == 0:
                         await manager._net.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
                     continue
                 return server, conn, response
-            raise NoBrokersAvailable([f"{s.host}:{s.port}" for s in servers], last)
+            raise NoBrokersAvailable([f"{s.host}:{s.port}" for s in servers], last, reasons)
 
         try:
             server, conn, response = manager.run(first_answer)
