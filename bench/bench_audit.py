@@ -9,7 +9,7 @@ Then it times, on the same data and checking that all give the same result:
 
 * the single-process scan: read the Parquet with pyarrow, ``rules.audit_local`` (the reference);
 * ``job.audit`` on ``local[2]`` (session start excluded, reported apart);
-* ``spark-submit job.py --no-live --history DIR`` on a standalone cluster with 1 and with 2 workers
+* ``spark-submit spark_submit.py --no-live --history DIR`` on a standalone cluster with 1 and with 2 workers
   (1 core each; wall time, driver and executor start included).
 """
 

@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
         """Audit transactional ids in the transaction log: shared ids, unstable ids, inventory conflicts.
 
         Reads __transaction_state (one Spark partition per log partition) and/or captured
-        histories, on Spark local[*] by default, --master, or spark-submit (kafkatxn/audit/job.py
+        histories, on Spark local[*] by default, --master, or spark-submit (kafkatxn/cli/spark_submit.py
         takes the same options). Shared ids (fenced again and again) and re-initialisation storms
         (an id initialised again and again: two instances taking turns, or a crash loop) are
         critical, exit 2 (--storm-severity warning: exit 1); unstable id families (with the

@@ -290,7 +290,7 @@ class StandaloneCluster:
         confs = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.pyspark.python": sys.executable,
                  "spark.pyspark.driver.python": sys.executable, **(conf or {})}
         cmd = [str(submit), "--master", self.url, *(x for k, v in confs.items() for x in ("--conf", f"{k}={v}")),
-               "--py-files", package_zip(self.workdir), str(REPO / "kafkatxn" / "audit" / "job.py"), *args]
+               "--py-files", package_zip(self.workdir), str(REPO / "kafkatxn" / "cli" / "spark_submit.py"), *args]
         return subprocess.run(cmd, capture_output=True, text=True, env=self.env(), timeout=timeout)
 
     def stop(self) -> None:
