@@ -19,7 +19,7 @@ from kafkatxn.errors import (
     KafkatxnError,
     UnreachableError,
 )
-from kafkatxn.kafka.wire import is_no_brokers_error
+from kafkatxn.kafka.unreachable import is_no_brokers_error
 from kafkatxn.redact import redact
 
 # A TLS alert from the broker: it refused the handshake (often: our client certificate).

@@ -12,7 +12,7 @@ Each is its own type (the wire picks its encoder by type), so compare them by ty
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from kafkatxn.model import BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
@@ -148,3 +148,11 @@ REQUEST_NAMES = {
     DescribeTransactions: "DescribeTransactions",
     WriteAbortMarker: "WriteTxnMarkers",
 }
+
+
+def by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
+    """Partitions grouped as Kafka's requests carry them: topic -> partition numbers."""
+    out: dict[str, list[int]] = {}
+    for tp in partitions:
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out

@@ -18,6 +18,7 @@ from collections import defaultdict
 from typing import Any, Callable, Sequence
 
 from kafkatxn.kafka import protocol as p
+from kafkatxn.kafka.unreachable import FAIL_FAST_S, NoBrokersAvailable, is_no_brokers_error, nothing_listens  # noqa: F401
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.wire")
@@ -43,41 +44,11 @@ def error_name(code: int) -> str | None:
 _RENAMED_ERRORS = {"NOT_LEADER_FOR_PARTITION": "NOT_LEADER_OR_FOLLOWER"}
 
 
-def is_no_brokers_error(exc: BaseException) -> bool:
-    return type(exc).__name__ == "NoBrokersAvailable" or "Unable to bootstrap" in str(exc)
-
-
 # Per-leader requests over thousands of partitions take 15 ms each to build as kafka-python objects
 # (10,000 partitions). The exporter sends the same ones every scrape, so the Wire keeps the last
 # few it built; kafka-python sets only the header and version on a request as it sends it.
 REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers)
 REUSED_LIMIT = 16  # 2 ListOffsets and 1-2 DescribeProducers per leader of a few brokers
-
-
-class NoBrokersAvailable(ConnectionError):
-    """No bootstrap server answered; ``last_error`` is the last reason seen, ``reasons`` the last one
-    per address, and ``nothing_listens`` says every address refused or did not resolve (so the
-    command ended before its deadline)."""
-
-    def __init__(self, servers: Sequence[str], last_error: BaseException | None,
-                 reasons: dict[str, BaseException] | None = None, nothing_listens: bool = False):
-        super().__init__(f"Unable to bootstrap from {list(servers)}" + (f": {last_error}" if last_error else ""))
-        self.last_error = last_error
-        self.reasons = dict(reasons or {})
-        self.nothing_listens = nothing_listens
-
-
-# Connection refused, or a name that does not resolve, at every bootstrap address for this long:
-# nothing is there to answer, and waiting out --timeout would only hide a typo'd address. Long
-# enough to ride over a broker's restart blip, short enough for a person to get their answer at once.
-FAIL_FAST_S = 1.0
-_NOTHING_LISTENS = ("ECONNREFUSED", "ENETUNREACH", "EHOSTUNREACH", "EADDRNOTAVAIL", "DNS RESOLUTION", "CONNECTION REFUSED")
-
-
-def nothing_listens(exc: BaseException) -> bool:
-    """The address refused the connection or did not resolve: an answer, not a silence."""
-    text = f"{type(exc).__name__}: {exc}".upper()
-    return any(marker in text for marker in _NOTHING_LISTENS)
 
 
 def is_refusal(exc: BaseException) -> bool:
@@ -321,13 +292,6 @@ class Wire:
         )
 
 
-def _by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = defaultdict(list)
-    for tp in partitions:
-        out[tp.topic].append(tp.partition)
-    return out
-
-
 def _metadata(_wire: Wire | None, _request: p.Metadata) -> Any:
     from kafka.protocol.metadata import MetadataRequest
 
@@ -350,7 +314,7 @@ def _list_offsets(_wire: Wire, request: p.ListOffsets) -> Any:
         isolation_level=1 if request.read_committed else 0,
         topics=[
             topic_cls(name=t, partitions=[partition_cls(partition_index=i, timestamp=-1) for i in ps])
-            for t, ps in _by_topic(request.partitions).items()
+            for t, ps in p.by_topic(request.partitions).items()
         ],
         min_version=2 if request.read_committed else 1,  # isolation levels came with v2
     )
@@ -360,7 +324,7 @@ def _describe_producers(_wire: Wire, request: p.DescribeProducers) -> Any:
     from kafka.protocol.admin.transactions import DescribeProducersRequest
 
     topics = [
-        DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps) for t, ps in _by_topic(request.partitions).items()
+        DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps) for t, ps in p.by_topic(request.partitions).items()
     ]
     return DescribeProducersRequest(topics=topics)
 

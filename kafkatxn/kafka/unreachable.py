@@ -1,0 +1,38 @@
+"""Why no bootstrap server answered, told apart from a silence: pure, no Kafka client imported.
+
+The wire raises :class:`NoBrokersAvailable`; the error translator words it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+def is_no_brokers_error(exc: BaseException) -> bool:
+    return type(exc).__name__ == "NoBrokersAvailable" or "Unable to bootstrap" in str(exc)
+
+
+class NoBrokersAvailable(ConnectionError):
+    """No bootstrap server answered; ``last_error`` is the last reason seen, ``reasons`` the last one
+    per address, and ``nothing_listens`` says every address refused or did not resolve (so the
+    command ended before its deadline)."""
+
+    def __init__(self, servers: Sequence[str], last_error: BaseException | None,
+                 reasons: dict[str, BaseException] | None = None, nothing_listens: bool = False):
+        super().__init__(f"Unable to bootstrap from {list(servers)}" + (f": {last_error}" if last_error else ""))
+        self.last_error = last_error
+        self.reasons = dict(reasons or {})
+        self.nothing_listens = nothing_listens
+
+
+# Connection refused, or a name that does not resolve, at every bootstrap address for this long:
+# nothing is there to answer, and waiting out --timeout would only hide a typo'd address. Long
+# enough to ride over a broker's restart blip, short enough for a person to get their answer at once.
+FAIL_FAST_S = 1.0
+_NOTHING_LISTENS = ("ECONNREFUSED", "ENETUNREACH", "EHOSTUNREACH", "EADDRNOTAVAIL", "DNS RESOLUTION", "CONNECTION REFUSED")
+
+
+def nothing_listens(exc: BaseException) -> bool:
+    """The address refused the connection or did not resolve: an answer, not a silence."""
+    text = f"{type(exc).__name__}: {exc}".upper()
+    return any(marker in text for marker in _NOTHING_LISTENS)
