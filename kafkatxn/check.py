@@ -22,7 +22,6 @@ from kafkatxn import defaults
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.exitcodes import SEVERITY, Status, worst
-from kafkatxn.model import OPEN_TRANSACTION_STATES
 from kafkatxn.output import Report
 from kafkatxn.snapshot import ClusterSnapshot
 
@@ -321,11 +320,12 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
             summary.append(f"incomplete: {len(snapshot.missing)} parts did not answer (first: {snapshot.missing[0]})")
 
     status = worst(s for s, _ in findings)
-    open_count = sum(snapshot.transaction_states.get(s, 0) for s in OPEN_TRANSACTION_STATES)
+    # The one count hanging gives too: open transactions on the scanned partitions (None: not gathered).
+    open_count = snapshot.open_transaction_count
     if not summary:
+        opened = _plural(open_count, "open transaction") if open_count is not None else "open transactions unknown"
         summary.append(
-            f"{_plural(len(snapshot.partitions), 'partition')}, no hanging transactions, max LSO lag {max_lag}, "
-            f"{_plural(open_count, 'open transaction')}"
+            f"{_plural(len(snapshot.partitions), 'partition')}, no hanging transactions, max LSO lag {max_lag}, {opened}"
         )
     oldest = snapshot.oldest_transaction_age_s()
     lagging = sum(1 for _, lag in lags if lag > 0)
@@ -334,7 +334,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         PerfDatum("undetermined_transactions", len(snapshot.undetermined), min=0),
         PerfDatum("lso_lag_max", max_lag, warn=_perf(thresholds.lso_lag_warn), crit=_perf(thresholds.lso_lag_crit), min=0),
         PerfDatum("lagging_partitions", lagging, min=0, max=len(snapshot.partitions)),
-        PerfDatum("open_transactions", open_count, min=0),
+        *([PerfDatum("open_transactions", open_count, min=0)] if open_count is not None else []),
         PerfDatum("transaction_age_max", round(oldest, 3), "s", _perf(thresholds.txn_age_warn), _perf(thresholds.txn_age_crit), 0),
         PerfDatum(
             "active_producer_ids_max", max(snapshot.active_producer_ids.values(), default=0),

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafkatxn.kafka import Cluster
+from typing import TYPE_CHECKING
 from kafkatxn.model import Missing
 from kafkatxn.output import Report
+
+if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.kafka import Cluster
 
 # Broker settings that decide how transactions behave.
 TRANSACTION_SETTINGS = (

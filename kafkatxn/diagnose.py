@@ -8,8 +8,8 @@ One report that walks from the symptom to the fix:
    (:func:`kafkatxn.lso.group_lags`, with the read_committed probes of small gaps);
 2. per pinning transaction: producer id and epoch, transactional id, coordinator state, age, its
    own timeout and when the coordinator will abort it, and the verdict of
-   :mod:`kafkatxn.hanging` (the same rule, its public functions: ``is_candidate``,
-   ``coordinator_view``, ``classify``);
+   :mod:`kafkatxn.verdicts` (the one rule every command uses: ``is_candidate``, ``classify``,
+   ``pinning_transaction``, ``transaction_age_ms``; gathered by :func:`kafkatxn.gather.coordinator_view`);
 3. the blast radius: every group and partition the same transaction holds;
 4. the next step as a command to copy, with its risk in one line.
 
@@ -26,13 +26,18 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from kafkatxn import hanging, lso
+from typing import TYPE_CHECKING
+
+from kafkatxn import gather, lso, verdicts
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
-from kafkatxn.kafka import Cluster
-from kafkatxn.lso import GroupLag, GroupVerdict
+from kafkatxn.lso import GroupLag
 from kafkatxn.model import Missing, ProducerState, TopicPartition
 from kafkatxn.output import Report
+from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, OpenTransaction, Verdict
+
+if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.kafka import Cluster
 
 
 class Gap(str, enum.Enum):
@@ -82,7 +87,7 @@ class DiagnosisSnapshot:
     groups: lso.GroupSnapshot
     # Producer states of the partitions where some group is blocked (open transactions only).
     producers: dict[TopicPartition, list[ProducerState]] = field(default_factory=dict)
-    view: hanging.CoordinatorView = field(default_factory=hanging.CoordinatorView)
+    view: CoordinatorView = field(default_factory=CoordinatorView)
     max_transaction_timeout_ms: int | None = None
     missing: list[Missing] = field(default_factory=list)
 
@@ -106,24 +111,24 @@ def take_snapshot(
     missing.extend(described.missing)
     out.producers = {tp: [s for s in states if s.current_txn_start_offset >= 0] for tp, states in described.value.items()}
     if out.max_transaction_timeout_ms is None:
-        out.max_transaction_timeout_ms, config_missing = hanging.cluster_max_transaction_timeout(cluster)
+        out.max_transaction_timeout_ms, config_missing = gather.cluster_max_transaction_timeout(cluster)
         missing.extend(config_missing)
-    pins = [p for tp in blocked if (p := _pin(out.producers.get(tp, []), snap.lso.offsets[tp].last_stable_offset))]
+    pins = [p for tp in blocked if (p := _pin(out.producers, tp, snap.lso.offsets[tp].last_stable_offset))]
     if pins:
         # What did not answer (a coordinator, a __transaction_state partition without a leader) is
-        # carried by the view and decided per transaction by hanging's rule; it is not a missing
+        # carried by the view and decided per transaction by the one rule; it is not a missing
         # part of the whole answer.
-        out.view, _view_missing = hanging.coordinator_view(cluster, {p.producer_id for p in pins})
+        out.view, _view_missing = gather.coordinator_view(cluster, {p.producer_id for p in pins})
     out.taken_at_ms = int(time.time() * 1000)
     return out
 
 
-def _pin(states: Sequence[ProducerState], lso_offset: int) -> ProducerState | None:
-    """The open transaction starting at the LSO, else the earliest (the LSO moved in between)."""
-    for s in states:
-        if s.current_txn_start_offset == lso_offset:
-            return s
-    return min(states, key=lambda s: s.current_txn_start_offset, default=None)
+def _pin(
+    producers: dict[TopicPartition, list[ProducerState]], tp: TopicPartition, lso_offset: int,
+    view: CoordinatorView | None = None,
+) -> OpenTransaction | None:
+    """The open transaction pinning ``tp``'s LSO (:func:`kafkatxn.verdicts.pinning_transaction`)."""
+    return verdicts.pinning_transaction(verdicts.open_transactions({tp: producers.get(tp, [])}, view), lso_offset)
 
 
 # -- rows ----------------------------------------------------------------------------------------
@@ -255,31 +260,33 @@ class _Pin:
 
 def decide(
     pin: _Pin,
-    classifications: Sequence[hanging.Classification],
+    classifications: Sequence[Classification],
     now_ms: int,
     max_timeout_ms: int,
     groups_arg: str,
 ) -> tuple[TxnVerdict, str, Action, str, str | None, int | None, int | None, int | None]:
     """Verdict, reason, action, command, release command, until, age, aborts-at for one pinning producer.
 
-    ``classifications`` are :func:`kafkatxn.hanging.classify` of each pinned partition.
+    ``classifications`` are :func:`kafkatxn.verdicts.classify` of each pinned partition.
     """
     p = pin.producer
-    verdicts = {c.verdict for c in classifications}
+    found = {c.verdict for c in classifications}
     tid = next((c.transactional_id for c in classifications if c.transactional_id), None)
     d = next((c.description for c in classifications if c.description is not None), None)
-    candidate = hanging.is_candidate(p, now_ms, max_timeout_ms)
+    candidate = verdicts.is_candidate(p, now_ms, max_timeout_ms)
     rerun = f"kafkatxn diagnose {groups_arg}".rstrip()
     fence = f"kafkatxn fence {_quote(tid)}" if tid else None
-    started = d.start_time_ms if d is not None and d.producer_id == p.producer_id and d.start_time_ms >= 0 else None
-    age = max(0, now_ms - started) if started is not None else None
+    # The one definition of a transaction's start (and age): as lso, hanging and check have it.
+    dated = next((c.transaction for c in classifications if c.transaction.coordinator_start_time_ms is not None), None)
+    started = dated.coordinator_start_time_ms if dated is not None else None
+    age = verdicts.transaction_age_ms(dated, now_ms)
     aborts_at = started + d.timeout_ms if started is not None and d is not None and d.state == "Ongoing" else None
     reasons = "; ".join(dict.fromkeys(c.reason for c in classifications))
 
-    if not classifications or hanging.Verdict.UNDETERMINED in verdicts:
-        why = next((c.reason for c in classifications if c.verdict is hanging.Verdict.UNDETERMINED), "no verdict")
+    if not classifications or Verdict.UNDETERMINED in found:
+        why = next((c.reason for c in classifications if c.verdict is Verdict.UNDETERMINED), "no verdict")
         return TxnVerdict.undetermined, why, Action.undecided, f"cannot decide: {why}", None, None, age, aborts_at
-    if hanging.Verdict.HANGING in verdicts:
+    if Verdict.HANGING in found:
         if candidate:
             commands = " && ".join(
                 f"kafkatxn abort --topic {_quote(tp.topic)} --partition {tp.partition} --start-offset {p.current_txn_start_offset}"
@@ -329,9 +336,10 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "") -> Diagnosis:
         if r.verdict is not GroupVerdict.blocked:
             continue
         tp = TopicPartition(r.topic, r.partition)
-        state = _pin(snapshot.producers.get(tp, []), r.last_stable_offset)
-        if state is None:
+        pinning = _pin(snapshot.producers, tp, r.last_stable_offset, snapshot.view)
+        if pinning is None:
             continue
+        state = pinning.producer
         pin_of[tp] = state
         entry = pins.setdefault(state.producer_id, _Pin(state))
         if tp not in entry.tps:
@@ -343,7 +351,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "") -> Diagnosis:
     transactions: list[PinningTransaction] = []
     holder_of: dict[int, str] = {}
     for pid, pin in sorted(pins.items()):
-        classifications = [hanging.classify(hanging.OpenTransaction(tp, pin_of[tp]), snapshot.view) for tp in pin.tps]
+        classifications = [verdicts.classify(OpenTransaction(tp, pin_of[tp]), snapshot.view) for tp in pin.tps]
         verdict, reason, action, command, release, until, age, aborts_at = decide(
             pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
         )

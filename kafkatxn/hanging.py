@@ -30,190 +30,30 @@ transaction belongs to a *different* producer id writes markers for that id only
 hanging too (Kafka's tool cannot see it: its producer-id lookup already rules it out, except in a
 race).
 
-Steps 1, 3 and 4 are the snapshot (:func:`find_hanging`); deciding is pure
-(:func:`find_candidates`, :func:`classify`) and tested without a broker.
+Steps 1, 3 and 4 are gathered by :mod:`kafkatxn.gather`; deciding is pure, in :mod:`kafkatxn.verdicts`
+(:func:`~kafkatxn.verdicts.classify`), the one definition every command uses; this module makes the rows.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from kafkatxn import producers
-from kafkatxn.model import (
-    TRANSACTION_STATE_TOPIC, Broker, ClusterMetadata, Missing, Part, ProducerState, TopicPartition, TransactionalId,
-    TransactionDescription,
-)
-from kafkatxn.errors import ClusterError
+from kafkatxn import producers, verdicts
+from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout, coordinator_view  # noqa: F401 - also hanging's API
+from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.output import Report
+# The rule itself lives in kafkatxn.verdicts, which every command asks; these names stay importable here.
+from kafkatxn.verdicts import (  # noqa: F401
+    COMPLETING_STATES, MAX_TIMEOUT_CONFIG, REASON_COMPLETING, REASON_LOG_UNANSWERED, REASON_NO_TRANSACTIONAL_ID,
+    REASON_NOT_TRACKED, REASON_OTHER_PRODUCER, REASON_TWO_PHASE_COMMIT, REASON_UNKNOWN_TO_COORDINATOR, Classification,
+    CoordinatorView, OpenTransaction, Verdict, classify, classify_all, coordinator_partition, find_candidates,
+    is_candidate, is_two_phase_commit, java_string_hash, max_timeout_from_configs, open_transactions,
+    transaction_log_gaps,
+)
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
-
-MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
-
-REASON_NO_TRANSACTIONAL_ID = "no transactional id for producer"
-REASON_UNKNOWN_TO_COORDINATOR = "transactional id unknown to coordinator"
-REASON_NOT_TRACKED = "coordinator does not track this partition"
-REASON_OTHER_PRODUCER = "coordinator's transaction belongs to another producer id"
-REASON_COMPLETING = "its coordinator is completing it"
-REASON_TWO_PHASE_COMMIT = "two-phase commit transaction: no one times it out"
-REASON_LOG_UNANSWERED = "a coordinator that could own its transactional id did not answer"
-
-# Coordinator states in which the coordinator has decided and is writing the markers.
-COMPLETING_STATES = frozenset({"PrepareCommit", "PrepareAbort"})
-
-
-@dataclass(frozen=True)
-class OpenTransaction:
-    """One producer's open transaction on one partition, from DescribeProducers."""
-
-    tp: TopicPartition
-    producer: ProducerState
-
-    @property
-    def start_offset(self) -> int:
-        return self.producer.current_txn_start_offset
-
-
-class Verdict(str, enum.Enum):
-    HANGING = "hanging"  # the cluster positively says no coordinator will complete it
-    LONG_RUNNING = "long_running"  # its coordinator tracks it and will complete or abort it
-    TRACKED = "long_running"  # alias of LONG_RUNNING (its earlier name)
-    UNDETERMINED = "undetermined"  # a coordinator that could own it did not answer: see ``missing``
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit signed)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def coordinator_partition(transactional_id: str, log_partitions: int) -> int:
-    """The ``__transaction_state`` partition owning an id: ``Utils.abs(id.hashCode) % partitions``
-    (TransactionStateManager.partitionFor; ``Utils.abs`` maps Integer.MIN_VALUE to 0)."""
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % log_partitions
-
-
-def is_two_phase_commit(description: TransactionDescription | None) -> bool:
-    return description is not None and description.two_phase_commit
-
-
-def transaction_log_gaps(metadata: ClusterMetadata, answered_brokers: Iterable[int]) -> list[Missing]:
-    """The ``__transaction_state`` partitions whose coordinator did not answer ListTransactions.
-
-    Each partition's leader is the coordinator of the ids hashing to it. A partition without a
-    leader, or whose leader did not answer, may hold the transactional id of any producer id; no
-    partitions at all (topic not in the metadata) means no coordinator could be asked.
-    """
-    answered = set(answered_brokers)
-    log = sorted((p for p in metadata.partitions if p.topic == TRANSACTION_STATE_TOPIC), key=lambda p: p.partition)
-    if not log:
-        return [Missing(Part(TRANSACTION_STATE_TOPIC), "not in the metadata: no transaction coordinator could be asked")]
-    gaps = []
-    for p in log:
-        if p.leader < 0:
-            gaps.append(Missing(p.tp, "no leader: its coordinator is unavailable"))
-        elif p.leader not in answered:
-            gaps.append(Missing(p.tp, f"leader broker {p.leader} did not answer ListTransactions"))
-    return gaps
-
-
-@dataclass(frozen=True)
-class CoordinatorView:
-    """What the coordinators said about the candidates' producer ids (snapshot of steps 3 and 4)."""
-
-    transactional_ids: dict[int, str] = field(default_factory=dict)  # producer id -> transactional id
-    # __transaction_state partitions (or brokers) whose coordinator did not answer ListTransactions:
-    # a producer id not listed may belong to an id they own.
-    ids_missing: tuple[Missing, ...] = ()
-    descriptions: dict[str, TransactionDescription] = field(default_factory=dict)
-    unknown_ids: frozenset[str] = frozenset()  # TRANSACTIONAL_ID_NOT_FOUND
-    unanswered_ids: dict[str, tuple[Missing, ...]] = field(default_factory=dict)  # id -> why its coordinator did not answer
-
-    @property
-    def ids_complete(self) -> bool:
-        """Every coordinator that could own a transactional id answered ListTransactions."""
-        return not self.ids_missing
-
-
-@dataclass(frozen=True)
-class Classification:
-    open_txn: OpenTransaction
-    verdict: Verdict
-    reason: str
-    transactional_id: str | None = None
-    description: TransactionDescription | None = None
-    missing: tuple[Missing, ...] = ()  # for UNDETERMINED: the typed parts that did not answer
-
-    @property
-    def two_phase_commit(self) -> bool:
-        return is_two_phase_commit(self.description)
-
-
-# -- pure rules ---------------------------------------------------------------------------------
-
-
-def is_candidate(producer: ProducerState, now_ms: int, max_transaction_timeout_ms: int) -> bool:
-    """Open transaction whose last write is older than any transaction timeout allows (Kafka: strictly)."""
-    return producer.current_txn_start_offset >= 0 and now_ms - producer.last_timestamp_ms > max_transaction_timeout_ms
-
-
-def open_transactions(producers: dict[TopicPartition, list[ProducerState]]) -> list[OpenTransaction]:
-    return [
-        OpenTransaction(tp, p)
-        for tp in sorted(producers)
-        for p in producers[tp]
-        if p.current_txn_start_offset >= 0
-    ]
-
-
-def find_candidates(
-    producers: dict[TopicPartition, list[ProducerState]], now_ms: int, max_transaction_timeout_ms: int
-) -> list[OpenTransaction]:
-    return [t for t in open_transactions(producers) if is_candidate(t.producer, now_ms, max_transaction_timeout_ms)]
-
-
-def classify(open_txn: OpenTransaction, view: CoordinatorView) -> Classification:
-    """Hanging, long-running, or undetermined: the coordinator side of the rule for one open transaction."""
-    pid = open_txn.producer.producer_id
-    tid = view.transactional_ids.get(pid)
-    if tid is None:
-        if not view.ids_complete:
-            gaps = ", ".join(str(m.subject) for m in view.ids_missing)
-            return Classification(open_txn, Verdict.UNDETERMINED, f"{REASON_LOG_UNANSWERED} ({gaps})", missing=view.ids_missing)
-        return Classification(open_txn, Verdict.HANGING, REASON_NO_TRANSACTIONAL_ID)
-    if tid in view.unknown_ids:
-        return Classification(open_txn, Verdict.HANGING, REASON_UNKNOWN_TO_COORDINATOR, tid)
-    description = view.descriptions.get(tid)
-    if description is None:
-        gaps = view.unanswered_ids.get(tid) or (Missing(TransactionalId(tid), "no answer from its coordinator"),)
-        why = "; ".join(m.reason for m in gaps)
-        return Classification(open_txn, Verdict.UNDETERMINED, f"its coordinator did not answer: {why}", tid, missing=gaps)
-    if description.state in COMPLETING_STATES:
-        # The coordinator has decided; it writes the markers (retrying while a leader is down).
-        # Transaction version 2 may show a new producer id once the epoch ran out: still its transaction.
-        return Classification(
-            open_txn, Verdict.LONG_RUNNING, f"{REASON_COMPLETING} (state {description.state}: markers pending)", tid, description
-        )
-    if description.producer_id != pid:
-        return Classification(
-            open_txn, Verdict.HANGING, f"{REASON_OTHER_PRODUCER} ({description.producer_id})", tid, description
-        )
-    if open_txn.tp not in description.partitions:
-        return Classification(open_txn, Verdict.HANGING, REASON_NOT_TRACKED, tid, description)
-    if is_two_phase_commit(description):
-        return Classification(open_txn, Verdict.LONG_RUNNING, f"{REASON_TWO_PHASE_COMMIT} (state {description.state})", tid, description)
-    return Classification(open_txn, Verdict.LONG_RUNNING, f"coordinator tracks it (state {description.state})", tid, description)
-
-
-def classify_all(candidates: Iterable[OpenTransaction], view: CoordinatorView) -> list[Classification]:
-    return [classify(c, view) for c in candidates]
 
 
 # -- rows ---------------------------------------------------------------------------------------
@@ -333,15 +173,9 @@ def long_running_row(
     return LongRunningRow(
         **_row_fields(c, now_ms, lso, hw),
         transaction_timeout_ms=d.timeout_ms if d else None,
-        transaction_age_ms=(now_ms - d.start_time_ms) if d and d.start_time_ms >= 0 else None,
+        transaction_age_ms=verdicts.transaction_age_ms(c.transaction, now_ms),
         two_phase_commit=c.two_phase_commit,
     )
-
-
-def max_timeout_from_configs(values: Iterable[str | None]) -> int | None:
-    """The largest ``transaction.max.timeout.ms`` any broker allows (the bound any coordinator enforces)."""
-    parsed = [int(v) for v in values if v is not None and str(v).strip().lstrip("-").isdigit()]
-    return max(parsed) if parsed else None
 
 
 # -- snapshot -----------------------------------------------------------------------------------
@@ -389,80 +223,6 @@ def select_partitions(
     if broker_id is not None:
         chosen = producers.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
     return [p.tp for p in chosen]
-
-
-def cluster_max_transaction_timeout(cluster: Cluster) -> tuple[int, list[Missing]]:
-    """The brokers' largest ``transaction.max.timeout.ms``, and the brokers that did not say."""
-    configs = cluster.broker_configs([MAX_TIMEOUT_CONFIG])
-    value = max_timeout_from_configs(
-        entries[MAX_TIMEOUT_CONFIG].value for entries in configs.value.values() if MAX_TIMEOUT_CONFIG in entries
-    )
-    if value is None:
-        why = "; ".join(map(str, configs.missing)) or "no broker reported it"
-        raise ClusterError(f"could not read {MAX_TIMEOUT_CONFIG} from the brokers ({why}); pass --max-transaction-timeout")
-    return value, list(configs.missing)
-
-
-def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[CoordinatorView, list[Missing]]:
-    """Steps 3 and 4 of the rule for these producer ids; the list names what did not answer.
-
-    ListTransactions goes to every broker in the metadata; which ``__transaction_state``
-    partitions that covered is decided from their leaders (:func:`transaction_log_gaps`).
-    """
-    wanted = sorted({pid for pid in producer_ids if pid >= 0})
-    md = cluster.metadata()
-    asked = [b.id for b in md.brokers]
-    tids: dict[int, str] = {}
-    list_missing: list[Missing] = []
-    if wanted:  # an empty filter would list every transaction
-        listed, _ = cluster.list_transactions(broker_ids=asked, producer_ids=wanted)
-        list_missing = [m.within("transactional ids") for m in listed.missing]
-        tids = {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
-    silent = {m.subject.id for m in list_missing if isinstance(m.subject, Broker)}
-    gaps = transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else []
-    found: dict[str, TransactionDescription] = {}
-    not_found: dict[str, str] = {}
-    unanswered: dict[str, tuple[Missing, ...]] = {}
-    describe_missing: list[Missing] = []
-    if tids:
-        described = cluster.describe_transactions(sorted(set(tids.values())))
-        found, not_found, describe_missing = described.value.found, described.value.not_found, described.missing
-        for tid in set(tids.values()):
-            if tid not in found and tid not in not_found:
-                unanswered[tid] = tuple(described.missing_for(TransactionalId(tid))) or (
-                    Missing(TransactionalId(tid), "no answer from its coordinator"),
-                )
-    view = CoordinatorView(
-        transactional_ids=tids,
-        ids_missing=tuple(gaps),
-        descriptions=found,
-        unknown_ids=frozenset(not_found),
-        unanswered_ids=unanswered,
-    )
-    # The gaps are reported through the verdicts they leave undetermined, not as missing on their own.
-    return view, list_missing + list(describe_missing)
-
-
-@dataclass
-class Scan:
-    """Every open transaction of a producer-state snapshot, the candidates, and their verdicts."""
-
-    open_transactions: list[OpenTransaction]
-    candidates: list[OpenTransaction]
-    classifications: list[Classification]
-    missing: list[Missing]
-
-
-def classify_open_transactions(
-    cluster: Cluster, states: dict[TopicPartition, list[ProducerState]], now_ms: int, max_transaction_timeout_ms: int
-) -> Scan:
-    """Steps 2 to 4 of the rule over described producer states (``hanging``, ``check`` and the exporter)."""
-    all_open = open_transactions(states)
-    candidates = [t for t in all_open if is_candidate(t.producer, now_ms, max_transaction_timeout_ms)]
-    if not candidates:
-        return Scan(all_open, candidates, [], [])
-    view, missing = coordinator_view(cluster, {c.producer.producer_id for c in candidates})
-    return Scan(all_open, candidates, classify_all(candidates, view), missing)
 
 
 def find_hanging(

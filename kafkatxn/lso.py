@@ -14,16 +14,20 @@ pure functions over the snapshots: :func:`partition_lags`, :func:`group_verdict`
 from __future__ import annotations
 
 import dataclasses
-import enum
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, TypeVar
 
-from kafkatxn.model import Missing, Part, OPEN_TRANSACTION_STATES, ProducerState, TopicPartition
-from kafkatxn.errors import NotFoundError, UnsupportedBrokerError
+from kafkatxn import gather
+from kafkatxn.errors import NotFoundError
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
-from kafkatxn.producers import transactional_ids_for
+from kafkatxn.model import Missing, TopicPartition
+# One definition of each answer, shared with hanging, check, diagnose and the exporter.
+from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
+    GroupVerdict, Offsets, OpenTransaction, best_age_ms, group_verdict, last_write_age_ms, pinning_transaction,
+    readable_before_lso, transaction_age_ms,
+)
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -40,36 +44,7 @@ DEFAULT_CRITICAL_AGE = "5m"
 DEFAULT_CRITICAL_AGE_MS = 5 * 60_000
 
 
-class GroupVerdict(str, enum.Enum):
-    caught_up = "caught_up"
-    lagging = "lagging"
-    blocked = "blocked"
-
-
 # -- snapshot ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Offsets:
-    high_watermark: int
-    last_stable_offset: int
-
-    @property
-    def lag(self) -> int:
-        # The LSO is read before the HW, so LSO <= HW; clamp anyway in case a leader moved between.
-        return max(0, self.high_watermark - self.last_stable_offset)
-
-
-@dataclass(frozen=True)
-class OpenTransaction:
-    """One producer's open transaction on one partition, with what its coordinator says of it."""
-
-    producer_id: int
-    producer_epoch: int
-    txn_start_offset: int
-    last_timestamp_ms: int  # the producer's last write to the partition (-1 if unknown)
-    transactional_id: str | None = None
-    coordinator_start_time_ms: int | None = None  # set when the coordinator describes this transaction as open here
 
 
 @dataclass
@@ -110,55 +85,8 @@ def take_snapshot(
         offsets.update({tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in pairs.value.items()})
         missing += pairs.missing
     lagging = [tp for tp, o in offsets.items() if o.lag > 0]
-    open_txns = _describe_open_transactions(cluster, lagging, missing)
+    open_txns = gather.described_open_transactions(cluster, lagging, missing)
     return LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
-
-
-def _describe_open_transactions(
-    cluster: Cluster, partitions: Sequence[TopicPartition], missing: list[Missing]
-) -> dict[TopicPartition, list[OpenTransaction]]:
-    if not partitions:
-        return {}
-    try:
-        described = cluster.describe_producers(partitions)
-    except UnsupportedBrokerError as exc:  # the lag is still known; only who pins it is not
-        missing.append(Missing(Part("open transactions"), str(exc)))
-        return {}
-    missing.extend(described.missing)
-    open_states: dict[TopicPartition, list[ProducerState]] = {
-        tp: [s for s in states if s.current_txn_start_offset >= 0] for tp, states in described.value.items()
-    }
-    pids = {s.producer_id for states in open_states.values() for s in states}
-    tids = transactional_ids_for(cluster, pids, missing)
-    descriptions = {}
-    if tids:
-        described_txns = cluster.describe_transactions(sorted(set(tids.values())))
-        descriptions = described_txns.value.found
-        missing.extend(described_txns.missing)
-    out: dict[TopicPartition, list[OpenTransaction]] = {}
-    for tp, states in open_states.items():
-        txns = []
-        for s in states:
-            tid = tids.get(s.producer_id)
-            desc = descriptions.get(tid) if tid is not None else None
-            started = None
-            # The start time belongs to this partition's transaction only if the coordinator's open
-            # transaction is this producer's and includes the partition (otherwise: hanging).
-            if (
-                desc is not None
-                and desc.producer_id == s.producer_id
-                and desc.state in OPEN_TRANSACTION_STATES
-                and tp in desc.partitions
-                and desc.start_time_ms >= 0
-            ):
-                started = desc.start_time_ms
-            txns.append(
-                OpenTransaction(
-                    s.producer_id, s.producer_epoch, s.current_txn_start_offset, s.last_timestamp_ms, tid, started
-                )
-            )
-        out[tp] = sorted(txns, key=lambda t: t.txn_start_offset)
-    return out
 
 
 def take_group_snapshot(
@@ -294,31 +222,6 @@ class WatchedGroupLag(GroupLag):
     lso_moved: bool | None
 
 
-def pinning_transaction(open_txns: Sequence[OpenTransaction], lso: int) -> OpenTransaction | None:
-    """The open transaction whose first offset is the LSO.
-
-    Without an exact match (the LSO moved between ListOffsets and DescribeProducers) the earliest
-    open transaction, which pins the LSO now.
-    """
-    for t in open_txns:
-        if t.txn_start_offset == lso:
-            return t
-    return min(open_txns, key=lambda t: t.txn_start_offset, default=None)
-
-
-def _ages(txn: OpenTransaction | None, now_ms: int) -> tuple[int | None, int | None]:
-    if txn is None:
-        return None, None
-    txn_age = max(0, now_ms - txn.coordinator_start_time_ms) if txn.coordinator_start_time_ms is not None else None
-    write_age = max(0, now_ms - txn.last_timestamp_ms) if txn.last_timestamp_ms >= 0 else None
-    return txn_age, write_age
-
-
-def best_age_ms(txn_age_ms: int | None, last_write_age_ms: int | None) -> int | None:
-    """The transaction's age where the coordinator knows it, else the age of its last write (a lower bound)."""
-    return txn_age_ms if txn_age_ms is not None else last_write_age_ms
-
-
 def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag]:
     """A row per partition with ``lag_messages >= min_lag``, in topic and partition order."""
     rows = []
@@ -328,7 +231,7 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
             continue
         txns = snapshot.open_transactions.get(tp, []) if o.lag > 0 else []
         pin = pinning_transaction(txns, o.last_stable_offset)
-        txn_age, write_age = _ages(pin, snapshot.taken_at_ms)
+        txn_age, write_age = transaction_age_ms(pin, snapshot.taken_at_ms), last_write_age_ms(pin, snapshot.taken_at_ms)
         rows.append(
             PartitionLag(
                 topic=tp.topic,
@@ -340,50 +243,12 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
                 producer_id=pin.producer_id if pin else None,
                 producer_epoch=pin.producer_epoch if pin else None,
                 transactional_id=pin.transactional_id if pin else None,
-                txn_start_offset=pin.txn_start_offset if pin else None,
+                txn_start_offset=pin.start_offset if pin else None,
                 txn_age_ms=txn_age,
                 last_write_age_ms=write_age,
             )
         )
     return rows
-
-
-def group_verdict(committed: int, lso: int, hw: int, readable_before_lso: bool | None) -> GroupVerdict:
-    """Where a group stands on a partition, for a read_committed consumer (c = committed, l = LSO, h = HW; l <= h).
-
-    1. ``c >= h``: **caught_up**, nothing left to read (c > h only after records were deleted).
-    2. ``c == l < h``: **blocked**. The next offset is the first record of an open transaction:
-       the consumer cannot move until that transaction ends, however long it takes.
-    3. ``l < c < h``: **lagging**. The group has read past the LSO, so it reads uncommitted
-       records (read_uncommitted); what is left is ``h - c``.
-    4. ``c < l``: offsets between the commit and the LSO. They may hold nothing a read_committed
-       consumer returns: commit/abort markers (the "lag of 1" after every transaction when a
-       consumer commits the offset after its last record) and aborted records. The probe
-       (``readable_before_lso``) reads the gap with a read_committed consumer:
-
-       - False (only markers and aborted records): the consumer stands, in effect, at the LSO,
-         so as in 1/2: **caught_up** when ``l == h``, **blocked** when ``l < h``.
-       - True: **lagging**, there are records to read.
-       - None (gap not probed: larger than the probe limit, or the probe failed): **lagging**,
-         the gap counts as lag.
-
-    The committed offset does not say which isolation level the group reads with. A
-    read_uncommitted group at ``c == l < h`` is reported blocked although it would read on.
-    """
-    if committed >= hw:
-        return GroupVerdict.caught_up
-    if committed == lso:
-        return GroupVerdict.blocked
-    if committed > lso:
-        return GroupVerdict.lagging
-    if readable_before_lso is False:
-        return GroupVerdict.caught_up if lso == hw else GroupVerdict.blocked
-    return GroupVerdict.lagging
-
-
-def readable_before_lso(first_readable: int | None, lso: int) -> bool:
-    """Whether the probe found a record below the snapshot's LSO (the LSO may have moved since)."""
-    return first_readable is not None and first_readable < lso
 
 
 def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
@@ -409,7 +274,7 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
             pin = None
             if verdict is GroupVerdict.blocked:
                 pin = pinning_transaction(snapshot.lso.open_transactions.get(tp, []), o.last_stable_offset)
-            txn_age, write_age = _ages(pin, now)
+            txn_age, write_age = transaction_age_ms(pin, now), last_write_age_ms(pin, now)
             rows.append(
                 GroupLag(
                     group=group,

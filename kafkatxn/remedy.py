@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from kafkatxn import hanging
+from kafkatxn import gather, hanging, verdicts
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.validation import check_topic_name, compile_regex
 from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription
@@ -187,14 +187,14 @@ def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], alread
     return AbortDecision(Action.NOTHING, f"no open transaction on {where}")
 
 
-def coordinator_refusal(classification: hanging.Classification) -> str | None:
+def coordinator_refusal(classification: verdicts.Classification) -> str | None:
     """Why the coordinator side forbids an abort marker (None when the transaction is hanging)."""
-    if classification.verdict is hanging.Verdict.HANGING:
+    if classification.verdict is verdicts.Verdict.HANGING:
         return None
-    if classification.verdict is hanging.Verdict.LONG_RUNNING:
+    if classification.verdict is verdicts.Verdict.LONG_RUNNING:
         d = classification.description
         state = d.state if d else "unknown"
-        if d is not None and d.state in hanging.COMPLETING_STATES:
+        if d is not None and d.state in verdicts.COMPLETING_STATES:
             return (
                 f"its coordinator is completing it (transactional id {classification.transactional_id!r}, state {state}: "
                 "markers pending); an ABORT marker here could break its atomicity"
@@ -278,7 +278,7 @@ class _AbortItem:
     target: AbortTarget
     decision: AbortDecision
     leader: int | None = None
-    classification: hanging.Classification | None = None
+    classification: verdicts.Classification | None = None
     lso_before: int | None = None
     hw_before: int | None = None
     outcome: Outcome | None = None
@@ -357,9 +357,9 @@ def _plan_targets(cluster: Cluster, targets: Sequence[AbortTarget], audit: Audit
         items.append(_AbortItem(t, decision, leaders[t.tp]))
     to_check = [i for i in items if i.decision.action is Action.ABORT]
     if to_check:
-        view, _missing = hanging.coordinator_view(cluster, {i.decision.producer.producer_id for i in to_check})
+        view, _missing = gather.coordinator_view(cluster, {i.decision.producer.producer_id for i in to_check})
         for item in to_check:
-            item.classification = hanging.classify(hanging.OpenTransaction(item.target.tp, item.decision.producer), view)
+            item.classification = verdicts.classify(verdicts.OpenTransaction(item.target.tp, item.decision.producer), view)
             refusal = coordinator_refusal(item.classification)
             if refusal:
                 item.decision = replace(item.decision, action=Action.REFUSE, reason=refusal)
@@ -387,11 +387,11 @@ def _plan_all_hanging(
     leaders = cluster.metadata().leaders
     items = []
     for c in found.classifications:
-        if c.verdict is hanging.Verdict.LONG_RUNNING:
+        if c.verdict is verdicts.Verdict.LONG_RUNNING:
             continue  # not hanging: its coordinator completes it (see `kafkatxn hanging`)
         p = c.open_txn.producer
         target = AbortTarget(c.open_txn.tp.topic, c.open_txn.tp.partition, start_offset=p.current_txn_start_offset)
-        if c.verdict is hanging.Verdict.UNDETERMINED:
+        if c.verdict is verdicts.Verdict.UNDETERMINED:
             # Never a marker on a guess: listed, refused and audited as such.
             decision = AbortDecision(Action.REFUSE, coordinator_refusal(c) or c.reason, p)
         else:
@@ -407,8 +407,8 @@ def _audit_refusal(audit: AuditLog, action: str, target: dict[str, Any], reason:
 
 def _coordinator_recheck(cluster: Cluster, item: _AbortItem, producer: ProducerState) -> str | None:
     """Right before the marker: ask the coordinators again (a coordinator may have moved or come back)."""
-    view, _missing = hanging.coordinator_view(cluster, [producer.producer_id])
-    item.classification = hanging.classify(hanging.OpenTransaction(item.target.tp, producer), view)
+    view, _missing = gather.coordinator_view(cluster, [producer.producer_id])
+    item.classification = verdicts.classify(verdicts.OpenTransaction(item.target.tp, producer), view)
     return coordinator_refusal(item.classification)
 
 
@@ -630,7 +630,7 @@ def decide_fence(
     allow_two_phase_commit: bool = False,
 ) -> FenceDecision:
     if described is not None:
-        if hanging.is_two_phase_commit(described) and described.state in UNFINISHED_STATES and not allow_two_phase_commit:
+        if verdicts.is_two_phase_commit(described) and described.state in UNFINISHED_STATES and not allow_two_phase_commit:
             # KIP-939: an external transaction manager decides; fencing would abort what it may be about to commit.
             return FenceDecision(
                 Action.REFUSE,
@@ -744,7 +744,7 @@ class _FenceItem:
             state_after=a.state if a else None,
             producer_id_after=a.producer_id if a else None,
             producer_epoch_after=a.producer_epoch if a else None,
-            two_phase_commit=hanging.is_two_phase_commit(b),
+            two_phase_commit=verdicts.is_two_phase_commit(b),
             last_stable_offsets_after=self.lso_after,
         )
 
@@ -866,7 +866,7 @@ def fence(
         raise Declined()
     cluster.restart_deadline()  # the deadline is for the network, not for the person reading the plan
     try:
-        broker_max_ms, _ = hanging.cluster_max_transaction_timeout(cluster)
+        broker_max_ms, _ = gather.cluster_max_transaction_timeout(cluster)
     except KafkatxnError:
         broker_max_ms = None  # the id's own timeout is then used; a broker that refuses it says so
     for item in actionable:

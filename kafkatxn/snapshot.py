@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from kafkatxn import verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
 
@@ -119,6 +120,9 @@ class ClusterSnapshot:
     transaction_states: dict[str, int] = field(default_factory=dict)  # ListTransactions counts by state
     open_transactions: tuple[TransactionSample, ...] = ()
     active_producer_ids: dict[int, int] = field(default_factory=dict)  # leader broker -> distinct producer ids
+    # Open transactions on the scanned partitions, per partition (verdicts.open_transactions over
+    # their producer state: the count hanging gives too); None when producer state did not arrive.
+    open_transaction_count: int | None = None
     hanging: tuple[HangingSample, ...] = ()
     undetermined: tuple[UndeterminedSample, ...] = ()  # neither hanging nor shown to be tracked
     max_transaction_timeout_ms: int | None = None
@@ -136,9 +140,8 @@ class ClusterSnapshot:
         return {b: b in registered for b in sorted(registered | set(self.replica_brokers))}
 
     def transaction_age_s(self, txn: TransactionSample) -> float | None:
-        if txn.start_time_ms < 0:
-            return None
-        return max(self.taken_at_ms - txn.start_time_ms, 0) / 1000
+        age_ms = verdicts.coordinator_age_ms(txn.start_time_ms, self.taken_at_ms)
+        return age_ms / 1000 if age_ms is not None else None
 
     def oldest_transaction_age_s(self) -> float:
         """Two-phase-commit transactions (KIP-939) are left out: no one times them out, their age is no alarm."""
@@ -148,20 +151,21 @@ class ClusterSnapshot:
 
 def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing],
                      undetermined: list[UndeterminedSample]):
-    """The hanging rule of :mod:`kafkatxn.hanging` over producer states already described."""
-    from kafkatxn import hanging
+    """The one hanging rule (:func:`kafkatxn.verdicts.classify`) over producer states already described."""
+    from kafkatxn import gather
 
-    scan = hanging.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
+    scan = gather.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
     missing.extend(scan.missing)
     out = []
     for c in scan.classifications:
-        if c.verdict is hanging.Verdict.HANGING:
-            row = hanging.hanging_row(c, now_ms, lso, hw)
+        if c.verdict is verdicts.Verdict.HANGING:
+            tp = c.open_txn.tp
+            lag = max(hw[tp] - lso[tp], 0) if tp in lso and tp in hw else None
             out.append(
-                HangingSample(row.topic, row.partition, row.producer_id, row.start_offset,
-                              row.transactional_id, row.reason, row.lso_lag_messages)
+                HangingSample(tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
+                              c.transactional_id, c.reason, lag)
             )
-        elif c.verdict is hanging.Verdict.UNDETERMINED:
+        elif c.verdict is verdicts.Verdict.UNDETERMINED:
             p = c.open_txn.producer
             undetermined.append(UndeterminedSample(
                 c.open_txn.tp.topic, c.open_txn.tp.partition, p.producer_id, p.current_txn_start_offset,
@@ -218,7 +222,7 @@ def gather_snapshot(
     """One pass over the cluster. Unreachable, auth and deadline failures become ``error``; parts
     that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
     also the transaction-aware lag of the consumer groups ``group_regex`` matches."""
-    from kafkatxn import hanging, producers
+    from kafkatxn import gather, producers
 
     started = time.monotonic()
     taken_at_ms = int(clock() * 1000)
@@ -293,12 +297,13 @@ def gather_snapshot(
     )
     if produced is not None:
         missing += [m.within("producer state") for m in produced.missing]
+        snapshot.open_transaction_count = len(verdicts.open_transactions(produced.states))
         snapshot.active_producer_ids = {
             row.broker_id: row.active_producer_ids for row in producers.summarize(produced) if row.scope == "broker"
         }
         timeout_ms = max_transaction_timeout_ms
         if timeout_ms is None:
-            found = step("transaction.max.timeout.ms", lambda: hanging.cluster_max_transaction_timeout(cluster))
+            found = step("transaction.max.timeout.ms", lambda: gather.cluster_max_transaction_timeout(cluster))
             if found is not None:
                 timeout_ms, config_missing = found
                 missing += config_missing

@@ -8,9 +8,10 @@
 
 The wire side (ListOffsets, DescribeProducers, ListTransactions, FindCoordinator,
 DescribeTransactions, WriteTxnMarkers, ApiVersions) is answered by :class:`FakeWire` from the model,
-request by request, so unit tests exercise the facade's code paths; the confluent-kafka side
-(metadata, configs, groups, read_committed probes, fencing) is answered by :class:`FakeCluster`'s
-overrides from the same model. Faults are set on the model:
+request by request, so unit tests exercise the facade's code paths. Metadata (which the real
+facade reads over the wire) and the confluent-kafka side (configs, groups, read_committed probes,
+fencing) are answered by :class:`FakeCluster`'s overrides of those facade methods, from the same
+model: the facade's own metadata decoding is covered by the integration tests, not here. Faults are set on the model:
 
 - ``down`` brokers stay registered (listed in metadata) but every request to them times out;
   all brokers down makes metadata raise UnreachableError;
@@ -258,8 +259,8 @@ class FakeWire:
 
 
 class FakeCluster(Cluster):
-    """The real facade over a :class:`KafkaModel`: wire requests go to a :class:`FakeWire`; the
-    confluent-kafka side is answered here. ``calls`` records each facade call by name."""
+    """The real facade over a :class:`KafkaModel`: wire requests go to a :class:`FakeWire`; metadata
+    and the confluent-kafka side are answered here. ``calls`` records each facade call by name."""
 
     def __init__(self, model: KafkaModel, timeout_s: float = 30):
         super().__init__(ConnectionConfig(bootstrap_servers="fake:9092", timeout_ms=int(timeout_s * 1000)), wire=FakeWire(model))
@@ -274,7 +275,7 @@ class FakeCluster(Cluster):
     def called(self, name: str) -> list[tuple]:
         return [c for c in self.calls if c[0] == name]
 
-    # -- confluent-kafka side -----------------------------------------------------------------
+    # -- metadata and the confluent-kafka side ---------------------------------------------------
 
     def metadata(self, refresh: bool = False) -> ClusterMetadata:
         self.calls.append(("metadata", refresh))

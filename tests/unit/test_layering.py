@@ -11,8 +11,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kafkatxn"
 KAFKA_CLIENTS = ("confluent_kafka", "kafka")
+# Where each question has its one answer: only the model and the standard library below them.
+VERDICT_MODULES = ("kafkatxn.verdicts",)
 # Deciding modules: pure functions over gathered values.
-PURE = ("kafkatxn.model", "kafkatxn.hanging", "kafkatxn.lso", "kafkatxn.check", "kafkatxn.remedy", "kafkatxn.audit.rules")
+PURE = ("kafkatxn.model", "kafkatxn.verdicts", "kafkatxn.hanging", "kafkatxn.lso", "kafkatxn.check", "kafkatxn.remedy", "kafkatxn.audit.rules")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -51,3 +53,47 @@ def test_deciding_modules_do_not_import_the_facade_or_a_client():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(proc.stdout) == []
+
+
+# -- issue 22: the rooms ---------------------------------------------------------------------------
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imports_with_relative(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports, relative imports resolved."""
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_verdict_modules_import_only_the_model_and_the_standard_library():
+    for name in VERDICT_MODULES:
+        path = PACKAGE.parent / (name.replace(".", "/") + ".py")
+        ours = {m for m in _imports_with_relative(path) if m.split(".")[0] == "kafkatxn"}
+        assert {m for m in ours if not m.startswith("kafkatxn.model")} == set(), name
+        foreign = {m.split(".")[0] for m in imported_modules(path)} - set(sys.stdlib_module_names) - {"kafkatxn", "__future__"}
+        assert foreign == set(), name
+
+
+def test_only_the_cli_imports_the_cli():
+    offenders = {
+        _module_name(path): sorted(m for m in _imports_with_relative(path) if m == "kafkatxn.cli" or m.startswith("kafkatxn.cli."))
+        for path in PACKAGE.rglob("*.py")
+        if path.relative_to(PACKAGE).parts[0] not in ("cli", "__main__.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}

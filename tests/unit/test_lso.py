@@ -24,8 +24,13 @@ TP2 = TopicPartition("payments", 0)
 NOW = 1_700_000_000_000
 
 
-def txn(pid, start, last_ts=NOW - 1_000, tid=None, started=None, epoch=0):
-    return OpenTransaction(pid, epoch, start, last_ts, tid, started)
+def txn(pid, start, last_ts=NOW - 1_000, tid=None, started=None, epoch=0, tp=TP0):
+    """An open transaction on ``tp``; ``started``: the coordinator describes it as open there since then."""
+    state = ProducerState(pid, epoch, 0, last_ts, 0, start)
+    described = None
+    if started is not None:
+        described = TransactionDescription(tid or f"tid-{pid}", 1, "Ongoing", pid, epoch, 60_000, started, frozenset([tp]))
+    return OpenTransaction(tp, state, tid, described)
 
 
 def snap(offsets, open_txns=None, taken_at_ms=NOW):
@@ -84,7 +89,7 @@ def test_partition_lags_rows_pinning_transaction_and_ages():
         {TP0: (100, 130), TP1: (50, 50), TP2: (7, 8)},
         {
             TP0: [txn(11, 100, last_ts=NOW - 2_000, tid="etl-1", started=NOW - 60_000), txn(12, 120, tid="etl-2")],
-            TP2: [txn(13, 7, last_ts=NOW - 500)],  # coordinator does not track it: no start time
+            TP2: [txn(13, 7, last_ts=NOW - 500, tp=TP2)],  # coordinator does not track it: no start time
         },
     )
     rows = lso.partition_lags(s)
@@ -237,7 +242,7 @@ def test_watch_frame_clears_a_terminal_and_not_a_pipe():
 def test_sort_by_lag_and_age_and_top():
     s = snap(
         {TP0: (0, 5), TP1: (0, 50), TP2: (0, 20)},
-        {TP0: [txn(1, 0, started=NOW - 90_000)], TP1: [txn(2, 0, last_ts=NOW - 10)], TP2: [txn(3, 0, last_ts=-1)]},
+        {TP0: [txn(1, 0, started=NOW - 90_000)], TP1: [txn(2, 0, last_ts=NOW - 10, tp=TP1)], TP2: [txn(3, 0, last_ts=-1, tp=TP2)]},
     )
     rows = lso.partition_lags(s)
     assert [r.partition for r in lso.sort_rows(rows, "lag")] == [1, 0, 0]
@@ -316,8 +321,9 @@ def test_snapshot_describes_only_lagging_partitions_and_trusts_only_matching_coo
     s = lso.take_snapshot(cluster, [TP0, TP1, TP2, gone])
     assert cluster.called("describe_producers") == [("describe_producers", [TP0, TP2], None)]
     assert [m.subject for m in s.missing] == [gone] and "timed out" in s.missing[0].reason
-    assert s.open_transactions[TP0] == [OpenTransaction(7, 3, 100, NOW, "etl-7", NOW - 5_000)]
-    assert s.open_transactions[TP2] == [OpenTransaction(9, 3, 5, NOW, "etl-9", None)]
+    (on_tp0,), (on_tp2,) = s.open_transactions[TP0], s.open_transactions[TP2]
+    assert (on_tp0.producer, on_tp0.transactional_id, on_tp0.coordinator_start_time_ms) == (producer(7, 100), "etl-7", NOW - 5_000)
+    assert (on_tp2.producer, on_tp2.transactional_id, on_tp2.coordinator_start_time_ms) == (producer(9, 5), "etl-9", None)
 
 
 def test_partition_report_counts_rows_that_top_leaves_out():

@@ -1,0 +1,121 @@
+"""Gathering: what the commands ask the cluster, in one place and one way.
+
+Each function asks the facade for one kind of fact and returns it with the typed :class:`Missing`
+parts that did not answer; none of them decides anything (:mod:`kafkatxn.verdicts` does, over what
+they return). The coordinator side of every open transaction (its transactional id and the
+coordinator's description) is gathered by :func:`coordinator_view` alone, for ``lso``, ``hanging``,
+``check``, the exporter, ``diagnose`` and ``abort``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+
+from kafkatxn import verdicts
+from kafkatxn.errors import ClusterError, UnsupportedBrokerError
+from kafkatxn.model import Broker, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription
+from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, CoordinatorView, OpenTransaction
+
+if TYPE_CHECKING:  # handed the facade; not imported
+    from kafkatxn.kafka import Cluster
+
+
+def cluster_max_transaction_timeout(cluster: Cluster) -> tuple[int, list[Missing]]:
+    """The brokers' largest ``transaction.max.timeout.ms``, and the brokers that did not say."""
+    configs = cluster.broker_configs([MAX_TIMEOUT_CONFIG])
+    value = verdicts.max_timeout_from_configs(
+        entries[MAX_TIMEOUT_CONFIG].value for entries in configs.value.values() if MAX_TIMEOUT_CONFIG in entries
+    )
+    if value is None:
+        why = "; ".join(map(str, configs.missing)) or "no broker reported it"
+        raise ClusterError(f"could not read {MAX_TIMEOUT_CONFIG} from the brokers ({why}); pass --max-transaction-timeout")
+    return value, list(configs.missing)
+
+
+def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[CoordinatorView, list[Missing]]:
+    """Steps 3 and 4 of the rule for these producer ids; the list names what did not answer.
+
+    ListTransactions goes to every broker in the metadata; which ``__transaction_state``
+    partitions that covered is decided from their leaders (:func:`transaction_log_gaps`).
+    """
+    wanted = sorted({pid for pid in producer_ids if pid >= 0})
+    md = cluster.metadata()
+    asked = [b.id for b in md.brokers]
+    tids: dict[int, str] = {}
+    list_missing: list[Missing] = []
+    if wanted:  # an empty filter would list every transaction
+        listed, _ = cluster.list_transactions(broker_ids=asked, producer_ids=wanted)
+        list_missing = [m.within("transactional ids") for m in listed.missing]
+        tids = {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
+    silent = {m.subject.id for m in list_missing if isinstance(m.subject, Broker)}
+    gaps = verdicts.transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else []
+    found: dict[str, TransactionDescription] = {}
+    not_found: dict[str, str] = {}
+    unanswered: dict[str, tuple[Missing, ...]] = {}
+    describe_missing: list[Missing] = []
+    if tids:
+        described = cluster.describe_transactions(sorted(set(tids.values())))
+        found, not_found, describe_missing = described.value.found, described.value.not_found, described.missing
+        for tid in set(tids.values()):
+            if tid not in found and tid not in not_found:
+                unanswered[tid] = tuple(described.missing_for(TransactionalId(tid))) or (
+                    Missing(TransactionalId(tid), "no answer from its coordinator"),
+                )
+    view = CoordinatorView(
+        transactional_ids=tids,
+        ids_missing=tuple(gaps),
+        descriptions=found,
+        unknown_ids=frozenset(not_found),
+        unanswered_ids=unanswered,
+    )
+    # The gaps are reported through the verdicts they leave undetermined, not as missing on their own.
+    return view, list_missing + list(describe_missing)
+
+
+def described_open_transactions(
+    cluster: Cluster, partitions: Sequence[TopicPartition], missing: list[Missing]
+) -> dict[TopicPartition, list[OpenTransaction]]:
+    """The open transactions on ``partitions`` (DescribeProducers), each with its coordinator's
+    view; what did not answer is appended to ``missing``."""
+    if not partitions:
+        return {}
+    try:
+        described = cluster.describe_producers(partitions)
+    except UnsupportedBrokerError as exc:  # the lag is still known; only who pins it is not
+        missing.append(Missing(Part("open transactions"), str(exc)))
+        return {}
+    missing.extend(described.missing)
+    return open_transactions_with_view(cluster, described.value, missing)
+
+
+def open_transactions_with_view(
+    cluster: Cluster, states: Mapping[TopicPartition, Sequence[ProducerState]], missing: list[Missing]
+) -> dict[TopicPartition, list[OpenTransaction]]:
+    """The open transactions in described producer states, each with what its coordinator says."""
+    pids = {s.producer_id for ss in states.values() for s in ss if s.current_txn_start_offset >= 0}
+    view, view_missing = coordinator_view(cluster, pids)
+    missing.extend(view_missing)
+    return verdicts.by_partition(verdicts.open_transactions(states, view))
+
+
+@dataclass
+class Scan:
+    """Every open transaction of a producer-state snapshot, the candidates, and their verdicts."""
+
+    open_transactions: list[OpenTransaction]
+    candidates: list[OpenTransaction]
+    classifications: list[verdicts.Classification]
+    missing: list[Missing]
+
+
+def classify_open_transactions(
+    cluster: Cluster, states: dict[TopicPartition, list[ProducerState]], now_ms: int, max_transaction_timeout_ms: int
+) -> Scan:
+    """Steps 2 to 4 of the rule over described producer states (``hanging``, ``check`` and the exporter)."""
+    all_open = verdicts.open_transactions(states)
+    candidates = [t for t in all_open if verdicts.is_candidate(t.producer, now_ms, max_transaction_timeout_ms)]
+    if not candidates:
+        return Scan(all_open, candidates, [], [])
+    view, missing = coordinator_view(cluster, {c.producer_id for c in candidates})
+    return Scan(all_open, candidates, verdicts.classify_all(candidates, view), missing)

@@ -1,0 +1,336 @@
+"""The answers every command shares: one definition per question, pure functions over what was gathered.
+
+Is this open transaction hanging, long-running or undetermined? How old is it? Which one pins a
+partition's LSO? Where does a consumer group stand, and is it blocked? ``lso``, ``hanging``,
+``check``, ``diagnose``, the exporter and ``abort``'s plan all ask here, so two commands never
+answer one question two ways. This module imports only :mod:`kafkatxn.model` and the standard
+library (tests/unit/test_layering.py checks it); gathering lives in :mod:`kafkatxn.gather`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from kafkatxn.model import (
+    OPEN_TRANSACTION_STATES, TRANSACTION_STATE_TOPIC, ClusterMetadata, Missing, Part, ProducerState, TopicPartition,
+    TransactionalId, TransactionDescription,
+)
+
+MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
+
+REASON_NO_TRANSACTIONAL_ID = "no transactional id for producer"
+REASON_UNKNOWN_TO_COORDINATOR = "transactional id unknown to coordinator"
+REASON_NOT_TRACKED = "coordinator does not track this partition"
+REASON_OTHER_PRODUCER = "coordinator's transaction belongs to another producer id"
+REASON_COMPLETING = "its coordinator is completing it"
+REASON_TWO_PHASE_COMMIT = "two-phase commit transaction: no one times it out"
+REASON_LOG_UNANSWERED = "a coordinator that could own its transactional id did not answer"
+
+# Coordinator states in which the coordinator has decided and is writing the markers.
+COMPLETING_STATES = frozenset({"PrepareCommit", "PrepareAbort"})
+
+
+class Verdict(str, enum.Enum):
+    HANGING = "hanging"  # the cluster positively says no coordinator will complete it
+    LONG_RUNNING = "long_running"  # its coordinator tracks it and will complete or abort it
+    TRACKED = "long_running"  # alias of LONG_RUNNING (its earlier name)
+    UNDETERMINED = "undetermined"  # a coordinator that could own it did not answer: see ``missing``
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit signed)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_partition(transactional_id: str, log_partitions: int) -> int:
+    """The ``__transaction_state`` partition owning an id: ``Utils.abs(id.hashCode) % partitions``
+    (TransactionStateManager.partitionFor; ``Utils.abs`` maps Integer.MIN_VALUE to 0)."""
+    h = java_string_hash(transactional_id)
+    return (0 if h == -(1 << 31) else abs(h)) % log_partitions
+
+
+def is_two_phase_commit(description: TransactionDescription | None) -> bool:
+    return description is not None and description.two_phase_commit
+
+
+def transaction_log_gaps(metadata: ClusterMetadata, answered_brokers: Iterable[int]) -> list[Missing]:
+    """The ``__transaction_state`` partitions whose coordinator did not answer ListTransactions.
+
+    Each partition's leader is the coordinator of the ids hashing to it. A partition without a
+    leader, or whose leader did not answer, may hold the transactional id of any producer id; no
+    partitions at all (topic not in the metadata) means no coordinator could be asked.
+    """
+    answered = set(answered_brokers)
+    log = sorted((p for p in metadata.partitions if p.topic == TRANSACTION_STATE_TOPIC), key=lambda p: p.partition)
+    if not log:
+        return [Missing(Part(TRANSACTION_STATE_TOPIC), "not in the metadata: no transaction coordinator could be asked")]
+    gaps = []
+    for p in log:
+        if p.leader < 0:
+            gaps.append(Missing(p.tp, "no leader: its coordinator is unavailable"))
+        elif p.leader not in answered:
+            gaps.append(Missing(p.tp, f"leader broker {p.leader} did not answer ListTransactions"))
+    return gaps
+
+
+@dataclass(frozen=True)
+class CoordinatorView:
+    """What the coordinators said about the candidates' producer ids (snapshot of steps 3 and 4)."""
+
+    transactional_ids: dict[int, str] = field(default_factory=dict)  # producer id -> transactional id
+    # __transaction_state partitions (or brokers) whose coordinator did not answer ListTransactions:
+    # a producer id not listed may belong to an id they own.
+    ids_missing: tuple[Missing, ...] = ()
+    descriptions: dict[str, TransactionDescription] = field(default_factory=dict)
+    unknown_ids: frozenset[str] = frozenset()  # TRANSACTIONAL_ID_NOT_FOUND
+    unanswered_ids: dict[str, tuple[Missing, ...]] = field(default_factory=dict)  # id -> why its coordinator did not answer
+
+    @property
+    def ids_complete(self) -> bool:
+        """Every coordinator that could own a transactional id answered ListTransactions."""
+        return not self.ids_missing
+
+
+@dataclass(frozen=True)
+class Classification:
+    open_txn: OpenTransaction
+    verdict: Verdict
+    reason: str
+    transactional_id: str | None = None
+    description: TransactionDescription | None = None
+    missing: tuple[Missing, ...] = ()  # for UNDETERMINED: the typed parts that did not answer
+
+    @property
+    def two_phase_commit(self) -> bool:
+        return is_two_phase_commit(self.description)
+
+    @property
+    def transaction(self) -> OpenTransaction:
+        """The open transaction with what its coordinator said of it (its age comes from there)."""
+        return dataclasses.replace(self.open_txn, transactional_id=self.transactional_id, description=self.description)
+
+
+def is_candidate(producer: ProducerState, now_ms: int, max_transaction_timeout_ms: int) -> bool:
+    """Open transaction whose last write is older than any transaction timeout allows (Kafka: strictly)."""
+    return producer.current_txn_start_offset >= 0 and now_ms - producer.last_timestamp_ms > max_transaction_timeout_ms
+
+
+def find_candidates(
+    producers: dict[TopicPartition, list[ProducerState]], now_ms: int, max_transaction_timeout_ms: int
+) -> list[OpenTransaction]:
+    return [t for t in open_transactions(producers) if is_candidate(t.producer, now_ms, max_transaction_timeout_ms)]
+
+
+def classify(open_txn: OpenTransaction, view: CoordinatorView) -> Classification:
+    """Hanging, long-running, or undetermined: the coordinator side of the rule for one open transaction."""
+    pid = open_txn.producer.producer_id
+    tid = view.transactional_ids.get(pid)
+    if tid is None:
+        if not view.ids_complete:
+            gaps = ", ".join(str(m.subject) for m in view.ids_missing)
+            return Classification(open_txn, Verdict.UNDETERMINED, f"{REASON_LOG_UNANSWERED} ({gaps})", missing=view.ids_missing)
+        return Classification(open_txn, Verdict.HANGING, REASON_NO_TRANSACTIONAL_ID)
+    if tid in view.unknown_ids:
+        return Classification(open_txn, Verdict.HANGING, REASON_UNKNOWN_TO_COORDINATOR, tid)
+    description = view.descriptions.get(tid)
+    if description is None:
+        gaps = view.unanswered_ids.get(tid) or (Missing(TransactionalId(tid), "no answer from its coordinator"),)
+        why = "; ".join(m.reason for m in gaps)
+        return Classification(open_txn, Verdict.UNDETERMINED, f"its coordinator did not answer: {why}", tid, missing=gaps)
+    if description.state in COMPLETING_STATES:
+        # The coordinator has decided; it writes the markers (retrying while a leader is down).
+        # Transaction version 2 may show a new producer id once the epoch ran out: still its transaction.
+        return Classification(
+            open_txn, Verdict.LONG_RUNNING, f"{REASON_COMPLETING} (state {description.state}: markers pending)", tid, description
+        )
+    if description.producer_id != pid:
+        return Classification(
+            open_txn, Verdict.HANGING, f"{REASON_OTHER_PRODUCER} ({description.producer_id})", tid, description
+        )
+    if open_txn.tp not in description.partitions:
+        return Classification(open_txn, Verdict.HANGING, REASON_NOT_TRACKED, tid, description)
+    if is_two_phase_commit(description):
+        return Classification(open_txn, Verdict.LONG_RUNNING, f"{REASON_TWO_PHASE_COMMIT} (state {description.state})", tid, description)
+    return Classification(open_txn, Verdict.LONG_RUNNING, f"coordinator tracks it (state {description.state})", tid, description)
+
+
+def classify_all(candidates: Iterable[OpenTransaction], view: CoordinatorView) -> list[Classification]:
+    return [classify(c, view) for c in candidates]
+
+
+def max_timeout_from_configs(values: Iterable[str | None]) -> int | None:
+    """The largest ``transaction.max.timeout.ms`` any broker allows (the bound any coordinator enforces)."""
+    parsed = [int(v) for v in values if v is not None and str(v).strip().lstrip("-").isdigit()]
+    return max(parsed) if parsed else None
+
+
+# -- open transactions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """One producer's open transaction on one partition (DescribeProducers), with what its
+    coordinator said of it when that was gathered."""
+
+    tp: TopicPartition
+    producer: ProducerState
+    transactional_id: str | None = None
+    description: TransactionDescription | None = None  # the coordinator's transaction for that id
+
+    @property
+    def producer_id(self) -> int:
+        return self.producer.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.producer.producer_epoch
+
+    @property
+    def start_offset(self) -> int:
+        return self.producer.current_txn_start_offset
+
+    @property
+    def last_timestamp_ms(self) -> int:
+        return self.producer.last_timestamp_ms
+
+    @property
+    def coordinator_start_time_ms(self) -> int | None:
+        """When the coordinator started this transaction, if it describes it as this producer's
+        open transaction on this partition (otherwise its start time belongs to another one)."""
+        d = self.description
+        if (
+            d is not None
+            and d.producer_id == self.producer.producer_id
+            and d.state in OPEN_TRANSACTION_STATES
+            and self.tp in d.partitions
+            and d.start_time_ms >= 0
+        ):
+            return d.start_time_ms
+        return None
+
+
+def open_transactions(
+    producers: Mapping[TopicPartition, Sequence[ProducerState]], view: "CoordinatorView | None" = None
+) -> list[OpenTransaction]:
+    """Every open transaction in described producer states, in partition then offset order; with
+    what ``view`` says of each producer id."""
+    out = []
+    for tp in sorted(producers):
+        for p in sorted(producers[tp], key=lambda s: s.current_txn_start_offset):
+            if p.current_txn_start_offset < 0:
+                continue
+            tid = view.transactional_ids.get(p.producer_id) if view is not None else None
+            description = view.descriptions.get(tid) if view is not None and tid is not None else None
+            out.append(OpenTransaction(tp, p, tid, description))
+    return out
+
+
+def by_partition(txns: Iterable[OpenTransaction]) -> dict[TopicPartition, list[OpenTransaction]]:
+    out: dict[TopicPartition, list[OpenTransaction]] = {}
+    for t in txns:
+        out.setdefault(t.tp, []).append(t)
+    return out
+
+
+def transaction_age_ms(txn: OpenTransaction | None, now_ms: int) -> int | None:
+    """Since the coordinator started the transaction; None when it does not describe it as open here."""
+    started = txn.coordinator_start_time_ms if txn is not None else None
+    return coordinator_age_ms(started, now_ms) if started is not None else None
+
+
+def last_write_age_ms(txn: OpenTransaction | None, now_ms: int) -> int | None:
+    """Since the producer's last write to the partition."""
+    if txn is None or txn.last_timestamp_ms < 0:
+        return None
+    return max(0, now_ms - txn.last_timestamp_ms)
+
+
+def best_age_ms(txn_age_ms: int | None, last_write_age_ms: int | None) -> int | None:
+    """The transaction's age where the coordinator knows it, else the age of its last write (a lower bound)."""
+    return txn_age_ms if txn_age_ms is not None else last_write_age_ms
+
+
+def coordinator_age_ms(start_time_ms: int, now_ms: int) -> int | None:
+    """A transaction's age by its coordinator's start time (-1: none open): check's and the
+    exporter's transaction ages, and :func:`transaction_age_ms` once the start is this partition's."""
+    return max(now_ms - start_time_ms, 0) if start_time_ms >= 0 else None
+
+
+def pinning_transaction(open_txns: Sequence[OpenTransaction], lso: int) -> OpenTransaction | None:
+    """The open transaction whose first offset is the LSO.
+
+    Without an exact match (the LSO moved between ListOffsets and DescribeProducers) the earliest
+    open transaction, which pins the LSO now.
+    """
+    for t in open_txns:
+        if t.start_offset == lso:
+            return t
+    return min(open_txns, key=lambda t: t.start_offset, default=None)
+
+
+# -- hanging, long-running, undetermined ---------------------------------------------------------
+
+
+# -- consumer groups ----------------------------------------------------------------------------
+
+
+class GroupVerdict(str, enum.Enum):
+    caught_up = "caught_up"
+    lagging = "lagging"
+    blocked = "blocked"
+
+
+@dataclass(frozen=True)
+class Offsets:
+    high_watermark: int
+    last_stable_offset: int
+
+    @property
+    def lag(self) -> int:
+        # The LSO is read before the HW, so LSO <= HW; clamp anyway in case a leader moved between.
+        return max(0, self.high_watermark - self.last_stable_offset)
+
+
+def group_verdict(committed: int, lso: int, hw: int, readable_before_lso: bool | None) -> GroupVerdict:
+    """Where a group stands on a partition, for a read_committed consumer (c = committed, l = LSO, h = HW; l <= h).
+
+    1. ``c >= h``: **caught_up**, nothing left to read (c > h only after records were deleted).
+    2. ``c == l < h``: **blocked**. The next offset is the first record of an open transaction:
+       the consumer cannot move until that transaction ends, however long it takes.
+    3. ``l < c < h``: **lagging**. The group has read past the LSO, so it reads uncommitted
+       records (read_uncommitted); what is left is ``h - c``.
+    4. ``c < l``: offsets between the commit and the LSO. They may hold nothing a read_committed
+       consumer returns: commit/abort markers (the "lag of 1" after every transaction when a
+       consumer commits the offset after its last record) and aborted records. The probe
+       (``readable_before_lso``) reads the gap with a read_committed consumer:
+
+       - False (only markers and aborted records): the consumer stands, in effect, at the LSO,
+         so as in 1/2: **caught_up** when ``l == h``, **blocked** when ``l < h``.
+       - True: **lagging**, there are records to read.
+       - None (gap not probed: larger than the probe limit, or the probe failed): **lagging**,
+         the gap counts as lag.
+
+    The committed offset does not say which isolation level the group reads with. A
+    read_uncommitted group at ``c == l < h`` is reported blocked although it would read on.
+    """
+    if committed >= hw:
+        return GroupVerdict.caught_up
+    if committed == lso:
+        return GroupVerdict.blocked
+    if committed > lso:
+        return GroupVerdict.lagging
+    if readable_before_lso is False:
+        return GroupVerdict.caught_up if lso == hw else GroupVerdict.blocked
+    return GroupVerdict.lagging
+
+
+def readable_before_lso(first_readable: int | None, lso: int) -> bool:
+    """Whether the probe found a record below the snapshot's LSO (the LSO may have moved since)."""
+    return first_readable is not None and first_readable < lso
