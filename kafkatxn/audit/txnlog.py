@@ -551,14 +551,8 @@ def _pack_times(last_update_timestamp_ms: int, start_timestamp_ms: int) -> bytes
 
 
 def encode_value_v0(
-    *,
-    producer_id: int,
-    producer_epoch: int,
-    timeout_ms: int,
-    state: int | str,
-    partitions: PartitionsArg,
-    last_update_timestamp_ms: int,
-    start_timestamp_ms: int,
+    *, producer_id: int, producer_epoch: int, timeout_ms: int, state: int | str, partitions: PartitionsArg,
+    last_update_timestamp_ms: int, start_timestamp_ms: int,
 ) -> bytes:
     """A version 0 (non-flexible) value. ``partitions`` None writes a null array, as Kafka does for Empty."""
     out = [_I16.pack(0), _pack_fixed(producer_id, producer_epoch, timeout_ms, state)]

@@ -10,12 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
-from kafkatxn.model import (
-    Broker,
-    ConfigValue,
-    Missing,
-    Partial,
-)
+from kafkatxn.model import Broker, ConfigValue, Missing, Partial
 from kafkatxn.kafka.session import NOT_ARRIVED
 
 log = logging.getLogger("kafkatxn.cluster")

@@ -11,17 +11,9 @@ import logging
 import time
 from typing import Iterable
 
-from kafkatxn.errors import (
-    ClusterError,
-    KafkatxnError,
-)
+from kafkatxn.errors import ClusterError, KafkatxnError
 from kafkatxn.kafka.errors import clean
-from kafkatxn.model import (
-    Missing,
-    Part,
-    Partial,
-    TopicPartition,
-)
+from kafkatxn.model import Missing, Part, Partial, TopicPartition
 from kafkatxn.kafka.session import NOT_ARRIVED
 
 log = logging.getLogger("kafkatxn.cluster")

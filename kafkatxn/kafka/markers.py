@@ -10,9 +10,7 @@ from __future__ import annotations
 import logging
 
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.model import (
-    TopicPartition,
-)
+from kafkatxn.model import TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
 

@@ -10,18 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
-from kafkatxn.errors import (
-    KafkatxnError,
-)
+from kafkatxn.errors import KafkatxnError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.model import (
-    Broker,
-    BrokerApis,
-    BrokerInfo,
-    ClusterMetadata,
-    Missing,
-    Partial,
-)
+from kafkatxn.model import Broker, BrokerApis, BrokerInfo, ClusterMetadata, Missing, Partial
 from kafkatxn.kafka.session import cluster_metadata
 
 log = logging.getLogger("kafkatxn.cluster")

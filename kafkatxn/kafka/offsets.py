@@ -13,18 +13,10 @@ import time
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from kafkatxn.errors import (
-    KafkatxnError,
-)
+from kafkatxn.errors import KafkatxnError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.errors import clean
-from kafkatxn.model import (
-    Broker,
-    Missing,
-    Partial,
-    ProducerState,
-    TopicPartition,
-)
+from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 from kafkatxn.kafka.session import LEADERSHIP_ERRORS
 
 log = logging.getLogger("kafkatxn.cluster")

@@ -11,17 +11,9 @@ import logging
 from collections import defaultdict
 from typing import Any, Iterable
 
-from kafkatxn.errors import (
-    UnsupportedBrokerError,
-)
+from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.model import (
-    Broker,
-    Missing,
-    Partial,
-    ProducerState,
-    TopicPartition,
-)
+from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
 

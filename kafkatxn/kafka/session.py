@@ -14,19 +14,10 @@ from collections import Counter
 from typing import Any, Sequence
 
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
-from kafkatxn.errors import (
-    AuthenticationError,
-    DeadlineExceeded,
-    UsageError,
-)
+from kafkatxn.errors import AuthenticationError, DeadlineExceeded, UsageError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.errors import ErrorTranslator, clean, kafka_error_code
-from kafkatxn.model import (
-    BrokerApis,
-    ClusterMetadata,
-    Missing,
-    Subject,
-)
+from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
 from kafkatxn.kafka.wire import Wire
 
 log = logging.getLogger("kafkatxn.cluster")

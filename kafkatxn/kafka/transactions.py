@@ -11,9 +11,7 @@ import logging
 from collections import defaultdict
 from typing import Iterable
 
-from kafkatxn.errors import (
-    UnsupportedBrokerError,
-)
+from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import (
     Broker,
