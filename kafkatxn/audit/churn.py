@@ -4,7 +4,7 @@ A deployment that makes a new transactional id per run, batch or checkpoint leav
 the coordinators until ``transactional.id.expiration.ms`` (7 days by default), and every one holds
 broker memory. The audit finds such families in the log; this shows them live: how many ids the
 coordinators know, and how many appeared since the previous look, per family (the id's shape,
-:func:`kafkatxn.audit.rules.family_of`) when asked. A steady stream of new ids in one family is a
+:func:`kafkatxn.audit.families.family_of`) when asked. A steady stream of new ids in one family is a
 leak a dashboard can alert on long before the brokers run short of memory.
 
 :class:`IdChurn` is the pure computation (it remembers the previous set of ids);
@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from kafkatxn.audit.rules import family_of
+from kafkatxn.audit.families import family_of
 
 
 @dataclass(frozen=True)

@@ -97,3 +97,15 @@ def test_only_the_cli_imports_the_cli():
         if path.relative_to(PACKAGE).parts[0] not in ("cli", "__main__.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_exporter_does_not_load_the_auditors_rules_or_spark():
+    """A scrape needs id families for its churn metric, not the auditor (nor PySpark)."""
+    code = (
+        "import sys, json\n"
+        "import kafkatxn.exporter, kafkatxn.exporter_http\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m in ('kafkatxn.audit.rules', 'kafkatxn.audit.job') "
+        "or m.split('.')[0] in ('pyspark', 'pyarrow'))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(proc.stdout) == []
