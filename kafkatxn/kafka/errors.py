@@ -165,9 +165,39 @@ class ErrorTranslator:
             return DeadlineExceeded(
                 f"timed out after {timeout_s} {what} ({servers}); check that the cluster is reachable or raise --timeout"
             )
-        return ClusterError(f"{what} failed: {name}: {text}" if text else f"{what} failed: {name}")
+        return ClusterError(f"{what} failed: {plain_reason(exc)}")
 
     def reason(self, exc: BaseException) -> str:
         """Why one part of a fan-out answer failed (auth failures end the command instead)."""
         self.raise_if_auth_in(exc)
-        return "timed out" if "Timeout" in type(exc).__name__ else clean(str(exc)) or type(exc).__name__
+        return plain_reason(exc)
+
+
+# What a client's exception means for one part of an answer, in words: its class name never
+# reaches the user (the issue's "UnknownBrokerIdError: UnknownBrokerIdError: 3").
+_PLAIN_REASONS = {
+    "UnknownBrokerIdError": "the broker is not in the cluster's metadata (it left, or was fenced)",
+    "NodeNotReadyError": "no connection to the broker (reconnecting after a failure)",
+    "KafkaConnectionError": "the connection to the broker was lost",
+    "CancelledError": "the request was cancelled (connection closed)",
+    "StaleMetadata": "the client's metadata is out of date",
+    "NoBrokersAvailable": "no broker answered",
+}
+_CLASS_NAME = re.compile(r"\b(?:[A-Z][A-Za-z]*(?:Error|Exception)|Kafka[A-Z][A-Za-z]*)\b:?\s*")
+
+
+def plain_reason(exc: BaseException) -> str:
+    """One line saying why a request failed, without any client library's class name."""
+    name = type(exc).__name__
+    if getattr(exc, "plain_reason", None):
+        return exc.plain_reason  # type: ignore[attr-defined]
+    if "Timeout" in name or "TimedOut" in name:
+        return "timed out"
+    if name in _PLAIN_REASONS:
+        base = _PLAIN_REASONS[name]
+        if name == "KafkaConnectionError":
+            detail = _connect_failure(exc)
+            return f"{base}: {detail}" if detail and name not in detail else base
+        return base
+    text = _CLASS_NAME.sub("", clean(str(exc))).strip(" :")
+    return text or "failed"

@@ -27,11 +27,20 @@ class MetadataApi:
             self.wire  # noqa: B018 - the bootstrap brings fresh metadata
             if self._metadata is not None:
                 return self._metadata
-        (resp,) = self._send_all([(None, proto.Metadata())])
-        if isinstance(resp, BaseException):
+        # Any broker can answer: the one that answered before first, then the others, so a broker
+        # that died or froze since costs one failed try (its share at most), not the command.
+        # (The exporter forgets metadata each scrape, not which brokers it knows.)
+        candidates: list[int | None] = self.brokers_to_ask(self._metadata or self._last_metadata) or [None]
+        for node in candidates:
+            (resp,) = self._send_all([(node, proto.Metadata())])
+            if not isinstance(resp, BaseException):
+                break
             self.errors.raise_if_auth_in(resp)
+            log.debug("metadata from broker %s failed: %s", node, resp)
+        else:
             raise self.errors.translate(resp, "fetching metadata")
-        self._metadata = cluster_metadata(resp, None)
+        self._metadata = self._last_metadata = cluster_metadata(resp, node)
+        self.wire.learn_brokers(self._metadata.brokers)
         return self._metadata
 
     def describe_cluster(self) -> ClusterMetadata:

@@ -22,6 +22,11 @@ from kafkatxn.kafka.session import LEADERSHIP_ERRORS
 log = logging.getLogger("kafkatxn.cluster")
 
 
+# Tries per partition while leaders move (the first, then with fresh metadata after a growing pause).
+LEADER_ATTEMPTS = 4
+LEADER_RETRY_PAUSE_S = 0.2
+
+
 class OffsetsApi:
     def first_readable_offsets(self, starts: Mapping[TopicPartition, int]) -> Partial[dict[TopicPartition, int | None]]:
         """Per partition, the offset of the first record a read_committed consumer gets from ``starts[tp]``
@@ -131,8 +136,11 @@ class OffsetsApi:
         found: dict[TopicPartition, list[int | None]] = {}
         errors: dict[TopicPartition, str] = {}
         pending = tps
-        for attempt in range(2):
-            # After a leadership error, one more try with fresh metadata (a leader moved).
+        for attempt in range(LEADER_ATTEMPTS):
+            # After a leadership error or a broker that did not answer, another try with fresh
+            # metadata: a leader moved, or is being elected (a short pause lets the election finish).
+            if attempt > 0:
+                time.sleep(LEADER_RETRY_PAUSE_S * attempt)
             leaders = self.metadata(refresh=attempt > 0).leaders
             by_node: dict[int, list[TopicPartition]] = defaultdict(list)
             for tp in pending:
@@ -141,6 +149,8 @@ class OffsetsApi:
                     errors[tp] = "unknown topic or partition"
                 elif leader < 0:
                     errors[tp] = "no leader"
+                elif leader in self.silent:  # still led by a broker that did not answer: not asked again
+                    errors[tp] = str(Missing(Broker(leader), self.silent[leader].plain_reason))
                 else:
                     by_node[leader].append(tp)
             requests = [
@@ -157,6 +167,7 @@ class OffsetsApi:
                 if not self._arrived(resp, Broker(node), failed):
                     for tp in by_node[node]:
                         errors[tp] = str(failed[0])
+                    retry.extend(by_node[node])  # fresh metadata may name a leader that answers
                     continue
                 for part in resp.partitions:
                     if part.error:
@@ -166,7 +177,7 @@ class OffsetsApi:
                     else:
                         found.setdefault(part.tp, [None] * len(levels))[level] = part.offset
             pending = list(dict.fromkeys(retry))
-            if not pending or time.monotonic() >= self.deadline:
+            if not pending or time.monotonic() + LEADER_RETRY_PAUSE_S * (attempt + 1) >= self.deadline:
                 break
             for tp in pending:
                 found.pop(tp, None)  # ask again at every level: a pair must come from one leader

@@ -8,11 +8,13 @@ One Kafka API family per module (as kminion has one file per API), mixed into
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from typing import Any, Iterable
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka.session import LEADERSHIP_ERRORS
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -35,7 +37,7 @@ class ProducerStateApi:
         if self.wire.max_version("DescribeProducers") < 0:
             raise UnsupportedBrokerError("the broker does not support DescribeProducers (needs Apache Kafka 2.8 or newer)")
         requests, missing = self._producer_requests(tps, broker_id)
-        return self._producer_answers(requests, self._send_all(requests), missing)
+        return self._producer_answers(requests, self._send_all(requests), missing, retry=broker_id is None)
 
     def _producer_requests(
         self, tps: list[TopicPartition], broker_id: int | None
@@ -50,6 +52,8 @@ class ProducerStateApi:
                 leader = leaders.get(tp, -1)
                 if leader < 0:
                     missing.append(Missing(tp, "no leader"))
+                elif leader in self.silent:  # a broker that did not answer earlier in this command
+                    missing.append(Missing(tp, f"{self.silent[leader].plain_reason} (broker {leader})"))
                 else:
                     by_node[leader].append(tp)
         requests = [
@@ -60,18 +64,32 @@ class ProducerStateApi:
         return requests, missing
 
     def _producer_answers(
-        self, requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any], missing: list[Missing]
+        self, requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any], missing: list[Missing],
+        retry: bool = True,
     ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
+        """The answers; with ``retry``, partitions whose leader did not answer, left or moved are
+        asked once more where fresh metadata says their leader is now."""
         out: dict[TopicPartition, list[ProducerState]] = {}
+        again: list[TopicPartition] = []
         for (node, request), resp in zip(requests, responses):
             if not self._arrived(resp, Broker(node), missing):
                 # Each partition of the batch is missing, by name: verdicts look partitions up.
                 reason = f"{missing.pop().reason} (broker {node})"
                 missing.extend(Missing(tp, reason) for tp in request.partitions)
+                again.extend(request.partitions)
                 continue
             for part in resp.partitions:
                 if part.error:
                     missing.append(Missing(part.tp, part.error))
+                    if part.error in LEADERSHIP_ERRORS:
+                        again.append(part.tp)
                 else:
                     out[part.tp] = list(part.producers)
-        return Partial(out, missing)
+        if not (retry and again) or time.monotonic() >= self.deadline:
+            return Partial(out, missing)
+        self.metadata(refresh=True)
+        asked = set(again)
+        requests, second_missing = self._producer_requests(sorted(asked), None)
+        second = self._producer_answers(requests, self._send_all(requests), second_missing, retry=False)
+        out.update(second.value)
+        return Partial(out, [m for m in missing if m.subject not in asked] + list(second.missing))

@@ -32,6 +32,27 @@ LEADERSHIP_ERRORS = frozenset({
 # Marks a part of a fan-out answer that did not arrive (its reason is in ``missing``).
 NOT_ARRIVED = object()
 
+# A round trip gives each broker this share of the time left when it starts (at least
+# MIN_BROKER_BUDGET_S, at most what is left). A broker that does not answer within it is silent for
+# the rest of the command: one frozen broker costs one share, not the deadline, and the round trips
+# after it still have time for the brokers that answer.
+BROKER_SHARE = 0.5
+MIN_BROKER_BUDGET_S = 1.0
+
+
+class BrokerSilent(DeadlineExceeded):
+    """A broker that did not answer within its share of the deadline; later requests to it in the
+    same command fail at once with this, instead of waiting again."""
+
+    def __init__(self, broker_id: int, budget_s: float):
+        self.broker_id = broker_id
+        self.plain_reason = "timed out"  # the part's reason: its subject names the broker
+        super().__init__(f"broker {broker_id} {self.plain_reason}")
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return "Timeout" in type(exc).__name__ or "TimedOut" in type(exc).__name__
+
 
 def cluster_metadata(md: proto.MetadataResponse, answered_by: int | None) -> ClusterMetadata:
     partitions = tuple(sorted(md.partitions, key=lambda p: (p.topic, p.partition)))
@@ -47,9 +68,12 @@ class Session:
         self._admin = None
         self._wire = wire
         self._metadata: ClusterMetadata | None = None
+        self._last_metadata: ClusterMetadata | None = None  # kept across restart_deadline: who to ask first
         self._api_versions: dict[int, BrokerApis] = {}
         self.errors = ErrorTranslator(config, poll=self._poll)
         self.requests: Counter[str] = Counter()
+        self.silent: dict[int, BrokerSilent] = {}  # brokers that used up their share; see BROKER_SHARE
+        self.failed: set[int] = set()  # brokers a request failed at (refused, closed): asked last for "any broker"
 
     def __enter__(self) -> "Session":
         return self
@@ -72,6 +96,8 @@ class Session:
         self._metadata = None
         self._api_versions.clear()
         self.errors.client_errors.clear()
+        self.silent.clear()
+        self.failed.clear()
 
     @contextlib.contextmanager
     def deadline_within(self, seconds: float):
@@ -129,21 +155,66 @@ class Session:
                 raise self.errors.translate(exc, "connecting") from exc
             self._wire = wire
             self.requests["Metadata"] += 1
-            self._metadata = cluster_metadata(md, answered)
+            self._metadata = self._last_metadata = cluster_metadata(md, answered)
         return self._wire
 
+    def broker_budget_s(self) -> float:
+        """How long one broker may take to answer a round trip starting now (see BROKER_SHARE)."""
+        left = self.remaining_s()
+        return min(left, max(MIN_BROKER_BUDGET_S, left * BROKER_SHARE))
+
+    def _any_broker(self) -> int | None:
+        """Where a request for any broker goes: the one that answered the metadata, else another
+        listed broker that has not gone silent (None: the client picks)."""
+        md = self._metadata or self._last_metadata
+        if md is None:
+            return None
+        return next(iter(self.brokers_to_ask(md)), None)
+
+    def brokers_to_ask(self, md: ClusterMetadata | None) -> list[int]:
+        """Brokers for a request any broker can answer, best first: the one that answered the
+        metadata, then the others; those a request failed at last; silent ones not at all."""
+        if md is None:
+            return []
+        known = list(dict.fromkeys(([md.answered_by] if md.answered_by is not None else []) + [b.id for b in md.brokers]))
+        return sorted((b for b in known if b not in self.silent), key=lambda b: b in self.failed)
+
     def _send_all(self, requests: Sequence[tuple[int | None, Any]]) -> list[Any]:
-        """Every request in flight at once; each typed response, or the exception it failed with."""
+        """Every request in flight at once; each typed response, or the exception it failed with.
+
+        Each broker gets :meth:`broker_budget_s`; one that does not answer within it is noted in
+        ``silent`` and every later request to it in this command fails at once with
+        :class:`BrokerSilent` (the caller names its parts missing, or asks their new leader).
+        """
         wire = self.wire
-        self.remaining_s()  # raises once the deadline has passed
+        budget = self.broker_budget_s()  # raises once the deadline has passed
+        results: list[Any] = [None] * len(requests)
+        to_send: list[tuple[int, int | None, Any]] = []
+        for i, (node, request) in enumerate(requests):
+            node = self._any_broker() if node is None else node
+            if node is not None and node in self.silent:
+                results[i] = self.silent[node]
+            else:
+                to_send.append((i, node, request))
+        if not to_send:
+            return results
 
         def count(name: str) -> None:
             self.requests[name] += 1
 
         try:
-            return wire.send_all(list(requests), self.deadline, count)
+            answers = wire.send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, count)
         except Exception as exc:  # noqa: BLE001
             raise self.errors.translate(exc, "sending requests") from exc
+        for (i, node, _request), answer in zip(to_send, answers):
+            if node is not None and isinstance(answer, BaseException):
+                if _is_timeout(answer):
+                    answer = self.silent.setdefault(node, BrokerSilent(node, budget))
+                    log.debug("broker %s is silent for the rest of the command", node)
+                else:
+                    self.failed.add(node)
+            results[i] = answer
+        return results
 
     def _arrived(self, result: Any, subject: Subject, missing: list[Missing]) -> bool:
         """True for a response; for an exception, note ``subject`` as missing (auth errors end the command)."""

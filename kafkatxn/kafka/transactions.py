@@ -8,8 +8,9 @@ One Kafka API family per module (as kminion has one file per API), mixed into
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
@@ -58,13 +59,26 @@ class TransactionsApi:
         )
         out: list[TransactionListing] = []
         missing: list[Missing] = []
-        for broker_id, resp in zip(ids, self._send_all([(i, request) for i in ids])):
-            if not self._arrived(resp, Broker(broker_id), missing):
-                continue
-            if resp.error:
-                missing.append(Missing(Broker(broker_id), resp.error))
-                continue
-            out.extend(TransactionListing(t.transactional_id, t.producer_id, t.state, broker_id) for t in resp.transactions)
+        asked = ids
+        for attempt in range(2):
+            loading: list[int] = []  # a coordinator loading its part of the log: asked once more
+            for broker_id, resp in zip(asked, self._send_all([(i, request) for i in asked])):
+                if not self._arrived(resp, Broker(broker_id), missing):
+                    continue
+                if resp.error:
+                    if resp.error in COORDINATOR_ERRORS and attempt == 0:
+                        loading.append(broker_id)
+                    else:
+                        missing.append(Missing(Broker(broker_id), resp.error))
+                    continue
+                out.extend(TransactionListing(t.transactional_id, t.producer_id, t.state, broker_id) for t in resp.transactions)
+            if not loading:
+                break
+            if self.deadline - time.monotonic() < 2 * COORDINATOR_RETRY_PAUSE_S:
+                missing.extend(Missing(Broker(b), "COORDINATOR_LOAD_IN_PROGRESS") for b in loading)
+                break
+            time.sleep(COORDINATOR_RETRY_PAUSE_S)
+            asked = loading
         out.sort(key=lambda t: t.transactional_id)
         return Partial(out, missing), support
 
@@ -93,9 +107,29 @@ class TransactionsApi:
     def describe_transactions(self, transactional_ids: Iterable[str]) -> Partial[DescribedTransactions]:
         """DescribeTransactions routed to each id's coordinator: what was described, the ids the
         coordinator does not know (TRANSACTIONAL_ID_NOT_FOUND), and as ``missing`` the ids that
-        could not be asked."""
+        could not be asked.
+
+        Ids whose coordinator moved, was loading its log or did not answer are asked once more,
+        after a short pause, at the coordinator FindCoordinator names then.
+        """
+        first = self._describe_transactions_once(transactional_ids)
+        again = {m.subject.id for m in first.missing if isinstance(m.subject, TransactionalId) and m.subject.id in first.retriable}
+        if not again or self.deadline - time.monotonic() < 2 * COORDINATOR_RETRY_PAUSE_S:
+            return Partial(first.value, first.missing)
+        time.sleep(COORDINATOR_RETRY_PAUSE_S)
+        second = self._describe_transactions_once(sorted(again))
+        result = first.value
+        result.found.update(second.value.found)
+        result.not_found.update(second.value.not_found)
+        kept = [m for m in first.missing if not (isinstance(m.subject, TransactionalId) and m.subject.id in again)]
+        return Partial(result, kept + list(second.missing))
+
+    def _describe_transactions_once(self, transactional_ids: Iterable[str]) -> "_Described":
         coordinators = self.find_transaction_coordinators(transactional_ids)
         missing = list(coordinators.missing)
+        # Any id FindCoordinator could not place may be placed on a second try, but for refusals.
+        retriable = {m.subject.id for m in coordinators.missing
+                     if isinstance(m.subject, TransactionalId) and "AUTHORIZATION" not in m.reason}
         by_node: dict[int, list[str]] = defaultdict(list)
         for tid, node in coordinators.value.items():
             by_node[node].append(tid)
@@ -105,15 +139,29 @@ class TransactionsApi:
             if not self._arrived(resp, Broker(node), missing):
                 reason = f"coordinator {node}: {missing.pop().reason}"
                 missing.extend(Missing(TransactionalId(t), reason) for t in request.transactional_ids)
+                retriable.update(request.transactional_ids)
                 continue
             for txn in resp.transactions:
                 if txn.error == "TRANSACTIONAL_ID_NOT_FOUND":
                     result.not_found[txn.transactional_id] = txn.error
                 elif txn.error:
                     missing.append(Missing(TransactionalId(txn.transactional_id), txn.error))
+                    if txn.error in COORDINATOR_ERRORS:
+                        retriable.add(txn.transactional_id)
                 else:
                     result.found[txn.transactional_id] = TransactionDescription(
                         txn.transactional_id, node, txn.state, txn.producer_id, txn.producer_epoch,
                         txn.timeout_ms, txn.start_time_ms, txn.partitions,
                     )
-        return Partial(result, missing)
+        return _Described(result, missing, retriable)
+
+
+# What a coordinator answers while it moves or loads its part of the log: asked again, once.
+COORDINATOR_ERRORS = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"})
+COORDINATOR_RETRY_PAUSE_S = 0.2
+
+
+class _Described(NamedTuple):
+    value: DescribedTransactions
+    missing: list[Missing]
+    retriable: set[str]

@@ -192,6 +192,16 @@ class Wire:
     def close(self) -> None:
         self._client.close()
 
+    def learn_brokers(self, brokers: Sequence[BrokerInfo]) -> None:
+        """Add brokers from fresh metadata to those the client can connect to (a broker that was
+        fenced at bootstrap and leads a partition again now); known ones keep their connections."""
+        from kafka.protocol.metadata import MetadataResponse
+
+        known = self._manager.cluster._brokers
+        for b in brokers:
+            if b.id not in known:
+                known[b.id] = MetadataResponse.MetadataResponseBroker(b.id, b.host, b.port, b.rack)
+
     @property
     def _manager(self) -> Any:
         return self._client._manager
@@ -243,7 +253,12 @@ class Wire:
                         count(p.REQUEST_NAMES.get(type(request), type(request).__name__.removesuffix("Request")))
                         left_ms = max(int((deadline - time.monotonic()) * 1000), 1)
                         wire_request = self._reused(node_id, request)
-                        pending.append((i, manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms), left_ms))
+                        try:
+                            future = manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms)
+                        except Exception as exc:  # noqa: BLE001 - e.g. a broker that left the metadata: this request's answer
+                            results[i] = exc
+                            continue
+                        pending.append((i, future, left_ms))
                 for i, fut, left_ms in pending:
                     try:
                         results[i] = self._decode(requests[i][1], await manager.wait_for(fut, left_ms))

@@ -156,6 +156,9 @@ class FakeWire:
     def max_version(self, api_name: str) -> int:
         return self.model.api_versions.get(api_name, (0, -1))[1]
 
+    def learn_brokers(self, brokers) -> None:
+        pass  # every broker of the model can be asked
+
     def finalized_features(self) -> dict[str, int]:
         return {"transaction.version": 2, "metadata.version": 27}
 

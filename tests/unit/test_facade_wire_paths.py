@@ -66,10 +66,34 @@ def test_a_dead_brokers_partitions_are_missing_each_by_its_own_subject():
 def test_a_partition_error_is_missing_for_that_partition_only():
     model = KafkaModel()
     tp0, tp1 = model.add_partition("t", 0), model.add_partition("t", 1)
-    model.partition_errors[(1, tp1)] = ["NOT_LEADER_OR_FOLLOWER"]
+    model.partition_errors[(1, tp1)] = ["NOT_LEADER_OR_FOLLOWER"] * 2  # asked twice: fresh metadata names broker 1 again
     result = FakeCluster(model).describe_producers([tp0, tp1])
     assert set(result.value) == {tp0}
     assert [(m.subject, m.reason) for m in result.missing] == [(tp1, "NOT_LEADER_OR_FOLLOWER")]
+
+
+def test_a_partition_whose_leader_moved_is_asked_again_at_the_new_leader():
+    model = KafkaModel(brokers=(1, 2))
+    tp0, tp1 = model.add_partition("t", 0, leader=1, replicas=(1, 2)), model.add_partition("t", 1, leader=1, replicas=(1, 2))
+    model.partition_errors[(1, tp1)] = ["NOT_LEADER_OR_FOLLOWER"]
+    model.leader_moves[tp1] = 2  # what the next metadata says
+    cluster = FakeCluster(model)
+    result = cluster.describe_producers([tp0, tp1])
+    assert set(result.value) == {tp0, tp1} and result.missing == []
+    assert ("metadata", True) in cluster.calls
+
+
+def test_a_silent_broker_is_not_asked_again_in_the_same_command():
+    model = KafkaModel(brokers=(1, 2))
+    alive, dead = model.add_partition("t", 0, leader=1), model.add_partition("t", 1, leader=2)
+    model.down.add(2)
+    cluster = FakeCluster(model)
+    first = cluster.describe_producers([alive, dead])
+    sent_to_2 = [node for node, _ in model.sent].count(2)
+    second = cluster.stable_and_high_offsets([alive, dead])
+    assert [m.subject for m in first.missing] == [dead] and [m.subject for m in second.missing] == [dead]
+    assert "timed out" in second.missing[0].reason and set(second.value) == {alive}
+    assert [node for node, _ in model.sent].count(2) == sent_to_2  # answered at once, from the silent list
 
 
 # -- FindCoordinator: batched from v4, one id a request before ----------------------------------

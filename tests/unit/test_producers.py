@@ -138,7 +138,7 @@ def test_snapshot_attributes_partitions_to_their_leader_or_to_the_named_broker()
     gone = partition("a", 2, 1, [1])
     cluster = fake_cluster(parts + [gone], {tp("a", 0): [state(7)], tp("a", 1): []},
                            listings=[TransactionListing("app-1", 7, "Ongoing", 1)])
-    cluster.model.partition_errors[(1, tp("a", 2))] = ["NOT_LEADER_OR_FOLLOWER"]
+    cluster.model.partition_errors[(1, tp("a", 2))] = ["NOT_LEADER_OR_FOLLOWER"] * 2  # and again at fresh metadata
 
     snap = producers.snapshot_producers(cluster, parts + [gone])
     assert snap.reported_by == {tp("a", 0): 1, tp("a", 1): 2}
