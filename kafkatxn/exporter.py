@@ -35,7 +35,7 @@ from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
 from kafkatxn.kafka import Cluster
 from kafkatxn.validation import compile_regex
 from kafkatxn.config import ConnectionConfig
-from kafkatxn.errors import UsageError
+from kafkatxn.errors import KafkatxnError, UsageError
 
 from kafkatxn import defaults
 from kafkatxn.durations import parse_duration_ms
@@ -304,7 +304,8 @@ class SnapshotCollector(Collector):
                 raise
             except Exception as exc:  # noqa: BLE001 - the exporter must outlive anything one gather does
                 log.warning("gather failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
-                snap = ClusterSnapshot(int(time.time() * 1000), error=f"{type(exc).__name__}: {exc}")
+                # Our own errors are already one line for the user; anything else is named, not its class.
+                snap = ClusterSnapshot(int(time.time() * 1000), error=str(exc) if isinstance(exc, KafkatxnError) else f"unexpected failure: {exc}")
             self._snapshot, self._gathered_at = snap, self._clock()
             if snap.up and snap.transactional_ids is not None:  # an incomplete listing keeps the baseline
                 self._churn_for = (snap, self._churn.observe(snap.transactional_ids))
