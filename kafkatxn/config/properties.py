@@ -147,12 +147,8 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
     # Kafka's ConfigDef trims every value of the keys it defines; librdkafka-only keys are taken as
     # they are, so a password may end in a space.
     props = [p if p.key in LIBRDKAFKA_ONLY_KEYS else replace(p, value=p.value.strip(_JAVA_TRIMMED)) for p in props]
-    truststore_type = keystore_type = "PEM"
-    for p in props:
-        if p.key == "ssl.truststore.type":
-            truststore_type = p.value.upper()
-        if p.key == "ssl.keystore.type":
-            keystore_type = p.value.upper()
+    store_types = dict.fromkeys(_PEM_ONLY, "PEM")
+    store_types.update((p.key, p.value.upper()) for p in props if p.key in _PEM_ONLY)
     for p in props:
         key, value = p.key, p.value
         if is_provider_key(key) or key == value == "":
@@ -169,20 +165,12 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
             out["sasl.username"] = username
             out["sasl.password"] = password
         elif key == "ssl.truststore.location":
-            if truststore_type != "PEM":
-                raise p.error(
-                    f"ssl.truststore.type={truststore_type} cannot be used by the Python clients; "
-                    "export the CA as PEM (keytool -exportcert -rfc) and set ssl.truststore.type=PEM or ssl.ca.location"
-                )
+            _require_pem(p, store_types)
             out["ssl.ca.location"] = value
         elif key == "ssl.truststore.certificates":
             out["ssl.ca.pem"] = value
         elif key == "ssl.keystore.location":
-            if keystore_type != "PEM":
-                raise p.error(
-                    f"ssl.keystore.type={keystore_type} cannot be used by the Python clients; "
-                    "convert the key store to PEM and set ssl.certificate.location and ssl.key.location"
-                )
+            _require_pem(p, store_types)
             # A PEM key store holds the certificate chain and the private key in one file.
             out["ssl.certificate.location"] = value
             out["ssl.key.location"] = value
@@ -202,6 +190,20 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
             raise p.error("unsupported property (not shown: it does not look like a property name)")
     _validate(out, props)
     return out
+
+
+# The Python clients read PEM stores only; what to do instead, by the key naming a store's type.
+_PEM_ONLY = {
+    "ssl.truststore.type": "export the CA as PEM (keytool -exportcert -rfc) and set ssl.truststore.type=PEM or ssl.ca.location",
+    "ssl.keystore.type": "convert the key store to PEM and set ssl.certificate.location and ssl.key.location",
+}
+
+
+def _require_pem(p: PropertyLine, store_types: dict[str, str]) -> None:
+    """Refuse the ``ssl.*store.location`` line ``p`` when its store is not PEM."""
+    type_key = p.key.replace(".location", ".type")
+    if store_types[type_key] != "PEM":
+        raise p.error(f"{type_key}={store_types[type_key]} cannot be used by the Python clients; {_PEM_ONLY[type_key]}")
 
 
 def _parse_jaas(p: PropertyLine) -> tuple[str, str]:
