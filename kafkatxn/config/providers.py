@@ -32,10 +32,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
-from kafkatxn.config.properties import CONFIG_PROVIDERS, PropertyLine, is_provider_key
+from kafkatxn.config.properties import CONFIG_PROVIDERS, PropertyLine
 from kafkatxn.errors import UsageError
-
-__all__ = ["REFERENCE", "has_reference", "is_provider_key", "resolve_references"]
 
 # org.apache.kafka.common.config.ConfigTransformer.DEFAULT_PATTERN
 REFERENCE = re.compile(r"\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}")
