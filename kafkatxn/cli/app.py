@@ -135,6 +135,12 @@ app.callback()(root)
 
 # How the library's inputs are named on this command line (kafkatxn.errors.InputError).
 FLAGS = {"partition": "--partition", "topic": "--topic", "topic_pattern": "--topic-regex"}
+FLAGS["bootstrap_servers"] = "--bootstrap-server"
+FLAGS["command_config"] = "--command-config"
+FLAGS["profile"] = "--profile"
+FLAGS["timeout"] = "--timeout"
+FLAGS["overrides"] = "-X"
+FLAGS["ask_password"] = "--ask-password"
 
 
 def _error(message: str) -> None:

@@ -55,6 +55,7 @@ class CommandContext:
                 timeout=self.timeout,
                 overrides=self.properties,
                 ask_password=self.ask_password,
+                prompt=terminal_prompt() if self.ask_password else None,
             )
             for warning in self._config.warnings:
                 self.note(f"kafkatxn: warning: {warning}")
@@ -87,6 +88,20 @@ class CommandContext:
         _debug_log(message)
 
 
+
+
+def terminal_prompt() -> config_mod.Prompt | None:
+    """How ``--ask-password`` asks: on the terminal, without echo (the prompt on stderr, so a pipe
+    on stdout stays clean); None without a terminal, so the library says what to use instead."""
+    if not sys.stdin.isatty():
+        return None
+
+    def ask(text: str) -> str:
+        import getpass  # only --ask-password asks
+
+        return getpass.getpass(text, stream=sys.stderr)
+
+    return ask
 
 
 def _given_on_command_line(click_ctx: Any, name: str) -> bool:

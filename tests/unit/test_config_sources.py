@@ -13,7 +13,8 @@ import os
 import pytest
 
 from kafkatxn import config
-from kafkatxn.errors import UsageError
+from kafkatxn.cli.app import FLAGS
+from kafkatxn.errors import InputError, UsageError
 
 FILE = "org.apache.kafka.common.config.provider.FileConfigProvider"
 DIR = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
@@ -208,9 +209,10 @@ def test_providers_declared_in_a_profile_serve_the_command_config_file(tmp_path,
 
 @pytest.mark.parametrize("key", ["sasl.password", "ssl.key.password", "sasl.jaas.config", "ssl.keystore.password", "ssl.truststore.password", "ssl.keystore.key"])
 def test_x_refuses_secrets_and_says_where_to_put_them(key):
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(InputError) as err:
         config.resolve("h:1", overrides=[f"{key}=Hunter2Secret"])
-    message = str(err.value)
+    assert "Hunter2Secret" not in str(err.value) and "-X" not in str(err.value)
+    message = err.value.worded(FLAGS)  # as the CLI says it
     assert message.startswith(f"-X {key} refused: secrets are not taken from the command line")
     assert "--command-config" in message and "${env:VAR}" in message and "Hunter2Secret" not in message
     if key in config.SECRET_ENVIRONMENT:
@@ -241,29 +243,58 @@ def test_secret_environment_variables_override_the_file(tmp_path, monkeypatch):
     assert cfg.masked()["sasl.password"] == "******"
 
 
-def test_ask_password_prompts_for_the_sasl_password(tmp_path, monkeypatch):
+def test_ask_password_prompts_for_the_sasl_password(tmp_path):
     props = write(tmp_path / "c.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=alice\n")
     prompts = []
-    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
-    monkeypatch.setattr("getpass.getpass", lambda prompt, stream=None: prompts.append(prompt) or "typed")
-    cfg = config.resolve("h:1", command_config=str(props), ask_password=True)
+    cfg = config.resolve("h:1", command_config=str(props), ask_password=True, prompt=lambda text: prompts.append(text) or "typed")
     assert cfg.settings["sasl.password"] == "typed" and prompts == ["SASL password for alice: "]
 
 
-def test_ask_password_prompts_for_the_key_password_without_sasl(tmp_path, monkeypatch):
+def test_ask_password_prompts_for_the_key_password_without_sasl(tmp_path):
     props = write(tmp_path / "c.properties", "security.protocol=SSL\nssl.key.location=/k.pem\nssl.certificate.location=/c.pem\n")
-    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
-    monkeypatch.setattr("getpass.getpass", lambda prompt, stream=None: "typed")
-    assert config.resolve("h:1", command_config=str(props), ask_password=True).settings["ssl.key.password"] == "typed"
+    assert config.resolve("h:1", command_config=str(props), ask_password=True, prompt=lambda text: "typed").settings["ssl.key.password"] == "typed"
 
 
-def test_ask_password_without_a_terminal_says_what_to_use_instead(tmp_path, monkeypatch):
+@pytest.mark.parametrize("answer, says", [(EOFError, "--ask-password got no password"), (KeyboardInterrupt, "--ask-password got no password"), ("", "--ask-password got an empty password")])
+def test_ask_password_without_an_answer_is_refused(tmp_path, answer, says):
     props = write(tmp_path / "c.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=alice\n")
-    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
-    with pytest.raises(UsageError, match="--ask-password needs a terminal.*KAFKATXN_SASL_PASSWORD"):
+
+    def prompt(text: str) -> str:
+        if isinstance(answer, str):
+            return answer
+        raise answer
+
+    with pytest.raises(InputError) as raised:
+        config.resolve("h:1", command_config=str(props), ask_password=True, prompt=prompt)
+    assert raised.value.worded(FLAGS) == says
+
+
+def test_ask_password_without_a_prompt_says_a_secret_is_needed_and_what_to_use_instead(tmp_path):
+    props = write(tmp_path / "c.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=alice\n")
+    with pytest.raises(config.SecretNeeded) as raised:
         config.resolve("h:1", command_config=str(props), ask_password=True)
-    with pytest.raises(UsageError, match="found nothing that needs a password"):
+    assert (raised.value.key, raised.value.variable) == ("sasl.password", "KAFKATXN_SASL_PASSWORD")
+    assert raised.value.worded(FLAGS) == (
+        "--ask-password needs a terminal; without one, set KAFKATXN_SASL_PASSWORD or put sasl.password in the --command-config file"
+    )
+    with pytest.raises(InputError) as raised:
         config.resolve("h:1", ask_password=True)
+    assert raised.value.worded(FLAGS).startswith("--ask-password found nothing that needs a password")
+
+
+def test_cli_ask_password_prompts_on_the_terminal_without_echo(tmp_path, monkeypatch, capsys):
+    from tests.cli_helpers import run_cli
+
+    props = write(tmp_path / "c.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=alice\n")
+    asked = []
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("getpass.getpass", lambda prompt, stream=None: asked.append((prompt, stream)) or "Hunter2Typed")
+    result = run_cli(capsys, "config", "show", "-b", "h:1", "-c", str(props), "--ask-password", "-o", "json")
+    assert result.code == 0, result.stderr
+    import sys
+
+    assert asked == [("SASL password for alice: ", sys.stderr)]
+    assert '"sasl.password"' in result.stdout and "Hunter2Typed" not in result.stdout + result.stderr
 
 
 # -- files holding secrets are private --------------------------------------------------------------
@@ -363,3 +394,16 @@ def test_cli_ask_password_with_nothing_to_ask_for_says_so_unmasked(capsys):
     assert result.stderr == (
         "kafkatxn: error: --ask-password found nothing that needs a password (no SASL mechanism and no client key configured)\n"
     )
+
+
+def test_errors_about_overrides_name_the_input_and_the_cli_words_it_as_x(capsys):
+    from tests.cli_helpers import run_cli
+
+    with pytest.raises(InputError) as raised:
+        config.resolve("h:1", overrides=["client.id=x", "foo.bar={1}"])
+    assert str(raised.value) == "overrides:2: unsupported property 'foo.bar'"
+    assert raised.value.worded(FLAGS) == "-X:2: unsupported property 'foo.bar'"
+    result = run_cli(capsys, "config", "show", "-b", "h:1", "-X", "sasl.mechanism=FOO")
+    assert (result.code, result.stderr) == (64, "kafkatxn: error: -X:1: SASL mechanism FOO is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)\n")
+    result = run_cli(capsys, "config", "show", "-b", "h:1", "--timeout", "0s")
+    assert (result.code, result.stderr) == (64, "kafkatxn: error: --timeout must be positive\n")

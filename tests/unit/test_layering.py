@@ -109,3 +109,29 @@ def test_the_exporter_does_not_load_the_auditors_rules_or_spark():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(proc.stdout) == []
+
+
+def test_the_config_modules_form_no_cycle_and_properties_is_at_the_bottom():
+    """kafkatxn.config's modules import each other one way only (the package re-exports them, so
+    ``__init__`` is left out): a cycle among them fails here, naming the modules on it."""
+    package = PACKAGE / "config"
+    modules = {_module_name(path): path for path in package.glob("*.py") if path.name != "__init__.py"}
+    assert "kafkatxn.config.properties" in modules and len(modules) > 3
+    graph = {
+        name: {m for m in modules if m != name and (m in imports or any(i.startswith(m + ".") for i in imports))}
+        for name, imports in ((name, _imports_with_relative(path)) for name, path in modules.items())
+    }
+    assert graph["kafkatxn.config.properties"] == set(), "properties.py imports another config module"
+    assert all("kafkatxn.config" not in _imports_with_relative(path) for path in modules.values()), "a module imports the package"
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, f"import cycle: {' -> '.join(path[path.index(name):] + (name,))}"
+        if name in done:
+            return
+        for imported in sorted(graph[name]):
+            visit(imported, path + (name,))
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, ())

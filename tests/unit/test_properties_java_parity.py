@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kafkatxn import config
+from kafkatxn.config import properties
 from kafkatxn.errors import UsageError
 from tests.harness.jars import cache_root, default_kafka_version
 
@@ -146,12 +147,12 @@ def test_kafkatxn_reads_every_file_as_kafkas_tools_do(tmp_path, figures):
         compared += 1
         if theirs["jaas"] is not None:
             jaas = [line for line in lines if line.key == "sasl.jaas.config"][-1]
-            jaas = config.PropertyLine(jaas.source, jaas.line, jaas.key, jaas.value.strip(config._JAVA_TRIMMED))
+            jaas = config.PropertyLine(jaas.source, jaas.line, jaas.key, jaas.value.strip(properties._JAVA_TRIMMED))
             if theirs["jaas"] == "refused":
                 with pytest.raises(UsageError):
-                    config._parse_jaas(jaas)
+                    properties._parse_jaas(jaas)
             else:
-                assert config._parse_jaas(jaas) == theirs["jaas"], f"{data!r}"
+                assert properties._parse_jaas(jaas) == theirs["jaas"], f"{data!r}"
             jaas_compared += 1
     figures["properties files read as Java reads them"] = f"{compared}/{len(files)} ({jaas_compared} JAAS configs)"
     assert compared > len(files) * 0.8 and jaas_compared > 50

@@ -123,3 +123,82 @@ def test_kafka_python_refusals_end_the_bootstrap_and_other_failures_do_not():
     assert not is_refusal(KafkaConnectionError("111 ECONNREFUSED"))
     assert not is_refusal(KafkaConnectionError("socket disconnected"))
     assert not is_refusal(KafkaTimeoutError("Timed out after 1000 ms"))
+
+
+# -- certificate dates, read by cryptography ---------------------------------------------------------
+
+
+def make_certificate(not_before: dt.datetime, not_after: dt.datetime) -> tuple[bytes, bytes]:
+    """A self-signed certificate valid between the two instants, and its key (both PEM)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kafkatxn-test-client")])
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(not_before).not_valid_after(not_after)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+UTC = dt.timezone.utc
+
+
+@pytest.mark.parametrize(
+    "not_before, not_after",
+    [
+        # UTCTime (before 2050) and GeneralizedTime (from 2050): both encodings of X.509 dates.
+        (dt.datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC), dt.datetime(2011, 12, 13, 14, 15, 16, tzinfo=UTC)),
+        (dt.datetime(2049, 1, 2, 3, 4, 5, tzinfo=UTC), dt.datetime(2061, 7, 8, 9, 10, 11, tzinfo=UTC)),
+    ],
+)
+def test_certificate_dates_are_read_to_the_second(tmp_path, not_before, not_after):
+    cert, key = make_certificate(not_before, not_after)
+    path = tmp_path / "client.pem"
+    path.write_bytes(key + cert)  # a PEM key store: the key first, then the certificate
+    settings = {"ssl.certificate.location": str(path)}
+    after = not_after + dt.timedelta(seconds=1)
+    assert client_certificate_problem(settings, now=after) == f"client certificate expired on {not_after:%Y-%m-%d %H:%M:%S} UTC ({path})"
+    before = not_before - dt.timedelta(seconds=1)
+    assert client_certificate_problem(settings, now=before) == f"client certificate is not valid before {not_before:%Y-%m-%d %H:%M:%S} UTC ({path})"
+    for inside in (not_before, not_after, not_before + (not_after - not_before) / 2):
+        assert client_certificate_problem(settings, now=inside) is None
+    assert client_certificate_problem({"ssl.certificate.pem": cert.decode()}, now=after) == (
+        f"client certificate expired on {not_after:%Y-%m-%d %H:%M:%S} UTC"
+    )
+
+
+def test_an_expired_and_a_valid_certificate_made_now(tmp_path):
+    now = dt.datetime.now(UTC).replace(microsecond=0)
+    expired, _ = make_certificate(now - dt.timedelta(days=30), now - dt.timedelta(days=1))
+    valid, _ = make_certificate(now - dt.timedelta(days=1), now + dt.timedelta(days=30))
+    (tmp_path / "expired.pem").write_bytes(expired)
+    (tmp_path / "valid.pem").write_bytes(valid)
+    problem = client_certificate_problem({"ssl.certificate.location": str(tmp_path / "expired.pem")})
+    assert problem == f"client certificate expired on {now - dt.timedelta(days=1):%Y-%m-%d %H:%M:%S} UTC ({tmp_path / 'expired.pem'})"
+    assert client_certificate_problem({"ssl.certificate.location": str(tmp_path / "valid.pem")}) is None
+
+
+def test_cryptography_is_not_imported_at_start_up():
+    """Only a failed TLS handshake reads certificate dates: commands do not pay for cryptography."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json\n"
+        "from kafkatxn.cli.app import main\n"
+        "try:\n"
+        "    main(['config', 'show', '-b', 'h:1', '-o', 'json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "import kafkatxn.kafka.errors\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'cryptography')), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == [], proc.stderr

@@ -30,27 +30,18 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Callable, Mapping
 
-
+from kafkatxn.config.properties import CONFIG_PROVIDERS, PropertyLine
 from kafkatxn.errors import UsageError
-
-if TYPE_CHECKING:
-    from kafkatxn.config import PropertyLine
 
 # org.apache.kafka.common.config.ConfigTransformer.DEFAULT_PATTERN
 REFERENCE = re.compile(r"\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}")
 
-CONFIG_PROVIDERS = "config.providers"
 FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"
 DIRECTORY_PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
 ENV_PROVIDER = "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
 SUPPORTED = (FILE_PROVIDER, DIRECTORY_PROVIDER, ENV_PROVIDER)
-
-
-def is_provider_key(key: str) -> bool:
-    """``config.providers`` and ``config.providers.*``: reserved by Kafka, never client settings."""
-    return key == CONFIG_PROVIDERS or key.startswith(CONFIG_PROVIDERS + ".")
 
 
 def has_reference(value: str) -> bool:
@@ -67,70 +58,70 @@ class _Provider:
     allowlist: re.Pattern[str] | None = None
     cache: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def lookup(self, path: str, key: str, where: str, environ: Mapping[str, str]) -> str:
+    def lookup(self, path: str, key: str, fail: Callable[[str], UsageError], environ: Mapping[str, str]) -> str:
         if self.cls == ENV_PROVIDER:
-            return self._env(path, key, where, environ)
+            return self._env(path, key, fail, environ)
         if not path:
-            raise UsageError(f"{where}: the {self.name} provider needs a path (${{{self.name}:PATH:KEY}})")
-        target = self._allowed(path, where)
+            raise fail(f"the {self.name} provider needs a path (${{{self.name}:PATH:KEY}})")
+        target = self._allowed(path, fail)
         if self.cls == FILE_PROVIDER:
             data = self.cache.get(path)
             if data is None:
                 try:
                     text = target.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError):
-                    raise UsageError(f"{where}: Could not read properties from file {path}") from None
+                    raise fail(f"Could not read properties from file {path}") from None
                 import javaproperties  # only a file provider needs it
 
                 try:
                     data = self.cache[path] = javaproperties.loads(text)
                 except javaproperties.InvalidUEscapeError:
-                    raise UsageError(f"{where}: malformed \\uxxxx encoding in {path}") from None
+                    raise fail(f"malformed \\uxxxx encoding in {path}") from None
             if key not in data:
-                raise UsageError(f"{where}: no property {key!r} in {path}")
+                raise fail(f"no property {key!r} in {path}")
             return data[key]
         # DirectoryConfigProvider: the file named `key` in the directory, its whole content.
         if not target.is_dir():
-            raise UsageError(f"{where}: The path {path} is not a directory")
+            raise fail(f"The path {path} is not a directory")
         entry = target / key
         if "/" in key or key in ("", ".", "..") or not entry.is_file():
-            raise UsageError(f"{where}: no file {key!r} in directory {path}")
+            raise fail(f"no file {key!r} in directory {path}")
         try:
             return entry.read_bytes().decode("utf-8", errors="replace")
         except OSError:
-            raise UsageError(f"{where}: Could not read file {entry} for property {key}") from None
+            raise fail(f"Could not read file {entry} for property {key}") from None
 
-    def _allowed(self, path: str, where: str) -> Path:
+    def _allowed(self, path: str, fail: Callable[[str], UsageError]) -> Path:
         # org.apache.kafka.common.config.internals.AllowedPaths.parseUntrustedPath
         parsed = Path(path)
         if self.allowed_paths is None:
             return parsed
         normalised = Path(os.path.normpath(path))
         if not any(normalised == a or a in normalised.parents for a in self.allowed_paths):
-            raise UsageError(
-                f"{where}: The path {path} is not allowed to be accessed "
+            raise fail(
+                f"The path {path} is not allowed to be accessed "
                 f"(config.providers.{self.name}.param.allowed.paths)"
             )
         return normalised
 
-    def _env(self, path: str, key: str, where: str, environ: Mapping[str, str]) -> str:
+    def _env(self, path: str, key: str, fail: Callable[[str], UsageError], environ: Mapping[str, str]) -> str:
         if path:
-            raise UsageError(f"{where}: Path is not supported for EnvVarConfigProvider, invalid value '{path}'")
+            raise fail(f"Path is not supported for EnvVarConfigProvider, invalid value '{path}'")
         if self.allowlist is not None and not self.allowlist.fullmatch(key):
-            raise UsageError(
-                f"{where}: environment variable {key} is not allowed by "
+            raise fail(
+                f"environment variable {key} is not allowed by "
                 f"config.providers.{self.name}.param.allowlist.pattern"
             )
         if key not in environ:
-            raise UsageError(f"{where}: environment variable {key} is not set")
+            raise fail(f"environment variable {key} is not set")
         return environ[key]
 
 
-def _configure(name: str, cls_line: "PropertyLine", params: dict[str, str]) -> _Provider:
+def _configure(name: str, cls_line: PropertyLine, params: dict[str, str]) -> _Provider:
     cls = cls_line.value
     if cls not in SUPPORTED:
-        raise UsageError(
-            f"{cls_line.where}: config provider class {cls} is not supported by kafkatxn "
+        raise cls_line.error(
+            f"config provider class {cls} is not supported by kafkatxn "
             "(FileConfigProvider, DirectoryConfigProvider and EnvVarConfigProvider are)"
         )
     provider = _Provider(name, cls, params, cls_line.where)
@@ -140,20 +131,20 @@ def _configure(name: str, cls_line: "PropertyLine", params: dict[str, str]) -> _
         for item in params["allowed.paths"].split(","):
             normalised = Path(os.path.normpath(item)) if item else Path(item)
             if not normalised.is_absolute():
-                raise UsageError(f"{cls_line.where}: {prefix}allowed.paths: Path {normalised} is not absolute")
+                raise cls_line.error(f"{prefix}allowed.paths: Path {normalised} is not absolute")
             if not normalised.exists():
-                raise UsageError(f"{cls_line.where}: {prefix}allowed.paths: Path {normalised} does not exist")
+                raise cls_line.error(f"{prefix}allowed.paths: Path {normalised} does not exist")
             allowed.append(normalised)
         provider.allowed_paths = allowed
     if cls == ENV_PROVIDER and "allowlist.pattern" in params:
         try:
             provider.allowlist = re.compile(params["allowlist.pattern"])
         except re.error:
-            raise UsageError(f"{cls_line.where}: {prefix}allowlist.pattern is not a valid regular expression") from None
+            raise cls_line.error(f"{prefix}allowlist.pattern is not a valid regular expression") from None
     return provider
 
 
-def resolve_references(lines: list["PropertyLine"], environ: Mapping[str, str] | None = None) -> list["PropertyLine"]:
+def resolve_references(lines: list[PropertyLine], environ: Mapping[str, str] | None = None) -> list[PropertyLine]:
     """``lines`` with every ``${provider:[path:]key}`` replaced, as Kafka's clients would replace them.
 
     Providers are declared by the lines themselves (the last line for a key wins, as in one
@@ -179,22 +170,22 @@ def resolve_references(lines: list["PropertyLine"], environ: Mapping[str, str] |
             out.append(line)
             continue
 
-        def substitute(match: re.Match[str], line: "PropertyLine" = line) -> str:
+        def substitute(match: re.Match[str], line: PropertyLine = line) -> str:
             ref = match.group(0)
             name, path, key = match.group(1), match.group(3) or "", match.group(4)
             provider = providers.get(name)
             if provider is None:
                 if not providers:
-                    raise UsageError(
-                        f"{line.where}: {ref} (in {line.key}) refers to config provider {name!r}, but config.providers "
+                    raise line.error(
+                        f"{ref} (in {line.key}) refers to config provider {name!r}, but config.providers "
                         "declares none with a class (config.providers=NAME and config.providers.NAME.class=...)"
                     )
-                raise UsageError(
-                    f"{line.where}: {ref} (in {line.key}): no config provider named {name!r} "
+                raise line.error(
+                    f"{ref} (in {line.key}): no config provider named {name!r} "
                     f"(config.providers declares {', '.join(sorted(providers))})"
                 )
             # "KEY: value" would read as an assignment to the redaction of error lines: the key goes in brackets.
-            return provider.lookup(path, key, f"{line.where}: {ref} (in {line.key})", environ)
+            return provider.lookup(path, key, lambda message: line.error(f"{ref} (in {line.key}): {message}"), environ)
 
         out.append(replace(line, value=REFERENCE.sub(substitute, line.value)))
     return out

@@ -1,0 +1,101 @@
+"""The settings each Kafka client gets: librdkafka's (confluent-kafka) and kafka-python's keyword
+arguments, from one :class:`ConnectionConfig`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from kafkatxn.config.properties import SASL_MECHANISMS, mask
+from kafkatxn.errors import UsageError
+
+DEFAULT_TIMEOUT_MS = 30_000
+
+# librdkafka key -> the kafka-python argument carrying the same setting as it is.
+KAFKA_PYTHON_ARGUMENTS = {
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.ca.pem": "ssl_cadata",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+}
+
+
+@dataclass
+class ConnectionConfig:
+    bootstrap_servers: str
+    settings: dict[str, str] = field(default_factory=dict)
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    profile: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # for people, on stderr (e.g. a secrets file others can read)
+
+    @property
+    def timeout_s(self) -> float:
+        return self.timeout_ms / 1000
+
+    def librdkafka(self, **extra: str | int | bool) -> dict:
+        """Settings for confluent-kafka clients, with the deadline applied to every request."""
+        conf: dict = {"bootstrap.servers": self.bootstrap_servers, "client.id": "kafkatxn"}
+        conf.update(self.settings)
+        # Within librdkafka's ranges (it refuses the client otherwise); the deadline still ends the command.
+        conf.setdefault("socket.timeout.ms", min(max(self.timeout_ms, 10), 300_000))
+        conf.setdefault("socket.connection.setup.timeout.ms", min(max(self.timeout_ms, 1000), 2_147_483_647))
+        # librdkafka logs connection failures to stderr by default; we report them as one line instead.
+        conf.setdefault("log_level", 0)
+        conf.update(extra)
+        return conf
+
+    def kafka_python(self) -> dict:
+        """The same settings as kafka-python keyword arguments."""
+        s = self.settings
+        kw: dict = {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            "client_id": s.get("client.id", "kafkatxn"),
+            "request_timeout_ms": max(self.timeout_ms, 1000),
+            "security_protocol": s.get("security.protocol", "PLAINTEXT"),
+        }
+        for key, argument in KAFKA_PYTHON_ARGUMENTS.items():
+            if key in s:
+                kw[argument] = s[key]
+        if s.get("ssl.endpoint.identification.algorithm") == "none":
+            kw["ssl_check_hostname"] = False
+        if "ssl.certificate.pem" in s or "ssl.key.pem" in s:
+            raise UsageError(
+                "inline PEM client certificates (ssl.keystore.key / ssl.certificate.pem) are not supported by "
+                "kafka-python; point ssl.certificate.location and ssl.key.location at files"
+            )
+        return kw
+
+    def masked(self) -> dict[str, str]:
+        shown = {"bootstrap.servers": self.bootstrap_servers, "timeout": f"{self.timeout_ms}ms"}
+        if self.profile:
+            shown["profile"] = self.profile
+        for key, value in sorted(self.settings.items()):
+            shown[key] = mask(key, value)
+        return shown
+
+
+def check_settings_as_librdkafka(settings: Mapping[str, str]) -> None:
+    """Refuse, before anything is sent, what librdkafka refuses when a client is built: a command
+    served by kafka-python alone builds no librdkafka client, and kafka-python would only find these
+    out while connecting (and retry them until the deadline)."""
+    protocol = settings.get("security.protocol", "PLAINTEXT").upper()
+    if protocol.startswith("SASL"):
+        mechanism = settings.get("sasl.mechanisms", "GSSAPI")  # librdkafka's default
+        if mechanism not in SASL_MECHANISMS:
+            raise UsageError(
+                f"bad client settings: SASL mechanism {mechanism} is not supported ({', '.join(SASL_MECHANISMS)} are; "
+                "set sasl.mechanism)"
+            )
+        if settings.get("sasl.username") is None or settings.get("sasl.password") is None:
+            raise UsageError("bad client settings: sasl.username and sasl.password must be set")
+    if protocol in ("SSL", "SASL_SSL"):
+        for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):
+            path = settings.get(key)
+            if path is not None and path != "probe" and not os.path.exists(path):
+                raise UsageError(f"bad client settings: {key}: no such file {path}")
