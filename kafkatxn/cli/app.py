@@ -135,6 +135,13 @@ app.callback()(root)
 
 # How the library's inputs are named on this command line (kafkatxn.errors.InputError).
 FLAGS = {"partition": "--partition", "topic": "--topic", "topic_pattern": "--topic-regex"}
+FLAGS["start_offset"] = "--start-offset"
+FLAGS["producer_id"] = "--producer-id"
+FLAGS["producer_epoch"] = "--producer-epoch"
+FLAGS["coordinator_epoch"] = "--coordinator-epoch"
+FLAGS["all_hanging"] = "--all-hanging"
+FLAGS["pattern"] = "--pattern"
+FLAGS["allow_two_phase_commit"] = "--allow-two-phase-commit"
 
 
 def _error(message: str) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from kafkatxn import auditlog, hanging, remedy
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription, TransactionListing
-from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
+from kafkatxn.cli.app import FLAGS
+from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, InputError, UsageError
 from tests.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
@@ -163,8 +164,10 @@ def test_fence_timeout_keeps_the_ids_own_within_the_broker_maximum():
 
 def test_pattern_must_match_the_whole_id():
     assert remedy.matching_ids(["app-1", "app-10", "myapp-1"], r"app-\d") == ["app-1"]
-    with pytest.raises(UsageError, match="bad --pattern"):
+    # The library names the input; the CLI words it with its flag (kafkatxn.cli.app.FLAGS).
+    with pytest.raises(InputError, match="bad pattern regex") as raised:
         remedy.matching_ids([], "(")
+    assert raised.value.worded(FLAGS).startswith("bad --pattern regex '(': ")
 
 
 def test_exit_code():
