@@ -134,13 +134,16 @@ root.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 app.callback()(root)
 
 # How the library's inputs are named on this command line (kafkatxn.errors.InputError).
-FLAGS = {"partition": "--partition", "topic": "--topic", "topic_pattern": "--topic-regex"}
-FLAGS["bootstrap_servers"] = "--bootstrap-server"
-FLAGS["command_config"] = "--command-config"
-FLAGS["profile"] = "--profile"
-FLAGS["timeout"] = "--timeout"
-FLAGS["overrides"] = "-X"
-FLAGS["ask_password"] = "--ask-password"
+FLAGS = {
+    "partition": "--partition", "topic": "--topic", "topic_pattern": "--topic-regex",
+    # connection settings (kafkatxn.config)
+    "bootstrap_servers": "--bootstrap-server", "command_config": "--command-config", "profile": "--profile",
+    "timeout": "--timeout", "overrides": "-X", "ask_password": "--ask-password",
+    # abort and fence (kafkatxn.remedy)
+    "start_offset": "--start-offset", "producer_id": "--producer-id", "producer_epoch": "--producer-epoch",
+    "coordinator_epoch": "--coordinator-epoch", "all_hanging": "--all-hanging", "pattern": "--pattern",
+    "allow_two_phase_commit": "--allow-two-phase-commit",
+}
 
 
 def _error(message: str) -> None:

@@ -104,8 +104,8 @@ def register(app: typer.Typer) -> None:
         if not all_hanging:
             if topic is None or partition is None:
                 raise UsageError("name the transaction with --topic and --partition (and --start-offset), or pass --all-hanging")
+            # The target checks itself as it is made (kafkatxn.remedy.decide.validate_target), before the audit log is opened.
             targets.append(remedy.AbortTarget(topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch))
-            remedy.validate_target(targets[0])
         timeout_ms = max_transaction_timeout
         audit = _open_audit_log(ctx, audit_log, dry_run)
         result = remedy.abort(

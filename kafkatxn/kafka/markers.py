@@ -1,4 +1,5 @@
-"""What changes a transaction: WriteTxnMarkers and fencing a transactional id (InitProducerId).
+"""What changes a transaction: WriteTxnMarkers and fencing a transactional id (InitProducerId), with
+the waiting each needs: for a partition's leader before a marker, for a busy coordinator to fence.
 
 One Kafka API family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
@@ -8,14 +9,48 @@ One Kafka API family per module (as kminion has one file per API), mixed into
 from __future__ import annotations
 
 import logging
+import time
 
+from kafkatxn.errors import KafkatxnError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.model import TopicPartition
+from kafkatxn.kafka.errors import kafka_error_code
+from kafkatxn.model import ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
 
+# Waiting for a partition's new leader may use this share of the deadline; the rest is kept for the
+# marker and its verification. Brokers notice a dead leader within their session timeout (seconds).
+LEADER_WAIT_SHARE = 2 / 3
+LEADER_POLL_S = 0.5
+# What Admin.fenceProducers retries (KAFKA-16570): the coordinator is busy completing the previous
+# transaction, or is loading its log partition. Retried within the deadline.
+BUSY_COORDINATOR_ERRORS = frozenset({"CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"})
+FENCE_RETRY_BACKOFF_S = 0.2
+
 
 class MarkersApi:
+    def leader_and_producers(self, tp: TopicPartition) -> tuple[int | None, list[ProducerState] | None, str]:
+        """The partition's leader, from fresh metadata, and the producers it reports: what a marker
+        is checked against right before it is written.
+
+        A leader that does not answer (it died, leadership is moving) is asked again as metadata
+        changes, for a share of the command's deadline (:data:`LEADER_WAIT_SHARE`); then
+        ``(None, None, why)``.
+        """
+        while True:
+            info = next((p for p in self.metadata(refresh=True).partitions if p.tp == tp), None)
+            if info is None or info.leader < 0:
+                why = f"{tp} has no leader"
+            else:
+                described = self.describe_producers([tp])
+                if tp in described.value:
+                    return info.leader, described.value[tp], ""
+                why = "; ".join(map(str, described.missing)) or f"no answer from broker {info.leader}"
+            stop_at = self.deadline - self.config.timeout_s * (1 - LEADER_WAIT_SHARE)
+            if time.monotonic() + LEADER_POLL_S >= stop_at:
+                return None, None, why
+            time.sleep(LEADER_POLL_S)
+
     def write_abort_marker(
         self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, leader: int
     ) -> str | None:
@@ -28,6 +63,22 @@ class MarkersApi:
             self.errors.raise_if_auth_in(resp)
             raise self.errors.translate(resp, f"writing the abort marker to broker {leader}")
         return resp.error
+
+    def fence_transactional_id_retrying(self, transactional_id: str, transaction_timeout_ms: int) -> list[str]:
+        """:meth:`fence_transactional_id` until it succeeds, fails with what a busy coordinator does
+        not explain, or the deadline nears; returns the errors retried (for the user to see)."""
+        retried: list[str] = []
+        while True:
+            try:
+                self.fence_transactional_id(transactional_id, transaction_timeout_ms)
+                return retried
+            except KafkatxnError as exc:
+                code = kafka_error_code(exc.__cause__) if exc.__cause__ is not None else None
+                backoff = min(FENCE_RETRY_BACKOFF_S * 2 ** len(retried), 1.0)
+                if code not in BUSY_COORDINATOR_ERRORS or self.deadline - time.monotonic() < backoff + 1.0:
+                    raise
+                retried.append(code)
+                time.sleep(backoff)
 
     def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
         """Bump the epoch of ``transactional_id`` (InitProducerId through a transactional producer).

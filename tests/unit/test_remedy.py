@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 
 from kafkatxn import auditlog, hanging, remedy
+from kafkatxn.remedy import driver
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription, TransactionListing
-from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
+from kafkatxn.cli.app import FLAGS
+from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, InputError, UsageError
 from tests.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
@@ -163,8 +165,10 @@ def test_fence_timeout_keeps_the_ids_own_within_the_broker_maximum():
 
 def test_pattern_must_match_the_whole_id():
     assert remedy.matching_ids(["app-1", "app-10", "myapp-1"], r"app-\d") == ["app-1"]
-    with pytest.raises(UsageError, match="bad --pattern"):
+    # The library names the input; the CLI words it with its flag (kafkatxn.cli.app.FLAGS).
+    with pytest.raises(InputError, match="bad pattern regex") as raised:
         remedy.matching_ids([], "(")
+    assert raised.value.worded(FLAGS).startswith("bad --pattern regex '(': ")
 
 
 def test_exit_code():
@@ -378,6 +382,233 @@ def test_fence_pattern_matches_whole_ids_and_dry_run_touches_nothing(audit):
     result = remedy.fence(fake, pattern=r"app-\d", audit=audit, confirm=yes, dry_run=True)
     assert [(r.transactional_id, r.outcome) for r in result.rows] == [("app-1", Outcome.WOULD_FENCE)]
     assert fake.called("fence") == [] and audit.records() == []
+
+
+# -- the driver: one order of steps, the audit log written by it alone ----------------------------
+
+
+def trail(audit):
+    """The audit log as (record, outcome) pairs, in order."""
+    return [(r["record"], r.get("outcome")) for r in audit.records()]
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    outcome: Outcome | None
+    reason: str
+
+
+@dataclass
+class _Item:
+    name: str
+    decision: remedy.AbortDecision
+    outcome: Outcome | None = None
+    reason: str = ""
+
+    def row(self):
+        return _Row(self.name, self.outcome, self.reason)
+
+    def audit_target(self):
+        return {"name": self.name}
+
+    def plan_state(self):
+        return {"seen": self.name}
+
+
+class Recording(driver.Remedy):
+    """A new action is a plan and an act: this one records when each step runs, and how many audit
+    lines were on disk then. ``recheck``/``act``/``verify`` answer what ``answers`` says per item."""
+
+    name = "record"
+    acting = Action.ABORT
+
+    def __init__(self, audit, items, answers):
+        self.audit, self.items, self.answers, self.steps = audit, items, answers, []
+
+    def step(self, what, item=None):
+        self.steps.append((what, item.name if item else None, len(self.audit.records())))
+
+    def plan(self, cluster, audit):
+        self.step("plan")
+        return driver.Plan(self.items)
+
+    def before_acting(self, cluster):
+        self.step("before_acting")
+
+    def recheck(self, cluster, item):
+        self.step("recheck", item)
+        return self.answers.get((item.name, "recheck"), driver.Recheck.go({"before": item.name}, plan={"send": 1}))
+
+    def act(self, cluster, item):
+        self.step("act", item)
+        answer = self.answers.get((item.name, "act"), driver.Acted("note; "))
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def verify(self, cluster, item):
+        self.step("verify", item)
+        return remedy.Verification(Outcome.ABORTED, "verified"), {"after": item.name}
+
+
+def recording(audit, answers=None, names=("x",), action=Action.ABORT):
+    items = [_Item(n, remedy.AbortDecision(action, f"planned {n}")) for n in names]
+    return Recording(audit, items, answers or {})
+
+
+def test_driver_runs_plan_confirm_recheck_intent_act_verify_result_in_that_order(audit):
+    rec = recording(audit)
+    asked = []
+    result = driver.run(rec, FakeCluster(KafkaModel()), audit=audit, confirm=lambda rows: asked.append(rows) or True)
+    assert asked == [[_Row("x", None, "")]]  # the plan, before anything was rechecked
+    # (step, item, audit lines on disk): the intent is written after the recheck and before the act.
+    assert rec.steps == [("plan", None, 0), ("before_acting", None, 0), ("recheck", "x", 0), ("act", "x", 1), ("verify", "x", 1)]
+    intent, res = audit.records()
+    assert (intent["record"], intent["action"], intent["target"], intent["state_before"], intent["plan"]) == (
+        "intent", "record", {"name": "x"}, {"before": "x"}, {"send": 1})
+    assert (res["record"], res["action_id"], res["outcome"], res["state_after"], res["detail"]) == (
+        "result", intent["action_id"], "aborted", {"after": "x"}, "note; verified")
+    assert result.rows == [_Row("x", Outcome.ABORTED, "note; verified")] and result.acted
+
+
+def test_driver_refused_at_recheck_writes_a_result_and_no_intent(audit):
+    rec = recording(audit, {("x", "recheck"): driver.Recheck.refused("changed", {"now": 1})})
+    result = driver.run(rec, FakeCluster(KafkaModel()), audit=audit, confirm=yes)
+    assert [s[0] for s in rec.steps] == ["plan", "before_acting", "recheck"]  # never acted
+    (res,) = audit.records()
+    assert (res["record"], res["outcome"], res["state_after"], res["detail"]) == ("result", "refused", {"now": 1}, "changed")
+    assert result.rows == [_Row("x", Outcome.REFUSED, "changed")] and result.exit_code == EXIT_UNKNOWN
+
+
+def test_driver_nothing_left_at_recheck_writes_nothing(audit):
+    rec = recording(audit, {("x", "recheck"): driver.Recheck.nothing(Outcome.NOTHING_TO_ABORT, "closed meanwhile")})
+    result = driver.run(rec, FakeCluster(KafkaModel()), audit=audit, confirm=yes)
+    assert audit.records() == [] and result.rows == [_Row("x", Outcome.NOTHING_TO_ABORT, "closed meanwhile")]
+
+
+def test_driver_failed_act_is_a_result_after_the_intent_without_verifying(audit):
+    rec = recording(audit, {("x", "act"): driver.Acted.ending(Outcome.FAILED, "the broker said no", {"as": "before"})})
+    result = driver.run(rec, FakeCluster(KafkaModel()), audit=audit, confirm=yes)
+    assert "verify" not in [s[0] for s in rec.steps]
+    assert trail(audit) == [("intent", None), ("result", "failed")]
+    assert audit.records()[1]["state_after"] == {"as": "before"} and result.exit_code == EXIT_UNKNOWN
+
+
+def test_driver_act_without_an_answer_is_unknown_on_record_and_a_bug_still_raises(audit):
+    from kafkatxn.errors import DeadlineExceeded
+
+    rec = recording(audit, {("x", "act"): DeadlineExceeded("timed out after 30s"), ("y", "act"): ValueError("bug")}, names=("x", "y"))
+    with pytest.raises(ValueError):
+        driver.run(rec, FakeCluster(KafkaModel()), audit=audit, confirm=yes)
+    assert trail(audit) == [("intent", None), ("result", "unknown"), ("intent", None), ("result", "unknown")]
+    assert audit.records()[1]["detail"] == "record got no answer: timed out after 30s"
+    assert rec.items[0].outcome is Outcome.UNKNOWN
+
+
+def test_driver_plan_refusals_are_recorded_dry_runs_and_declines_record_nothing(audit):
+    refused = recording(audit, action=Action.REFUSE)
+    out = driver.run(refused, FakeCluster(KafkaModel()), audit=audit, confirm=lambda rows: pytest.fail("asked"))
+    assert [s[0] for s in refused.steps] == ["plan"] and out.rows == [_Row("x", None, "")]
+    (res,) = audit.records()
+    assert (res["record"], res["outcome"], res["state_after"], res["detail"]) == ("result", "refused", {"seen": "x"}, "planned x")
+    dry = recording(audit)
+    driver.run(dry, FakeCluster(KafkaModel()), audit=audit, confirm=lambda rows: pytest.fail("asked"), dry_run=True)
+    with pytest.raises(remedy.Declined):
+        driver.run(recording(audit), FakeCluster(KafkaModel()), audit=audit, confirm=lambda rows: False)
+    assert len(audit.records()) == 1 and [s[0] for s in dry.steps] == ["plan"]
+
+
+# The same orders through abort and fence, over the fake cluster.
+
+
+def test_abort_done_refused_at_recheck_failed_and_unknown_leave_these_audit_trails(audit, tmp_path):
+    def run_abort(fake, log, confirm=yes):
+        return remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=log, confirm=confirm)
+
+    done = run_abort(hanging_cluster(audit), audit)
+    assert [r.outcome for r in done.rows] == [Outcome.ABORTED] and trail(audit) == [("intent", None), ("result", "aborted")]
+
+    log = auditlog.AuditLog(tmp_path / "refused.jsonl")
+    fake = hanging_cluster(log)
+
+    def bump(rows):
+        fake.model.producers[A0] = [state(7, start=10, epoch=3)]
+        return True
+
+    run_abort(fake, log, bump)
+    assert trail(log) == [("result", "refused")] and fake.called("write_abort_marker") == []
+    assert log.records()[0]["state_after"]["producers"][0]["producer_epoch"] == 3  # what the recheck saw
+
+    log = auditlog.AuditLog(tmp_path / "failed.jsonl")
+    fake = hanging_cluster(log)
+    fake.model.marker_error = "INVALID_PRODUCER_EPOCH"
+    failed = run_abort(fake, log)
+    assert trail(log) == [("intent", None), ("result", "failed")] and len(fake.called("write_abort_marker")) == 1
+    intent, res = log.records()
+    assert res["state_after"] == intent["state_before"] and "refused the marker: INVALID_PRODUCER_EPOCH" in failed.rows[0].reason
+
+    log = auditlog.AuditLog(tmp_path / "unknown.jsonl")
+    fake = hanging_cluster(log)
+    fake.model.timeouts[1] = {"WriteTxnMarkers"}  # the leader takes the marker and never answers
+    unknown = run_abort(fake, log)
+    # Broker 1 used up its share of the deadline: silent for the rest of the command, so it is
+    # neither rechecked nor sent a second marker; what happened stays unknown, and says so.
+    assert trail(log) == [("intent", None), ("result", "unknown")] and len(fake.called("write_abort_marker")) == 1
+    (row,) = unknown.rows
+    assert row.outcome is Outcome.UNKNOWN and row.reason.startswith("broker 1 did not take the marker (no answer: ")
+    assert "no leader of a-0 could be asked: " in row.reason and "timed out" in row.reason
+    assert log.records()[1]["detail"] == row.reason and log.records()[1]["state_after"] is None
+
+
+def test_a_leadership_error_on_the_marker_is_retried_at_the_new_leader_once(audit):
+    fake = hanging_cluster(audit)
+    fake.model.partitions[A0] = replace(fake.model.partitions[A0], replicas=(1, 2), isr=(1, 2))
+    fake.model.brokers = (1, 2)
+    moved = []
+
+    def leadership_moves_as_the_first_marker_goes_out():
+        if not moved:
+            moved.append(A0)
+            fake.model.partition_errors[(1, A0)] = ["NOT_LEADER_OR_FOLLOWER"]  # broker 1's answer to the marker
+            fake.model.partitions[A0] = replace(fake.model.partitions[A0], leader=2)
+
+    fake.before_action = leadership_moves_as_the_first_marker_goes_out
+    result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
+    (row,) = result.rows
+    assert row.outcome is Outcome.ABORTED, row.reason
+    assert [c[-1] for c in fake.called("write_abort_marker")] == [1, 2]
+    assert row.reason.startswith("broker 1 did not take the marker (NOT_LEADER_OR_FOLLOWER); retried on broker 2, its new leader; ")
+    assert trail(audit) == [("intent", None), ("result", "aborted")] and row.leader_id == 2
+
+
+def test_the_kafka_layer_waits_for_a_leader_within_its_share_of_the_deadline():
+    model = KafkaModel(brokers=(1,))
+    model.add_partition("a", 0, leader=-1, replicas=(1,))
+    model.producers[A0] = open_txn = [state(7, start=10)]
+    model.leader_moves[A0] = 1  # elected by the second metadata request
+    fake = FakeCluster(model, timeout_s=3)
+    fake.metadata()
+    assert fake.leader_and_producers(A0) == (1, open_txn, "")
+    model.partitions[A0] = replace(model.partitions[A0], leader=-1)
+    fake = FakeCluster(model, timeout_s=1.5)
+    started = time.monotonic()
+    assert fake.leader_and_producers(A0) == (None, None, "a-0 has no leader")
+    assert 0.4 < time.monotonic() - started < 1.5 * 2 / 3 + 0.2  # a share of the deadline, the rest kept to verify
+
+
+def test_fence_failed_without_an_answer_is_unknown_after_its_intent(audit, monkeypatch):
+    from kafkatxn.errors import AuthenticationError
+
+    fake = fence_cluster(audit)
+
+    def refused(tid, timeout_ms):
+        raise AuthenticationError("not authorized to use transactional id 'app-1'")
+
+    monkeypatch.setattr(fake, "fence_transactional_id", refused)
+    result = remedy.fence(fake, ["app-1"], audit=audit, confirm=yes)
+    assert trail(audit) == [("intent", None), ("result", "unknown")]
+    assert result.rows[0].reason == "InitProducerId failed: not authorized to use transactional id 'app-1'"
 
 
 # -- the commands -------------------------------------------------------------------------------

@@ -1,0 +1,305 @@
+"""Abort a hanging transaction: an ABORT marker (WriteTxnMarkers) on its partition.
+
+As ``kafka-transactions.sh abort`` does, with the coordinator epoch DescribeProducers reports, sent
+to the partition's leader. Only transactions whose coordinator does not track the partition
+(hanging) get one: a marker written behind a live coordinator's back would lose the data of a
+transaction its producer later commits. The steps and the audit log are the driver's
+(:mod:`kafkatxn.remedy.driver`); the decisions are :mod:`kafkatxn.remedy.decide`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Sequence
+
+from kafkatxn import gather, hanging, verdicts
+from kafkatxn.auditlog import AuditLog
+from kafkatxn.errors import AuthenticationError, InputError, KafkatxnError
+from kafkatxn.model import Missing, ProducerState, TopicPartition
+from kafkatxn.output import to_plain
+from kafkatxn.remedy.decide import (
+    AbortDecision, AbortTarget, Action, Outcome, Verification, already_aborted, coordinator_refusal, decide_abort,
+    decide_abort_again, marker_coordinator_epoch, verify_abort,
+)
+from kafkatxn.remedy.driver import Acted, Confirm, Plan, Recheck, Remedy, RemedyResult, run
+
+if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.kafka import Cluster
+
+
+@dataclass(frozen=True)
+class AbortRow:
+    topic: str
+    partition: int
+    start_offset: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    coordinator_epoch: int | None  # what the ABORT marker carries
+    leader_id: int | None
+    transactional_id: str | None
+    coordinator_state: str | None
+    outcome: Outcome
+    reason: str
+    lso_before: int | None
+    high_watermark_before: int | None
+    lso_after: int | None = None
+    high_watermark_after: int | None = None
+
+
+_PLANNED = {Action.ABORT: Outcome.WOULD_ABORT, Action.NOTHING: Outcome.NOTHING_TO_ABORT, Action.REFUSE: Outcome.REFUSED}
+
+
+@dataclass
+class _AbortItem:
+    target: AbortTarget
+    decision: AbortDecision
+    leader: int | None = None
+    classification: verdicts.Classification | None = None
+    lso_before: int | None = None
+    hw_before: int | None = None
+    outcome: Outcome | None = None
+    reason: str = ""
+    lso_after: int | None = None
+    hw_after: int | None = None
+    state_before: dict[str, Any] | None = None  # what the intent recorded
+    retried: str = ""  # what happened before the marker that counted, for the row and the audit record
+
+    def row(self) -> AbortRow:
+        p = self.decision.producer
+        c = self.classification
+        return AbortRow(
+            topic=self.target.topic,
+            partition=self.target.partition,
+            start_offset=p.current_txn_start_offset if p else self.target.start_offset,
+            producer_id=p.producer_id if p else self.target.producer_id,
+            producer_epoch=p.producer_epoch if p else self.target.producer_epoch,
+            coordinator_epoch=self.decision.marker_coordinator_epoch,
+            leader_id=self.leader,
+            transactional_id=c.transactional_id if c else None,
+            coordinator_state=c.description.state if c and c.description else None,
+            outcome=self.outcome or _PLANNED[self.decision.action],
+            reason=self.reason or self.decision.reason,
+            lso_before=self.lso_before,
+            high_watermark_before=self.hw_before,
+            lso_after=self.lso_after,
+            high_watermark_after=self.hw_after,
+        )
+
+    def audit_target(self) -> dict[str, Any]:
+        p = self.decision.producer
+        return {
+            "topic": self.target.topic,
+            "partition": self.target.partition,
+            "start_offset": p.current_txn_start_offset if p else self.target.start_offset,
+            "producer_id": p.producer_id if p else self.target.producer_id,
+            "producer_epoch": p.producer_epoch if p else self.target.producer_epoch,
+        }
+
+    def plan_state(self) -> Any:
+        return None
+
+
+@dataclass(frozen=True)
+class HangingScope:
+    """Where ``abort --all-hanging`` looks: the whole cluster, one topic, or one partition of it."""
+
+    topic: str | None = None
+    partition: int | None = None
+
+
+def _describe_partitions(cluster: Cluster, tps: Sequence[TopicPartition]) -> tuple[dict[TopicPartition, list[ProducerState]], list[Missing]]:
+    described = cluster.describe_producers(sorted(set(tps)))
+    return described.value, list(described.missing)
+
+
+def _offsets(cluster: Cluster, tps: Sequence[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    if not tps:
+        return {}, {}
+    pairs = cluster.stable_and_high_offsets(tps).value  # one round trip per leader, LSO <= HW in each pair
+    return {tp: lso for tp, (lso, _hw) in pairs.items()}, {tp: hw for tp, (_lso, hw) in pairs.items()}
+
+
+def _coordinator_refusal(cluster: Cluster, item: _AbortItem, producer: ProducerState) -> str | None:
+    """Ask the coordinators about ``producer``'s transaction (a coordinator may have moved or come back)."""
+    view, _missing = gather.coordinator_view(cluster, [producer.producer_id])
+    item.classification = verdicts.classify(verdicts.OpenTransaction(item.target.tp, producer), view)
+    return coordinator_refusal(item.classification)
+
+
+class Abort(Remedy):
+    name = "abort"
+    acting = Action.ABORT
+
+    def __init__(self, targets: Sequence[AbortTarget], all_hanging: bool, scope: HangingScope | None,
+                 max_transaction_timeout_ms: int | None):
+        self.targets, self.all_hanging = targets, all_hanging
+        self.scope, self.max_transaction_timeout_ms = scope or HangingScope(), max_transaction_timeout_ms
+
+    # -- plan ------------------------------------------------------------------------------------
+
+    def plan(self, cluster: Cluster, audit: AuditLog) -> Plan:
+        plan = self._plan_all_hanging(cluster) if self.all_hanging else self._plan_targets(cluster, audit)
+        actionable = [i for i in plan.items if i.decision.action is Action.ABORT]
+        lso, hw = _offsets(cluster, sorted({i.target.tp for i in actionable}))
+        for i in actionable:
+            i.lso_before, i.hw_before = lso.get(i.target.tp), hw.get(i.target.tp)
+        return plan
+
+    def _plan_targets(self, cluster: Cluster, audit: AuditLog) -> Plan:
+        leaders = {}
+        for t in self.targets:
+            (info,) = cluster.select_partitions(topics=[t.topic], partition=t.partition)  # unknown ones raise
+            leaders[t.tp] = info.leader
+        states, missing = _describe_partitions(cluster, list(leaders))
+        records = audit.records()
+        items = []
+        for t in self.targets:
+            if t.tp not in states:
+                why = "; ".join(m.reason for m in missing if m.subject == t.tp) or "no answer"
+                items.append(_AbortItem(t, AbortDecision(Action.REFUSE, f"could not describe producers of {t.tp}: {why}"), leaders[t.tp]))
+                continue
+            items.append(_AbortItem(t, decide_abort(t, states[t.tp], already_aborted(records, audit.cluster_id, t)), leaders[t.tp]))
+        to_check = [i for i in items if i.decision.action is Action.ABORT]
+        if to_check:
+            view, _missing = gather.coordinator_view(cluster, {i.decision.producer.producer_id for i in to_check})
+            for item in to_check:
+                item.classification = verdicts.classify(verdicts.OpenTransaction(item.target.tp, item.decision.producer), view)
+                refusal = coordinator_refusal(item.classification)
+                if refusal:
+                    item.decision = replace(item.decision, action=Action.REFUSE, reason=refusal)
+                else:
+                    item.decision = replace(item.decision, reason=f"hanging: {item.classification.reason}")
+        return Plan(items)
+
+    def _plan_all_hanging(self, cluster: Cluster) -> Plan:
+        scope = self.scope
+        found = hanging.find_hanging(
+            cluster, topics=[scope.topic] if scope.topic is not None else None, partition=scope.partition,
+            max_transaction_timeout_ms=self.max_transaction_timeout_ms,
+        )
+        leaders = cluster.metadata().leaders
+        items = []
+        for c in found.classifications:
+            if c.verdict is verdicts.Verdict.LONG_RUNNING:
+                continue  # not hanging: its coordinator completes it (see `kafkatxn hanging`)
+            p = c.open_txn.producer
+            target = AbortTarget(c.open_txn.tp.topic, c.open_txn.tp.partition, start_offset=p.current_txn_start_offset)
+            if c.verdict is verdicts.Verdict.UNDETERMINED:
+                # Never a marker on a guess: listed, refused and audited as such.
+                decision = AbortDecision(Action.REFUSE, coordinator_refusal(c) or c.reason, p)
+            else:
+                decision = AbortDecision(Action.ABORT, f"hanging: {c.reason}", p, marker_coordinator_epoch(p.coordinator_epoch))
+            items.append(_AbortItem(target, decision, leaders.get(c.open_txn.tp), c))
+        return Plan(items, found.missing)
+
+    # -- recheck, act, verify --------------------------------------------------------------------
+
+    def recheck(self, cluster: Cluster, item: _AbortItem) -> Recheck:
+        """The same transaction must still be open (the plan may be minutes old), asked of the
+        partition's current leader (leaders move, brokers die, while people read plans), and still
+        hanging as its coordinators see it."""
+        tp = item.target.tp
+        leader, producers, why = cluster.leader_and_producers(tp)
+        if producers is None:
+            return Recheck.refused(f"could not re-check {tp} before acting: {why}")
+        item.leader = leader
+        again = decide_abort_again(tp, item.decision, producers)
+        if again.action is Action.NOTHING:
+            return Recheck.nothing(Outcome.NOTHING_TO_ABORT, "closed since the plan was made")
+        refusal = again.reason if again.action is Action.REFUSE else _coordinator_refusal(cluster, item, again.producer)
+        if refusal:
+            return Recheck.refused(f"changed since the plan was made: {refusal}", {"producers": to_plain(producers)})
+        c = item.classification
+        item.state_before = {
+            "producer": to_plain(again.producer),
+            "last_stable_offset": item.lso_before,
+            "high_watermark": item.hw_before,
+            "transactional_id": c.transactional_id if c else None,
+            "coordinator_state": item.row().coordinator_state,
+            "hanging_reason": c.reason if c else None,
+        }
+        marker = {"leader_id": item.leader, "coordinator_epoch": item.decision.marker_coordinator_epoch, "result": "ABORT"}
+        return Recheck.go(item.state_before, plan={"write_txn_markers": marker})
+
+    def act(self, cluster: Cluster, item: _AbortItem) -> Acted:
+        """The marker, to the leader; where the leader died or moved while it was on its way (it may
+        or may not have landed), the partition's new leader is asked, and the marker written there
+        only if the transaction is still open. Twice at most."""
+        from kafkatxn.kafka.facade import LEADERSHIP_ERRORS  # the Kafka layer's one list; loaded only to act
+
+        tp, planned = item.target.tp, item.decision.producer
+        for attempt in (1, 2):
+            try:
+                error = cluster.write_abort_marker(
+                    tp, planned.producer_id, planned.producer_epoch, item.decision.marker_coordinator_epoch, item.leader
+                )
+            except KafkatxnError as exc:  # a leader that did not answer is looked for again below
+                if attempt == 2 or isinstance(exc, AuthenticationError):
+                    raise
+                failure = f"no answer: {exc}"
+            else:
+                if not error:
+                    return Acted(item.retried)
+                if error not in LEADERSHIP_ERRORS or attempt == 2:
+                    return Acted.ending(Outcome.FAILED, f"{item.retried}the leader refused the marker: {error}", item.state_before)
+                failure = error
+            item.retried = f"broker {item.leader} did not take the marker ({failure}); "
+            try:
+                leader, producers, why = cluster.leader_and_producers(tp)
+            except KafkatxnError as exc:
+                leader, producers, why = None, None, str(exc)
+            if producers is None:
+                return Acted.ending(Outcome.UNKNOWN, f"{item.retried}no leader of {tp} could be asked: {why}")
+            now_leader = f"broker {leader}, {'its new leader' if leader != item.leader else 'still its leader'},"
+            item.leader = leader
+            again = decide_abort_again(tp, item.decision, producers)
+            if again.action is Action.NOTHING:
+                item.retried += f"{now_leader} has it closed; "
+                return Acted(item.retried)
+            if again.action is Action.REFUSE:
+                return Acted.ending(Outcome.REFUSED, f"{item.retried}{now_leader} shows a change: {again.reason}",
+                                    {"producers": to_plain(producers)})
+            item.retried += f"retried on {now_leader.rstrip(',')}; "
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def no_answer(self, item: _AbortItem, exc: BaseException) -> str:
+        return f"{item.retried}writing the marker got no answer: {exc}"
+
+    def verify(self, cluster: Cluster, item: _AbortItem) -> tuple[Verification, Any]:
+        """The transaction gone and the LSO past its start."""
+        tp, planned = item.target.tp, item.decision.producer
+        after: list[ProducerState] | None = None
+        failed = ""
+        try:
+            states, _ = _describe_partitions(cluster, [tp])
+            after = states.get(tp)
+            lso, hw = _offsets(cluster, [tp])
+            item.lso_after, item.hw_after = lso.get(tp), hw.get(tp)
+        except KafkatxnError as exc:
+            failed = f"marker written; verifying failed: {exc}; "
+        verdict = verify_abort(planned.producer_id, planned.current_txn_start_offset, after, item.lso_before, item.lso_after, item.hw_after)
+        state_after = {
+            "producers": to_plain(after) if after is not None else None,
+            "last_stable_offset": item.lso_after,
+            "high_watermark": item.hw_after,
+            "leader_id": item.leader,
+        }
+        return replace(verdict, detail=failed + verdict.detail), state_after
+
+
+def abort(
+    cluster: Cluster,
+    targets: Sequence[AbortTarget] = (),
+    *,
+    all_hanging: bool = False,
+    scope: HangingScope | None = None,
+    max_transaction_timeout_ms: int | None = None,
+    audit: AuditLog,
+    confirm: Confirm,
+    dry_run: bool = False,
+) -> RemedyResult:
+    """Plan, confirm, act and verify; rows are the plan (dry run, declined) or the outcomes."""
+    if all_hanging == bool(targets):
+        raise InputError("name one transaction ({topic}, {partition}, {start_offset}) or pass {all_hanging}")
+    remedy = Abort(targets, all_hanging, scope, max_transaction_timeout_ms)
+    return run(remedy, cluster, audit=audit, confirm=confirm, dry_run=dry_run)
