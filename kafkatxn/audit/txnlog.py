@@ -43,7 +43,7 @@ Unknown tags are skipped, as Kafka does (KIP-915: the value may only grow by tag
 A record whose value is null is a tombstone: the transactional id expired or was removed.
 
 Checked against Kafka itself: ``tests/unit/vectors/`` holds bytes written by Kafka 4.4.0's
-generated serializer, and the tests feed this module's encoder output back to Kafka's reader
+generated serializer, and the tests feed the encoder's (txnlog_encode.py) output back to Kafka's reader
 when a JVM and the Kafka jars are around. Where Kafka's generated reader is lenient this
 decoder is stricter, and raises: trailing bytes after the value, a known tagged field whose
 size does not match its type, and strings that are not valid UTF-8 (Kafka substitutes U+FFFD).
@@ -51,7 +51,8 @@ Like Kafka, it takes any negative v0 array length as null and skips tags it does
 
 The decoder is written for throughput (precompiled ``struct.Struct`` objects, single-byte
 varint fast paths); every malformed input raises :class:`TxnLogDecodeError`, never an
-``IndexError``/``struct.error``/``UnicodeDecodeError``.
+``IndexError``/``struct.error``/``UnicodeDecodeError``. :func:`decode`, what readers call, never
+raises: a version it does not know or a malformed record comes back as an ``UndecodedRecord``.
 """
 
 
