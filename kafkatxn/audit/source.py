@@ -13,11 +13,12 @@ was planned. Batch and streaming::
 
 Rows carry the decoder's columns plus ``record_timestamp_ms`` (the Kafka record timestamp: the only
 time a tombstone has), ``row_kind`` and ``error``. Records the decoder cannot read are not dropped
-silently: they come through as rows of kind ``unknown_version`` (a key or value version this
-decoder does not know) or ``corrupt`` (with the decoder's one-line reason in ``error``), their
-decoded columns null. A plain ``groupBy("row_kind").count()`` counts them, in batch and in a
-captured history alike; the audit reads only ``row_kind = 'record'``. (Accumulators would not
-survive into a captured history and Python data sources cannot update them anyway.)
+silently: the reader yields them as undecoded records, which come through as rows of kind
+``unknown_version`` (a key or value version this decoder does not know) or ``corrupt`` (with the
+decoder's one-line reason in ``error``), their decoded columns null. A plain
+``groupBy("row_kind").count()`` counts them, in batch and in a captured history alike; the audit
+reads only ``row_kind = 'record'``. (Accumulators would not survive into a captured history and
+Python data sources cannot update them anyway.)
 
 Options: ``kafka.<librdkafka key>`` for every connection setting (``reader_options`` builds them),
 ``topic`` (default ``__transaction_state``), ``startingOffsets`` (``earliest``, ``latest`` or JSON
@@ -29,8 +30,10 @@ job sets ``spark.sql.redaction.options.regex`` so plans and the UI mask them; er
 through :func:`kafkatxn.redact.redact` with the secrets registered in the worker process.
 
 Planning (end offsets, partition count) goes through the :class:`kafkatxn.kafka.Cluster` facade.
-The partition reads themselves run on executors, outside any command's facade; they use their own
-consumer with the same settings and a deadline, and are the one other place that reads Kafka.
+The partition reads themselves run on executors, outside any command's facade, through the one
+reader of the log (:func:`kafkatxn.kafka.log_reader.read_transaction_log`, which a one-process
+command uses too): its own consumer with the same settings and a deadline, the one other place that
+reads Kafka.
 """
 
 from __future__ import annotations
@@ -38,18 +41,18 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from kafkatxn.audit.txnlog import TxnLogDecodeError, decode_record
+from kafkatxn.audit.txnlog import TOPIC
+from kafkatxn.audit.txnlog_records import KIND_CORRUPT, KIND_RECORD, KIND_UNKNOWN_VERSION, TxnLogEntry, UndecodedRecord
 
 FORMAT = "kafkatxn_txnlog"
-TOPIC = "__transaction_state"
 OPTION_PREFIX = "kafka."
 EARLIEST = -2  # librdkafka's OFFSET_BEGINNING
 DEFAULT_TIMEOUT_MS = 60_000
 DEFAULT_BATCH = 10_000
 
-ROW_RECORD = "record"
-ROW_UNKNOWN = "unknown_version"
-ROW_CORRUPT = "corrupt"
+ROW_RECORD = KIND_RECORD
+ROW_UNKNOWN = KIND_UNKNOWN_VERSION
+ROW_CORRUPT = KIND_CORRUPT
 
 SCHEMA_DDL = (
     "transactional_id string, producer_id long, producer_epoch int, state string, partitions array<string>, "
@@ -110,28 +113,29 @@ def read_partition_rows(
     conf: dict[str, Any], topic: str, partition: int, start: int, end: int, timeout_ms: int, batch_size: int = DEFAULT_BATCH
 ) -> Iterator[list[tuple]]:
     """Rows (tuples in COLUMNS order) of ``topic``-``partition`` from ``start`` up to ``end`` (exclusive), in chunks."""
-    from kafkatxn.kafka.log_reader import read_range
+    from kafkatxn.kafka.log_reader import read_transaction_log
 
     _register_secrets(conf)
-    for chunk in read_range(conf, topic, partition, start, end, timeout_ms, batch_size):
-        yield [_decode_row(r.key, r.value, partition, r.offset, r.timestamp_ms) for r in chunk]
+    for chunk in read_transaction_log(
+        conf, [partition], start_offsets={partition: start}, end_offsets={partition: end}, timeout_ms=timeout_ms,
+        batch_size=batch_size, topic=topic,
+    ):  # fmt: skip
+        yield [entry_row(e) for e in chunk]
 
 
-_NULLS_AFTER_ID = (None,) * 15
+_NULLS_AFTER_ID = (None,) * 13
 
 
-def _decode_row(key: bytes | None, value: bytes | None, partition: int, offset: int, timestamp_ms: int) -> tuple:
-    try:
-        r = decode_record(key, value, partition, offset)
-    except TxnLogDecodeError as exc:
-        return (None, *_NULLS_AFTER_ID[:13], partition, offset, timestamp_ms, ROW_CORRUPT, str(exc)[:300])
-    if r is None:
-        return (None, *_NULLS_AFTER_ID[:13], partition, offset, timestamp_ms, ROW_UNKNOWN, None)
+def entry_row(entry: TxnLogEntry) -> tuple:
+    """One read record as a row: the decoded columns (null for a record not decoded), its position and kind."""
+    r, timestamp_ms = entry
+    if type(r) is UndecodedRecord:
+        return (None, *_NULLS_AFTER_ID, r.log_partition, r.log_offset, timestamp_ms, r.kind, r.error)
     return (
         r.transactional_id, r.producer_id, r.producer_epoch, r.state, list(r.partitions), r.timeout_ms,
         r.start_timestamp_ms, r.last_update_timestamp_ms, r.client_transaction_version, r.previous_producer_id,
-        r.next_producer_id, r.next_producer_epoch, r.value_version, r.tombstone, partition, offset, timestamp_ms,
-        ROW_RECORD, None,
+        r.next_producer_id, r.next_producer_epoch, r.value_version, r.tombstone, r.log_partition, r.log_offset,
+        timestamp_ms, ROW_RECORD, None,
     )  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""Pure decoder (and encoder) for records of Kafka's ``__transaction_state`` topic.
+"""Pure decoder for records of Kafka's ``__transaction_state`` topic (no Spark, no Kafka client); the
+encoder, for tests and benchmarks, is txnlog_encode.py, the typed records are in txnlog_records.py.
 
 The transaction coordinator persists one record per transactional id, keyed by the id, on
 this compacted internal topic. The formats below come from Apache Kafka's message schemas
@@ -42,7 +43,7 @@ Unknown tags are skipped, as Kafka does (KIP-915: the value may only grow by tag
 A record whose value is null is a tombstone: the transactional id expired or was removed.
 
 Checked against Kafka itself: ``tests/unit/vectors/`` holds bytes written by Kafka 4.4.0's
-generated serializer, and the tests feed this module's encoder output back to Kafka's reader
+generated serializer, and the tests feed the encoder's (txnlog_encode.py) output back to Kafka's reader
 when a JVM and the Kafka jars are around. Where Kafka's generated reader is lenient this
 decoder is stricter, and raises: trailing bytes after the value, a known tagged field whose
 size does not match its type, and strings that are not valid UTF-8 (Kafka substitutes U+FFFD).
@@ -50,40 +51,32 @@ Like Kafka, it takes any negative v0 array length as null and skips tags it does
 
 The decoder is written for throughput (precompiled ``struct.Struct`` objects, single-byte
 varint fast paths); every malformed input raises :class:`TxnLogDecodeError`, never an
-``IndexError``/``struct.error``/``UnicodeDecodeError``.
+``IndexError``/``struct.error``/``UnicodeDecodeError``. :func:`decode`, what readers call, never
+raises: a version it does not know or a malformed record comes back as an ``UndecodedRecord``.
 """
+
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from kafkatxn.audit.txnlog_records import (
+    _FAST_RECORDS, KIND_CORRUPT, KIND_UNKNOWN_VERSION, DecodeCounts, TxnLogRecord, UndecodedRecord, _RecordBuilder,
+)
 from kafkatxn.model import TRANSACTION_STATES
 
 __all__ = [
-    "KEY_VERSION",
-    "STATES",
-    "TAG_CLIENT_TRANSACTION_VERSION",
-    "TAG_NEXT_PRODUCER_EPOCH",
-    "TAG_NEXT_PRODUCER_ID",
-    "TAG_PREVIOUS_PRODUCER_ID",
-    "VALUE_VERSIONS",
-    "TxnLogDecodeError",
-    "TxnLogRecord",
-    "decode_key",
-    "decode_record",
-    "decode_value",
-    "encode_key",
-    "encode_value_v0",
-    "encode_value_v1",
+    "KEY_VERSION", "STATES", "TAG_CLIENT_TRANSACTION_VERSION", "TAG_NEXT_PRODUCER_EPOCH", "TAG_NEXT_PRODUCER_ID",
+    "TAG_PREVIOUS_PRODUCER_ID", "TOPIC", "VALUE_VERSIONS", "TxnLogDecodeError", "TxnLogRecord", "UndecodedRecord",
+    "coordinator_partition", "decode", "decode_key", "decode_record", "decode_value",
 ]
 
 # TransactionState ids: index = status byte (the facade keeps the one list, in id order).
 STATES: tuple[str, ...] = TRANSACTION_STATES
 _STATE_IDS = {name: i for i, name in enumerate(STATES)}
 
+TOPIC = "__transaction_state"
 KEY_VERSION = 0
 VALUE_VERSIONS = (0, 1)
 
@@ -98,82 +91,6 @@ _KNOWN_TAGS = frozenset(
 
 class TxnLogDecodeError(ValueError):
     """The bytes are not a well-formed ``__transaction_state`` key or value (truncated, corrupt)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TxnLogRecord:
-    """One decoded ``__transaction_state`` record.
-
-    For a tombstone (``tombstone=True``) only ``transactional_id`` and the log position are
-    meaningful; the other fields keep their "absent" defaults and ``state`` is ``""``.
-    ``partitions`` are ``"topic-partition"`` strings, de-duplicated (Kafka reads them into a
-    set) and sorted as plain strings.
-    """
-
-    transactional_id: str
-    producer_id: int = -1
-    producer_epoch: int = -1
-    state: str = ""
-    partitions: tuple[str, ...] = ()
-    timeout_ms: int = -1
-    start_timestamp_ms: int = -1
-    last_update_timestamp_ms: int = -1
-    client_transaction_version: int = 0
-    previous_producer_id: int = -1
-    next_producer_id: int = -1
-    next_producer_epoch: int = -1
-    value_version: int = -1
-    tombstone: bool = False
-    log_partition: int = -1
-    log_offset: int = -1
-
-
-class _RecordBuilder:
-    """Builds TxnLogRecord instances about 5x faster than the frozen dataclass ``__init__``.
-
-    A frozen dataclass sets each field through ``object.__setattr__`` (~65 ns a field). This
-    class has the very same ``__slots__`` layout and a plain ``__init__``; once filled, the
-    instance's ``__class__`` is switched to TxnLogRecord (CPython allows that between
-    layout-compatible classes), so callers get a genuine frozen TxnLogRecord.
-    """
-
-    __slots__ = TxnLogRecord.__slots__
-
-    def __init__(
-        self, transactional_id, producer_id, producer_epoch, state, partitions, timeout_ms,
-        start_timestamp_ms, last_update_timestamp_ms, client_transaction_version,
-        previous_producer_id, next_producer_id, next_producer_epoch, value_version, tombstone,
-        log_partition, log_offset,
-    ):  # fmt: skip
-        self.transactional_id = transactional_id
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.state = state
-        self.partitions = partitions
-        self.timeout_ms = timeout_ms
-        self.start_timestamp_ms = start_timestamp_ms
-        self.last_update_timestamp_ms = last_update_timestamp_ms
-        self.client_transaction_version = client_transaction_version
-        self.previous_producer_id = previous_producer_id
-        self.next_producer_id = next_producer_id
-        self.next_producer_epoch = next_producer_epoch
-        self.value_version = value_version
-        self.tombstone = tombstone
-        self.log_partition = log_partition
-        self.log_offset = log_offset
-
-
-def _class_switch_works() -> bool:
-    probe = tuple(range(len(TxnLogRecord.__slots__)))
-    try:
-        record = _RecordBuilder(*probe)
-        record.__class__ = TxnLogRecord  # type: ignore[assignment]
-    except TypeError:  # an interpreter that refuses the switch: use the dataclass __init__
-        return False
-    return record == TxnLogRecord(*probe)  # type: ignore[arg-type]
-
-
-_FAST_RECORDS = _class_switch_works()
 
 
 _I16 = struct.Struct(">h")
@@ -481,154 +398,32 @@ def decode_record(
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Encoding (tests and benchmarks; the broker is the only real writer)
-# --------------------------------------------------------------------------------------------
-
-
-def _encode_uvarint(value: int) -> bytes:
-    if value < 0:
-        raise ValueError(f"unsigned varint cannot hold {value}")
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _status_id(state: int | str) -> int:
-    if isinstance(state, str):
-        try:
-            return _STATE_IDS[state]
-        except KeyError:
-            raise ValueError(f"unknown transaction state {state!r}; expected one of {', '.join(STATES)}") from None
-    return int(state)
-
-
-PartitionsArg = Mapping[str, Iterable[int]] | Iterable[str] | None
-
-
-def _group_partitions(partitions: PartitionsArg) -> list[tuple[str, list[int]]] | None:
-    """None (a null array) or [(topic, [partition, ...]), ...] in the caller's order."""
-    if partitions is None:
-        return None
-    if isinstance(partitions, (str, bytes)):
-        raise TypeError("partitions must be a mapping topic -> partition ids or an iterable of 'topic-partition'")
-    if isinstance(partitions, Mapping):
-        return [(topic, [int(p) for p in ids]) for topic, ids in partitions.items()]
-    grouped: dict[str, list[int]] = {}
-    for tp in partitions:
-        topic, sep, p = tp.rpartition("-")
-        if not sep or not topic:
-            raise ValueError(f"not a 'topic-partition' string: {tp!r}")
-        grouped.setdefault(topic, []).append(int(p))
-    return list(grouped.items())
-
-
-def encode_key(transactional_id: str) -> bytes:
-    """The version 0 key for ``transactional_id``."""
-    raw = transactional_id.encode("utf-8")
-    if len(raw) > 0x7FFF:
-        raise ValueError("transactional id longer than 32767 bytes")
-    return _KEY_HEAD.pack(KEY_VERSION, len(raw)) + raw
-
-
-def _pack_fixed(producer_id: int, producer_epoch: int, timeout_ms: int, state: int | str) -> bytes:
+def decode(
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    log_partition: int = -1,
+    log_offset: int = -1,
+    counts: DecodeCounts | None = None,
+) -> TxnLogRecord | UndecodedRecord:
+    """Decode one record, never raising: an unknown key or value version, or a malformed key or value,
+    comes back as an :class:`UndecodedRecord` (with the reason for a malformed one); ``counts`` counts each kind."""
     try:
-        return _FIXED.pack(producer_id, producer_epoch, timeout_ms, _status_id(state))
-    except struct.error as e:
-        raise ValueError(f"value field out of range: {e}") from None
-
-
-def _pack_times(last_update_timestamp_ms: int, start_timestamp_ms: int) -> bytes:
-    try:
-        return _TIMES.pack(last_update_timestamp_ms, start_timestamp_ms)
-    except struct.error as e:
-        raise ValueError(f"timestamp out of range: {e}") from None
-
-
-def encode_value_v0(
-    *, producer_id: int, producer_epoch: int, timeout_ms: int, state: int | str, partitions: PartitionsArg,
-    last_update_timestamp_ms: int, start_timestamp_ms: int,
-) -> bytes:
-    """A version 0 (non-flexible) value. ``partitions`` None writes a null array, as Kafka does for Empty."""
-    out = [_I16.pack(0), _pack_fixed(producer_id, producer_epoch, timeout_ms, state)]
-    grouped = _group_partitions(partitions)
-    if grouped is None:
-        out.append(_I32.pack(-1))
+        record = decode_record(key, value, log_partition, log_offset)
+    except TxnLogDecodeError as exc:
+        out: TxnLogRecord | UndecodedRecord = UndecodedRecord(KIND_CORRUPT, log_partition, log_offset, str(exc)[:300])
     else:
-        out.append(_I32.pack(len(grouped)))
-        for topic, ids in grouped:
-            raw = topic.encode("utf-8")
-            out.append(_I16.pack(len(raw)))
-            out.append(raw)
-            out.append(struct.pack(f">i{len(ids)}i", len(ids), *ids))
-    out.append(_pack_times(last_update_timestamp_ms, start_timestamp_ms))
-    return b"".join(out)
+        out = record if record is not None else UndecodedRecord(KIND_UNKNOWN_VERSION, log_partition, log_offset)
+    if counts is not None:
+        counts.count(out)
+    return out
 
 
-def encode_value_v1(
-    *,
-    producer_id: int,
-    producer_epoch: int,
-    timeout_ms: int,
-    state: int | str,
-    partitions: PartitionsArg,
-    last_update_timestamp_ms: int,
-    start_timestamp_ms: int,
-    previous_producer_id: int = -1,
-    next_producer_id: int = -1,
-    client_transaction_version: int = 0,
-    next_producer_epoch: int = -1,
-    extra_tagged_fields: Mapping[int, bytes] | None = None,
-) -> bytes:
-    """A version 1 (flexible) value.
-
-    Like Kafka's generated writer, known tagged fields are written only when they differ from
-    their defaults. ``extra_tagged_fields`` (tag -> raw bytes) adds fields this schema does not
-    know, e.g. to test that readers skip them; a known tag there is a ValueError. Tags are
-    written in ascending order, as Kafka requires.
-    """
-    out = [_I16.pack(1), _pack_fixed(producer_id, producer_epoch, timeout_ms, state)]
-    grouped = _group_partitions(partitions)
-    if grouped is None:
-        out.append(b"\x00")
-    else:
-        out.append(_encode_uvarint(len(grouped) + 1))
-        for topic, ids in grouped:
-            raw = topic.encode("utf-8")
-            out.append(_encode_uvarint(len(raw) + 1))
-            out.append(raw)
-            out.append(_encode_uvarint(len(ids) + 1))
-            out.append(struct.pack(f">{len(ids)}i", *ids))
-            out.append(b"\x00")  # no tagged fields in the partition entry
-    out.append(_pack_times(last_update_timestamp_ms, start_timestamp_ms))
-
-    tagged: dict[int, bytes] = {}
-    try:
-        if previous_producer_id != -1:
-            tagged[TAG_PREVIOUS_PRODUCER_ID] = _I64.pack(previous_producer_id)
-        if next_producer_id != -1:
-            tagged[TAG_NEXT_PRODUCER_ID] = _I64.pack(next_producer_id)
-        if client_transaction_version != 0:
-            tagged[TAG_CLIENT_TRANSACTION_VERSION] = _I16.pack(client_transaction_version)
-        if next_producer_epoch != -1:
-            tagged[TAG_NEXT_PRODUCER_EPOCH] = _I16.pack(next_producer_epoch)
-    except struct.error as e:
-        raise ValueError(f"tagged field out of range: {e}") from None
-    for tag, raw in (extra_tagged_fields or {}).items():
-        if tag in _KNOWN_TAGS:
-            raise ValueError(f"tag {tag} is a known TransactionLogValue field; pass it by name")
-        if tag < 0:
-            raise ValueError(f"negative tag {tag}")
-        tagged[tag] = bytes(raw)
-    out.append(_encode_uvarint(len(tagged)))
-    for tag in sorted(tagged):
-        raw = tagged[tag]
-        out.append(_encode_uvarint(tag))
-        out.append(_encode_uvarint(len(raw)))
-        out.append(raw)
-    return b"".join(out)
+def coordinator_partition(transactional_id: str, partition_count: int) -> int:
+    """The ``__transaction_state`` partition holding ``transactional_id``'s records, as the coordinator
+    picks it: ``Utils.abs(transactionalId.hashCode) % partitionCount`` (Java's String.hashCode, over UTF-16 code units)."""
+    h = 0
+    raw = transactional_id.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(raw), 2):
+        h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h & 0x80000000 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % partition_count  # Kafka's Utils.abs

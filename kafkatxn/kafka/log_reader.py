@@ -1,15 +1,26 @@
-"""Reading a range of one partition as raw records, for the Spark auditor's executors.
+"""The one reader of ``__transaction_state``: given partitions, from given offsets or a start time, up
+to their end, under one deadline, yielding decoded records (:mod:`kafkatxn.audit.txnlog`).
 
-A plain assign-only consumer (no group is joined, nothing is committed), read_uncommitted, with a
-deadline of its own: executors have no facade, only the connection settings they were handed.
+The Spark auditor's executors call it for one log partition each (``kafkatxn/audit/source.py``); a
+one-process command calls it for the partition that holds one id
+(:func:`kafkatxn.audit.txnlog.coordinator_partition`) and needs no Spark. It is a plain assign-only
+consumer (no group is joined, nothing is committed), read_uncommitted, with a deadline of its own:
+executors have no facade, only the connection settings they were handed. Records it cannot decode
+come through as :class:`~kafkatxn.audit.txnlog_records.UndecodedRecord`, counted, never raised.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, Mapping
 
+from kafkatxn.audit.txnlog import TOPIC, decode
+from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogEntry
 from kafkatxn.kafka.errors import clean
+
+EARLIEST = -2  # librdkafka's OFFSET_BEGINNING
+DEFAULT_TIMEOUT_MS = 60_000
+DEFAULT_BATCH = 10_000
 
 # Settings that must hold whatever the user's properties say: no group, no commits.
 _CONSUMER_FIXED = {
@@ -22,56 +33,141 @@ _CONSUMER_FIXED = {
 }
 
 
-class RawRecord(NamedTuple):
-    key: bytes | None
-    value: bytes | None
-    offset: int
-    timestamp_ms: int
+def _consumer(conf: Mapping[str, Any]) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer({**conf, **_CONSUMER_FIXED})
 
 
-def read_range(
-    conf: dict[str, Any], topic: str, partition: int, start: int, end: int, timeout_ms: int, batch_size: int
-) -> Iterator[list[RawRecord]]:
-    """Records of ``topic``-``partition`` from ``start`` up to ``end`` (exclusive), in chunks of up to
-    ``batch_size``. Raises TimeoutError past ``timeout_ms`` and RuntimeError (one redacted line) on a
-    client error."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+class _Deadline:
+    def __init__(self, topic: str, timeout_ms: int):
+        self.topic = topic
+        self.timeout_ms = timeout_ms
+        self.at = time.monotonic() + timeout_ms / 1000
+
+    def left(self, doing: str) -> float:
+        """Seconds left, or TimeoutError naming what did not finish."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{doing} did not finish within {self.timeout_ms / 1000:g}s")
+        return left
+
+
+def read_transaction_log(
+    conf: Mapping[str, Any],
+    partitions: Iterable[int] | None = None,
+    *,
+    start_offsets: Mapping[int, int] | None = None,
+    start_time_ms: int | None = None,
+    end_offsets: Mapping[int, int] | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    batch_size: int = DEFAULT_BATCH,
+    topic: str = TOPIC,
+    counts: DecodeCounts | None = None,
+) -> Iterator[list[TxnLogEntry]]:
+    """Decoded records of ``partitions`` (all of the topic's when None), in chunks of up to ``batch_size``,
+    partition after partition, each in log order.
+
+    A partition is read from ``start_offsets[p]`` (default: its beginning) or from the first record at
+    or after ``start_time_ms``, up to ``end_offsets[p]`` (exclusive; default: its end when the read
+    starts). ``counts`` counts decoded, unknown-version and corrupt records. Raises TimeoutError once
+    ``timeout_ms`` has passed since the call, and RuntimeError (one redacted line) on a client error.
+    """
+    from confluent_kafka import KafkaException
+
+    if start_offsets is not None and start_time_ms is not None:
+        raise ValueError("give start offsets or a start time, not both")
+    deadline = _Deadline(topic, timeout_ms)
+    consumer = _consumer(conf)
+    what = f"reading {topic}"
+    try:
+        parts = sorted(partitions) if partitions is not None else _partitions(consumer, topic, deadline)
+        ends = dict(end_offsets) if end_offsets is not None else _ends(consumer, topic, parts, deadline)
+        if start_time_ms is not None:
+            starts = _starts_at(consumer, topic, parts, start_time_ms, ends, deadline)
+        else:
+            starts = {p: (start_offsets or {}).get(p, EARLIEST) for p in parts}
+        for p in parts:
+            what = f"reading {topic}-{p}"
+            for chunk in _read(consumer, topic, p, starts[p], ends.get(p, 0), deadline, batch_size):
+                yield [TxnLogEntry(decode(m.key(), m.value(), p, m.offset(), counts), m.timestamp()[1]) for m in chunk]
+    except KafkaException as exc:
+        raise RuntimeError(f"{what} failed: {clean(exc.args[0].str() if exc.args else exc)}") from None
+    finally:
+        consumer.close()
+
+
+def _partitions(consumer: Any, topic: str, deadline: _Deadline) -> list[int]:
+    from confluent_kafka import KafkaException
+
+    metadata = consumer.list_topics(topic, timeout=deadline.left(f"reading the partitions of {topic}"))
+    found = metadata.topics.get(topic)
+    if found is None:
+        raise RuntimeError(f"topic {topic} does not exist")
+    if found.error is not None:
+        raise KafkaException(found.error)
+    return sorted(found.partitions)
+
+
+def _ends(consumer: Any, topic: str, parts: list[int], deadline: _Deadline) -> dict[int, int]:
+    """Each partition's end (high watermark) now."""
+    from confluent_kafka import TopicPartition
+
+    ends = {}
+    for p in parts:
+        left = deadline.left(f"reading the end offset of {topic}-{p}")
+        ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=left, cached=False)[1]
+    return ends
+
+
+def _starts_at(
+    consumer: Any, topic: str, parts: list[int], time_ms: int, ends: Mapping[int, int], deadline: _Deadline
+) -> dict[int, int]:
+    """Each partition's first offset at or after ``time_ms``; its end when no record is that recent."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    if not parts:
+        return {}
+    asked = [TopicPartition(topic, p, time_ms) for p in parts]
+    found = consumer.offsets_for_times(asked, timeout=deadline.left(f"finding offsets of {topic} by time"))
+    starts = {}
+    for tp in found:
+        if tp.error is not None:
+            raise KafkaException(tp.error)
+        starts[tp.partition] = tp.offset if tp.offset >= 0 else ends.get(tp.partition, 0)
+    return starts
+
+
+def _read(
+    consumer: Any, topic: str, partition: int, start: int, end: int, deadline: _Deadline, batch_size: int
+) -> Iterator[list[Any]]:
+    """The messages of ``topic``-``partition`` from ``start`` up to ``end`` (exclusive), in chunks."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     if end <= 0 or (start >= 0 and start >= end):
         return
-    consumer = Consumer({**conf, **_CONSUMER_FIXED})
-    deadline = time.monotonic() + timeout_ms / 1000
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        done = False
-        while not done:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(
-                    f"reading {topic}-{partition} up to offset {end} did not finish within {timeout_ms / 1000:g}s"
-                )
-            # consume() waits for the whole batch or the timeout: a short timeout keeps the tail quick.
-            messages = consumer.consume(num_messages=batch_size, timeout=min(left, 0.1))
-            chunk: list[RawRecord] = []
-            for m in messages:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= end:  # the log's end passed the planned end: all read
-                            done = True
-                        continue
-                    raise KafkaException(err)
-                offset = m.offset()
-                if offset >= end:
-                    done = True
-                    break
-                chunk.append(RawRecord(m.key(), m.value(), offset, m.timestamp()[1]))
-                if offset >= end - 1:
-                    done = True
-                    break
-            if chunk:
-                yield chunk
-    except KafkaException as exc:
-        raise RuntimeError(f"reading {topic}-{partition} failed: {clean(exc.args[0].str() if exc.args else exc)}") from None
-    finally:
-        consumer.close()
+    consumer.assign([TopicPartition(topic, partition, start)])
+    done = False
+    while not done:
+        left = deadline.left(f"reading {topic}-{partition} up to offset {end}")
+        # consume() waits for the whole batch or the timeout: a short timeout keeps the tail quick.
+        messages = consumer.consume(num_messages=batch_size, timeout=min(left, 0.1))
+        chunk = []
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if m.offset() >= end:  # the log's end passed the planned end: all read
+                        done = True
+                    continue
+                raise KafkaException(err)
+            offset = m.offset()
+            if offset >= end:
+                done = True
+                break
+            chunk.append(m)
+            if offset >= end - 1:
+                done = True
+                break
+        if chunk:
+            yield chunk

@@ -30,7 +30,7 @@ from confluent_kafka import Producer  # noqa: E402
 
 from kafkatxn.audit import rules, source  # noqa: E402
 from kafkatxn.audit.job import Inputs, audit, build_session, package_zip  # noqa: E402
-from kafkatxn.audit.txnlog import encode_key, encode_value_v1  # noqa: E402
+from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v1  # noqa: E402
 from kafkatxn.config import ConnectionConfig  # noqa: E402
 from kafkatxn.spark import foreach_batch_writer, transactional_id  # noqa: E402
 from tests.harness import KafkaCluster  # noqa: E402

@@ -15,7 +15,8 @@ import pytest
 
 from kafkatxn.audit import rules
 from kafkatxn.audit.rules import AuditParams, Declaration, HistoryRecord, audit_local, family_of
-from kafkatxn.audit.txnlog import decode_record, encode_key, encode_value_v0, encode_value_v1
+from kafkatxn.audit.txnlog import decode_record
+from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v0, encode_value_v1
 from kafkatxn.errors import UsageError
 
 S = 1000

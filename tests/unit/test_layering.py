@@ -14,7 +14,12 @@ KAFKA_CLIENTS = ("confluent_kafka", "kafka")
 # Where each question has its one answer: only the model and the standard library below them.
 VERDICT_MODULES = ("kafkatxn.verdicts",)
 # Deciding modules: pure functions over gathered values.
-PURE = ("kafkatxn.model", "kafkatxn.verdicts", "kafkatxn.hanging", "kafkatxn.lso", "kafkatxn.check", "kafkatxn.remedy", "kafkatxn.audit.rules")
+PURE = (
+    "kafkatxn.model", "kafkatxn.verdicts", "kafkatxn.hanging", "kafkatxn.lso", "kafkatxn.check", "kafkatxn.remedy",
+    # the auditor's rules (families, the per-id state machine, findings, inventory, the result) and its decoder
+    "kafkatxn.audit.rules", "kafkatxn.audit.history", "kafkatxn.audit.findings", "kafkatxn.audit.inventory",
+    "kafkatxn.audit.families", "kafkatxn.audit.txnlog", "kafkatxn.audit.txnlog_encode",
+)
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -49,7 +54,7 @@ def test_deciding_modules_do_not_import_the_facade_or_a_client():
     code = (
         "import sys, json\n"
         f"for m in {list(PURE)!r}: __import__(m)\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('confluent_kafka', 'kafka') or m.startswith('kafkatxn.kafka'))))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('confluent_kafka', 'kafka') or m.startswith('kafkatxn.kafka') or m.split('.')[0] in ('pyspark', 'pyarrow'))))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(proc.stdout) == []
@@ -99,12 +104,28 @@ def test_only_the_cli_imports_the_cli():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+# What the live exporter may use of the auditor's package: the id families and its churn metric over them.
+EXPORTER_AUDIT = ("kafkatxn.audit.churn", "kafkatxn.audit.families")
+
+
+def test_the_exporter_imports_only_families_of_the_auditor():
+    """exporter.py imports churn.py, churn.py imports families.py; nothing else of kafkatxn.audit (statically,
+    lazy imports inside functions included)."""
+    allowed = {"kafkatxn.exporter": {"kafkatxn.audit", *EXPORTER_AUDIT}, "kafkatxn.audit.churn": {"kafkatxn.audit", EXPORTER_AUDIT[1]}}
+    for name, ok in allowed.items():
+        path = PACKAGE.parent / (name.replace(".", "/") + ".py")
+        audit = {m for m in _imports_with_relative(path) if m == "kafkatxn.audit" or m.startswith("kafkatxn.audit.")}
+        # ``from kafkatxn.audit.churn import IdChurn`` also names kafkatxn.audit.churn.IdChurn: keep modules only.
+        audit = {m for m in audit if m.count(".") <= 2}
+        assert audit - ok == set(), name
+
+
 def test_the_exporter_does_not_load_the_auditors_rules_or_spark():
     """A scrape needs id families for its churn metric, not the auditor (nor PySpark)."""
     code = (
         "import sys, json\n"
         "import kafkatxn.exporter, kafkatxn.exporter_http\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m in ('kafkatxn.audit.rules', 'kafkatxn.audit.job') "
+        f"print(json.dumps(sorted(m for m in sys.modules if (m.startswith('kafkatxn.audit.') and m not in {EXPORTER_AUDIT!r}) "
         "or m.split('.')[0] in ('pyspark', 'pyarrow'))))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

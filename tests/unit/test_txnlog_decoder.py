@@ -27,10 +27,8 @@ from kafkatxn.audit.txnlog import (
     decode_key,
     decode_record,
     decode_value,
-    encode_key,
-    encode_value_v0,
-    encode_value_v1,
 )
+from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v0, encode_value_v1
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "kafka_txnlog_vectors.json").read_text())["vectors"]
 KAFKA = {v["name"]: v for v in VECTORS}
