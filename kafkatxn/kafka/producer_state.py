@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka.errors import part_missing
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -71,7 +72,7 @@ class ProducerStateApi:
                 continue
             for part in resp.partitions:
                 if part.error:
-                    missing.append(Missing(part.tp, part.error))
+                    missing.append(part_missing(part.tp, part.error, f"READ on Topic {part.tp.topic}"))
                 else:
                     out[part.tp] = list(part.producers)
         return Partial(out, missing)
