@@ -73,7 +73,12 @@ def transaction_log_gaps(metadata: ClusterMetadata, answered_brokers: Iterable[i
     answered = set(answered_brokers)
     log = sorted((p for p in metadata.partitions if p.topic == TRANSACTION_STATE_TOPIC), key=lambda p: p.partition)
     if not log:
-        return [Missing(Part(TRANSACTION_STATE_TOPIC), "not in the metadata: no transaction coordinator could be asked")]
+        # Metadata also leaves it out for a principal that may not DESCRIBE it.
+        return [Missing(
+            Part(TRANSACTION_STATE_TOPIC),
+            f"not in the metadata (not created yet, or not authorized: needs DESCRIBE on Topic {TRANSACTION_STATE_TOPIC}): "
+            "no transaction coordinator could be asked",
+        )]
     gaps = []
     for p in log:
         if p.leader < 0:

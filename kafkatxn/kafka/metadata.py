@@ -76,3 +76,39 @@ class MetadataApi:
             raise self.errors.translate(exc, "describing features") from exc
         self.requests["ApiVersions"] += 1
         return features
+
+    def cluster_authorized_operations(self) -> set[str] | None:
+        """The operations this principal may perform on the Cluster resource (DescribeCluster with
+        authorized operations: ``DESCRIBE``, ``DESCRIBE_CONFIGS``, ``CLUSTER_ACTION``...), None when
+        the broker does not say."""
+        try:
+            desc = self._wait(
+                self.admin.describe_cluster(include_authorized_operations=True, request_timeout=self.remaining_s()),
+                "describing the cluster",
+            )
+        except KafkatxnError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self.errors.translate(exc, "describing the cluster") from exc
+        self.requests["DescribeCluster"] += 1
+        ops = getattr(desc, "authorized_operations", None)
+        return None if ops is None else {getattr(op, "name", str(op)) for op in ops}
+
+    def topic_list_filtered(self) -> bool | None:
+        """Whether Metadata leaves out topics this principal may not DESCRIBE: Metadata of a random
+        topic answers TOPIC_AUTHORIZATION_FAILED when it may not (``KafkaApis.handleTopicMetadataRequest``),
+        UNKNOWN_TOPIC_OR_PARTITION when it may (a wildcard ACL, a super user). None: no answer."""
+        import uuid
+
+        probe = f"~kafkatxn-visibility-probe-{uuid.uuid4().hex}"
+        try:
+            md = self.admin.list_topics(topic=probe, timeout=max(0.1, min(self.remaining_s(), 10)))
+        except Exception:  # noqa: BLE001 - visibility is a report, not a reason to end the command
+            log.debug("topic visibility probe failed", exc_info=True)
+            return None
+        self.requests["Metadata"] += 1
+        topic = md.topics.get(probe)
+        error = topic.error.name() if topic is not None and topic.error is not None else None
+        if error == "TOPIC_AUTHORIZATION_FAILED":
+            return True
+        return False if error in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_OR_PARTITION") else None

@@ -98,6 +98,9 @@ class TransactionsApi:
         """DescribeTransactions routed to each id's coordinator: what was described, the ids the
         coordinator does not know (TRANSACTIONAL_ID_NOT_FOUND), and as ``missing`` the ids that
         could not be asked."""
+        return self._describe_transactions(transactional_ids)
+
+    def _describe_transactions(self, transactional_ids: Iterable[str]) -> Partial[DescribedTransactions]:
         coordinators = self.find_transaction_coordinators(transactional_ids)
         missing = list(coordinators.missing)
         by_node: dict[int, list[str]] = defaultdict(list)
@@ -150,7 +153,7 @@ class TransactionsApi:
         creates nothing. One FindCoordinator and at most one DescribeTransactions.
         """
         probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
-        described = self.describe_transactions([probe])
+        described = self._describe_transactions([probe])
         if probe in described.value.not_found or probe in described.value.found:
             return Partial(IDS_ALL)
         gaps = described.missing_for(TransactionalId(probe))

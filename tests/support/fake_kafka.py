@@ -86,6 +86,8 @@ class KafkaModel:
     describable: Callable[[str], bool] | None = None
     # Errors the principal gets per topic: DescribeProducers (READ) and ListOffsets (DESCRIBE).
     denied_topics: dict[str, set[str]] = field(default_factory=dict)  # request name -> topics
+    cluster_operations: set[str] | None = None  # DescribeCluster's authorized operations (None: not said)
+    topics_filtered: bool | None = False  # whether Metadata leaves out topics the principal may not DESCRIBE
 
     def may_describe(self, transactional_id: str) -> bool:
         return self.describable is None or self.describable(transactional_id)
@@ -329,6 +331,16 @@ class FakeCluster(Cluster):
             else:
                 values[b] = {MAX_TIMEOUT_CONFIG: ConfigValue("900000", "default_config", True)} if MAX_TIMEOUT_CONFIG in wanted else {}
         return Partial(values, missing)
+
+    def transactional_id_visibility(self):
+        self.calls.append(("transactional_id_visibility",))
+        return super().transactional_id_visibility()
+
+    def cluster_authorized_operations(self):
+        return self.model.cluster_operations
+
+    def topic_list_filtered(self):
+        return self.model.topics_filtered
 
     def list_groups(self) -> list[str]:
         self.calls.append(("list_groups",))

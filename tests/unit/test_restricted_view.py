@@ -93,10 +93,10 @@ def test_the_probe_tells_filtered_from_unfiltered_views():
 def test_the_probe_is_asked_only_when_a_producer_id_is_not_listed():
     fake = restricted_cluster()
     gather.coordinator_view(fake, [7])
-    assert len(fake.called("describe_transactions")) == 1  # other-1 only
+    assert fake.called("transactional_id_visibility") == []  # producer 7 is listed (other-1)
     fake.calls.clear()
     gather.coordinator_view(fake, [7, 9])
-    assert len(fake.called("describe_transactions")) == 2  # other-1, then the probe
+    assert len(fake.called("transactional_id_visibility")) == 1
 
 
 # -- commands over a filtered view ---------------------------------------------------------------
