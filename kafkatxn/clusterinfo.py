@@ -149,9 +149,8 @@ def principal_visibility(cluster: Cluster, topics: list[str], configs_missing: l
     rows += [VisibilityRow(f"producer state of {t}", "not authorized", f"READ on Topic {t}") for t in denied]
     configs_denied = any(m.not_authorized for m in configs_missing)
     rows.append(VisibilityRow("broker configs", "no" if configs_denied else "yes", "DESCRIBE_CONFIGS on Cluster"))
-    has = (lambda op: None) if ops is None else (lambda op: op in ops)
-    rows.append(VisibilityRow("consumer groups", _seen(has("DESCRIBE"), "all", "filtered"), "DESCRIBE on Cluster",
-                              "" if has("DESCRIBE") is not False else "ListGroups lists only the groups it may describe"))
-    rows.append(VisibilityRow("abort markers", _seen(has("CLUSTER_ACTION"), "yes", "no"), "CLUSTER_ACTION on Cluster",
+    rows.append(VisibilityRow("consumer groups", "all" if "DESCRIBE" in ops else "filtered", "DESCRIBE on Cluster",
+                              "" if "DESCRIBE" in ops else "ListGroups lists only the groups it may describe"))
+    rows.append(VisibilityRow("abort markers", "yes" if "CLUSTER_ACTION" in ops else "no", "CLUSTER_ACTION on Cluster",
                               "WriteTxnMarkers, for kafkatxn abort"))
     return rows

@@ -449,7 +449,8 @@ class Acl:
         from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
         return AclBinding(
-            ResourceType[self.resource_type], self.name, ResourcePatternType[self.pattern], principal, "*",
+            # confluent-kafka names Kafka's Cluster resource type BROKER (the same code, 4).
+            ResourceType["BROKER" if self.resource_type == "CLUSTER" else self.resource_type], self.name, ResourcePatternType[self.pattern], principal, "*",
             AclOperation[self.operation], AclPermissionType[self.permission],
         )
 

@@ -45,6 +45,7 @@ from kafkatxn.model import (
     ClusterMetadata,
     ConfigValue,
     Missing,
+    Part,
     Partial,
     PartitionInfo,
     ProducerState,
@@ -86,7 +87,8 @@ class KafkaModel:
     describable: Callable[[str], bool] | None = None
     # Errors the principal gets per topic: DescribeProducers (READ) and ListOffsets (DESCRIBE).
     denied_topics: dict[str, set[str]] = field(default_factory=dict)  # request name -> topics
-    cluster_operations: set[str] | None = None  # DescribeCluster's authorized operations (None: not said)
+    cluster_operations: set[str] = field(default_factory=lambda: {"DESCRIBE", "DESCRIBE_CONFIGS"})  # DescribeCluster's authorized operations
+    denied_groups: set[str] = field(default_factory=set)  # groups the principal may not DESCRIBE
     topics_filtered: bool | None = False  # whether Metadata leaves out topics the principal may not DESCRIBE
 
     def may_describe(self, transactional_id: str) -> bool:
@@ -344,11 +346,15 @@ class FakeCluster(Cluster):
 
     def list_groups(self) -> list[str]:
         self.calls.append(("list_groups",))
-        return sorted(self.model.groups)
+        return sorted(set(self.model.groups) - self.model.denied_groups)
 
     def group_offsets(self, groups):
         self.calls.append(("group_offsets", tuple(groups)))
-        return Partial({g: dict(self.model.groups[g]) for g in groups if g in self.model.groups})
+        # Groups the principal may not DESCRIBE: ListGroups leaves them out, OffsetFetch is refused.
+        refused = [Missing(Part(f"group {g}"), f"not authorized: needs DESCRIBE on Group {g}", acl=f"DESCRIBE on Group {g}")
+                   for g in groups if g in self.model.denied_groups]
+        return Partial({g: dict(self.model.groups[g]) for g in groups if g in self.model.groups and g not in self.model.denied_groups},
+                       refused)
 
     def first_readable_offsets(self, starts):
         self.calls.append(("first_readable_offsets", dict(starts)))

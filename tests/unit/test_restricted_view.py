@@ -165,3 +165,32 @@ def test_client_exceptions_carrying_an_authorization_error_are_not_authorized_pa
     m = part_missing(Part("group g"), KafkaException(KafkaError("GROUP_AUTHORIZATION_FAILED")), "DESCRIBE on Group g")
     assert (m.reason, m.acl) == ("not authorized: needs DESCRIBE on Group g", "DESCRIBE on Group g")
     assert part_missing(B0, "NOT_LEADER_OR_FOLLOWER", "READ on Topic b") == Missing(B0, "NOT_LEADER_OR_FOLLOWER")
+
+
+def test_cluster_visibility_names_what_the_principal_cannot_see():
+    from kafkatxn import clusterinfo
+
+    fake = restricted_cluster(prefixed("app-"), denied_topics={"DescribeProducers": {"b"}}, cluster_operations=set(), topics_filtered=True)
+    seen = {r.part: (r.visible, r.needs) for r in clusterinfo.principal_visibility(fake, ["a", "b"], [])}
+    assert seen["transactional ids"] == ("filtered", "DESCRIBE on TransactionalId *")
+    assert seen["topics"] == ("filtered", "DESCRIBE on Topic *")
+    assert seen["producer state of b"] == ("not authorized", "READ on Topic b") and "producer state of a" not in seen
+    assert seen["consumer groups"][0] == "filtered" and seen["abort markers"][0] == "no"
+    everything = restricted_cluster(cluster_operations={"DESCRIBE", "CLUSTER_ACTION"})
+    seen = {r.part: r.visible for r in clusterinfo.principal_visibility(everything, ["a", "b"], [])}
+    assert (seen["transactional ids"], seen["topics"], seen["consumer groups"], seen["abort markers"]) == ("all", "all", "all", "yes")
+
+
+def test_a_named_group_the_principal_may_not_describe_is_not_unknown_but_not_authorized():
+    import pytest
+
+    from kafkatxn import lso
+    from kafkatxn.errors import NotFoundError
+
+    fake = restricted_cluster()
+    fake.model.groups["app"] = {A0: 10}
+    fake.model.denied_groups = {"app"}
+    snap = lso.take_group_snapshot(fake, ["app"])
+    assert [(m.subject, m.reason) for m in snap.missing] == [(Part("group app"), "not authorized: needs DESCRIBE on Group app")]
+    with pytest.raises(NotFoundError, match="unknown consumer group 'nope'"):
+        lso.take_group_snapshot(fake, ["nope"])
