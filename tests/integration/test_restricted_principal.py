@@ -51,7 +51,8 @@ ALL_IDS = Acl("TRANSACTIONAL_ID", "*", "DESCRIBE")
 PRINCIPALS = {
     "literal": [Acl("TRANSACTIONAL_ID", HANGING_ID, "DESCRIBE"), *READ_ALL],
     "prefixed": [Acl("TRANSACTIONAL_ID", "app-", "DESCRIBE", "PREFIXED"), *READ_ALL],
-    "no-ids": READ_ALL,
+    # May write markers (CLUSTER_ACTION) but not see ids: only the verdict keeps abort from the tracked one.
+    "no-ids": [*READ_ALL, Acl("CLUSTER", CLUSTER, "CLUSTER_ACTION")],
     "wildcard": [ALL_IDS, *READ_ALL],
     "some-topics": [
         ALL_IDS, Acl("TOPIC", ORDERS, "READ"), Acl("TOPIC", STUCK, "READ"), Acl("TOPIC", DESCRIBED, "DESCRIBE"),
@@ -260,8 +261,9 @@ def test_abort_all_hanging_by_a_filtered_principal_writes_no_marker(capsys, rest
     before = {tp: restricted.offsets(tp) for tp in (TRACKED_TP, HANGING_TP)}
     result = restricted.run(capsys, "no-ids", "abort", "--all-hanging", "--yes", "--max-transaction-timeout", MAX_TXN,
                             "--audit-log", str(tmp_path / "audit.jsonl"))
+    assert {tp: restricted.offsets(tp) for tp in (TRACKED_TP, HANGING_TP)} == before, result.stdout  # no marker
     assert result.code == 3, result.stdout + result.stderr
-    assert {tp: restricted.offsets(tp) for tp in (TRACKED_TP, HANGING_TP)} == before
+    assert REASON_IDS_FILTERED in result.stdout
 
 
 # -- cluster -----------------------------------------------------------------------------------
@@ -270,7 +272,7 @@ def test_abort_all_hanging_by_a_filtered_principal_writes_no_marker(capsys, rest
 @pytest.mark.parametrize("principal,expected", [
     ("literal", {"transactional ids": "filtered", "broker configs": "yes", "abort markers": "no"}),
     ("prefixed", {"transactional ids": "filtered"}),
-    ("no-ids", {"transactional ids": "filtered"}),
+    ("no-ids", {"transactional ids": "filtered", "abort markers": "yes"}),
     ("wildcard", {"transactional ids": "all", "topics": "all", "consumer groups": "all"}),
     ("some-topics", {"transactional ids": "all", "topics": "filtered", f"producer state of {DESCRIBED}": "not authorized"}),
     ("no-cluster", {"transactional ids": "all", "broker configs": "no", "consumer groups": "filtered"}),
