@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from typing import TYPE_CHECKING
-from kafkatxn.model import Missing
+
+from kafkatxn.model import IDS_ALL, IDS_FILTERED, INTERNAL_TOPICS, Missing, TopicPartition
 from kafkatxn.output import Report
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
@@ -63,6 +64,16 @@ class ApiRow:
     max_version: int | None
 
 
+@dataclass(frozen=True)
+class VisibilityRow:
+    """What this principal can see of one part of the cluster, and the ACL that shows all of it."""
+
+    part: str
+    visible: str  # all | filtered | not authorized | yes | no | unknown
+    needs: str  # the ACL (resource type and operation) that would show every part
+    detail: str = ""
+
+
 @dataclass
 class ClusterInfo:
     report: Report
@@ -103,5 +114,43 @@ def describe(cluster: Cluster) -> ClusterInfo:
         "transaction_version": features.get("transaction.version"),
         "metadata_version": features.get("metadata.version"),
     }
-    report = Report(facts, {"brokers": brokers, "settings": settings, "apis": api_rows})
-    return ClusterInfo(report, apis.missing + configs.missing)
+    visibility = principal_visibility(cluster, md.topics(), configs.missing)
+    sections = {"brokers": brokers, "settings": settings, "apis": api_rows, "visibility": visibility}
+    return ClusterInfo(Report(facts, sections), apis.missing + configs.missing)
+
+
+def _seen(flag: bool | None, yes: str, no: str) -> str:
+    return "unknown" if flag is None else yes if flag else no
+
+
+def principal_visibility(cluster: Cluster, topics: list[str], configs_missing: list[Missing]) -> list[VisibilityRow]:
+    """What this principal can and cannot see: Kafka filters transactional ids (ListTransactions),
+    topics (Metadata) and consumer groups (ListGroups) by ACL without saying so, and refuses
+    producer state (DescribeProducers: READ on the topic) and broker configs per part."""
+    ids = cluster.transactional_id_visibility()
+    ops = cluster.cluster_authorized_operations()
+    filtered_topics = cluster.topic_list_filtered()
+    rows = [
+        VisibilityRow(
+            "transactional ids", ids.value if ids.value in (IDS_ALL, IDS_FILTERED) else "unknown", "DESCRIBE on TransactionalId *",
+            "; ".join(m.reason for m in ids.missing)
+            or ("ListTransactions leaves out ids it may not describe: hanging verdicts are undetermined" if ids.value == IDS_FILTERED else ""),
+        ),
+        VisibilityRow(
+            "topics", _seen(None if filtered_topics is None else not filtered_topics, "all", "filtered"), "DESCRIBE on Topic *",
+            f"{len([t for t in topics if t not in INTERNAL_TOPICS])} topics described",
+        ),
+    ]
+    # READ on a topic (DescribeProducers): one partition per topic tells, as ACLs are per topic.
+    denied = sorted(
+        m.subject.topic for m in cluster.describe_producers([TopicPartition(t, 0) for t in topics]).missing
+        if m.not_authorized and isinstance(m.subject, TopicPartition)
+    )
+    rows += [VisibilityRow(f"producer state of {t}", "not authorized", f"READ on Topic {t}") for t in denied]
+    configs_denied = any(m.not_authorized for m in configs_missing)
+    rows.append(VisibilityRow("broker configs", "no" if configs_denied else "yes", "DESCRIBE_CONFIGS on Cluster"))
+    rows.append(VisibilityRow("consumer groups", "all" if "DESCRIBE" in ops else "filtered", "DESCRIBE on Cluster",
+                              "" if "DESCRIBE" in ops else "ListGroups lists only the groups it may describe"))
+    rows.append(VisibilityRow("abort markers", "yes" if "CLUSTER_ACTION" in ops else "no", "CLUSTER_ACTION on Cluster",
+                              "WriteTxnMarkers, for kafkatxn abort"))
+    return rows

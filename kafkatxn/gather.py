@@ -37,7 +37,10 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
     """Steps 3 and 4 of the rule for these producer ids; the list names what did not answer.
 
     ListTransactions goes to every broker in the metadata; which ``__transaction_state``
-    partitions that covered is decided from their leaders (:func:`transaction_log_gaps`).
+    partitions that covered is decided from their leaders (:func:`transaction_log_gaps`). When a
+    producer id is not listed, whether the principal sees every transactional id is asked too
+    (:meth:`~kafkatxn.kafka.transactions.TransactionsApi.transactional_id_visibility`): a filtered
+    view leaves that producer id undetermined, never hanging.
     """
     wanted = sorted({pid for pid in producer_ids if pid >= 0})
     md = cluster.metadata()
@@ -50,6 +53,12 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
         tids = {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
     silent = {m.subject.id for m in list_missing if isinstance(m.subject, Broker)}
     gaps = verdicts.transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else []
+    hidden: tuple[Missing, ...] = ()
+    if not gaps and set(wanted) - set(tids):
+        # A producer id not listed: hanging only if the principal sees every transactional id
+        # (ListTransactions leaves out those it may not DESCRIBE, and says nothing of it).
+        visibility = cluster.transactional_id_visibility()
+        hidden = verdicts.hidden_ids(visibility.value, visibility.missing)
     found: dict[str, TransactionDescription] = {}
     not_found: dict[str, str] = {}
     unanswered: dict[str, tuple[Missing, ...]] = {}
@@ -68,6 +77,7 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
         descriptions=found,
         unknown_ids=frozenset(not_found),
         unanswered_ids=unanswered,
+        ids_hidden=hidden,
     )
     # The gaps are reported through the verdicts they leave undetermined, not as missing on their own.
     return view, list_missing + list(describe_missing)

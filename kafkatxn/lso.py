@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, TypeVar
 from kafkatxn import gather
 from kafkatxn.errors import NotFoundError
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
-from kafkatxn.model import Missing, TopicPartition
+from kafkatxn.model import Missing, Part, TopicPartition
 # One definition of each answer, shared with hanging, check, diagnose and the exporter.
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
     GroupVerdict, Offsets, OpenTransaction, best_age_ms, group_verdict, last_write_age_ms, pinning_transaction,
@@ -101,6 +101,11 @@ def take_group_snapshot(
     if named:
         known = set(cluster.list_groups())
         unknown = [g for g in named if g not in known]
+        if unknown:
+            # ListGroups leaves out, silently, the groups this principal may not DESCRIBE: a group
+            # it is refused is not unknown (its committed offsets are then a missing part naming the ACL).
+            refused = {m.subject for m in cluster.group_offsets(unknown).missing if m.not_authorized}
+            unknown = [g for g in unknown if Part(f"group {g}") not in refused]
         if unknown:
             raise NotFoundError(f"unknown consumer group {', '.join(repr(g) for g in unknown)}")
     else:

@@ -133,6 +133,13 @@ class DescribedTransactions:
     not_found: dict[str, str] = field(default_factory=dict)
 
 
+# Whether ListTransactions shows this principal every transactional id
+# (:meth:`kafkatxn.kafka.transactions.TransactionsApi.transactional_id_visibility`).
+IDS_ALL = "all"  # the probe id was describable: nothing is left out (see the method for the limits)
+IDS_FILTERED = "filtered"  # DESCRIBE on a random id was denied: ids this principal may not describe are left out
+IDS_UNKNOWN = "unknown"  # the probe did not answer
+
+
 @dataclass(frozen=True)
 class ConfigValue:
     value: str | None
@@ -198,13 +205,20 @@ class Missing:
     subject: Subject
     reason: str
     what: str = ""  # which request it was part of ("offsets", "producer state"), for the message
+    # Set when the principal was not authorized: the ACL that would let it see this part
+    # ("READ on Topic orders"); its ``reason`` then says "not authorized: needs ...".
+    acl: str = ""
 
     def __str__(self) -> str:
         return f"{self.what} {self.subject}: {self.reason}" if self.what else f"{self.subject}: {self.reason}"
 
     def within(self, what: str) -> "Missing":
         """The same part, named as part of ``what`` (e.g. ``offsets t-0: no leader``)."""
-        return Missing(self.subject, self.reason, f"{what} {self.what}".strip() if self.what else what)
+        return Missing(self.subject, self.reason, f"{what} {self.what}".strip() if self.what else what, self.acl)
+
+    @property
+    def not_authorized(self) -> bool:
+        return bool(self.acl)
 
 
 @dataclass

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from kafkatxn import verdicts
 from kafkatxn.validation import compile_regex
 from kafkatxn.model import Missing, TransactionalId, OPEN_TRANSACTION_STATES, TRANSACTION_STATES, ListTransactionsSupport, TransactionDescription, TransactionListing
 from kafkatxn.durations import format_duration_ms
@@ -250,6 +251,9 @@ def list_transactions(
             gone = set(described.value.not_found)
             if gone:
                 notes.append(f"gone between ListTransactions and DescribeTransactions: {', '.join(sorted(gone))}")
+    # ListTransactions leaves out, silently, the ids this principal may not DESCRIBE: say so.
+    visibility = cluster.transactional_id_visibility()
+    missing += verdicts.hidden_ids(visibility.value, visibility.missing)
     now_ms = _now_ms()
     selected = select_listings(
         listings, support, pattern=pattern, min_duration_ms=min_duration_ms, descriptions=descriptions, now_ms=now_ms

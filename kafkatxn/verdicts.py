@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from kafkatxn.model import (
-    OPEN_TRANSACTION_STATES, TRANSACTION_STATE_TOPIC, ClusterMetadata, Missing, Part, ProducerState, TopicPartition,
+    IDS_ALL, IDS_FILTERED, OPEN_TRANSACTION_STATES, TRANSACTION_STATE_TOPIC, ClusterMetadata, Missing, Part, ProducerState, TopicPartition,
     TransactionalId, TransactionDescription,
 )
 
@@ -28,6 +28,9 @@ REASON_OTHER_PRODUCER = "coordinator's transaction belongs to another producer i
 REASON_COMPLETING = "its coordinator is completing it"
 REASON_TWO_PHASE_COMMIT = "two-phase commit transaction: no one times it out"
 REASON_LOG_UNANSWERED = "a coordinator that could own its transactional id did not answer"
+REASON_IDS_FILTERED = "not authorized to see every transactional id: needs DESCRIBE on TransactionalId"
+# The ACL that lets ListTransactions show every id (a wildcard ALLOW, no DENY).
+ACL_EVERY_TRANSACTIONAL_ID = "DESCRIBE on TransactionalId * (every transactional id)"
 
 # Coordinator states in which the coordinator has decided and is writing the markers.
 COMPLETING_STATES = frozenset({"PrepareCommit", "PrepareAbort"})
@@ -70,7 +73,12 @@ def transaction_log_gaps(metadata: ClusterMetadata, answered_brokers: Iterable[i
     answered = set(answered_brokers)
     log = sorted((p for p in metadata.partitions if p.topic == TRANSACTION_STATE_TOPIC), key=lambda p: p.partition)
     if not log:
-        return [Missing(Part(TRANSACTION_STATE_TOPIC), "not in the metadata: no transaction coordinator could be asked")]
+        # Metadata also leaves it out for a principal that may not DESCRIBE it.
+        return [Missing(
+            Part(TRANSACTION_STATE_TOPIC),
+            f"not in the metadata (not created yet, or not authorized: needs DESCRIBE on Topic {TRANSACTION_STATE_TOPIC}): "
+            "no transaction coordinator could be asked",
+        )]
     gaps = []
     for p in log:
         if p.leader < 0:
@@ -91,6 +99,10 @@ class CoordinatorView:
     descriptions: dict[str, TransactionDescription] = field(default_factory=dict)
     unknown_ids: frozenset[str] = frozenset()  # TRANSACTIONAL_ID_NOT_FOUND
     unanswered_ids: dict[str, tuple[Missing, ...]] = field(default_factory=dict)  # id -> why its coordinator did not answer
+    # Why ListTransactions may have left out ids this principal may not DESCRIBE (a producer id not
+    # listed may belong to one of them): empty when the probe showed every id visible, or when
+    # every producer id asked was listed (no probe needed).
+    ids_hidden: tuple[Missing, ...] = ()
 
     @property
     def ids_complete(self) -> bool:
@@ -136,6 +148,12 @@ def classify(open_txn: OpenTransaction, view: CoordinatorView) -> Classification
         if not view.ids_complete:
             gaps = ", ".join(str(m.subject) for m in view.ids_missing)
             return Classification(open_txn, Verdict.UNDETERMINED, f"{REASON_LOG_UNANSWERED} ({gaps})", missing=view.ids_missing)
+        if view.ids_hidden:
+            # Kafka's find-hanging calls this hanging; the coordinator may well track it under an
+            # id this principal may not see.
+            why = "; ".join(m.reason for m in view.ids_hidden)
+            reason = REASON_IDS_FILTERED if why == REASON_IDS_FILTERED else f"{REASON_IDS_FILTERED} ({why})"
+            return Classification(open_txn, Verdict.UNDETERMINED, reason, missing=view.ids_hidden)
         return Classification(open_txn, Verdict.HANGING, REASON_NO_TRANSACTIONAL_ID)
     if tid in view.unknown_ids:
         return Classification(open_txn, Verdict.HANGING, REASON_UNKNOWN_TO_COORDINATOR, tid)
@@ -159,6 +177,19 @@ def classify(open_txn: OpenTransaction, view: CoordinatorView) -> Classification
     if is_two_phase_commit(description):
         return Classification(open_txn, Verdict.LONG_RUNNING, f"{REASON_TWO_PHASE_COMMIT} (state {description.state})", tid, description)
     return Classification(open_txn, Verdict.LONG_RUNNING, f"coordinator tracks it (state {description.state})", tid, description)
+
+
+def hidden_ids(visibility: str, probe_missing: Sequence[Missing] = ()) -> tuple[Missing, ...]:
+    """Why a producer id missing from ListTransactions may still have a transactional id, from the
+    visibility probe (``IDS_ALL``, ``IDS_FILTERED``, ``IDS_UNKNOWN``): nothing when every id is
+    visible; otherwise the typed part, naming the ACL that would show every id."""
+    if visibility == IDS_ALL:
+        return ()
+    part = Part("transactional ids")
+    if visibility == IDS_FILTERED:
+        return (Missing(part, REASON_IDS_FILTERED, acl=ACL_EVERY_TRANSACTIONAL_ID),)
+    why = "; ".join(m.reason for m in probe_missing) or "no answer"
+    return (Missing(part, f"could not find out whether every transactional id is visible: {why}"),)
 
 
 def classify_all(candidates: Iterable[OpenTransaction], view: CoordinatorView) -> list[Classification]:

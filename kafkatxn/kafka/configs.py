@@ -36,7 +36,7 @@ class ConfigsApi:
         result: dict[int, dict[str, ConfigValue]] = {}
         for resource, future in futures.items():
             broker_id = int(resource.name)
-            entries = self._wait_or_note(future, Broker(broker_id), missing)
+            entries = self._wait_or_note(future, Broker(broker_id), missing, "DESCRIBE_CONFIGS on Cluster")
             if entries is NOT_ARRIVED:
                 continue
             self.requests["DescribeConfigs"] += 1

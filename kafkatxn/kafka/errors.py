@@ -20,6 +20,7 @@ from kafkatxn.errors import (
     UnreachableError,
 )
 from kafkatxn.kafka.unreachable import is_no_brokers_error
+from kafkatxn.model import Missing, Subject
 from kafkatxn.redact import redact
 
 # A TLS alert from the broker: it refused the handshake (often: our client certificate).
@@ -29,6 +30,34 @@ _LIBRDKAFKA_STATE = re.compile(r"\s*\(after \d+ms in state \w+\)")
 _ERRNO = re.compile(r"(?:^|:)\s*(\d+) E[A-Z]+\s*$")
 
 _TRANSPORT_CODES = ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE")
+
+
+# Kafka's authorization errors. Authorization is not authentication: the login succeeded, the
+# principal may not do this one thing, so it is one part that did not answer (a typed Missing
+# naming the ACL), never an error that ends the command.
+AUTHORIZATION_ERRORS = frozenset({
+    "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+})
+
+
+def authorization_error(error: object) -> bool:
+    """Whether a Kafka error name, or a client exception carrying one, is an authorization failure."""
+    if isinstance(error, BaseException):
+        error = kafka_error_code(error) or type(error).__name__
+    name = str(error or "")
+    # kafka-python names its exceptions after the error (TopicAuthorizationFailedError).
+    return name in AUTHORIZATION_ERRORS or (name.endswith("AuthorizationFailedError"))
+
+
+def part_missing(subject: Subject, error: object, acl: str) -> Missing:
+    """The part ``subject`` did not answer with ``error`` (a Kafka error name or an exception):
+    when that is an authorization failure, reason "not authorized: needs <acl>" and ``acl`` set."""
+    if authorization_error(error):
+        return Missing(subject, f"not authorized: needs {acl}", acl=acl)
+    if isinstance(error, BaseException):
+        return Missing(subject, clean(str(error)) or type(error).__name__)
+    return Missing(subject, str(error))
 
 
 def clean(text: object) -> str:

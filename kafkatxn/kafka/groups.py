@@ -60,7 +60,7 @@ class GroupsApi:
             for group in dict.fromkeys(groups)
         }
         for group, future in pending.items():
-            result = self._wait_or_note(future, Part(f"group {group}"), missing)
+            result = self._wait_or_note(future, Part(f"group {group}"), missing, f"DESCRIBE on Group {group}")
             if result is NOT_ARRIVED:
                 continue
             out[group] = {

@@ -85,3 +85,42 @@ class MetadataApi:
             raise self.errors.translate(exc, "describing features") from exc
         self.requests["ApiVersions"] += 1
         return features
+
+    def cluster_authorized_operations(self) -> set[str]:
+        """The operations this principal may perform on the Cluster resource (DescribeCluster with
+        authorized operations: ``DESCRIBE``, ``DESCRIBE_CONFIGS``, ``CLUSTER_ACTION``...)."""
+        try:
+            desc = self._wait(
+                self.admin.describe_cluster(include_authorized_operations=True, request_timeout=self.remaining_s()),
+                "describing the cluster",
+            )
+        except KafkatxnError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self.errors.translate(exc, "describing the cluster") from exc
+        self.requests["DescribeCluster"] += 1
+        # Kafka answers the operations only to a principal that may DESCRIBE the cluster (none
+        # otherwise: librdkafka then gives no list).
+        return {getattr(op, "name", str(op)) for op in getattr(desc, "authorized_operations", None) or ()}
+
+    def topic_list_filtered(self) -> bool | None:
+        """Whether Metadata leaves out topics this principal may not DESCRIBE: Metadata of a random
+        topic answers TOPIC_AUTHORIZATION_FAILED when it may not (``KafkaApis.handleTopicMetadataRequest``),
+        UNKNOWN_TOPIC_OR_PARTITION when it may (a wildcard ACL, a super user). None: no answer."""
+        import uuid
+
+        # "~" makes the name invalid as a topic: no broker creates it, whatever auto-creation says;
+        # authorization is checked before the name is looked at.
+        probe = f"~kafkatxn-visibility-probe-{uuid.uuid4().hex}"
+        try:
+            md = self.admin.list_topics(topic=probe, timeout=max(0.1, min(self.remaining_s(), 10)))
+        except Exception:  # noqa: BLE001 - visibility is a report, not a reason to end the command
+            log.debug("topic visibility probe failed", exc_info=True)
+            return None
+        self.requests["Metadata"] += 1
+        topic = md.topics.get(probe)
+        if topic is None or topic.error is None:
+            return None
+        # Any other answer about the topic (unknown, invalid) came after the authorizer let it pass.
+        log.debug("topic visibility probe: %s", topic.error.name())
+        return topic.error.name() == "TOPIC_AUTHORIZATION_FAILED"

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from kafkatxn.errors import KafkatxnError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import clean
+from kafkatxn.kafka.errors import clean, part_missing
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 from kafkatxn.kafka.session import LEADERSHIP_ERRORS
 
@@ -182,5 +182,5 @@ class OffsetsApi:
             for tp in pending:
                 found.pop(tp, None)  # ask again at every level: a pair must come from one leader
         out = {tp: tuple(v) for tp, v in found.items() if None not in v}
-        missing = [Missing(tp, errors.get(tp, "no answer")) for tp in tps if tp not in out]
+        missing = [part_missing(tp, errors.get(tp, "no answer"), f"DESCRIBE on Topic {tp.topic}") for tp in tps if tp not in out]
         return Partial(out, missing), also_answers  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka.errors import part_missing
 from kafkatxn.kafka.session import LEADERSHIP_ERRORS
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
@@ -80,7 +81,7 @@ class ProducerStateApi:
                 continue
             for part in resp.partitions:
                 if part.error:
-                    missing.append(Missing(part.tp, part.error))
+                    missing.append(part_missing(part.tp, part.error, f"READ on Topic {part.tp.topic}"))
                     if part.error in LEADERSHIP_ERRORS:
                         again.append(part.tp)
                 else:

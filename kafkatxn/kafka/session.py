@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
 from kafkatxn.errors import AuthenticationError, DeadlineExceeded, UsageError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import ErrorTranslator, clean, kafka_error_code
+from kafkatxn.kafka.errors import ErrorTranslator, clean, kafka_error_code, part_missing
 from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
 from kafkatxn.kafka.wire import Wire
 
@@ -242,10 +242,11 @@ class Session:
                 if time.monotonic() >= self.deadline:
                     raise self.errors.translate(concurrent.futures.TimeoutError(), what) from None
 
-    def _wait_or_note(self, future: concurrent.futures.Future, subject: Subject, missing: list[Missing]) -> Any:
+    def _wait_or_note(self, future: concurrent.futures.Future, subject: Subject, missing: list[Missing], acl: str = "") -> Any:
         """The future's result, or ``NOT_ARRIVED`` after noting in ``missing`` why ``subject`` did not arrive.
 
-        Authentication failures still end the command: they concern every part alike.
+        Authentication failures still end the command: they concern every part alike. An
+        authorization failure is this part's only: noted as "not authorized: needs ``acl``".
         """
         try:
             return self._wait(future, str(subject))
@@ -254,5 +255,5 @@ class Session:
         except AuthenticationError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported per part
-            missing.append(Missing(subject, clean(str(exc))))
+            missing.append(part_missing(subject, exc, acl or f"the ACL for {subject}"))
         return NOT_ARRIVED

@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import defaultdict
 from typing import Iterable, NamedTuple
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka.errors import part_missing
 from kafkatxn.model import (
-    Broker,
-    DescribedTransactions,
-    ListTransactionsSupport,
-    Missing,
-    Partial,
-    TransactionalId,
-    TransactionDescription,
-    TransactionListing,
+    IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, Broker, DescribedTransactions, ListTransactionsSupport, Missing, Part, Partial,
+    TransactionalId, TransactionDescription, TransactionListing,
 )
 
 log = logging.getLogger("kafkatxn.cluster")
+
+# The probe's transactional id: random, so no transaction has it and no literal ACL names it; it
+# begins with "~" so that no prefixed ACL an operator writes for real ids (``app-``, ``k``) covers it.
+PROBE_ID_PREFIX = "~kafkatxn-visibility-probe-"
+
+
+def describe_acl(transactional_id: str) -> str:
+    return f"DESCRIBE on TransactionalId {transactional_id}"
 
 
 class TransactionsApi:
@@ -99,7 +103,7 @@ class TransactionsApi:
                 continue
             for c in resp.coordinators:
                 if c.error:
-                    missing.append(Missing(TransactionalId(c.transactional_id), c.error))
+                    missing.append(part_missing(TransactionalId(c.transactional_id), c.error, describe_acl(c.transactional_id)))
                 else:
                     out[c.transactional_id] = c.node_id
         return Partial(out, missing)
@@ -112,6 +116,9 @@ class TransactionsApi:
         Ids whose coordinator moved, was loading its log or did not answer are asked once more,
         after a short pause, at the coordinator FindCoordinator names then.
         """
+        return self._describe_transactions(transactional_ids)
+
+    def _describe_transactions(self, transactional_ids: Iterable[str]) -> Partial[DescribedTransactions]:
         first = self._describe_transactions_once(transactional_ids)
         again = {m.subject.id for m in first.missing if isinstance(m.subject, TransactionalId) and m.subject.id in first.retriable}
         if not again or self.deadline - time.monotonic() < 2 * COORDINATOR_RETRY_PAUSE_S:
@@ -128,8 +135,7 @@ class TransactionsApi:
         coordinators = self.find_transaction_coordinators(transactional_ids)
         missing = list(coordinators.missing)
         # Any id FindCoordinator could not place may be placed on a second try, but for refusals.
-        retriable = {m.subject.id for m in coordinators.missing
-                     if isinstance(m.subject, TransactionalId) and "AUTHORIZATION" not in m.reason}
+        retriable = {m.subject.id for m in coordinators.missing if isinstance(m.subject, TransactionalId) and not m.not_authorized}
         by_node: dict[int, list[str]] = defaultdict(list)
         for tid, node in coordinators.value.items():
             by_node[node].append(tid)
@@ -145,7 +151,7 @@ class TransactionsApi:
                 if txn.error == "TRANSACTIONAL_ID_NOT_FOUND":
                     result.not_found[txn.transactional_id] = txn.error
                 elif txn.error:
-                    missing.append(Missing(TransactionalId(txn.transactional_id), txn.error))
+                    missing.append(part_missing(TransactionalId(txn.transactional_id), txn.error, describe_acl(txn.transactional_id)))
                     if txn.error in COORDINATOR_ERRORS:
                         retriable.add(txn.transactional_id)
                 else:
@@ -154,6 +160,43 @@ class TransactionsApi:
                         txn.timeout_ms, txn.start_time_ms, txn.partitions,
                     )
         return _Described(result, missing, retriable)
+
+    def transactional_id_visibility(self) -> Partial[str]:
+        """Whether ListTransactions shows this principal every transactional id: ``IDS_ALL``,
+        ``IDS_FILTERED`` or ``IDS_UNKNOWN`` (the probe did not answer; ``missing`` says why).
+
+        Kafka's ListTransactions (``KafkaApis.handleListTransactionsRequest``) silently drops every
+        id the principal may not DESCRIBE; FindCoordinator and DescribeTransactions of such an id
+        answer ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED`` (``KafkaApis.getCoordinator``,
+        ``handleDescribeTransactionsRequest``). Both ask the authorizer the same question for one
+        id, so the probe is DescribeTransactions of a random id that no transaction has:
+
+        - **denied**: the principal may not describe some id, so ListTransactions may leave out the
+          one a producer id belongs to: ``IDS_FILTERED``. This is sound for every ACL shape: a
+          literal ACL (``app-1``) or a prefixed one (``app-``) does not cover a random id beginning
+          with ``~``; with no ACL at all and ``allow.everyone.if.no.acl.found=false`` it is denied.
+        - **allowed** (``TRANSACTIONAL_ID_NOT_FOUND``): the principal may describe an arbitrary id:
+          a super user, an ALLOW on the wildcard ``*``, no authorizer, or no ACL matching the id
+          with ``allow.everyone.if.no.acl.found=true``: ``IDS_ALL``. What this cannot see: a DENY
+          ACL for this principal on some other ids (DENY wins over the wildcard ALLOW in both
+          ``StandardAuthorizer`` and ``AclAuthorizer``), or, with ``allow.everyone.if.no.acl.found``,
+          ids that have ACLs naming only other principals. Finding those needs DescribeAcls, which
+          needs DESCRIBE on the Cluster that a monitoring principal seldom has. Both are
+          deliberate, unusual set-ups (a monitoring principal denied what it is to monitor); the
+          README says so, and a principal meant to decide ``hanging`` should have the wildcard.
+
+        The probe asks no coordinator to keep anything: DescribeTransactions of an unknown id
+        creates nothing. One FindCoordinator and at most one DescribeTransactions.
+        """
+        probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
+        described = self._describe_transactions([probe])
+        if probe in described.value.not_found or probe in described.value.found:
+            return Partial(IDS_ALL)
+        gaps = described.missing_for(TransactionalId(probe))
+        if any(m.not_authorized for m in gaps):
+            return Partial(IDS_FILTERED)
+        reasons = "; ".join(m.reason for m in gaps) or "no answer"
+        return Partial(IDS_UNKNOWN, [Missing(Part("transactional id visibility"), f"the probe did not answer: {reasons}")])
 
 
 # What a coordinator answers while it moves or loads its part of the log: asked again, once.

@@ -417,3 +417,58 @@ class SecureKafka:
                 if time.monotonic() > deadline:
                     raise
             time.sleep(0.2)
+
+
+# -- authorization -----------------------------------------------------------------------------
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def authorizer_broker_config(*super_users: str) -> dict[str, str]:
+    """KRaft's StandardAuthorizer, denying what no ACL allows. ``User:ANONYMOUS`` (the PLAINTEXT
+    listener: inter-broker and controller traffic, and the harness's own set-up) is a super user."""
+    return {
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": ";".join(["User:ANONYMOUS", *super_users]),
+        "allow.everyone.if.no.acl.found": "false",
+    }
+
+
+@dataclass(frozen=True)
+class Acl:
+    """One ALLOW (or DENY) ACL for a principal: ``Acl("TOPIC", "orders", "READ")``,
+    ``Acl("TRANSACTIONAL_ID", "app-", "DESCRIBE", "PREFIXED")``, ``Acl("CLUSTER", "kafka-cluster", "DESCRIBE_CONFIGS")``."""
+
+    resource_type: str  # TOPIC | GROUP | CLUSTER | TRANSACTIONAL_ID
+    name: str  # "*" for every resource of the type
+    operation: str  # READ | DESCRIBE | DESCRIBE_CONFIGS | CLUSTER_ACTION | ...
+    pattern: str = "LITERAL"  # or PREFIXED
+    permission: str = "ALLOW"
+
+    def binding(self, principal: str):
+        from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+        return AclBinding(
+            # confluent-kafka names Kafka's Cluster resource type BROKER (the same code, 4).
+            ResourceType["BROKER" if self.resource_type == "CLUSTER" else self.resource_type], self.name, ResourcePatternType[self.pattern], principal, "*",
+            AclOperation[self.operation], AclPermissionType[self.permission],
+        )
+
+
+def grant(admin, principal: str, acls: list[Acl], timeout: float = 30) -> None:
+    """Create ``acls`` for ``principal`` (``User:name``) as a super user, and wait until the broker's
+    authorizer has them (StandardAuthorizer applies ACLs from the metadata log, after the write)."""
+    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    if not acls:
+        return
+    for future in admin.create_acls([a.binding(principal) for a in acls], request_timeout=timeout).values():
+        future.result(timeout)
+    wanted = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    deadline = time.monotonic() + timeout
+    while len(admin.describe_acls(wanted, request_timeout=timeout).result(timeout)) < len(acls):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the broker did not apply the ACLs of {principal} within {timeout:g}s")
+        time.sleep(0.2)

@@ -21,6 +21,8 @@ model: the facade's own metadata decoding is covered by the integration tests, n
 - ``leader_moves`` change leaders at the second metadata request;
 - ``transaction_errors[id]`` is the error the id's coordinator answers DescribeTransactions with;
 - ``listing_errors[broker]`` is the error that broker answers ListTransactions with;
+- ``describable`` filters the transactional ids the principal may DESCRIBE (ListTransactions leaves
+  the others out silently, as Kafka does); ``denied_topics[request]`` answers TOPIC_AUTHORIZATION_FAILED;
 - ``marker_error`` refuses WriteTxnMarkers; ``api_versions`` sets what the brokers support.
 
 Markers and fences change the model as a broker would (LSO, high watermark). ``model.sent`` holds
@@ -43,6 +45,7 @@ from kafkatxn.model import (
     ClusterMetadata,
     ConfigValue,
     Missing,
+    Part,
     Partial,
     PartitionInfo,
     ProducerState,
@@ -79,6 +82,17 @@ class KafkaModel:
     marker_error: str | None = None
     transaction_errors: dict[str, str] = field(default_factory=dict)  # id -> error its coordinator answers DescribeTransactions with
     listing_errors: dict[int, str] = field(default_factory=dict)  # broker -> error it answers ListTransactions with
+    # The principal may DESCRIBE only the ids this accepts (None: every id): ListTransactions leaves
+    # the others out, FindCoordinator and DescribeTransactions answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+    describable: Callable[[str], bool] | None = None
+    # Errors the principal gets per topic: DescribeProducers (READ) and ListOffsets (DESCRIBE).
+    denied_topics: dict[str, set[str]] = field(default_factory=dict)  # request name -> topics
+    cluster_operations: set[str] = field(default_factory=lambda: {"DESCRIBE", "DESCRIBE_CONFIGS"})  # DescribeCluster's authorized operations
+    denied_groups: set[str] = field(default_factory=set)  # groups the principal may not DESCRIBE
+    topics_filtered: bool | None = False  # whether Metadata leaves out topics the principal may not DESCRIBE
+
+    def may_describe(self, transactional_id: str) -> bool:
+        return self.describable is None or self.describable(transactional_id)
 
     def add_partition(self, topic: str, partition: int, leader: int = 1, replicas: Iterable[int] | None = None,
                       lso: int = 0, hw: int | None = None) -> TopicPartition:
@@ -189,6 +203,9 @@ class FakeWire:
         serves = node in self.model.partitions[tp].replicas if any_replica else self.model.leader(tp) == node
         return None if serves else "NOT_LEADER_OR_FOLLOWER"
 
+    def _denied(self, request_name: str, tp: TopicPartition) -> str | None:
+        return "TOPIC_AUTHORIZATION_FAILED" if tp.topic in self.model.denied_topics.get(request_name, ()) else None
+
     def _Metadata(self, node, request):
         """What the real facade's metadata path reads (FakeCluster answers ``metadata()`` itself)."""
         self.metadata_requests = getattr(self, "metadata_requests", 0) + 1
@@ -206,7 +223,7 @@ class FakeWire:
     def _ListOffsets(self, node, request):
         parts = []
         for tp in request.partitions:
-            error = self._error(node, tp)
+            error = self._denied("ListOffsets", tp) or self._error(node, tp)
             offset = -1 if error else self.model.offsets[tp][0 if request.read_committed else 1]
             parts.append(proto.PartitionOffset(tp, error, offset))
         return proto.ListOffsetsResponse(tuple(parts))
@@ -214,7 +231,7 @@ class FakeWire:
     def _DescribeProducers(self, node, request):
         parts = []
         for tp in request.partitions:
-            error = self._error(node, tp, any_replica=True)
+            error = self._denied("DescribeProducers", tp) or self._error(node, tp, any_replica=True)
             parts.append(proto.PartitionProducers(tp, error, () if error else tuple(self.model.producers.get(tp, []))))
         return proto.DescribeProducersResponse(tuple(parts))
 
@@ -228,6 +245,7 @@ class FakeWire:
             proto.ListedTransaction(tid, pid, state)
             for tid, pid, state in listings
             if self.model.coordinator(tid) == node
+            and self.model.may_describe(tid)
             and (not request.producer_ids or pid in request.producer_ids)
             and (not request.states or state in request.states)
         ]
@@ -235,14 +253,20 @@ class FakeWire:
 
     def _FindTransactionCoordinators(self, node, request):
         return proto.FindTransactionCoordinatorsResponse(
-            tuple(proto.Coordinator(t, None, self.model.coordinator(t)) for t in request.transactional_ids)
+            tuple(
+                proto.Coordinator(t, None, self.model.coordinator(t)) if self.model.may_describe(t)
+                else proto.Coordinator(t, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", -1)
+                for t in request.transactional_ids
+            )
         )
 
     def _DescribeTransactions(self, node, request):
         out = []
         for tid in request.transactional_ids:
             d = self.model.transactions.get(tid)
-            if tid in self.model.transaction_errors:
+            if not self.model.may_describe(tid):
+                out.append(proto.TransactionState(tid, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"))
+            elif tid in self.model.transaction_errors:
                 out.append(proto.TransactionState(tid, self.model.transaction_errors[tid]))
             elif d is None:
                 out.append(proto.TransactionState(tid, "TRANSACTIONAL_ID_NOT_FOUND"))
@@ -313,13 +337,27 @@ class FakeCluster(Cluster):
                 values[b] = {MAX_TIMEOUT_CONFIG: ConfigValue("900000", "default_config", True)} if MAX_TIMEOUT_CONFIG in wanted else {}
         return Partial(values, missing)
 
+    def transactional_id_visibility(self):
+        self.calls.append(("transactional_id_visibility",))
+        return super().transactional_id_visibility()
+
+    def cluster_authorized_operations(self):
+        return self.model.cluster_operations
+
+    def topic_list_filtered(self):
+        return self.model.topics_filtered
+
     def list_groups(self) -> list[str]:
         self.calls.append(("list_groups",))
-        return sorted(self.model.groups)
+        return sorted(set(self.model.groups) - self.model.denied_groups)
 
     def group_offsets(self, groups):
         self.calls.append(("group_offsets", tuple(groups)))
-        return Partial({g: dict(self.model.groups[g]) for g in groups if g in self.model.groups})
+        # Groups the principal may not DESCRIBE: ListGroups leaves them out, OffsetFetch is refused.
+        refused = [Missing(Part(f"group {g}"), f"not authorized: needs DESCRIBE on Group {g}", acl=f"DESCRIBE on Group {g}")
+                   for g in groups if g in self.model.denied_groups]
+        return Partial({g: dict(self.model.groups[g]) for g in groups if g in self.model.groups and g not in self.model.denied_groups},
+                       refused)
 
     def first_readable_offsets(self, starts):
         self.calls.append(("first_readable_offsets", dict(starts)))
