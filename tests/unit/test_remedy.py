@@ -11,7 +11,7 @@ import pytest
 from kafkatxn import auditlog, hanging, remedy
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, UsageError
-from tests.cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 Action, Outcome = remedy.Action, remedy.Outcome
