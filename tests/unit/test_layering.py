@@ -118,24 +118,15 @@ ROOT = PACKAGE.parent
 TESTS = ROOT / "tests"
 
 
-def _imported_names(path: Path) -> set[str]:
-    """Every absolute name ``path`` imports: ``import a.b`` gives a.b, ``from a import b`` gives a.b."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
-
-
 def _python_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*") if p.is_file() and (
         p.suffix == ".py" or (p.suffix == "" and p.read_bytes()[:64].startswith(b"#!") and b"python" in p.read_bytes()[:64])))
 
 
 def _from_tests(names: set[str], allowed: tuple[str, ...] = ()) -> list[str]:
-    return sorted(n for n in names if n.split(".")[0] == "tests" and not any(n == a or n.startswith(a + ".") for a in allowed))
+    """The names under tests/ (``from a import b`` names a.b) but the bare namespace and ``allowed``."""
+    return sorted(n for n in names if n.split(".")[0] == "tests" and n != "tests"
+                  and not any(n == a or n.startswith(a + ".") for a in allowed))
 
 
 def test_no_test_module_imports_another_test_module():
@@ -143,7 +134,7 @@ def test_no_test_module_imports_another_test_module():
     test_modules = {p.stem for p in TESTS.rglob("test_*.py")}
     offenders = {}
     for path in sorted(TESTS.rglob("test_*.py")):
-        found = sorted(n for n in _imported_names(path)
+        found = sorted(n for n in _imports_with_relative(path)
                        if (n.split(".")[0] == "tests" or n.split(".")[0] in test_modules)
                        and any(part in test_modules for part in n.split(".")))
         if found:
@@ -153,7 +144,7 @@ def test_no_test_module_imports_another_test_module():
 
 def test_scripts_import_nothing_from_the_test_tree():
     """The demo (the README's main job) and the other scripts run from a clone without the tests."""
-    offenders = {str(p.relative_to(ROOT)): _from_tests(_imported_names(p)) for p in _python_files(ROOT / "scripts")}
+    offenders = {str(p.relative_to(ROOT)): _from_tests(_imports_with_relative(p)) for p in _python_files(ROOT / "scripts")}
     # Shell scripts that run a module of the test tree (`python -m tests.x`) import it too.
     for path in sorted((ROOT / "scripts").iterdir()):
         if path.is_file() and path.suffix != ".py":
@@ -163,6 +154,6 @@ def test_scripts_import_nothing_from_the_test_tree():
 
 
 def test_benchmarks_import_only_the_support_package_of_the_test_tree():
-    offenders = {str(p.relative_to(ROOT)): _from_tests(_imported_names(p), allowed=("tests.support",))
+    offenders = {str(p.relative_to(ROOT)): _from_tests(_imports_with_relative(p), allowed=("tests.support",))
                  for p in _python_files(ROOT / "bench")}
     assert {k: v for k, v in offenders.items() if v} == {}
