@@ -148,7 +148,7 @@ def spark_local(directory: Path, work: Path, partitions: int) -> tuple[float, fl
 
 def standalone(directory: Path, workers: int, work: Path, partitions: int) -> tuple[float, float, dict, Path]:
     """(spark-submit wall, audit jobs wall from the event log, report, event log directory)."""
-    from tests.integration.test_audit import StandaloneCluster
+    from tests.support.spark_audit import StandaloneCluster
 
     events = work / f"events-standalone{workers}"
     cluster = StandaloneCluster(work / f"spark{workers}", workers=workers).start()

@@ -3,7 +3,7 @@
     python bench/bench_exporter.py                      # 10,000 partitions on a fresh harness broker
     python bench/bench_exporter.py --partitions 1000 --rounds 3
 
-Starts one broker with tests/harness, creates ``--partitions`` partitions (in topics of 500),
+Starts one broker with harness/, creates ``--partitions`` partitions (in topics of 500),
 leaves transactions open on some of them and idempotent producer state on others, then runs
 ``kafkatxn exporter`` as its own process and scrapes /metrics ``--rounds`` times with the cache off
 (every scrape is a full gather: metadata, ListOffsets at both isolation levels, DescribeProducers
@@ -31,9 +31,9 @@ from pathlib import Path
 from benchlib import cpu_seconds, peak_rss_mb, print_table, scrape, start_exporter  # noqa: E402  (repository on sys.path)
 from confluent_kafka import Producer  # noqa: E402
 
-from kafkatxn.kafka.facade import Cluster  # noqa: E402
+from harness import KafkaCluster  # noqa: E402
 from kafkatxn.config import ConnectionConfig  # noqa: E402
-from tests.harness import KafkaCluster  # noqa: E402
+from kafkatxn.kafka.facade import Cluster  # noqa: E402
 
 TOPIC_SIZE = 500
 TARGET_SCRAPE_S = 1.0

@@ -3,11 +3,11 @@
     python bench/bench_hanging.py                       # 3 brokers, 2,000 partitions, 110 producers
     python bench/bench_hanging.py --brokers 2 --rounds 3
 
-Starts a cluster with tests/harness (transaction.partition.verification.enable=false, so hanging
+Starts a cluster with harness/ (transaction.partition.verification.enable=false, so hanging
 transactions can be made), creates ``--topics`` x ``--partitions-per-topic`` partitions, and gives
 them producer state:
 
-* ``--hanging`` genuinely hanging transactions (tests/hanging_maker.py: InitProducerId, then a raw
+* ``--hanging`` genuinely hanging transactions (harness/hanging_maker.py: InitProducerId, then a raw
   transactional Produce without AddPartitionsToTxn);
 * ``--open`` ordinary transactions left open (600 s timeout): candidates their coordinator still
   tracks, which neither tool may report;
@@ -39,9 +39,9 @@ from pathlib import Path
 from benchlib import Finding, find_hanging_per_broker  # noqa: E402  (puts the repository on sys.path)
 from confluent_kafka import Producer  # noqa: E402
 
+from harness import hanging_maker  # noqa: E402
+from harness import KafkaCluster  # noqa: E402
 from kafkatxn.model import TopicPartition  # noqa: E402
-from tests import hanging_maker  # noqa: E402
-from tests.harness import KafkaCluster  # noqa: E402
 
 TARGET_RATIO = 0.5
 BOUND_MINUTES = 1

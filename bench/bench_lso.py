@@ -2,7 +2,7 @@
 
     python bench/bench_lso.py [--sizes 1000,10000] [--runs 7] [--open-transactions 10]
 
-Starts its own broker (tests.harness, 2 GB heap, JMX on a free loopback port), creates topics of
+Starts its own broker (harness/, 2 GB heap, JMX on a free loopback port), creates topics of
 100 partitions until each size is reached (creation timed separately, not part of any figure), leaves
 some transactions open so the scan also describes producers and transactions, then reports per size:
 
@@ -43,11 +43,11 @@ from benchlib import (  # noqa: E402  (puts the repository on sys.path)
     spread,
     wait_until_every_partition_answers,
 )
+from harness import KafkaCluster  # noqa: E402
+from harness.scenarios import run_transaction  # noqa: E402
 from kafkatxn import lso  # noqa: E402
 from kafkatxn.config import resolve  # noqa: E402
 from kafkatxn.kafka.facade import Cluster  # noqa: E402
-from tests.harness import KafkaCluster  # noqa: E402
-from tests.scenarios import run_transaction  # noqa: E402
 
 PARTITIONS_PER_TOPIC = 100
 OPEN_TXN_PARTITIONS = 3  # per open transaction, on one topic

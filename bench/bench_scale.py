@@ -3,7 +3,7 @@
     python bench/bench_scale.py                        # 3 brokers, 30,000 partitions (10,000 each)
     python bench/bench_scale.py --topics 30 --rounds 2 # a quick 3,000-partition run of the same steps
 
-Starts a 3-node cluster with tests/harness (1 GB heap per node, JMX on loopback for the broker-side
+Starts a 3-node cluster with harness/ (1 GB heap per node, JMX on loopback for the broker-side
 request counters, ``transaction.partition.verification.enable=false`` so hanging transactions can
 be made), creates ``--topics`` topics of 100 partitions (20 topics per CreateTopics; creation and
 the wait until every partition answers are timed apart), and seeds producer state with

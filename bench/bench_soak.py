@@ -3,7 +3,7 @@
     python bench/bench_soak.py                          # 2,000 scrapes, 2 scrapers, 1 broker, 200 partitions
     python bench/bench_soak.py --scrapes 500 --interval 0
 
-Starts one broker (tests/harness), ``--topics`` topics of 20 partitions, and a background load:
+Starts one broker (harness/), ``--topics`` topics of 20 partitions, and a background load:
 transactional producers, each living for a few transactions before a new transactional.id
 replaces it, that commit, abort, or leave a transaction open for a while; an idempotent producer
 writing throughout. ``kafkatxn exporter --cache-ttl 0s`` (every scrape a full gather) is scraped
@@ -33,7 +33,7 @@ from pathlib import Path
 from benchlib import open_fds, print_table, rss_mb, scrape, start_exporter  # noqa: E402  (repository on sys.path)
 from confluent_kafka import KafkaException, Producer  # noqa: E402
 
-from tests.harness import KafkaCluster  # noqa: E402
+from harness import KafkaCluster  # noqa: E402
 
 PARTITIONS_PER_TOPIC = 20
 TARGET_GROWTH = 0.05

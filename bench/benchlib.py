@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.harness import KafkaCluster  # noqa: E402
+from harness import KafkaCluster  # noqa: E402
 
 GET_OFFSET_SHELL = "org.apache.kafka.tools.GetOffsetShell"
 TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"

@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Consumer, TopicPartition as CTP  # noqa: E402
 
-from tests.hanging_maker import make_hanging_transaction, write_committed  # noqa: E402
-from tests.harness.broker import KafkaCluster  # noqa: E402
-from tests.scenarios import inspect_scenario  # noqa: E402
+from harness.broker import KafkaCluster  # noqa: E402
+from harness.hanging_maker import make_hanging_transaction, write_committed  # noqa: E402
+from harness.scenarios import inspect_scenario  # noqa: E402
 from kafkatxn.model import TopicPartition  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def main() -> int:
         started = time.monotonic()
         cluster = KafkaCluster(
             Path(workdir),
-            # Off only so the demo can make a genuinely hanging transaction (see tests/hanging_maker.py).
+            # Off only so the demo can make a genuinely hanging transaction (see harness/hanging_maker.py).
             broker_config={"transaction.partition.verification.enable": "false"},
         )
         with cluster.start():

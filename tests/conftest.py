@@ -1,10 +1,10 @@
-"""Fixtures for tests against real Apache Kafka brokers started by tests/harness.
+"""Fixtures for tests against real Apache Kafka brokers started by harness/.
 
 kafka            session: one broker, started on first use
 kafka_cluster3   session: three brokers (3-voter quorum), started on first use
 kafka_factory    per test: kafka_factory(n_brokers=1, **broker_settings) -> a dedicated cluster
 kafka_secure     session: one broker with SASL_SSL (SCRAM-SHA-512 + PLAIN) and mutual-TLS listeners,
-                 certificates and users made by tests/harness/security.py; started on first use
+                 certificates and users made by harness/security.py; started on first use
 figures          session: dict of figures printed at the end of the run (the issues' closing figures)
 unique_name      per test: a topic / transactional.id / group name no other test uses
 
@@ -26,13 +26,13 @@ from typing import Iterator, Mapping, Sequence
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# tests/ is not a package, so pytest only puts tests/ itself on sys.path; the harness is
-# imported as tests.harness everywhere (as `python -m tests.harness` does).
+# tests/ is not a package, so pytest only puts tests/ itself on sys.path; the broker harness
+# (harness/ at the repository's root, not in the wheel) and tests/support import from the root.
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.harness import KafkaCluster, Listener  # noqa: E402
-from tests.harness.security import SaslUsers, SecureKafka, make_pki, secure_setup  # noqa: E402
+from harness import KafkaCluster, Listener  # noqa: E402
+from harness.security import SaslUsers, SecureKafka, make_pki, secure_setup  # noqa: E402
 
 TEST_LOGS_DIR = REPO_ROOT / "test-logs"
 BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory", "kafka_secure"})

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from harness import hanging_maker as hm
 from kafkatxn import auditlog
+from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
-from kafkatxn.config import ConnectionConfig
-from tests import hanging_maker as hm
-from tests.cli_helpers import run_cli_subprocess
+from tests.support.cli_helpers import run_cli_subprocess
 
 pytestmark = pytest.mark.integration
 

@@ -20,12 +20,12 @@ pytest.importorskip("pyarrow")
 
 from confluent_kafka import KafkaException, Producer  # noqa: E402
 
+from harness import KafkaCluster  # noqa: E402
 from kafkatxn.audit import rules, source  # noqa: E402
 from kafkatxn.audit.job import Inputs, audit  # noqa: E402
 from kafkatxn.config import ConnectionConfig  # noqa: E402
-from tests.harness import KafkaCluster  # noqa: E402
-from tests.integration.test_audit import dedicated_broker, spark  # noqa: E402,F401 - spark: the module's session fixture
-from tests.java_traffic import run_script  # noqa: E402
+from tests.support.java_traffic import run_script  # noqa: E402
+from tests.support.spark_audit import dedicated_broker, spark  # noqa: E402,F401 - spark: the module's session fixture
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """The Spark job equals the single-process audit on coordinator histories made to cover every rule.
 
-No broker: the histories are the unit tests' (tests/unit/test_audit_rules.py), written as a captured
+No broker: the histories are the unit tests' (tests/support/coordinator.py), written as a captured
 history (Parquet), so the JVM-aggregated path (ids without aborts) and the per-record walk (ids with
 aborts or fences) both run, with tombstones, producer-id changes, storms and families.
 """
@@ -16,7 +16,7 @@ pytest.importorskip("pyarrow")
 
 from kafkatxn.audit import rules, source  # noqa: E402
 from kafkatxn.audit.job import Inputs, audit, build_session  # noqa: E402
-from tests.unit.test_audit_rules import MIN, S, Coordinator, shared_storm, taking_turns, well_behaved  # noqa: E402
+from tests.support.coordinator import MIN, S, Coordinator, shared_storm, taking_turns, well_behaved  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -16,13 +16,13 @@ import uuid
 
 import pytest
 
+from harness import hanging_maker as hm
 from kafkatxn import auditlog
-from kafkatxn.kafka import Cluster
-from kafkatxn.model import TopicPartition
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import INT16_MAX, INT32_MAX, INT64_MAX
-from tests import hanging_maker as hm
-from tests.cli_helpers import run_cli
+from kafkatxn.kafka import Cluster
+from kafkatxn.model import TopicPartition
+from tests.support.cli_helpers import run_cli
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,7 @@ kafka_cluster3 is shared with other modules). Topic ``rf3`` (3 partitions, RF 3)
 a broker dies, its leaders move; topic ``rf1`` (3 partitions, RF 1) loses the partition the victim
 led. One open transaction per topic keeps every partition's LSO behind its high watermark, so
 ``lso`` has a row for each partition; their transactional ids are chosen so that their coordinator
-is not the victim. Transaction partition verification is off so tests/hanging_maker.py can make
+is not the victim. Transaction partition verification is off so harness/hanging_maker.py can make
 hanging transactions for the abort cases.
 
 A kill "during" a command comes from a hook on the facade's fan-out (``Cluster._send_all``): the
@@ -27,15 +27,15 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness import hanging_maker as hm
+from harness import scenarios
+from harness import KafkaCluster
 from kafkatxn import auditlog, remedy
+from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
-from kafkatxn.config import ConnectionConfig
-from tests import hanging_maker as hm
-from tests import scenarios
-from tests.cli_helpers import run_cli
-from tests.exporter_process import ExporterProcess
-from tests.harness import KafkaCluster
+from tests.support.cli_helpers import run_cli
+from tests.support.exporter_process import ExporterProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster3]
 

@@ -13,8 +13,8 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.cli_helpers import run_cli
-from tests.scenarios import create_topic, run_transaction
+from harness.scenarios import create_topic, run_transaction
+from tests.support.cli_helpers import run_cli
 
 pytestmark = pytest.mark.integration
 

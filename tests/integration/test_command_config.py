@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.security import SCRAM_MODULE, SecureKafka
-from tests.secure_commands import Run, run_kafkatxn
+from harness.security import SCRAM_MODULE, SecureKafka
+from tests.support.secure_commands import Run, run_kafkatxn
 
 pytestmark = pytest.mark.integration
 

@@ -2,8 +2,8 @@
 behind an open transaction a real librdkafka client left open, a caught-up group past committed and
 aborted transactions, a hanging transaction, and a transaction whose coordinator is gone.
 
-Offsets and ids to compare with come from the clients that made the traffic (tests/scenarios.py,
-tests/hanging_maker.py), never from kafkatxn. Each suggested command is run as diagnose printed it.
+Offsets and ids to compare with come from the clients that made the traffic (harness/scenarios.py,
+harness/hanging_maker.py), never from kafkatxn. Each suggested command is run as diagnose printed it.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import shlex
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition as CTP
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness import hanging_maker as hm
+from harness.scenarios import create_topic, run_idempotent, run_transaction, unique
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
-from tests import hanging_maker as hm
-from tests.cli_helpers import run_cli
-from tests.exporter_process import ExporterProcess
-from tests.integration.test_lso import commit, consume
-from tests.scenarios import create_topic, run_idempotent, run_transaction, unique
+from tests.support.cli_helpers import run_cli
+from tests.support.exporter_process import ExporterProcess
+from tests.support.groups import commit_offset, consume
 
 pytestmark = pytest.mark.integration
 
@@ -41,14 +41,6 @@ def run_suggested(capsys, command: str, bootstrap: str, audit_log) -> None:
         assert argv[0] == "kafkatxn"
         result = run_cli(capsys, *argv[1:], "--bootstrap-server", bootstrap, "--yes", "--audit-log", str(audit_log), "--timeout", "30s")
         assert result.code == 0, (part, result.stdout, result.stderr)
-
-
-def commit_offset(bootstrap: str, group: str, tp: TopicPartition, offset: int) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        commit(lambda: consumer.commit(offsets=[CTP(tp.topic, tp.partition, offset)], asynchronous=False))
-    finally:
-        consumer.close()
 
 
 def group_metrics(exporter: ExporterProcess, *groups: str) -> dict[tuple[str, str], float]:

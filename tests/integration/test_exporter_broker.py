@@ -1,6 +1,6 @@
 """``kafkatxn exporter`` as a real process on a real broker, scraped over HTTP.
 
-One dedicated broker (transaction.partition.verification.enable=false, so tests/hanging_maker.py can
+One dedicated broker (transaction.partition.verification.enable=false, so harness/hanging_maker.py can
 make a genuinely hanging transaction) serves the whole story: /metrics matches the scenario and
 ``check`` says CRITICAL; with the broker killed kafkatxn_up is 0 and the exporter stays up; after
 the broker restarts kafkatxn_up is 1 again without touching the exporter.
@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from tests.cli_helpers import run_cli
-from tests.exporter_process import ExporterProcess
-from tests.hanging_maker import make_hanging_transaction
-from tests.scenarios import create_topic, run_transaction
+from harness.hanging_maker import make_hanging_transaction
+from harness.scenarios import create_topic, run_transaction
+from tests.support.cli_helpers import run_cli
+from tests.support.exporter_process import ExporterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from bench.benchlib import JmxCluster, counted_delta
-from tests.exporter_process import ExporterProcess
-from tests.harness.security import make_pki
-from tests.prometheus import PrometheusServer, example_job
-from tests.web_config import PASSWORD, USER, client_context, https_get, web_config, write_yaml
+from harness.security import make_pki
+from tests.support.exporter_process import ExporterProcess
+from tests.support.prometheus import PrometheusServer, example_job
+from tests.support.web_config import PASSWORD, USER, client_context, https_get, web_config, write_yaml
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,9 @@ import urllib.error
 
 import pytest
 
-from tests.exporter_process import ExporterProcess
-from tests.prometheus import PrometheusServer, example_job
-from tests.scenarios import create_topic
+from harness.scenarios import create_topic
+from tests.support.exporter_process import ExporterProcess
+from tests.support.prometheus import PrometheusServer, example_job
 
 pytestmark = pytest.mark.integration
 

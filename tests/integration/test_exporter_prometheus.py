@@ -14,11 +14,11 @@ import time
 
 import pytest
 
+from harness import hanging_maker as hm
 from kafkatxn.model import TopicPartition
-from tests import hanging_maker as hm
-from tests.cli_helpers import run_cli
-from tests.exporter_process import ExporterProcess
-from tests.prometheus import PrometheusServer, alert_rules, example_job, promtool
+from tests.support.cli_helpers import run_cli
+from tests.support.exporter_process import ExporterProcess
+from tests.support.prometheus import PrometheusServer, alert_rules, example_job, promtool
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 The transaction log has three partitions with replication factor 1, so the broker leading one of
 them really leaves it without a leader when it dies. Two genuinely hanging transactions
-(tests/hanging_maker.py) sit on ``t-0`` and ``t-1`` (both led by live brokers): the one on ``t-0``
+(harness/hanging_maker.py) sit on ``t-0`` and ``t-1`` (both led by live brokers): the one on ``t-0``
 has its transactional id on the victim's ``__transaction_state`` partition, the one on ``t-1``
 elsewhere. Each case asserts the verdict, the exit code, and, where no marker may be written, that
 the LSO and high watermark did not move and the audit log says refused.
@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from harness import hanging_maker as hm
+from harness import KafkaCluster
 from kafkatxn import auditlog, hanging
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
-from tests import hanging_maker as hm
-from tests.cli_helpers import run_cli
-from tests.harness import KafkaCluster
+from tests.support.cli_helpers import run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster3, pytest.mark.destructive]
 

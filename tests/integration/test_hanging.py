@@ -1,7 +1,7 @@
 """`kafkatxn hanging` against a real broker holding a genuinely hanging transaction.
 
 The broker (shared with the remedy tests) runs with transaction.partition.verification.enable=false
-and transaction.max.timeout.ms=10000; tests/hanging_maker.py writes a transactional batch that no
+and transaction.max.timeout.ms=10000; harness/hanging_maker.py writes a transactional batch that no
 coordinator knows about.
 """
 
@@ -13,10 +13,10 @@ import time
 import pytest
 from confluent_kafka import Producer
 
+from harness import hanging_maker as hm
 from kafkatxn import hanging
 from kafkatxn.model import TopicPartition
-from tests import hanging_maker as hm
-from tests.cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 
 pytestmark = pytest.mark.integration
 

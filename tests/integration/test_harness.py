@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from tests.harness import KafkaCluster, ensure_kafka_jars
+from harness import KafkaCluster, ensure_kafka_jars
 
 STARTUP_LIMIT_SECONDS = 30
 

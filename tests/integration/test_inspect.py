@@ -1,6 +1,6 @@
 """`kafkatxn producers` and `kafkatxn transactions` against a real broker.
 
-One scenario (tests/scenarios.py) on the shared broker: an idempotent producer, a committed and an
+One scenario (harness/scenarios.py) on the shared broker: an idempotent producer, a committed and an
 aborted transaction, and a transaction left open. The expected ids, epochs, sequences and offsets
 come from the client that made them (librdkafka's log, delivery reports), never from kafkatxn.
 """
@@ -16,12 +16,12 @@ from kafkatxn import transactions
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import ListTransactionsSupport, TopicPartition
 from kafkatxn.config import resolve
-from tests.cli_helpers import FORMATS, run_cli, run_cli_subprocess
+from tests.support.cli_helpers import FORMATS, run_cli, run_cli_subprocess
 
 # Tables show ages and timestamps in human form and the columns to act on (tests/integration/
 # test_tables.py); exact raw values are compared in the structured formats.
 STRUCTURED = [f for f in FORMATS if f != "table"]
-from tests.scenarios import InspectScenario, inspect_scenario, unique
+from harness.scenarios import InspectScenario, inspect_scenario, unique
 
 pytestmark = pytest.mark.integration
 

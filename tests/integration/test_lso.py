@@ -1,7 +1,7 @@
 """`kafkatxn lso` against a real broker: an open transaction pins the LSO, read_committed groups
 stuck behind it are blocked, and groups past markers and aborted records are caught up.
 
-Offsets and ids to compare with come from the clients that made the traffic (tests/scenarios.py,
+Offsets and ids to compare with come from the clients that made the traffic (harness/scenarios.py,
 delivery reports, the consumer's own commits), never from kafkatxn.
 """
 
@@ -10,17 +10,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition as CTP
+from confluent_kafka import Consumer, TopicPartition as CTP
 
+from harness.scenarios import create_topic, run_idempotent, run_transaction, unique
 from kafkatxn.model import TopicPartition
-from tests.scenarios import create_topic, run_idempotent, run_transaction, unique
+from tests.support.groups import commit, consume
 
 pytestmark = pytest.mark.integration
-
-RETRIABLE_COMMIT_ERRORS = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
 
 
 def kafkatxn(*args: str) -> subprocess.CompletedProcess:
@@ -31,64 +29,6 @@ def lso_rows(bootstrap: str, *args: str, expect_code: int) -> list[dict]:
     result = kafkatxn("lso", "-b", bootstrap, "--timeout", "20s", "-o", "json", *args)
     assert result.returncode == expect_code, (result.returncode, result.stdout, result.stderr)
     return json.loads(result.stdout)
-
-
-def consume(bootstrap: str, topic: str, group: str, commit_each_message: bool, start: int = 0) -> list[int]:
-    """A read_committed consumer of partition 0 reads from ``start`` to the end and commits: the
-    position (what ``commit()`` stores), or, like per-record acknowledging applications, each
-    message's offset + 1.
-
-    It starts at an explicit offset: on a new broker, fetching the committed offset can fail with
-    NOT_COORDINATOR while the offsets topic loads, and librdkafka does not retry that for assign().
-    """
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    offsets: list[int] = []
-    errors: list[KafkaError] = []
-    try:
-        consumer.assign([CTP(topic, 0, start)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    break
-                if msg.error().fatal():
-                    raise AssertionError(msg.error())
-                errors.append(msg.error())  # e.g. NOT_COORDINATOR while a new broker loads its offsets topic
-                continue
-            offsets.append(msg.offset())
-            if commit_each_message:
-                commit(lambda: consumer.commit(message=msg, asynchronous=False))
-        else:
-            raise AssertionError(f"no end of partition within 30 s; read {offsets}; errors {errors}")
-        if not commit_each_message:
-            commit(lambda: consumer.commit(asynchronous=False))
-        return offsets
-    finally:
-        consumer.close()
-
-
-def commit(do_commit) -> None:
-    """Commit, retrying while a new broker's group coordinator is still loading."""
-    for attempt in range(50):
-        try:
-            do_commit()
-            return
-        except KafkaException as exc:
-            if not exc.args[0].retriable() and exc.args[0].code() not in RETRIABLE_COMMIT_ERRORS or attempt == 49:
-                raise
-            time.sleep(0.2)
 
 
 def committed_offset(bootstrap: str, topic: str, group: str) -> int:

@@ -12,12 +12,12 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from harness import hanging_maker as hm
 from kafkatxn import auditlog
+from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
-from kafkatxn.config import ConnectionConfig
-from tests import hanging_maker as hm
-from tests.cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.destructive]
 

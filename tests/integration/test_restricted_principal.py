@@ -24,12 +24,12 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 from kafkatxn.model import TopicPartition
 from kafkatxn.verdicts import REASON_IDS_FILTERED
-from tests import hanging_maker as hm
-from tests import scenarios
-from tests.cli_helpers import run_cli
-from tests.secure_commands import _commit
-from tests.harness import KafkaCluster
-from tests.harness.security import (
+from harness import hanging_maker as hm
+from harness import scenarios
+from tests.support.cli_helpers import run_cli
+from tests.support.secure_commands import _commit
+from harness import KafkaCluster
+from harness.security import (
     Acl, SaslUsers, SecureKafka, authorizer_broker_config, grant, make_pki, secure_setup, write_properties,
 )
 

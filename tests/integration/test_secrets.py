@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.security import SCRAM_MODULE, SecureKafka, write_properties
-from tests.secure_commands import COMMANDS, HAVE_PYSPARK, Run, make_traffic, problem, run_command, run_kafkatxn
+from harness.security import SCRAM_MODULE, SecureKafka, write_properties
+from tests.support.secure_commands import COMMANDS, HAVE_PYSPARK, Run, make_traffic, problem, run_command, run_kafkatxn
 
 pytestmark = pytest.mark.integration
 

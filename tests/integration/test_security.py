@@ -3,7 +3,7 @@ and by a Java-style ``--command-config`` file; refused logins and handshakes end
 that says which, fast.
 
 One secure broker for the session (``kafka_secure``: certificates and users made by
-tests/harness/security.py). The matrix is one test per security mode x file style, each running every
+harness/security.py). The matrix is one test per security mode x file style, each running every
 command once (cheap invocations, three at a time); the audit runs in-process on one Spark session for
 the module, so Spark starts once.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import run_cli
-from tests.harness.security import (
+from tests.support.cli_helpers import run_cli
+from harness.security import (
     MODES,
     PLAIN_LISTENER,
     PLAIN_SASL_LISTENER,
@@ -30,7 +30,7 @@ from tests.harness.security import (
     secure_setup,
     write_properties,
 )
-from tests.secure_commands import (
+from tests.support.secure_commands import (
     COMMANDS,
     HAVE_PYSPARK,
     QUICK_COMMANDS,

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from harness.hanging_maker import make_hanging_transaction
+from harness.scenarios import inspect_scenario, unique
 from kafkatxn.model import TopicPartition
-from tests.cli_helpers import run_cli
-from tests.hanging_maker import make_hanging_transaction
-from tests.integration.test_diagnose import commit_offset
-from tests.scenarios import inspect_scenario, unique
+from tests.support.cli_helpers import run_cli
+from tests.support.groups import commit_offset
 
 pytestmark = pytest.mark.integration
 

@@ -15,12 +15,12 @@ import uuid
 
 import pytest
 
+from harness import hanging_maker as hm
+from harness.jars import default_kafka_version
 from kafkatxn import auditlog
 from kafkatxn.model import TopicPartition
-from tests import hanging_maker as hm
-from tests.cli_helpers import run_cli
-from tests.harness.jars import default_kafka_version
 from tests.support import two_phase_commit_producer as tpc
+from tests.support.cli_helpers import run_cli
 
 pytestmark = [
     pytest.mark.integration,
@@ -35,7 +35,7 @@ TWO_PC_TIMEOUT_MS = 2147483647
 
 @pytest.fixture(scope="module")
 def two_pc_cluster(kafka_workroot):
-    from tests.harness import KafkaCluster
+    from harness import KafkaCluster
 
     cluster = KafkaCluster(
         kafka_workroot / f"two-pc-{uuid.uuid4().hex[:8]}",

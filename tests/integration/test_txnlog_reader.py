@@ -12,7 +12,7 @@ from kafkatxn.audit import rules
 from kafkatxn.audit.txnlog import TOPIC, coordinator_partition
 from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogRecord
 from kafkatxn.kafka.log_reader import read_transaction_log
-from tests.scenarios import run_transaction, unique
+from harness.scenarios import run_transaction, unique
 
 
 def _log_partitions(bootstrap: str) -> int:

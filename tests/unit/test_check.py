@@ -353,7 +353,7 @@ def test_a_bad_topic_regex_is_a_usage_error():
     ],
 )
 def test_the_command_prints_the_plugin_line_and_exits_with_the_status(capsys, monkeypatch, snap, code, first):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     monkeypatch.setattr("kafkatxn.cli.check_cmd.gather_snapshot", lambda *a, **kw: snap)
     result = run_cli(capsys, "check", "-b", "h:1")
@@ -364,7 +364,7 @@ def test_the_command_prints_the_plugin_line_and_exits_with_the_status(capsys, mo
 
 
 def test_the_command_writes_the_textfile(capsys, monkeypatch, tmp_path):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     monkeypatch.setattr("kafkatxn.cli.check_cmd.gather_snapshot", lambda *a, **kw: snapshot())
     target = tmp_path / "k.prom"

@@ -283,7 +283,7 @@ def test_ask_password_without_a_prompt_says_a_secret_is_needed_and_what_to_use_i
 
 
 def test_cli_ask_password_prompts_on_the_terminal_without_echo(tmp_path, monkeypatch, capsys):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     props = write(tmp_path / "c.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=alice\n")
     asked = []
@@ -335,7 +335,7 @@ def test_a_nul_character_is_refused_because_librdkafka_would_cut_the_value_there
 
 
 def test_cli_refuses_a_secret_in_x_with_one_line_and_exit_64(capsys):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     result = run_cli(capsys, "config", "show", "-b", "h:1", "-X", "sasl.password=Hunter2Secret")
     assert result.code == 64
@@ -346,7 +346,7 @@ def test_cli_refuses_a_secret_in_x_with_one_line_and_exit_64(capsys):
 
 
 def test_cli_warns_about_a_readable_secrets_file_and_still_works(tmp_path, capsys):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     props = write(tmp_path / "c.properties", "sasl.mechanism=PLAIN\nsasl.username=u\nsasl.password=Hunter2Secret\n", 0o644)
     result = run_cli(capsys, "config", "show", "-b", "h:1", "-c", str(props))
@@ -356,7 +356,7 @@ def test_cli_warns_about_a_readable_secrets_file_and_still_works(tmp_path, capsy
 
 
 def test_cli_ask_password_without_a_terminal_is_a_usage_error(tmp_path, capsys):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     props = write(tmp_path / "c.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=u\n")
     result = run_cli(capsys, "config", "show", "-b", "h:1", "-c", str(props), "--ask-password")
@@ -364,7 +364,7 @@ def test_cli_ask_password_without_a_terminal_is_a_usage_error(tmp_path, capsys):
 
 
 def test_cli_error_about_a_reference_in_a_password_key_is_not_masked_into_nonsense(tmp_path, capsys):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     props = write(tmp_path / "c.properties", f"config.providers=env\nconfig.providers.env.class={ENV}\nsasl.password=${{env:KT_NOT_SET}}\n")
     result = run_cli(capsys, "config", "show", "-b", "h:1", "-c", str(props))
@@ -387,7 +387,7 @@ def test_a_last_line_of_only_a_backslash_is_ignored_as_kafka_ignores_it():
 
 
 def test_cli_ask_password_with_nothing_to_ask_for_says_so_unmasked(capsys):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     result = run_cli(capsys, "config", "show", "-b", "h:1", "--ask-password")
     assert result.code == 64
@@ -397,7 +397,7 @@ def test_cli_ask_password_with_nothing_to_ask_for_says_so_unmasked(capsys):
 
 
 def test_errors_about_overrides_name_the_input_and_the_cli_words_it_as_x(capsys):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     with pytest.raises(InputError) as raised:
         config.resolve("h:1", overrides=["client.id=x", "foo.bar={1}"])

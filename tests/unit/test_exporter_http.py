@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.security import make_pki
 from kafkatxn import exporter_http
-from kafkatxn.snapshot import ClusterSnapshot, PartitionSample
 from kafkatxn.errors import UsageError
 from kafkatxn.exporter import SnapshotCollector
 from kafkatxn.exporter_http import ExporterApp, ProbeTargets, WebConfigError, WebConfigFile
-from tests.cli_helpers import run_cli
-from tests.harness.security import make_pki
-from tests.prometheus import promtool
-from tests.web_config import PASSWORD, USER, bcrypt_hash, client_context, https_get, web_config, write_yaml
+from kafkatxn.snapshot import ClusterSnapshot, PartitionSample
+from tests.support.cli_helpers import run_cli
+from tests.support.prometheus import promtool
+from tests.support.web_config import PASSWORD, USER, bcrypt_hash, client_context, https_get, web_config, write_yaml
 
 REFUSED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)
 

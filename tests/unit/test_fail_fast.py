@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 
 
 def closed_port() -> int:

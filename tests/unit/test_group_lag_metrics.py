@@ -6,7 +6,7 @@ from __future__ import annotations
 from kafkatxn import check
 from kafkatxn.exporter import ExportOptions, render_text
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample, gather_snapshot
-from tests.unit.test_diagnose import blocked_model
+from tests.support.blocked_group import blocked_model
 
 NOW = 1_700_000_000_000
 

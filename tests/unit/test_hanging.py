@@ -9,7 +9,7 @@ import pytest
 from kafkatxn import hanging
 from kafkatxn.model import Broker, TransactionalId, Missing, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import NotFoundError
-from tests.cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 NOW = 1_700_000_000_000

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,50 @@ def test_the_config_modules_form_no_cycle_and_properties_is_at_the_bottom():
 
     for name in sorted(graph):
         visit(name, ())
+
+
+# -- issue 22, Deliver 7: the test tree's own layout -----------------------------------------------
+
+ROOT = PACKAGE.parent
+TESTS = ROOT / "tests"
+
+
+def _python_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and (
+        p.suffix == ".py" or (p.suffix == "" and p.read_bytes()[:64].startswith(b"#!") and b"python" in p.read_bytes()[:64])))
+
+
+def _from_tests(names: set[str], allowed: tuple[str, ...] = ()) -> list[str]:
+    """The names under tests/ (``from a import b`` names a.b) but the bare namespace and ``allowed``."""
+    return sorted(n for n in names if n.split(".")[0] == "tests" and n != "tests"
+                  and not any(n == a or n.startswith(a + ".") for a in allowed))
+
+
+def test_no_test_module_imports_another_test_module():
+    """What tests share lives in tests/support (or conftest.py), so moving or deleting a test breaks no other."""
+    test_modules = {p.stem for p in TESTS.rglob("test_*.py")}
+    offenders = {}
+    for path in sorted(TESTS.rglob("test_*.py")):
+        found = sorted(n for n in _imports_with_relative(path)
+                       if (n.split(".")[0] == "tests" or n.split(".")[0] in test_modules)
+                       and any(part in test_modules for part in n.split(".")))
+        if found:
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def test_scripts_import_nothing_from_the_test_tree():
+    """The demo (the README's main job) and the other scripts run from a clone without the tests."""
+    offenders = {str(p.relative_to(ROOT)): _from_tests(_imports_with_relative(p)) for p in _python_files(ROOT / "scripts")}
+    # Shell scripts that run a module of the test tree (`python -m tests.x`) import it too.
+    for path in sorted((ROOT / "scripts").iterdir()):
+        if path.is_file() and path.suffix != ".py":
+            offenders.setdefault(str(path.relative_to(ROOT)), []).extend(
+                sorted(set(re.findall(r"-m\s+(tests(?:\.\w+)*)", path.read_text()))))
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_benchmarks_import_only_the_support_package_of_the_test_tree():
+    offenders = {str(p.relative_to(ROOT)): _from_tests(_imports_with_relative(p), allowed=("tests.support",))
+                 for p in _python_files(ROOT / "bench")}
+    assert {k: v for k, v in offenders.items() if v} == {}

@@ -17,7 +17,7 @@ import yaml
 
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample, HangingSample, PartitionSample, TransactionSample
 from kafkatxn.exporter import ExportOptions, SnapshotCollector, render_text, write_textfile
-from tests.prometheus import ALERTS_TEST, SCRAPE_EXAMPLE, promtool
+from tests.support.prometheus import ALERTS_TEST, SCRAPE_EXAMPLE, promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "monitoring" / "prometheus-alerts.yml"

@@ -20,7 +20,7 @@ from kafkatxn.exporter import ExportOptions, render_text
 from kafkatxn.cli.common import CommandContext
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.snapshot import gather_snapshot
-from tests.cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 MAX = 900_000

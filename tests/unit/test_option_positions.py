@@ -7,7 +7,7 @@ import pytest
 from kafkatxn.cli import app as app_module
 from kafkatxn.cli.common import CommandContext
 from kafkatxn.errors import ClusterError
-from tests.cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 
 # Each command that talks to a cluster, with the arguments it needs to get that far.
 COMMANDS = {

@@ -4,7 +4,7 @@ Hundreds of generated files (every construct of the format, CR/LF/CRLF, ISO-8859
 continuations, trailing spaces, JAAS options with StreamTokenizer escapes) are read by
 ``java.util.Properties.load`` and Kafka's JAAS parser in one JVM (tests/unit/vectors/PropertiesDump.java),
 and by kafkatxn; every key, value, username and password must come out the same. Needs java and the
-Kafka jars the harness caches (``python -m tests.harness fetch``); skipped without them.
+Kafka jars the harness caches (``python -m harness fetch``); skipped without them.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.jars import cache_root, default_kafka_version
 from kafkatxn import config
 from kafkatxn.config import properties
 from kafkatxn.errors import UsageError
-from tests.harness.jars import cache_root, default_kafka_version
 
 DUMP = Path(__file__).parent / "vectors" / "PropertiesDump.java"
 MODULES = ("org.apache.kafka.common.security.plain.PlainLoginModule", "org.apache.kafka.common.security.scram.ScramLoginModule")
@@ -53,7 +53,7 @@ def _libs() -> Path | None:
 def _java_read(paths: list[Path]) -> dict[str, dict]:
     libs = _libs()
     if shutil.which("java") is None or libs is None:
-        pytest.skip("needs java and the Kafka jars (python -m tests.harness fetch)")
+        pytest.skip("needs java and the Kafka jars (python -m harness fetch)")
     done = subprocess.run(
         ["java", "-cp", f"{libs}/*", str(DUMP), *map(str, paths)], capture_output=True, text=True, timeout=300,
     )

@@ -13,7 +13,7 @@ from kafkatxn.remedy import driver
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.cli.app import FLAGS
 from kafkatxn.errors import EXIT_OK, EXIT_UNKNOWN, InputError, UsageError
-from tests.cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 Action, Outcome = remedy.Action, remedy.Outcome

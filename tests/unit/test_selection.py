@@ -40,7 +40,7 @@ def test_unknown_topics_and_partitions_are_not_found():
 
 
 def test_the_cli_words_an_input_error_with_its_flags(capsys):
-    from tests.cli_helpers import run_cli
+    from tests.support.cli_helpers import run_cli
 
     result = run_cli(capsys, "producers", "-b", "127.0.0.1:1", "--partition", "0")
     assert result.code == 64

@@ -12,10 +12,10 @@ import datetime as dt
 import pytest
 from confluent_kafka import KafkaError
 
-from kafkatxn.kafka import Cluster
+from harness.security import make_pki
 from kafkatxn.config import ConnectionConfig, client_certificate_problem
 from kafkatxn.errors import AuthenticationError
-from tests.harness.security import make_pki
+from kafkatxn.kafka import Cluster
 
 ALERT_46 = (
     "ssl://127.0.0.1:9093/bootstrap: Receive failed: error:0A000416:SSL routines::ssl/tls alert certificate "

@@ -650,7 +650,7 @@ def test_records_are_the_same_without_the_fast_constructor(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------
 # Live cross-check against Kafka's own code, when a JVM and Kafka 4.x jars are on this machine
-# (tests/harness fetches them into ~/.cache/kafkatxn/kafka-VERSION/libs; KAFKATXN_CACHE overrides).
+# (harness/ fetches them into ~/.cache/kafkatxn/kafka-VERSION/libs; KAFKATXN_CACHE overrides).
 # ---------------------------------------------------------------------------------------------
 
 GENERATOR = Path(__file__).parent / "vectors" / "GenTxnLogVectors.java"
@@ -667,7 +667,7 @@ def _kafka4_libs() -> Path | None:
 def _run_generator(*args: str, stdin: str = "") -> str:
     libs = _kafka4_libs()
     if shutil.which("java") is None or libs is None:
-        pytest.skip("needs java and Kafka 4.x jars (python -m tests.harness fetch)")
+        pytest.skip("needs java and Kafka 4.x jars (python -m harness fetch)")
     done = subprocess.run(
         ["java", "-cp", f"{libs}/*", str(GENERATOR), *args],
         input=stdin, capture_output=True, text=True, timeout=300, check=False,

@@ -16,7 +16,7 @@ from kafkatxn import auditlog, check, exporter, hanging, remedy
 from kafkatxn.model import TWO_PHASE_COMMIT_TIMEOUT_MS, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.remedy import Outcome
 from kafkatxn.snapshot import gather_snapshot
-from tests.cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 MAX = 900_000

@@ -1,4 +1,4 @@
-"""Capture real __transaction_state records from a broker started by tests/harness.
+"""Capture real __transaction_state records from a broker started by harness/.
 
     python -m tests.unit.vectors.capture_real_broker 3.9.1 4.3.1 > tests/unit/vectors/real_broker_captures.json
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from harness import KafkaCluster
 from kafkatxn.audit.txnlog import decode_record
-from tests.harness import KafkaCluster
 
 
 def capture(version: str) -> list[dict]:

@@ -3,7 +3,7 @@
 Shared by tests/integration/test_security.py (commands x security modes x file styles, and refused
 logins) and tests/integration/test_secrets.py (every command with --debug, searched for secrets).
 
-The traffic is made over the broker's PLAINTEXT listener (tests/scenarios.py); kafkatxn then reads it
+The traffic is made over the broker's PLAINTEXT listener (harness/scenarios.py); kafkatxn then reads it
 through SASL_SSL or mTLS, so each check compares what came through the secure listener with what the
 scenario knows it wrote.
 """
@@ -26,8 +26,8 @@ from typing import Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from tests.harness.security import SecureKafka
-from tests.scenarios import InspectScenario, inspect_scenario, run_transaction
+from harness.scenarios import InspectScenario, inspect_scenario, run_transaction
+from harness.security import SecureKafka
 
 TIMEOUT = "20s"
 CLIENT_TIMEOUT_S = 30

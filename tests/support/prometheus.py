@@ -21,7 +21,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "monitoring"
 ALERTS = MONITORING / "prometheus-alerts.yml"
 ALERTS_TEST = MONITORING / "prometheus-alerts.test.yml"

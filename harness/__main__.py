@@ -1,9 +1,9 @@
 """Command line for the test harness, used by the demo script and the benchmarks.
 
-    python -m tests.harness up [--brokers N] [--workdir DIR] [--set key=value ...]
+    python -m harness up [--brokers N] [--workdir DIR] [--set key=value ...]
         Starts a cluster, prints BOOTSTRAP=host:port,... once it is ready, writes it to
         DIR/bootstrap and this process's pid to DIR/harness.pid, and runs until SIGTERM/SIGINT.
-    python -m tests.harness fetch [--kafka-version V]
+    python -m harness fetch [--kafka-version V]
         Only fetches the jars into the cache.
 
 Only the BOOTSTRAP line goes to stdout; progress and errors go to stderr.
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tests.harness", description="Real Kafka clusters for tests.")
+    parser = argparse.ArgumentParser(prog="python -m harness", description="Real Kafka clusters for tests.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     fetch = commands.add_parser("fetch", help="fetch Kafka's jars into the cache")

@@ -1,4 +1,5 @@
-"""Real transactional traffic for tests, made with confluent-kafka (librdkafka), as applications make it.
+"""Real transactional traffic for tests and the demo, made with confluent-kafka (librdkafka), as
+applications make it.
 
 Each helper returns what it created — producer ids and epochs, offsets, partitions — taken from the
 client itself (librdkafka's own log of the producer id it acquired, and delivery reports), never from
@@ -204,7 +205,7 @@ class _PidLog(logging.Handler):
 
 def _producer(bootstrap_servers: str, **config: object) -> tuple[Producer, _PidLog]:
     handler = _PidLog()
-    logger = logging.getLogger(f"tests.scenarios.{uuid.uuid4().hex}")
+    logger = logging.getLogger(f"harness.scenarios.{uuid.uuid4().hex}")
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     logger.propagate = False  # librdkafka's eos debug lines stay out of test output

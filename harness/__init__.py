@@ -1,4 +1,5 @@
-"""Test harness: real Apache Kafka brokers (KRaft) started from Maven Central jars."""
+"""Broker harness: real Apache Kafka brokers (KRaft) started from Maven Central jars, for the tests,
+bench/ and the demo (scripts/demo.py); outside the test tree and the wheel."""
 
 from .broker import KafkaCluster, KafkaHarnessError, Listener, new_kafka_uuid
 from .jars import default_kafka_version, ensure_kafka_jars

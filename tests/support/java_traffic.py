@@ -1,6 +1,6 @@
 """Transactional traffic from Kafka's own Java client (the kafka-clients jar the harness fetched).
 
-``tests/java/TxnTraffic.java`` is compiled once per jar directory with ``javac`` (JDK 17+) and
+``tests/support/java/TxnTraffic.java`` is compiled once per jar directory with ``javac`` (JDK 17+) and
 driven by a script of lines (see the Java file): ``init NAME ID``, ``txn NAME``, ``abort NAME``,
 ``open NAME``, ``close NAME``, ``crash NAME``, ``sleep MS``.
 """
@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.harness.broker import TOOL_JVM_OPTIONS, KafkaCluster, _java, _logging_option
+from harness.broker import TOOL_JVM_OPTIONS, KafkaCluster, _java, _logging_option
 
 SOURCE = Path(__file__).resolve().parent / "java" / "TxnTraffic.java"
 

@@ -114,7 +114,7 @@ class KafkaCluster:
 
     Every node directory (`node_dir(id)`) holds server.properties, server.log, stdout.log and data/.
     `broker_config` overrides the harness's defaults, `listeners` the single PLAINTEXT listener;
-    `format_arguments` go to `kafka-storage format` (tests/harness/security.py builds SASL/TLS set-ups).
+    `format_arguments` go to `kafka-storage format` (harness/security.py builds SASL/TLS set-ups).
     """
 
     def __init__(

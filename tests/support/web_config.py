@@ -1,6 +1,6 @@
 """Web configuration files (exporter-toolkit format) and TLS clients for the guarded-exporter tests.
 
-Certificates come from tests/harness/security.py: the exporter serves the harness's broker
+Certificates come from harness/security.py: the exporter serves the harness's broker
 certificate (SANs 127.0.0.1 and localhost), and trusts client certificates of one PKI's CA.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import bcrypt
 import yaml
 
-from tests.harness.security import Pki
+from harness.security import Pki
 
 USER = "prometheus"
 PASSWORD = "s3cret-scrape-password"

@@ -1,4 +1,4 @@
-"""Make a genuinely hanging transaction on a real broker, for tests and the benchmark.
+"""Make a genuinely hanging transaction on a real broker, for tests, the benchmark and the demo.
 
 A hanging transaction is an open transaction on a partition that its coordinator does not track.
 A well-behaved client cannot make one, so this speaks the protocol by hand: InitProducerId for a
@@ -138,7 +138,7 @@ def shared_hanging_broker(pytest_config):
 
     import pytest
 
-    from tests.harness import KafkaCluster
+    from .broker import KafkaCluster
 
     key = _stash_key(pytest)
     cluster = pytest_config.stash.get(key, None)

@@ -1,4 +1,4 @@
-// Transactional traffic from Kafka's own Java client, driven by a script on stdin (tests/java_traffic.py).
+// Transactional traffic from Kafka's own Java client, driven by a script on stdin (tests/support/java_traffic.py).
 //
 //   init NAME ID     a new producer instance NAME with transactional.id ID: InitProducerId
 //   txn NAME         begin, send one record, commit; a fenced instance does what applications do:
