@@ -75,18 +75,14 @@ class Wire:
     def bootstrap(
         cls, settings: dict, budget_ms: int, request_timeout_ms: int
     ) -> tuple["Wire", p.MetadataResponse, int | None]:
-        """Bootstrap in one connection that stays open, and return the cluster's metadata with it.
+        """Bootstrap in one connection that stays open; return the wire, the cluster's metadata and
+        the id of the broker that answered (None when the address is none of the advertised ones).
 
-        kafka-python's own bootstrap opens a connection (ApiVersions), asks Metadata, closes it, and
-        opens another to the same broker for the first real request (ApiVersions again); it also
-        retries a refused login or TLS handshake until its timeout and then only says it could not
-        bootstrap. Here: one connection to a bootstrap server (ApiVersions, SASL), one Metadata of
-        every topic on it, and that connection is kept as the connection to the broker it reached,
-        so the next requests to that broker go out on it. A refused login or handshake is raised at
-        once (:func:`is_refusal`); a server that does not answer gets its share of ``budget_ms`` and
-        the next one is tried. Returns the wire, the metadata, and the id of the broker that answered
-        (None when the bootstrap address is none of the brokers' advertised ones).
-        """
+        kafka-python's own bootstrap connects (ApiVersions), asks Metadata, closes, and connects again
+        for the first real request; it retries a refused login or TLS handshake until its timeout.
+        Here one connection (ApiVersions, SASL, one Metadata) is kept as that broker's connection; a
+        refused login or handshake is raised at once (:func:`is_refusal`); a server that does not
+        answer gets its share of ``budget_ms`` and the next one is tried."""
         import kafka.errors as Errors
         from kafka.admin import KafkaAdminClient
         from kafka.future import Future
@@ -193,14 +189,11 @@ class Wire:
         self._client.close()
 
     def learn_brokers(self, brokers: Sequence[BrokerInfo]) -> None:
-        """Add brokers from fresh metadata to those the client can connect to (a broker that was
-        fenced at bootstrap and leads a partition again now); known ones keep their connections."""
+        """Brokers of fresh metadata become connectable (one fenced at bootstrap may lead again now)."""
         from kafka.protocol.metadata import MetadataResponse
 
         known = self._manager.cluster._brokers
-        for b in brokers:
-            if b.id not in known:
-                known[b.id] = MetadataResponse.MetadataResponseBroker(b.id, b.host, b.port, b.rack)
+        known.update({b.id: MetadataResponse.MetadataResponseBroker(b.id, b.host, b.port, b.rack) for b in brokers if b.id not in known})
 
     @property
     def _manager(self) -> Any:
@@ -253,12 +246,10 @@ class Wire:
                         count(p.REQUEST_NAMES.get(type(request), type(request).__name__.removesuffix("Request")))
                         left_ms = max(int((deadline - time.monotonic()) * 1000), 1)
                         wire_request = self._reused(node_id, request)
-                        try:
-                            future = manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms)
-                        except Exception as exc:  # noqa: BLE001 - e.g. a broker that left the metadata: this request's answer
+                        try:  # a send can fail at once (a broker that left the metadata): that is this request's answer
+                            pending.append((i, manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms), left_ms))
+                        except Exception as exc:  # noqa: BLE001
                             results[i] = exc
-                            continue
-                        pending.append((i, future, left_ms))
                 for i, fut, left_ms in pending:
                     try:
                         results[i] = self._decode(requests[i][1], await manager.wait_for(fut, left_ms))
