@@ -224,9 +224,8 @@ class Wire:
     ) -> list[Any]:
         """Send every request at once; return each typed response, or the exception it failed with.
 
-        N brokers cost one round trip, and a dead broker costs at most the time left before
-        ``deadline`` (monotonic). ``None`` as node means any broker.
-        """
+        N brokers cost one round trip; one that does not answer costs at most the time left before
+        ``deadline`` (monotonic). ``None`` as node means any broker."""
         manager = self._manager
         # kafka-python fails a send ("Node paused: max_in_flight") beyond this many requests in
         # flight on one connection, so each broker gets its requests in waves of this size.
