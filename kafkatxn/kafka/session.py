@@ -38,6 +38,8 @@ NOT_ARRIVED = object()
 # after it still have time for the brokers that answer.
 BROKER_SHARE = 0.5
 MIN_BROKER_BUDGET_S = 1.0
+# A confirmation that took this long was read by a person (see Session.exclude_from_deadline).
+PERSON_PAUSE_S = 1.0
 
 
 class BrokerSilent(DeadlineExceeded):
@@ -98,6 +100,17 @@ class Session:
         self.errors.client_errors.clear()
         self.silent.clear()
         self.failed.clear()
+
+    def exclude_from_deadline(self, seconds: float) -> None:
+        """Time spent outside the network (a person reading a prompt) is added back to the deadline.
+        A pause a person could notice also forgets what this command learned of the cluster: it may
+        have changed meanwhile (``--yes`` costs no time and keeps it)."""
+        self.deadline += seconds
+        if seconds >= PERSON_PAUSE_S:
+            self._metadata = None
+            self._api_versions.clear()
+            self.silent.clear()
+            self.failed.clear()
 
     @contextlib.contextmanager
     def deadline_within(self, seconds: float):

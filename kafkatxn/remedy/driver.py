@@ -7,8 +7,8 @@ happen and what the audit log gets:
 
 - ``plan`` decides each item from a fresh view; a refusal is recorded as a result with no intent
   (nothing was attempted), a dry run or a plan with nothing to do ends here, the caller's
-  ``confirm`` sees the plan rows, and the deadline restarts after it (it is for the network, not
-  for the person reading the plan);
+  ``confirm`` sees the plan rows, and the time it took is added back to the deadline (which is for
+  the network, not for the person reading the plan; ``--yes`` takes none);
 - ``recheck`` asks again right before acting: :meth:`Recheck.refused` is recorded like a plan-time
   refusal, :meth:`Recheck.ended` (nothing to do after all) is not recorded, :meth:`Recheck.go`
   carries the state the intent records;
@@ -47,6 +47,7 @@ plan-time refusal records.
 from __future__ import annotations
 
 import abc
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
@@ -187,9 +188,10 @@ def run(remedy: Remedy, cluster: Cluster, *, audit: AuditLog, confirm: Confirm, 
     actionable = [i for i in items if i.decision.action is remedy.acting]
     if dry_run or not actionable:
         return RemedyResult(plan_rows, plan.missing)
+    asked = time.monotonic()
     if not confirm(plan_rows):
         raise Declined()
-    cluster.restart_deadline()  # the deadline is for the network, not for the person reading the plan
+    cluster.exclude_from_deadline(time.monotonic() - asked)  # the deadline is for the network, not for the person reading the plan
     remedy.before_acting(cluster)
     for item in actionable:
         _carry_out(remedy, cluster, item, audit)

@@ -710,3 +710,30 @@ def test_ids_can_be_named_as_kafka_transactions_sh_names_them(capsys, cli_env, m
     assert run_cli(capsys, "transactions", "describe", "-b", "f:1", "--transactional-id", "c").code == 0
     assert fenced == [["a", "b"]] and described == [["c"]]
     assert run_cli(capsys, "transactions", "describe", "-b", "f:1").code == 64
+
+
+def test_the_time_a_person_reads_the_plan_is_not_the_networks_and_yes_gets_no_second_deadline(audit, monkeypatch):
+    """The deadline is for the network: a slow confirmation is added back to it (and what the command
+    learned of the cluster is forgotten, since it may have changed meanwhile); an instant one (--yes)
+    leaves the command one --timeout in all, not a second one after the plan."""
+    import time as time_module
+
+    clock = [time_module.monotonic()]
+    monkeypatch.setattr("kafkatxn.remedy.driver.time.monotonic", lambda: clock[0])  # the time module's, for all
+    fake = hanging_cluster(audit)
+    before = fake.deadline
+    fake.silent[9] = object()
+    clock[0] += 20  # the plan took 20 s of the network's time
+    remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
+    assert fake.deadline == before and 9 in fake.silent  # --yes: still the one deadline, and what it learned
+
+    fake = hanging_cluster(audit)
+
+    def slow_reader(rows):
+        clock[0] += 120  # two minutes reading the plan
+        return True
+
+    before = fake.deadline
+    fake.silent[9] = object()
+    remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=slow_reader)
+    assert fake.deadline - before == pytest.approx(120) and 9 not in fake.silent
