@@ -227,8 +227,7 @@ class Wire:
         N brokers cost one round trip; one that does not answer costs at most the time left before
         ``deadline`` (monotonic). ``None`` as node means any broker."""
         manager = self._manager
-        # kafka-python fails a send ("Node paused: max_in_flight") beyond this many requests in
-        # flight on one connection, so each broker gets its requests in waves of this size.
+        # Beyond this many in flight on one connection kafka-python fails a send: waves of this size.
         window = max(int(manager.config.get("max_in_flight_requests_per_connection", 5)), 1)
         by_node: dict[int | None, list[int]] = defaultdict(list)
         for i, (node_id, _request) in enumerate(requests):
@@ -246,11 +245,12 @@ class Wire:
                         left_ms = max(int((deadline - time.monotonic()) * 1000), 1)
                         wire_request = self._reused(node_id, request)
                         try:  # a send can fail at once (a broker that left the metadata): that is this request's answer
-                            pending.append((i, manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms), left_ms))
+                            pending.append((i, manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms)))
                         except Exception as exc:  # noqa: BLE001
                             results[i] = exc
-                for i, fut, left_ms in pending:
+                for i, fut in pending:  # each wait ends at the deadline, not a full span after the last one
                     try:
+                        left_ms = max(int((deadline - time.monotonic()) * 1000), 1)
                         results[i] = self._decode(requests[i][1], await manager.wait_for(fut, left_ms))
                     except Exception as exc:  # noqa: BLE001 - returned to the caller per request
                         results[i] = exc
