@@ -108,6 +108,9 @@ def metric_families(
         "hanging: dated by its first record); 0 when none.",
         snapshot.oldest_transaction_age_s(),
     ))
+    if snapshot.open_transaction_count is not None:
+        out.append(gauge("kafkatxn_open_transactions", "Open transactions on the partitions scanned (DescribeProducers): "
+                         "the count hanging and check give.", snapshot.open_transaction_count))
     out.append(gauge(
         "kafkatxn_hanging_transactions",
         "Open transactions on partitions that their coordinator does not track (never completed; the LSO is stuck).",
