@@ -18,12 +18,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from kafkatxn import defaults
+from kafkatxn import defaults, verdicts
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.exitcodes import SEVERITY, Status, worst
 from kafkatxn.output import Report
-from kafkatxn.snapshot import ClusterSnapshot
+from kafkatxn.snapshot import ClusterSnapshot, GroupSample
 
 # ------------------------------------------------------------------------------------------------
 # Range expressions (https://www.monitoring-plugins.org/doc/guidelines.html#THRESHOLDFORMAT)
@@ -289,20 +289,39 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         summary.append(f"{_plural(producer_counts[(status, rng)], 'broker')} with active producer ids {rng.describe()}")
 
     groups = snapshot.groups
-    blocked_groups: dict[str, list[str]] = defaultdict(list)
+    blocked_groups: dict[str, list[str]] = defaultdict(list)  # stuck: behind a hanging, overdue or too old transaction
+    waiting_groups: dict[str, list[str]] = defaultdict(list)  # behind a transaction in flight, past --txn-age-warn
+    young: set[str] = set()  # at the LSO of a transaction in flight younger than --txn-age-warn: no finding
     if groups is not None:
-        # A group at an LSO pinned by an open transaction reads nothing until it ends: critical.
         for g in groups:
             if g.blocked:
-                blocked_groups[g.group].append(f"{g.topic}-{g.partition}")
+                severity = group_block_severity(g, thresholds)
+                if severity is verdicts.Severity.critical:
+                    blocked_groups[g.group].append(f"{g.topic}-{g.partition}")
+                elif severity is verdicts.Severity.warning:
+                    waiting_groups[g.group].append(f"{g.topic}-{g.partition}")
+                else:
+                    young.add(g.group)
         for group, where in sorted(blocked_groups.items()):
             findings.append((Status.CRITICAL, Finding(
                 "critical", "group_blocked", group, len(where), None,
-                f"consumer group {group!r} blocked behind an open transaction on {', '.join(where)} "
+                f"consumer group {group!r} blocked behind a hanging, overdue or old transaction on {', '.join(where)} "
                 f"(kafkatxn diagnose --group {group})",
+            )))
+        for group, where in sorted(waiting_groups.items()):
+            if group in blocked_groups:
+                continue
+            findings.append((Status.WARNING, Finding(
+                "warning", "group_waiting", group, len(where), None,
+                f"consumer group {group!r} waits behind a transaction in flight, within its timeout but open "
+                f"{thresholds.txn_age_warn.describe() if thresholds.txn_age_warn else ''}, on {', '.join(where)}",
             )))
         if blocked_groups:
             summary.append(_plural(len(blocked_groups), "consumer group") + " blocked")
+        waiting = len((set(waiting_groups) | young) - set(blocked_groups))
+        warned = set(waiting_groups) - set(blocked_groups)
+        if warned:
+            summary.append(_plural(len(warned), "consumer group") + " waiting on a transaction in flight")
         group_counts = _threshold_findings(
             findings, ((f"{g.group} {g.topic}-{g.partition}", g.lag_messages) for g in sorted(groups, key=lambda g: -g.lag_messages)),
             thresholds.group_lag_warn, thresholds.group_lag_crit, "group_lag",
@@ -346,6 +365,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     if groups is not None:
         perfdata += [
             PerfDatum("groups_blocked", len(blocked_groups), crit="0", min=0),
+            PerfDatum("groups_waiting", waiting, min=0),
             PerfDatum("group_lag_max", max((g.lag_messages for g in groups), default=0),
                       warn=_perf(thresholds.group_lag_warn), crit=_perf(thresholds.group_lag_crit), min=0),
         ]
@@ -365,8 +385,17 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     }
     if groups is not None:
         facts["groups_blocked"] = len(blocked_groups)
+        facts["groups_waiting"] = waiting
         facts["group_lag_max_messages"] = max((g.lag_messages for g in groups), default=0)
     return CheckResult(status, ", ".join(summary), [f for _, f in findings], perfdata, facts)
+
+
+def group_block_severity(g: GroupSample, thresholds: Thresholds) -> verdicts.Severity:
+    """:func:`kafkatxn.verdicts.blocked_severity` of a blocked group: ``--txn-age-crit`` is the
+    critical age, ``--txn-age-warn`` the warning one."""
+    def past(rng: Range | None) -> bool:
+        return rng is not None and g.txn_age_ms is not None and rng.alerts(g.txn_age_ms / 1000)
+    return verdicts.blocked_severity(g.txn_hanging, g.txn_overdue, past(thresholds.txn_age_crit), past(thresholds.txn_age_warn))
 
 
 def _perf(rng: Range | None) -> str:

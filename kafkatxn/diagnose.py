@@ -24,12 +24,10 @@ import shlex
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-from typing import TYPE_CHECKING
-
-from kafkatxn import gather, lso, verdicts
-from kafkatxn.durations import format_duration_ms
+from kafkatxn import defaults, gather, lso, verdicts
+from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.lso import GroupLag
 from kafkatxn.model import Missing, ProducerState, TopicPartition
@@ -38,6 +36,10 @@ from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, Ope
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
+
+
+# A pinning transaction at least this old makes the diagnosis critical: check's --txn-age-crit default.
+CRITICAL_AGE_MS = parse_duration_ms(defaults.CHECK_TXN_AGE_CRIT)
 
 
 class Gap(str, enum.Enum):
@@ -90,6 +92,8 @@ class DiagnosisSnapshot:
     view: CoordinatorView = field(default_factory=CoordinatorView)
     max_transaction_timeout_ms: int | None = None
     missing: list[Missing] = field(default_factory=list)
+    # (partition, producer id) -> timestamp of the pinning transaction's first record, where its coordinator does not date it.
+    first_records: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
 
 
 def take_snapshot(
@@ -103,7 +107,8 @@ def take_snapshot(
     the coordinators say about the pinning producers."""
     snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap)
     missing = list(snap.missing)
-    out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing, max_transaction_timeout_ms=max_transaction_timeout_ms)
+    out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
+                            max_transaction_timeout_ms=max_transaction_timeout_ms or snap.lso.max_transaction_timeout_ms)
     blocked = sorted({TopicPartition(r.topic, r.partition) for r in lso.group_lags(snap) if r.verdict is GroupVerdict.blocked})
     if not blocked:
         return out
@@ -119,6 +124,9 @@ def take_snapshot(
         # carried by the view and decided per transaction by the one rule; it is not a missing
         # part of the whole answer.
         out.view, _view_missing = gather.coordinator_view(cluster, {p.producer_id for p in pins})
+    # The first records the group snapshot read for the pins their coordinators do not date.
+    out.first_records = {(tp, t.producer_id): t.first_record_timestamp_ms for tp in blocked
+                         if (t := snap.lso.pin(tp)) is not None and t.first_record_timestamp_ms is not None}
     out.taken_at_ms = int(time.time() * 1000)
     return out
 
@@ -174,7 +182,9 @@ class PinningTransaction:
     coordinator_state: str | None
     verdict: TxnVerdict
     reason: str
-    age_ms: int | None  # since the coordinator started it; None when no coordinator tracks it
+    age_ms: int | None  # verdicts.transaction_age: its coordinator's start, else its first record (see age_source)
+    age_source: str | None  # coordinator, first_record or last_write (a lower bound)
+    overdue: bool  # past its own timeout (verdicts.is_overdue)
     last_write_age_ms: int | None  # since its producer last wrote to a pinned partition
     transaction_timeout_ms: int | None
     aborts_at_ms: int | None  # when the coordinator aborts it (start + timeout), if it will
@@ -200,17 +210,9 @@ class Diagnosis:
     summary: str
 
     def report(self) -> Report:
-        facts = {
-            "summary": self.summary,
-            "exit_code": self.exit_code,
-            "taken_at_ms": self.taken_at_ms,
-            "max_transaction_timeout_ms": self.max_transaction_timeout_ms,
-            "missing": [str(m) for m in self.missing],
-        }
-        return Report(
-            facts=facts,
-            sections={"groups": self.groups, "partitions": self.partitions, "transactions": self.transactions},
-        )
+        facts = {"summary": self.summary, "exit_code": self.exit_code, "taken_at_ms": self.taken_at_ms,
+                 "max_transaction_timeout_ms": self.max_transaction_timeout_ms, "missing": [str(m) for m in self.missing]}
+        return Report(facts=facts, sections={"groups": self.groups, "partitions": self.partitions, "transactions": self.transactions})
 
 
 # -- pure decisions ------------------------------------------------------------------------------
@@ -279,7 +281,7 @@ def decide(
     # The one definition of a transaction's start (and age): as lso, hanging and check have it.
     dated = next((c.transaction for c in classifications if c.transaction.coordinator_start_time_ms is not None), None)
     started = dated.coordinator_start_time_ms if dated is not None else None
-    age = verdicts.transaction_age_ms(dated, now_ms)
+    age = a.ms if (a := _age(classifications, now_ms)) else None
     aborts_at = started + d.timeout_ms if started is not None and d is not None and d.state == "Ongoing" else None
     reasons = "; ".join(dict.fromkeys(c.reason for c in classifications))
 
@@ -322,8 +324,14 @@ def _clock(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(ms / 1000))
 
 
-def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "") -> Diagnosis:
-    """Decide over ``snapshot``. ``groups_arg`` is how the user named the groups (for commands to copy)."""
+def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts.TransactionAge | None:
+    """Its coordinator's age (:func:`verdicts.transaction_age`), else the oldest of its partitions' first records."""
+    ages = [a for c in classifications if (a := verdicts.transaction_age(c.transaction, now_ms))]
+    return max(ages, key=lambda a: (a.source == verdicts.AGE_FROM_COORDINATOR, a.ms), default=None)
+
+
+def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms: int | None = CRITICAL_AGE_MS) -> Diagnosis:
+    """Decide over ``snapshot``; ``groups_arg`` names the groups as the user did (for commands to copy)."""
     gs = snapshot.groups
     now = snapshot.taken_at_ms
     rows = lso.group_lags(gs)
@@ -351,7 +359,11 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "") -> Diagnosis:
     transactions: list[PinningTransaction] = []
     holder_of: dict[int, str] = {}
     for pid, pin in sorted(pins.items()):
-        classifications = [verdicts.classify(OpenTransaction(tp, pin_of[tp]), snapshot.view) for tp in pin.tps]
+        classifications = [
+            verdicts.classify(OpenTransaction(tp, pin_of[tp], first_record_timestamp_ms=snapshot.first_records.get((tp, pid))),
+                              snapshot.view)
+            for tp in pin.tps
+        ]
         verdict, reason, action, command, release, until, age, aborts_at = decide(
             pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
         )
@@ -369,6 +381,8 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "") -> Diagnosis:
                 verdict=verdict,
                 reason=reason,
                 age_ms=age,
+                age_source=a.source if (a := _age(classifications, now)) else None,
+                overdue=any(verdicts.is_overdue(c.transaction, now) for c in classifications),
                 last_write_age_ms=max(0, now - p.last_timestamp_ms) if p.last_timestamp_ms >= 0 else None,
                 transaction_timeout_ms=d.timeout_ms if d else None,
                 aborts_at_ms=aborts_at,
@@ -402,7 +416,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "") -> Diagnosis:
         )
 
     summaries = group_summaries(partitions, holder_of)
-    code, undetermined = _findings(partitions, transactions)
+    code, undetermined = _findings(partitions, transactions, critical_age_ms)
     summary = _summary(summaries, transactions)
     return Diagnosis(
         now, summaries, partitions, transactions, max_timeout, list(snapshot.missing),
@@ -436,14 +450,19 @@ def group_summaries(partitions: Iterable[PartitionDiagnosis], holder_of: dict[in
     return out
 
 
-def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[PinningTransaction]) -> tuple[int, bool]:
-    """0 nothing blocked or lagging; 1 lagging, or blocked within timeouts; 2 blocked by a hanging or
-    overdue transaction; undetermined when a pinning transaction could not be decided, or a blocked
-    partition's transaction was not found."""
+def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[PinningTransaction], critical_age_ms: int | None) -> tuple[int, bool]:
+    """0 nothing blocked or lagging; 1 lagging, or blocked by a transaction in flight within its
+    timeout; 2 blocked by a hanging, overdue or too old transaction (:func:`verdicts.blocked_severity`);
+    undetermined when a pinning transaction could not be decided, or a blocked partition's
+    transaction was not found."""
     code = EXIT_OK
     if any(p.verdict is not GroupVerdict.caught_up for p in partitions):
         code = EXIT_WARNING
-    if any(t.verdict in (TxnVerdict.hanging, TxnVerdict.long_running) for t in transactions):
+    if any(
+        verdicts.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts.is_too_old(t.age_ms, critical_age_ms))
+        is verdicts.Severity.critical
+        for t in transactions
+    ):
         code = EXIT_CRITICAL
     undetermined = any(t.verdict is TxnVerdict.undetermined for t in transactions) or any(
         p.gap is Gap.blocked and p.producer_id is None for p in partitions

@@ -104,9 +104,13 @@ def metric_families(
     out.append(states)
     out.append(gauge(
         "kafkatxn_transaction_oldest_age_seconds",
-        f"Age of the oldest open transaction ({', '.join(sorted(OPEN_TRANSACTION_STATES))}); 0 when none.",
+        f"Age of the oldest open transaction ({', '.join(sorted(OPEN_TRANSACTION_STATES))} at its coordinator, or "
+        "hanging: dated by its first record); 0 when none.",
         snapshot.oldest_transaction_age_s(),
     ))
+    if snapshot.open_transaction_count is not None:
+        out.append(gauge("kafkatxn_open_transactions", "Open transactions on the partitions scanned (DescribeProducers): "
+                         "the count hanging and check give.", snapshot.open_transaction_count))
     out.append(gauge(
         "kafkatxn_hanging_transactions",
         "Open transactions on partitions that their coordinator does not track (never completed; the LSO is stuck).",
@@ -212,17 +216,21 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
         families = [(GaugeMetricFamily(f"kafkatxn_group_{name}", doc, labels=labels), field) for name, field, doc in GROUP_FIGURES]
         blocked = GaugeMetricFamily("kafkatxn_group_blocked",
                                     "1 while the group sits at a last stable offset pinned by an open transaction.", labels=labels)
+        stuck = GaugeMetricFamily("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction or "
+                                  "one past its own timeout (check --groups' critical, whatever the age threshold).", labels=labels)
         for g in samples:
             values = [g.group, g.topic, str(g.partition)]
             for family, field in families:
                 family.add_metric(values, getattr(g, field))
             blocked.add_metric(values, 1 if g.blocked else 0)
-        out += [family for family, _ in families] + [blocked]
+            stuck.add_metric(values, 1 if g.stuck else 0)
+        out += [family for family, _ in families] + [blocked, stuck]
     sums: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for g in samples:
         for name, field, _doc in GROUP_FIGURES:
             sums[g.group][name] += getattr(g, field)
         sums[g.group]["blocked"] += 1 if g.blocked else 0
+        sums[g.group]["stuck"] += 1 if g.stuck else 0
     for name, _field, doc in GROUP_FIGURES:
         family = GaugeMetricFamily(f"kafkatxn_group_summed_{name}", f"Sum over the group's partitions. {doc}", labels=["group"])
         for group in sorted(sums):
@@ -235,6 +243,8 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
     out.append(blocked_partitions)
     out.append(GaugeMetricFamily("kafkatxn_groups_blocked", "Consumer groups blocked on at least one partition.",
                                  value=sum(1 for v in sums.values() if v["blocked"])))
+    out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging or overdue transaction "
+                                 "on at least one partition.", value=sum(1 for v in sums.values() if v["stuck"])))
     return out
 
 

@@ -9,11 +9,12 @@ coordinator's description) is gathered by :func:`coordinator_view` alone, for ``
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import verdicts
-from kafkatxn.errors import ClusterError, UnsupportedBrokerError
+from kafkatxn.errors import ClusterError, KafkatxnError, UnsupportedBrokerError
 from kafkatxn.model import Broker, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, CoordinatorView, OpenTransaction
 
@@ -88,25 +89,85 @@ def described_open_transactions(
 ) -> dict[TopicPartition, list[OpenTransaction]]:
     """The open transactions on ``partitions`` (DescribeProducers), each with its coordinator's
     view; what did not answer is appended to ``missing``."""
+    return describe_open(cluster, partitions, missing)[0]
+
+
+def describe_open(
+    cluster: Cluster, partitions: Sequence[TopicPartition], missing: list[Missing]
+) -> tuple[dict[TopicPartition, list[OpenTransaction]], CoordinatorView]:
+    """:func:`described_open_transactions`, and the coordinators' view they were given."""
     if not partitions:
-        return {}
+        return {}, CoordinatorView()
     try:
         described = cluster.describe_producers(partitions)
     except UnsupportedBrokerError as exc:  # the lag is still known; only who pins it is not
         missing.append(Missing(Part("open transactions"), str(exc)))
-        return {}
+        return {}, CoordinatorView()
     missing.extend(described.missing)
-    return open_transactions_with_view(cluster, described.value, missing)
+    return _with_view(cluster, described.value, missing)
 
 
 def open_transactions_with_view(
     cluster: Cluster, states: Mapping[TopicPartition, Sequence[ProducerState]], missing: list[Missing]
 ) -> dict[TopicPartition, list[OpenTransaction]]:
     """The open transactions in described producer states, each with what its coordinator says."""
+    return _with_view(cluster, states, missing)[0]
+
+
+def _with_view(
+    cluster: Cluster, states: Mapping[TopicPartition, Sequence[ProducerState]], missing: list[Missing]
+) -> tuple[dict[TopicPartition, list[OpenTransaction]], CoordinatorView]:
     pids = {s.producer_id for ss in states.values() for s in ss if s.current_txn_start_offset >= 0}
     view, view_missing = coordinator_view(cluster, pids)
     missing.extend(view_missing)
-    return verdicts.by_partition(verdicts.open_transactions(states, view))
+    return verdicts.by_partition(verdicts.open_transactions(states, view)), view
+
+
+def with_first_records(cluster: Cluster, txns: Iterable[OpenTransaction], missing: list[Missing]) -> list[OpenTransaction]:
+    """``txns``, those without a coordinator start dated by the timestamp of the partition's first
+    record of the transaction (the batch at its start offset, read_uncommitted). What could not be
+    read keeps DescribeProducers' last timestamp, a lower bound, and is named in ``missing``."""
+    txns = list(txns)
+    starts: dict[TopicPartition, int] = {}
+    for t in txns:
+        if verdicts.needs_first_record(t) and t.tp not in starts:
+            starts[t.tp] = t.start_offset  # one start per partition: the earliest (the one pinning the LSO)
+    if not starts:
+        return txns
+    try:
+        read = cluster.first_record_timestamps(starts)
+    except KafkatxnError as exc:
+        missing.append(Missing(Part("transaction ages"), f"could not read the transactions' first records: {exc}"))
+        return txns
+    missing.extend(m.within("transaction ages (DescribeProducers' last timestamp used, a lower bound)") for m in read.missing)
+    return [
+        dataclasses.replace(t, first_record_timestamp_ms=read.value[t.tp])
+        if t.tp in read.value and starts.get(t.tp) == t.start_offset and verdicts.needs_first_record(t) else t
+        for t in txns
+    ]
+
+
+def hanging_among(
+    cluster: Cluster, txns: Iterable[OpenTransaction], view: CoordinatorView, now_ms: int,
+    max_transaction_timeout_ms: int | None, missing: list[Missing],
+) -> tuple[frozenset[tuple[TopicPartition, int]], int | None]:
+    """Which of ``txns`` hang by the whole rule (:func:`verdicts.is_hanging`), as ``(partition,
+    producer id)``, and the maximum timeout used: read from the brokers only when one of them is
+    classified hanging and none was given."""
+    classified = [verdicts.classify(t, view) for t in txns]
+    if not any(c.verdict is verdicts.Verdict.HANGING for c in classified):
+        return frozenset(), max_transaction_timeout_ms
+    if max_transaction_timeout_ms is None:
+        try:
+            max_transaction_timeout_ms, config_missing = cluster_max_transaction_timeout(cluster)
+            missing.extend(config_missing)
+        except KafkatxnError as exc:
+            missing.append(Missing(Part(MAX_TIMEOUT_CONFIG), str(exc)))
+            return frozenset(), None
+    hanging = frozenset(
+        (c.open_txn.tp, c.open_txn.producer_id) for c in classified if verdicts.is_hanging(c, now_ms, max_transaction_timeout_ms)
+    )
+    return hanging, max_transaction_timeout_ms
 
 
 @dataclass

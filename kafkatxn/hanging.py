@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
-from kafkatxn import producers, verdicts
+from kafkatxn import gather, producers, verdicts
 from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout, coordinator_view  # noqa: F401 - also hanging's API
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.output import Report
@@ -77,6 +77,8 @@ class HangingRow:
     high_watermark: int | None
     lso_lag_messages: int | None  # high watermark minus LSO: what read_committed consumers cannot read
     holds_lso: bool | None  # this transaction is the one pinning the partition's LSO
+    transaction_age_ms: int | None = None  # verdicts.transaction_age: since its first record on the partition
+    transaction_age_source: str | None = None  # first_record, or last_write (a lower bound) when it could not be read
 
 
 @dataclass(frozen=True)
@@ -155,14 +157,19 @@ def _row_fields(c: Classification, now_ms: int, lso: dict[TopicPartition, int], 
 
 
 def hanging_row(
-    c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]
+    c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int],
+    dated: OpenTransaction | None = None,
 ) -> HangingRow:
+    """``dated``: the transaction with its first record's timestamp (:func:`kafkatxn.gather.with_first_records`)."""
     p = c.open_txn.producer
     tp = c.open_txn.tp
+    age = verdicts.transaction_age(dated or c.transaction, now_ms)
     return HangingRow(
         **_row_fields(c, now_ms, lso, hw),
         coordinator_epoch=p.coordinator_epoch,
         holds_lso=(lso[tp] == p.current_txn_start_offset) if tp in lso else None,
+        transaction_age_ms=age.ms if age else None,
+        transaction_age_source=age.source if age else None,
     )
 
 
@@ -258,7 +265,9 @@ def find_hanging(
         hw = {tp: pair[1] for tp, pair in pairs.value.items()}
         missing += [m.within("offsets") for m in pairs.missing]
 
-    hanging = [hanging_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.HANGING]
+    hanging_ones = [c for c in classifications if c.verdict is Verdict.HANGING]
+    dated = gather.with_first_records(cluster, [c.transaction for c in hanging_ones], missing)
+    hanging = [hanging_row(c, now_ms, lso, hw, d) for c, d in zip(hanging_ones, dated)]
     long_running = [long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.LONG_RUNNING]
     undetermined = [undetermined_row(c, now_ms) for c in classifications if c.verdict is Verdict.UNDETERMINED]
     return HangingResult(

@@ -25,8 +25,8 @@ from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.model import Missing, Part, TopicPartition
 # One definition of each answer, shared with hanging, check, diagnose and the exporter.
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
-    GroupVerdict, Offsets, OpenTransaction, best_age_ms, group_verdict, last_write_age_ms, pinning_transaction,
-    readable_before_lso, transaction_age_ms,
+    GroupVerdict, Offsets, OpenTransaction, Severity, best_age_ms, blocked_severity, group_verdict, is_overdue, is_too_old,
+    last_write_age_ms, pinning_transaction, readable_before_lso, transaction_age, transaction_age_ms,
 )
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
@@ -54,6 +54,19 @@ class LsoSnapshot:
     # Only for partitions whose LSO trails the HW; a partition may hold several open transactions.
     open_transactions: dict[TopicPartition, list[OpenTransaction]] = field(default_factory=dict)
     missing: list[Missing] = field(default_factory=list)
+    # The pinning transactions that hang by the whole rule, as (partition, producer id).
+    hanging: frozenset[tuple[TopicPartition, int]] = frozenset()
+    max_transaction_timeout_ms: int | None = None  # read only when a pinning transaction may hang
+
+    def pin(self, tp: TopicPartition) -> OpenTransaction | None:
+        """The open transaction pinning ``tp``'s LSO (None when its LSO does not trail the HW)."""
+        o = self.offsets.get(tp)
+        if o is None or o.lag <= 0:
+            return None
+        return pinning_transaction(self.open_transactions.get(tp, []), o.last_stable_offset)
+
+    def pin_is_hanging(self, pin: OpenTransaction | None) -> bool | None:
+        return None if pin is None else (pin.tp, pin.producer_id) in self.hanging
 
 
 @dataclass
@@ -67,12 +80,15 @@ class GroupSnapshot:
 
 
 def take_snapshot(
-    cluster: Cluster, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, tuple[int, int]] | None = None
+    cluster: Cluster, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, tuple[int, int]] | None = None,
+    max_transaction_timeout_ms: int | None = None,
 ) -> LsoSnapshot:
     """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags.
 
     ``known``: ``(LSO, HW)`` pairs already read in this pass (the exporter's offsets pass); only the
-    partitions not in it are asked for.
+    partitions not in it are asked for. The pinning transactions their coordinator does not date
+    are dated by their first record, and decided hanging or not (``max_transaction_timeout_ms``
+    is read from the brokers only when one may hang and it is not given).
     """
     tps = sorted(set(partitions))
     taken_at_ms = int(time.time() * 1000)
@@ -85,8 +101,15 @@ def take_snapshot(
         offsets.update({tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in pairs.value.items()})
         missing += pairs.missing
     lagging = [tp for tp, o in offsets.items() if o.lag > 0]
-    open_txns = gather.described_open_transactions(cluster, lagging, missing)
-    return LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
+    open_txns, view = gather.describe_open(cluster, lagging, missing)
+    snapshot = LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
+    pins = [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None]
+    for t in gather.with_first_records(cluster, pins, missing):
+        open_txns[t.tp] = [t if (o.producer_id, o.start_offset) == (t.producer_id, t.start_offset) else o for o in open_txns[t.tp]]
+    snapshot.hanging, snapshot.max_transaction_timeout_ms = gather.hanging_among(
+        cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing,
+    )
+    return snapshot
 
 
 def take_group_snapshot(
@@ -136,11 +159,12 @@ def finish_group_snapshot(
     missing: list[Missing],
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
     known: Mapping[TopicPartition, tuple[int, int]] | None = None,
+    max_transaction_timeout_ms: int | None = None,
 ) -> GroupSnapshot:
     """The rest of :func:`take_group_snapshot` after :func:`committed_offsets`: the LSO snapshot of
     the groups' partitions (``known`` pairs, read after the committed offsets, are not asked again)
     and the probes."""
-    lso = take_snapshot(cluster, {tp for offsets in by_group.values() for tp in offsets}, known)
+    lso = take_snapshot(cluster, {tp for offsets in by_group.values() for tp in offsets}, known, max_transaction_timeout_ms)
     missing.extend(lso.missing)
     first_readable: dict[tuple[TopicPartition, int], int | None] = {}
     for starts in probe_rounds(by_group, lso.offsets, probe_max_gap):
@@ -187,7 +211,9 @@ class PartitionLag:
     producer_epoch: int | None
     transactional_id: str | None  # None when no coordinator maps the producer id (e.g. hanging)
     txn_start_offset: int | None
-    txn_age_ms: int | None  # since the coordinator's transaction start; None when it does not track it
+    txn_age_ms: int | None  # verdicts.transaction_age: None only when it could not be read (see missing)
+    txn_age_source: str | None  # coordinator, first_record or last_write (a lower bound)
+    txn_hanging: bool | None  # the pinning transaction hangs (verdicts.is_hanging)
     last_write_age_ms: int | None  # since the producer's last write to this partition
 
 
@@ -219,6 +245,9 @@ class GroupLag(GroupPosition):
     producer_id: int | None  # the transaction pinning the LSO, when the verdict is blocked
     transactional_id: str | None
     txn_age_ms: int | None
+    txn_age_source: str | None  # coordinator, first_record or last_write (a lower bound)
+    txn_hanging: bool | None  # the blocking transaction hangs (verdicts.is_hanging)
+    txn_overdue: bool | None  # the blocking transaction is past its own timeout (verdicts.is_overdue)
     last_write_age_ms: int | None
 
 
@@ -235,8 +264,8 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
         if o.lag < min_lag:
             continue
         txns = snapshot.open_transactions.get(tp, []) if o.lag > 0 else []
-        pin = pinning_transaction(txns, o.last_stable_offset)
-        txn_age, write_age = transaction_age_ms(pin, snapshot.taken_at_ms), last_write_age_ms(pin, snapshot.taken_at_ms)
+        pin = snapshot.pin(tp)
+        age, write_age = transaction_age(pin, snapshot.taken_at_ms), last_write_age_ms(pin, snapshot.taken_at_ms)
         rows.append(
             PartitionLag(
                 topic=tp.topic,
@@ -249,7 +278,9 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
                 producer_epoch=pin.producer_epoch if pin else None,
                 transactional_id=pin.transactional_id if pin else None,
                 txn_start_offset=pin.start_offset if pin else None,
-                txn_age_ms=txn_age,
+                txn_age_ms=age.ms if age else None,
+                txn_age_source=age.source if age else None,
+                txn_hanging=snapshot.pin_is_hanging(pin),
                 last_write_age_ms=write_age,
             )
         )
@@ -276,10 +307,8 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
             lag_to_lso = max(0, o.last_stable_offset - c)
             if verdict is not GroupVerdict.blocked and lag_to_lso < min_lag:
                 continue
-            pin = None
-            if verdict is GroupVerdict.blocked:
-                pin = pinning_transaction(snapshot.lso.open_transactions.get(tp, []), o.last_stable_offset)
-            txn_age, write_age = transaction_age_ms(pin, now), last_write_age_ms(pin, now)
+            pin = snapshot.lso.pin(tp) if verdict is GroupVerdict.blocked else None
+            age, write_age = transaction_age(pin, now), last_write_age_ms(pin, now)
             rows.append(
                 GroupLag(
                     group=group,
@@ -294,7 +323,10 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
                     readable_before_lso=readable,
                     producer_id=pin.producer_id if pin else None,
                     transactional_id=pin.transactional_id if pin else None,
-                    txn_age_ms=txn_age,
+                    txn_age_ms=age.ms if age else None,
+                    txn_age_source=age.source if age else None,
+                    txn_hanging=snapshot.lso.pin_is_hanging(pin),
+                    txn_overdue=is_overdue(pin, now) if pin else None,
                     last_write_age_ms=write_age,
                 )
             )
@@ -361,8 +393,10 @@ def sort_rows(rows: Sequence[R], sort: str | None = None, top: int | None = None
     return out[:top] if top is not None else out
 
 
-def _is_critical(age_ms: int | None, critical_age_ms: int | None) -> bool:
-    return critical_age_ms is not None and age_ms is not None and age_ms >= critical_age_ms
+def blocked_row_severity(row: GroupLag, critical_age_ms: int | None) -> Severity:
+    """:func:`kafkatxn.verdicts.blocked_severity` of a blocked row (the one answer check, diagnose
+    and the exporter give too)."""
+    return blocked_severity(bool(row.txn_hanging), bool(row.txn_overdue), is_too_old(row.txn_age_ms, critical_age_ms))
 
 
 def partitions_exit_code(rows: Iterable[PartitionLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS) -> int:
@@ -372,7 +406,7 @@ def partitions_exit_code(rows: Iterable[PartitionLag], critical_age_ms: int | No
     for r in rows:
         if r.lag_messages <= 0:
             continue
-        if _is_critical(best_age_ms(r.txn_age_ms, r.last_write_age_ms), critical_age_ms):
+        if is_too_old(best_age_ms(r.txn_age_ms, r.last_write_age_ms), critical_age_ms):
             return EXIT_CRITICAL
         code = EXIT_WARNING
     return code
@@ -380,12 +414,12 @@ def partitions_exit_code(rows: Iterable[PartitionLag], critical_age_ms: int | No
 
 def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS) -> int:
     """0 every row caught up; 1 a group lagging or blocked; 2 a group blocked behind a transaction
-    at least ``critical_age_ms`` old."""
+    that hangs, is past its own timeout, or is at least ``critical_age_ms`` old."""
     code = EXIT_OK
     for r in rows:
         if r.verdict is GroupVerdict.caught_up:
             continue
-        if r.verdict is GroupVerdict.blocked and _is_critical(best_age_ms(r.txn_age_ms, r.last_write_age_ms), critical_age_ms):
+        if r.verdict is GroupVerdict.blocked and blocked_row_severity(r, critical_age_ms) is Severity.critical:
             return EXIT_CRITICAL
         code = EXIT_WARNING
     return code

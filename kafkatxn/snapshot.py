@@ -84,6 +84,8 @@ class HangingSample(CandidateSample):
     """Hanging: the cluster positively says no coordinator will complete it."""
 
     lso_lag_messages: int | None = None
+    age_ms: int | None = None  # verdicts.transaction_age: from its first record (no coordinator dates it)
+    age_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,15 @@ class GroupSample:
     lag_to_lso_messages: int
     lag_to_hw_messages: int
     blocked: bool  # at an LSO pinned by an open transaction
+    # The blocking transaction (when blocked): its age, whether it hangs, whether it is past its own timeout.
+    txn_age_ms: int | None = None
+    txn_hanging: bool = False
+    txn_overdue: bool = False
+
+    @property
+    def stuck(self) -> bool:
+        """Blocked behind a transaction that hangs or is past its own timeout (critical whatever the age threshold)."""
+        return self.blocked and verdicts.blocked_severity(self.txn_hanging, self.txn_overdue, False) is verdicts.Severity.critical
 
 
 @dataclass
@@ -144,8 +155,11 @@ class ClusterSnapshot:
         return age_ms / 1000 if age_ms is not None else None
 
     def oldest_transaction_age_s(self) -> float:
-        """Two-phase-commit transactions (KIP-939) are left out: no one times them out, their age is no alarm."""
+        """The oldest open transaction: those their coordinators have open, and the hanging ones (no
+        coordinator has them: dated by their first record). Two-phase-commit transactions (KIP-939)
+        are left out: no one times them out, their age is no alarm."""
         ages = [a for a in (self.transaction_age_s(t) for t in self.open_transactions if not t.two_phase_commit) if a is not None]
+        ages += [h.age_ms / 1000 for h in self.hanging if h.age_ms is not None]
         return max(ages, default=0.0)
 
 
@@ -157,13 +171,16 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
     scan = gather.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
     missing.extend(scan.missing)
     out = []
+    hanging = [c.transaction for c in scan.classifications if c.verdict is verdicts.Verdict.HANGING]
+    dated = {(t.tp, t.producer_id): t for t in gather.with_first_records(cluster, hanging, missing)}
     for c in scan.classifications:
         if c.verdict is verdicts.Verdict.HANGING:
             tp = c.open_txn.tp
             lag = max(hw[tp] - lso[tp], 0) if tp in lso and tp in hw else None
+            age = verdicts.transaction_age(dated.get((tp, c.open_txn.producer_id)), now_ms)
             out.append(
                 HangingSample(tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
-                              c.transactional_id, c.reason, lag)
+                              c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
             )
         elif c.verdict is verdicts.Verdict.UNDETERMINED:
             p = c.open_txn.producer
@@ -192,7 +209,7 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
 
 def group_samples(
     cluster: Cluster, committed: tuple[dict, list[Missing]], topics: set[str] | None, missing: list[Missing],
-    known: dict[TopicPartition, tuple[int, int]] | None = None,
+    known: dict[TopicPartition, tuple[int, int]] | None = None, max_transaction_timeout_ms: int | None = None,
 ) -> tuple[GroupSample, ...]:
     """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; ``known`` (LSO,
     HW) pairs of the offsets pass are used, not read again."""
@@ -201,11 +218,12 @@ def group_samples(
     by_group, group_missing = committed
     if not by_group and not group_missing:
         return ()
-    snap = lso.finish_group_snapshot(cluster, by_group, list(group_missing), known=known)
+    snap = lso.finish_group_snapshot(cluster, by_group, list(group_missing), known=known,
+                                     max_transaction_timeout_ms=max_transaction_timeout_ms)
     missing.extend(m.within("group lag") for m in snap.missing)
     return tuple(
         GroupSample(r.group, r.topic, r.partition, lso.read_committed_lag(r), r.lag_to_lso_messages, r.lag_to_hw_messages,
-                    r.verdict is lso.GroupVerdict.blocked)
+                    r.verdict is lso.GroupVerdict.blocked, r.txn_age_ms, bool(r.txn_hanging), bool(r.txn_overdue))
         for r in lso.group_lags(snap)
         if topics is None or r.topic in topics
     )
@@ -297,7 +315,7 @@ def gather_snapshot(
     )
     if produced is not None:
         missing += [m.within("producer state") for m in produced.missing]
-        snapshot.open_transaction_count = len(verdicts.open_transactions(produced.states))
+        snapshot.open_transaction_count = verdicts.open_transaction_count(produced.states)
         snapshot.active_producer_ids = {
             row.broker_id: row.active_producer_ids for row in producers.summarize(produced) if row.scope == "broker"
         }
@@ -342,7 +360,8 @@ def gather_snapshot(
         scanned = {p.topic for p in selected} if topic_regex else None
         gathered = None
         if committed is not None:
-            gathered = step("consumer groups", lambda: group_samples(cluster, committed, scanned, missing, offsets))
+            gathered = step("consumer groups", lambda: group_samples(
+                cluster, committed, scanned, missing, offsets, snapshot.max_transaction_timeout_ms))
         snapshot.groups = gathered if gathered is not None else ()
 
     snapshot.missing = tuple(missing)

@@ -214,6 +214,8 @@ class OpenTransaction:
     producer: ProducerState
     transactional_id: str | None = None
     description: TransactionDescription | None = None  # the coordinator's transaction for that id
+    # The timestamp of the batch at the transaction's start offset (its first record), when read.
+    first_record_timestamp_ms: int | None = None
 
     @property
     def producer_id(self) -> int:
@@ -270,10 +272,69 @@ def by_partition(txns: Iterable[OpenTransaction]) -> dict[TopicPartition, list[O
     return out
 
 
+# Where a transaction's age comes from, best first (``txn_age_source`` in the rows).
+AGE_FROM_COORDINATOR = "coordinator"  # the coordinator's start time of this transaction on this partition
+AGE_FROM_FIRST_RECORD = "first_record"  # the timestamp of the partition's first record of the transaction
+AGE_FROM_LAST_WRITE = "last_write"  # DescribeProducers' last timestamp: a lower bound (the first record was not read)
+
+
+@dataclass(frozen=True)
+class TransactionAge:
+    ms: int
+    source: str  # AGE_FROM_*
+
+
+def transaction_age(txn: OpenTransaction | None, now_ms: int) -> TransactionAge | None:
+    """How old an open transaction is: since its coordinator started it where the coordinator
+    describes it as open on this partition; otherwise since the partition's first record of it
+    (hanging transactions have no coordinator start); otherwise since the producer's last write, a
+    lower bound. None only when none of them is known."""
+    if txn is None:
+        return None
+    started = txn.coordinator_start_time_ms
+    if started is not None:
+        return TransactionAge(max(now_ms - started, 0), AGE_FROM_COORDINATOR)
+    if txn.first_record_timestamp_ms is not None and txn.first_record_timestamp_ms >= 0:
+        return TransactionAge(max(now_ms - txn.first_record_timestamp_ms, 0), AGE_FROM_FIRST_RECORD)
+    if txn.last_timestamp_ms >= 0:
+        return TransactionAge(max(now_ms - txn.last_timestamp_ms, 0), AGE_FROM_LAST_WRITE)
+    return None
+
+
 def transaction_age_ms(txn: OpenTransaction | None, now_ms: int) -> int | None:
-    """Since the coordinator started the transaction; None when it does not describe it as open here."""
-    started = txn.coordinator_start_time_ms if txn is not None else None
-    return coordinator_age_ms(started, now_ms) if started is not None else None
+    """The one age of an open transaction (:func:`transaction_age`), in milliseconds."""
+    age = transaction_age(txn, now_ms)
+    return age.ms if age is not None else None
+
+
+def needs_first_record(txn: OpenTransaction) -> bool:
+    """Whether the transaction's age has to be read from its first record (no coordinator start)."""
+    return txn.coordinator_start_time_ms is None and txn.first_record_timestamp_ms is None
+
+
+def is_overdue(txn: OpenTransaction | None, now_ms: int) -> bool:
+    """Past its own timeout: the coordinator tracks it as open here and it is older than the
+    transaction timeout its producer set (two-phase-commit transactions have none)."""
+    if txn is None or txn.coordinator_start_time_ms is None or txn.description is None:
+        return False
+    d = txn.description
+    return not d.two_phase_commit and now_ms - txn.coordinator_start_time_ms > d.timeout_ms
+
+
+def is_hanging(classification: Classification | None, now_ms: int, max_transaction_timeout_ms: int | None) -> bool:
+    """Hanging by the whole rule: idle past the maximum timeout (:func:`is_candidate`) and
+    classified hanging (:func:`classify`). Without the maximum timeout nothing is hanging."""
+    return (
+        classification is not None
+        and max_transaction_timeout_ms is not None
+        and classification.verdict is Verdict.HANGING
+        and is_candidate(classification.open_txn.producer, now_ms, max_transaction_timeout_ms)
+    )
+
+
+def open_transaction_count(producers: Mapping[TopicPartition, Sequence[ProducerState]]) -> int:
+    """How many transactions are open on the partitions described (one per producer and partition)."""
+    return sum(1 for ps in producers.values() for p in ps if p.current_txn_start_offset >= 0)
 
 
 def last_write_age_ms(txn: OpenTransaction | None, now_ms: int) -> int | None:
@@ -360,6 +421,27 @@ def group_verdict(committed: int, lso: int, hw: int, readable_before_lso: bool |
     if readable_before_lso is False:
         return GroupVerdict.caught_up if lso == hw else GroupVerdict.blocked
     return GroupVerdict.lagging
+
+
+class Severity(str, enum.Enum):
+    ok = "ok"
+    warning = "warning"
+    critical = "critical"
+
+
+def is_too_old(age_ms: int | None, critical_age_ms: int | None) -> bool:
+    return critical_age_ms is not None and age_ms is not None and age_ms >= critical_age_ms
+
+
+def blocked_severity(hanging: bool, overdue: bool, too_old: bool, old: bool = True) -> Severity:
+    """How bad a group blocked behind an open transaction is: **critical** only when that
+    transaction is hanging, past its own timeout, or older than the critical age (``too_old``); a
+    transaction in flight within its timeout is at most a **warning** (when ``old``: past a
+    warning age, where the command has one), whatever moment the sample caught: a consumer keeping
+    up with a producer that commits every 100 ms sits at the LSO in many samples."""
+    if hanging or overdue or too_old:
+        return Severity.critical
+    return Severity.warning if old else Severity.ok
 
 
 def readable_before_lso(first_readable: int | None, lso: int) -> bool:

@@ -36,6 +36,25 @@ class OffsetsApi:
         One assign-only consumer (it joins no group and commits nothing); it stops reading a
         partition at its first record, so the cost is the gap, up to one fetch per partition.
         """
+        found = self._first_records(starts, read_committed=True)
+        return Partial({tp: (m[0] if m is not None else None) for tp, m in found.value.items()}, found.missing)
+
+    def first_record_timestamps(self, starts: Mapping[TopicPartition, int]) -> Partial[dict[TopicPartition, int]]:
+        """Per partition, the timestamp of the record at ``starts[tp]`` (a transaction's start offset:
+        its first record), read_uncommitted; what could not be read is a missing part."""
+        found = self._first_records(starts, read_committed=False)
+        out = {tp: m[1] for tp, m in found.value.items() if m is not None and m[0] == starts[tp] and m[1] >= 0}
+        missing = list(found.missing) + [
+            Missing(tp, f"no record at offset {starts[tp]} (deleted or compacted)")
+            for tp, m in found.value.items() if tp not in out
+        ]
+        return Partial(out, missing)
+
+    def _first_records(
+        self, starts: Mapping[TopicPartition, int], read_committed: bool
+    ) -> Partial[dict[TopicPartition, tuple[int, int] | None]]:
+        """Per partition, ``(offset, timestamp)`` of the first record read from ``starts[tp]`` on, or
+        None at the end. One assign-only consumer, under the deadline; a partition stops at its first record."""
         import uuid
 
         from confluent_kafka import Consumer, KafkaError, TopicPartition as CTP
@@ -47,7 +66,7 @@ class OffsetsApi:
             error_cb=self.errors.on_client_error,
             **{
                 "group.id": f"kafkatxn-probe-{uuid.uuid4().hex}",  # required by librdkafka, never joined
-                "isolation.level": "read_committed",
+                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": True,
@@ -58,7 +77,7 @@ class OffsetsApi:
             },
         )
         consumer = Consumer(conf)
-        out: dict[TopicPartition, int | None] = {}
+        out: dict[TopicPartition, tuple[int, int] | None] = {}
         missing: list[Missing] = []
         leaders = self.metadata().leaders
         self.requests["Fetch"] += len({leaders.get(tp) for tp in pending})  # at least one per leader
@@ -76,7 +95,7 @@ class OffsetsApi:
                     if err is None:
                         if m.offset() < pending[tp]:
                             continue  # the rest of a batch that began before the start
-                        out[tp] = m.offset()
+                        out[tp] = (m.offset(), m.timestamp()[1])
                     elif err.code() == KafkaError._PARTITION_EOF:
                         out[tp] = None
                     else:

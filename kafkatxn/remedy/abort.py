@@ -9,6 +9,8 @@ transaction its producer later commits. The steps and the audit log are the driv
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -162,9 +164,17 @@ class Abort(Remedy):
         to_check = [i for i in items if i.decision.action is Action.ABORT]
         if to_check:
             view, _missing = gather.coordinator_view(cluster, {i.decision.producer.producer_id for i in to_check})
+            max_timeout_ms = self.max_transaction_timeout_ms
             for item in to_check:
                 item.classification = verdicts.classify(verdicts.OpenTransaction(item.target.tp, item.decision.producer), view)
                 refusal = coordinator_refusal(item.classification)
+                if refusal is None and max_timeout_ms is None:
+                    max_timeout_ms = gather.cluster_max_transaction_timeout(cluster)[0]
+                if refusal is None and not verdicts.is_hanging(item.classification, int(time.time() * 1000), max_timeout_ms):
+                    # The one rule hanging applies: a transaction written within the maximum timeout
+                    # may not be registered with its coordinator yet.
+                    refusal = (f"not hanging: its last write is within transaction.max.timeout.ms ({max_timeout_ms} ms); "
+                               "`kafkatxn hanging` decides once it is older")
                 if refusal:
                     item.decision = replace(item.decision, action=Action.REFUSE, reason=refusal)
                 else:

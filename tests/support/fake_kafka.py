@@ -90,6 +90,9 @@ class KafkaModel:
     cluster_operations: set[str] = field(default_factory=lambda: {"DESCRIBE", "DESCRIBE_CONFIGS"})  # DescribeCluster's authorized operations
     denied_groups: set[str] = field(default_factory=set)  # groups the principal may not DESCRIBE
     topics_filtered: bool | None = False  # whether Metadata leaves out topics the principal may not DESCRIBE
+    # Record timestamps by partition and offset (a transaction's first record); an offset not here
+    # reads as the timestamp of the last write of the producer whose transaction starts there.
+    record_timestamps: dict[TopicPartition, dict[int, int]] = field(default_factory=dict)
 
     def may_describe(self, transactional_id: str) -> bool:
         return self.describable is None or self.describable(transactional_id)
@@ -363,6 +366,18 @@ class FakeCluster(Cluster):
         self.calls.append(("first_readable_offsets", dict(starts)))
         # Records below the LSO are readable; nothing in this model is aborted.
         return Partial({tp: (off if off < self.model.offsets[tp][0] else None) for tp, off in starts.items()})
+
+    def first_record_timestamps(self, starts):
+        self.calls.append(("first_record_timestamps", dict(starts)))
+        out, missing = {}, []
+        for tp, off in starts.items():
+            known = self.model.record_timestamps.get(tp, {})
+            last = [p.last_timestamp_ms for p in self.model.producers.get(tp, []) if p.current_txn_start_offset == off]
+            if off in known or last:
+                out[tp] = known.get(off, last[0] if last else -1)
+            else:
+                missing.append(Missing(tp, f"no record at offset {off} (deleted or compacted)"))
+        return Partial(out, missing)
 
     def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
         self.calls.append(("fence", transactional_id, transaction_timeout_ms))

@@ -254,7 +254,9 @@ def test_gather_builds_one_snapshot_from_every_source():
     assert snap.hanging[0].lso_lag_messages == 40
     assert snap.transaction_states == {"Empty": 1, "Ongoing": 1}
     assert [(t.transactional_id, t.topics) for t in snap.open_transactions] == [("app-2", ("payments",))]
-    assert snap.oldest_transaction_age_s() == 30
+    # The hanging one counts too, dated by its first record (2000 s old): no coordinator has it open.
+    assert (snap.hanging[0].age_ms, snap.hanging[0].age_source) == (2_000_000, "first_record")
+    assert snap.oldest_transaction_age_s() == 2000
     assert snap.max_transaction_timeout_ms == 900_000
     assert tuple(map(str, snap.missing)) == ("broker 2: timed out",)  # broker 2 did not say its transaction.max.timeout.ms
     assert evaluate(snap).status is Status.CRITICAL

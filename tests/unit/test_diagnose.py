@@ -79,7 +79,8 @@ def test_hanging_suggests_abort_with_the_partition_and_start_offset():
     (t,) = d.transactions
     assert t.verdict is TxnVerdict.hanging and t.transactional_id is None
     assert t.command == "kafkatxn abort --topic orders --partition 0 --start-offset 3"
-    assert t.age_ms is None and t.aborts_at_ms is None
+    # No coordinator dates it: its age is its first record's (here as old as its last write).
+    assert t.age_source == "first_record" and t.age_ms >= MAX + 1_000 and t.aborts_at_ms is None
     assert d.exit_code == 2
     model.close_transaction(ORDERS, 5000)  # what the marker does
     assert diagnose.run(cluster, ["billing"]).transactions == []
@@ -102,7 +103,10 @@ def test_coordinator_unavailable_cannot_decide_and_says_why():
     assert t.verdict is TxnVerdict.undetermined and t.action is Action.undecided
     assert t.command.startswith("cannot decide: ")
     assert "__transaction_state-1" in t.command
-    assert d.exit_code == 3
+    # Undetermined, and its first record is past the critical age: the group is stuck whoever owns it.
+    assert t.age_source == "first_record" and t.age_ms >= diagnose.CRITICAL_AGE_MS and d.exit_code == 2
+    # Below the critical age the verdict alone decides: undetermined, exit 3.
+    assert diagnose.diagnose(diagnose.take_snapshot(cluster, ["billing"]), critical_age_ms=None).exit_code == 3
 
 
 def test_coordinator_not_answering_cannot_decide():

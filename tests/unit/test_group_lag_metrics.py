@@ -65,7 +65,8 @@ def snapshot_with(groups):
 
 
 def test_check_blocked_group_is_critical_and_lag_thresholds_apply():
-    groups = (GroupSample("billing", "orders", 0, 0, 0, 4, True), GroupSample("reports", "audit", 0, 500, 500, 503, False))
+    groups = (GroupSample("billing", "orders", 0, 0, 0, 4, True, 20_000, txn_hanging=True),
+              GroupSample("reports", "audit", 0, 500, 500, 503, False))
     result = check.evaluate(snapshot_with(groups), check.thresholds_from_options("1000", "10000", "5m", "15m", None, None, "100", None))
     assert result.status is check.Status.CRITICAL
     assert "1 consumer group blocked" in result.summary and "1 group partition with lag > 100" in result.summary

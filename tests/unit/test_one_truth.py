@@ -1,11 +1,25 @@
-"""One question, one answer: ``hanging``, ``check``, ``lso``, ``diagnose`` and the exporter, run on
-one cluster at one moment, agree on how many transactions are open, which hang, and how old each is.
+"""One question, one answer: ``lso``, ``hanging``, ``check``, ``diagnose``, ``abort``'s plan and the
+exporter, run on one cluster at one moment, agree on how many transactions are open, which hang,
+how old each is, and whether a group is blocked (and how badly).
 
 They used to gather and decide each their own way: ``check`` counted the coordinators' open
-transactions across the whole cluster while ``hanging`` counted those on the partitions it scanned,
-and ``diagnose`` dated a transaction from a coordinator that no longer tracked it on that partition
-while ``lso`` did not. Every command now asks :mod:`kafkatxn.verdicts` (over the real facade, on
-the shared fake cluster).
+transactions across the whole cluster while ``hanging`` counted those on the partitions it scanned;
+``diagnose`` dated a transaction from a coordinator that no longer tracked it on that partition
+while ``lso`` did not; a hanging transaction had no age at all; and ``check --groups`` called any
+group at the LSO critical, even behind a transaction committed 100 ms later. Every command now
+asks :mod:`kafkatxn.verdicts` (over the real facade, on the shared fake cluster).
+
+The cluster (MAX = transaction.max.timeout.ms = 15 min):
+
+- orders-0: app-a (producer 7) started 3*MAX ago, timeout MAX, idle 2*MAX: **long-running** (its
+  coordinator tracks it) and **overdue**; group ``g`` is blocked behind it;
+- orders-1: producer 8, no coordinator knows it: **hanging**, first record 2.5*MAX ago;
+  group ``done`` is caught up there;
+- orders-2: producer 12, whose coordinator (app-d) has a transaction open elsewhere: **hanging**,
+  first record 2.2*MAX ago (never dated by app-d's start); group ``h`` is blocked behind it;
+- orders-3: app-e (producer 13) started 5 min ago with a 1 min timeout: **overdue**, not long-running
+  (written within MAX); group ``late`` is blocked behind it;
+- payments-0: app-b (producer 9) **in flight**, 1 s old; group ``keeping`` keeps up, at its LSO.
 """
 
 from __future__ import annotations
@@ -16,103 +30,231 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkatxn.exporter import ExportOptions, render_text
+from kafkatxn import gather, verdicts
 from kafkatxn.cli.common import CommandContext
+from kafkatxn.exporter import ExportOptions, render_text
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.snapshot import gather_snapshot
 from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 MAX = 900_000
-ORDERS0, ORDERS1, ORDERS2 = (TopicPartition("orders", p) for p in range(3))
+ORDERS0, ORDERS1, ORDERS2, ORDERS3 = (TopicPartition("orders", p) for p in range(4))
 PAYMENTS = TopicPartition("payments", 0)
 TOLERANCE_MS = 5_000  # each command reads the clock when it gathers
+CRIT = "15m"  # the critical age every command is given
+
+AGES = {  # expected age and where it comes from
+    "orders-0": (3 * MAX, "coordinator"),
+    "orders-1": (int(2.5 * MAX), "first_record"),
+    "orders-2": (int(2.2 * MAX), "first_record"),
+    "orders-3": (300_000, "coordinator"),
+    "payments-0": (1_000, "coordinator"),
+}
+HANGING = {"orders-1", "orders-2"}
+BLOCKED = {"g": "critical", "h": "critical", "late": "critical", "keeping": "not critical"}
 
 
-def build() -> tuple[KafkaModel, int]:
+def build() -> KafkaModel:
     now = int(time.time() * 1000)
     m = KafkaModel(brokers=(1, 2, 3))
     m.add_transaction_log([1, 2, 3])
     m.add_partition("orders", 0, leader=1, lso=10, hw=20)
     m.add_partition("orders", 1, leader=2, lso=4, hw=9)
     m.add_partition("orders", 2, leader=3, lso=6, hw=8)
+    m.add_partition("orders", 3, leader=1, lso=2, hw=5)
     m.add_partition("payments", 0, leader=3, lso=5, hw=9)
-    started = now - 3 * MAX
-    # orders-0: tracked by app-a, idle past the max timeout: long-running, pinning group g.
     m.producers[ORDERS0] = [ProducerState(7, 0, 3, now - 2 * MAX, 1, 10)]
-    m.transactions["app-a"] = TransactionDescription("app-a", 1, "Ongoing", 7, 0, MAX, started, frozenset([ORDERS0]))
-    # orders-1: no coordinator knows producer 8: hanging.
+    m.transactions["app-a"] = TransactionDescription("app-a", 1, "Ongoing", 7, 0, MAX, now - 3 * MAX, frozenset([ORDERS0]))
     m.producers[ORDERS1] = [ProducerState(8, 0, 3, now - 2 * MAX, 1, 4)]
-    # orders-2: app-d's coordinator has producer 12's transaction open, but not on orders-2: hanging
-    # there, and its start time is not this partition's.
+    m.record_timestamps[ORDERS1] = {4: now - int(2.5 * MAX)}
     m.producers[ORDERS2] = [ProducerState(12, 0, 3, now - 2 * MAX, 1, 6)]
-    m.transactions["app-d"] = TransactionDescription("app-d", 2, "Ongoing", 12, 0, MAX, now - 4 * MAX, frozenset([ORDERS0]))
-    # payments-0 and a transaction that has written nowhere yet: open at their coordinators, outside ^orders$.
-    m.producers[PAYMENTS] = [ProducerState(9, 0, 3, now - 1_000, 1, 5)]
+    m.record_timestamps[ORDERS2] = {6: now - int(2.2 * MAX)}
+    m.transactions["app-d"] = TransactionDescription("app-d", 2, "Ongoing", 12, 0, MAX, now - 10_000, frozenset([PAYMENTS]))
+    m.producers[ORDERS3] = [ProducerState(13, 0, 3, now - 240_000, 1, 2)]
+    m.transactions["app-e"] = TransactionDescription("app-e", 1, "Ongoing", 13, 0, 60_000, now - 300_000, frozenset([ORDERS3]))
+    m.producers[PAYMENTS] = [ProducerState(9, 0, 3, now - 500, 1, 5)]
     m.transactions["app-b"] = TransactionDescription("app-b", 3, "Ongoing", 9, 0, MAX, now - 1_000, frozenset([PAYMENTS]))
-    m.transactions["app-c"] = TransactionDescription("app-c", 2, "Ongoing", 11, 0, MAX, now - 2_000, frozenset())
-    m.groups["g"] = {ORDERS0: 10}
-    m.groups["h"] = {ORDERS2: 6}
-    return m, started
+    m.groups.update({"g": {ORDERS0: 10}, "h": {ORDERS2: 6}, "late": {ORDERS3: 2}, "keeping": {PAYMENTS: 5}, "done": {ORDERS1: 9}})
+    return m
 
 
 @pytest.fixture
-def cluster(monkeypatch):
-    model, started = build()
-    fake = FakeCluster(model)
-    monkeypatch.setattr(CommandContext, "cluster", property(lambda self: fake))
-    return fake, started
+def fake(monkeypatch):
+    cluster = FakeCluster(build())
+    monkeypatch.setattr(CommandContext, "cluster", property(lambda self: cluster))
+    return cluster
 
 
-def cli(capsys, *args: str) -> dict | list:
-    timeout = [] if args[0] == "lso" else ["--max-transaction-timeout", "15m"]
+def cli(capsys, *args: str, codes=(0, 1, 2)):
+    timed = args[0] in ("hanging", "check", "diagnose") or "--all-hanging" in args  # a targeted abort reads the brokers'
+    timeout = ["--max-transaction-timeout", "15m"] if timed else []
     result = run_cli(capsys, *args, *timeout, "-b", "fake:9092", "-o", "json")
-    assert result.code in (0, 1, 2), result.stderr
-    return json.loads(result.stdout)
+    assert result.code in codes, (args, result.code, result.stderr)
+    return json.loads(result.stdout), result.code
+
+
+def metrics(snapshot) -> dict[str, float]:
+    text = render_text(snapshot, ExportOptions()).decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[s.name + "".join(f"{{{k}={v}}}" for k, v in sorted(s.labels.items()))] = s.value
+    return out
 
 
 def close(a: int | None, b: int | None) -> bool:
     return a is not None and b is not None and abs(a - b) <= TOLERANCE_MS
 
 
-def test_every_command_counts_the_same_open_transactions_and_the_same_hanging_one(capsys, cluster):
-    found = cli(capsys, "hanging", "-t", "orders")
-    checked = cli(capsys, "check", "--topic-regex", "^orders$", "--txn-age-warn", "none", "--txn-age-crit", "none")
-    assert found["open_transactions"] == 3  # producers 7, 8 and 12, one on each orders partition
-    assert checked["open_transactions"] == found["open_transactions"], (checked, found)
-    assert checked["hanging_transactions"] == found["hanging_count"] == 2
-
-
-def test_every_command_gives_one_transaction_the_same_age(capsys, cluster):
-    fake, started = cluster
-    expected = int(time.time() * 1000) - started
-    lags = {(r["topic"], r["partition"]): r for r in cli(capsys, "lso", "-t", "orders")}
-    found = cli(capsys, "hanging", "-t", "orders")
-    diagnosed = cli(capsys, "diagnose", "--group", "g")
-    (long_running,) = found["long_running"]
-    (pinning,) = diagnosed["transactions"]
-    ages = {
-        "lso": lags[("orders", 0)]["txn_age_ms"],
-        "hanging": long_running["transaction_age_ms"],
-        "diagnose": pinning["age_ms"],
+def test_every_command_counts_the_same_open_transactions(capsys, fake):
+    found, _ = cli(capsys, "hanging")
+    checked, _ = cli(capsys, "check", "--txn-age-warn", "none", "--txn-age-crit", "none")
+    lagging, _ = cli(capsys, "lso")
+    exported = metrics(gather_snapshot(fake, max_transaction_timeout_ms=MAX))
+    counts = {
+        "hanging": found["open_transactions"],
+        "check": checked["open_transactions"],
+        "lso": sum(r["open_transactions"] for r in lagging),  # an open transaction always makes LSO lag
+        "exporter": exported["kafkatxn_open_transactions"],
     }
-    assert all(close(age, expected) for age in ages.values()), (expected, ages)
-    # The hanging ones have no start on their partition: no command dates them from somewhere else.
-    assert lags[("orders", 1)]["txn_age_ms"] is None and lags[("orders", 2)]["txn_age_ms"] is None
-    (not_here,) = cli(capsys, "diagnose", "--group", "h")["transactions"]
-    assert not_here["producer_id"] == 12 and not_here["age_ms"] is None, not_here
+    assert set(counts.values()) == {5}, counts  # producers 7, 8, 12, 13 and 9
 
 
-def test_the_exporter_counts_and_dates_what_the_commands_do(capsys, cluster):
-    fake, started = cluster
-    found = cli(capsys, "hanging", "-t", "orders")
-    snapshot = gather_snapshot(fake, topic_regex="^orders$", max_transaction_timeout_ms=MAX)
-    metrics = {s.name: s.value for f in text_string_to_metric_families(render_text(snapshot, ExportOptions()).decode())
-               for s in f.samples}
-    assert snapshot.open_transaction_count == found["open_transactions"]
-    assert metrics["kafkatxn_hanging_transactions"] == found["hanging_count"] == 2
-    # The oldest transaction a coordinator has open on the chosen topics is app-d (on orders-0 by its
-    # coordinator's account): check says so too, from its own gather.
-    checked = cli(capsys, "check", "--topic-regex", "^orders$", "--txn-age-warn", "none", "--txn-age-crit", "none")
-    oldest_ms = int(metrics["kafkatxn_transaction_oldest_age_seconds"] * 1000)
-    assert close(oldest_ms, checked["transaction_age_max_ms"]) and oldest_ms > 4 * MAX - TOLERANCE_MS, (oldest_ms, checked)
+def test_every_command_finds_the_same_hanging_transactions(capsys, fake):
+    found, _ = cli(capsys, "hanging")
+    checked, _ = cli(capsys, "check", "--txn-age-warn", "none", "--txn-age-crit", "none")
+    lagging, _ = cli(capsys, "lso")
+    planned, _ = cli(capsys, "abort", "--all-hanging", "--dry-run")
+    exported = metrics(gather_snapshot(fake, max_transaction_timeout_ms=MAX))
+    where = {
+        "hanging": {f"{r['topic']}-{r['partition']}" for r in found["hanging"]},
+        "check": {f["subject"] for f in checked["findings"] if f["kind"] == "hanging_transaction"},
+        "lso": {f"{r['topic']}-{r['partition']}" for r in lagging if r["txn_hanging"]},
+        "abort": {f"{r['topic']}-{r['partition']}" for r in planned if r["outcome"] == "would abort"},
+    }
+    assert all(v == HANGING for v in where.values()), where
+    assert checked["hanging_transactions"] == found["hanging_count"] == exported["kafkatxn_hanging_transactions"] == 2
+    # The groups behind them: diagnose's verdict is hanging's.
+    held = {t["partitions"][0].split("@")[0]: t["verdict"] for g in BLOCKED for t in cli(capsys, "diagnose", "--group", g)[0]["transactions"]}
+    assert {tp for tp, v in held.items() if v == "hanging"} == HANGING & set(held), held
+    # Written within the maximum timeout, no coordinator lists it yet: not hanging, so abort refuses it.
+    fake.model.producers[ORDERS1] = [ProducerState(8, 0, 3, int(time.time() * 1000) - 1_000, 1, 4)]
+    assert not cli(capsys, "hanging", "-t", "orders", "-p", "1")[0]["hanging"]
+    (row,) = cli(capsys, "abort", "-t", "orders", "-p", "1", "--start-offset", "4", "--dry-run", codes=(0, 1, 2, 3))[0]
+    assert row["outcome"] == "refused" and "not hanging" in row["reason"], row
+
+
+def test_every_command_gives_each_transaction_the_same_age(capsys, fake):
+    now = int(time.time() * 1000)
+    lagging, _ = cli(capsys, "lso", "--sort", "age")
+    found, _ = cli(capsys, "hanging")
+    diagnosed = [t for g in BLOCKED for t in cli(capsys, "diagnose", "--group", g)[0]["transactions"]]
+    ages = {
+        "lso": {f"{r['topic']}-{r['partition']}": (r["txn_age_ms"], r["txn_age_source"]) for r in lagging},
+        "hanging": {f"{r['topic']}-{r['partition']}": (r["transaction_age_ms"], r["transaction_age_source"]) for r in found["hanging"]},
+        "long_running": {f"{r['topic']}-{r['partition']}": (r["transaction_age_ms"], "coordinator") for r in found["long_running"]},
+        "diagnose": {t["partitions"][0].split("@")[0]: (t["age_ms"], t["age_source"]) for t in diagnosed},
+    }
+    for command, seen in ages.items():
+        assert seen, command
+        for tp, (age, source) in seen.items():
+            expected, expected_source = AGES[tp]
+            assert close(age, expected) and source == expected_source, (command, tp, age, source, expected)
+    # The oldest first, the hanging ones among them (they used to have no age and sort last).
+    assert [f"{r['topic']}-{r['partition']}" for r in lagging] == sorted(AGES, key=lambda tp: -AGES[tp][0])
+    # The oldest: check and the exporter count the hanging ones too.
+    checked, _ = cli(capsys, "check", "--txn-age-warn", "none", "--txn-age-crit", "none")
+    exported = metrics(gather_snapshot(fake, max_transaction_timeout_ms=MAX))
+    oldest = {
+        "check": checked["transaction_age_max_ms"],
+        "exporter": int(exported["kafkatxn_transaction_oldest_age_seconds"] * 1000),
+        "lso": lagging[0]["txn_age_ms"],
+    }
+    assert all(close(v, max(a for a, _ in AGES.values())) for v in oldest.values()), (oldest, now)
+    # With no other open transaction, the hanging one is the oldest (it used to count 0).
+    for tid in ("app-a", "app-b", "app-c", "app-d", "app-e"):
+        fake.model.transactions.pop(tid, None)
+    alone = gather_snapshot(fake, topic_regex="^orders$", max_transaction_timeout_ms=MAX)
+    assert close(int(alone.oldest_transaction_age_s() * 1000), AGES["orders-1"][0]), alone.hanging
+
+
+def test_every_command_rates_each_group_the_same(capsys, fake):
+    exported = metrics(gather_snapshot(fake, max_transaction_timeout_ms=MAX, groups=True))
+    answers: dict[str, dict[str, str]] = {}
+    for group in [*BLOCKED, "done"]:
+        (row,), lso_code = cli(capsys, "lso", "--groups", group, "--critical-age", CRIT)
+        checked, _ = cli(capsys, "check", "--groups", "--group-regex", f"^{group}$", "--txn-age-crit", CRIT,
+                         "--txn-age-warn", "none", "--lso-lag-warn", "none", "--lso-lag-crit", "none", codes=(0, 1, 2, 3))
+        diagnosed, diagnose_code = cli(capsys, "diagnose", "--group", group)
+        (summary,) = diagnosed["groups"]
+        series = f"{{group={group}}}{{partition={row['partition']}}}{{topic={row['topic']}}}"
+        blocked = {
+            "lso": row["verdict"] == "blocked",
+            "check": checked["groups_blocked"] + checked["groups_waiting"] == 1,
+            "diagnose": summary["status"] == "blocked",
+            "exporter": exported["kafkatxn_group_blocked" + series] == 1,
+        }
+        critical = {
+            "lso": lso_code == 2,
+            "check": any(f["kind"] == "group_blocked" and f["subject"] == group for f in checked["findings"]),
+            "diagnose": diagnose_code == 2,
+            "exporter": exported["kafkatxn_group_stuck" + series] == 1,  # hanging or overdue: all of them here
+        }
+        answers[group] = {"blocked": blocked, "critical": critical}
+        assert len(set(blocked.values())) == 1 and blocked["lso"] == (group in BLOCKED), (group, blocked)
+        assert len(set(critical.values())) == 1 and critical["lso"] == (BLOCKED.get(group) == "critical"), (group, critical)
+    assert answers["keeping"]["critical"]["check"] is False
+
+
+def test_blocked_means_stuck():
+    """The one definition: critical only for hanging, overdue or too old."""
+    assert verdicts.blocked_severity(False, False, False) is verdicts.Severity.warning
+    assert verdicts.blocked_severity(False, False, False, old=False) is verdicts.Severity.ok
+    for hanging, overdue, too_old in ((True, False, False), (False, True, False), (False, False, True)):
+        assert verdicts.blocked_severity(hanging, overdue, too_old, old=False) is verdicts.Severity.critical
+
+
+def open_txn(start_ms: int | None = None, timeout_ms: int = MAX, last_ms: int = 1_000, first_ms: int | None = None,
+             producer_id: int = 7) -> verdicts.OpenTransaction:
+    d = None if start_ms is None else TransactionDescription("t", 1, "Ongoing", 7, 0, timeout_ms, start_ms, frozenset([ORDERS0]))
+    return verdicts.OpenTransaction(ORDERS0, ProducerState(producer_id, 0, 3, last_ms, 1, 10), "t" if d else None, d, first_ms)
+
+
+def test_a_transactions_age_is_its_coordinators_else_its_first_records_else_its_last_write():
+    now = 100_000
+    assert verdicts.transaction_age(open_txn(start_ms=10_000, first_ms=5_000), now) == verdicts.TransactionAge(90_000, "coordinator")
+    # The coordinator's transaction is another producer's: not this one's start.
+    other = open_txn(start_ms=10_000, first_ms=5_000, producer_id=8)
+    assert verdicts.transaction_age(other, now) == verdicts.TransactionAge(95_000, "first_record")
+    assert verdicts.transaction_age(open_txn(last_ms=60_000), now) == verdicts.TransactionAge(40_000, "last_write")
+    assert verdicts.transaction_age(open_txn(last_ms=-1), now) is None
+    assert verdicts.needs_first_record(open_txn()) and not verdicts.needs_first_record(open_txn(start_ms=1))
+
+
+def test_overdue_is_past_its_own_timeout_as_its_coordinator_dates_it():
+    assert verdicts.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_001)
+    assert not verdicts.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_000)
+    assert not verdicts.is_overdue(open_txn(first_ms=0), 10 * MAX)  # no coordinator: hanging decides, not overdue
+
+
+def test_hanging_needs_the_whole_rule():
+    view = verdicts.CoordinatorView()  # every log partition answered, no id maps the producer
+    young, idle = open_txn(last_ms=MAX), open_txn(last_ms=0)
+    assert verdicts.classify(young, view).verdict is verdicts.Verdict.HANGING  # the coordinator side alone
+    assert not verdicts.is_hanging(verdicts.classify(young, view), MAX + 1, MAX)
+    assert verdicts.is_hanging(verdicts.classify(idle, view), MAX + 1, MAX)
+    assert not verdicts.is_hanging(verdicts.classify(idle, view), MAX + 1, None)
+
+
+def test_an_unreadable_first_record_keeps_the_lower_bound_and_says_why(fake):
+    fake.model.record_timestamps.clear()
+    fake.model.producers[ORDERS1] = [ProducerState(8, 0, 3, 1_000, 1, 4)]
+    missing = []
+    gone = ProducerState(12, 0, 3, 1_000, 1, 99)  # the fake has no record at 99 on orders-2
+    one, two = gather.with_first_records(fake, [verdicts.OpenTransaction(ORDERS1, fake.model.producers[ORDERS1][0]),
+                                                verdicts.OpenTransaction(ORDERS2, gone)], missing)
+    assert one.first_record_timestamp_ms == 1_000 and two.first_record_timestamp_ms is None
+    assert [str(m.subject) for m in missing] == ["orders-2"] and "lower bound" in str(missing[0]), missing
+    assert verdicts.transaction_age(two, 2_000).source == "last_write"
+    assert [c[0] for c in fake.calls].count("first_record_timestamps") == 1  # one read for both partitions
