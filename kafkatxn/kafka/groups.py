@@ -95,7 +95,7 @@ class GroupsApi:
     def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, int]]:
         """The log start offset of each partition (ListOffsets EARLIEST): where a consumer with
         ``auto.offset.reset=earliest`` and no committed offset starts."""
-        from confluent_kafka import OffsetSpec
+        from confluent_kafka.admin import OffsetSpec
         from confluent_kafka import TopicPartition as CkTopicPartition
 
         tps = sorted(set(partitions))
