@@ -19,7 +19,7 @@ from kafkatxn.errors import (
     KafkatxnError,
     UnreachableError,
 )
-from kafkatxn.kafka.unreachable import is_no_brokers_error
+from kafkatxn.kafka.unreachable import answered_in_tls, is_no_brokers_error
 from kafkatxn.model import Missing, Subject
 from kafkatxn.redact import redact
 
@@ -39,7 +39,7 @@ _NOT_TLS = re.compile(
     re.I,
 )
 # SASL to a listener without it: SaslHandshake answered ILLEGAL_SASL_STATE (error 34).
-_NOT_SASL = re.compile(r"IllegalSaslState|ILLEGAL_SASL_STATE|Request not valid given current SASL state", re.I)
+_NOT_SASL = re.compile(r"IllegalSaslState|ILLEGAL_SASL_STATE|Request not valid (?:given|in) current SASL state", re.I)
 # Plaintext to a TLS listener: the broker closes before answering ApiVersions.
 _SPEAKS_TLS = re.compile(r"connecting to a SSL listener", re.I)
 
@@ -137,7 +137,7 @@ class ErrorTranslator:
             return AuthenticationError(f"{at} does not speak TLS: check security.protocol ({protocol} here)")
         if protocol.startswith("SASL") and _NOT_SASL.search(text):
             return AuthenticationError(f"{at} does not speak SASL on this listener: check security.protocol ({protocol} here)")
-        if not protocol.endswith("SSL") and _SPEAKS_TLS.search(text):
+        if not protocol.endswith("SSL") and (_SPEAKS_TLS.search(text) or answered_in_tls(text)):
             return AuthenticationError(f"{at} speaks TLS: check security.protocol ({protocol} here; SSL or SASL_SSL)")
         return None
 

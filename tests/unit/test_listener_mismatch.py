@@ -30,6 +30,22 @@ def test_tls_to_a_plaintext_listener(protocol, error):
     assert str(err.value) == f"the broker at {BROKER} does not speak TLS: check security.protocol ({protocol} here)"
 
 
+def test_plaintext_to_a_tls_listener_reads_a_tls_record_as_a_frame_size():
+    from kafka.errors import KafkaError as PyKafkaError
+    from kafkatxn.kafka.wire import is_refusal
+
+    class InvalidReceiveError(PyKafkaError):
+        pass
+
+    error = InvalidReceiveError("Invalid frame length: 352518912")  # 0x15030300: a TLS 1.2 alert record
+    assert is_refusal(error)  # no retry until the deadline
+    with pytest.raises(AuthenticationError) as err:
+        translator("SASL_PLAINTEXT").translate(error, "connecting")
+    assert str(err.value) == f"the broker at {BROKER} speaks TLS: check security.protocol (SASL_PLAINTEXT here; SSL or SASL_SSL)"
+    # Any other invalid size is not TLS.
+    assert not is_refusal(InvalidReceiveError("Invalid frame length: 2000000000"))
+
+
 def test_sasl_to_a_listener_without_sasl():
     with pytest.raises(AuthenticationError) as err:
         translator("SASL_PLAINTEXT").translate(IllegalSaslStateError("[Error 34] IllegalSaslStateError"), "connecting")
@@ -57,8 +73,12 @@ class Err:
     ("PLAINTEXT", "_TRANSPORT", "127.0.0.1:9092/bootstrap: Disconnected while requesting ApiVersion: might be caused by incorrect "
      "security.protocol configuration (connecting to a SSL listener?) or broker version is < 0.10 (see api.version.request) "
      "(after 2ms in state APIVERSION_QUERY)", "speaks TLS"),
-    ("SASL_PLAINTEXT", "_AUTHENTICATION", "sasl_plaintext://127.0.0.1:9092/bootstrap: SASL Handshake failed: Broker: Request "
-     "not valid given current SASL state", "does not speak SASL"),
+    ("SASL_PLAINTEXT", "_AUTHENTICATION", "sasl_plaintext://127.0.0.1:9092/bootstrap: SASL SCRAM-SHA-512 mechanism handshake "
+     "failed: Broker: Request not valid in current SASL state: broker's supported mechanisms: (after 0ms in state AUTH_HANDSHAKE)",
+     "does not speak SASL"),
+    # A TLS alert record (0x15 0x03 0x03 ..) read as a Kafka response's size.
+    ("PLAINTEXT", "_TRANSPORT", "127.0.0.1:9092/bootstrap: Receive failed: Invalid response size 352518912 (0..100000000): "
+     "increase receive.message.max.bytes (after 3ms in state APIVERSION_QUERY)", "speaks TLS"),
 ])
 def test_librdkafka_reports_are_worded_the_same(protocol, code, text, says):
     t = translator(protocol)
