@@ -63,22 +63,24 @@ def read(tmp_path, text):
     return path, lambda: config.read_properties_file(path)
 
 
-def test_jks_truststore_without_a_type_names_the_users_key_and_line(tmp_path, stores):
-    path, load = read(tmp_path, f"security.protocol=SSL\nssl.truststore.location={stores['jks']}\n")
+def refusal(tmp_path, text) -> tuple[str, str]:
+    """(the properties file, the one line its loading is refused with)."""
+    path, load = read(tmp_path, text)
     with pytest.raises(UsageError) as err:
         load()
-    message = str(err.value)
+    return str(path), str(err.value)
+
+
+def test_jks_truststore_without_a_type_names_the_users_key_and_line(tmp_path, stores):
+    path, message = refusal(tmp_path, f"security.protocol=SSL\nssl.truststore.location={stores['jks']}\n")
     assert message.startswith(f"{path}:2: ssl.truststore.location={stores['jks']} is a JKS store (Java's default type)")
     assert "keytool -exportcert -rfc" in message and "ssl.truststore.type=PEM" in message
     assert "ssl.ca.location" not in message and "\n" not in message
 
 
 def test_pkcs12_keystore_without_a_type_says_what_to_do(tmp_path, stores):
-    path, load = read(tmp_path, f"security.protocol=SSL\nssl.keystore.location={stores['p12']}\nssl.keystore.password=changeit\n")
-    with pytest.raises(UsageError) as err:
-        load()
-    message = str(err.value)
-    assert message.startswith(f"{path}:2: ssl.keystore.location={stores['p12']} is a PKCS12 store, which kafkatxn cannot read yet")
+    path, message = refusal(tmp_path, f"ssl.keystore.location={stores['p12']}\nssl.keystore.password=changeit\n")
+    assert message.startswith(f"{path}:1: ssl.keystore.location={stores['p12']} is a PKCS12 store, which kafkatxn cannot read yet")
     assert "ssl.keystore.type=PEM" in message and "ssl.certificate.location" not in message
     assert "changeit" not in message
 
