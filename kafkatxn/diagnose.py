@@ -49,6 +49,7 @@ class Gap(str, enum.Enum):
     phantom = "phantom"  # only transaction markers and aborted records: nothing to read
     lag = "lag"  # records to read (or a gap too large to probe, counted as lag)
     blocked = "blocked"  # an open transaction holds the LSO where the group stands
+    unknown = "unknown"  # no committed offset: where it stands depends on its consumers' auto.offset.reset
 
 
 class TxnVerdict(str, enum.Enum):
@@ -147,7 +148,7 @@ class GroupSummary:
     """One group: where it stands overall."""
 
     group: str
-    status: str  # caught_up, lagging or blocked (the worst of its partitions)
+    status: str  # caught_up, lagging, unknown or blocked (the worst of its partitions)
     partitions: int
     blocked_partitions: int
     lagging_partitions: int
@@ -223,11 +224,15 @@ def gap_of(row: GroupLag) -> Gap:
         return Gap.blocked
     if row.verdict is GroupVerdict.lagging:
         return Gap.lag
+    if row.verdict is GroupVerdict.unknown:
+        return Gap.unknown
     return Gap.phantom if row.lag_to_hw_messages > 0 else Gap.none
 
 
 def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
     """One line saying what the gap is."""
+    if row.committed_offset is None:
+        return _explain_uncommitted(row, gap, holder)
     c, l, h = row.committed_offset, row.last_stable_offset, row.high_watermark
     if gap is Gap.none:
         return "caught up"
@@ -242,6 +247,21 @@ def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
     if row.readable_before_lso is None:
         return f"lagging: {l - c} offsets to the LSO (gap not probed: counted as lag, markers included)"
     return f"lagging: records to read in the {l - c} offsets to the LSO"
+
+
+def _explain_uncommitted(row: GroupLag, gap: Gap, holder: str | None) -> str:
+    """:func:`explain` for a partition the group is assigned with no committed offset
+    (:func:`kafkatxn.verdicts.uncommitted_verdict`)."""
+    l, h = row.last_stable_offset, row.high_watermark
+    none = f"{row.group} has no committed offsets on {row.topic}-{row.partition}"
+    if gap is Gap.blocked:
+        who = holder or "an open transaction (not found: it may just have ended)"
+        return (f"{none}; its consumers start at earliest or latest, both at or behind LSO {l}, pinned by {who}; "
+                f"{h - l} offsets wait behind it")
+    if gap is Gap.unknown:
+        return (f"{none}; where its consumers stand depends on their auto.offset.reset, which the broker does not know: "
+                f"latest waits at LSO {l}, earliest reads up to {row.lag_to_lso_messages} offsets from the log start first")
+    return f"{none}; nothing to read from earliest or latest (the log starts at the high watermark {h})"
 
 
 def _holder(tid: str | None, pid: int) -> str:
@@ -433,7 +453,8 @@ def group_summaries(partitions: Iterable[PartitionDiagnosis], holder_of: dict[in
         ps = by_group[group]
         blocked = [p for p in ps if p.verdict is GroupVerdict.blocked]
         lagging = [p for p in ps if p.verdict is GroupVerdict.lagging]
-        status = "blocked" if blocked else "lagging" if lagging else "caught_up"
+        unknown = any(p.verdict is GroupVerdict.unknown for p in ps)
+        status = "blocked" if blocked else "lagging" if lagging else "unknown" if unknown else "caught_up"
         out.append(
             GroupSummary(
                 group=group,
@@ -476,7 +497,7 @@ def _summary(groups: Sequence[GroupSummary], transactions: Sequence[PinningTrans
     counts = defaultdict(int)
     for g in groups:
         counts[g.status] += 1
-    parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in ("blocked", "lagging", "caught_up") if counts[s]]
+    parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in ("blocked", "lagging", "unknown", "caught_up") if counts[s]]
     text = f"{len(groups)} group{'s' if len(groups) != 1 else ''}: " + ", ".join(parts)
     if transactions:
         held = ", ".join(f"{t.transactional_id or f'producer {t.producer_id}'} ({t.verdict.value})" for t in transactions)

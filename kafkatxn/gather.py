@@ -190,3 +190,26 @@ def classify_open_transactions(
         return Scan(all_open, candidates, [], [])
     view, missing = coordinator_view(cluster, {c.producer_id for c in candidates})
     return Scan(all_open, candidates, verdicts.classify_all(candidates, view), missing)
+
+
+def uncommitted_assignments(
+    cluster: Cluster, committed: Mapping[str, Mapping[TopicPartition, int]], groups: Sequence[str], missing: list[Missing]
+) -> dict[str, list[TopicPartition]]:
+    """Per Stable group, the partitions its members are assigned with no committed offset there;
+    groups that did not answer are appended to ``missing`` (once: their offsets may be missing too)."""
+    assigned = cluster.group_assignments(groups)
+    noted = {m.subject for m in missing}
+    missing.extend(m for m in assigned.missing if m.subject not in noted)
+    out = {g: sorted(tp for tp in tps if tp not in committed.get(g, {})) for g, tps in assigned.value.items()}
+    return {g: tps for g, tps in out.items() if tps}
+
+
+def log_starts(cluster: Cluster, partitions: Iterable[TopicPartition], missing: list[Missing]) -> dict[TopicPartition, int]:
+    """The log start offsets of ``partitions`` (none asked when there are none); what did not answer
+    is appended to ``missing``."""
+    tps = sorted(set(partitions))
+    if not tps:
+        return {}
+    starts = cluster.log_start_offsets(tps)
+    missing.extend(starts.missing)
+    return dict(starts.value)

@@ -26,7 +26,7 @@ from kafkatxn.model import Missing, Part, TopicPartition
 # One definition of each answer, shared with hanging, check, diagnose and the exporter.
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
     GroupVerdict, Offsets, OpenTransaction, Severity, best_age_ms, blocked_severity, group_verdict, is_overdue, is_too_old,
-    last_write_age_ms, pinning_transaction, readable_before_lso, transaction_age, transaction_age_ms,
+    last_write_age_ms, pinning_transaction, readable_before_lso, transaction_age, transaction_age_ms, uncommitted_verdict,
 )
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
@@ -42,6 +42,9 @@ DEFAULT_PROBE_MAX_GAP = 1000
 # 60 s transaction timeout, after which the coordinator aborts; five minutes is well past normal.
 DEFAULT_CRITICAL_AGE = "5m"
 DEFAULT_CRITICAL_AGE_MS = 5 * 60_000
+
+# In a group's committed offsets: a partition its members are assigned that it has no commit on.
+NO_COMMIT = -1
 
 
 # -- snapshot ----------------------------------------------------------------------------------
@@ -72,11 +75,13 @@ class LsoSnapshot:
 @dataclass
 class GroupSnapshot:
     lso: LsoSnapshot
-    committed: dict[str, dict[TopicPartition, int]]  # group -> partition -> committed offset
+    committed: dict[str, dict[TopicPartition, int]]  # group -> partition -> committed offset (or NO_COMMIT)
     # (partition, start offset) -> offset of the first record a read_committed consumer gets from
     # there, or None when it reached the LSO without one. Only gaps that were probed are present.
     first_readable: dict[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
     missing: list[Missing] = field(default_factory=list)
+    # Log start offsets of the partitions some group is assigned but has no commit on.
+    log_start: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 def take_snapshot(
@@ -143,14 +148,19 @@ def committed_offsets(
     cluster: Cluster, groups: Sequence[str], topics: Sequence[str] | None = None
 ) -> tuple[dict[str, dict[TopicPartition, int]], list[Missing]]:
     """The first step of :func:`take_group_snapshot`: committed offsets per group, on partitions
-    that exist (of ``topics`` when given). Read them before the offsets they are compared with."""
+    that exist (of ``topics`` when given), and ``NO_COMMIT`` on the partitions a Stable group's
+    members are assigned without a commit. Read them before the offsets they are compared with."""
     committed = cluster.group_offsets(groups)
+    missing = list(committed.missing)
+    uncommitted = gather.uncommitted_assignments(cluster, committed.value, groups, missing)
     existing = {p.tp for p in cluster.select_partitions(topics)} if topics else cluster.metadata().leaders.keys()
     # Offsets of deleted topics stay committed until they expire; there is nothing to measure there.
     by_group = {
         g: {tp: off for tp, off in offsets.items() if tp in existing} for g, offsets in committed.value.items()
     }
-    return by_group, list(committed.missing)
+    for g, tps in uncommitted.items():
+        by_group.setdefault(g, {}).update((tp, NO_COMMIT) for tp in tps if tp in existing)
+    return by_group, missing
 
 
 def finish_group_snapshot(
@@ -171,7 +181,8 @@ def finish_group_snapshot(
         probed = cluster.first_readable_offsets(starts)
         missing.extend(probed.missing)
         first_readable.update({(tp, starts[tp]): off for tp, off in probed.value.items()})
-    return GroupSnapshot(lso, by_group, first_readable, missing)
+    log_start = gather.log_starts(cluster, {tp for offsets in by_group.values() for tp, c in offsets.items() if c < 0}, missing)
+    return GroupSnapshot(lso, by_group, first_readable, missing, log_start)
 
 
 def probe_rounds(
@@ -183,7 +194,7 @@ def probe_rounds(
     for group_offsets in committed.values():
         for tp, c in group_offsets.items():
             o = offsets.get(tp)
-            if o is not None and 0 < o.last_stable_offset - c <= max_gap:
+            if o is not None and c >= 0 and 0 < o.last_stable_offset - c <= max_gap:
                 starts[tp].add(c)
     rounds: list[dict[TopicPartition, int]] = []
     for tp, offs in sorted(starts.items()):
@@ -229,7 +240,7 @@ class GroupPosition:
     group: str
     topic: str
     partition: int
-    committed_offset: int
+    committed_offset: int | None  # None: none committed (the group is assigned the partition)
     last_stable_offset: int
     high_watermark: int
 
@@ -240,6 +251,7 @@ class GroupLag(GroupPosition):
 
     lag_to_lso_messages: int  # LSO - committed: what a read_committed consumer could read (markers included)
     lag_to_hw_messages: int  # HW - committed: what every other lag tool reports
+    # (none committed: measured from the log start when the verdict is unknown, else from the LSO)
     verdict: GroupVerdict
     readable_before_lso: bool | None  # probe result for committed < LSO; None when not probed
     producer_id: int | None  # the transaction pinning the LSO, when the verdict is blocked
@@ -288,8 +300,9 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
 
 
 def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
-    """A row per group and partition with a committed offset; rows with ``lag_to_lso_messages <
-    min_lag`` are left out unless blocked (a blocked group has no LSO lag, and is the finding)."""
+    """A row per group and partition with a committed offset, or assigned without one (see
+    :func:`kafkatxn.verdicts.uncommitted_verdict`); rows with ``lag_to_lso_messages < min_lag`` are
+    left out unless blocked (a blocked group has no LSO lag, and is the finding) or unknown."""
     rows = []
     now = snapshot.lso.taken_at_ms
     for group in sorted(snapshot.committed):
@@ -303,9 +316,14 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
                 if probe_key in snapshot.first_readable and c < o.last_stable_offset
                 else None
             )
-            verdict = group_verdict(c, o.last_stable_offset, o.high_watermark, readable)
+            committed = c if c >= 0 else None
+            if committed is None:  # where it stands is where its auto.offset.reset starts
+                verdict = uncommitted_verdict(snapshot.log_start.get(tp), o.last_stable_offset, o.high_watermark)
+                c = snapshot.log_start.get(tp, o.last_stable_offset) if verdict is GroupVerdict.unknown else o.last_stable_offset
+            else:
+                verdict = group_verdict(c, o.last_stable_offset, o.high_watermark, readable)
             lag_to_lso = max(0, o.last_stable_offset - c)
-            if verdict is not GroupVerdict.blocked and lag_to_lso < min_lag:
+            if verdict not in (GroupVerdict.blocked, GroupVerdict.unknown) and lag_to_lso < min_lag:
                 continue
             pin = snapshot.lso.pin(tp) if verdict is GroupVerdict.blocked else None
             age, write_age = transaction_age(pin, now), last_write_age_ms(pin, now)
@@ -314,7 +332,7 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
                     group=group,
                     topic=tp.topic,
                     partition=tp.partition,
-                    committed_offset=c,
+                    committed_offset=committed,
                     last_stable_offset=o.last_stable_offset,
                     high_watermark=o.high_watermark,
                     lag_to_lso_messages=lag_to_lso,
@@ -339,11 +357,12 @@ def read_committed_lag(row: GroupLag) -> int:
     Gaps that the probe found hold only markers and aborted records count 0; a group blocked at the
     LSO can read nothing until the transaction ends (0, its block is the finding); a group past the
     LSO (reading uncommitted) has ``HW - committed``; otherwise the gap to the LSO (markers included
-    when it was not probed).
+    when it was not probed). A group without a commit whose start is unknown: at most the gap
+    from the log start to the LSO (``earliest``).
     """
     if row.verdict is GroupVerdict.caught_up or row.verdict is GroupVerdict.blocked:
         return 0
-    if row.committed_offset > row.last_stable_offset:
+    if row.committed_offset is not None and row.committed_offset > row.last_stable_offset:
         return row.lag_to_hw_messages
     return row.lag_to_lso_messages
 
@@ -467,7 +486,8 @@ def group_report(
     watching: bool = False,
     previous: LsoSnapshot | None = None,
 ) -> LsoReport:
-    """Transaction-aware lag of ``groups`` (default: every group) on the partitions they committed offsets for."""
+    """Transaction-aware lag of ``groups`` (default: every group) on the partitions they committed
+    offsets for or, without a commit, are assigned."""
     snapshot = take_group_snapshot(cluster, groups, topics, probe_max_gap)
     rows = group_lags(snapshot, min_lag)
     code = groups_exit_code(rows, critical_age_ms)

@@ -377,6 +377,7 @@ class GroupVerdict(str, enum.Enum):
     caught_up = "caught_up"
     lagging = "lagging"
     blocked = "blocked"
+    unknown = "unknown"  # no committed offset, and where it starts depends on its auto.offset.reset
 
 
 @dataclass(frozen=True)
@@ -447,3 +448,21 @@ def blocked_severity(hanging: bool, overdue: bool, too_old: bool, old: bool = Tr
 def readable_before_lso(first_readable: int | None, lso: int) -> bool:
     """Whether the probe found a record below the snapshot's LSO (the LSO may have moved since)."""
     return first_readable is not None and first_readable < lso
+
+
+def uncommitted_verdict(log_start: int | None, lso: int, hw: int) -> GroupVerdict:
+    """Where a read_committed group stands on a partition it is assigned but has no committed offset on.
+
+    The broker does not know the consumer's ``auto.offset.reset``. Both starts are known, though:
+    ``earliest`` is the log start offset, ``latest`` is what ListOffsets answers a read_committed
+    consumer, the LSO. When the log starts at (or past) the LSO, both starts are at or behind it:
+
+    - ``l < h``: **blocked** whatever the setting: the first record is the open transaction's.
+    - ``l == h``: **caught_up**: there is nothing to read from either start.
+
+    Otherwise (the log start below the LSO, or not known) **unknown**: ``latest`` waits at the LSO,
+    ``earliest`` has records to read first.
+    """
+    if log_start is None or log_start < lso:
+        return GroupVerdict.unknown
+    return GroupVerdict.caught_up if lso >= hw else GroupVerdict.blocked

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,24 @@ def read_committed_group(bootstrap: str, group: str, topic: str, partition: int,
         consumer.close()
 
 
+def interrupted_once(signum: int, frame: object) -> None:
+    """The first Ctrl-C ends the demo; later ones are ignored, so the broker's stop is not cut short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def main() -> int:
+    signal.signal(signal.SIGINT, interrupted_once)
+    try:
+        return demo()
+    except KeyboardInterrupt:
+        # The broker was stopped on the way out (the cluster's context); a running kafkatxn got the
+        # same Ctrl-C and ended on its own.
+        print("\nInterrupted: broker stopped.", file=sys.stderr, flush=True)
+        return 130
+
+
+def demo() -> int:
     with tempfile.TemporaryDirectory(prefix="kafkatxn-demo-") as workdir:
         print("Starting a local Kafka broker (KRaft)…", flush=True)
         started = time.monotonic()

@@ -14,7 +14,7 @@ import re
 from typing import Callable, Mapping
 
 from kafkatxn.config.clients import DEFAULT_TIMEOUT_MS, ConnectionConfig
-from kafkatxn.config.files import literal_secret, load_properties_file, private_file_warning
+from kafkatxn.config.files import check_store_lines, literal_secret, load_properties_file, private_file_warning
 from kafkatxn.config.profiles import load_profile, profiles_file
 from kafkatxn.config.properties import PropertyLine, is_secret, normalize_properties
 from kafkatxn.config.providers import REFERENCE, resolve_references
@@ -98,7 +98,9 @@ def resolve(
         k, v = item.split("=", 1)
         refuse_secret_argument(k.strip(), v)
         lines.append(PropertyLine("overrides", i, k.strip(), v.strip(), input="overrides"))
-    settings = normalize_properties(resolve_references(lines, environ))
+    lines = resolve_references(lines, environ)
+    check_store_lines(lines)  # missing or non-PEM stores named by the user's own key and line
+    settings = normalize_properties(lines)
 
     if ask_password:
         key, value = _ask_password(settings, prompt)

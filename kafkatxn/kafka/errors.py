@@ -19,7 +19,7 @@ from kafkatxn.errors import (
     KafkatxnError,
     UnreachableError,
 )
-from kafkatxn.kafka.unreachable import is_no_brokers_error
+from kafkatxn.kafka.unreachable import answered_in_tls, is_no_brokers_error
 from kafkatxn.model import Missing, Subject
 from kafkatxn.redact import redact
 
@@ -30,6 +30,18 @@ _LIBRDKAFKA_STATE = re.compile(r"\s*\(after \d+ms in state \w+\)")
 _ERRNO = re.compile(r"(?:^|:)\s*(\d+) E[A-Z]+\s*$")
 
 _TRANSPORT_CODES = ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE")
+
+# A listener that does not speak what security.protocol says. TLS to a plaintext listener: the
+# broker reads the ClientHello as a huge request and closes (Python's ssl, librdkafka's words).
+_NOT_TLS = re.compile(
+    r"UNEXPECTED_EOF_WHILE_READING|WRONG_VERSION_NUMBER|EOF occurred in violation of protocol|unexpected eof while reading"
+    r"|connecting to a PLAINTEXT broker listener|Disconnected during SSL handshake|SSL handshake failed: Disconnected",
+    re.I,
+)
+# SASL to a listener without it: SaslHandshake answered ILLEGAL_SASL_STATE (error 34).
+_NOT_SASL = re.compile(r"IllegalSaslState|ILLEGAL_SASL_STATE|Request not valid (?:given|in) current SASL state", re.I)
+# Plaintext to a TLS listener: the broker closes before answering ApiVersions.
+_SPEAKS_TLS = re.compile(r"connecting to a SSL listener", re.I)
 
 
 # Kafka's authorization errors. Authorization is not authentication: the login succeeded, the
@@ -117,8 +129,23 @@ class ErrorTranslator:
                 return _LIBRDKAFKA_STATE.sub("", reason)
         return None
 
+    def listener_mismatch(self, text: str) -> AuthenticationError | None:
+        """The one line for a listener that does not speak what ``security.protocol`` says, or None."""
+        protocol = str(self.config.settings.get("security.protocol", "PLAINTEXT")).upper()
+        at = f"the broker at {self.config.bootstrap_servers}"
+        if protocol.endswith("SSL") and _NOT_TLS.search(text):
+            return AuthenticationError(f"{at} does not speak TLS: check security.protocol ({protocol} here)")
+        if protocol.startswith("SASL") and _NOT_SASL.search(text):
+            return AuthenticationError(f"{at} does not speak SASL on this listener: check security.protocol ({protocol} here)")
+        if not protocol.endswith("SSL") and (_SPEAKS_TLS.search(text) or answered_in_tls(text)):
+            return AuthenticationError(f"{at} speaks TLS: check security.protocol ({protocol} here; SSL or SASL_SSL)")
+        return None
+
     def raise_auth_errors(self) -> None:
         for err in self.client_errors:
+            mismatch = self.listener_mismatch(err.str())
+            if mismatch is not None:
+                raise mismatch
             code = _error_code_name(err)
             if code in ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"):
                 raise AuthenticationError(f"authentication failed: {clean(err.str())}")
@@ -143,6 +170,9 @@ class ErrorTranslator:
             raise auth from exc
         name = type(exc).__name__
         text = clean(str(exc))
+        mismatch = self.listener_mismatch(f"{name}: {text}")
+        if mismatch is not None:
+            raise mismatch from exc
         if name == "UnsupportedSaslMechanismError":  # kafka-python: the listener does not offer ours
             mechanism = self.config.settings.get("sasl.mechanisms", "GSSAPI")
             raise AuthenticationError(f"authentication failed: the broker does not enable SASL mechanism {mechanism}") from exc

@@ -1,4 +1,5 @@
-"""Consumer groups (confluent-kafka): the group list and committed offsets.
+"""Consumer groups (confluent-kafka): the group list, committed offsets, members' assignments and
+the log start offsets a group without commits could start from.
 
 One Kafka API family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
@@ -66,4 +67,49 @@ class GroupsApi:
             out[group] = {
                 TopicPartition(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0
             }
+        return Partial(out, missing)
+
+    def group_assignments(self, groups: Iterable[str]) -> Partial[dict[str, frozenset[TopicPartition]]]:
+        """Per Stable group, the partitions its members are assigned (DescribeConsumerGroups); groups
+        that are empty, rebalancing or dead are left out: their members hold no settled assignment."""
+        from confluent_kafka import ConsumerGroupState
+
+        out: dict[str, frozenset[TopicPartition]] = {}
+        missing: list[Missing] = []
+        wanted = list(dict.fromkeys(groups))
+        if not wanted:
+            return Partial(out, missing)
+        pending = self.admin.describe_consumer_groups(wanted, request_timeout=self.remaining_s())
+        self.requests["DescribeGroups"] += 1
+        for group, future in pending.items():
+            result = self._wait_or_note(future, Part(f"group {group}"), missing, f"DESCRIBE on Group {group}")
+            if result is NOT_ARRIVED or result.state != ConsumerGroupState.STABLE:
+                continue
+            out[group] = frozenset(
+                TopicPartition(tp.topic, tp.partition)
+                for member in result.members
+                for tp in (member.assignment.topic_partitions if member.assignment else ())
+            )
+        return Partial(out, missing)
+
+    def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, int]]:
+        """The log start offset of each partition (ListOffsets EARLIEST): where a consumer with
+        ``auto.offset.reset=earliest`` and no committed offset starts."""
+        from confluent_kafka.admin import OffsetSpec
+        from confluent_kafka import TopicPartition as CkTopicPartition
+
+        tps = sorted(set(partitions))
+        out: dict[TopicPartition, int] = {}
+        missing: list[Missing] = []
+        if not tps:
+            return Partial(out, missing)
+        pending = self.admin.list_offsets(
+            {CkTopicPartition(tp.topic, tp.partition): OffsetSpec.earliest() for tp in tps}, request_timeout=self.remaining_s()
+        )
+        self.requests["ListOffsets"] += 1
+        for ck_tp, future in pending.items():
+            tp = TopicPartition(ck_tp.topic, ck_tp.partition)
+            result = self._wait_or_note(future, tp, missing, f"DESCRIBE on Topic {tp.topic}")
+            if result is not NOT_ARRIVED:
+                out[tp] = result.offset
         return Partial(out, missing)

@@ -5,6 +5,7 @@ The wire raises :class:`NoBrokersAvailable`; the error translator words it.
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 
@@ -36,3 +37,14 @@ def nothing_listens(exc: BaseException) -> bool:
     """The address refused the connection or did not resolve: an answer, not a silence."""
     text = f"{type(exc).__name__}: {exc}".upper()
     return any(marker in text for marker in _NOTHING_LISTENS)
+
+
+# A TLS listener's answer to a plaintext request is a TLS record (0x15 alert or 0x16 handshake,
+# version 0x03 0x0N); a plaintext client reads its first four bytes as a huge frame size.
+_FRAME_SIZE = re.compile(r"(?:frame length|response size)\D{0,3}(\d+)", re.I)
+
+
+def answered_in_tls(text: str) -> bool:
+    """Whether a client's "invalid frame length/response size N" is a TLS record read as a Kafka frame."""
+    match = _FRAME_SIZE.search(text)
+    return match is not None and (int(match.group(1)) >> 16) in (0x1503, 0x1603)

@@ -18,7 +18,7 @@ from collections import defaultdict
 from typing import Any, Callable, Sequence
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.unreachable import FAIL_FAST_S, NoBrokersAvailable, is_no_brokers_error, nothing_listens  # noqa: F401
+from kafkatxn.kafka.unreachable import FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, is_no_brokers_error, nothing_listens  # noqa: F401
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.wire")
@@ -61,7 +61,7 @@ def is_refusal(exc: BaseException) -> bool:
     text = str(exc).upper()
     # ssl's errors ([SSL: ...], (_ssl.c:...)), and anything that broke the TLS handshake itself
     # (a timeout is not one: it ends the wait for the connection, not the handshake).
-    return "SSL" in text or "CERTIFICATE" in text or "HANDSHAKE FAILED" in text
+    return "SSL" in text or "CERTIFICATE" in text or "HANDSHAKE FAILED" in text or answered_in_tls(text)  # a TLS listener
 
 
 class Wire:

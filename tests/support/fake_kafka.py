@@ -71,6 +71,8 @@ class KafkaModel:
     coordinators: dict[str, int] = field(default_factory=dict)  # id -> coordinator, for ids with no description
     max_timeouts: dict[int, str] = field(default_factory=dict)  # broker -> transaction.max.timeout.ms
     groups: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    assignments: dict[str, set[TopicPartition]] = field(default_factory=dict)  # Stable groups' members' partitions
+    log_starts: dict[TopicPartition, int] = field(default_factory=dict)  # log start offsets (default 0)
     down: set[int] = field(default_factory=set)  # brokers whose requests time out
     unregistered: set[int] = field(default_factory=set)  # brokers left out of the metadata (stop_broker)
     timeouts: dict[int, set[str]] = field(default_factory=dict)  # broker -> request names (ListTransactions) that time out there
@@ -352,15 +354,25 @@ class FakeCluster(Cluster):
 
     def list_groups(self) -> list[str]:
         self.calls.append(("list_groups",))
-        return sorted(set(self.model.groups) - self.model.denied_groups)
+        return sorted((set(self.model.groups) | set(self.model.assignments)) - self.model.denied_groups)
 
     def group_offsets(self, groups):
         self.calls.append(("group_offsets", tuple(groups)))
         # Groups the principal may not DESCRIBE: ListGroups leaves them out, OffsetFetch is refused.
         refused = [Missing(Part(f"group {g}"), f"not authorized: needs DESCRIBE on Group {g}", acl=f"DESCRIBE on Group {g}")
                    for g in groups if g in self.model.denied_groups]
-        return Partial({g: dict(self.model.groups[g]) for g in groups if g in self.model.groups and g not in self.model.denied_groups},
+        return Partial({g: dict(self.model.groups.get(g, {})) for g in groups
+                        if (g in self.model.groups or g in self.model.assignments) and g not in self.model.denied_groups},
                        refused)
+
+    def group_assignments(self, groups):
+        self.calls.append(("group_assignments", tuple(groups)))
+        return Partial({g: frozenset(self.model.assignments[g]) for g in groups
+                        if g in self.model.assignments and g not in self.model.denied_groups})
+
+    def log_start_offsets(self, partitions):
+        self.calls.append(("log_start_offsets", tuple(partitions)))
+        return Partial({tp: self.model.log_starts.get(tp, 0) for tp in partitions})
 
     def first_readable_offsets(self, starts):
         self.calls.append(("first_readable_offsets", dict(starts)))
