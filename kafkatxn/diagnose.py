@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from kafkatxn import defaults, gather, lso, verdicts
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
-from kafkatxn.lso import GroupLag
+from kafkatxn.gaps import Gap, explain, gap_of
 from kafkatxn.model import Missing, ProducerState, TopicPartition
 from kafkatxn.output import Report
 from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, OpenTransaction, Verdict
@@ -40,16 +40,6 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
 
 # A pinning transaction at least this old makes the diagnosis critical: check's --txn-age-crit default.
 CRITICAL_AGE_MS = parse_duration_ms(defaults.CHECK_TXN_AGE_CRIT)
-
-
-class Gap(str, enum.Enum):
-    """What lies between a group's committed offset and the high watermark."""
-
-    none = "none"  # nothing: at the high watermark
-    phantom = "phantom"  # only transaction markers and aborted records: nothing to read
-    lag = "lag"  # records to read (or a gap too large to probe, counted as lag)
-    blocked = "blocked"  # an open transaction holds the LSO where the group stands
-    unknown = "unknown"  # no committed offset: where it stands depends on its consumers' auto.offset.reset
 
 
 class TxnVerdict(str, enum.Enum):
@@ -217,51 +207,6 @@ class Diagnosis:
 
 
 # -- pure decisions ------------------------------------------------------------------------------
-
-
-def gap_of(row: GroupLag) -> Gap:
-    if row.verdict is GroupVerdict.blocked:
-        return Gap.blocked
-    if row.verdict is GroupVerdict.lagging:
-        return Gap.lag
-    if row.verdict is GroupVerdict.unknown:
-        return Gap.unknown
-    return Gap.phantom if row.lag_to_hw_messages > 0 else Gap.none
-
-
-def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
-    """One line saying what the gap is."""
-    if row.committed_offset is None:
-        return _explain_uncommitted(row, gap, holder)
-    c, l, h = row.committed_offset, row.last_stable_offset, row.high_watermark
-    if gap is Gap.none:
-        return "caught up"
-    if gap is Gap.phantom:
-        return f"caught up: the {h - c} offsets to the high watermark are transaction markers or aborted records (phantom lag)"
-    if gap is Gap.blocked:
-        who = holder or "an open transaction (not found: it may just have ended)"
-        before = f" after {l - c} offsets of markers/aborted records" if c < l else ""
-        return f"blocked{before} at LSO {l} by {who}; {h - l} offsets wait behind it"
-    if c > l:
-        return f"lagging: {h - c} offsets past the LSO (the group reads uncommitted records)"
-    if row.readable_before_lso is None:
-        return f"lagging: {l - c} offsets to the LSO (gap not probed: counted as lag, markers included)"
-    return f"lagging: records to read in the {l - c} offsets to the LSO"
-
-
-def _explain_uncommitted(row: GroupLag, gap: Gap, holder: str | None) -> str:
-    """:func:`explain` for a partition the group is assigned with no committed offset
-    (:func:`kafkatxn.verdicts.uncommitted_verdict`)."""
-    l, h = row.last_stable_offset, row.high_watermark
-    none = f"{row.group} has no committed offsets on {row.topic}-{row.partition}"
-    if gap is Gap.blocked:
-        who = holder or "an open transaction (not found: it may just have ended)"
-        return (f"{none}; its consumers start at earliest or latest, both at or behind LSO {l}, pinned by {who}; "
-                f"{h - l} offsets wait behind it")
-    if gap is Gap.unknown:
-        return (f"{none}; where its consumers stand depends on their auto.offset.reset, which the broker does not know: "
-                f"latest waits at LSO {l}, earliest reads up to {row.lag_to_lso_messages} offsets from the log start first")
-    return f"{none}; nothing to read from earliest or latest (the log starts at the high watermark {h})"
 
 
 def _holder(tid: str | None, pid: int) -> str:

@@ -10,13 +10,14 @@ coordinator's description) is gathered by :func:`coordinator_view` alone, for ``
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import verdicts
 from kafkatxn.errors import ClusterError, KafkatxnError, UnsupportedBrokerError
 from kafkatxn.model import Broker, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription
-from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, CoordinatorView, OpenTransaction
+from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, CoordinatorView, Offsets, OpenTransaction
 
 if TYPE_CHECKING:  # handed the facade; not imported
     from kafkatxn.kafka import Cluster
@@ -213,3 +214,24 @@ def log_starts(cluster: Cluster, partitions: Iterable[TopicPartition], missing: 
     starts = cluster.log_start_offsets(tps)
     missing.extend(starts.missing)
     return dict(starts.value)
+
+
+# Which read_committed probes a group snapshot makes (pure: what to ask, not what it means).
+def probe_rounds(
+    committed: Mapping[str, Mapping[TopicPartition, int]], offsets: Mapping[TopicPartition, Offsets], max_gap: int
+) -> list[dict[TopicPartition, int]]:
+    """Start offsets to probe, in rounds of at most one start per partition (a consumer reads a
+    partition from one place at a time); usually a single round."""
+    starts: dict[TopicPartition, set[int]] = defaultdict(set)
+    for group_offsets in committed.values():
+        for tp, c in group_offsets.items():
+            o = offsets.get(tp)
+            if o is not None and c >= 0 and 0 < o.last_stable_offset - c <= max_gap:
+                starts[tp].add(c)
+    rounds: list[dict[TopicPartition, int]] = []
+    for tp, offs in sorted(starts.items()):
+        for i, c in enumerate(sorted(offs)):
+            if len(rounds) <= i:
+                rounds.append({})
+            rounds[i][tp] = c
+    return rounds

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, TypeVar
 
 from kafkatxn import gather
+from kafkatxn.gather import probe_rounds  # noqa: F401 - also lso's API (tests, bench)
 from kafkatxn.errors import NotFoundError
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.model import Missing, Part, TopicPartition
@@ -183,26 +183,6 @@ def finish_group_snapshot(
         first_readable.update({(tp, starts[tp]): off for tp, off in probed.value.items()})
     log_start = gather.log_starts(cluster, {tp for offsets in by_group.values() for tp, c in offsets.items() if c < 0}, missing)
     return GroupSnapshot(lso, by_group, first_readable, missing, log_start)
-
-
-def probe_rounds(
-    committed: Mapping[str, Mapping[TopicPartition, int]], offsets: Mapping[TopicPartition, Offsets], max_gap: int
-) -> list[dict[TopicPartition, int]]:
-    """Start offsets to probe, in rounds of at most one start per partition (a consumer reads a
-    partition from one place at a time); usually a single round."""
-    starts: dict[TopicPartition, set[int]] = defaultdict(set)
-    for group_offsets in committed.values():
-        for tp, c in group_offsets.items():
-            o = offsets.get(tp)
-            if o is not None and c >= 0 and 0 < o.last_stable_offset - c <= max_gap:
-                starts[tp].add(c)
-    rounds: list[dict[TopicPartition, int]] = []
-    for tp, offs in sorted(starts.items()):
-        for i, c in enumerate(sorted(offs)):
-            if len(rounds) <= i:
-                rounds.append({})
-            rounds[i][tp] = c
-    return rounds
 
 
 # -- rows --------------------------------------------------------------------------------------

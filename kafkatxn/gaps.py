@@ -1,0 +1,65 @@
+"""What lies between a read_committed group's position and the high watermark, and the one line
+that says it (``diagnose`` shows it per group and partition). Pure: over :class:`kafkatxn.lso.GroupLag`
+rows, deciding nothing that :mod:`kafkatxn.verdicts` does not."""
+
+from __future__ import annotations
+
+import enum
+
+from kafkatxn.lso import GroupLag
+from kafkatxn.verdicts import GroupVerdict
+
+
+class Gap(str, enum.Enum):
+    """What lies between a group's committed offset and the high watermark."""
+
+    none = "none"  # nothing: at the high watermark
+    phantom = "phantom"  # only transaction markers and aborted records: nothing to read
+    lag = "lag"  # records to read (or a gap too large to probe, counted as lag)
+    blocked = "blocked"  # an open transaction holds the LSO where the group stands
+    unknown = "unknown"  # no committed offset: where it stands depends on its consumers' auto.offset.reset
+
+
+def gap_of(row: GroupLag) -> Gap:
+    if row.verdict is GroupVerdict.blocked:
+        return Gap.blocked
+    if row.verdict is GroupVerdict.lagging:
+        return Gap.lag
+    if row.verdict is GroupVerdict.unknown:
+        return Gap.unknown
+    return Gap.phantom if row.lag_to_hw_messages > 0 else Gap.none
+
+
+def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
+    """One line saying what the gap is."""
+    if row.committed_offset is None:
+        return _explain_uncommitted(row, gap, holder)
+    c, l, h = row.committed_offset, row.last_stable_offset, row.high_watermark
+    if gap is Gap.none:
+        return "caught up"
+    if gap is Gap.phantom:
+        return f"caught up: the {h - c} offsets to the high watermark are transaction markers or aborted records (phantom lag)"
+    if gap is Gap.blocked:
+        who = holder or "an open transaction (not found: it may just have ended)"
+        before = f" after {l - c} offsets of markers/aborted records" if c < l else ""
+        return f"blocked{before} at LSO {l} by {who}; {h - l} offsets wait behind it"
+    if c > l:
+        return f"lagging: {h - c} offsets past the LSO (the group reads uncommitted records)"
+    if row.readable_before_lso is None:
+        return f"lagging: {l - c} offsets to the LSO (gap not probed: counted as lag, markers included)"
+    return f"lagging: records to read in the {l - c} offsets to the LSO"
+
+
+def _explain_uncommitted(row: GroupLag, gap: Gap, holder: str | None) -> str:
+    """:func:`explain` for a partition the group is assigned with no committed offset
+    (:func:`kafkatxn.verdicts.uncommitted_verdict`)."""
+    l, h = row.last_stable_offset, row.high_watermark
+    none = f"{row.group} has no committed offsets on {row.topic}-{row.partition}"
+    if gap is Gap.blocked:
+        who = holder or "an open transaction (not found: it may just have ended)"
+        return (f"{none}; its consumers start at earliest or latest, both at or behind LSO {l}, pinned by {who}; "
+                f"{h - l} offsets wait behind it")
+    if gap is Gap.unknown:
+        return (f"{none}; where its consumers stand depends on their auto.offset.reset, which the broker does not know: "
+                f"latest waits at LSO {l}, earliest reads up to {row.lag_to_lso_messages} offsets from the log start first")
+    return f"{none}; nothing to read from earliest or latest (the log starts at the high watermark {h})"
