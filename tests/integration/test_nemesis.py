@@ -172,19 +172,27 @@ def leaders(w: World, timeout: float = 10) -> dict[TopicPartition, int]:
     return {TopicPartition(name, p.id): p.leader for name, t in md.topics.items() for p in t.partitions.values()}
 
 
-def truth(w: World, tps) -> dict[TopicPartition, tuple[int, int]]:
-    """(LSO, HW) per partition, as librdkafka consumers see them."""
-    from confluent_kafka import Consumer, TopicPartition as CTP
+def truth(w: World, tps, attempts: int = 4) -> dict[TopicPartition, tuple[int, int]]:
+    """(LSO, HW) per partition, as librdkafka consumers see them (fresh consumers again while a
+    returned broker still catches up: a leader can be elected before it answers ListOffsets)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition as CTP
 
-    out: dict[TopicPartition, list[int]] = {tp: [0, 0] for tp in tps}
-    for index, level in enumerate(("read_committed", "read_uncommitted")):
-        consumer = Consumer({"bootstrap.servers": w.bootstrap, "group.id": "nm-truth", "isolation.level": level, "log_level": 0})
+    for attempt in range(attempts):
+        out: dict[TopicPartition, list[int]] = {tp: [0, 0] for tp in tps}
         try:
-            for tp in tps:
-                out[tp][index] = consumer.get_watermark_offsets(CTP(tp.topic, tp.partition), timeout=15)[1]
-        finally:
-            consumer.close()
-    return {tp: (v[0], v[1]) for tp, v in out.items()}
+            for index, level in enumerate(("read_committed", "read_uncommitted")):
+                consumer = Consumer({"bootstrap.servers": w.bootstrap, "group.id": "nm-truth", "isolation.level": level, "log_level": 0})
+                try:
+                    for tp in tps:
+                        out[tp][index] = consumer.get_watermark_offsets(CTP(tp.topic, tp.partition), timeout=10)[1]
+                finally:
+                    consumer.close()
+            return {tp: (v[0], v[1]) for tp, v in out.items()}
+        except KafkaException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(2)
+    raise AssertionError("unreachable")
 
 
 def settle(w: World, timeout: float = 90) -> None:
