@@ -31,6 +31,20 @@ PerTopic = Annotated[
 ]
 
 
+def _age_range(option: str):
+    """A callback: a transaction-age range takes durations with their units (``5m``, ``90s:15m``)."""
+
+    def check_units(value: Optional[str]) -> Optional[str]:
+        from kafkatxn.durations import is_bare_number, unit_required
+
+        for end in (value or "").lstrip("@").split(":"):
+            if is_bare_number(end.lstrip("~")):
+                raise typer.BadParameter(unit_required(end.lstrip("~").strip(), option))
+        return value
+
+    return check_units
+
+
 GroupRegex = Annotated[
     Optional[str],
     typer.Option("--group-regex", metavar="REGEX", help="Group lag: only consumer groups matching this regex (searched).",
@@ -46,9 +60,10 @@ def register(app: typer.Typer) -> None:
                                                   rich_help_panel=THRESHOLDS)] = defaults.CHECK_LSO_LAG_WARN,
         lso_lag_crit: Annotated[str, typer.Option("--lso-lag-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = defaults.CHECK_LSO_LAG_CRIT,
         txn_age_warn: Annotated[str, typer.Option("--txn-age-warn", metavar="RANGE",
-                                                  help="Age of open transactions; durations (90s, 10m) or seconds.",
-                                                  rich_help_panel=THRESHOLDS)] = defaults.CHECK_TXN_AGE_WARN,
-        txn_age_crit: Annotated[str, typer.Option("--txn-age-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = defaults.CHECK_TXN_AGE_CRIT,
+                                                  help="Age of open transactions; durations with a unit (90s, 10m).",
+                                                  rich_help_panel=THRESHOLDS, callback=_age_range("--txn-age-warn"))] = defaults.CHECK_TXN_AGE_WARN,
+        txn_age_crit: Annotated[str, typer.Option("--txn-age-crit", metavar="RANGE", rich_help_panel=THRESHOLDS,
+                                                                  callback=_age_range("--txn-age-crit"))] = defaults.CHECK_TXN_AGE_CRIT,
         producer_ids_warn: Annotated[Optional[str], typer.Option(
             "--producer-ids-warn", metavar="RANGE", help="Active producer ids per broker (producer-state memory).",
             rich_help_panel=THRESHOLDS)] = None,

@@ -10,7 +10,7 @@ from kafkatxn import auditlog, remedy
 from kafkatxn.cli.options import MaxTransactionTimeout, TransactionalIdOptions, merge_transactional_ids
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.errors import INT16_MAX, INT32_MAX, INT64_MAX, UsageError
-from kafkatxn.output import render_to_string
+from kafkatxn.output import render_to_string, terminal_width
 
 TARGET = "Transaction"
 SAFETY = "Safety"
@@ -42,7 +42,7 @@ def _open_audit_log(ctx: CommandContext, path: Optional[Path], dry_run: bool) ->
 def _confirmer(ctx: CommandContext, yes: bool, question: str):
     def confirm(plan_rows: list[Any]) -> bool:
         ctx.note("Plan:")
-        ctx.note(render_to_string(plan_rows, "table").rstrip())
+        ctx.note(render_to_string(plan_rows, "table", width=terminal_width(sys.stderr)).rstrip())
         if yes:
             return True
         if not sys.stdin.isatty():
