@@ -118,7 +118,8 @@ def _table_cell(column: str, value: Any) -> str:
 
     if isinstance(value, int) and not isinstance(value, bool):
         if _is_duration(column):
-            return format_duration_ms(value) if value >= 0 else str(value)
+            # negative: a clock ahead of ours ("-2s"); -1 is the protocol's "unknown"
+            return format_duration_ms(value) if value >= 0 else str(value) if value == -1 else f"-{format_duration_ms(-value)}"
         if _is_time(column):
             return format_local_time(value) if value > 0 else ""
     return _cell(value)
