@@ -697,7 +697,7 @@ def test_inventory_files_are_read_or_refused_as_usage_errors(files, text):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["cluster", "--timeout", "9" * 400], "too long"),
+    (["cluster", "--timeout", "9" * 400 + "s"], "too long"),
     (["check", "--txn-age-warn", "9" * 300 + "h"], "--txn-age-warn"),
     (["lso", "--critical-age", "٣s"], "bad duration"),
     (["cluster", "-b", "h:99999"], "bad bootstrap server"),
