@@ -240,6 +240,15 @@ def _commands_out_of_cells(shown: Sequence[str], body: list[list[str]]) -> list[
     return commands
 
 
+def wrap_text(text: str, width: int, indent: str = "  ") -> list[str]:
+    """``text`` wrapped to ``width`` (later lines indented), a ``kafkatxn …`` command in it never split."""
+    import textwrap
+
+    kept = re.sub(r"kafkatxn [^;()`\n]*", lambda m: m.group(0).rstrip().replace(" ", _NBSP), text)
+    lines = textwrap.wrap(kept, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+    return [line.replace(_NBSP, " ") for line in lines] or [""]
+
+
 def table_text(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = False, width: int | None = None,
                no_headers: bool = False) -> str:
     """A table of ``plain`` rows within ``width`` (the terminal's), then any command its cells name,
@@ -322,9 +331,9 @@ def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, w
         out.write("\n")
         return
     if fmt == "table":
-        width = max((len(k) for k in report.facts), default=0)
+        key_width = max((len(k) for k in report.facts), default=0)
         for key, value in report.facts.items():
-            out.write(f"{key.ljust(width)}  {_table_cell(key, value)}\n")
+            out.write(f"{key.ljust(key_width)}  {_table_cell(key, value)}\n")
         for name, rows in report.sections.items():
             out.write(f"\n{name.upper()}\n")
             render(rows, "table", no_headers=no_headers, out=out, empty_message="(none)", wide=wide, width=width)

@@ -12,6 +12,7 @@ from kafkatxn.cli.options import MaxTransactionTimeout
 from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.validation import compile_regex
 from kafkatxn.errors import UsageError
+from kafkatxn.output import terminal_width, wrap_text
 from kafkatxn.snapshot import gather_snapshot
 
 THRESHOLDS = "Thresholds (range expressions: N, N:, ~:N, N:M, @N:M; 'none' disables)"
@@ -50,6 +51,17 @@ GroupRegex = Annotated[
     typer.Option("--group-regex", metavar="REGEX", help="Group lag: only consumer groups matching this regex (searched).",
                  rich_help_panel=SCOPE),
 ]
+
+
+def for_terminal(nagios_text: str, width: int) -> str:
+    """The plugin output for a person at a terminal: the same lines wrapped to ``width``, the
+    performance data last, after ``|`` (Nagios reads its own one-line form: stdout is no terminal)."""
+    first, *details = nagios_text.splitlines()
+    status, _, perfdata = first.partition(" | ")
+    lines = wrap_text(status, width) + [line for detail in details for line in wrap_text(detail, width)]
+    if perfdata:
+        lines += wrap_text("| " + perfdata, width)
+    return "\n".join(lines) + "\n"
 
 
 def register(app: typer.Typer) -> None:
@@ -106,7 +118,8 @@ def register(app: typer.Typer) -> None:
 
             exporter.write_textfile(textfile, snapshot, exporter.ExportOptions(only_lagging, per_topic))
         if ctx.output == "table":
-            sys.stdout.write(result.nagios_text())
+            text = result.nagios_text()
+            sys.stdout.write(for_terminal(text, terminal_width(sys.stdout)) if sys.stdout.isatty() else text)
         else:
             ctx.render(result.report())
         return result.exit_code
