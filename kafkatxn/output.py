@@ -201,7 +201,8 @@ def _wrap_widths(shown: Sequence[str], body: Sequence[Sequence[str]], width: int
         for i in sorted((i for i, c in enumerate(shown) if c in _WRAPPABLE_COLUMNS), key=lambda i: -widths[i]):
             cut = min(excess, widths[i] - _MIN_WRAP)
             if cut > 0:
-                wrap[i] = widths[i] - cut
+                widths[i] -= cut
+                wrap[i] = widths[i]
                 excess -= cut
             if excess <= 0:
                 return wrap, short
@@ -265,6 +266,8 @@ def table_text(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = Fa
     else:
         text = tabulate(body, headers=_headers(shown, short), tablefmt="simple", disable_numparse=True, maxcolwidths=wrap)
     text = text.replace(_NBSP, " ")
+    if commands:
+        text += "\n"
     for number, cmd in enumerate(commands, 1):
         text += f"\n[{number}]:\n  {cmd}"
     return text
