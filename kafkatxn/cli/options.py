@@ -133,7 +133,7 @@ _SHARED: tuple[tuple[str, Any, Any, Any], ...] = (
         "--output", "-o", envvar="KAFKATXN_OUTPUT", help="Output format.", rich_help_panel=OUTPUT)),
     ("no_headers", bool, False, typer.Option("--no-headers", help="Omit header rows (table, csv, tsv).", rich_help_panel=OUTPUT)),
     ("wide", bool, False, typer.Option(
-        "--wide", help="Tables: every column (default: the ones to act on, fitting 120 columns).", rich_help_panel=OUTPUT)),
+        "--wide", help="Tables: every column (default: the ones to act on, fitting the terminal).", rich_help_panel=OUTPUT)),
     ("debug", bool, False, typer.Option(
         "--debug", envvar="KAFKATXN_DEBUG", help="Log details and show tracebacks on stderr.", rich_help_panel=OUTPUT)),
 )
