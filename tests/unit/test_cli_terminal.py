@@ -9,6 +9,7 @@ import io
 import json
 import re
 import sys
+import time
 
 import pytest
 import typer
@@ -17,22 +18,49 @@ from kafkatxn import output
 from kafkatxn.cli import app as app_mod
 from kafkatxn.cli.common import CommandContext
 from tests.support.cli_helpers import run_cli
-from tests.support.fake_kafka import FakeCluster
-from tests.unit.test_one_truth import build
+from tests.support.fake_kafka import FakeCluster, KafkaModel
+from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 
 # Every command that reads the cluster, as an on-call engineer would run it.
 COMMAND_LINES = (
     ["cluster"], ["producers"], ["producers", "--summary"], ["transactions", "list"],
-    ["transactions", "list", "--describe"], ["transactions", "describe", "app-a", "app-d"], ["lso"], ["lso", "--groups"],
-    ["diagnose"], ["hanging"], ["check"], ["check", "--groups"], ["abort", "-t", "orders", "-p", "0", "--start-offset", "10", "--dry-run"],
-    ["abort", "--all-hanging", "--dry-run"], ["fence", "app-a", "--dry-run"], ["config", "show"],
+    ["transactions", "list", "--describe"], ["transactions", "describe", "orders-app-stuck", "payments-writer-eu-central-0001"], ["lso"], ["lso", "--groups"],
+    ["diagnose"], ["hanging"], ["check"], ["check", "--groups"], ["abort", "-t", "orders", "-p", "0", "--start-offset", "120", "--dry-run"],
+    ["abort", "-t", "orders", "-p", "0", "--start-offset", "10", "--dry-run"],
+    ["abort", "--all-hanging", "--dry-run"], ["fence", "orders-app-stuck", "--dry-run"], ["config", "show"],
 )
 SUGGESTED = re.compile(r"kafkatxn (?:fence|abort|lso|diagnose|hanging)\b[^;`)\n\"]*")
 
 
+MAX = 900_000
+
+
+def demo_state() -> KafkaModel:
+    """The 3 a.m. page: orders-0 pinned by a transaction its coordinator still tracks (long-running,
+    the one `abort` refuses and suggests fencing), orders-1 by one no coordinator knows (hanging),
+    a group behind each, and a healthy payments partition with a transaction in flight."""
+    now = int(time.time() * 1000)
+    m = KafkaModel(brokers=(1, 2, 3))
+    m.add_transaction_log([1, 2, 3])
+    orders0, orders1, payments = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments-eu-central", 0)
+    m.add_partition("orders", 0, leader=1, lso=120, hw=4_000)
+    m.add_partition("orders", 1, leader=2, lso=40, hw=990)
+    m.add_partition("payments-eu-central", 0, leader=3, lso=77, hw=79)
+    m.producers[orders0] = [ProducerState(4001, 2, 17, now - 2 * MAX, 5, 120)]
+    m.transactions["orders-app-stuck"] = TransactionDescription(
+        "orders-app-stuck", 1, "Ongoing", 4001, 2, MAX, now - 3 * MAX, frozenset([orders0]))
+    m.producers[orders1] = [ProducerState(4002, 0, 3, now - 2 * MAX, 1, 40)]
+    m.producers[payments] = [ProducerState(4003, 0, 9, now - 500, 1, 77)]
+    m.transactions["payments-writer-eu-central-0001"] = TransactionDescription(
+        "payments-writer-eu-central-0001", 3, "Ongoing", 4003, 0, 60_000, now - 500, frozenset([payments]))
+    m.groups["ledger-consumers"] = {orders0: 120}
+    m.groups["billing"] = {orders1: 40}
+    return m
+
+
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    cluster = FakeCluster(build()[0])
+    cluster = FakeCluster(demo_state())
     monkeypatch.setattr(CommandContext, "cluster", property(lambda self: cluster))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     return cluster
@@ -56,6 +84,10 @@ def test_every_command_fits_the_terminal_and_keeps_commands_whole(capsys, monkey
     # A command the output suggests (its JSON has it whole) is whole on one line of the table.
     structured = run(capsys, *line, "-o", "json").stdout
     assert not [x for x in lines if re.search(r"\bkafkatxn$", x.rstrip())]  # never split right after the program name
+    if line[0] in ("abort", "fence"):  # a suggested command is never in a cell: it is alone on its line
+        unquoted = [re.sub(r"`kafkatxn [^`]*`", "", x) for x in lines]  # a quoted reference stays in its cell, whole
+        assert all(x.strip().startswith("kafkatxn ") for x in unquoted if "kafkatxn " in x), shown.stdout
+        assert not [x for x in lines if x.count("`") % 2], shown.stdout
     for command in {m.group(0).rstrip(" '.") for m in SUGGESTED.finditer(structured)}:
         if " ".join(command.split()[:2]) in shown.stdout or line[0] == "diagnose":  # shown (not in a dropped column)
             assert any(command in x for x in lines), (command, shown.stdout)
@@ -101,10 +133,19 @@ def test_width_is_the_terminals_then_columns_then_120(monkeypatch):
 
 
 def test_narrow_tables_drop_secondary_columns_then_abbreviate_headers_then_wrap_only_inside_cells():
-    from tests.unit.test_tables import rows
+    @typing_free_row
+    class Row:
+        topic: str
+        partition: int
+        producer_id: int
+        last_sequence: int
+        transactional_id: str
+        reason: str
 
-    at_120 = output.render_to_string(rows(2), "table", width=120).splitlines()[0].split()
-    at_80 = output.render_to_string(rows(2), "table", width=80)
+    rows = [Row("orders-" + "x" * 20, i, 1000 + i, 41, f"payments-writer-{i:04d}-" + "y" * 20,
+                "coordinator does not track this partition") for i in range(2)]
+    at_120 = output.render_to_string(rows, "table", width=120).splitlines()[0].split()
+    at_80 = output.render_to_string(rows, "table", width=80)
     assert "producer_id" in at_120 and "last_sequence" not in at_120
     header = at_80.splitlines()[0].split()
     assert {"topic", "pid", "txn_id", "reason"} <= set(header)  # abbreviated, still there
@@ -177,7 +218,7 @@ def test_answering_n_at_the_prompt_changes_nothing_and_exits_0(capsys, monkeypat
     result = run(capsys, "abort", "--all-hanging")
     assert result.code == 0, result.stderr
     assert "nothing was changed" in result.stderr
-    result = run(capsys, "fence", "app-a")
+    result = run(capsys, "fence", "orders-app-stuck")
     assert result.code == 0 and "nothing was changed" in result.stderr
 
 
