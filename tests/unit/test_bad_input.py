@@ -10,7 +10,8 @@ Rules for every case:
 
 - the exit code is 0, 3 or 64 (1 and 2 need findings, which an unreachable cluster cannot give);
 - no traceback, no ``kafkatxn: error: unexpected …`` (what the entry point prints for an exception it did not expect);
-- exit 64: exactly one stderr line, starting ``kafkatxn: error:``, and nothing on stdout;
+- exit 64: exactly one stderr line, starting ``kafkatxn: error:``, and nothing on stdout (but for
+  ``check``, which Nagios reads: one ``KAFKATXN UNKNOWN - …`` line saying the same);
 - exit 3: only because the cluster could not be reached, and the output says so.
 
 Inputs that are invalid by construction (one bad value among valid ones, or a broken combination
@@ -106,7 +107,12 @@ def assert_usage_error(outcome: Outcome, where: str) -> str:
     lines = outcome.stderr.splitlines()
     assert outcome.code == 64, where
     assert len(lines) == 1 and lines[0].startswith("kafkatxn: error: "), where
-    assert outcome.stdout == "", where
+    if outcome.stdout and where.split("\n", 1)[0].removeprefix("kafkatxn ").startswith("['check'"):
+        status = outcome.stdout.splitlines()
+        assert len(status) == 1 and status[0].startswith("KAFKATXN UNKNOWN - "), where
+        assert status[0].split(" - ", 1)[1].removeprefix("usage error: ") in lines[0], where
+    else:
+        assert outcome.stdout == "", where
     return lines[0]
 
 
