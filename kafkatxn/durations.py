@@ -37,6 +37,22 @@ def parse_duration_ms(text: str | int | float) -> int:
     return _at_most_max(total, text)
 
 
+def is_bare_number(text: object) -> bool:
+    """True for ``15`` or ``1.5``: a duration without its unit, which the command line refuses."""
+    return _NUMBER.fullmatch(str(text).strip()) is not None
+
+
+def unit_required(text: object, option: str) -> str:
+    """The one-line reason a bare number is refused for ``option``. Kafka's own
+    ``kafka-transactions.sh find-hanging --max-transaction-timeout`` takes minutes; a runbook line
+    copied from it must not silently mean seconds here."""
+    raw = str(text).strip()
+    if option == "--max-transaction-timeout":
+        return (f"give a unit: {raw}m is Kafka's tool's meaning (kafka-transactions.sh find-hanging takes minutes), "
+                f"{raw}s is seconds")
+    return f"give a unit, e.g. {raw}s, {raw}m or {raw}ms"
+
+
 def _at_most_max(ms: float, text: object) -> int:
     if not ms <= MAX_DURATION_MS:  # also catches inf and nan
         shown = text if len(str(text)) <= 40 else f"{str(text)[:20]}…{str(text)[-10:]}"

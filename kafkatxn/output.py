@@ -11,17 +11,36 @@ import dataclasses
 import enum
 import io
 import json
+import os
+import re
+import shutil
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence, TextIO
+from typing import Any, Sequence, TextIO
 
 
 FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 
-# Tables are for people at a terminal: without --wide they keep to this width, showing the columns
-# an engineer acts on; ages and timestamps read as "3m12s" and local time. Structured formats keep
-# every field under its key, in raw units.
+# Tables are for people at a terminal: without --wide they keep to its width (this one when stdout is
+# not a terminal and COLUMNS is not set), showing the columns an engineer acts on; ages and timestamps
+# read as "3m12s" and local time. Structured formats keep every field under its key, in raw units.
+# How a table is made to fit, in order, is in docs/verdicts.md ("Tables at 80 columns").
 TABLE_WIDTH = 120
+_NARROWEST = 20
+
+
+def terminal_width(out: TextIO | None = None) -> int:
+    """The width tables and reports keep to: the terminal's when ``out`` is one, else ``COLUMNS``
+    when set, else :data:`TABLE_WIDTH`."""
+    stream = out or sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:
+        return max(shutil.get_terminal_size((TABLE_WIDTH, 24)).columns, _NARROWEST)
+    columns = os.environ.get("COLUMNS", "").strip()
+    return max(int(columns), _NARROWEST) if columns.isdigit() and int(columns) > 0 else TABLE_WIDTH
 # Left out first when a table does not fit (the raw material behind the columns that matter).
 SECONDARY_COLUMNS = (
     "last_sequence", "coordinator_epoch", "last_timestamp_ms", "start_time_ms", "readable_before_lso",
@@ -99,7 +118,8 @@ def _table_cell(column: str, value: Any) -> str:
 
     if isinstance(value, int) and not isinstance(value, bool):
         if _is_duration(column):
-            return format_duration_ms(value) if value >= 0 else str(value)
+            # negative: a clock ahead of ours ("-2s"); -1 is the protocol's "unknown"
+            return format_duration_ms(value) if value >= 0 else str(value) if value == -1 else f"-{format_duration_ms(-value)}"
         if _is_time(column):
             return format_local_time(value) if value > 0 else ""
     return _cell(value)
@@ -108,17 +128,37 @@ def _table_cell(column: str, value: Any) -> str:
 _HEADER_WORDS = (("last_stable_offset", "lso"), ("high_watermark", "hw"), ("transaction_", "txn_"), ("committed_offset", "committed"))
 
 
-def table_header(column: str) -> str:
+# Abbreviations for a table that still does not fit once its free text is wrapped (docs/verdicts.md).
+_SHORT_WORDS = (
+    ("transactional_id", "txn_id"), ("producer_epoch", "epoch"), ("producer_id", "pid"), ("coordinator", "coord"),
+    ("partitions", "parts"), ("partition", "part"), ("transactions", "txns"), ("active_", ""), ("broker_id", "broker"),
+    ("timestamp", "ts"), ("last_write", "write"), ("lag_to_hw", "to_hw"), ("explanation", "why"),
+)
+
+
+def table_header(column: str, short: bool = False) -> str:
     """Short headers for tables (as kafka-transactions.sh and rpk print them): converted columns lose
     their ``_ms`` (the cell is no longer in milliseconds), ``_messages`` goes, and the long offset
-    names become ``lso`` and ``hw``. Keys in structured formats do not change."""
+    names become ``lso`` and ``hw``; ``short`` abbreviates further (``txn_id``, ``pid``, ``part``).
+    Keys in structured formats do not change."""
     if _is_duration(column) or _is_time(column):
         column = column[: -len("_ms")]
     if column.endswith("_messages"):
         column = column[: -len("_messages")]
-    for long, short in _HEADER_WORDS:
-        column = column.replace(long, short)
+    for long, abbreviated in _HEADER_WORDS + (_SHORT_WORDS if short else ()):
+        column = column.replace(long, abbreviated)
     return column
+
+
+def _headers(shown: Sequence[str], short: bool) -> list[str]:
+    """Headers for ``shown``; the long ones where abbreviating would make two alike."""
+    headers = [table_header(c, short) for c in shown]
+    return headers if len(set(headers)) == len(headers) else [table_header(c) for c in shown]
+
+
+def _fits(widths: Sequence[int]) -> int:
+    # tabulate pads headers by 2 (its MIN_PADDING) and separates columns by 2 spaces.
+    return sum(widths) + 2 * max(len(widths) - 1, 0)
 
 
 def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = False, width: int = TABLE_WIDTH) -> list[str]:
@@ -131,9 +171,7 @@ def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = Fa
     shown = [c for c in shown if not (c.endswith("_ms") and c[:-3] in columns)]
 
     def table_width(cols: list[str]) -> int:
-        # tabulate pads headers by 2 (its MIN_PADDING) and separates columns by 2 spaces.
-        widths = [max([len(table_header(c)) + 2] + [len(_table_cell(c, row.get(c))) for row in plain]) for c in cols]
-        return sum(widths) + 2 * max(len(cols) - 1, 0)
+        return _fits([max([len(table_header(c)) + 2] + [len(_table_cell(c, row.get(c))) for row in plain]) for c in cols])
 
     droppable = [c for c in SECONDARY_COLUMNS if c in shown]
     droppable += [c for c in reversed(shown) if c not in ESSENTIAL_COLUMNS and c not in droppable]
@@ -144,26 +182,95 @@ def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = Fa
     return shown
 
 
-# Free text that is kept in narrow tables (ESSENTIAL_COLUMNS) but may wrap onto more lines.
+# Free text that is kept in narrow tables (ESSENTIAL_COLUMNS) and wraps first, inside its own cell.
 _WRAPPABLE_COLUMNS = ("reason", "explanation", "message", "risk")
 _MIN_WRAP = 16
 
 
-def _wrap_widths(shown: Sequence[str], body: Sequence[Sequence[str]], width: int = TABLE_WIDTH) -> list[int | None] | None:
-    """Per column, the width to wrap free text at so the table fits ``width``; None where it already fits."""
-    widths = [max([len(table_header(c)) + 2] + [len(row[i]) for row in body]) for i, c in enumerate(shown)]
-    excess = sum(widths) + 2 * max(len(shown) - 1, 0) - width
-    if excess <= 0:
-        return None
+def _wrap_widths(shown: Sequence[str], body: Sequence[Sequence[str]], width: int = TABLE_WIDTH) -> tuple[list[int | None] | None, bool]:
+    """Per column, the width to wrap its cells at so the table fits ``width`` (None where it fits
+    already), and whether headers are abbreviated: free text wraps first; then headers are
+    abbreviated; then the widest other columns wrap inside their cells, down to their header."""
     wrap: list[int | None] = [None] * len(shown)
-    for i in sorted((i for i, c in enumerate(shown) if c in _WRAPPABLE_COLUMNS), key=lambda i: -widths[i]):
-        cut = min(excess, widths[i] - _MIN_WRAP)
-        if cut > 0:
-            wrap[i] = widths[i] - cut
-            excess -= cut
+    for short in (False, True):
+        headers = _headers(shown, short)
+        widths = [max([len(h) + 2] + [len(row[i]) for row in body]) for i, h in enumerate(headers)]
+        excess = _fits(widths) - width
         if excess <= 0:
+            return None, short
+        for i in sorted((i for i, c in enumerate(shown) if c in _WRAPPABLE_COLUMNS), key=lambda i: -widths[i]):
+            cut = min(excess, widths[i] - _MIN_WRAP)
+            if cut > 0:
+                widths[i] -= cut
+                wrap[i] = widths[i]
+                excess -= cut
+            if excess <= 0:
+                return wrap, short
+    while excess > 0:  # the last resort: any column, widest first, never narrower than its header
+        i = max(range(len(shown)), key=lambda i: widths[i] - len(headers[i]) - 2)
+        cut = min(excess, widths[i] - len(headers[i]) - 2, max(widths[i] // 2, 1))
+        if cut <= 0:
             break
-    return wrap if any(w is not None for w in wrap) else None
+        widths[i] -= cut
+        wrap[i] = widths[i]
+        excess -= cut
+    return wrap, True
+
+
+# A command to copy inside free text ("…; to end it now: kafkatxn fence 'x'"): a table prints it
+# below itself, on its own line, and the cell points at it. Quoted references (`kafkatxn hanging`)
+# stay in the cell, never split across lines.
+_COMMAND_IN_TEXT = re.compile(r"(?<![`\w])kafkatxn [a-z][^;`\n]*?(?=;|\)?$)")
+_QUOTED_COMMAND = re.compile(r"`kafkatxn [^`]*`")
+_NBSP = "\u00a0"
+
+
+def _commands_out_of_cells(shown: Sequence[str], body: list[list[str]]) -> list[str]:
+    """Take the commands to copy out of free-text cells, leaving ``[n]`` in their place."""
+    commands: list[str] = []
+
+    def lift(match: re.Match) -> str:
+        commands.append(match.group(0).strip())
+        return f"[{len(commands)}]"
+
+    for row in body:
+        for i, column in enumerate(shown):
+            if column in _WRAPPABLE_COLUMNS or "kafkatxn " in row[i]:
+                row[i] = _COMMAND_IN_TEXT.sub(lift, row[i])
+                row[i] = _QUOTED_COMMAND.sub(lambda m: m.group(0).replace(" ", _NBSP), row[i])
+    return commands
+
+
+def wrap_text(text: str, width: int, indent: str = "  ") -> list[str]:
+    """``text`` wrapped to ``width`` (later lines indented), a ``kafkatxn …`` command in it never split."""
+    import textwrap
+
+    kept = re.sub(r"kafkatxn [^;()`\n]*", lambda m: m.group(0).rstrip().replace(" ", _NBSP), text)
+    lines = textwrap.wrap(kept, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+    return [line.replace(_NBSP, " ") for line in lines] or [""]
+
+
+def table_text(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = False, width: int | None = None,
+               no_headers: bool = False) -> str:
+    """A table of ``plain`` rows within ``width`` (the terminal's), then any command its cells name,
+    each on its own line."""
+    from tabulate import tabulate  # only tables need it; importing it costs every command start
+
+    width = width or TABLE_WIDTH
+    shown = table_columns(columns, plain, wide, width)
+    body = [[_table_cell(c, item.get(c)) for c in shown] for item in plain]
+    commands = _commands_out_of_cells(shown, body)
+    wrap, short = (None, False) if wide else _wrap_widths(shown, body, width)
+    if no_headers:
+        text = tabulate(body, tablefmt="plain", disable_numparse=True, maxcolwidths=wrap)
+    else:
+        text = tabulate(body, headers=_headers(shown, short), tablefmt="simple", disable_numparse=True, maxcolwidths=wrap)
+    text = text.replace(_NBSP, " ")
+    if commands:
+        text += "\n"
+    for number, cmd in enumerate(commands, 1):
+        text += f"\n[{number}]:\n  {cmd}"
+    return text
 
 
 def _columns(rows: Sequence[Any], row_type: type | None) -> list[str]:
@@ -183,12 +290,14 @@ def render(
     out: TextIO | None = None,
     empty_message: str | None = None,
     wide: bool = False,
+    width: int | None = None,
 ) -> None:
     """Write ``rows`` to ``out`` (stdout) in ``fmt``. ``row_type`` fixes the columns when there are no rows.
-    ``wide`` makes tables show every column (structured formats always do)."""
+    ``wide`` makes tables show every column (structured formats always do); tables keep to ``width``
+    (default: :func:`terminal_width` of ``out``)."""
     out = out or sys.stdout
     if isinstance(rows, Report):
-        _render_report(rows, fmt, no_headers=no_headers, out=out, wide=wide)
+        _render_report(rows, fmt, no_headers=no_headers, out=out, wide=wide, width=width)
         return
     columns = _columns(rows, row_type)
     plain = [to_plain(r) for r in rows]
@@ -208,23 +317,15 @@ def render(
         if not plain and empty_message:
             out.write(empty_message + "\n")
             return
-        from tabulate import tabulate  # only tables need it; importing it costs every command start
-
-        shown = table_columns(columns, plain, wide)
-        body = [[_table_cell(c, item.get(c)) for c in shown] for item in plain]
-        wrap = None if wide else _wrap_widths(shown, body)
-        if no_headers:
-            text = tabulate(body, tablefmt="plain", disable_numparse=True, maxcolwidths=wrap)
-        else:
-            text = tabulate(body, headers=[table_header(c) for c in shown], tablefmt="simple", disable_numparse=True,
-                            maxcolwidths=wrap)
+        text = table_text(columns, plain, wide=wide, width=width or terminal_width(out), no_headers=no_headers)
         if text:
             out.write(text + "\n")
     else:
         raise ValueError(f"unknown output format {fmt!r}")
 
 
-def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, wide: bool = False) -> None:
+def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, wide: bool = False,
+                   width: int | None = None) -> None:
     if fmt == "json":
         doc = dict(to_plain(report.facts))
         for name, rows in report.sections.items():
@@ -233,14 +334,16 @@ def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, w
         out.write("\n")
         return
     if fmt == "table":
-        width = max((len(k) for k in report.facts), default=0)
+        key_width = max((len(k) for k in report.facts), default=0)
         for key, value in report.facts.items():
-            out.write(f"{key.ljust(width)}  {_table_cell(key, value)}\n")
+            out.write(f"{key.ljust(key_width)}  {_table_cell(key, value)}\n")
         for name, rows in report.sections.items():
             out.write(f"\n{name.upper()}\n")
-            render(rows, "table", no_headers=no_headers, out=out, empty_message="(none)", wide=wide)
+            render(rows, "table", no_headers=no_headers, out=out, empty_message="(none)", wide=wide, width=width)
         return
     # Line formats: one record per row, tagged with its section, facts first as their own section.
+    # csv and tsv are one table (one header: every section's columns, `section` first), so that any
+    # csv reader takes the whole stream; a column a section does not have is empty in its rows.
     records: list[dict] = []
     if report.facts:
         records.append({"section": "facts", **to_plain(report.facts)})
@@ -250,25 +353,12 @@ def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, w
         for rec in records:
             out.write(json.dumps(rec, separators=(",", ":")) + "\n")
         return
-    delimiter = "," if fmt == "csv" else "\t"
-    first = True
-    for name, group in _group_by_section(records):
-        columns = list(dict.fromkeys(k for rec in group for k in rec))
-        if not first:
-            out.write("\n")
-        first = False
-        writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
-        if not no_headers:
-            writer.writerow(columns)
-        for rec in group:
-            writer.writerow([_cell(rec.get(c)) for c in columns])
-
-
-def _group_by_section(records: Iterable[dict]) -> list[tuple[str, list[dict]]]:
-    groups: dict[str, list[dict]] = {}
+    columns = list(dict.fromkeys(["section", *(k for rec in records for k in rec)]))
+    writer = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+    if not no_headers:
+        writer.writerow(columns)
     for rec in records:
-        groups.setdefault(rec["section"], []).append(rec)
-    return list(groups.items())
+        writer.writerow([_cell(rec.get(c)) for c in columns])
 
 
 def render_to_string(rows: Sequence[Any] | Report, fmt: str = "table", **kw: Any) -> str:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 from kafkatxn.model import Missing, Partial, PartitionInfo, ProducerState, TopicPartition
-from kafkatxn.durations import format_duration_ms
 from kafkatxn.errors import NotFoundError
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
@@ -31,8 +30,7 @@ class ProducerRow:
     producer_epoch: int
     last_sequence: int
     last_timestamp_ms: int  # timestamp of the producer's last record batch (-1 if unknown)
-    age_ms: int | None  # now - last_timestamp_ms; negative means the producer's clock is ahead
-    age: str  # age_ms in human form
+    age_ms: int | None  # now - last_timestamp_ms; negative means the producer's clock is ahead (tables: "-2s")
     coordinator_epoch: int  # -1 until the producer's first transaction marker
     current_txn_start_offset: int  # -1 when the producer has no open transaction on this partition
     transactional_id: str | None  # None for idempotent producers, or when the id has expired
@@ -128,7 +126,6 @@ def producer_rows(snapshot: ProducerSnapshot) -> list[ProducerRow]:
                     last_sequence=s.last_sequence,
                     last_timestamp_ms=s.last_timestamp_ms,
                     age_ms=age_ms,
-                    age=_human_age(age_ms),
                     coordinator_epoch=s.coordinator_epoch,
                     current_txn_start_offset=s.current_txn_start_offset,
                     transactional_id=snapshot.transactional_ids.get(s.producer_id),
@@ -197,10 +194,3 @@ def _summary_row(
         open_transactions=len({s.producer_id for s in states if s.current_txn_start_offset >= 0}),
     )
 
-
-def _human_age(age_ms: int | None) -> str:
-    if age_ms is None:
-        return ""
-    if age_ms < 0:
-        return f"-{format_duration_ms(-age_ms)}"  # the producer's clock runs ahead of ours
-    return format_duration_ms(age_ms)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from kafkatxn import verdicts
 from kafkatxn.validation import compile_regex
 from kafkatxn.model import Missing, TransactionalId, OPEN_TRANSACTION_STATES, TRANSACTION_STATES, ListTransactionsSupport, TransactionDescription, TransactionListing
-from kafkatxn.durations import format_duration_ms
 from kafkatxn.errors import UsageError
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
@@ -64,7 +63,6 @@ class TransactionDetailRow:
     two_phase_commit: bool | None  # KIP-939 (timeout 2147483647 ms): no one times it out; None when not described
     start_time_ms: int | None  # start of the current (or, once completed, the last) transaction
     duration_ms: int | None  # how long the open transaction has run; None unless open
-    duration: str  # duration_ms in human form
     partitions: tuple[str, ...]  # topic-partition the open transaction has written to
     error: str | None
 
@@ -175,14 +173,13 @@ def detail_row(description: TransactionDescription, now_ms: int) -> TransactionD
         two_phase_commit=description.two_phase_commit,
         start_time_ms=description.start_time_ms if description.start_time_ms >= 0 else None,
         duration_ms=running,
-        duration=format_duration_ms(running),
         partitions=partitions,
         error=None,
     )
 
 
 def missing_row(transactional_id: str, status: str, error: str) -> TransactionDetailRow:
-    return TransactionDetailRow(transactional_id, status, None, None, None, None, None, None, None, None, "", (), error)
+    return TransactionDetailRow(transactional_id, status, None, None, None, None, None, None, None, None, (), error)
 
 
 def detail_rows(

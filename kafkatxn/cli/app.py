@@ -7,6 +7,7 @@ import inspect
 import os
 import sys
 import traceback
+from difflib import get_close_matches
 from typing import Annotated
 
 import typer
@@ -60,6 +61,16 @@ class LazyCommands(TyperGroup):
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             self.commands.update(load_commands(COMMANDS[cmd_name][0]))
         return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]):
+        """As typer's, with "Did you mean" drawn from every command, loaded or not."""
+        try:
+            return self._click_resolve_command(ctx, args)
+        except ClickUsageError as exc:
+            matches = get_close_matches(args[0], list(COMMANDS)) if args else []
+            if matches:
+                exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, matches))}?"
+            raise
 
     def format_commands(self, ctx: typer.Context, formatter) -> None:
         width = formatter.width - 6 - max(map(len, COMMANDS))
@@ -151,6 +162,29 @@ def _error(message: str) -> None:
     print(f"kafkatxn: error: {' '.join(redact(message).splitlines())}", file=sys.stderr)
 
 
+# Root options that take a value: the word after them is not the command.
+_VALUED = frozenset({"-b", "--bootstrap-server", "-c", "--command-config", "--profile", "-X", "--property", "--timeout",
+                     "-o", "--output"})
+
+
+def _nagios_unknown(args: list[str], message: str) -> None:
+    """``check`` is read by Nagios/Icinga from stdout: an error there is an UNKNOWN status line, not
+    an empty status (the exit code stays the documented one)."""
+    words = iter(args)
+    command, output = None, os.environ.get("KAFKATXN_OUTPUT", "table")
+    for word in words:
+        if word in ("-o", "--output"):
+            output = next(words, output)
+        elif word.startswith("--output="):
+            output = word.split("=", 1)[1]
+        elif word in _VALUED:
+            next(words, None)
+        elif not word.startswith("-") and command is None:
+            command = word
+    if command == "check" and output == "table":
+        print(f"KAFKATXN UNKNOWN - {' '.join(redact(message).splitlines())}")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if "_KAFKATXN_COMPLETE" in os.environ:
@@ -172,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(EXIT_USAGE)
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
         _error(exc.format_message() + hint)
+        _nagios_unknown(args, "usage error: " + exc.format_message())
         code = EXIT_USAGE
     except typer.Abort:
         _error("aborted; nothing was changed")
@@ -180,6 +215,7 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             traceback.print_exc()
         _error(exc.worded(FLAGS) if isinstance(exc, InputError) else str(exc))
+        _nagios_unknown(args, exc.worded(FLAGS) if isinstance(exc, InputError) else str(exc))
         code = exc.exit_code
     except KeyboardInterrupt:
         _error("interrupted")

@@ -12,6 +12,7 @@ from kafkatxn.cli.options import MaxTransactionTimeout
 from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.validation import compile_regex
 from kafkatxn.errors import UsageError
+from kafkatxn.output import terminal_width, wrap_text
 from kafkatxn.snapshot import gather_snapshot
 
 THRESHOLDS = "Thresholds (range expressions: N, N:, ~:N, N:M, @N:M; 'none' disables)"
@@ -31,11 +32,36 @@ PerTopic = Annotated[
 ]
 
 
+def _age_range(option: str):
+    """A callback: a transaction-age range takes durations with their units (``5m``, ``90s:15m``)."""
+
+    def check_units(value: Optional[str]) -> Optional[str]:
+        from kafkatxn.durations import is_bare_number, unit_required
+
+        for end in (value or "").lstrip("@").split(":"):
+            if is_bare_number(end.lstrip("~")):
+                raise typer.BadParameter(unit_required(end.lstrip("~").strip(), option))
+        return value
+
+    return check_units
+
+
 GroupRegex = Annotated[
     Optional[str],
     typer.Option("--group-regex", metavar="REGEX", help="Group lag: only consumer groups matching this regex (searched).",
                  rich_help_panel=SCOPE),
 ]
+
+
+def for_terminal(nagios_text: str, width: int) -> str:
+    """The plugin output for a person at a terminal: the same lines wrapped to ``width``, the
+    performance data last, after ``|`` (Nagios reads its own one-line form: stdout is no terminal)."""
+    first, *details = nagios_text.splitlines()
+    status, _, perfdata = first.partition(" | ")
+    lines = wrap_text(status, width) + [line for detail in details for line in wrap_text(detail, width)]
+    if perfdata:
+        lines += wrap_text("| " + perfdata, width)
+    return "\n".join(lines) + "\n"
 
 
 def register(app: typer.Typer) -> None:
@@ -46,9 +72,10 @@ def register(app: typer.Typer) -> None:
                                                   rich_help_panel=THRESHOLDS)] = defaults.CHECK_LSO_LAG_WARN,
         lso_lag_crit: Annotated[str, typer.Option("--lso-lag-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = defaults.CHECK_LSO_LAG_CRIT,
         txn_age_warn: Annotated[str, typer.Option("--txn-age-warn", metavar="RANGE",
-                                                  help="Age of open transactions; durations (90s, 10m) or seconds.",
-                                                  rich_help_panel=THRESHOLDS)] = defaults.CHECK_TXN_AGE_WARN,
-        txn_age_crit: Annotated[str, typer.Option("--txn-age-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = defaults.CHECK_TXN_AGE_CRIT,
+                                                  help="Age of open transactions; durations with a unit (90s, 10m).",
+                                                  rich_help_panel=THRESHOLDS, callback=_age_range("--txn-age-warn"))] = defaults.CHECK_TXN_AGE_WARN,
+        txn_age_crit: Annotated[str, typer.Option("--txn-age-crit", metavar="RANGE", rich_help_panel=THRESHOLDS,
+                                                                  callback=_age_range("--txn-age-crit"))] = defaults.CHECK_TXN_AGE_CRIT,
         producer_ids_warn: Annotated[Optional[str], typer.Option(
             "--producer-ids-warn", metavar="RANGE", help="Active producer ids per broker (producer-state memory).",
             rich_help_panel=THRESHOLDS)] = None,
@@ -91,7 +118,8 @@ def register(app: typer.Typer) -> None:
 
             exporter.write_textfile(textfile, snapshot, exporter.ExportOptions(only_lagging, per_topic))
         if ctx.output == "table":
-            sys.stdout.write(result.nagios_text())
+            text = result.nagios_text()
+            sys.stdout.write(for_terminal(text, terminal_width(sys.stdout)) if sys.stdout.isatty() else text)
         else:
             ctx.render(result.report())
         return result.exit_code

@@ -191,7 +191,9 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
 
         context_param = inspect.Parameter("click_ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
         wrapper.__signature__ = inspect.Signature([context_param] + own + shared_parameters())  # type: ignore[attr-defined]
-        app.command(name, **kwargs)(wrapper)
+        from kafkatxn.cli.helptext import CommandHelp
+
+        app.command(name, cls=CommandHelp, **kwargs)(wrapper)
         return fn
 
     return decorate

@@ -15,14 +15,16 @@ app = typer.Typer(help="Connection settings: flags > environment > profile.", no
 @dataclass(frozen=True)
 class SettingLine:
     key: str
-    value: str
+    value: str | int
 
 
 @command(app, "show")
 def show(ctx: CommandContext) -> None:
     """Print the resolved connection settings, secrets masked."""
     resolved = ctx.config
-    rows = [SettingLine(k, v) for k, v in resolved.masked().items()]
+    # The deadline under a key naming its unit, as an integer (not "30000ms"), like every duration key.
+    rows = [SettingLine("timeout_ms", resolved.timeout_ms) if k == "timeout" else SettingLine(k, v)
+            for k, v in resolved.masked().items()]
     rows.append(SettingLine("profiles_file", str(config_mod.profiles_file())))
     ctx.render(rows, SettingLine)
 

@@ -1,5 +1,6 @@
 """``kafkatxn diagnose``: from a stopped read_committed consumer group to the command that fixes it."""
 
+import sys
 import textwrap
 import time
 from typing import Annotated, Optional
@@ -9,7 +10,7 @@ import typer
 from kafkatxn import diagnose, lso
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.cli.options import MaxTransactionTimeout, ProbeMaxGap, Topics
-from kafkatxn.output import render_to_string
+from kafkatxn.output import render_to_string, table_text, terminal_width
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.validation import check_topic_name
 
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
             check_topic_name(topic)  # a name that cannot exist is a usage error before any request
         result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, max_transaction_timeout)
         if ctx.output == "table":
-            print(text_report(result, ctx.wide), end="")
+            print(text_report(result, ctx.wide, terminal_width(sys.stdout)), end="")
         else:
             ctx.render(result.report())
         if result.missing:
@@ -47,67 +48,68 @@ def register(app: typer.Typer) -> None:
         return result.exit_code
 
 
-WIDTH = 120
-
-
-def _field(label: str, text: str) -> list[str]:
-    """``  label        text``, wrapped to the terminal width with the text's column kept
-    (commands, which start with ``$``, are never broken)."""
+def _field(label: str, text: str, width: int) -> list[str]:
+    """``  label        text``, wrapped to ``width`` with the text's column kept."""
     head = f"  {label:<12} "
-    if text.startswith("$"):
-        return [head + text]
-    return textwrap.wrap(text, WIDTH, initial_indent=head, subsequent_indent=" " * len(head), break_on_hyphens=False)
+    return textwrap.wrap(text, width, initial_indent=head, subsequent_indent=" " * len(head), break_on_hyphens=False)
+
+
+def _command(label: str, text: str, command: str, width: int) -> list[str]:
+    """A command to copy: its label and words, then the command alone on its own line."""
+    return _field(label, f"{text}:" if text else "run:", width) + [f"    $ {command}"]
 
 
 def _local(ms: int | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ms / 1000)) if ms is not None else ""
 
 
-def text_report(d: diagnose.Diagnosis, wide: bool = False) -> str:
-    """What people read: groups, the partitions that need attention, each pinning transaction and its next step."""
-    out = [d.summary, ""]
+_PARTITION_COLUMNS = ("group", "partition", "committed", "lso", "hw", "lag", "lag_to_hw", "gap")
+
+
+def text_report(d: diagnose.Diagnosis, wide: bool = False, width: int = 120) -> str:
+    """What people read within ``width``: groups, the partitions that need attention, each pinning
+    transaction and its next step (commands on lines of their own)."""
+    out = textwrap.wrap(d.summary, width) + [""]
     if d.groups:
-        out.append(render_to_string(d.groups, "table", wide=wide).rstrip("\n"))
+        out.append(render_to_string(d.groups, "table", wide=wide, width=width).rstrip("\n"))
         out.append("")
     shown = [p for p in d.partitions if p.gap is not diagnose.Gap.none]
     if shown:
-        from tabulate import tabulate
-
-        lines = tabulate(
-            [[p.group, f"{p.topic}-{p.partition}", p.committed_offset, p.last_stable_offset, p.high_watermark,
-              p.lag_messages, p.lag_to_hw_messages, p.gap.value] for p in shown],
-            headers=["group", "partition", "committed", "lso", "hw", "lag", "lag_to_hw", "gap"],
-            tablefmt="simple", disable_numparse=True,
-        ).splitlines()
-        out.extend(lines[:2])
-        for line, p in zip(lines[2:], shown):
-            out.append(line)
-            out.extend(textwrap.wrap(p.explanation, WIDTH, initial_indent="    ", subsequent_indent="      "))
+        cells = [dict(zip(_PARTITION_COLUMNS, (p.group, f"{p.topic}-{p.partition}", p.committed_offset, p.last_stable_offset,
+                                               p.high_watermark, p.lag_messages, p.lag_to_hw_messages, p.gap.value)))
+                 for p in shown]
+        lines = table_text(_PARTITION_COLUMNS, cells, wide=wide, width=width).splitlines()
+        explained = [textwrap.wrap(p.explanation, width, initial_indent="    ", subsequent_indent="      ") for p in shown]
+        if len(lines) == 2 + len(shown):  # one line per row: each explanation under its row
+            out.extend(lines[:2])
+            for line, explanation in zip(lines[2:], explained):
+                out += [line, *explanation]
+        else:
+            out += lines + [line for explanation in explained for line in explanation]
         out.append("")
     for t in d.transactions:
         name = t.transactional_id or f"producer {t.producer_id} (no transactional id)"
-        out.append(f"TRANSACTION {name}  producer {t.producer_id} epoch {t.producer_epoch}")
-        out += _field("verdict", f"{t.verdict.value}: {t.reason}")
+        out += textwrap.wrap(f"TRANSACTION {name}  producer {t.producer_id} epoch {t.producer_epoch}", width)
+        out += _field("verdict", f"{t.verdict.value}: {t.reason}", width)
         if t.coordinator_id is not None:
-            out += _field("coordinator", f"broker {t.coordinator_id}, state {t.coordinator_state}")
+            out += _field("coordinator", f"broker {t.coordinator_id}, state {t.coordinator_state}", width)
         age = format_duration_ms(t.age_ms) if t.age_ms is not None else "unknown to a coordinator"
         timing = f"{age}; last write {format_duration_ms(t.last_write_age_ms)} ago"
         if t.transaction_timeout_ms is not None:
             timing += f"; timeout {format_duration_ms(t.transaction_timeout_ms)}"
         if t.aborts_at_ms is not None:
             timing += f"; the coordinator aborts it at {_local(t.aborts_at_ms)}"
-        out += _field("age", timing)
-        out += _field("holds", f"{', '.join(t.groups)} on {', '.join(t.partitions)} (LSO lag {t.lso_lag_messages})")
+        out += _field("age", timing, width)
+        out += _field("holds", f"{', '.join(t.groups)} on {', '.join(t.partitions)} (LSO lag {t.lso_lag_messages})", width)
         if t.action is diagnose.Action.wait and t.until_ms is not None:
-            out += _field("next step", f"wait until {_local(t.until_ms)}; watch it with")
-            out += _field("", f"$ {t.command}")
+            out += _command("next step", f"wait until {_local(t.until_ms)}; watch it with", t.command, width)
         elif t.action is diagnose.Action.undecided:
-            out += _field("next step", t.command)
+            out += _field("next step", t.command, width)
         else:
-            out += _field("next step", f"$ {t.command}")
-        out += _field("risk", t.risk)
+            out += _command("next step", "", t.command, width)
+        out += _field("risk", t.risk, width)
         if t.release_command:
-            out += _field("release now", f"$ {t.release_command}")
-            out += _field("its risk", diagnose.RISK[diagnose.Action.fence])
+            out += _command("release now", "", t.release_command, width)
+            out += _field("its risk", diagnose.RISK[diagnose.Action.fence], width)
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"

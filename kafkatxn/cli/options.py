@@ -20,13 +20,16 @@ OUTPUT = "Output"
 SELECT = "Selection"
 
 
-def parse_duration(value: Any) -> int:
-    """``250ms``, ``90s``, ``10m``, ``1h30m``, ``7d`` (or plain milliseconds) as milliseconds. A bad
-    value is a usage error that names the option (typer adds "Invalid value for '--option'")."""
+def parse_duration(value: Any, option: str | None = None) -> int:
+    """``250ms``, ``90s``, ``10m``, ``1h30m``, ``7d`` as milliseconds. A bare number given for an
+    ``option`` is refused (which unit would it be? Kafka's tools differ); a bad value is a usage
+    error that names the option (typer adds "Invalid value for '--option'")."""
     if isinstance(value, int):
         return value
-    from kafkatxn.durations import parse_duration_ms
+    from kafkatxn.durations import is_bare_number, parse_duration_ms, unit_required
 
+    if option is not None and is_bare_number(value):
+        raise typer.BadParameter(unit_required(value, option))
     try:
         return parse_duration_ms(value)
     except UsageError as exc:
@@ -34,8 +37,18 @@ def parse_duration(value: Any) -> int:
 
 
 def duration_option(*names: str, help: str, **kwargs: Any) -> Any:
-    """A ``typer.Option`` whose value arrives as milliseconds (an int)."""
-    return typer.Option(*names, parser=parse_duration, metavar="DURATION", help=help, **kwargs)
+    """A ``typer.Option`` whose value arrives as milliseconds (an int); it takes a unit, always."""
+    return typer.Option(*names, parser=lambda value: parse_duration(value, names[0]), metavar="DURATION", help=help, **kwargs)
+
+
+def check_timeout_unit(value: Optional[str]) -> Optional[str]:
+    """``--timeout`` reaches the library as text (profiles may set it too); on the command line and
+    in KAFKATXN_TIMEOUT it takes a unit like every other duration."""
+    from kafkatxn.durations import is_bare_number, unit_required
+
+    if value is not None and is_bare_number(value):
+        raise typer.BadParameter(unit_required(value, "--timeout"))
+    return value
 
 
 Topics = Annotated[
@@ -114,12 +127,13 @@ _SHARED: tuple[tuple[str, Any, Any, Any], ...] = (
         rich_help_panel=CONNECTION)),
     ("timeout", Optional[str], None, typer.Option(
         "--timeout", envvar="KAFKATXN_TIMEOUT", metavar="DURATION",
-        help="Deadline for the whole command's network calls (default 30s).", rich_help_panel=CONNECTION)),
+        help="Deadline for the whole command's network calls (default 30s).", rich_help_panel=CONNECTION,
+        callback=check_timeout_unit)),
     ("output", OutputFormat, OutputFormat.table, typer.Option(
         "--output", "-o", envvar="KAFKATXN_OUTPUT", help="Output format.", rich_help_panel=OUTPUT)),
     ("no_headers", bool, False, typer.Option("--no-headers", help="Omit header rows (table, csv, tsv).", rich_help_panel=OUTPUT)),
     ("wide", bool, False, typer.Option(
-        "--wide", help="Tables: every column (default: the ones to act on, fitting 120 columns).", rich_help_panel=OUTPUT)),
+        "--wide", help="Tables: every column (default: the ones to act on, fitting the terminal).", rich_help_panel=OUTPUT)),
     ("debug", bool, False, typer.Option(
         "--debug", envvar="KAFKATXN_DEBUG", help="Log details and show tracebacks on stderr.", rich_help_panel=OUTPUT)),
 )

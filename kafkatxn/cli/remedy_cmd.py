@@ -10,7 +10,7 @@ from kafkatxn import auditlog, remedy
 from kafkatxn.cli.options import MaxTransactionTimeout, TransactionalIdOptions, merge_transactional_ids
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.errors import INT16_MAX, INT32_MAX, INT64_MAX, UsageError
-from kafkatxn.output import render_to_string
+from kafkatxn.output import render_to_string, terminal_width
 
 TARGET = "Transaction"
 SAFETY = "Safety"
@@ -42,7 +42,7 @@ def _open_audit_log(ctx: CommandContext, path: Optional[Path], dry_run: bool) ->
 def _confirmer(ctx: CommandContext, yes: bool, question: str):
     def confirm(plan_rows: list[Any]) -> bool:
         ctx.note("Plan:")
-        ctx.note(render_to_string(plan_rows, "table").rstrip())
+        ctx.note(render_to_string(plan_rows, "table", width=terminal_width(sys.stderr)).rstrip())
         if yes:
             return True
         if not sys.stdin.isatty():
@@ -52,6 +52,15 @@ def _confirmer(ctx: CommandContext, yes: bool, question: str):
         return typer.confirm(question, default=False, err=True)
 
     return confirm
+
+
+def _declined(ctx: CommandContext, act: Any) -> remedy.RemedyResult | None:
+    """Run ``act``; a plan answered "n" at the prompt is no error: nothing was changed (exit 0)."""
+    try:
+        return act()
+    except remedy.Declined:
+        ctx.note("nothing was changed")
+        return None
 
 
 def _finish(ctx: CommandContext, result: remedy.RemedyResult, row_type: type, audit: auditlog.AuditLog, empty: str) -> int:
@@ -108,7 +117,7 @@ def register(app: typer.Typer) -> None:
             targets.append(remedy.AbortTarget(topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch))
         timeout_ms = max_transaction_timeout
         audit = _open_audit_log(ctx, audit_log, dry_run)
-        result = remedy.abort(
+        result = _declined(ctx, lambda: remedy.abort(
             ctx.cluster,
             targets,
             all_hanging=all_hanging,
@@ -117,7 +126,9 @@ def register(app: typer.Typer) -> None:
             audit=audit,
             confirm=_confirmer(ctx, yes, "Write these ABORT markers?"),
             dry_run=dry_run,
-        )
+        ))
+        if result is None:
+            return 0
         return _finish(ctx, result, remedy.AbortRow, audit, "nothing to abort: no hanging transaction")
 
     @command(app, "fence")
@@ -158,7 +169,7 @@ def register(app: typer.Typer) -> None:
         if pattern is not None:
             remedy.matching_ids([], pattern)  # a bad regex is a usage error before connecting
         audit = _open_audit_log(ctx, audit_log, dry_run)
-        result = remedy.fence(
+        result = _declined(ctx, lambda: remedy.fence(
             ctx.cluster,
             transactional_ids or [],
             pattern=pattern,
@@ -167,5 +178,7 @@ def register(app: typer.Typer) -> None:
             audit=audit,
             confirm=_confirmer(ctx, yes, "Fence these transactional ids?"),
             dry_run=dry_run,
-        )
+        ))
+        if result is None:
+            return 0
         return _finish(ctx, result, remedy.FenceRow, audit, "nothing to fence: no transactional id matches")

@@ -14,13 +14,18 @@ app = typer.Typer(
 )
 
 
+def _complete_state(incomplete: str) -> list[str]:
+    """The states (not file names) for ``--state <TAB>``; the option takes them in any case."""
+    return [s for s in transactions.TRANSACTION_STATES if s.lower().startswith(incomplete.lower())]
+
+
 @command(app, "list")
 def list_command(
     ctx: CommandContext,
     state: Annotated[
         Optional[list[str]],
         typer.Option(
-            "--state", "-s", metavar="STATE",
+            "--state", "-s", metavar="STATE", autocompletion=_complete_state,
             help=f"Only these states (repeatable): {', '.join(transactions.TRANSACTION_STATES)}.",
         ),
     ] = None,

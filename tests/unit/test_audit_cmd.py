@@ -21,7 +21,7 @@ def test_unreachable_cluster_fails_in_one_line_before_spark_starts(tmp_path):
     env["XDG_CONFIG_HOME"] = str(tmp_path)
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "kafkatxn", "audit", "-b", "127.0.0.1:1", "--timeout", "2"],
+        [sys.executable, "-m", "kafkatxn", "audit", "-b", "127.0.0.1:1", "--timeout", "2s"],
         capture_output=True, text=True, timeout=60, env=env,
     )
     assert result.returncode == 3, result.stderr

@@ -34,7 +34,7 @@ def assert_one_line_error(result):
 
 def test_unreachable_cluster_exits_3_within_the_deadline(clean_env):
     start = time.monotonic()
-    result = run("cluster", "--bootstrap-server", "127.0.0.1:1", "--timeout", "5", env=clean_env)
+    result = run("cluster", "--bootstrap-server", "127.0.0.1:1", "--timeout", "5s", env=clean_env)
     elapsed = time.monotonic() - start
     assert result.returncode == 3, result.stderr
     assert elapsed < 10
@@ -43,7 +43,7 @@ def test_unreachable_cluster_exits_3_within_the_deadline(clean_env):
 
 
 def test_unresolvable_host_exits_3(clean_env):
-    result = run("cluster", "-b", "no-such-host.invalid:9092", "--timeout", "3", env=clean_env)
+    result = run("cluster", "-b", "no-such-host.invalid:9092", "--timeout", "3s", env=clean_env)
     assert result.returncode == 3
     assert_one_line_error(result)
 
@@ -78,7 +78,7 @@ def test_env_supplies_bootstrap_and_flag_wins(clean_env, tmp_path):
     env = dict(clean_env, KAFKATXN_BOOTSTRAP_SERVERS="envhost:9092", KAFKATXN_TIMEOUT="12s")
     shown = run("config", "show", "-o", "json", env=env)
     assert shown.returncode == 0, shown.stderr
-    assert '"envhost:9092"' in shown.stdout and '"12000ms"' in shown.stdout
+    assert '"envhost:9092"' in shown.stdout and '"timeout_ms",\n    "value": 12000\n' in shown.stdout
     shown = run("config", "show", "-o", "json", "-b", "flaghost:1", env=env)
     assert '"flaghost:1"' in shown.stdout
 
@@ -107,7 +107,7 @@ def test_version_and_help(clean_env):
 )
 def test_unreachable_says_so_whichever_client_connects_first(clean_env, args):
     # kafka-python reports a refused bootstrap as a timeout; the user must still read "cannot reach".
-    result = run(*args, "-b", "127.0.0.1:1", "--timeout", "2", env=clean_env)
+    result = run(*args, "-b", "127.0.0.1:1", "--timeout", "2s", env=clean_env)
     assert result.returncode == 3, result.stderr
     assert_one_line_error(result)
     assert "cannot reach any broker at 127.0.0.1:1" in result.stderr

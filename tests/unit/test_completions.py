@@ -45,3 +45,18 @@ def test_bash_completes_a_subcommand_name():
     assert "cluster" in _bash_complete(["kafkatxn", "clu"])
     # and it is the CLI that answers, not a static list: options of a subcommand complete too
     assert "--bootstrap-server" in _bash_complete(["kafkatxn", "cluster", "--boot"])
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
+@pytest.mark.parametrize("words, expected", [
+    (["kafkatxn", "transactions", "list", "-s", ""], {"Ongoing", "PrepareCommit", "CompleteAbort", "Empty"}),
+    (["kafkatxn", "transactions", "list", "--state", "Pre"], {"PrepareCommit", "PrepareAbort", "PrepareEpochFence"}),
+    (["kafkatxn", "lso", "-o", ""], {"table", "json", "jsonl", "csv", "tsv"}),
+    (["kafkatxn", "-o", "j"], {"json", "jsonl"}),
+    (["kafkatxn", "lso", "--sort", ""], {"lag", "age"}),
+])
+def test_choice_options_complete_their_choices_not_file_names(tmp_path, monkeypatch, words, expected):
+    (tmp_path / "Ongoing.txt").write_text("")  # a file name a file completion would offer
+    monkeypatch.chdir(tmp_path)
+    offered = set(_bash_complete([w if w else "''" for w in words]))
+    assert expected <= offered and "Ongoing.txt" not in offered, offered

@@ -73,5 +73,10 @@ def test_report_renders_facts_and_sections_in_every_format():
     assert {r["section"] for r in records[1:]} == {"rows"}
     table = render_to_string(report, "table")
     assert "cluster_id" in table and "ROWS" in table
-    blocks = render_to_string(report, "csv").split("\n\n")
-    assert len(blocks) == 2 and blocks[1].startswith("section,topic")
+    # csv is one table per stream: one header (section first, every section's columns), one row per record.
+    text = render_to_string(report, "csv")
+    assert "\n\n" not in text
+    parsed = list(csv.DictReader(io.StringIO(text)))
+    assert text.startswith("section,cluster_id,broker_count,topic")
+    assert [r["section"] for r in parsed] == ["facts", "rows", "rows"]
+    assert parsed[0]["cluster_id"] == "abc" and parsed[0]["topic"] == "" and parsed[2]["topic"] == "orders, EU"

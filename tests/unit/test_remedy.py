@@ -684,13 +684,14 @@ class _Terminal:
         return self.readline()
 
 
-@pytest.mark.parametrize("answer, code, markers", [("n", 64, 0), ("y", 0, 1)])
+@pytest.mark.parametrize("answer, code, markers", [("n", 0, 0), ("y", 0, 1)])  # "n": nothing was changed, no error
 def test_a_terminal_user_is_asked_and_only_yes_acts(capsys, cli_env, monkeypatch, answer, code, markers):
     fake, path = cli_env
     monkeypatch.setattr("sys.stdin", _Terminal(answer))
     result = run_cli(capsys, "abort", "-b", "f:1", "-t", "a", "-p", "0", "--start-offset", "10", "--audit-log", path)
     assert result.code == code, result.stderr
     assert "Write these ABORT markers?" in result.stderr
+    assert ("nothing was changed" in result.stderr) == (answer == "n")
     assert len(fake.called("write_abort_marker")) == markers
     assert len(auditlog.read_records(path)) == 2 * markers
 
