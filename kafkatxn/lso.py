@@ -126,9 +126,11 @@ def take_group_snapshot(
     """Committed offsets of ``groups`` (default: every group), the LSO snapshot of their partitions,
     and read_committed probes of small gaps between a committed offset and the LSO."""
     named = list(dict.fromkeys(groups or []))
+    listed = cluster.list_groups_partial()
     if named:
-        known = set(cluster.list_groups())
-        unknown = [g for g in named if g not in known]
+        known = set(listed.value)
+        # A name missing from an incomplete list may be coordinated by the broker that did not answer.
+        unknown = [g for g in named if g not in known] if not listed.missing else []
         if unknown:
             # ListGroups leaves out, silently, the groups this principal may not DESCRIBE: a group
             # it is refused is not unknown (its committed offsets are then a missing part naming the ACL).
@@ -137,11 +139,11 @@ def take_group_snapshot(
         if unknown:
             raise NotFoundError(f"unknown consumer group {', '.join(repr(g) for g in unknown)}")
     else:
-        named = cluster.list_groups()
+        named = listed.value
     # Committed offsets before the LSO: a read_committed consumer's commit cannot pass the LSO of
     # that moment, and the LSO read afterwards can only be larger.
     by_group, missing = committed_offsets(cluster, named, topics)
-    return finish_group_snapshot(cluster, by_group, missing, probe_max_gap)
+    return finish_group_snapshot(cluster, by_group, list(listed.missing) + missing, probe_max_gap)
 
 
 def committed_offsets(

@@ -198,13 +198,15 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
     from kafkatxn import lso
     from kafkatxn.validation import compile_regex
 
-    names = cluster.list_groups()
+    listed = cluster.list_groups_partial()  # a broker that did not list its groups: named, the rest go on
+    names = listed.value
     if group_regex:
         pattern = compile_regex(group_regex, "--group-regex")
         names = [g for g in names if pattern.search(g)]
     if not names:
-        return {}, []
-    return lso.committed_offsets(cluster, names)
+        return {}, list(listed.missing)
+    committed, missing = lso.committed_offsets(cluster, names)
+    return committed, list(listed.missing) + missing
 
 
 def group_samples(

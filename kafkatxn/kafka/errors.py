@@ -68,7 +68,7 @@ def part_missing(subject: Subject, error: object, acl: str) -> Missing:
     if authorization_error(error):
         return Missing(subject, f"not authorized: needs {acl}", acl=acl)
     if isinstance(error, BaseException):
-        return Missing(subject, clean(str(error)) or type(error).__name__)
+        return Missing(subject, plain_reason(error))
     return Missing(subject, str(error))
 
 
@@ -250,6 +250,9 @@ def plain_reason(exc: BaseException) -> str:
     name = type(exc).__name__
     if getattr(exc, "plain_reason", None):
         return exc.plain_reason  # type: ignore[attr-defined]
+    if kafka_error_code(exc) is not None:  # confluent-kafka: its KafkaError's own words, not its repr
+        text = clean(exc.args[0].str())
+        return "timed out" if kafka_error_code(exc) == "_TIMED_OUT" else _LIBRDKAFKA_STATE.sub("", text)
     if "Timeout" in name or "TimedOut" in name:
         return "timed out"
     if name in _PLAIN_REASONS:

@@ -22,9 +22,20 @@ log = logging.getLogger("kafkatxn.cluster")
 
 class GroupsApi:
     def list_groups(self) -> list[str]:
-        """Every consumer group. Brokers that answer with an error (e.g. COORDINATOR_LOAD_IN_PROGRESS
-        right after ``__consumer_offsets`` is created) are asked again within the deadline; a group
-        list with a broker missing would make a real group look unknown, so that is an error."""
+        """Every consumer group, or an error when a broker's part of the list is missing (see
+        :meth:`list_groups_partial` for the list with the missing part named instead)."""
+        listed = self.list_groups_partial()
+        if listed.missing:
+            raise ClusterError(f"listing consumer groups failed: {listed.missing[0].reason}")
+        return listed.value
+
+    def list_groups_partial(self) -> Partial[list[str]]:
+        """The consumer groups the brokers listed. Brokers that answer with an error (e.g.
+        COORDINATOR_LOAD_IN_PROGRESS right after ``__consumer_offsets`` is created) are asked again
+        within half the time left; a broker still not answering then (frozen, dead) leaves the groups
+        it coordinates out, named as the missing part ``consumer groups`` (a group missing from an
+        incomplete list is not unknown)."""
+        give_up = time.monotonic() + max(0.0, self.deadline - time.monotonic()) / 2
         while True:
             try:
                 result = self._wait(self.admin.list_consumer_groups(request_timeout=self.remaining_s()), "listing groups")
@@ -33,17 +44,19 @@ class GroupsApi:
             except Exception as exc:  # noqa: BLE001
                 raise self.errors.translate(exc, "listing consumer groups") from exc
             self.requests["ListGroups"] += 1
+            listed = sorted(g.group_id for g in result.valid)
             if not result.errors:
-                return sorted(g.group_id for g in result.valid)
+                return Partial(listed)
             # KafkaError objects: their str() is a repr; .str() is the message.
             reasons = "; ".join(sorted({clean(e.str() if hasattr(e, "str") else str(e)) for e in result.errors}))
-            if self.deadline - time.monotonic() < 0.5:
-                if all(getattr(e, "name", lambda: "")() in ("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN") for e in result.errors):
+            if time.monotonic() >= give_up or self.deadline - time.monotonic() < 0.5:
+                if all(getattr(e, "name", lambda: "")() in ("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN") for e in result.errors) \
+                        and len(result.errors) >= len(self.metadata().brokers):
                     from confluent_kafka import KafkaException
 
                     # Nothing answered in time: say so as every other request does (unreachable, deadline).
                     raise self.errors.translate(KafkaException(result.errors[0]), "listing consumer groups")
-                raise ClusterError(f"listing consumer groups failed on some brokers: {reasons}")
+                return Partial(listed, [Missing(Part("consumer groups"), f"some brokers did not list theirs: {reasons}")])
             log.debug("listing consumer groups: retrying after %s", reasons)
             time.sleep(0.25)
 

@@ -356,6 +356,12 @@ class FakeCluster(Cluster):
         self.calls.append(("list_groups",))
         return sorted((set(self.model.groups) | set(self.model.assignments)) - self.model.denied_groups)
 
+    def list_groups_partial(self):
+        listed = self.list_groups()
+        down = sorted(b for b in self.model.down if b in self.model.brokers)
+        return Partial(listed, [Missing(Part("consumer groups"), f"some brokers did not list theirs: broker {down[0]} timed out")]
+                       if down else [])
+
     def group_offsets(self, groups):
         self.calls.append(("group_offsets", tuple(groups)))
         # Groups the principal may not DESCRIBE: ListGroups leaves them out, OffsetFetch is refused.

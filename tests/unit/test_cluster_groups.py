@@ -51,3 +51,12 @@ def test_errors_that_persist_are_an_error_not_a_short_list():
     admin = FakeAdmin([(["a"], ["COORDINATOR_NOT_AVAILABLE"])])
     with pytest.raises(ClusterError, match="COORDINATOR_NOT_AVAILABLE"):
         cluster_with(admin, timeout_ms=1200).list_groups()
+
+
+def test_a_broker_that_never_lists_its_groups_is_a_named_missing_part_not_the_end_of_the_command():
+    """The nemesis: one broker killed made `lso --groups` fail whole ("cannot reach any broker")
+    although the others had listed their groups."""
+    admin = FakeAdmin([(["a", "b"], ["COORDINATOR_NOT_AVAILABLE"])])
+    listed = cluster_with(admin, timeout_ms=1200).list_groups_partial()
+    assert listed.value == ["a", "b"]
+    assert [str(m.subject) for m in listed.missing] == ["consumer groups"] and "COORDINATOR_NOT_AVAILABLE" in listed.missing[0].reason

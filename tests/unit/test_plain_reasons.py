@@ -42,3 +42,12 @@ def test_every_kafka_python_error_class_translates_without_its_name():
             exc = cls()
         line = str(translator.translate(exc, "sending requests"))
         assert not CLASS_NAME.search(line), (cls.__name__, line)
+
+
+def test_a_librdkafka_error_is_its_message_not_its_repr():
+    from confluent_kafka import KafkaError, KafkaException
+
+    exc = KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed while waiting for response from broker: Local: Broker transport failure"))
+    assert plain_reason(exc) == "Failed while waiting for response from broker: Local: Broker transport failure"
+    assert "KafkaError{" in str(exc)  # what reached the user before
+    assert plain_reason(KafkaException(KafkaError(KafkaError._TIMED_OUT))) == "timed out"
