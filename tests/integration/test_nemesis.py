@@ -287,8 +287,14 @@ def move_leaders(w: World, topics_of: Callable[[str], bool]) -> None:
 
 def delete_scratch(w: World) -> None:
     if w.scratch is not None:
+        from confluent_kafka import KafkaException
+
         client = admin(w)  # kept alive until the deletion is done
-        client.delete_topics([w.scratch], operation_timeout=10)[w.scratch].result(15)
+        try:
+            client.delete_topics([w.scratch], operation_timeout=10)[w.scratch].result(15)
+        except KafkaException as exc:
+            if "UNKNOWN_TOPIC" not in str(exc):  # deleted by an earlier command's fault of the episode
+                raise
 
 
 def draw_fault(rng: random.Random, w: World, kind: str) -> Fault:
@@ -448,7 +454,7 @@ class Nemesis:
             body = self.exporter.get("/metrics", timeout=TIMEOUT_S + 30)
             code = 0
         except Exception as exc:  # noqa: BLE001 - a failed scrape is a violation below
-            body, code = str(exc), -1
+            body, code = f"{exc}; exporter {self._exporter_tail()}", -1
         elapsed = time.monotonic() - started
         spent = 0.0
         if timer is not None:
@@ -460,6 +466,20 @@ class Nemesis:
         run.doc = scraped_offsets(body) if code == 0 else None
         self.runs.append(run)
         return run
+
+    def _exporter_tail(self) -> str:
+        """How the exporter process stands, with the end of its stderr; a dead one is started again
+        so that the scrapes after it are still checked."""
+        assert self.exporter is not None
+        lines = list(self.exporter.stderr_lines)
+        while not self.exporter._stderr.empty():
+            lines.append(self.exporter._stderr.get())
+        code = self.exporter.proc.poll()
+        tail = " | ".join(line.strip() for line in lines[-12:])
+        if code is not None:
+            self.exporter = None  # the next scrape starts a new one
+            return f"exited with {code}: {tail}"
+        return f"running: {tail}"
 
     # -- invariants --------------------------------------------------------------------------------
 
