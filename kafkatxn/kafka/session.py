@@ -136,6 +136,14 @@ class Session:
     @property
     def admin(self):
         if self._admin is None:
+            # The wire first: its bootstrap ends at once, with the reason, where the listener refuses
+            # the login or speaks another protocol; librdkafka would only time out ("brokers are down").
+            self.wire  # noqa: B018
+        return self.build_admin()
+
+    def build_admin(self):
+        """confluent-kafka's admin client, built once (building it checks librdkafka's settings)."""
+        if self._admin is None:
             from confluent_kafka import KafkaException
             from confluent_kafka.admin import AdminClient
 
