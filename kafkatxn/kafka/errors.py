@@ -106,7 +106,7 @@ def _connect_failure(exc: BaseException) -> str:
         return os.strerror(int(errno.group(1)))
     if "DNS" in str(exc).upper():
         return "the name does not resolve"
-    return "timed out" if "Timeout" in type(exc).__name__ else clean(str(exc)) or type(exc).__name__
+    return "timed out" if "Timeout" in type(exc).__name__ or "TimedOut" in type(exc).__name__ else _without_class_names(exc)
 
 
 class ErrorTranslator:
@@ -261,5 +261,8 @@ def plain_reason(exc: BaseException) -> str:
             detail = _connect_failure(exc)
             return f"{base}: {detail}" if detail and name not in detail else base
         return base
-    text = _CLASS_NAME.sub("", clean(str(exc))).strip(" :")
-    return text or "failed"
+    return _without_class_names(exc)
+
+
+def _without_class_names(exc: BaseException) -> str:
+    return _CLASS_NAME.sub("", clean(str(exc))).strip(" :") or "failed"

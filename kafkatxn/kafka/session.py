@@ -267,10 +267,14 @@ class Session:
         """The future's result, or ``NOT_ARRIVED`` after noting in ``missing`` why ``subject`` did not arrive.
 
         Authentication failures still end the command: they concern every part alike. An
-        authorization failure is this part's only: noted as "not authorized: needs ``acl``".
+        authorization failure is this part's only: noted as "not authorized: needs ``acl``". Like a
+        wire request, a part gets its share of the time left (see BROKER_SHARE), not all of it.
         """
         try:
-            return self._wait(future, str(subject))
+            result = self._wait(future, str(subject), until=time.monotonic() + self.broker_budget_s())
+            if result is None and not future.done():
+                raise DeadlineExceeded(f"{subject}: timed out")
+            return result
         except DeadlineExceeded:
             missing.append(Missing(subject, "timed out"))
         except AuthenticationError:

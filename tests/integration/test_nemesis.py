@@ -172,7 +172,7 @@ def leaders(w: World, timeout: float = 10) -> dict[TopicPartition, int]:
     return {TopicPartition(name, p.id): p.leader for name, t in md.topics.items() for p in t.partitions.values()}
 
 
-def truth(w: World, tps, attempts: int = 4) -> dict[TopicPartition, tuple[int, int]]:
+def truth(w: World, tps, attempts: int = 12) -> dict[TopicPartition, tuple[int, int]]:
     """(LSO, HW) per partition, as librdkafka consumers see them (fresh consumers again while a
     returned broker still catches up: a leader can be elected before it answers ListOffsets)."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition as CTP

@@ -51,3 +51,12 @@ def test_a_librdkafka_error_is_its_message_not_its_repr():
     assert plain_reason(exc) == "Failed while waiting for response from broker: Local: Broker transport failure"
     assert "KafkaError{" in str(exc)  # what reached the user before
     assert plain_reason(KafkaException(KafkaError(KafkaError._TIMED_OUT))) == "timed out"
+
+
+def test_unreachable_with_a_timed_out_last_attempt_names_no_class():
+    from kafkatxn.kafka.unreachable import NoBrokersAvailable
+
+    translator = ErrorTranslator(ConnectionConfig(bootstrap_servers="b:9092"))
+    exc = NoBrokersAvailable(["b:9092"], Errors.RequestTimedOutError("Request timed out after 0 ms"), {})
+    line = str(translator.translate(exc, "connecting"))
+    assert "timed out" in line and not CLASS_NAME.search(line), line
