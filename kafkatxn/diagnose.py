@@ -82,6 +82,7 @@ class DiagnosisSnapshot:
     producers: dict[TopicPartition, list[ProducerState]] = field(default_factory=dict)
     view: CoordinatorView = field(default_factory=CoordinatorView)
     max_transaction_timeout_ms: int | None = None
+    max_timeout_given: bool = False  # by the caller (--max-transaction-timeout): the suggested abort carries it
     missing: list[Missing] = field(default_factory=list)
     # (partition, producer id) -> timestamp of the pinning transaction's first record, where its coordinator does not date it.
     first_records: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
@@ -99,7 +100,8 @@ def take_snapshot(
     snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap)
     missing = list(snap.missing)
     out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
-                            max_transaction_timeout_ms=max_transaction_timeout_ms or snap.lso.max_transaction_timeout_ms)
+                            max_transaction_timeout_ms=max_transaction_timeout_ms or snap.lso.max_transaction_timeout_ms,
+                            max_timeout_given=max_transaction_timeout_ms is not None)
     blocked = sorted({TopicPartition(r.topic, r.partition) for r in lso.group_lags(snap) if r.verdict is GroupVerdict.blocked})
     if not blocked:
         return out
@@ -225,12 +227,18 @@ class _Pin:
     lso_lag: int = 0
 
 
+def _bound(max_timeout_ms: int) -> str:
+    value = f"{max_timeout_ms // 1000}s" if max_timeout_ms % 1000 == 0 else f"{max_timeout_ms}ms"
+    return f" --max-transaction-timeout {value}"
+
+
 def decide(
     pin: _Pin,
     classifications: Sequence[Classification],
     now_ms: int,
     max_timeout_ms: int,
     groups_arg: str,
+    bound: str = "",
 ) -> tuple[TxnVerdict, str, Action, str, str | None, int | None, int | None, int | None]:
     """Verdict, reason, action, command, release command, until, age, aborts-at for one pinning producer.
 
@@ -256,7 +264,7 @@ def decide(
     if Verdict.HANGING in found:
         if candidate:
             commands = " && ".join(
-                f"kafkatxn abort --topic {_quote(tp.topic)} --partition {tp.partition} --start-offset {p.current_txn_start_offset}"
+                f"kafkatxn abort --topic {_quote(tp.topic)} --partition {tp.partition} --start-offset {p.current_txn_start_offset}{bound}"
                 for tp in pin.tps
             )
             return TxnVerdict.hanging, reasons, Action.abort, commands, None, None, age, None
@@ -331,6 +339,8 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
         ]
         verdict, reason, action, command, release, until, age, aborts_at = decide(
             pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
+            # abort decides hanging by the same rule: with the threshold this diagnosis used
+            _bound(max_timeout) if snapshot.max_timeout_given and max_timeout is not None else "",
         )
         tid = next((c.transactional_id for c in classifications if c.transactional_id), None)
         d = next((c.description for c in classifications if c.description is not None), None)

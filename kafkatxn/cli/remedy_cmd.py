@@ -107,8 +107,6 @@ def register(app: typer.Typer) -> None:
             raise UsageError("--all-hanging takes no --start-offset or producer options (--topic and --partition narrow it)")
         if all_hanging and partition is not None and topic is None:
             raise UsageError("--partition with --all-hanging needs --topic")
-        if max_transaction_timeout is not None and not all_hanging:
-            raise UsageError("--max-transaction-timeout goes with --all-hanging")
         targets = []
         if not all_hanging:
             if topic is None or partition is None:

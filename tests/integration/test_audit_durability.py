@@ -112,7 +112,7 @@ def test_abort_killed_after_its_intent_is_reported_once_by_the_next_runs(broker,
     made = hm.make_hanging_transaction(broker.bootstrap_servers, f"{topic}-tid", topic, 0)
     hm.write_committed(broker.bootstrap_servers, tp, [b"after"], f"{topic}-after")
     audit_path = tmp_path / "audit.jsonl"
-    abort = ("abort", "-t", topic, "-p", "0", "--start-offset", str(made.start_offset), "--yes",
+    abort = ("abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "0", "--start-offset", str(made.start_offset), "--yes",
              "-b", broker.bootstrap_servers, "--timeout", "30s", "--audit-log", str(audit_path))
 
     # Killed twice in a row, each time right after its intent reached the disk.
@@ -136,14 +136,14 @@ def test_abort_killed_after_its_intent_is_reported_once_by_the_next_runs(broker,
     assert hm.end_offset(broker.bootstrap_servers, tp, read_committed=True) == made.start_offset  # never acted
 
     # A dry run reports the open intent and leaves it open.
-    dry = kafkatxn(broker, audit_path, "abort", "-t", topic, "-p", "0", "--start-offset", str(made.start_offset), "--dry-run")
+    dry = kafkatxn(broker, audit_path, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "0", "--start-offset", str(made.start_offset), "--dry-run")
     assert dry.code == 0, dry.stderr
     (warning,) = warnings_in(dry.stderr)
     assert f"abort {topic}-0 at offset {made.start_offset}" in warning and f"pid {killed[1][1]}" in warning
     assert auditlog.read_records(audit_path) == after
 
     # The next real run reports it, closes it as interrupted, then acts with its own intent and result.
-    done = kafkatxn(broker, audit_path, "abort", "-t", topic, "-p", "0", "--start-offset", str(made.start_offset), "--yes")
+    done = kafkatxn(broker, audit_path, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "0", "--start-offset", str(made.start_offset), "--yes")
     assert done.code == 0, done.stderr
     assert len(warnings_in(done.stderr)) == 1
     lso = hm.end_offset(broker.bootstrap_servers, tp, read_committed=True)
@@ -156,7 +156,7 @@ def test_abort_killed_after_its_intent_is_reported_once_by_the_next_runs(broker,
     assert result["state_after"]["last_stable_offset"] == lso
 
     # Reported once: the run after that has nothing to say about it.
-    again = kafkatxn(broker, audit_path, "abort", "-t", topic, "-p", "0", "--start-offset", str(made.start_offset), "--yes")
+    again = kafkatxn(broker, audit_path, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "0", "--start-offset", str(made.start_offset), "--yes")
     assert again.code == 0 and warnings_in(again.stderr) == [], again.stderr
     final = auditlog.read_records(audit_path)
     assert final == records  # nothing to abort: nothing acted, nothing recorded

@@ -81,21 +81,21 @@ ERRORS = [
     (["producers", "-t", NOPE], 3, f"unknown topic '{NOPE}'"),
     (["lso", "-t", NOPE], 3, f"unknown topic '{NOPE}'"),
     (["hanging", "-t", NOPE], 3, f"unknown topic '{NOPE}'"),
-    (["abort", "-t", NOPE, "-p", "0", "--start-offset", "0", "--yes"], 3, f"unknown topic '{NOPE}'"),
+    (["abort", "--max-transaction-timeout", "0s", "-t", NOPE, "-p", "0", "--start-offset", "0", "--yes"], 3, f"unknown topic '{NOPE}'"),
     (["producers", "-t", "{t}", "-p", "7"], 3, "has no partition 7 (it has 2: 0-1)"),
     (["hanging", "-t", "{t}", "-p", "7"], 3, "has no partition 7"),
-    (["abort", "-t", "{t}", "-p", "7", "--start-offset", "0", "--yes"], 3, "has no partition 7"),
+    (["abort", "--max-transaction-timeout", "0s", "-t", "{t}", "-p", "7", "--start-offset", "0", "--yes"], 3, "has no partition 7"),
     (["producers", "-t", "{t}", "--broker-id", "42"], 3, "unknown broker id 42"),
     (["hanging", "--broker-id", "42"], 3, "unknown broker id 42"),
     (["producers", "-t", "bad topic"], 64, "bad topic name 'bad topic'"),
-    (["abort", "-t", "bad/topic", "-p", "0", "--start-offset", "0", "--yes"], 64, "bad topic name 'bad/topic'"),
+    (["abort", "--max-transaction-timeout", "0s", "-t", "bad/topic", "-p", "0", "--start-offset", "0", "--yes"], 64, "bad topic name 'bad/topic'"),
     # Wider than Kafka's fields: refused before the wire (an int64 producer id, an int32 epoch).
     (["transactions", "list", "--producer-id", str(INT64_MAX + 1)], 64, "--producer-id"),
-    (["abort", "-t", "{t}", "-p", "0", "--producer-id", "{pid}", "--producer-epoch", "{epoch}",
+    (["abort", "--max-transaction-timeout", "0s", "-t", "{t}", "-p", "0", "--producer-id", "{pid}", "--producer-epoch", "{epoch}",
       "--coordinator-epoch", str(INT32_MAX + 1), "--yes"], 64, "--coordinator-epoch"),
-    (["abort", "-t", "{t}", "-p", "0", "--producer-id", "{pid}", "--producer-epoch", str(INT16_MAX + 1),
+    (["abort", "--max-transaction-timeout", "0s", "-t", "{t}", "-p", "0", "--producer-id", "{pid}", "--producer-epoch", str(INT16_MAX + 1),
       "--coordinator-epoch", "0", "--yes"], 64, "--producer-epoch"),
-    (["abort", "-t", "{t}", "-p", "0", "--start-offset", str(INT64_MAX + 1), "--yes"], 64, "--start-offset"),
+    (["abort", "--max-transaction-timeout", "0s", "-t", "{t}", "-p", "0", "--start-offset", str(INT64_MAX + 1), "--yes"], 64, "--start-offset"),
     # Transactional ids the cluster does not know.
     (["fence", "{t}-never-seen", "--yes", "-o", "json"], 3, "unknown to the cluster"),  # refused in its row: fencing would create it
     (["transactions", "describe", "{t}-never-seen"], 1, "transactional id not found: {t}-never-seen"),
@@ -148,14 +148,14 @@ def test_a_producer_the_partition_never_saw_is_refused_and_nothing_changes(capsy
     audit_path = tmp_path / "audit.jsonl"
     before = state(broker, topic, audit_path)
     for partition, producer_id in ((1, made.producer_id), (0, 987_654_321)):
-        result = cli(capsys, broker, audit_path, "abort", "-t", topic, "-p", str(partition), "--producer-id", str(producer_id),
+        result = cli(capsys, broker, audit_path, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", str(partition), "--producer-id", str(producer_id),
                      "--producer-epoch", str(made.producer_epoch), "--coordinator-epoch", "0", "--yes", "-o", "json")
         assert result.code == 3, result.stderr
         (row,) = json.loads(result.stdout)
         assert row["outcome"] == "refused"
         assert row["reason"].startswith(f"producer {producer_id} is unknown to {topic}-{partition}"), row["reason"]
     # A start offset where p1 has nothing open: nothing to abort, and nothing written.
-    result = cli(capsys, broker, audit_path, "abort", "-t", topic, "-p", "1", "--start-offset", "0", "--yes", "-o", "json")
+    result = cli(capsys, broker, audit_path, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "1", "--start-offset", "0", "--yes", "-o", "json")
     assert result.code == 0, result.stderr
     assert [r["outcome"] for r in json.loads(result.stdout)] == ["nothing to abort"]
     after = state(broker, topic, audit_path)

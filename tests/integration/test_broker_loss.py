@@ -482,6 +482,7 @@ def abort_with_library(setup: Setup, made: hm.HangingTransaction, audit_path: Pa
     with Cluster(ConnectionConfig(setup.bootstrap, timeout_ms=timeout_ms)) as cluster:
         result = remedy.abort(
             cluster, [remedy.AbortTarget(made.topic, 0, start_offset=made.start_offset)],
+            max_transaction_timeout_ms=0,  # made just now: hanging by the whole rule at once
             audit=audit, confirm=confirm or (lambda rows: True),
         )
     (row,) = result.rows
@@ -561,7 +562,7 @@ def test_abort_whose_only_replica_dies_after_the_intent_says_so_and_changes_noth
     assert lso_and_hw(setup, made.tp)[0] == made.start_offset
 
     # And it is safe to do again once the broker is back.
-    again = run_cli(capsys, "abort", "-b", setup.bootstrap, "--timeout", "30s", "--audit-log", str(audit_path), "-o", "json",
+    again = run_cli(capsys, "abort", "--max-transaction-timeout", "0s", "-b", setup.bootstrap, "--timeout", "30s", "--audit-log", str(audit_path), "-o", "json",
                     "--topic", made.topic, "--partition", "0", "--start-offset", str(made.start_offset), "--yes")
     assert again.code == 0, again.stderr
     assert [r["outcome"] for r in json.loads(again.stdout)] == ["aborted"]

@@ -67,7 +67,7 @@ def test_prometheus_fires_the_hanging_alert_and_it_resolves_after_abort(capsys, 
             assert prom.query("kafkatxn_hanging_transactions") == {(("instance", address), ("job", "kafkatxn")): 1.0}
             assert not prom.alerts("KafkatxnClusterUnreachable")  # the broker is up: kafkatxn_up never was 0
 
-            aborted = run_cli(capsys, "abort", "-b", bootstrap, "--topic", topic, "--partition", "0",
+            aborted = run_cli(capsys, "abort", "--max-transaction-timeout", "0s", "-b", bootstrap, "--topic", topic, "--partition", "0",
                               "--start-offset", str(made.start_offset), "--yes", "--audit-log", tmp_path / "audit.jsonl")
             assert aborted.code == 0, aborted.stdout + aborted.stderr
             prom.wait_for(lambda: not prom.alerts("KafkatxnHangingTransaction"), "KafkatxnHangingTransaction to resolve")

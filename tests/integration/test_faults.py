@@ -196,7 +196,7 @@ def test_transaction_log_leader_lost(capsys, faults: KafkaCluster, scene, tmp_pa
             break
         time.sleep(1)
     assert again.code == 2, again.stderr
-    released = cli(capsys, faults, "abort", "-t", topic, "-p", "0", "--start-offset", str(on_victim.start_offset), "--yes",
+    released = cli(capsys, faults, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "0", "--start-offset", str(on_victim.start_offset), "--yes",
                    "--audit-log", str(tmp_path / "audit.jsonl"))
     assert released.code == 0, released.stderr
     lso, hw = offsets(faults, t0)
@@ -222,7 +222,7 @@ def test_explicit_abort_needs_the_epochs_the_partition_expects(capsys, faults: K
     expected = max(state.coordinator_epoch, 0)
 
     def abort(pid, coordinator_epoch):
-        return cli(capsys, faults, "abort", "-t", topic, "-p", "2", "--producer-id", str(pid), "--producer-epoch",
+        return cli(capsys, faults, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "2", "--producer-id", str(pid), "--producer-epoch",
                    str(h.producer_epoch), "--coordinator-epoch", str(coordinator_epoch), "--yes", "--audit-log", str(audit))
 
     before = offsets(faults, tp)
@@ -356,7 +356,7 @@ def test_confirmation_slower_than_the_timeout_then_acts(faults: KafkaCluster, sc
     assert lso == h.start_offset < hw
     audit = tmp_path / "audit.jsonl"
     code, out, terminal = run_in_pty(
-        ["-b", faults.bootstrap_servers, "abort", "-t", topic, "-p", "0", "--start-offset", str(h.start_offset),
+        ["-b", faults.bootstrap_servers, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "0", "--start-offset", str(h.start_offset),
          "--timeout", "5s", "--audit-log", str(audit), "-o", "json"],
         prompt="Write these ABORT markers?", answer="y", wait_s=8)
     assert code == 0, (out, terminal)
@@ -441,7 +441,7 @@ def test_stuck_in_prepare_commit_is_long_running_and_not_aborted(capsys, faults:
         assert hanging.REASON_COMPLETING in row["reason"] and "PrepareCommit" in row["reason"], row
 
         audit = tmp_path / "audit.jsonl"
-        refused = cli(capsys, faults, "abort", "-t", stuck.topic, "-p", "0", "--start-offset", str(before[0]), "--yes",
+        refused = cli(capsys, faults, "abort", "--max-transaction-timeout", "0s", "-t", stuck.topic, "-p", "0", "--start-offset", str(before[0]), "--yes",
                       "--audit-log", str(audit))
         assert refused.code == 3, (refused.stdout, refused.stderr)
         assert [r["outcome"] for r in json.loads(refused.stdout)] == ["refused"], refused.stdout
@@ -501,7 +501,7 @@ def test_coordinator_lost_between_plan_and_act(capsys, faults: KafkaCluster, sce
     try:
         with Cluster(ConnectionConfig(faults.bootstrap_servers, timeout_ms=20_000)) as c:
             result = remedy.abort(c, [remedy.AbortTarget(tp.topic, 0, start_offset=h.start_offset)], audit=audit,
-                                  confirm=move_then_confirm)
+                                  max_transaction_timeout_ms=0, confirm=move_then_confirm)
         (row,) = result.rows
         assert [r.producer_id for r in planned] == [h.producer_id]  # it was planned on the healthy view
         records = auditlog.read_records(audit_path)
@@ -523,7 +523,7 @@ def test_coordinator_lost_between_plan_and_act(capsys, faults: KafkaCluster, sce
     wait_for_log_leader(faults, log_partition, want_leader=True)
     if move == "killed":  # still hanging, and released once its coordinator answers again
         deadline = time.monotonic() + 60
-        while (again := cli(capsys, faults, "abort", "-t", tp.topic, "-p", "0", "--start-offset", str(h.start_offset),
+        while (again := cli(capsys, faults, "abort", "--max-transaction-timeout", "0s", "-t", tp.topic, "-p", "0", "--start-offset", str(h.start_offset),
                             "--yes", "--audit-log", str(audit_path))).code != 0:
             assert time.monotonic() < deadline, again.stderr
             time.sleep(1)

@@ -52,7 +52,7 @@ def test_abort_releases_a_hanging_transaction_and_is_safe_to_repeat(capsys, brok
     assert hm.read_values(bootstrap, tp, read_committed=True, wait_s=1.5) == [b"before"]
     audit_path = tmp_path / "audit.jsonl"
 
-    result, rows = cli(capsys, broker, audit_path, "abort", "--topic", topic, "--partition", "0",
+    result, rows = cli(capsys, broker, audit_path, "abort", "--max-transaction-timeout", "0s", "--topic", topic, "--partition", "0",
                        "--start-offset", str(made.start_offset), "--yes")
     assert result.code == 0, result.stderr
     (row,) = rows
@@ -69,7 +69,7 @@ def test_abort_releases_a_hanging_transaction_and_is_safe_to_repeat(capsys, brok
     assert intent["state_before"]["last_stable_offset"] == made.start_offset
     assert outcome["state_after"]["last_stable_offset"] == high_watermark
 
-    again, rows = cli(capsys, broker, audit_path, "abort", "--topic", topic, "--partition", "0",
+    again, rows = cli(capsys, broker, audit_path, "abort", "--max-transaction-timeout", "0s", "--topic", topic, "--partition", "0",
                       "--start-offset", str(made.start_offset), "--yes")
     assert again.code == 0, again.stderr
     assert [r["outcome"] for r in rows] == ["nothing to abort"]
@@ -83,7 +83,7 @@ def test_a_stale_start_offset_is_refused_and_nothing_changes(capsys, broker, top
     before = producer_states(broker, tp)
     audit_path = tmp_path / "audit.jsonl"
 
-    result, rows = cli(capsys, broker, audit_path, "abort", "--topic", topic, "--partition", "0",
+    result, rows = cli(capsys, broker, audit_path, "abort", "--max-transaction-timeout", "0s", "--topic", topic, "--partition", "0",
                        "--start-offset", str(made.start_offset + 1), "--yes")
     assert result.code == 3
     assert [r["outcome"] for r in rows] == ["refused"]
@@ -94,10 +94,10 @@ def test_a_stale_start_offset_is_refused_and_nothing_changes(capsys, broker, top
     assert [(r["record"], r["outcome"]) for r in auditlog.read_records(audit_path)] == [("result", "refused")]
 
     # The explicit form with a wrong epoch is refused the same way; the right one works.
-    result, rows = cli(capsys, broker, audit_path, "abort", "-t", topic, "-p", "0", "--producer-id", str(made.producer_id),
+    result, rows = cli(capsys, broker, audit_path, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "0", "--producer-id", str(made.producer_id),
                        "--producer-epoch", str(made.producer_epoch + 1), "--coordinator-epoch", "0", "--yes")
     assert (result.code, rows[0]["outcome"]) == (3, "refused")
-    result, rows = cli(capsys, broker, audit_path, "abort", "-t", topic, "-p", "0", "--producer-id", str(made.producer_id),
+    result, rows = cli(capsys, broker, audit_path, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "0", "--producer-id", str(made.producer_id),
                        "--producer-epoch", str(made.producer_epoch), "--coordinator-epoch", "-1", "--yes")
     assert (result.code, rows[0]["outcome"]) == (0, "aborted"), result.stderr
 
@@ -131,7 +131,7 @@ def test_fence_ends_a_live_producers_open_transaction(capsys, broker, topic, tmp
     audit_path = tmp_path / "audit.jsonl"
 
     # Its coordinator tracks this transaction: abort refuses and points at fence.
-    result, rows = cli(capsys, broker, audit_path, "abort", "-t", topic, "-p", "0", "--start-offset", str(start), "--yes")
+    result, rows = cli(capsys, broker, audit_path, "abort", "--max-transaction-timeout", "0s", "-t", topic, "-p", "0", "--start-offset", str(start), "--yes")
     assert result.code == 3 and "kafkatxn fence" in rows[0]["reason"]
 
     result, rows = cli(capsys, broker, audit_path, "fence", tid, "--yes")
