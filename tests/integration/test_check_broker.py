@@ -122,6 +122,8 @@ def test_unknown_when_the_cluster_cannot_be_reached(capsys):
 
 def test_usage_errors_exit_64_before_touching_the_cluster(capsys):
     result = run_cli(capsys, "check", "-b", "127.0.0.1:1", "--lso-lag-warn", "20:10")
-    assert result.code == 64 and "--lso-lag-warn" in result.stderr and result.stdout == ""
+    assert result.code == 64 and "--lso-lag-warn" in result.stderr
+    # Nagios shows stdout: one UNKNOWN line naming the bad option, not an empty status (issue 24).
+    assert result.stdout.splitlines() == ["KAFKATXN UNKNOWN - bad --lso-lag-warn '20:10': the start of the range is above its end"]
     result = run_cli(capsys, "check", "-b", "127.0.0.1:1", "--textfile", "/tmp/metrics.txt")
     assert result.code == 64 and ".prom" in result.stderr

@@ -80,10 +80,14 @@ def test_hanging_is_reported_and_an_ordinary_transaction_within_its_timeout_is_n
                 "reason": "coordinator does not track this partition",
                 "last_stable_offset": made.start_offset, "high_watermark": mine[0]["high_watermark"],
                 "lso_lag_messages": mine[0]["high_watermark"] - made.start_offset, "holds_lso": True,
+                # Its coordinator does not date it: its age is its first record's (issue 24).
+                "transaction_age_ms": mine[0]["transaction_age_ms"], "transaction_age_source": "first_record",
             }
         ]
         assert mine[0]["high_watermark"] == hm.end_offset(broker.bootstrap_servers, made.tp, read_committed=False)
         assert mine[0]["duration_ms"] > hm.HANGING_BROKER_MAX_TIMEOUT_MS
+        # The first record is no later than the last write.
+        assert mine[0]["transaction_age_ms"] >= mine[0]["duration_ms"]
         everything = doc["hanging"] + doc["long_running"]
         assert not [r for r in everything if r["partition"] == 1 and r["topic"] == made.topic]
 
