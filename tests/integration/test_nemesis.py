@@ -188,10 +188,12 @@ def truth(w: World, tps, attempts: int = 12) -> dict[TopicPartition, tuple[int, 
                 finally:
                     consumer.close()
             return {tp: (v[0], v[1]) for tp, v in out.items()}
-        except KafkaException:
+        except KafkaException as exc:
             if attempt == attempts - 1:
-                raise
+                raise AssertionError(f"no truth for {tp} after {attempts} tries: {exc}; leaders {leaders(w)}") from exc
             time.sleep(2)
+            if attempt % 3 == 2:
+                settle(w)
     raise AssertionError("unreachable")
 
 

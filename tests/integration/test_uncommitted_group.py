@@ -78,7 +78,7 @@ def test_group_without_commits_behind_a_hanging_transaction(capsys, hanging_brok
 
         shown = run_cli(capsys, "lso", "--bootstrap-server", bootstrap, "--timeout", "20s", "--groups", group, "-o", "json")
         rows = {r["partition"]: r for r in json.loads(shown.stdout)}
-        assert shown.code == 1, shown.stderr  # blocked; the pin is younger than lso's critical age (5m)
+        assert shown.code == 2, shown.stderr  # blocked behind a hanging transaction: critical, as diagnose says
     finally:
         consumer.close()
     assert (rows[0]["committed_offset"], rows[0]["verdict"], rows[0]["producer_id"]) == (None, "blocked", made.producer_id)
