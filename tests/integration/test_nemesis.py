@@ -314,14 +314,12 @@ def draw_fault(rng: random.Random, w: World, kind: str) -> Fault:
     if kind == "kill_during":
         return Fault(kind, victim, during=lambda: w.cluster.kill_broker(victim), heal=lambda: restart_if_down(w, victim))
     if kind == "restart_during":
-        def start_in_background() -> None:
+        def start_inside() -> None:
+            # The command waits inside its round trip while the broker starts (that time is the
+            # nemesis's, not the command's): it then meets a broker that has just returned. Started
+            # here, not on a thread of its own, so the harness never starts and kills at once.
             if victim not in w.cluster.running_broker_ids():
-                threading.Thread(target=w.cluster.start_broker, args=(victim,), daemon=True).start()
-
-        def wait_started() -> None:  # the next commands of the episode meet a broker that has just returned
-            deadline = time.monotonic() + 60
-            while victim not in w.cluster.running_broker_ids() and time.monotonic() < deadline:
-                time.sleep(0.2)
+                w.cluster.start_broker(victim)
 
         killed = {"done": False}
 
@@ -330,8 +328,7 @@ def draw_fault(rng: random.Random, w: World, kind: str) -> Fault:
                 killed["done"] = True
                 w.cluster.kill_broker(victim)
 
-        return Fault(kind, victim, before=kill_once, during=start_in_background,
-                     after=wait_started, heal=lambda: restart_if_down(w, victim))
+        return Fault(kind, victim, before=kill_once, during=start_inside, heal=lambda: restart_if_down(w, victim))
     if kind == "move_leaders_during":
         return Fault(kind, victim, during=lambda: move_leaders(w, lambda name: name in (w.rf3, w.fence_topic)),
                      leaders_only_move=True)
@@ -473,11 +470,12 @@ class Nemesis:
         """How the exporter process stands, with the end of its stderr; a dead one is started again
         so that the scrapes after it are still checked."""
         assert self.exporter is not None
+        time.sleep(1)  # its stderr reaches us through a reader thread
         lines = list(self.exporter.stderr_lines)
         while not self.exporter._stderr.empty():
             lines.append(self.exporter._stderr.get())
         code = self.exporter.proc.poll()
-        tail = " | ".join(line.strip() for line in lines[-12:])
+        tail = " | ".join(line.strip() for line in lines[-30:])
         if code is not None:
             self.exporter = None  # the next scrape starts a new one
             return f"exited with {code}: {tail}"
