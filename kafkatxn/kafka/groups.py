@@ -38,7 +38,9 @@ class GroupsApi:
         give_up = time.monotonic() + max(0.0, self.deadline - time.monotonic()) / 2
         while True:
             try:
-                result = self._wait(self.admin.list_consumer_groups(request_timeout=self.remaining_s()), "listing groups")
+                # librdkafka answers once every broker has: a dead one must fail within the give-up time.
+                wait_s = max(0.5, give_up - time.monotonic())
+                result = self._wait(self.admin.list_consumer_groups(request_timeout=wait_s), "listing groups")
             except KafkatxnError:
                 raise
             except Exception as exc:  # noqa: BLE001

@@ -101,6 +101,10 @@ class Session:
         self.silent.clear()
         self.failed.clear()
 
+    def drop_admin(self) -> None:
+        """Forget confluent-kafka's client; the next API that needs it builds a new one."""
+        self._admin = None
+
     def exclude_from_deadline(self, seconds: float) -> None:
         """Time spent outside the network (a person reading a prompt) is added back to the deadline.
         A pause a person could notice also forgets what this command learned of the cluster: it may

@@ -665,6 +665,9 @@ def check_writes(nemesis: Nemesis, runs: list[Run], before, after, fence_run) ->
         if run.command == "fence" and fence_run is not None and isinstance(run.doc, list):
             if any(row.get("outcome") in ("fenced", "unknown") for row in run.doc):
                 acted.add(TopicPartition(w.fence_topic, 0))
+    for tp in list(w.hanging):
+        if tp in acted and after[tp][0] > w.hanging[tp].start_offset:
+            w.hanging.pop(tp)  # an abort whose answer did not arrive ("unknown") took effect after all
     for tp in w.watched:
         if before[tp] != after[tp] and tp not in acted:
             culprit = next((r for r in runs if r.command in ("abort --all-hanging", "fence")), runs[0])
