@@ -187,6 +187,10 @@ def test_transaction_log_leader_lost(capsys, faults: KafkaCluster, scene, tmp_pa
             faults.start_broker(victim)
         else:
             process.send_signal(signal.SIGCONT)
+            # A broker resumed after being fenced can be fenced again while it catches up (as in
+            # test_broker_loss): the rest of the module gets it restarted cleanly, as after a kill.
+            faults.kill_broker(victim)
+            faults.start_broker(victim)
     wait_for_log_leader(faults, scene["victim_partition"], want_leader=True)
     # Back: the cluster can tell again; the hanging one is found and released.
     deadline = time.monotonic() + 60
