@@ -72,6 +72,11 @@ def part_missing(subject: Subject, error: object, acl: str) -> Missing:
     return Missing(subject, str(error))
 
 
+def is_timeout(exc: BaseException) -> bool:
+    """A request that got no answer in time (either client's timeout classes)."""
+    return "Timeout" in type(exc).__name__ or "TimedOut" in type(exc).__name__
+
+
 def clean(text: object) -> str:
     """One line, without anything that looks like a credential."""
     return redact(" ".join(str(text).split()))
@@ -106,7 +111,7 @@ def _connect_failure(exc: BaseException) -> str:
         return os.strerror(int(errno.group(1)))
     if "DNS" in str(exc).upper():
         return "the name does not resolve"
-    return "timed out" if "Timeout" in type(exc).__name__ or "TimedOut" in type(exc).__name__ else _without_class_names(exc)
+    return "timed out" if is_timeout(exc) else _without_class_names(exc)
 
 
 class ErrorTranslator:
@@ -253,7 +258,7 @@ def plain_reason(exc: BaseException) -> str:
     if kafka_error_code(exc) is not None:  # confluent-kafka: its KafkaError's own words, not its repr
         text = clean(exc.args[0].str())
         return "timed out" if kafka_error_code(exc) == "_TIMED_OUT" else _LIBRDKAFKA_STATE.sub("", text)
-    if "Timeout" in name or "TimedOut" in name:
+    if is_timeout(exc):
         return "timed out"
     if name in _PLAIN_REASONS:
         base = _PLAIN_REASONS[name]

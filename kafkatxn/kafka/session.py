@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
 from kafkatxn.errors import AuthenticationError, DeadlineExceeded, UsageError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import ErrorTranslator, clean, kafka_error_code, part_missing
+from kafkatxn.kafka.errors import ErrorTranslator, clean, is_timeout, kafka_error_code, part_missing
 from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
 from kafkatxn.kafka.wire import Wire
 
@@ -50,10 +50,6 @@ class BrokerSilent(DeadlineExceeded):
         self.broker_id = broker_id
         self.plain_reason = "timed out"  # the part's reason: its subject names the broker
         super().__init__(f"broker {broker_id} {self.plain_reason}")
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    return "Timeout" in type(exc).__name__ or "TimedOut" in type(exc).__name__
 
 
 def cluster_metadata(md: proto.MetadataResponse, answered_by: int | None) -> ClusterMetadata:
@@ -233,7 +229,7 @@ class Session:
             raise self.errors.translate(exc, "sending requests") from exc
         for (i, node, _request), answer in zip(to_send, answers):
             if node is not None and isinstance(answer, BaseException):
-                if _is_timeout(answer):
+                if is_timeout(answer):
                     answer = self.silent.setdefault(node, BrokerSilent(node, budget))
                     log.debug("broker %s is silent for the rest of the command", node)
                 else:
