@@ -15,6 +15,7 @@ from typing import Iterable
 from kafkatxn.errors import ClusterError, KafkatxnError
 from kafkatxn.kafka.errors import clean
 from kafkatxn.model import Missing, Part, Partial, TopicPartition
+from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.session import NOT_ARRIVED
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -58,9 +59,26 @@ class GroupsApi:
 
                     # Nothing answered in time: say so as every other request does (unreachable, deadline).
                     raise self.errors.translate(KafkaException(result.errors[0]), "listing consumer groups")
-                return Partial(listed, [Missing(Part("consumer groups"), f"some brokers did not list theirs: {reasons}")])
+                return Partial(listed, [Missing(Part("consumer groups"), self._unlisted_reason(reasons))])
             log.debug("listing consumer groups: retrying after %s", reasons)
             time.sleep(0.25)
+
+    def _unlisted_reason(self, reasons: str) -> str:
+        """Why part of the group list is missing, naming the brokers that do not answer (librdkafka's
+        per-broker errors do not say which broker they came from; the reader needs to know whose
+        groups are left out). One ApiVersions round trip, only when a part is already missing."""
+        try:
+            brokers = [b.id for b in self.metadata().brokers]
+            answers = self._send_all([(b, proto.ApiVersions()) for b in brokers])
+        except Exception:  # noqa: BLE001 - the list is incomplete either way; say what is known
+            log.debug("probing brokers after an incomplete group list failed", exc_info=True)
+            return f"some brokers did not list theirs: {reasons}"
+        silent = {b: self.errors.reason(a) for b, a in zip(brokers, answers) if isinstance(a, BaseException)}
+        if not silent:
+            return f"some brokers did not list theirs: {reasons}"
+        named = "; ".join(f"broker {b}: {why}" for b, why in sorted(silent.items()))
+        return f"the groups coordinated by {'broker' if len(silent) == 1 else 'brokers'} " \
+            f"{', '.join(map(str, sorted(silent)))} were not listed ({named})"
 
     def group_offsets(self, groups: Iterable[str]) -> Partial[dict[str, dict[TopicPartition, int]]]:
         """Committed offsets per group (offsets < 0 mean nothing committed)."""

@@ -60,3 +60,37 @@ def test_a_broker_that_never_lists_its_groups_is_a_named_missing_part_not_the_en
     listed = cluster_with(admin, timeout_ms=1200).list_groups_partial()
     assert listed.value == ["a", "b"]
     assert [str(m.subject) for m in listed.missing] == ["consumer groups"] and "COORDINATOR_NOT_AVAILABLE" in listed.missing[0].reason
+
+
+def test_the_brokers_whose_groups_are_missing_are_named():
+    """CI's nemesis: with broker 2 killed, `lso --groups` said only "some brokers did not list
+    theirs: Local: Timed out"; the reader (and the nemesis) could not tell whose groups were left out."""
+    from kafkatxn.kafka.session import BrokerSilent
+    from kafkatxn.model import BrokerInfo, ClusterMetadata
+
+    admin = FakeAdmin([(["a"], ["Local: Timed out"])])
+    cluster = cluster_with(admin, timeout_ms=1200)
+    brokers = tuple(BrokerInfo(i, "127.0.0.1", 9000 + i) for i in (1, 2, 3))
+    cluster.metadata = lambda: ClusterMetadata("c", 1, brokers, ())
+    probed = []
+
+    def send_all(requests):
+        probed.extend(node for node, _ in requests)
+        return [BrokerSilent(node, 1.0) if node == 2 else object() for node, _ in requests]
+
+    cluster._send_all = send_all
+    listed = cluster.list_groups_partial()
+    assert listed.value == ["a"] and probed == [1, 2, 3]
+    (missing,) = listed.missing
+    assert "broker 2" in missing.reason and "broker 1" not in missing.reason and "broker 3" not in missing.reason
+
+
+def test_when_every_broker_answers_the_probe_the_reason_stays_general():
+    from kafkatxn.model import BrokerInfo, ClusterMetadata
+
+    admin = FakeAdmin([(["a"], ["COORDINATOR_NOT_AVAILABLE"])])
+    cluster = cluster_with(admin, timeout_ms=1200)
+    cluster.metadata = lambda: ClusterMetadata("c", 1, (BrokerInfo(1, "h", 1),), ())
+    cluster._send_all = lambda requests: [object() for _ in requests]
+    (missing,) = cluster.list_groups_partial().missing
+    assert "COORDINATOR_NOT_AVAILABLE" in missing.reason and "broker" in missing.reason
