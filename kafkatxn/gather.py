@@ -35,6 +35,16 @@ def cluster_max_transaction_timeout(cluster: Cluster) -> tuple[int, list[Missing
     return value, list(configs.missing)
 
 
+def unseen_topics(cluster: Cluster) -> list[Missing]:
+    """A scan of the whole cluster cannot say "nothing there" for topics its principal does not see:
+    Metadata leaves out, silently, the topics it may not DESCRIBE. Those topics are a missing part
+    (the scan is undetermined, exit 3), named with the ACL and the way to a complete answer."""
+    if not cluster.topic_list_filtered():  # None (no answer to the probe) is not evidence of a filter
+        return []
+    return [Missing(Part("topics this principal cannot see"),
+                    "not authorized: needs DESCRIBE on Topic * (or name the topics to scan)", acl="DESCRIBE on Topic *")]
+
+
 def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[CoordinatorView, list[Missing]]:
     """Steps 3 and 4 of the rule for these producer ids; the list names what did not answer.
 

@@ -242,6 +242,8 @@ def find_hanging(
     missing: list[Missing] = []
     # The selection first: a bad one (--partition without one --topic) is a usage error before any request.
     tps = select_partitions(cluster, broker_id, topics, partition)
+    if not topics:
+        missing += gather.unseen_topics(cluster)
     if max_transaction_timeout_ms is None:
         max_transaction_timeout_ms, config_missing = cluster_max_transaction_timeout(cluster)
         source = f"broker config {MAX_TIMEOUT_CONFIG}"

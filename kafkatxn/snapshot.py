@@ -260,6 +260,8 @@ def gather_snapshot(
     if topic_regex and not selected:
         # A typo in the regex must not turn into a check that is always OK.
         missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
+    if not topic_regex:
+        missing += gather.unseen_topics(cluster)
     tps = [p.tp for p in selected]
     snapshot = ClusterSnapshot(
         taken_at_ms,

@@ -113,7 +113,8 @@ class MetadataApi:
         # authorization is checked before the name is looked at.
         probe = f"~kafkatxn-visibility-probe-{uuid.uuid4().hex}"
         try:
-            md = self.admin.list_topics(topic=probe, timeout=max(0.1, min(self.remaining_s(), 10)))
+            # One broker's share of the time (BROKER_SHARE): a frozen broker must not take the whole command.
+            md = self.admin.list_topics(topic=probe, timeout=max(0.1, min(self.broker_budget_s(), 10)))
         except Exception:  # noqa: BLE001 - visibility is a report, not a reason to end the command
             log.debug("topic visibility probe failed", exc_info=True)
             return None

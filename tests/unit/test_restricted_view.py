@@ -194,3 +194,33 @@ def test_a_named_group_the_principal_may_not_describe_is_not_unknown_but_not_aut
     assert [(m.subject, m.reason) for m in snap.missing] == [(Part("group app"), "not authorized: needs DESCRIBE on Group app")]
     with pytest.raises(NotFoundError, match="unknown consumer group 'nope'"):
         lso.take_group_snapshot(fake, ["nope"])
+
+
+# -- a filtered topic list -------------------------------------------------------------------------
+
+
+def test_a_cluster_wide_scan_by_a_principal_that_sees_only_some_topics_is_undetermined():
+    """It used to answer "no hanging transaction" (exit 0) for a cluster it saw only part of."""
+    from kafkatxn.snapshot import gather_snapshot
+
+    seeing_all = restricted_cluster(topics_filtered=False)
+    assert not [m for m in hanging.find_hanging(seeing_all, max_transaction_timeout_ms=MAX).missing if m.subject == Part("topics this principal cannot see")]
+    filtered = restricted_cluster(topics_filtered=True)
+    result = hanging.find_hanging(filtered, max_transaction_timeout_ms=MAX)
+    (unseen,) = [m for m in result.missing if m.subject == Part("topics this principal cannot see")]
+    assert unseen.not_authorized and unseen.acl == "DESCRIBE on Topic *"
+    snap = gather_snapshot(restricted_cluster(topics_filtered=True), max_transaction_timeout_ms=MAX)
+    assert Part("topics this principal cannot see") in [m.subject for m in snap.missing]
+
+
+def test_a_scan_of_named_topics_or_a_regex_is_not_made_undetermined_by_the_filter():
+    from kafkatxn.snapshot import gather_snapshot
+
+    result = hanging.find_hanging(restricted_cluster(topics_filtered=True), topics=["b"], max_transaction_timeout_ms=MAX)
+    assert Part("topics this principal cannot see") not in [m.subject for m in result.missing]
+    snap = gather_snapshot(restricted_cluster(topics_filtered=True), topic_regex="^b$", max_transaction_timeout_ms=MAX)
+    assert Part("topics this principal cannot see") not in [m.subject for m in snap.missing]
+
+
+def test_a_visibility_probe_without_an_answer_is_not_taken_for_a_filter():
+    assert gather.unseen_topics(restricted_cluster(topics_filtered=None)) == []
