@@ -275,6 +275,8 @@ class KafkaCluster:
         if node.running:
             raise KafkaHarnessError(f"node {node_id} of {self.name} is already running")
         _live_clusters.add(self)
+        if self.zookeeper is not None:
+            self.zookeeper.wait_until_unregistered(node_id, time.monotonic() + timeout / 2)
         self._launch(node, self.libs_dir)
         self._wait_until_serving([node_id], time.monotonic() + timeout)
 

@@ -100,7 +100,7 @@ class ZooKeeper:
         config.write_text(
             f"tickTime={TICK_MS}\ndataDir={self.directory / 'data'}\nclientPort={self.port}\n"
             "clientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n"
-            "4lw.commands.whitelist=ruok,srvr\n"
+            "4lw.commands.whitelist=ruok,srvr,dump\n"
         )
         logging_config = self.directory / "log4j.properties"
         logging_config.write_text(
@@ -121,6 +121,23 @@ class ZooKeeper:
                 state = f"exited ({self.process.returncode})" if self.process.poll() is not None else "timed out"
                 raise KafkaHarnessError(f"ZooKeeper on port {self.port} {state} before serving\n{tail}")
             time.sleep(0.1)
+
+    def registered(self, broker_id: int) -> bool:
+        """Whether ``/brokers/ids/<broker_id>`` exists: the ephemeral registration of a broker whose
+        session is alive (or not yet expired, after a kill)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
+                sock.sendall(b"dump")
+                dump = b"".join(iter(lambda: sock.recv(65536), b"")).decode(errors="replace")
+        except OSError:
+            return True  # cannot tell: assume it is
+        return any(line.strip() == f"/brokers/ids/{broker_id}" for line in dump.splitlines())
+
+    def wait_until_unregistered(self, broker_id: int, deadline: float) -> None:
+        """Wait until a killed broker's registration expired: a broker restarted before that fails
+        to register (its id is still held by the old session)."""
+        while self.registered(broker_id) and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def stop(self) -> None:
         if self.process is None:
