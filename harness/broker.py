@@ -227,6 +227,8 @@ class KafkaCluster:
         except BaseException:
             self.stop()
             raise
+        if self.zookeeper is not None:
+            zookeeper.settle(self, deadline)
         self.startup_seconds = time.monotonic() - started_at
         return self
 
@@ -279,6 +281,8 @@ class KafkaCluster:
             self.zookeeper.wait_until_unregistered(node_id, time.monotonic() + timeout / 2)
         self._launch(node, self.libs_dir)
         self._wait_until_serving([node_id], time.monotonic() + timeout)
+        if self.zookeeper is not None:
+            zookeeper.settle(self, time.monotonic() + timeout)
 
     def running_broker_ids(self) -> list[int]:
         return [node.node_id for node in self._nodes.values() if node.running]

@@ -68,6 +68,29 @@ def broker_properties(kraft_properties: Mapping[str, str], node_id: int, connect
     return properties
 
 
+def settle(cluster, deadline: float) -> None:
+    """After a (re)start in ZooKeeper mode: admin requests such as CreateTopics go to the controller,
+    which a killed or restarted broker may have been (KRaft brokers forward them, ZooKeeper-mode ones
+    answer NOT_CONTROLLER). Wait until the metadata names a running controller, and make the harness's
+    next admin client learn it afresh. The cluster id is ZooKeeper's, not the one the harness made up."""
+    from confluent_kafka import KafkaException
+
+    from .broker import KafkaHarnessError
+
+    while True:
+        cluster._admin = None
+        try:
+            metadata = cluster.admin_client().list_topics(timeout=5)
+        except KafkaException:
+            metadata = None
+        if metadata is not None and metadata.controller_id in cluster.running_broker_ids():
+            cluster.cluster_id = metadata.cluster_id
+            return
+        if time.monotonic() > deadline:
+            raise KafkaHarnessError(f"{cluster.name}: no running broker became the controller")
+        time.sleep(0.2)
+
+
 class ZooKeeper:
     """One standalone ZooKeeper server (``ZooKeeperServerMain``) for one cluster, on loopback."""
 
