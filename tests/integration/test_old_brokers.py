@@ -76,7 +76,7 @@ def test_lso_and_lso_groups_show_the_offsets_and_name_the_coordinator_side_missi
         tp = TopicPartition(topic, p)
         assert (rows[p]["last_stable_offset"], rows[p]["lag_messages"]) == (run.start_offset(tp), 2)
         assert rows[p]["producer_id"] == run.producer_id and rows[p]["transactional_id"] is None
-    result = kafkatxn(cluster, "lso", "--groups", "--group", group, "-o", "json")
+    result = kafkatxn(cluster, "lso", "--groups", group, "-o", "json")
     assert result.code == 3, result.stderr
     one_line(result, "ListTransactions")
     (row,) = json.loads(result.stdout)
