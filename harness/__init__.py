@@ -1,4 +1,4 @@
-"""Broker harness: real Apache Kafka brokers (KRaft) started from Maven Central jars, for the tests,
+"""Broker harness: real Apache Kafka brokers (KRaft, or ZooKeeper mode: zookeeper.py) started from Maven Central jars, for the tests,
 bench/ and the demo (scripts/demo.py); outside the test tree and the wheel."""
 
 from .broker import KafkaCluster, KafkaHarnessError, Listener, new_kafka_uuid

@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
         help="broker setting, repeatable, e.g. --set transaction.partition.verification.enable=false",
     )
     up.add_argument("--kafka-version", help="default: $KAFKA_VERSION or the pinned version")
+    up.add_argument("--metadata-mode", choices=["kraft", "zookeeper"],
+                    help="default: $KAFKA_METADATA_MODE, else ZooKeeper on Kafka 2.x and KRaft from 3.x")
     up.add_argument(
         "--jvm-options",
         help="broker JVM options replacing the fast-start defaults, e.g. '-Xmx1g -XX:+UseG1GC' for benchmarks",
@@ -84,7 +86,7 @@ def _up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _raise_stop_requested)
     cluster = KafkaCluster(
         workdir, n_brokers=args.brokers, broker_config=broker_config,
-        kafka_version=args.kafka_version, jvm_options=jvm_options,
+        kafka_version=args.kafka_version, jvm_options=jvm_options, metadata_mode=args.metadata_mode,
     )
     try:
         cluster.start(timeout=args.timeout)

@@ -27,6 +27,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .jars import default_kafka_version, ensure_kafka_jars, log4j_flavour
+from . import zookeeper
 
 LOOPBACK = "127.0.0.1"
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -127,6 +128,7 @@ class KafkaCluster:
         name: str = "kafka",
         jvm_options: Sequence[str] | None = None,
         format_arguments: Sequence[str] = (),
+        metadata_mode: str | None = None,
     ):
         if n_brokers < 1:
             raise ValueError("n_brokers must be at least 1")
@@ -147,6 +149,9 @@ class KafkaCluster:
         self.startup_seconds: float | None = None
         self._nodes: dict[int, _Node] = {}
         self._admin: AdminClient | None = None
+        # ZooKeeper mode (harness/zookeeper.py): its own ZooKeeper, no storage format, no controller listener.
+        self.metadata_mode = zookeeper.metadata_mode(self.version, metadata_mode)
+        self.zookeeper = zookeeper.ZooKeeper(self.workdir / f"{name}-zookeeper") if self.metadata_mode == zookeeper.ZOOKEEPER else None
 
     # -- addresses and clients ------------------------------------------------------------
 
@@ -205,6 +210,8 @@ class KafkaCluster:
         deadline = started_at + timeout
         _live_clusters.add(self)
         try:
+            if self.zookeeper is not None:
+                self.zookeeper.start([*_parent_death_signal_prefix(), _java(), *TOOL_JVM_OPTIONS], libs_dir, deadline)
             for attempt in range(1, _PORT_ATTEMPTS + 1):
                 self._prepare_nodes(libs_dir)
                 try:
@@ -220,6 +227,8 @@ class KafkaCluster:
         except BaseException:
             self.stop()
             raise
+        if self.zookeeper is not None:
+            zookeeper.settle(self, deadline)
         self.startup_seconds = time.monotonic() - started_at
         return self
 
@@ -238,6 +247,8 @@ class KafkaCluster:
                 break
             time.sleep(0.05)
         self._kill_all()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
         _live_clusters.discard(self)
 
     def kill_broker(self, node_id: int) -> None:
@@ -266,8 +277,12 @@ class KafkaCluster:
         if node.running:
             raise KafkaHarnessError(f"node {node_id} of {self.name} is already running")
         _live_clusters.add(self)
+        if self.zookeeper is not None:
+            self.zookeeper.wait_until_unregistered(node_id, time.monotonic() + timeout / 2)
         self._launch(node, self.libs_dir)
         self._wait_until_serving([node_id], time.monotonic() + timeout)
+        if self.zookeeper is not None:
+            zookeeper.settle(self, time.monotonic() + timeout)
 
     def running_broker_ids(self) -> list[int]:
         return [node.node_id for node in self._nodes.values() if node.running]
@@ -397,9 +412,13 @@ class KafkaCluster:
             prefix = f"listener.name.{listener.name.lower()}."
             properties.update({prefix + key: _property_value(value) for key, value in listener.broker_properties.items()})
         properties.update(self.broker_config)
+        if self.zookeeper is not None:
+            return zookeeper.broker_properties(properties, node.node_id, self.zookeeper.connect, CONTROLLER_LISTENER)
         return properties
 
     def _format_storage(self, libs_dir: Path) -> None:
+        if self.zookeeper is not None:
+            return  # a ZooKeeper-mode broker makes its storage itself
         # One JVM per node, in parallel: formatting is a noticeable part of the startup time.
         formatters = {
             node.node_id: subprocess.Popen(

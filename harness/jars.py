@@ -100,8 +100,9 @@ def _fetch(version: str, libs_dir: Path) -> None:
 
 def _add_slf4j_binding(project_dir: Path, staging: Path) -> None:
     """Kafka 4.x ships log4j2 but leaves the slf4j binding to the distribution; without one the
-    broker logs nothing. Kafka 3.x already brings slf4j-reload4j."""
-    if any(staging.glob("slf4j-reload4j-*.jar")) or any(staging.glob("log4j-slf4j*-impl-*.jar")):
+    broker logs nothing. Kafka 3.x already brings slf4j-reload4j, 2.x slf4j-log4j12."""
+    bindings = ("slf4j-reload4j-*.jar", "slf4j-log4j12-*.jar", "log4j-slf4j*-impl-*.jar")
+    if any(any(staging.glob(binding)) for binding in bindings):
         return
     log4j_core_version = _jar_version(staging, "log4j-core")
     if log4j_core_version is None:

@@ -23,7 +23,9 @@ from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.exitcodes import SEVERITY, Status, worst
 from kafkatxn.output import Report
-from kafkatxn.snapshot import ClusterSnapshot, GroupSample
+from kafkatxn.snapshot import (
+    PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_VERDICTS, ClusterSnapshot, GroupSample,
+)
 
 # ------------------------------------------------------------------------------------------------
 # Range expressions (https://www.monitoring-plugins.org/doc/guidelines.html#THRESHOLDFORMAT)
@@ -348,21 +350,24 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         )
     oldest = snapshot.oldest_transaction_age_s()
     lagging = sum(1 for _, lag in lags if lag > 0)
+    # A figure whose part was not gathered is left out (its reason is in ``missing``), never a 0.
+    has = snapshot.gathered
     perfdata = [
-        PerfDatum("hanging_transactions", len(snapshot.hanging), crit="0", min=0),
-        PerfDatum("undetermined_transactions", len(snapshot.undetermined), min=0),
-        PerfDatum("lso_lag_max", max_lag, warn=_perf(thresholds.lso_lag_warn), crit=_perf(thresholds.lso_lag_crit), min=0),
-        PerfDatum("lagging_partitions", lagging, min=0, max=len(snapshot.partitions)),
+        *([PerfDatum("hanging_transactions", len(snapshot.hanging), crit="0", min=0),
+           PerfDatum("undetermined_transactions", len(snapshot.undetermined), min=0)] if has(PART_VERDICTS) else []),
+        *([PerfDatum("lso_lag_max", max_lag, warn=_perf(thresholds.lso_lag_warn), crit=_perf(thresholds.lso_lag_crit), min=0),
+           PerfDatum("lagging_partitions", lagging, min=0, max=len(snapshot.partitions))] if has(PART_OFFSETS) else []),
         *([PerfDatum("open_transactions", open_count, min=0)] if open_count is not None else []),
-        PerfDatum("transaction_age_max", round(oldest, 3), "s", _perf(thresholds.txn_age_warn), _perf(thresholds.txn_age_crit), 0),
-        PerfDatum(
+        *([PerfDatum("transaction_age_max", round(oldest, 3), "s", _perf(thresholds.txn_age_warn), _perf(thresholds.txn_age_crit), 0)]
+          if has(PART_TRANSACTION_AGES) else []),
+        *([PerfDatum(
             "active_producer_ids_max", max(snapshot.active_producer_ids.values(), default=0),
             warn=_perf(thresholds.producer_ids_warn), crit=_perf(thresholds.producer_ids_crit), min=0,
-        ),
+        )] if has(PART_PRODUCERS) else []),
         PerfDatum("partitions", len(snapshot.partitions), min=0),
         PerfDatum("missing_parts", len(snapshot.missing), min=0),
     ]
-    if groups is not None:
+    if groups is not None and has(PART_GROUPS):
         perfdata += [
             PerfDatum("groups_blocked", len(blocked_groups), crit="0", min=0),
             PerfDatum("groups_waiting", waiting, min=0),
@@ -373,17 +378,17 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         "cluster_id": snapshot.cluster_id,
         "up": True,
         "partitions": len(snapshot.partitions),
-        "hanging_transactions": len(snapshot.hanging),
-        "undetermined_transactions": len(snapshot.undetermined),
-        "lso_lag_max_messages": max_lag,
-        "lagging_partitions": lagging,
+        "hanging_transactions": len(snapshot.hanging) if has(PART_VERDICTS) else None,
+        "undetermined_transactions": len(snapshot.undetermined) if has(PART_VERDICTS) else None,
+        "lso_lag_max_messages": max_lag if has(PART_OFFSETS) else None,
+        "lagging_partitions": lagging if has(PART_OFFSETS) else None,
         "open_transactions": open_count,
-        "transaction_age_max_ms": int(oldest * 1000),
+        "transaction_age_max_ms": int(oldest * 1000) if has(PART_TRANSACTION_AGES) else None,
         "max_transaction_timeout_ms": snapshot.max_transaction_timeout_ms,
         "missing_parts": len(snapshot.missing),
         "gather_duration_ms": int(snapshot.duration_s * 1000),
     }
-    if groups is not None:
+    if groups is not None and has(PART_GROUPS):
         facts["groups_blocked"] = len(blocked_groups)
         facts["groups_waiting"] = waiting
         facts["group_lag_max_messages"] = max((g.lag_messages for g in groups), default=0)

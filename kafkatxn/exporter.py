@@ -30,7 +30,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric, Sample
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from kafkatxn.audit.churn import ChurnSample, IdChurn, churn_metric_families
-from kafkatxn.snapshot import ClusterSnapshot, gather_snapshot
+from kafkatxn.snapshot import (
+    PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS, ClusterSnapshot,
+    gather_snapshot,
+)
 from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
 from kafkatxn.kafka import Cluster
 from kafkatxn.validation import compile_regex
@@ -77,6 +80,13 @@ def metric_families(
     ]
     if not snapshot.up:
         return out
+    # A figure whose part was not gathered has no series (never a 0); this says which parts those are.
+    has = snapshot.gathered
+    not_gathered = gauge("kafkatxn_scrape_part_missing", "1 for each part of the gather that did not arrive: its "
+                         "figures have no series in this scrape (the reason is logged with the missing parts).", labels=["part"])
+    for part in sorted(snapshot.not_gathered):
+        not_gathered.add_metric([part], 1)
+    out.append(not_gathered)
 
     brokers = gauge("kafkatxn_broker_up", "1 for a broker registered in metadata, 0 for one only named as a replica.",
                     labels=["broker"])
@@ -85,13 +95,14 @@ def metric_families(
     out.append(brokers)
 
     lags = [p.lso_lag_messages for p in snapshot.partitions if p.lso_lag_messages is not None]
-    out += [
-        gauge("kafkatxn_partitions", "Partitions scanned (after --topic-regex).", len(snapshot.partitions)),
-        gauge("kafkatxn_lso_lag_max_messages", "Largest high watermark minus last stable offset over the partitions scanned.",
-              max(lags, default=0)),
-        gauge("kafkatxn_lagging_partitions", "Partitions whose last stable offset is behind the high watermark.",
-              sum(1 for lag in lags if lag > 0)),
-    ]
+    out.append(gauge("kafkatxn_partitions", "Partitions scanned (after --topic-regex).", len(snapshot.partitions)))
+    if has(PART_OFFSETS):
+        out += [
+            gauge("kafkatxn_lso_lag_max_messages", "Largest high watermark minus last stable offset over the partitions scanned.",
+                  max(lags, default=0)),
+            gauge("kafkatxn_lagging_partitions", "Partitions whose last stable offset is behind the high watermark.",
+                  sum(1 for lag in lags if lag > 0)),
+        ]
 
     if options.per_topic:
         out += _per_topic(snapshot, options)
@@ -99,39 +110,41 @@ def metric_families(
         out += _per_partition(snapshot, options)
 
     states = gauge("kafkatxn_transactions", "Transactional ids per coordinator state (ListTransactions).", labels=["state"])
-    for state in sorted(set(TRANSACTION_STATES) | set(snapshot.transaction_states)):
+    for state in sorted(set(TRANSACTION_STATES) | set(snapshot.transaction_states)) if has(PART_TRANSACTION_STATES) else ():
         states.add_metric([state], snapshot.transaction_states.get(state, 0))
     out.append(states)
-    out.append(gauge(
-        "kafkatxn_transaction_oldest_age_seconds",
-        f"Age of the oldest open transaction ({', '.join(sorted(OPEN_TRANSACTION_STATES))} at its coordinator, or "
-        "hanging: dated by its first record); 0 when none.",
-        snapshot.oldest_transaction_age_s(),
-    ))
+    if has(PART_TRANSACTION_AGES):
+        out.append(gauge(
+            "kafkatxn_transaction_oldest_age_seconds",
+            f"Age of the oldest open transaction ({', '.join(sorted(OPEN_TRANSACTION_STATES))} at its coordinator, or "
+            "hanging: dated by its first record); 0 when none.",
+            snapshot.oldest_transaction_age_s(),
+        ))
     if snapshot.open_transaction_count is not None:
         out.append(gauge("kafkatxn_open_transactions", "Open transactions on the partitions scanned (DescribeProducers): "
                          "the count hanging and check give.", snapshot.open_transaction_count))
-    out.append(gauge(
-        "kafkatxn_hanging_transactions",
-        "Open transactions on partitions that their coordinator does not track (never completed; the LSO is stuck).",
-        len(snapshot.hanging),
-    ))
-    out.append(gauge(
-        "kafkatxn_undetermined_transactions",
-        "Open transactions past the maximum timeout that could not be decided: a coordinator that could own "
-        "their transactional id did not answer (not counted as hanging).",
-        len(snapshot.undetermined),
-    ))
+    if has(PART_VERDICTS):
+        out.append(gauge(
+            "kafkatxn_hanging_transactions",
+            "Open transactions on partitions that their coordinator does not track (never completed; the LSO is stuck).",
+            len(snapshot.hanging),
+        ))
+        out.append(gauge(
+            "kafkatxn_undetermined_transactions",
+            "Open transactions past the maximum timeout that could not be decided: a coordinator that could own "
+            "their transactional id did not answer (not counted as hanging).",
+            len(snapshot.undetermined),
+        ))
     if snapshot.max_transaction_timeout_ms is not None:
         out.append(gauge("kafkatxn_max_transaction_timeout_seconds",
                          "The brokers' transaction.max.timeout.ms, the age past which an open transaction is checked for hanging.",
                          snapshot.max_transaction_timeout_ms / 1000))
-    if snapshot.groups is not None:
+    if snapshot.groups is not None and has(PART_GROUPS):
         out += _group_lag(snapshot, options)
     producers = gauge("kafkatxn_active_producer_ids",
                       "Distinct producer ids with state on the partitions each broker leads (producer-state memory).",
                       labels=["broker"])
-    for broker_id, count in sorted(snapshot.active_producer_ids.items()):
+    for broker_id, count in sorted(snapshot.active_producer_ids.items()) if has(PART_PRODUCERS) else ():
         producers.add_metric([str(broker_id)], count)
     out.append(producers)
     return out

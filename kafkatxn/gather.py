@@ -59,12 +59,17 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
     asked = [b.id for b in md.brokers]
     tids: dict[int, str] = {}
     list_missing: list[Missing] = []
+    unsupported: list[Missing] = []
     if wanted:  # an empty filter would list every transaction
-        listed, _ = cluster.list_transactions(broker_ids=asked, producer_ids=wanted)
-        list_missing = [m.within("transactional ids") for m in listed.missing]
-        tids = {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
+        try:
+            listed, _ = cluster.list_transactions(broker_ids=asked, producer_ids=wanted)
+        except UnsupportedBrokerError as exc:  # Kafka 2.8: DescribeProducers, but no coordinator to ask
+            unsupported = [Missing(verdicts.IDS_PART, str(exc))]
+        else:
+            list_missing = [m.within("transactional ids") for m in listed.missing]
+            tids = {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
     silent = {m.subject.id for m in list_missing if isinstance(m.subject, Broker)}
-    gaps = verdicts.transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else []
+    gaps = unsupported or (verdicts.transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else [])
     hidden: tuple[Missing, ...] = ()
     if not gaps and set(wanted) - set(tids):
         # A producer id not listed: hanging only if the principal sees every transactional id
@@ -92,7 +97,7 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
         ids_hidden=hidden,
     )
     # The gaps are reported through the verdicts they leave undetermined, not as missing on their own.
-    return view, list_missing + list(describe_missing)
+    return view, unsupported + list_missing + list(describe_missing)
 
 
 def described_open_transactions(

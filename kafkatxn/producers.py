@@ -12,8 +12,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from kafkatxn.model import Missing, Partial, PartitionInfo, ProducerState, TopicPartition
-from kafkatxn.errors import NotFoundError
+from kafkatxn.model import Missing, Part, Partial, PartitionInfo, ProducerState, TopicPartition
+from kafkatxn.errors import NotFoundError, UnsupportedBrokerError
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -80,7 +80,13 @@ def transactional_ids_for(cluster: Cluster, producer_ids: Iterable[int], missing
     wanted = sorted({pid for pid in producer_ids if pid >= 0})
     if not wanted:
         return {}  # an empty filter would list every transaction
-    listed, _ = cluster.list_transactions(producer_ids=wanted)
+    try:
+        listed, _ = cluster.list_transactions(producer_ids=wanted)
+    except UnsupportedBrokerError as exc:  # Kafka 2.8: producer state, but no ListTransactions to name its ids
+        if missing is None:
+            raise
+        missing.append(Missing(Part("transactional ids"), str(exc)))
+        return {}
     if missing is not None:
         missing.extend(m.within("transactional ids") for m in listed.missing)
     return {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}

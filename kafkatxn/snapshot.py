@@ -26,6 +26,15 @@ GROUPS_SHARE = 0.5
 # Every state ListTransactions can report (TRANSACTION_STATES), so absent states are exported as 0
 # rather than missing; OPEN_TRANSACTION_STATES have begun and not yet completed.
 
+# The parts of a snapshot whose figures check's perfdata and the exporter publish only when they were
+# gathered (ClusterSnapshot.not_gathered): a value that was not gathered is absent, never a 0.
+PART_OFFSETS = "offsets"  # LSO lag: the largest, the lagging partitions
+PART_PRODUCERS = "producer state"  # active producer ids per broker
+PART_VERDICTS = "hanging verdicts"  # hanging and undetermined transactions
+PART_TRANSACTION_STATES = "transaction states"  # ListTransactions' count per state
+PART_TRANSACTION_AGES = "transaction ages"  # the oldest open transaction
+PART_GROUPS = "consumer groups"  # group lag, blocked groups (with --groups)
+
 
 @dataclass(frozen=True)
 class PartitionSample:
@@ -140,10 +149,14 @@ class ClusterSnapshot:
     missing: tuple[Missing, ...] = ()  # parts that did not answer
     transactional_ids: tuple[str, ...] | None = None  # every id ListTransactions returned; None unless all answered
     groups: tuple[GroupSample, ...] | None = None  # None when group lag was not gathered
+    not_gathered: frozenset[str] = frozenset()  # PART_* whose figures are absent (why: ``missing``)
 
     @property
     def up(self) -> bool:
         return self.error is None
+
+    def gathered(self, part: str) -> bool:
+        return part not in self.not_gathered
 
     def broker_up(self) -> dict[int, bool]:
         """Every broker known from metadata or replica lists: up when registered in metadata."""
@@ -257,6 +270,7 @@ def gather_snapshot(
     except KafkatxnError as exc:
         return ClusterSnapshot(taken_at_ms, time.monotonic() - started, error=str(exc))
 
+    not_gathered: set[str] = set()
     if topic_regex and not selected:
         # A typo in the regex must not turn into a check that is always OK.
         missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
@@ -310,6 +324,8 @@ def gather_snapshot(
         pair = offsets.get(tp)
         samples.append(PartitionSample(p.topic, p.partition, p.leader, *((pair[1], pair[0]) if pair else (None, None))))
     snapshot.partitions = tuple(samples)
+    if tps and not offsets:
+        not_gathered.add(PART_OFFSETS)
 
     # Asked for on their own when they did not come with the offsets (DescribeProducers unsupported:
     # its error is the part's reason; or the offsets' round trip failed as a whole).
@@ -317,7 +333,9 @@ def gather_snapshot(
         "producer state",
         lambda: producers.snapshot_producers(cluster, tps, with_transactional_ids=False, described=described),
     )
-    if produced is not None:
+    if produced is None:
+        not_gathered |= {PART_PRODUCERS, PART_VERDICTS}
+    else:
         missing += [m.within("producer state") for m in produced.missing]
         snapshot.open_transaction_count = verdicts.open_transaction_count(produced.states)
         snapshot.active_producer_ids = {
@@ -339,9 +357,15 @@ def gather_snapshot(
             )
             snapshot.hanging = result or ()
             snapshot.undetermined = tuple(undetermined)
+            if result is None:
+                not_gathered.add(PART_VERDICTS)
+        else:
+            not_gathered.add(PART_VERDICTS)
 
     listed = step("transactions", lambda: cluster.list_transactions()[0])
-    if listed is not None:
+    if listed is None:
+        not_gathered |= {PART_TRANSACTION_STATES, PART_TRANSACTION_AGES}
+    else:
         missing += [m.within("transactions") for m in listed.missing]
         snapshot.transaction_states = dict(Counter(t.state for t in listed.value))
         if not listed.missing:
@@ -349,7 +373,9 @@ def gather_snapshot(
         open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
         if open_ids:
             described = step("open transactions", lambda: cluster.describe_transactions(open_ids))
-            if described is not None:
+            if described is None:
+                not_gathered.add(PART_TRANSACTION_AGES)
+            else:
                 found_txns = described.value.found
                 missing += [m.within("transactions") for m in described.missing]
                 scanned_topics = {p.topic for p in selected}
@@ -367,7 +393,12 @@ def gather_snapshot(
             gathered = step("consumer groups", lambda: group_samples(
                 cluster, committed, scanned, missing, offsets, snapshot.max_transaction_timeout_ms))
         snapshot.groups = gathered if gathered is not None else ()
+        if gathered is None:
+            not_gathered.add(PART_GROUPS)
 
+    if PART_VERDICTS in not_gathered:  # the oldest may be a hanging one, which only the verdicts find
+        not_gathered.add(PART_TRANSACTION_AGES)
+    snapshot.not_gathered = frozenset(not_gathered)
     snapshot.missing = tuple(missing)
     snapshot.duration_s = time.monotonic() - started
     return snapshot

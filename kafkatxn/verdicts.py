@@ -147,7 +147,9 @@ def classify(open_txn: OpenTransaction, view: CoordinatorView) -> Classification
     if tid is None:
         if not view.ids_complete:
             gaps = ", ".join(str(m.subject) for m in view.ids_missing)
-            return Classification(open_txn, Verdict.UNDETERMINED, f"{REASON_LOG_UNANSWERED} ({gaps})", missing=view.ids_missing)
+            # No coordinator could be asked at all (brokers before Kafka 3.0): the reason says why.
+            reason = view.ids_missing[0].reason if view.ids_missing[0].subject == IDS_PART else f"{REASON_LOG_UNANSWERED} ({gaps})"
+            return Classification(open_txn, Verdict.UNDETERMINED, reason, missing=view.ids_missing)
         if view.ids_hidden:
             # Kafka's find-hanging calls this hanging; the coordinator may well track it under an
             # id this principal may not see.
@@ -179,13 +181,16 @@ def classify(open_txn: OpenTransaction, view: CoordinatorView) -> Classification
     return Classification(open_txn, Verdict.LONG_RUNNING, f"coordinator tracks it (state {description.state})", tid, description)
 
 
+IDS_PART = Part("transactional ids")
+
+
 def hidden_ids(visibility: str, probe_missing: Sequence[Missing] = ()) -> tuple[Missing, ...]:
     """Why a producer id missing from ListTransactions may still have a transactional id, from the
     visibility probe (``IDS_ALL``, ``IDS_FILTERED``, ``IDS_UNKNOWN``): nothing when every id is
     visible; otherwise the typed part, naming the ACL that would show every id."""
     if visibility == IDS_ALL:
         return ()
-    part = Part("transactional ids")
+    part = IDS_PART
     if visibility == IDS_FILTERED:
         return (Missing(part, REASON_IDS_FILTERED, acl=ACL_EVERY_TRANSACTIONAL_ID),)
     why = "; ".join(m.reason for m in probe_missing) or "no answer"

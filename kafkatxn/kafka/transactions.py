@@ -47,11 +47,7 @@ class TransactionsApi:
         (v1 and v2); otherwise they are left to the caller, as the returned support says.
         """
         ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
-        versions = self.api_versions(ids, probe=False).value  # ListTransactions itself finds a dead broker
-        max_versions = [versions[i].versions.get("ListTransactions", (0, -1))[1] if i in versions else None for i in ids]
-        if versions and all(v < 0 for v in max_versions if v is not None):
-            raise UnsupportedBrokerError("the brokers do not support ListTransactions (needs Apache Kafka 3.0 or newer)")
-        lowest = min((v for i, v in zip(ids, max_versions) if i in versions), default=0)
+        lowest = min((v for v in self._list_transactions_versions(ids) if v is not None), default=0)
         support = ListTransactionsSupport(
             duration_on_broker=min_duration_ms is not None and lowest >= 1,
             pattern_on_broker=pattern is not None and lowest >= 2,
@@ -86,6 +82,19 @@ class TransactionsApi:
         out.sort(key=lambda t: t.transactional_id)
         return Partial(out, missing), support
 
+    def require_transaction_apis(self) -> None:
+        """Raise :class:`UnsupportedBrokerError` when the brokers have no ListTransactions (before
+        Kafka 3.0, KIP-664): nothing that needs the coordinators' side can be decided."""
+        self._list_transactions_versions([b.id for b in self.metadata().brokers])
+
+    def _list_transactions_versions(self, ids: list[int]) -> list[int | None]:
+        """ListTransactions' highest version per broker (None: not known), or the error when none has it."""
+        versions = self.api_versions(ids, probe=False).value  # ListTransactions itself finds a dead broker
+        max_versions = [versions[i].versions.get("ListTransactions", (0, -1))[1] if i in versions else None for i in ids]
+        if versions and all(v < 0 for v in max_versions if v is not None):
+            raise UnsupportedBrokerError("the brokers do not support ListTransactions (needs Apache Kafka 3.0 or newer)")
+        return max_versions
+
     def find_transaction_coordinators(self, transactional_ids: Iterable[str]) -> Partial[dict[str, int]]:
         tids = list(dict.fromkeys(transactional_ids))
         if not tids:
@@ -119,6 +128,8 @@ class TransactionsApi:
         return self._describe_transactions(transactional_ids)
 
     def _describe_transactions(self, transactional_ids: Iterable[str]) -> Partial[DescribedTransactions]:
+        if self.wire.max_version("DescribeTransactions") < 0:  # before Kafka 3.0 (KIP-664)
+            raise UnsupportedBrokerError("the brokers do not support DescribeTransactions (needs Apache Kafka 3.0 or newer)")
         first = self._describe_transactions_once(transactional_ids)
         again = {m.subject.id for m in first.missing if isinstance(m.subject, TransactionalId) and m.subject.id in first.retriable}
         if not again or self.deadline - time.monotonic() < 2 * COORDINATOR_RETRY_PAUSE_S:
@@ -189,7 +200,10 @@ class TransactionsApi:
         creates nothing. One FindCoordinator and at most one DescribeTransactions.
         """
         probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
-        described = self._describe_transactions([probe])
+        try:
+            described = self._describe_transactions([probe])
+        except UnsupportedBrokerError as exc:
+            return Partial(IDS_UNKNOWN, [Missing(Part("transactional id visibility"), str(exc))])
         if probe in described.value.not_found or probe in described.value.found:
             return Partial(IDS_ALL)
         gaps = described.missing_for(TransactionalId(probe))

@@ -140,6 +140,8 @@ class Abort(Remedy):
     # -- plan ------------------------------------------------------------------------------------
 
     def plan(self, cluster: Cluster, audit: AuditLog) -> Plan:
+        # Before Kafka 3.0 no coordinator can be asked: every item would be refused, so nothing is planned.
+        cluster.require_transaction_apis()
         plan = self._plan_all_hanging(cluster) if self.all_hanging else self._plan_targets(cluster, audit)
         actionable = [i for i in plan.items if i.decision.action is Action.ABORT]
         lso, hw = _offsets(cluster, sorted({i.target.tp for i in actionable}))
