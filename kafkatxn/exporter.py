@@ -236,14 +236,17 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
             for family, field in families:
                 family.add_metric(values, getattr(g, field))
             blocked.add_metric(values, 1 if g.blocked else 0)
-            stuck.add_metric(values, 1 if g.stuck else 0)
+            is_stuck = snapshot.group_stuck(g)
+            if is_stuck is not None:  # unknown: no series, never a reassuring 0
+                stuck.add_metric(values, 1 if is_stuck else 0)
         out += [family for family, _ in families] + [blocked, stuck]
     sums: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for g in samples:
         for name, field, _doc in GROUP_FIGURES:
             sums[g.group][name] += getattr(g, field)
         sums[g.group]["blocked"] += 1 if g.blocked else 0
-        sums[g.group]["stuck"] += 1 if g.stuck else 0
+        sums[g.group]["stuck"] += 1 if snapshot.group_stuck(g) else 0
+    stuck_known = all(snapshot.group_stuck(g) is not None for g in samples)
     for name, _field, doc in GROUP_FIGURES:
         family = GaugeMetricFamily(f"kafkatxn_group_summed_{name}", f"Sum over the group's partitions. {doc}", labels=["group"])
         for group in sorted(sums):
@@ -256,8 +259,9 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
     out.append(blocked_partitions)
     out.append(GaugeMetricFamily("kafkatxn_groups_blocked", "Consumer groups blocked on at least one partition.",
                                  value=sum(1 for v in sums.values() if v["blocked"])))
-    out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging or overdue transaction "
-                                 "on at least one partition.", value=sum(1 for v in sums.values() if v["stuck"])))
+    if stuck_known:
+        out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging or overdue transaction "
+                                     "on at least one partition.", value=sum(1 for v in sums.values() if v["stuck"])))
     return out
 
 

@@ -158,6 +158,19 @@ class ClusterSnapshot:
     def gathered(self, part: str) -> bool:
         return part not in self.not_gathered
 
+    def group_stuck(self, sample: GroupSample) -> bool | None:
+        """Whether the group is stuck on this partition; None when that cannot be known: it is
+        blocked and the pinning transaction's verdict is undetermined, or whether it is past its own
+        timeout needs the coordinator's answer this cluster did not give (Kafka before 3.0, a
+        coordinator that did not answer). A group that is not blocked is not stuck."""
+        if not sample.blocked or sample.stuck:
+            return sample.stuck
+        undetermined = {(u.topic, u.partition) for u in self.undetermined}
+        if (sample.topic, sample.partition) in undetermined or not self.gathered(PART_VERDICTS) \
+                or not self.gathered(PART_TRANSACTION_STATES):
+            return None
+        return False
+
     def broker_up(self) -> dict[int, bool]:
         """Every broker known from metadata or replica lists: up when registered in metadata."""
         registered = set(self.brokers)

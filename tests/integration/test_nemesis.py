@@ -287,8 +287,23 @@ def move_leaders(w: World, topics_of: Callable[[str], bool]) -> None:
             client.alter_partition_reassignments(moves)
             time.sleep(0.3)  # same replicas, new order: done at once
             client.elect_leaders(ElectionType.PREFERRED, list(moves), raise_errors=False)
+            wait_for_new_leaders(w, {TopicPartition(tp.topic, tp.partition): order[0] for tp, order in moves.items()})
     finally:
         client.close()
+
+
+def wait_for_new_leaders(w: World, expected: dict[TopicPartition, int], timeout_s: float = 5.0) -> None:
+    """Return once the brokers name the new leaders: the command under test then holds metadata
+    that is stale for sure (an old leader that has not yet heard of the election would still answer,
+    and the retry at the new leader would never be exercised)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        md = admin(w).list_topics(timeout=5)
+        now = {TopicPartition(t, p.id): p.leader for t, topic in md.topics.items() for p in topic.partitions.values()}
+        if all(now.get(tp) == leader for tp, leader in expected.items()):
+            time.sleep(0.2)  # the other brokers apply the same metadata record within milliseconds
+            return
+        time.sleep(0.1)
 
 
 def delete_scratch(w: World) -> None:

@@ -135,3 +135,27 @@ def test_before_kafka_3_producer_state_and_offsets_are_gathered_and_the_coordina
         cluster.describe_transactions(["billing-tx"])
     with pytest.raises(UnsupportedBrokerError, match="ListTransactions .needs Apache Kafka 3.0 or newer"):
         cluster.require_transaction_apis()
+
+
+def test_whether_a_blocked_group_is_stuck_is_not_published_when_it_cannot_be_known():
+    """On Kafka 2.8 (no DescribeTransactions) "past its own timeout" cannot be known and the hanging
+    verdict is undetermined: `kafkatxn_group_stuck` and `kafkatxn_groups_stuck` were published as 0."""
+    model, cluster = blocked_model()
+    _fail_transaction_states(model, cluster)
+    snap = gather_snapshot(cluster, groups=True, max_transaction_timeout_ms=1)
+    blocked = [g for g in snap.groups if g.blocked]
+    assert blocked and all(snap.group_stuck(g) is None for g in blocked)
+    _perf, series, _parts = _published(snap)
+    assert not series.get("kafkatxn_groups_stuck")
+    stuck_labels = [s.labels for f in exporter.metric_families(snap) if f.name == "kafkatxn_group_stuck" for s in f.samples]
+    assert not any(labels["group"] == "billing" for labels in stuck_labels), stuck_labels
+    # Not blocked: determined not stuck, whatever the coordinator's side.
+    assert all(snap.group_stuck(g) is False for g in snap.groups if not g.blocked)
+
+
+def test_a_blocked_group_whose_pin_is_determined_keeps_its_stuck_series():
+    model, cluster = blocked_model()
+    snap = gather_snapshot(cluster, groups=True)
+    assert all(snap.group_stuck(g) is not None for g in snap.groups)
+    _perf, series, _parts = _published(snap)
+    assert series.get("kafkatxn_groups_stuck") is not None and series["kafkatxn_groups_stuck"] != []
