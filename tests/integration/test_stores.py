@@ -12,6 +12,7 @@ clients (``cluster`` and ``lso --groups`` build librdkafka's, ``lso``, ``produce
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import secrets
 from pathlib import Path
 
@@ -29,9 +30,8 @@ COMMANDS = ("cluster", "lso", "lso --groups", "producers", "transactions list")
 
 @pytest.fixture(scope="module")
 def traffic(kafka_secure: SecureKafka):
-    made = make_traffic(kafka_secure)
-    yield made
-    made.close()
+    with contextlib.closing(make_traffic(kafka_secure)) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")
