@@ -304,6 +304,11 @@ def test_kafka_python_gets_a_context_that_completes_a_mutual_tls_handshake_from_
     kw = conf.kafka_python()
     assert _memfds() == []  # the memory file is gone once the key is loaded
     assert set(os.listdir(tmp_path)) == before and not {"ssl_cafile", "ssl_certfile", "ssl_keyfile"} & set(kw)
+    # kafka-python takes the context as it is (tests/unit/test_wire_contract.py pins the rest of its settings).
+    from kafka.admin import KafkaAdminClient
+    from kafka.net.transport import KafkaSSLTransport
+
+    assert set(kw) <= set(KafkaAdminClient.DEFAULT_CONFIG) and "ssl_context" in KafkaSSLTransport.DEFAULT_CONFIG
 
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(pki.broker_keystore)
