@@ -380,7 +380,7 @@ def test_no_store_password_or_key_material_in_any_output_log_or_file(kafka_secur
     }
     secrets = {"store password": stores.store_password, "key password": stores.key_password, "wrong password": wrong}
     key_texts: list[str] = []
-    key_bytes: list[bytes] = [s.encode() for s in secrets.values()]
+    key_bytes: list[bytes] = [s.encode() for s in secrets.values()]  # searched for in files, with key_texts
     bootstrap = kafka_secure.bootstrap("mtls")
     jobs = []
     for name, (props, env) in configs.items():
@@ -426,8 +426,9 @@ def test_no_store_password_or_key_material_in_any_output_log_or_file(kafka_secur
         elif kind == "config" and ("******" not in result.stdout or result.code != 0):
             failures.append(f"`{label}` should show the key masked\n{result.describe()}")
     files = [p for p in written.rglob("*") if p.is_file()]
-    leaks += [f"a secret or key material in file {path}" for path in _recent_files_with(written, key_bytes, 0, inputs)]
-    leaks += [f"a secret or key material in file {path}" for path in _recent_files_with(Path("/tmp"), key_bytes, started, inputs)]
+    in_files = key_bytes + [t.encode() for t in key_texts]  # the key as PEM text, DER or its bare scalar
+    leaks += [f"a secret or key material in file {path}" for path in _recent_files_with(written, in_files, 0, inputs)]
+    leaks += [f"a secret or key material in file {path}" for path in _recent_files_with(Path("/tmp"), in_files, started, inputs)]
     figures["store passwords and key material leaked"] = f"{len(leaks)} (in {len(results)} --debug runs, {len(files)} files written, /tmp)"
     assert not leaks, "\n".join(leaks)
     assert not failures, "\n\n".join(failures)
