@@ -12,13 +12,13 @@ from kafkatxn.errors import UsageError
 
 DEFAULT_TIMEOUT_MS = 30_000
 
-# librdkafka key -> the kafka-python argument carrying the same setting as it is.
+# librdkafka key -> the kafka-python argument carrying the same setting as it is. (kafka-python 3.0
+# has no ssl_cadata: ssl.ca.pem, like the other in-memory PEM keys, goes into its ssl_context.)
 KAFKA_PYTHON_ARGUMENTS = {
     "sasl.mechanisms": "sasl_mechanism",
     "sasl.username": "sasl_plain_username",
     "sasl.password": "sasl_plain_password",
     "ssl.ca.location": "ssl_cafile",
-    "ssl.ca.pem": "ssl_cadata",
     "ssl.certificate.location": "ssl_certfile",
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
@@ -64,11 +64,12 @@ class ConnectionConfig:
                 kw[argument] = s[key]
         if s.get("ssl.endpoint.identification.algorithm") == "none":
             kw["ssl_check_hostname"] = False
-        if "ssl.certificate.pem" in s or "ssl.key.pem" in s:
-            raise UsageError(
-                "inline PEM client certificates (ssl.keystore.key / ssl.certificate.pem) are not supported by "
-                "kafka-python; point ssl.certificate.location and ssl.key.location at files"
-            )
+        if any(key in s for key in ("ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem")):
+            # In-memory TLS material (inline PEM, JKS/PKCS12 stores read by config.stores): kafka-python
+            # reads only files, so it gets the context it would build, loaded from memory.
+            from kafkatxn.config.stores import ssl_context
+
+            kw["ssl_context"] = ssl_context(s, check_hostname=kw.get("ssl_check_hostname", True))
         return kw
 
     def masked(self) -> dict[str, str]:
@@ -77,6 +78,8 @@ class ConnectionConfig:
             shown["profile"] = self.profile
         for key, value in sorted(self.settings.items()):
             shown[key] = mask(key, value)
+            if shown[key].startswith("-----BEGIN "):  # certificates read from a store or given inline
+                shown[key] = f"{value.count('-----BEGIN ')} PEM certificate(s), in memory"
         return shown
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kafkatxn.config.properties import PropertyLine, is_secret, normalize_properties, parse_properties
 from kafkatxn.config.providers import REFERENCE, resolve_references
+from kafkatxn.config.stores import read_stores
 from kafkatxn.errors import UsageError
 
 
@@ -41,65 +42,9 @@ def load_properties_file(path: str | Path, warnings: list[str] | None = None) ->
 
 def read_properties_file(path: str | Path, warnings: list[str] | None = None) -> dict[str, str]:
     """librdkafka-keyed settings of one properties file, config provider references resolved; its
-    key and trust stores checked first, as Java reads them (:func:`check_store_lines`)."""
-    lines = resolve_references(load_properties_file(path, warnings))
-    check_store_lines(lines)
+    key and trust stores read first, as Java reads them (:func:`~kafkatxn.config.stores.read_stores`)."""
+    lines = read_stores(resolve_references(load_properties_file(path, warnings)), warnings)
     return normalize_properties(lines)
-
-
-# Java's key store files by their first bytes; a PKCS#12 file is one DER SEQUENCE (0x30) with a
-# long-form length (0x80-0x84) or a short one. PEM is text with a "-----BEGIN" line.
-_STORE_MAGIC = ((b"\xfe\xed\xfe\xed", "JKS"), (b"\xce\xce\xce\xce", "JCEKS"))
-_STORE_HELP = {
-    "ssl.truststore.location": "export the CA as PEM (keytool -exportcert -rfc -file ca.pem) and point "
-    "ssl.truststore.location at it with ssl.truststore.type=PEM",
-    "ssl.keystore.location": "convert it to PEM (a file holding the certificate chain and the private key) and "
-    "point ssl.keystore.location at it with ssl.keystore.type=PEM",
-}
-
-
-def store_format(data: bytes) -> str | None:
-    """``JKS``, ``JCEKS``, ``PKCS12`` or ``PEM`` from a store file's first bytes; None when none of them."""
-    for magic, name in _STORE_MAGIC:
-        if data.startswith(magic):
-            return name
-    if len(data) > 6 and data[0] == 0x30 and (data[1] < 0x80 or 0x81 <= data[1] <= 0x84) and data[2 + max(0, data[1] - 0x80)] == 0x02:
-        return "PKCS12"  # SEQUENCE { version INTEGER, ... }
-    if b"-----BEGIN " in data[:4096]:
-        return "PEM"
-    return None
-
-
-def check_store_lines(lines: list[PropertyLine]) -> None:
-    """Refuse, at its line and in its own key, a ``ssl.truststore.location`` or
-    ``ssl.keystore.location`` without a declared type whose file is missing, or whose store the
-    Python clients cannot read.
-
-    Without ``ssl.*store.type`` Java reads the store as JKS (its default type, which also opens
-    PKCS#12 files): so does this, by the file's first bytes. A store whose type is declared is
-    refused (when not PEM) where it is normalized.
-    """
-    last = {p.key: p for p in lines}  # a later line of a key overrides an earlier one
-    for p in last.values():
-        if p.key not in _STORE_HELP or p.key.replace(".location", ".type") in last:
-            continue
-        try:
-            head = Path(p.value).expanduser().read_bytes()[:8192]
-        except FileNotFoundError:
-            raise p.error(f"{p.key}={p.value}: no such file") from None
-        except OSError as exc:
-            raise p.error(f"{p.key}={p.value}: cannot read it ({exc.strerror or exc.__class__.__name__})") from None
-        found = store_format(head)
-        if found in ("JKS", "JCEKS", "PKCS12"):
-            default = " (Java's default type)" if found == "JKS" else ""
-            raise p.error(
-                f"{p.key}={p.value} is a {found} store{default}, which kafkatxn cannot read yet: "
-                f"{_STORE_HELP[p.key]}"
-            )
-        if found is None:
-            raise p.error(
-                f"{p.key}={p.value} is neither a PEM file nor a JKS or PKCS12 store: {_STORE_HELP[p.key]}"
-            )
 
 
 def _is_utf8(data: bytes) -> bool:

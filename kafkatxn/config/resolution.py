@@ -14,10 +14,11 @@ import re
 from typing import Callable, Mapping
 
 from kafkatxn.config.clients import DEFAULT_TIMEOUT_MS, ConnectionConfig
-from kafkatxn.config.files import check_store_lines, literal_secret, load_properties_file, private_file_warning
+from kafkatxn.config.files import literal_secret, load_properties_file, private_file_warning
 from kafkatxn.config.profiles import load_profile, profiles_file
 from kafkatxn.config.properties import PropertyLine, is_secret, normalize_properties
 from kafkatxn.config.providers import REFERENCE, resolve_references
+from kafkatxn.config.stores import read_stores
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import InputError, UsageError
 from kafkatxn.redact import register_secret
@@ -99,7 +100,7 @@ def resolve(
         refuse_secret_argument(k.strip(), v)
         lines.append(PropertyLine("overrides", i, k.strip(), v.strip(), input="overrides"))
     lines = resolve_references(lines, environ)
-    check_store_lines(lines)  # missing or non-PEM stores named by the user's own key and line
+    lines = read_stores(lines, warnings)  # JKS/PKCS12 stores read into PEM settings, errors at the user's key and line
     settings = normalize_properties(lines)
 
     if ask_password:

@@ -308,3 +308,127 @@ def test_a_secret_given_each_allowed_way_is_in_no_argv_output_or_file(kafka_secu
     )
     assert not failures, "\n\n".join(failures)
     assert not leaks, "\n".join(leaks)
+
+
+# -- Java key and trust stores: no store password, key password or key material anywhere ---------
+
+
+def _key_material(settings: dict[str, str]) -> tuple[list[str], list[bytes]]:
+    """What would give the client's private key away: its PEM body's first line and the whole body
+    (text), its DER and its private scalar (bytes, any encoding of the key holds it)."""
+    from cryptography.hazmat.primitives import serialization
+
+    pem = settings["ssl.key.pem"]
+    body = [line for line in pem.splitlines() if line and not line.startswith("-----")]
+    key = serialization.load_pem_private_key(pem.encode(), None)
+    scalar = key.private_numbers().private_value.to_bytes(32, "big")  # type: ignore[union-attr]
+    der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return [body[0], "".join(body), scalar.hex()], [scalar, der]
+
+
+def _recent_files_with(root: Path, needles: list[bytes], since: float, skip: Path) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if skip in path.parents or not path.is_file() or path.is_symlink():
+                continue
+            stat = path.stat()
+            if stat.st_mtime < since or stat.st_size > 20_000_000:
+                continue
+            data = path.read_bytes()
+        except OSError:
+            continue
+        found += [f"{path}" for needle in needles if needle in data]
+    return found
+
+
+def test_no_store_password_or_key_material_in_any_output_log_or_file(kafka_secure: SecureKafka, traffic, tmp_path, figures):
+    """Java stores (issue 27): JKS and PKCS12 key stores over mTLS, their passwords in the file, from
+    a ``${file:…}`` reference and from KAFKATXN_SSL_KEYSTORE_PASSWORD; the key they hold is read into
+    memory only. Nothing of it in output, logs, files in each run's HOME, TMPDIR and working directory,
+    nor in any file written under /tmp during the runs."""
+    from harness.stores import client_stores
+    from kafkatxn import config
+
+    inputs = tmp_path / "inputs"
+    stores = client_stores(
+        kafka_secure.pki, inputs / "stores", f"storePw-{_secrets.token_hex(10)}", f"keyPw-{_secrets.token_hex(10)}"
+    )
+    wrong = f"wrongStorePw-{_secrets.token_hex(10)}"
+    secret_file = write_properties(inputs / "store-secrets.properties", {"store": stores.store_password})
+    provider = {
+        "config.providers": "file",
+        "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+    }
+    trust_jks = {"ssl.truststore.type": "JKS", "ssl.truststore.location": str(stores.truststore["JKS"])}
+    configs: dict[str, tuple[dict[str, str], dict[str, str]]] = {  # name -> (properties, environment)
+        "jks-keystore": ({
+            "security.protocol": "SSL", **trust_jks, "ssl.truststore.password": stores.store_password,
+            "ssl.keystore.type": "JKS", "ssl.keystore.location": str(stores.keystore["JKS"]),
+            "ssl.keystore.password": stores.store_password, "ssl.key.password": stores.key_password,
+        }, {}),
+        "pkcs12-keystore-file-provider": ({
+            **provider, "security.protocol": "SSL",
+            "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(stores.truststore["PKCS12"]),
+            "ssl.truststore.password": f"${{file:{secret_file}:store}}",
+            "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(stores.keystore["PKCS12"]),
+            "ssl.keystore.password": f"${{file:{secret_file}:store}}",
+        }, {}),
+        "pkcs12-named-jks-environment": ({
+            "security.protocol": "SSL", **trust_jks, "ssl.keystore.location": str(stores.disguised_keystore),
+        }, {"KAFKATXN_SSL_KEYSTORE_PASSWORD": stores.store_password}),
+    }
+    secrets = {"store password": stores.store_password, "key password": stores.key_password, "wrong password": wrong}
+    key_texts: list[str] = []
+    key_bytes: list[bytes] = [s.encode() for s in secrets.values()]  # searched for in files, with key_texts
+    bootstrap = kafka_secure.bootstrap("mtls")
+    jobs = []
+    for name, (props, env) in configs.items():
+        properties = write_properties(inputs / f"{name}.properties", props)
+        texts, raw = _key_material(config.resolve(bootstrap_servers=bootstrap, command_config=str(properties), environ={**os.environ, **env}).settings)
+        key_texts += texts
+        key_bytes += raw
+        for command in ("cluster", "lso --groups", "producers", "transactions list", "check", "exporter"):
+            jobs.append((f"{name} {command}", "run", command, properties, env))
+        jobs.append((f"{name} config show", "config", None, properties, env))
+    jks_props = configs["jks-keystore"][0]
+    for label, change in (("wrong store password", {"ssl.keystore.password": wrong}), ("wrong key password", {"ssl.key.password": wrong})):
+        jobs.append((label, "refused", "cluster", write_properties(inputs / f"{label.replace(' ', '-')}.properties", {**jks_props, **change}), {}))
+
+    written = tmp_path / "written"
+    started = time.time()
+
+    def run(job) -> tuple[str, str, Run]:
+        label, kind, command, properties, extra_env = job
+        root = written / label.replace(" ", "_")
+        env = {**_isolated_env(root), **extra_env}
+        if kind == "config":
+            argv = ["config", "show", "-b", bootstrap, "-c", str(properties), "--debug"]
+            return label, kind, run_kafkatxn("config show", argv, env=env, cwd=root)
+        return label, kind, run_command(command, traffic, bootstrap, properties, root / "work", "--debug", env=env, cwd=root)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(run, jobs))
+
+    leaks, failures = [], []
+    needles = {**secrets, **{f"key material ({i})": t for i, t in enumerate(key_texts)}}
+    for label, kind, result in results:
+        for what, secret in needles.items():
+            for stream, text in (("stdout", result.stdout), ("stderr", result.stderr), ("/metrics", result.extra)):
+                if secret in text:
+                    leaks.append(f"{what} in {stream} of `{label}`")
+        if kind == "run":
+            p = problem(result, traffic, bootstrap)
+            if p or "connection settings:" not in result.stderr:
+                failures.append(p or f"`{label}`: no debug log on stderr\n{result.describe()}")
+        elif kind == "refused" and (result.code != 64 or "does not" not in result.stderr):
+            failures.append(f"`{label}` should be a usage error (64) naming the password key\n{result.describe()}")
+        elif kind == "config" and ("******" not in result.stdout or result.code != 0):
+            failures.append(f"`{label}` should show the key masked\n{result.describe()}")
+    files = [p for p in written.rglob("*") if p.is_file()]
+    in_files = key_bytes + [t.encode() for t in key_texts]  # the key as PEM text, DER or its bare scalar
+    leaks += [f"a secret or key material in file {path}" for path in _recent_files_with(written, in_files, 0, inputs)]
+    leaks += [f"a secret or key material in file {path}" for path in _recent_files_with(Path("/tmp"), in_files, started, inputs)]
+    figures["store passwords and key material leaked"] = f"{len(leaks)} (in {len(results)} --debug runs, {len(files)} files written, /tmp)"
+    assert not leaks, "\n".join(leaks)
+    assert not failures, "\n\n".join(failures)

@@ -1,5 +1,6 @@
-"""A trust or key store named without its type is read as Java reads it (issue 24, 6): JKS by
-default, else what its first bytes say; errors name the user's key and line, never librdkafka's."""
+"""A trust or key store named without its type is read as Java reads it (issue 24, 6; read, no longer
+refused, since issue 27): JKS by default, else what its first bytes say; errors name the user's key
+and line, never librdkafka's. Stores keytool writes: tests/unit/test_stores.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
 from kafkatxn import config
-from kafkatxn.config.files import store_format
+from kafkatxn.config.stores import store_format
 from kafkatxn.errors import UsageError
 
 
@@ -71,22 +72,30 @@ def refusal(tmp_path, text) -> tuple[str, str]:
     return str(path), str(err.value)
 
 
-def test_jks_truststore_without_a_type_names_the_users_key_and_line(tmp_path, stores):
+def test_jks_truststore_without_a_type_is_read_as_jks_and_its_faults_named_at_the_users_key_and_line(tmp_path, stores):
+    # Issue 27 made stores readable: what is wrong with one (here a JKS header with a bogus entry) is
+    # said at the user's key and line, in Java's terms, never librdkafka's.
     path, message = refusal(tmp_path, f"security.protocol=SSL\nssl.truststore.location={stores['jks']}\n")
-    assert message.startswith(f"{path}:2: ssl.truststore.location={stores['jks']} is a JKS store (Java's default type)")
-    assert "keytool -exportcert -rfc" in message and "ssl.truststore.type=PEM" in message
+    assert message == f"{path}:2: ssl.truststore.location={stores['jks']} (JKS): the file is damaged (not a readable store)"
     assert "ssl.ca.location" not in message and "\n" not in message
 
 
-def test_pkcs12_keystore_without_a_type_says_what_to_do(tmp_path, stores):
-    path, message = refusal(tmp_path, f"ssl.keystore.location={stores['p12']}\nssl.keystore.password=changeit\n")
-    assert message.startswith(f"{path}:1: ssl.keystore.location={stores['p12']} is a PKCS12 store, which kafkatxn cannot read yet")
-    assert "ssl.keystore.type=PEM" in message and "ssl.certificate.location" not in message
-    assert "changeit" not in message
+def test_pkcs12_keystore_without_a_type_is_read_with_a_warning(tmp_path, stores):
+    path = tmp_path / "client.properties"
+    path.write_text(f"ssl.keystore.location={stores['p12']}\nssl.keystore.password=changeit\n")
+    path.chmod(0o600)
+    warnings: list[str] = []
+    settings = config.read_properties_file(path, warnings)
+    assert settings["ssl.key.pem"].startswith("-----BEGIN PRIVATE KEY-----")
+    assert warnings == [
+        f"{path}:1: ssl.keystore.location={stores['p12']} is a PKCS12 store, not JKS (Java's default when "
+        "ssl.keystore.type is not set); read as such, as Java does"
+    ]
+    assert "changeit" not in " ".join(warnings)
 
 
 def test_jceks_and_unknown_files_are_refused_at_their_line(tmp_path, stores):
-    for name, fragment in (("jceks", "is a JCEKS store"), ("junk", "is neither a PEM file nor a JKS or PKCS12 store")):
+    for name, fragment in (("jceks", r"\(JCEKS\): holds no trusted certificate"), ("junk", "is not a JKS, JCEKS or PKCS12 store, nor a PEM file")):
         path, load = read(tmp_path, f"ssl.truststore.location={stores[name]}\n")
         with pytest.raises(UsageError, match=fragment) as err:
             load()
@@ -106,16 +115,16 @@ def test_pem_store_without_a_type_is_read_as_before(tmp_path, stores):
 
 
 def test_a_declared_type_is_taken_as_declared(tmp_path, stores):
-    # Declared PEM: not opened here (as before); declared JKS: the existing refusal.
+    # Declared PEM: not opened here (as before); declared JKS: opened as a JKS store.
     _, load = read(tmp_path, "ssl.truststore.type=PEM\nssl.truststore.location=/etc/kafka/ca.pem\n")
     assert load()["ssl.ca.location"] == "/etc/kafka/ca.pem"
     _, load = read(tmp_path, f"ssl.truststore.type=JKS\nssl.truststore.location={stores['jks']}\n")
-    with pytest.raises(UsageError, match="ssl.truststore.type=JKS cannot be used"):
+    with pytest.raises(UsageError, match=r"truststore.jks \(JKS\): the file is damaged"):
         load()
 
 
 def test_the_same_check_applies_to_the_command_line_and_command_config(tmp_path, stores):
-    with pytest.raises(UsageError, match="is a JKS store"):
+    with pytest.raises(UsageError, match=r"\(JKS\): the file is damaged"):
         config.resolve(bootstrap_servers="b:9092", overrides=[f"ssl.truststore.location={stores['jks']}"])
     path, _ = read(tmp_path, f"ssl.truststore.location={stores['jks']}\n")
     with pytest.raises(UsageError, match=f"{path}:1: ssl.truststore.location="):
