@@ -270,7 +270,6 @@ def restart_if_down(w: World, node: int) -> None:
 def move_leaders(w: World, topics_of: Callable[[str], bool]) -> None:
     """Rotate the replica order of matching partitions and elect the new preferred leaders."""
     from kafka.admin import KafkaAdminClient
-    from kafka.admin._partitions import ElectionType
     from kafka.structs import TopicPartition as KTP
 
     md = admin(w).list_topics(timeout=10)
@@ -286,8 +285,17 @@ def move_leaders(w: World, topics_of: Callable[[str], bool]) -> None:
         if moves:
             client.alter_partition_reassignments(moves)
             time.sleep(0.3)  # same replicas, new order: done at once
-            client.elect_leaders(ElectionType.PREFERRED, list(moves), raise_errors=False)
-            wait_for_new_leaders(w, {TopicPartition(tp.topic, tp.partition): order[0] for tp, order in moves.items()})
+            # confluent-kafka's call: kafka-python 3.0.12's elect_leaders sent each TopicPartition's
+            # repr as a topic name, so no leader ever moved (the nemesis's leaders-moved episodes
+            # tested nothing until the wait below showed it).
+            from confluent_kafka import ElectionType, TopicPartition as CkTopicPartition
+
+            elected = admin(w).elect_leaders(ElectionType.PREFERRED, [CkTopicPartition(tp.topic, tp.partition) for tp in moves],
+                                             operation_timeout=5, request_timeout=10).result(15)
+            # Only those the controller elected (a new first replica out of the ISR is not).
+            done = {(tp.topic, tp.partition) for tp, error in elected.items() if error is None}
+            wait_for_new_leaders(w, {TopicPartition(tp.topic, tp.partition): order[0] for tp, order in moves.items()
+                                     if (tp.topic, tp.partition) in done})
     finally:
         client.close()
 
@@ -304,6 +312,7 @@ def wait_for_new_leaders(w: World, expected: dict[TopicPartition, int], timeout_
             time.sleep(0.2)  # the other brokers apply the same metadata record within milliseconds
             return
         time.sleep(0.1)
+    raise RuntimeError(f"leaders did not move within {timeout_s}s: {sorted(map(str, expected))}")
 
 
 def delete_scratch(w: World) -> None:
