@@ -102,3 +102,9 @@ def _fetch(version: str, libs_dir: Path) -> None:
 def spark_jars_conf(version: str | None = None) -> dict[str, str]:
     """``spark.jars`` for a local session that reads and writes Kafka with Spark's connector."""
     return {"spark.jars": ",".join(str(p) for p in ensure_spark_kafka_jars(version))}
+
+
+if __name__ == "__main__":  # python -m harness.spark_jars: fetch into the cache (scripts/test does)
+    started = time.monotonic()
+    jars = ensure_spark_kafka_jars()
+    print(f"Spark's Kafka connector for PySpark {pyspark_version()}: {len(jars)} jars ({time.monotonic() - started:.1f} s)", file=sys.stderr)

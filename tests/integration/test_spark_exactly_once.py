@@ -109,6 +109,7 @@ def run_until_consumed(args: list[str], workdir: Path) -> tuple[int, float]:
                     os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of a killed driver (its JVM, workers)
                 except ProcessLookupError:
                     pass
+        print(f"{args[args.index('--sink') + 1]} run {run}: exit {rc} after {time.monotonic() - started:.1f}s")
         if rc == 0:
             return run, time.monotonic() - started
         tail = log.read_text(errors="replace")[-3000:]
@@ -176,8 +177,11 @@ def _exactly_once_then_audit(broker, jars, tmp_path, figures, unique_name, per_b
     assert audited.code == 0, audited.stdout + audited.stderr
     report = json.loads(audited.stdout)
     assert report_findings(report) == {}, report
+    assert report["transactional_ids"] == 2, report  # the writer's two tasks, one stable id each; nothing else is transactional
     hanging = run_cli(capsys, "--bootstrap-server", broker.bootstrap_servers, "hanging", "-o", "json")
-    assert hanging.code == 0 and json.loads(hanging.stdout or "[]") == [], hanging.stdout + hanging.stderr
+    assert hanging.code == 0, hanging.stdout + hanging.stderr
+    found = json.loads(hanging.stdout)
+    assert found["hanging"] == [] and found["undetermined"] == [], found
 
 
 def report_findings(report: dict) -> dict:

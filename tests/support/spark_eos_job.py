@@ -6,7 +6,8 @@ workers) by ``tests/integration/test_spark_exactly_once.py`` and ``bench/bench_s
 The query reads ``--input`` from the earliest offset, ``--per-batch`` records per micro-batch
 (Trigger.AvailableNow), and writes with ``--sink``: ``writer`` (kafkatxn.spark_eos.ExactlyOnceWriter)
 or ``builtin`` (Spark's ``format("kafka")`` sink, driven from foreachBatch so the same crash hooks
-apply; it is the same KafkaWriter as ``writeStream.format("kafka")``). Exit 0 once the input is
+apply; it is the same KafkaWriter as ``writeStream.format("kafka")``), or ``builtin-stream``
+(``writeStream.format("kafka")`` itself, no hooks). Exit 0 once the input is
 consumed.
 
 Crash hooks live here, not in the library: a marker file ``<point>@<batch id>`` in ``--markers``
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--sink", choices=("writer", "builtin"), required=True)
+    parser.add_argument("--sink", choices=("writer", "builtin", "builtin-stream"), required=True)
     parser.add_argument("--markers", default="")
     parser.add_argument("--per-batch", type=int, required=True)
     parser.add_argument("--partitions", type=int, default=2)
@@ -144,8 +145,11 @@ def main(argv: list[str] | None = None) -> int:
                 kill_driver()
 
     started = time.monotonic()
-    query = (source.writeStream.foreachBatch(each_batch).option("checkpointLocation", args.checkpoint)
-             .trigger(availableNow=True).start())
+    if args.sink == "builtin-stream":  # Spark's own streaming Kafka sink (no crash hooks): the benchmark's reference
+        stream = source.writeStream.format("kafka").option("kafka.bootstrap.servers", args.bootstrap).option("topic", args.output)
+    else:
+        stream = source.writeStream.foreachBatch(each_batch)
+    query = stream.option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
     print(f"done in {time.monotonic() - started:.2f}s", flush=True)
     spark.stop()
