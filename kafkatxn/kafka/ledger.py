@@ -17,17 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from kafkatxn.kafka.errors import clean, kafka_error_code
+from kafkatxn.kafka.log_reader import _CONSUMER_FIXED
+from kafkatxn.kafka.transactional_writer import abort_quietly, produce_all
 
 # The ledger reader: assign-only (no group joined, nothing committed), committed records only, and an
 # end-of-partition event at the last stable offset.
-_READER_FIXED = {
-    "group.id": "kafkatxn-ledger-reader",  # librdkafka requires one; assign() never joins it
-    "enable.auto.commit": False,
-    "enable.auto.offset.store": False,
-    "enable.partition.eof": True,
-    "isolation.level": "read_committed",
-    "auto.offset.reset": "earliest",
-}
+_READER_FIXED = {**_CONSUMER_FIXED, "group.id": "kafkatxn-ledger-reader", "isolation.level": "read_committed"}
 # Producer and admin settings a consumer must not be given (librdkafka warns or refuses).
 _NOT_FOR_CONSUMERS = ("transactional.id", "transaction.timeout.ms", "enable.idempotence", "acks", "linger.ms",
                       "batch.size", "batch.num.messages", "queue.buffering.max.messages", "queue.buffering.max.kbytes",
@@ -171,32 +166,19 @@ def write_batch_once(
     conf = dict(producer_config)
     conf["transactional.id"] = transactional_id
     producer = Producer(conf)
-    count = 0
     try:
         producer.init_transactions(timeout_s)
         committed = last_committed_batch(consumer_settings(producer_config), slot, timeout_s)
         if committed is not None and committed >= batch_id:
             return TaskOutcome(transactional_id, batch_id, 0, True, committed)
         producer.begin_transaction()
-        for key, value in records:
-            while True:
-                try:
-                    producer.produce(topic, key=key, value=value)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    producer.poll(0.05)
-            count += 1
-            if count % 10_000 == 0:
-                producer.poll(0)
+        count = produce_all(producer, topic, records)
         value = json.dumps({**(entry or {}), "batch": batch_id, "records": count, "transactional_id": transactional_id,
                             "committed_at_ms": int(time.time() * 1000)}).encode()
         producer.produce(slot.topic, key=slot.key.encode(), value=value, partition=slot.partition)
         producer.commit_transaction(timeout_s)
     except Exception:
-        try:
-            producer.abort_transaction(timeout_s)
-        except Exception:  # noqa: BLE001 - a fenced or fatal producer cannot abort; the original error matters
-            pass
+        abort_quietly(producer, timeout_s)
         raise
     finally:
         producer.flush(0)
