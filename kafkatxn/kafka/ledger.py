@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from kafkatxn.kafka.errors import clean, kafka_error_code
 from kafkatxn.kafka.log_reader import _CONSUMER_FIXED
-from kafkatxn.kafka.transactional_writer import abort_quietly, produce_all
+from kafkatxn.kafka.transactional_writer import abort_quietly, produce_all, transactional_producer
 
 # The ledger reader: assign-only (no group joined, nothing committed), committed records only, and an
 # end-of-partition event at the last stable offset.
@@ -161,11 +161,7 @@ def write_batch_once(
 
     InitProducerId first (fencing and completing any earlier attempt of this task), then the ledger
     read, then the transaction. On any failure the transaction is aborted and the error raised."""
-    from confluent_kafka import Producer
-
-    conf = dict(producer_config)
-    conf["transactional.id"] = transactional_id
-    producer = Producer(conf)
+    producer = transactional_producer(producer_config, transactional_id)
     try:
         producer.init_transactions(timeout_s)
         committed = last_committed_batch(consumer_settings(producer_config), slot, timeout_s)

@@ -15,11 +15,7 @@ def write_in_one_transaction(
     """Produce ``records`` (key, value) to ``topic`` in one transaction as ``transactional_id``;
     returns the count. InitProducerId first: it fences a zombie of the same id (an earlier attempt
     or run) and aborts whatever that one left open. On any failure the transaction is aborted."""
-    from confluent_kafka import Producer
-
-    conf = dict(producer_config)
-    conf["transactional.id"] = transactional_id
-    producer = Producer(conf)
+    producer = transactional_producer(producer_config, transactional_id)
     try:
         producer.init_transactions(timeout_s)
         producer.begin_transaction()
@@ -31,6 +27,13 @@ def write_in_one_transaction(
     finally:
         producer.flush(0)
     return count
+
+
+def transactional_producer(producer_config: Mapping[str, Any], transactional_id: str) -> Any:
+    """A librdkafka producer of ``producer_config`` as ``transactional_id`` (not yet initialised)."""
+    from confluent_kafka import Producer
+
+    return Producer({**producer_config, "transactional.id": transactional_id})
 
 
 def produce_all(producer: Any, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:

@@ -39,8 +39,8 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 POINTS = ("worker_mid_task", "task_after_commit", "driver_mid_batch", "driver_after_commit")
-FIRST_CRASH_BATCH = 1  # batch 0 runs clean, then one crash point per batch
-BATCHES = FIRST_CRASH_BATCH + len(POINTS) + 1
+FIRST_CRASH_BATCH = 0  # one crash point per batch, from the first
+BATCHES = FIRST_CRASH_BATCH + len(POINTS)  # the last crash (the driver, before the commit entry) is replayed by the last run
 RUN_TIMEOUT_S = 240
 MAX_RUNS = 8
 
