@@ -13,9 +13,11 @@ consumed.
 Crash hooks live here, not in the library: a marker file ``<point>@<batch id>`` in ``--markers``
 makes the hook at ``point`` fire once in that batch (whoever unlinks the file first fires):
 
-- ``worker_mid_task``: the Python worker writing the batch exits after half of its rows (Spark retries the task);
+- ``worker_mid_task``: the Python worker writing the batch exits after half of its rows (Spark retries the task;
+  for the built-in sink the rows never left the worker: it flushes them to the JVM at the end of a task);
 - ``task_after_commit``: the task raises after its output was written (writer: after its transaction committed);
-- ``driver_mid_batch``: a task kills the whole driver (SIGKILL to its process group) after its output was written;
+- ``driver_mid_batch``: a task kills the whole driver (SIGKILL to its process group) after its output was written
+  (writer: after its commit; built-in: from a timer 0.3 s after the task handed its rows over);
 - ``driver_after_commit``: the driver kills itself after the batch was written, before Spark's commit entry.
 """
 
@@ -25,6 +27,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -32,7 +35,8 @@ from typing import Any, Iterator
 from kafkatxn.spark_eos import ExactlyOnceWriter
 
 POINTS = ("worker_mid_task", "task_after_commit", "driver_mid_batch", "driver_after_commit")
-SETTLE_S = 1.0  # a crashed task's records already handed to a producer get this long to reach the broker
+SETTLE_S = 1.0
+BUILTIN_KILL_DELAY_S = 0.3  # a crashed task's records already handed to a producer get this long to reach the broker
 
 
 def claim(markers: str, point: str, batch_id: int) -> bool:
@@ -91,8 +95,9 @@ def builtin_passthrough(markers: str, batch_id: int):
             time.sleep(SETTLE_S)
             raise RuntimeError("injected: the task fails after its output was written")
         if rows and claim(markers, "driver_mid_batch", batch_id):
-            time.sleep(SETTLE_S)
-            kill_driver()
+            # A Python worker's rows reach the JVM (and the sink) only when it flushes its output, at the
+            # end of the task: kill the driver from a timer, just after the rows were handed over.
+            threading.Timer(BUILTIN_KILL_DELAY_S, kill_driver).start()
 
     return run
 
