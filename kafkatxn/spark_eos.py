@@ -25,9 +25,10 @@ transactional id ``<prefix>-<application>[-<query>]-<p>`` (:func:`kafkatxn.spark
 
 1. calls InitProducerId, which fences every earlier attempt of task *p* (a retry, a speculative copy,
    the previous run's zombie) and completes whatever transaction that attempt left;
-2. reads its ledger entry ``<application>/<query>/<p>`` with ``read_committed``; if it says batch B
-   (or later) is committed, the task writes nothing;
-3. otherwise writes its rows and the entry "committed batch B" in one transaction and commits.
+2. reads its ledger entry ``<application>/<query>/<p>`` with ``read_committed`` (while it already
+   produces its rows in a transaction); if the entry says batch B (or later) is committed, it aborts
+   that transaction: the task's rows of B stay written once;
+3. otherwise adds the entry "committed batch B" to the transaction and commits.
 
 **Guarantees.** Every row of a batch reaches ``read_committed`` consumers exactly once, whatever
 fails and however often Spark replays the batch, provided: the source is replayable and a replay

@@ -12,6 +12,7 @@ entry already covers is skipped, and any other is written with the entry in the 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -146,6 +147,31 @@ def last_committed_batch(consumer_config: Mapping[str, Any], slot: LedgerSlot, t
         consumer.close()
 
 
+class _Background:
+    """One call in a thread of its own; ``result`` returns its value or raises its error."""
+
+    def __init__(self, fn: Any, *args: Any):
+        self._fn, self._args, self._out = fn, args, {}
+        self._thread = threading.Thread(target=self._run, daemon=True, name="kafkatxn-ledger-read")
+
+    def _run(self) -> None:
+        try:
+            self._out["value"] = self._fn(*self._args)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
+            self._out["error"] = e
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def result(self, timeout_s: float) -> Any:
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise TimeoutError(f"reading the ledger did not finish within {timeout_s:g}s")
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["value"]
+
+
 def write_batch_once(
     producer_config: Mapping[str, Any],
     transactional_id: str,
@@ -159,16 +185,21 @@ def write_batch_once(
     """Write ``records`` to ``topic`` and the ledger entry "``slot.key`` committed ``batch_id``" in one
     transaction as ``transactional_id``, unless the ledger already covers ``batch_id``.
 
-    InitProducerId first (fencing and completing any earlier attempt of this task), then the ledger
-    read, then the transaction. On any failure the transaction is aborted and the error raised."""
+    InitProducerId first (fencing and completing any earlier attempt of this task); then the ledger
+    is read while the records are produced (its round trips off the critical path): if it already
+    covers ``batch_id`` the transaction is aborted (``read_committed`` consumers never see it) and the
+    task skipped. On any failure the transaction is aborted and the error raised."""
     producer = transactional_producer(producer_config, transactional_id)
+    ledger = _Background(last_committed_batch, consumer_settings(producer_config), slot, timeout_s)
     try:
         producer.init_transactions(timeout_s)
-        committed = last_committed_batch(consumer_settings(producer_config), slot, timeout_s)
-        if committed is not None and committed >= batch_id:
-            return TaskOutcome(transactional_id, batch_id, 0, True, committed)
+        ledger.start()  # only now: what it reads is final for every earlier attempt
         producer.begin_transaction()
         count = produce_all(producer, topic, records)
+        committed = ledger.result(timeout_s)
+        if committed is not None and committed >= batch_id:
+            producer.abort_transaction(timeout_s)
+            return TaskOutcome(transactional_id, batch_id, 0, True, committed)
         value = json.dumps({**(entry or {}), "batch": batch_id, "records": count, "transactional_id": transactional_id,
                             "committed_at_ms": int(time.time() * 1000)}).encode()
         producer.produce(slot.topic, key=slot.key.encode(), value=value, partition=slot.partition)

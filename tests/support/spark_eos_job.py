@@ -24,6 +24,7 @@ makes the hook at ``point`` fire once in that batch (whoever unlinks the file fi
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -149,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.markers and claim(args.markers, "driver_after_commit", batch_id):
                 kill_driver()
 
+    if args.sink == "writer":
+        writer.ledger_partitions()  # set-up (the ledger topic), like the output topic made beforehand
     started = time.monotonic()
     if args.sink == "builtin-stream":  # Spark's own streaming Kafka sink (no crash hooks): the benchmark's reference
         stream = source.writeStream.format("kafka").option("kafka.bootstrap.servers", args.bootstrap).option("topic", args.output)
@@ -157,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     query = stream.option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
     print(f"done in {time.monotonic() - started:.2f}s", flush=True)
+    batches = [(p["batchId"], p["numInputRows"], p["durationMs"].get("triggerExecution", 0)) for p in query.recentProgress]
+    print("batches (id, rows, ms): " + json.dumps(batches), flush=True)
     spark.stop()
     return 0
 
