@@ -61,3 +61,9 @@ def test_the_connector_falls_back_to_the_newest_release_not_newer_than_pyspark()
     assert closest_release("4.1.3", published) == "4.1.3"
     assert closest_release("6.0.0", published) is None
     assert closest_release("4.3.0.dev0", published) is None
+
+
+def test_the_writer_is_also_found_in_kafkatxn_spark():
+    from kafkatxn.spark import ExactlyOnceWriter as FromSpark
+
+    assert FromSpark is ExactlyOnceWriter
