@@ -29,8 +29,8 @@ Example (``foreachBatch``; ``foreach_partition_writer`` suits batch jobs too)::
 Each micro-batch is repartitioned to ``partitions`` tasks; task *p* writes its rows in one
 transaction as ``etl-orders-enricher-main-p``. A replayed batch (after a failure) writes again: the
 transaction makes each task's output atomic, and downstream ``read_committed`` consumers never see
-a failed attempt, but exactly-once across replays also needs the batch id in the output (or an
-idempotent sink). Speculative execution would run two attempts of one task with the same id at
+a failed attempt, but exactly-once across replays needs the ledger of
+:class:`kafkatxn.spark_eos.ExactlyOnceWriter` (a task skips a batch it already committed). Speculative execution would run two attempts of one task with the same id at
 once: the later fences the earlier, which is the point, but leave ``spark.speculation`` off to
 avoid the churn.
 """
@@ -127,3 +127,13 @@ def foreach_batch_writer(
         df.repartition(partitions).foreachPartition(write)
 
     return each_batch
+
+
+def __getattr__(name: str) -> Any:
+    """``from kafkatxn.spark import ExactlyOnceWriter``: the exactly-once writer lives in
+    :mod:`kafkatxn.spark_eos` (which builds on this module's ids), loaded when asked for."""
+    if name in ("ExactlyOnceWriter", "BatchResult"):
+        from kafkatxn import spark_eos
+
+        return getattr(spark_eos, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
