@@ -10,7 +10,6 @@ Kafka's Java client, which speaks transaction version 2 on 4.x, so its epoch goe
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from harness import hanging_maker as hm
 from kafkatxn.model import TopicPartition
 from tests.support.cli_helpers import run_cli
 from tests.support.java_traffic import run_script
+from tests.support.quiet import quiet_logger
 from tests.support.secure_commands import _commit
 
 pytestmark = pytest.mark.integration
@@ -38,15 +38,8 @@ TIMEOUT_S = 30
 SHORT_TIMEOUT_MS = 2000
 
 
-def _quiet() -> logging.Logger:
-    log = logging.getLogger(f"tests.history.{uuid.uuid4().hex}")
-    log.addHandler(logging.NullHandler())
-    log.propagate = False
-    return log
-
-
 def producer(bootstrap: str, tid: str, timeout_ms: int = 60_000) -> Producer:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": timeout_ms, "logger": _quiet()})
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": timeout_ms, "logger": quiet_logger()})
     p.init_transactions(TIMEOUT_S)
     return p
 
