@@ -96,7 +96,7 @@ def write_log(bootstrap: str, records: int) -> int:
                          "queue.buffering.max.messages": 2_000_000, "compression.type": "lz4", "log_level": 0})
     pool = [value(1000 + i, i % 5, s, T0 + i) for i, s in enumerate(["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"] * 4)]
     target = target_history()
-    ids = (records - len(target)) // RECORDS_PER_ID
+    ids = -(-(records - len(target)) // RECORDS_PER_ID)  # at least ``records`` in all
     written = 0
     for i in range(ids):
         tid = f"app-{i}-{uuid.UUID(int=i).hex[:8]}"

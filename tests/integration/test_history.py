@@ -140,12 +140,13 @@ def test_follow_shows_a_new_commit_within_two_seconds(story):
          "-b", cluster.bootstrap_servers, "--timeout", "20s"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+    epoch = last_epoch(cluster)
     try:
         seen = []
-        while not any(r["state"] == "CompleteCommit" and r["producer_epoch"] == last_epoch(cluster) for r in seen):
+        while not any(r["state"] == "CompleteCommit" and r["producer_epoch"] == epoch for r in seen):
             line = proc.stdout.readline()
             assert line, proc.stderr.read()
-            seen.append(json.loads(line))
+            seen.append(json.loads(line))  # the history so far, up to SHARED's last commit
         time.sleep(1)  # following now
         begun = time.monotonic()
         commit_one(last)
