@@ -95,6 +95,7 @@ def read_history(
     since_ms: int | None = None,
     topic: str = TOPIC,
     now_ms: int | None = None,
+    timeout_s: float | None = None,
 ) -> HistoryResult:
     """Each id's rows, id after id in the order asked (a pattern's in name order), each in log order."""
     log_plan, missing = plan(cluster, transactional_ids, pattern, topic)
@@ -109,7 +110,7 @@ def read_history(
         try:
             for chunk in cluster.read_log_partition(
                 p, start_time_ms=start, topic=topic, transactional_ids=log_plan.transactional_ids,
-                counts=counts, next_offsets=result.next_offsets,
+                counts=counts, next_offsets=result.next_offsets, timeout_s=timeout_s,
             ):
                 entries.extend(chunk)
         except (RuntimeError, TimeoutError) as exc:
@@ -146,11 +147,13 @@ def follow(cluster: Cluster, result: HistoryResult, stop: Callable[[], bool] | N
 
 
 def summaries(cluster: Cluster, transactional_ids: Sequence[str], now_ms: int) -> tuple[dict[str, HistorySummary], str | None]:
-    """diagnose's line per id over the last day of its log, or (``{}``, why) when the log could not be read."""
+    """diagnose's line per id over the last day of its log, or (``{}``, why) when the log could not be read.
+    It takes at most half the time diagnose has left: a log it cannot read quickly leaves the history
+    undetermined, not diagnose's answer."""
     from kafkatxn.timeline import DAY_MS
 
     try:
-        result = read_history(cluster, transactional_ids, since_ms=DAY_MS, now_ms=now_ms)
+        result = read_history(cluster, transactional_ids, since_ms=DAY_MS, now_ms=now_ms, timeout_s=cluster.remaining_s() / 2)
     except Exception as exc:  # noqa: BLE001 - diagnose goes on without its history (the facade words its errors)
         return {}, str(exc)
     if result.missing:

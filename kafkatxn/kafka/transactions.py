@@ -40,17 +40,19 @@ class TransactionsApi:
     def read_log_partition(
         self, partition: int, *, start_time_ms: int | None = None, topic: str = TXN_LOG_TOPIC,
         transactional_ids: Collection[str] | None = None, counts: DecodeCounts | None = None,
-        next_offsets: dict[int, int] | None = None,
+        next_offsets: dict[int, int] | None = None, timeout_s: float | None = None,
     ) -> Iterator[list[TxnLogEntry]]:
         """One ``__transaction_state`` partition, decoded, from its beginning or ``start_time_ms`` to its
-        end now, within the command's deadline (:func:`kafkatxn.kafka.log_reader.read_transaction_log`:
-        the reader the Spark audit uses; LogReadError carries Kafka's error name)."""
+        end now, within the command's deadline and ``timeout_s`` (when given), by
+        :func:`kafkatxn.kafka.log_reader.read_transaction_log` (the reader the Spark audit uses;
+        its LogReadError carries Kafka's error name)."""
         from kafkatxn.kafka.log_reader import read_transaction_log
 
         self.requests["ReadTransactionLog"] += 1
         return read_transaction_log(
             self.config.librdkafka(), [partition], start_time_ms=start_time_ms, topic=topic,
-            timeout_ms=max(1, int(self.remaining_s() * 1000)), transactional_ids=transactional_ids,
+            timeout_ms=max(1, int(min(self.remaining_s(), timeout_s or float("inf")) * 1000)),
+            transactional_ids=transactional_ids,
             counts=counts, next_offsets=next_offsets,
         )
 

@@ -332,7 +332,7 @@ class FakeCluster(Cluster):
         return self.metadata()
 
     def read_log_partition(self, partition, *, start_time_ms=None, topic="__transaction_state", transactional_ids=None,
-                           counts=None, next_offsets=None):
+                           counts=None, next_offsets=None, timeout_s=None):
         """The model's log partition, as the real reader yields it (kafkatxn/kafka/log_reader.py)."""
         from kafkatxn.audit.txnlog_records import TxnLogEntry
         from kafkatxn.kafka.log_reader import LogReadError
