@@ -67,9 +67,9 @@ class HistoryRow:
     transactional_id: str
     time_ms: int  # the coordinator's last update (a tombstone's: the record's timestamp)
     state: str
+    events: tuple[str, ...]
     producer_id: int
     producer_epoch: int
-    events: tuple[str, ...]
     partitions_added: tuple[str, ...]  # new in this record
     timeout_ms: int
     partitions: tuple[str, ...]  # the transaction's partitions so far (Ongoing, Prepare*)
@@ -101,7 +101,7 @@ class Timeline:
         for e in entries:
             record, ts = (e.record, e.timestamp_ms) if isinstance(e, TxnLogEntry) else (e, getattr(e, "record_timestamp_ms", -1))
             if type(record) is UndecodedRecord:
-                row = HistoryRow("", ts, "unknown", -1, -1, (UNKNOWN_RECORD,), (), -1, (), -1, record.log_partition, record.log_offset)
+                row = HistoryRow("", ts, "unknown", (UNKNOWN_RECORD,), -1, -1, (), -1, (), -1, record.log_partition, record.log_offset)
                 self.unknown.append(row)
                 out.append(row)
                 continue
@@ -162,7 +162,7 @@ class Timeline:
         s.last = r
         row = HistoryRow(
             r.transactional_id, ts if r.tombstone else r.last_update_timestamp_ms, "" if r.tombstone else state,
-            r.producer_id, r.producer_epoch, tuple(events), added, r.timeout_ms, tuple(r.partitions),
+            tuple(events), r.producer_id, r.producer_epoch, added, r.timeout_ms, tuple(r.partitions),
             r.client_transaction_version, r.log_partition, r.log_offset,
         )
         if s.held or hold:

@@ -112,7 +112,8 @@ def history_command(
     record: time, state, producer id and epoch, partitions added, timeout, and the events it
     implies: initialised, partitions_added, committed, aborted_by_client, fenced_open_transaction,
     timed_out_by_coordinator, epoch_exhausted, expired, unknown_record. Needs READ on Topic
-    __transaction_state. Exit 0 when every id has records, 1 when some have none, 3 when a log
+    __transaction_state. A narrow table leaves out the epoch and more (--wide shows every column).
+    Exit 0 when every id has records, 1 when some have none, 3 when a log
     partition could not be read.
     """
     from kafkatxn import history
