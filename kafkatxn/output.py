@@ -53,6 +53,7 @@ ESSENTIAL_COLUMNS = frozenset({
     "topic", "partition", "group", "transactional_id", "producer_id", "verdict", "state", "status", "outcome",
     "scope", "name", "value", "api", "broker_id", "host", "kind", "message", "label", "lso_moved",
     "reason",  # why an action was refused or a verdict given: the next step depends on it
+    "events",  # what a transaction-log record implies (transactions history)
 })
 _DURATION_SUFFIXES = ("age_ms", "duration_ms", "timeout_ms")
 _TIME_SUFFIXES = ("timestamp_ms", "time_ms", "_at_ms", "until_ms")

@@ -101,6 +101,8 @@ def text_report(d: diagnose.Diagnosis, wide: bool = False, width: int = 120) -> 
             timing += f"; the coordinator aborts it at {_local(t.aborts_at_ms)}"
         out += _field("age", timing, width)
         out += _field("holds", f"{', '.join(t.groups)} on {', '.join(t.partitions)} (LSO lag {t.lso_lag_messages})", width)
+        if t.history:
+            out += _field("history", t.history, width)
         if t.action is diagnose.Action.wait and t.until_ms is not None:
             out += _command("next step", f"wait until {_local(t.until_ms)}; watch it with", t.command, width)
         elif t.action is diagnose.Action.undecided:

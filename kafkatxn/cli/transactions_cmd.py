@@ -95,5 +95,70 @@ def describe_command(
     return None
 
 
+@command(app, "history")
+def history_command(
+    ctx: CommandContext,
+    transactional_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[TRANSACTIONAL_ID]...", help="Ids whose history to show.", show_default=False)] = None,
+    since: Annotated[Optional[int], duration_option("--since", help="Only records of the last DURATION (1h, 30m; default: the whole log).")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Then show new records as they are written, until interrupted.")] = False,
+    pattern: Annotated[
+        Optional[str], typer.Option("--pattern", metavar="REGEX", help="Also the ids the coordinators list that the regex matches in full.")
+    ] = None,
+    log_topic: Annotated[str, typer.Option("--log-topic", hidden=True, help="Read this topic as the transaction log (a copy of it).")] = "__transaction_state",
+) -> int | None:
+    """What happened to transactional ids, from their coordinator's log (__transaction_state).
+
+    Reads only the log partitions that own the ids, in this process (no Spark), and shows each
+    record: time, state, producer id and epoch, partitions added, timeout, and the events it
+    implies: initialised, partitions_added, committed, aborted_by_client, fenced_open_transaction,
+    timed_out_by_coordinator, epoch_exhausted, expired, unknown_record. Needs READ on Topic
+    __transaction_state. A narrow table leaves out the epoch and more (--wide shows every column).
+    Exit 0 when every id has records, 1 when some have none, 3 when a log
+    partition could not be read.
+    """
+    from kafkatxn import history
+    from kafkatxn.timeline import HistoryRow
+    from kafkatxn.validation import compile_regex
+
+    if not transactional_ids and pattern is None:
+        raise UsageError("name the transactional ids (as arguments) or give --pattern REGEX")
+    if pattern is not None:
+        compile_regex(pattern, "--pattern")
+    result = history.read_history(ctx.cluster, transactional_ids or [], pattern, since, topic=log_topic)
+    ctx.render(result.rows, HistoryRow, empty_message="no record of these ids in the transaction log")
+    undecoded = result.counts.unknown_version + result.counts.corrupt
+    if undecoded:
+        ctx.note(f"kafkatxn: {result.counts.unknown_version} records of unknown versions and {result.counts.corrupt} corrupt records shown as unknown_record")
+    code = fail_if_missing(ctx, result.missing, "transaction log")
+    if code is not None:
+        return code
+    if follow:
+        return _follow(ctx, result)
+    if result.not_found:
+        ctx.note(f"kafkatxn: no record in the transaction log for: {', '.join(result.not_found)}")
+        return EXIT_WARNING
+    return None
+
+
+def _follow(ctx: CommandContext, result) -> int | None:
+    """New rows as they come, each batch rendered alone (json: one object a line), flushed at once."""
+    import sys
+
+    from kafkatxn import history
+    from kafkatxn.output import render
+    from kafkatxn.timeline import HistoryRow
+
+    fmt = "jsonl" if ctx.output == "json" else ctx.output
+    sys.stdout.flush()
+    try:
+        for rows in history.follow(ctx.cluster, result):
+            if rows:
+                render(rows, fmt, no_headers=True, row_type=HistoryRow, wide=ctx.wide)
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        return None
+    return None
+
+
 def register(root: typer.Typer) -> None:
     root.add_typer(app, name="transactions")

@@ -12,7 +12,7 @@ come through as :class:`~kafkatxn.audit.txnlog_records.UndecodedRecord`, counted
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
 
 from kafkatxn.audit.txnlog import TOPIC, decode
 from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogEntry
@@ -31,6 +31,39 @@ _CONSUMER_FIXED = {
     "isolation.level": "read_uncommitted",
     "auto.offset.reset": "earliest",
 }
+
+
+class LogReadError(RuntimeError):
+    """Reading the log failed; ``code`` is Kafka's error name when the broker or librdkafka gave one
+    (``TOPIC_AUTHORIZATION_FAILED``), so a caller can tell a missing ACL without reading the message."""
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+def _failed(what: str, exc: Any) -> LogReadError:
+    err = exc.args[0] if exc.args else None
+    code = err.name() if hasattr(err, "name") else None
+    return LogReadError(f"{what} failed: {clean(err.str() if hasattr(err, 'str') else exc)}", code)
+
+
+def key_filter(transactional_ids: Collection[str] | None) -> frozenset[bytes] | None:
+    """The record keys (key version 0) of ``transactional_ids``: a read given them skips every other
+    id's record before decoding it. Keys of another version are always decoded (and counted)."""
+    if transactional_ids is None:
+        return None
+    return frozenset(b"\x00\x00" + len(t.encode()).to_bytes(2, "big") + t.encode() for t in transactional_ids)
+
+
+def _decoded(messages: list[Any], p: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None) -> list[TxnLogEntry]:
+    out = []
+    for m in messages:
+        key = m.key()
+        if keys is not None and key is not None and key[:2] == b"\x00\x00" and key not in keys:
+            continue
+        out.append(TxnLogEntry(decode(key, m.value(), p, m.offset(), counts), m.timestamp()[1]))
+    return out
 
 
 def _consumer(conf: Mapping[str, Any]) -> Any:
@@ -64,6 +97,8 @@ def read_transaction_log(
     batch_size: int = DEFAULT_BATCH,
     topic: str = TOPIC,
     counts: DecodeCounts | None = None,
+    transactional_ids: Collection[str] | None = None,
+    next_offsets: dict[int, int] | None = None,
 ) -> Iterator[list[TxnLogEntry]]:
     """Decoded records of ``partitions`` (all of the topic's when None), in chunks of up to ``batch_size``,
     partition after partition, each in log order.
@@ -87,12 +122,15 @@ def read_transaction_log(
             starts = _starts_at(consumer, topic, parts, start_time_ms, ends, deadline)
         else:
             starts = {p: (start_offsets or {}).get(p, EARLIEST) for p in parts}
+        keys = key_filter(transactional_ids)
         for p in parts:
             what = f"reading {topic}-{p}"
             for chunk in _read(consumer, topic, p, starts[p], ends.get(p, 0), deadline, batch_size):
-                yield [TxnLogEntry(decode(m.key(), m.value(), p, m.offset(), counts), m.timestamp()[1]) for m in chunk]
+                yield _decoded(chunk, p, keys, counts)
+            if next_offsets is not None:
+                next_offsets[p] = max(ends.get(p, 0), starts[p])
     except KafkaException as exc:
-        raise RuntimeError(f"{what} failed: {clean(exc.args[0].str() if exc.args else exc)}") from None
+        raise _failed(what, exc) from None
     finally:
         consumer.close()
 
@@ -171,3 +209,40 @@ def _read(
                 break
         if chunk:
             yield chunk
+
+
+def follow_transaction_log(
+    conf: Mapping[str, Any],
+    start_offsets: Mapping[int, int],
+    *,
+    topic: str = TOPIC,
+    counts: DecodeCounts | None = None,
+    transactional_ids: Collection[str] | None = None,
+    poll_s: float = 0.2,
+    batch_size: int = DEFAULT_BATCH,
+    stop: Callable[[], bool] | None = None,
+) -> Iterator[list[TxnLogEntry]]:
+    """New records of the partitions in ``start_offsets`` (each from its offset), as they are written,
+    until ``stop()`` says so or the caller stops iterating; one chunk (possibly empty) per poll of
+    at most ``poll_s`` seconds, so the caller can flush and check its own clock between them.
+    Raises :class:`LogReadError` on a client error."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    consumer = _consumer(conf)
+    keys = key_filter(transactional_ids)
+    try:
+        consumer.assign([TopicPartition(topic, p, o) for p, o in sorted(start_offsets.items())])
+        while stop is None or not stop():
+            chunk: list[TxnLogEntry] = []
+            for m in consumer.consume(num_messages=batch_size, timeout=poll_s):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaException(err)
+                chunk.extend(_decoded([m], m.partition(), keys, counts))
+            yield chunk
+    except KafkaException as exc:
+        raise _failed(f"following {topic}", exc) from None
+    finally:
+        consumer.close()

@@ -285,3 +285,19 @@ def test_cluster_shows_what_the_principal_can_and_cannot_see(capsys, restricted,
         assert result.code == 3 and "not authorized: needs DESCRIBE_CONFIGS on Cluster" in result.stderr
     else:
         assert result.code == 0, result.stderr
+
+
+# -- transactions history (issue 25) -------------------------------------------------------------
+
+
+def test_history_needs_read_on_the_transaction_log_and_diagnose_goes_on_without_it(capsys, restricted):
+    denied = restricted.run(capsys, "some-topics", "transactions", "history", TRACKED_ID)
+    assert denied.code == 3, denied.stderr
+    assert len(denied.stderr.strip().splitlines()) == 1 and "needs READ on Topic __transaction_state" in denied.stderr, denied.stderr
+    allowed = restricted.run(capsys, "wildcard", "transactions", "history", TRACKED_ID)
+    assert allowed.code == 0, allowed.stderr
+    assert [(r["state"], r["events"]) for r in doc(allowed)] == [("Empty", ["initialised"]), ("Ongoing", ["partitions_added"])]
+    diagnosed = restricted.run(capsys, "some-topics", "diagnose", "--group", GROUP, "--max-transaction-timeout", MAX_TXN)
+    (txn,) = doc(diagnosed)["transactions"]
+    assert txn["history"].startswith("undetermined: ") and "needs READ on Topic __transaction_state" in txn["history"], txn
+    assert txn["history_evidence"] is None

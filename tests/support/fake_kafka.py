@@ -84,6 +84,9 @@ class KafkaModel:
     marker_error: str | None = None
     transaction_errors: dict[str, str] = field(default_factory=dict)  # id -> error its coordinator answers DescribeTransactions with
     listing_errors: dict[int, str] = field(default_factory=dict)  # broker -> error it answers ListTransactions with
+    # __transaction_state partition -> its records (TxnLogRecord/UndecodedRecord), read by read_log_partition
+    transaction_log: dict[int, list[Any]] = field(default_factory=dict)
+    transaction_log_error: str | None = None  # the Kafka error reading the log meets (TOPIC_AUTHORIZATION_FAILED)
     # The principal may DESCRIBE only the ids this accepts (None: every id): ListTransactions leaves
     # the others out, FindCoordinator and DescribeTransactions answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
     describable: Callable[[str], bool] | None = None
@@ -327,6 +330,29 @@ class FakeCluster(Cluster):
 
     def describe_cluster(self) -> ClusterMetadata:
         return self.metadata()
+
+    def read_log_partition(self, partition, *, start_time_ms=None, topic="__transaction_state", transactional_ids=None,
+                           counts=None, next_offsets=None, timeout_s=None):
+        """The model's log partition, as the real reader yields it (kafkatxn/kafka/log_reader.py)."""
+        from kafkatxn.audit.txnlog_records import TxnLogEntry
+        from kafkatxn.kafka.log_reader import LogReadError
+
+        self.calls.append(("read_log_partition", partition))
+        if self.model.transaction_log_error:
+            raise LogReadError(f"reading {topic}-{partition} failed: {self.model.transaction_log_error}", self.model.transaction_log_error)
+        records = self.model.transaction_log.get(partition, [])
+        chosen = [r for r in records if (transactional_ids is None or getattr(r, "transactional_id", None) in transactional_ids
+                                         or not hasattr(r, "transactional_id"))
+                  and (start_time_ms is None or getattr(r, "last_update_timestamp_ms", 0) >= start_time_ms)]
+        for r in chosen:
+            if counts is not None:
+                counts.count(r)
+        if next_offsets is not None:
+            next_offsets[partition] = len(records)
+        yield [TxnLogEntry(r, getattr(r, "last_update_timestamp_ms", -1)) for r in chosen]
+
+    def follow_log_partitions(self, start_offsets, **kwargs):
+        return iter(())
 
     def broker_configs(self, names, broker_ids=None):
         self.calls.append(("broker_configs",))

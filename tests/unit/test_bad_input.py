@@ -459,6 +459,12 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
         [],
     ),
     ("transactions", "describe"): (["some-id"], [opt("--transactional-id", VALID_TOPIC)], [[]]),
+    ("transactions", "history"): (
+        ["some-id"],
+        [opt("--since", VALID_DURATION, BAD_DURATION), flag("--follow"), opt("--pattern", VALID_REGEX, BAD_REGEX),
+         opt("--log-topic", VALID_TOPIC)],
+        [[]],
+    ),
     ("completion",): (["bash"], [], [[], ["powershell"], ["bash", "zsh"]]),
 }
 

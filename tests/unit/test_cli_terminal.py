@@ -156,6 +156,7 @@ def test_narrow_tables_drop_secondary_columns_then_abbreviate_headers_then_wrap_
     ["hanging", "--max-transaction-timeout", "15"],
     ["abort", "--all-hanging", "--max-transaction-timeout", "15"],
     ["transactions", "list", "--min-duration", "90"],
+    ["transactions", "history", "some-id", "--since", "1"],
     ["lso", "--critical-age", "60"],
     ["lso", "--interval", "2"],
     ["exporter", "--cache-ttl", "10"],
@@ -177,7 +178,7 @@ def test_every_duration_option_refuses_a_bare_number(capsys, option_line):
 def test_every_duration_option_is_covered_above():
     durations = {p.opts[0] for cmd in app_mod.leaf_commands().values() for p in cmd.params if p.metavar == "DURATION"}
     covered = {"--max-transaction-timeout", "--min-duration", "--critical-age", "--interval", "--cache-ttl", "--fence-window",
-               "--timeout"}
+               "--timeout", "--since"}
     others = {"--scrape-timeout", "--for", "--storm-window", "--id-expiration"}
     assert durations <= covered | others, durations - covered - others
 

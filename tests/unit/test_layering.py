@@ -20,6 +20,7 @@ PURE = (
     # the auditor's rules (families, the per-id state machine, findings, inventory, the result) and its decoder
     "kafkatxn.audit.rules", "kafkatxn.audit.history", "kafkatxn.audit.findings", "kafkatxn.audit.inventory",
     "kafkatxn.audit.families", "kafkatxn.audit.txnlog", "kafkatxn.audit.txnlog_encode",
+    "kafkatxn.timeline",  # the events of transactions history
 )
 
 

@@ -15,6 +15,7 @@ COMMANDS = {
     ("producers",): [],
     ("transactions", "list"): [],
     ("transactions", "describe"): ["some-id"],
+    ("transactions", "history"): ["some-id"],
     ("lso",): [],
     ("hanging",): [],
     ("diagnose",): [],
