@@ -290,8 +290,7 @@ def move_leaders(w: World, topics_of: Callable[[str], bool]) -> None:
             # tested nothing until the wait below showed it).
             from confluent_kafka import ElectionType, TopicPartition as CkTopicPartition
 
-            elected = admin(w).elect_leaders(ElectionType.PREFERRED, [CkTopicPartition(tp.topic, tp.partition) for tp in moves],
-                                             operation_timeout=5, request_timeout=10).result(15)
+            elected = admin(w).elect_leaders(ElectionType.PREFERRED, [CkTopicPartition(tp.topic, tp.partition) for tp in moves]).result(15)
             # Only those the controller elected (a new first replica out of the ISR is not).
             done = {(tp.topic, tp.partition) for tp, error in elected.items() if error is None}
             wait_for_new_leaders(w, {TopicPartition(tp.topic, tp.partition): order[0] for tp, order in moves.items()
