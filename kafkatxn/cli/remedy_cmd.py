@@ -17,6 +17,11 @@ SAFETY = "Safety"
 
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Act without asking (for scripts).", rich_help_panel=SAFETY)]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Only show the plan; change nothing.", rich_help_panel=SAFETY)]
+TargetTopic = Annotated[Optional[str], typer.Option("--topic", "-t", metavar="TOPIC", help="Topic of the open transaction.", rich_help_panel=TARGET)]
+TargetPartition = Annotated[Optional[int], typer.Option("--partition", "-p", min=0, max=INT32_MAX, metavar="N", help="Partition of the open transaction.", rich_help_panel=TARGET)]
+StartOffset = Annotated[
+    Optional[int], typer.Option("--start-offset", min=0, max=INT64_MAX, metavar="OFFSET", help="Offset where the transaction starts (see `kafkatxn hanging`).", rich_help_panel=TARGET)
+]
 AuditLogOption = Annotated[
     Optional[Path],
     typer.Option(
@@ -75,11 +80,9 @@ def register(app: typer.Typer) -> None:
     @command(app, "abort")
     def abort_command(
         ctx: CommandContext,
-        topic: Annotated[Optional[str], typer.Option("--topic", "-t", metavar="TOPIC", help="Topic of the open transaction.", rich_help_panel=TARGET)] = None,
-        partition: Annotated[Optional[int], typer.Option("--partition", "-p", min=0, max=INT32_MAX, metavar="N", help="Partition of the open transaction.", rich_help_panel=TARGET)] = None,
-        start_offset: Annotated[
-            Optional[int], typer.Option("--start-offset", min=0, max=INT64_MAX, metavar="OFFSET", help="Offset where the transaction starts (see `kafkatxn hanging`).", rich_help_panel=TARGET)
-        ] = None,
+        topic: TargetTopic = None,
+        partition: TargetPartition = None,
+        start_offset: StartOffset = None,
         producer_id: Annotated[Optional[int], typer.Option("--producer-id", min=0, max=INT64_MAX, metavar="ID", help="Explicit form: producer id.", rich_help_panel=TARGET)] = None,
         producer_epoch: Annotated[Optional[int], typer.Option("--producer-epoch", min=0, max=INT16_MAX, metavar="N", help="Explicit form: producer epoch.", rich_help_panel=TARGET)] = None,
         coordinator_epoch: Annotated[
@@ -97,7 +100,8 @@ def register(app: typer.Typer) -> None:
 
         Checks with DescribeProducers that exactly the named transaction is open, and with its
         coordinator that the coordinator does not track it (a tracked one is ended with
-        `kafkatxn fence`); shows the plan and asks (--yes, --dry-run); checks again right before
+        `kafkatxn fence`) nor committed it (its log, __transaction_state, is read: a lost COMMIT
+        marker is restored with `kafkatxn restore-commit`, never aborted); shows the plan and asks (--yes, --dry-run); checks again right before
         writing the marker; then verifies the transaction is gone and the LSO moved. Every abort
         appends intent and result records to the audit log. Exit 0 when done or when there is
         nothing to abort, 3 when refused (the state does not match) or not verified.
