@@ -68,7 +68,11 @@ def _declined(ctx: CommandContext, act: Any) -> remedy.RemedyResult | None:
         return None
 
 
-def _finish(ctx: CommandContext, result: remedy.RemedyResult, row_type: type, audit: auditlog.AuditLog, empty: str) -> int:
+def _finish(ctx: CommandContext, act: Any, row_type: type, audit: auditlog.AuditLog, empty: str) -> int:
+    """Run ``act`` (:func:`_declined`), render its rows and say where the audit log is."""
+    result = _declined(ctx, act)
+    if result is None:
+        return 0
     ctx.render(result.rows, row_type, empty_message=empty)
     if result.acted:
         ctx.note(f"audit log: {audit.path}")
@@ -119,7 +123,7 @@ def register(app: typer.Typer) -> None:
             targets.append(remedy.AbortTarget(topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch))
         timeout_ms = max_transaction_timeout
         audit = _open_audit_log(ctx, audit_log, dry_run)
-        result = _declined(ctx, lambda: remedy.abort(
+        return _finish(ctx, lambda: remedy.abort(
             ctx.cluster,
             targets,
             all_hanging=all_hanging,
@@ -128,10 +132,7 @@ def register(app: typer.Typer) -> None:
             audit=audit,
             confirm=_confirmer(ctx, yes, "Write these ABORT markers?"),
             dry_run=dry_run,
-        ))
-        if result is None:
-            return 0
-        return _finish(ctx, result, remedy.AbortRow, audit, "nothing to abort: no hanging transaction")
+        ), remedy.AbortRow, audit, "nothing to abort: no hanging transaction")
 
     @command(app, "fence")
     def fence_command(
@@ -171,7 +172,7 @@ def register(app: typer.Typer) -> None:
         if pattern is not None:
             remedy.matching_ids([], pattern)  # a bad regex is a usage error before connecting
         audit = _open_audit_log(ctx, audit_log, dry_run)
-        result = _declined(ctx, lambda: remedy.fence(
+        return _finish(ctx, lambda: remedy.fence(
             ctx.cluster,
             transactional_ids or [],
             pattern=pattern,
@@ -180,7 +181,4 @@ def register(app: typer.Typer) -> None:
             audit=audit,
             confirm=_confirmer(ctx, yes, "Fence these transactional ids?"),
             dry_run=dry_run,
-        ))
-        if result is None:
-            return 0
-        return _finish(ctx, result, remedy.FenceRow, audit, "nothing to fence: no transactional id matches")
+        ), remedy.FenceRow, audit, "nothing to fence: no transactional id matches")

@@ -6,7 +6,7 @@ from kafkatxn import remedy
 from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.cli.options import MaxTransactionTimeout
 from kafkatxn.cli.remedy_cmd import (
-    AuditLogOption, DryRunOption, StartOffset, TargetPartition, TargetTopic, YesOption, _confirmer, _declined, _finish,
+    AuditLogOption, DryRunOption, StartOffset, TargetPartition, TargetTopic, YesOption, _confirmer, _finish,
     _open_audit_log,
 )
 from kafkatxn.errors import UsageError
@@ -40,14 +40,11 @@ def register(app: typer.Typer) -> None:
             raise UsageError("name the transaction with --topic, --partition and --start-offset (see `kafkatxn hanging`)")
         target = remedy.AbortTarget(topic, partition, start_offset)
         audit = _open_audit_log(ctx, audit_log, dry_run)
-        result = _declined(ctx, lambda: remedy.restore_commit(
+        return _finish(ctx, lambda: remedy.restore_commit(
             ctx.cluster,
             [target],
             max_transaction_timeout_ms=max_transaction_timeout,
             audit=audit,
             confirm=_confirmer(ctx, yes, "Write these COMMIT markers?"),
             dry_run=dry_run,
-        ))
-        if result is None:
-            return 0
-        return _finish(ctx, result, remedy.AbortRow, audit, "nothing to restore")
+        ), remedy.AbortRow, audit, "nothing to restore")
