@@ -154,7 +154,7 @@ FLAGS = {
     # abort and fence (kafkatxn.remedy)
     "start_offset": "--start-offset", "producer_id": "--producer-id", "producer_epoch": "--producer-epoch",
     "coordinator_epoch": "--coordinator-epoch", "all_hanging": "--all-hanging", "pattern": "--pattern",
-    "allow_two_phase_commit": "--allow-two-phase-commit",
+    "allow_two_phase_commit": "--allow-two-phase-commit", "allow_unknown_outcome": "--allow-unknown-outcome",
 }
 
 

@@ -96,6 +96,11 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--all-hanging", help="Abort every hanging transaction `kafkatxn hanging` finds (in --topic, --partition if given).", rich_help_panel=TARGET)
         ] = False,
         max_transaction_timeout: MaxTransactionTimeout = None,
+        allow_unknown_outcome: Annotated[
+            bool, typer.Option("--allow-unknown-outcome", rich_help_panel=SAFETY, help=(
+                "Abort the named transaction even where its coordinator's log no longer shows how it ended "
+                "(compacted) or cannot be read: you decide it was not committed."))
+        ] = False,
         yes: YesOption = False,
         dry_run: DryRunOption = False,
         audit_log: AuditLogOption = None,
@@ -127,6 +132,7 @@ def register(app: typer.Typer) -> None:
             ctx.cluster,
             targets,
             all_hanging=all_hanging,
+            allow_unknown_outcome=allow_unknown_outcome,
             scope=remedy.HangingScope(topic, partition) if all_hanging else None,
             max_transaction_timeout_ms=timeout_ms,
             audit=audit,

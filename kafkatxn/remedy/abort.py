@@ -125,12 +125,16 @@ def _offsets(cluster: Cluster, tps: Sequence[TopicPartition]) -> tuple[dict[Topi
     return {tp: lso for tp, (lso, _hw) in pairs.items()}, {tp: hw for tp, (_lso, hw) in pairs.items()}
 
 
-def _classify(cluster: Cluster, items: Sequence[_AbortItem]) -> None:
+def _classify(cluster: Cluster, items: Sequence[_AbortItem], operator_decides: bool = False) -> None:
     """Ask the coordinators about each item's transaction (a coordinator may have moved or come back)
-    and, where that says hanging, what the coordinator's log says (a lost COMMIT marker?)."""
+    and, where that says hanging, what the coordinator's log says (a lost COMMIT marker?).
+    ``operator_decides``: a hanging one whose log cannot tell how it ended stays hanging, on the
+    operator's word (``--allow-unknown-outcome``), and its reason says so for the audit log."""
     view, _missing = gather.coordinator_view(cluster, {i.decision.producer.producer_id for i in items})
     found = [verdicts.classify(verdicts.OpenTransaction(i.target.tp, i.decision.producer), view) for i in items]
-    for item, c in zip(items, gather.settle_by_transaction_log(cluster, found, [])):
+    for item, before, c in zip(items, found, gather.settle_by_transaction_log(cluster, found, [])):
+        if operator_decides and before.verdict is verdicts.Verdict.HANGING and c.verdict is verdicts.Verdict.UNDETERMINED:
+            c = replace(before, reason=f"{c.reason}; aborted on the operator's decision (--allow-unknown-outcome)")
         item.classification = c
 
 
@@ -148,6 +152,7 @@ class Abort(Remedy):
     def __init__(self, targets: Sequence[AbortTarget], all_hanging: bool, scope: HangingScope | None,
                  max_transaction_timeout_ms: int | None):
         self.targets, self.all_hanging = targets, all_hanging
+        self.allow_unknown_outcome = False  # the operator decides where the coordinator's log cannot tell
         self.scope, self.max_transaction_timeout_ms = scope or HangingScope(), max_transaction_timeout_ms
 
     # -- plan ------------------------------------------------------------------------------------
@@ -177,7 +182,7 @@ class Abort(Remedy):
             items.append(_AbortItem(t, decide_abort(t, states[t.tp], done_at, self.done.value), leaders[t.tp], nothing=self.nothing_to_do))
         to_check = [i for i in items if i.decision.action is Action.ABORT]
         if to_check:
-            _classify(cluster, to_check)
+            _classify(cluster, to_check, self.allow_unknown_outcome)
             max_timeout_ms = self.max_transaction_timeout_ms
             for item in to_check:
                 refusal = self.refusal(item.classification)
@@ -233,7 +238,7 @@ class Abort(Remedy):
             refusal: str | None = again.reason
         else:
             item.decision = replace(item.decision, producer=again.producer)
-            _classify(cluster, [item])
+            _classify(cluster, [item], self.allow_unknown_outcome)
             refusal = self.refusal(item.classification)
         if refusal:
             return Recheck.refused(f"changed since the plan was made: {refusal}", {"producers": to_plain(producers)})
@@ -323,6 +328,7 @@ def abort(
     targets: Sequence[AbortTarget] = (),
     *,
     all_hanging: bool = False,
+    allow_unknown_outcome: bool = False,
     scope: HangingScope | None = None,
     max_transaction_timeout_ms: int | None = None,
     audit: AuditLog,
@@ -332,5 +338,8 @@ def abort(
     """Plan, confirm, act and verify; rows are the plan (dry run, declined) or the outcomes."""
     if all_hanging == bool(targets):
         raise InputError("name one transaction ({topic}, {partition}, {start_offset}) or pass {all_hanging}")
+    if allow_unknown_outcome and all_hanging:
+        raise InputError("{allow_unknown_outcome} needs the transaction named, not {all_hanging}")
     remedy = Abort(targets, all_hanging, scope, max_transaction_timeout_ms)
+    remedy.allow_unknown_outcome = allow_unknown_outcome
     return run(remedy, cluster, audit=audit, confirm=confirm, dry_run=dry_run)

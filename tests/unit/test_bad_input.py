@@ -367,9 +367,11 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             flag("--dry-run"),
             path_opt("--audit-log", ["audit"], ["dir", "under_a_file"]),
             MAX_TXN_TIMEOUT,  # without --all-hanging a usage error whatever its value
+            flag("--allow-unknown-outcome"),
         ],
         [
             [], ["-t", "orders"], ["-p", "0"], ["--all-hanging", "-t", "x", "--start-offset", "1"], ["--all-hanging", "-p", "0"],
+            ["--all-hanging", "--allow-unknown-outcome"],
             ["-t", "x", "-p", "0", "--max-transaction-timeout", "1s"],
             ["-t", "x", "-p", "0"],  # neither --start-offset nor the explicit form
             ["-t", "x", "-p", "0", "--producer-id", "1"],

@@ -11,6 +11,7 @@ import pytest
 
 from kafkatxn import auditlog, hanging, remedy, verdicts
 from kafkatxn.audit.txnlog_records import TxnLogRecord
+from kafkatxn.errors import InputError
 from kafkatxn.lost_commit import CLOCK_ALLOWANCE_MS, Ending, ending, settle, settle_all
 from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionListing, TransactionLogHistory
 from kafkatxn.verdicts import Classification, OpenTransaction, Verdict
@@ -237,3 +238,49 @@ def test_cli_hanging_exits_2_and_diagnose_suggests_restore_commit(capsys, monkey
     restored = run_cli(capsys, "restore-commit", "-b", "f:1", "-t", "orders", "-p", "0", "--start-offset", "10", "--yes",
                        "--audit-log", str(tmp_path / "a.jsonl"))
     assert restored.code == 0 and "commit restored" in restored.stdout, restored.stderr
+
+
+def test_a_compacted_log_refuses_the_abort_unless_the_operator_decides_and_the_audit_log_says_so(audit):
+    fake = lost_commit_cluster([rec("CompleteCommit", at=T0 + 105)])
+    (row,) = remedy.abort(fake, [TARGET], audit=audit, confirm=lambda rows: True).rows
+    assert row.outcome is Outcome.REFUSED and "compacted" in row.reason and fake.called("write_abort_marker") == []
+    (row,) = remedy.abort(fake, [TARGET], allow_unknown_outcome=True, audit=audit, confirm=lambda rows: True).rows
+    assert row.outcome is Outcome.ABORTED and len(fake.called("write_abort_marker")) == 1
+    intent = next(r for r in audit.records() if r["record"] == "intent")
+    assert "compacted" in intent["state_before"]["hanging_reason"] and "--allow-unknown-outcome" in intent["state_before"]["hanging_reason"]
+    # The operator decides only where the log cannot tell: a commit it shows is still refused.
+    shown = lost_commit_cluster(committed())
+    (row,) = remedy.abort(shown, [TARGET], allow_unknown_outcome=True, audit=audit, confirm=lambda rows: True).rows
+    assert row.outcome is Outcome.REFUSED and shown.called("write_abort_marker") == []
+    with pytest.raises(InputError):
+        remedy.abort(shown, all_hanging=True, allow_unknown_outcome=True, audit=audit, confirm=lambda rows: True)
+
+
+# -- the facade's read of the log --------------------------------------------------------------
+
+
+def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused_read(monkeypatch):
+    from kafkatxn.audit.txnlog_records import TxnLogEntry, UndecodedRecord
+    from kafkatxn.kafka import log_reader
+    from kafkatxn.kafka.transaction_log import TransactionLogApi
+
+    model = KafkaModel(brokers=(1,))
+    model.add_transaction_log([1] * 5)
+    fake = FakeCluster(model)
+    owner = verdicts.coordinator_partition(TID, 5)
+    denied = next(t for t in (f"other-{i}" for i in range(100)) if verdicts.coordinator_partition(t, 5) != owner)
+    read = []
+
+    def reader(conf, partitions, **kw):
+        (p,) = partitions
+        read.append(p)
+        if p != owner:
+            raise RuntimeError(f"reading __transaction_state-{p} failed: Broker: Topic authorization failed")
+        yield [TxnLogEntry(rec("Empty", tid=TID)), TxnLogEntry(rec("Empty", tid="neighbour")), TxnLogEntry(UndecodedRecord("unknown_version"))]
+
+    monkeypatch.setattr(log_reader, "read_transaction_log", reader)
+    got = TransactionLogApi.transaction_log_histories(fake, [TID, denied])
+    assert sorted(read) == sorted({owner, verdicts.coordinator_partition(denied, 5)})
+    assert got.value == {TID: TransactionLogHistory(TID, owner, (rec("Empty", tid=TID),), undecoded=1)}
+    (m,) = got.missing
+    assert m.subject == TransactionalId(denied) and m.acl == "READ on Topic __transaction_state"
