@@ -15,6 +15,9 @@ from typing import Iterable
 from kafkatxn.model import TRANSACTION_STATE_TOPIC, Missing, Partial, TopicPartition, TransactionalId, TransactionLogHistory
 
 ACL_READ_LOG = f"READ on Topic {TRANSACTION_STATE_TOPIC}"
+# A log partition's read may take this share of the time left; the rest is kept for the command's
+# other requests (a leader that does not answer costs a share, not the deadline).
+LOG_READ_SHARE = 0.5
 
 
 class TransactionLogApi:
@@ -38,7 +41,7 @@ class TransactionLogApi:
         missing: list[Missing] = []
         for part, ids in sorted(owners.items()):
             subject = TopicPartition(TRANSACTION_STATE_TOPIC, part)
-            left_ms = int((self.deadline - time.monotonic()) * 1000)
+            left_ms = int((self.deadline - time.monotonic()) * 1000 * LOG_READ_SHARE)
             if left_ms <= 0:
                 missing += [Missing(TransactionalId(tid), f"{subject} not read: the deadline passed (raise --timeout)") for tid in ids]
                 continue

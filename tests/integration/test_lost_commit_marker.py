@@ -92,6 +92,19 @@ def _read_committed(cluster: KafkaCluster, topic: str, end: int) -> list[bytes]:
     return values
 
 
+def _unclean_election(cluster: KafkaCluster, topic: str) -> None:
+    """B, out of the ISR, becomes the leader: the controller elects it by the topic's
+    unclean.leader.election.enable once A is fenced; asked for explicitly (ElectLeaders, UNCLEAN)
+    where the controller leaves the partition leaderless."""
+    try:
+        _wait("the controller's unclean election of B", lambda: _partition(cluster, topic).leader == B, timeout=12)
+    except AssertionError:
+        from confluent_kafka import ElectionType
+
+        _admin(cluster).elect_leaders(ElectionType.UNCLEAN, [CTP(topic, 0)]).result(timeout=20)
+        _wait("the requested unclean election of B", lambda: _partition(cluster, topic).leader == B, timeout=20)
+
+
 def _offsets(cluster: KafkaCluster, tp: TopicPartition) -> tuple[int, int]:
     with Cluster(ConnectionConfig(cluster.bootstrap_servers, timeout_ms=10_000)) as c:
         return c.stable_and_high_offsets([tp]).value[tp]
@@ -132,7 +145,7 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
               lambda: c.describe_transactions([tid]).value.found[tid].state == "CompleteCommit")
     lost.kill_broker(A)  # the COMMIT marker is on A only
     lost.start_broker(B, timeout=60)
-    _wait("B's unclean election", lambda: _partition(lost, topic).leader == B, timeout=30)
+    _unclean_election(lost, topic)
 
     lso_hw = _offsets(lost, tp)
     assert lso_hw == (0, RECORDS), "B should hold the records without the marker: an open transaction from offset 0"
