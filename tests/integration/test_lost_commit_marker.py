@@ -7,7 +7,8 @@ replica left, is elected leader uncleanly: it has the records but no marker, so 
 pins the LSO while the coordinator, broker C (the leader of the id's ``__transaction_state``
 partition, replicated three times), recorded PrepareCommit and CompleteCommit. Then:
 
-- ``hanging`` names the lost commit (exit 2), not a hanging transaction to abort;
+- ``hanging`` names the lost commit (exit 2), not a hanging transaction to abort, and ``diagnose``
+  tells the group blocked behind it to restore the commit;
 - ``abort`` refuses it, and nothing is written: the partition's LSO and high watermark are unchanged;
 - ``restore-commit`` writes the COMMIT marker: a read_committed consumer reads every committed record;
 - the audit log holds the abort's refusal and the restore's intent and result.
@@ -33,6 +34,7 @@ from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
 from kafkatxn.verdicts import coordinator_partition
 from tests.support.cli_helpers import run_cli
+from tests.support.groups import commit_offset
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster3]
 
@@ -158,6 +160,15 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
     (row,) = doc["lost_commit"]
     assert (row["topic"], row["partition"], row["start_offset"], row["transactional_id"]) == (topic, 0, 0, tid)
     assert "lost COMMIT marker" in row["reason"] and "restore-commit" in found.stderr
+
+    # diagnose: the group blocked behind it is told to restore the commit, not to abort.
+    group = f"readers-{uuid.uuid4().hex[:6]}"
+    commit_offset(lost.bootstrap_servers, group, tp, 0)
+    diagnosed = run_cli(capsys, "diagnose", "-b", lost.bootstrap_servers, *TIMEOUT, "--max-transaction-timeout", "0s",
+                        "--group", group, "-o", "json")
+    (txn,) = json.loads(diagnosed.stdout)["transactions"]
+    assert (txn["verdict"], txn["action"]) == ("lost_commit", "restore_commit"), diagnosed.stdout + diagnosed.stderr
+    assert txn["command"].startswith(f"kafkatxn restore-commit --topic {topic} --partition 0 --start-offset 0")
 
     # abort refuses, and writes nothing.
     audit = tmp_path / "audit.jsonl"
