@@ -127,7 +127,7 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
     topic = f"lost-{uuid.uuid4().hex[:6]}"
     tp = TopicPartition(topic, 0)
     config = {"unclean.leader.election.enable": "true"}
-    _admin(lost).create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1, replica_assignment=[[A, B]],
+    _admin(lost).create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1, replica_assignment=[[A, B]],
                                          config=config)])[topic].result(30)
     _wait("the topic's leader", lambda: _partition(lost, topic).leader == A)
     tid = _id_coordinated_by(lost, C)
