@@ -149,12 +149,14 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
     lost.start_broker(B, timeout=60)
     _unclean_election(lost, topic)
 
+    _wait("B's high watermark", lambda: _offsets(lost, tp)[1] == RECORDS, timeout=15)
     lso_hw = _offsets(lost, tp)
     assert lso_hw == (0, RECORDS), "B should hold the records without the marker: an open transaction from offset 0"
     assert _read_committed(lost, topic, RECORDS) == []
 
     # hanging names the lost commit; it does not call it hanging.
-    found = run_cli(capsys, "hanging", "-b", lost.bootstrap_servers, *TIMEOUT, "--max-transaction-timeout", "0s", "-o", "json")
+    found = run_cli(capsys, "hanging", "-b", lost.bootstrap_servers, *TIMEOUT, "--max-transaction-timeout", "0s", "-t", topic,
+                    "-o", "json")
     doc = json.loads(found.stdout)
     assert found.code == 2 and doc["hanging"] == [], found.stderr
     (row,) = doc["lost_commit"]
