@@ -66,8 +66,11 @@ def _wait(what: str, check, timeout: float = 30):
 
 def _id_coordinated_by(cluster: KafkaCluster, broker: int) -> str:
     """A transactional id whose ``__transaction_state`` partition broker ``broker`` leads."""
-    warm = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"warm-{uuid.uuid4().hex[:6]}"})
+    warm = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"warm-{uuid.uuid4().hex[:6]}",
+                     "log_level": 0})
     warm.init_transactions(60)  # creates the transaction log
+    _wait("leaders of the transaction log", lambda: all(
+        m.leader > 0 for m in _admin(cluster).list_topics("__transaction_state", timeout=5).topics["__transaction_state"].partitions.values()))
     log = _admin(cluster).list_topics("__transaction_state", timeout=10).topics["__transaction_state"].partitions
     owned = [p for p, m in log.items() if m.leader == broker]
     assert owned, f"broker {broker} leads no __transaction_state partition: {[(p, m.leader) for p, m in log.items()]}"
@@ -103,7 +106,8 @@ def _unclean_election(cluster: KafkaCluster, topic: str) -> None:
     except AssertionError:
         from confluent_kafka import ElectionType
 
-        _admin(cluster).elect_leaders(ElectionType.UNCLEAN, [CTP(topic, 0)]).result(timeout=20)
+        admin = _admin(cluster)
+        admin.elect_leaders(ElectionType.UNCLEAN, [CTP(topic, 0)]).result(timeout=20)
         _wait("the requested unclean election of B", lambda: _partition(cluster, topic).leader == B, timeout=20)
 
 
@@ -124,13 +128,19 @@ def lost(kafka_workroot: Path):
 
 def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(lost: KafkaCluster, capsys, tmp_path):
     started = time.monotonic()
+
+    def step(what: str) -> None:  # shown when the test fails: how far the scenario got, and when
+        print(f"[{time.monotonic() - started:5.1f}s] {what}")
+
     topic = f"lost-{uuid.uuid4().hex[:6]}"
     tp = TopicPartition(topic, 0)
     config = {"unclean.leader.election.enable": "true"}
-    _admin(lost).create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1, replica_assignment=[[A, B]],
-                                         config=config)])[topic].result(30)
+    admin = _admin(lost)  # kept alive until its futures are done: a collected client fails them
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1, replica_assignment=[[A, B]],
+                                  config=config)])[topic].result(30)
     _wait("the topic's leader", lambda: _partition(lost, topic).leader == A)
     tid = _id_coordinated_by(lost, C)
+    step(f"topic {topic} led by {A}; transactional id {tid} coordinated by {C}")
 
     producer = Producer({"bootstrap.servers": lost.bootstrap_servers, "transactional.id": tid, "acks": "all", "log_level": 0})
     producer.init_transactions(60)
@@ -139,21 +149,27 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
         producer.produce(topic, value=f"committed-{i}".encode(), partition=0)
     assert producer.flush(30) == 0  # acks=all with ISR [A, B]: B has every record
 
+    step("records written to A and B")
     lost.kill_broker(B)
     _wait("B to leave the ISR", lambda: B not in _partition(lost, topic).isrs)
+    step("B killed and out of the ISR")
     producer.commit_transaction(60)
     with Cluster(ConnectionConfig(lost.bootstrap_servers, timeout_ms=10_000)) as c:
         _wait("the coordinator to complete the commit",
               lambda: c.describe_transactions([tid]).value.found[tid].state == "CompleteCommit")
-    lost.kill_broker(A)  # the COMMIT marker is on A only
+    step("committed: the COMMIT marker is on A only")
+    lost.kill_broker(A)
     lost.start_broker(B, timeout=60)
+    step("A killed, B restarted")
     _unclean_election(lost, topic)
+    step("B elected uncleanly")
 
     _wait("B's high watermark", lambda: _offsets(lost, tp)[1] == RECORDS, timeout=15)
     lso_hw = _offsets(lost, tp)
     assert lso_hw == (0, RECORDS), "B should hold the records without the marker: an open transaction from offset 0"
     assert _read_committed(lost, topic, RECORDS) == []
 
+    step(f"LSO and HW {lso_hw}")
     # hanging names the lost commit; it does not call it hanging.
     found = run_cli(capsys, "hanging", "-b", lost.bootstrap_servers, *TIMEOUT, "--max-transaction-timeout", "0s", "-t", topic,
                     "-o", "json")
@@ -172,6 +188,7 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
     assert (txn["verdict"], txn["action"]) == ("lost_commit", "restore_commit"), diagnosed.stdout + diagnosed.stderr
     assert txn["command"].startswith(f"kafkatxn restore-commit --topic {topic} --partition 0 --start-offset 0")
 
+    step("hanging and diagnose name the lost commit")
     # abort refuses, and writes nothing.
     audit = tmp_path / "audit.jsonl"
     target = ["-t", topic, "-p", "0", "--start-offset", "0", "--audit-log", str(audit), "--yes", "-o", "json"]
@@ -187,6 +204,7 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
     assert _offsets(lost, tp) == (RECORDS + 1, RECORDS + 1)  # the marker is the one record more
     assert _read_committed(lost, topic, RECORDS + 1) == [f"committed-{i}".encode() for i in range(RECORDS)]
 
+    step("restored and read")
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [(r["action"], r["record"], r.get("outcome")) for r in records] == [
         ("abort", "result", "refused"), ("restore-commit", "intent", None), ("restore-commit", "result", "commit restored"),
