@@ -182,7 +182,8 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
     # diagnose: the group blocked behind it is told to restore the commit, not to abort.
     group = f"readers-{uuid.uuid4().hex[:6]}"
     commit_offset(lost.bootstrap_servers, group, tp, 0)
-    diagnosed = run_cli(capsys, "diagnose", "-b", lost.bootstrap_servers, *TIMEOUT, "--max-transaction-timeout", "0s",
+    # (diagnose takes a --max-transaction-timeout of 0 for none given: 1ms, so that the rule decides now)
+    diagnosed = run_cli(capsys, "diagnose", "-b", lost.bootstrap_servers, *TIMEOUT, "--max-transaction-timeout", "1ms",
                         "--group", group, "-o", "json")
     (txn,) = json.loads(diagnosed.stdout)["transactions"]
     assert (txn["verdict"], txn["action"]) == ("lost_commit", "restore_commit"), diagnosed.stdout + diagnosed.stderr
