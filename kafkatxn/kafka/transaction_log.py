@@ -58,9 +58,22 @@ class TransactionLogApi:
                             records[r.transactional_id].append(r)
             except (RuntimeError, TimeoutError) as exc:
                 # The reader says its failure in one redacted line; an authorization failure names the ACL.
-                denied = "authorization" in str(exc).lower()
-                why = f"{subject} not read: " + (f"not authorized: needs {ACL_READ_LOG}" if denied else str(exc))
-                missing += [Missing(TransactionalId(tid), why, acl=ACL_READ_LOG if denied else "") for tid in ids]
+                acl = _acl_needed(str(exc))
+                why = f"{subject} not read: " + (f"not authorized: needs {acl}" if acl else str(exc))
+                missing += [Missing(TransactionalId(tid), why, acl=acl) for tid in ids]
                 continue
             out.update({tid: TransactionLogHistory(tid, part, tuple(records[tid]), undecoded) for tid in ids})
         return Partial(out, missing)
+
+
+def _acl_needed(failure: str) -> str:
+    """The ACL a refused read needs, from the reader's one line (librdkafka's words for the error):
+    READ on the log, or DESCRIBE on the group id the reader's consumer names (it never joins it)."""
+    from kafkatxn.kafka.log_reader import _CONSUMER_FIXED
+
+    text = failure.lower()
+    if "topic authorization" in text:
+        return ACL_READ_LOG
+    if "group authorization" in text:
+        return f"DESCRIBE on Group {_CONSUMER_FIXED['group.id']}"
+    return ""

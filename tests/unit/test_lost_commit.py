@@ -284,3 +284,11 @@ def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused
     assert got.value == {TID: TransactionLogHistory(TID, owner, (rec("Empty", tid=TID),), undecoded=1)}
     (m,) = got.missing
     assert m.subject == TransactionalId(denied) and m.acl == "READ on Topic __transaction_state"
+
+
+def test_a_refused_read_names_the_acl_it_needs():
+    from kafkatxn.kafka.transaction_log import _acl_needed
+
+    assert _acl_needed("reading __transaction_state-1 failed: Broker: Topic authorization failed") == "READ on Topic __transaction_state"
+    assert _acl_needed("reading __transaction_state failed: Broker: Group authorization failed") == "DESCRIBE on Group kafkatxn-audit-reader"
+    assert _acl_needed("reading __transaction_state-1 up to offset 9 did not finish within 5s") == ""
