@@ -26,11 +26,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from kafkatxn import defaults, gather, lso, verdicts
+from kafkatxn import defaults, gather, lost_commit, lso, verdicts
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.gaps import Gap, explain, gap_of
-from kafkatxn.model import Missing, ProducerState, TopicPartition
+from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionLogHistory
 from kafkatxn.output import Report
 from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, OpenTransaction, Verdict
 
@@ -49,12 +49,14 @@ class TxnVerdict(str, enum.Enum):
     long_running = "long_running"  # tracked, but past its own timeout or idle past transaction.max.timeout.ms
     tracked = "tracked"  # tracked and within its timeout: the coordinator ends it by then
     undetermined = "undetermined"  # the coordinators could not say
+    lost_commit = "lost_commit"  # its coordinator committed it; the partition lost the COMMIT marker (kafkatxn.lost_commit)
 
 
 class Action(str, enum.Enum):
     wait = "wait"
     fence = "fence"
     abort = "abort"
+    restore_commit = "restore_commit"
     undecided = "undecided"
 
 
@@ -64,6 +66,8 @@ RISK = {
     "the application must recreate it; the aborted records are lost to read_committed consumers",
     Action.abort: "writes an ABORT marker: read_committed consumers skip the transaction's records for good "
     "(no coordinator would ever complete it)",
+    Action.restore_commit: "writes the COMMIT marker its coordinator's log shows was lost: read_committed consumers "
+    "read the transaction's records (an ABORT marker would make committed records disappear)",
     Action.undecided: "acting blind could abort a transaction its coordinator is about to commit; "
     "bring the coordinator back first",
 }
@@ -86,6 +90,9 @@ class DiagnosisSnapshot:
     missing: list[Missing] = field(default_factory=list)
     # (partition, producer id) -> timestamp of the pinning transaction's first record, where its coordinator does not date it.
     first_records: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
+    # What __transaction_state holds of the ids of pins the rule calls hanging, and what could not be read.
+    transaction_logs: dict[str, TransactionLogHistory] = field(default_factory=dict)
+    transaction_logs_unread: list[Missing] = field(default_factory=list)
 
 
 def take_snapshot(
@@ -117,6 +124,9 @@ def take_snapshot(
         # carried by the view and decided per transaction by the one rule; it is not a missing
         # part of the whole answer.
         out.view, _view_missing = gather.coordinator_view(cluster, {p.producer_id for p in pins})
+        # Before a pin is called hanging: did its coordinator commit it (a lost COMMIT marker)?
+        out.transaction_logs, out.transaction_logs_unread = gather.transaction_logs(
+            cluster, [verdicts.classify(p, out.view) for p in pins])
     # The first records the group snapshot read for the pins their coordinators do not date.
     out.first_records = {(tp, t.producer_id): t.first_record_timestamp_ms for tp in blocked
                          if (t := snap.lso.pin(tp)) is not None and t.first_record_timestamp_ms is not None}
@@ -263,7 +273,14 @@ def decide(
     if not classifications or Verdict.UNDETERMINED in found:
         why = next((c.reason for c in classifications if c.verdict is Verdict.UNDETERMINED), "no verdict")
         return TxnVerdict.undetermined, why, Action.undecided, f"cannot decide: {why}", None, None, age, aborts_at
-    if Verdict.HANGING in found:
+    if Verdict.LOST_COMMIT in found and candidate:
+        commands = " && ".join(
+            f"kafkatxn restore-commit --topic {_quote(c.open_txn.tp.topic)} --partition {c.open_txn.tp.partition} "
+            f"--start-offset {p.current_txn_start_offset}{bound}"
+            for c in classifications if c.verdict is Verdict.LOST_COMMIT
+        )
+        return TxnVerdict.lost_commit, reasons, Action.restore_commit, commands, None, None, age, None
+    if Verdict.HANGING in found or Verdict.LOST_COMMIT in found:
         if candidate:
             commands = " && ".join(
                 f"kafkatxn abort --topic {_quote(tp.topic)} --partition {tp.partition} --start-offset {p.current_txn_start_offset}{bound}"
@@ -334,11 +351,11 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
     transactions: list[PinningTransaction] = []
     holder_of: dict[int, str] = {}
     for pid, pin in sorted(pins.items()):
-        classifications = [
+        classifications = lost_commit.settle_all([
             verdicts.classify(OpenTransaction(tp, pin_of[tp], first_record_timestamp_ms=snapshot.first_records.get((tp, pid))),
                               snapshot.view)
             for tp in pin.tps
-        ]
+        ], snapshot.transaction_logs, snapshot.transaction_logs_unread)
         verdict, reason, action, command, release, until, age, aborts_at = decide(
             pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
             # abort decides hanging by the same rule: with the threshold this diagnosis used
@@ -437,7 +454,7 @@ def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[P
     if any(p.verdict is not GroupVerdict.caught_up for p in partitions):
         code = EXIT_WARNING
     if any(
-        verdicts.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts.is_too_old(t.age_ms, critical_age_ms))
+        verdicts.blocked_severity(t.verdict in (TxnVerdict.hanging, TxnVerdict.lost_commit), t.overdue, verdicts.is_too_old(t.age_ms, critical_age_ms))
         is verdicts.Severity.critical
         for t in transactions
     ):

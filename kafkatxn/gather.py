@@ -14,9 +14,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from kafkatxn import verdicts
+from kafkatxn import lost_commit, verdicts
 from kafkatxn.errors import ClusterError, KafkatxnError, UnsupportedBrokerError
-from kafkatxn.model import Broker, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription
+from kafkatxn.model import (
+    Broker, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionLogHistory,
+)
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, CoordinatorView, Offsets, OpenTransaction
 
 if TYPE_CHECKING:  # handed the facade; not imported
@@ -161,6 +163,36 @@ def with_first_records(cluster: Cluster, txns: Iterable[OpenTransaction], missin
         if t.tp in read.value and starts.get(t.tp) == t.start_offset and verdicts.needs_first_record(t) else t
         for t in txns
     ]
+
+
+def transaction_logs(
+    cluster: Cluster, classifications: Iterable[verdicts.Classification]
+) -> tuple[dict[str, TransactionLogHistory], list[Missing]]:
+    """What ``__transaction_state`` holds of the ids whose verdict it decides (:func:`kafkatxn.lost_commit.needs_log`),
+    and the ids whose log partition could not be read."""
+    tids = {c.transactional_id for c in classifications if lost_commit.needs_log(c)}
+    if not tids:
+        return {}, []
+    try:
+        read = cluster.transaction_log_histories(tids)
+    except KafkatxnError as exc:
+        return {}, [Missing(Part(verdicts.TRANSACTION_STATE_TOPIC), str(exc))]
+    return read.value, list(read.missing)
+
+
+def settle_by_transaction_log(
+    cluster: Cluster, classifications: Sequence[verdicts.Classification], missing: list[Missing]
+) -> list[verdicts.Classification]:
+    """``classifications``, the hanging ones of known ids decided again with what their coordinator's
+    log says (:func:`kafkatxn.lost_commit.settle`: a lost COMMIT marker, or undetermined when the log
+    cannot tell); the transactions are dated by their first records first. Log partitions that
+    could not be read are reported through the verdicts they leave undetermined."""
+    needing = [c for c in classifications if lost_commit.needs_log(c)]
+    if not needing:
+        return list(classifications)
+    dated = with_first_records(cluster, [c.transaction for c in needing], missing)
+    histories, unread = transaction_logs(cluster, needing)
+    return lost_commit.settle_all(classifications, histories, unread, {(t.tp, t.producer_id): t for t in dated})
 
 
 def hanging_among(

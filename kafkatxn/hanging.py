@@ -200,6 +200,8 @@ class HangingResult:
     missing: list[Missing] = field(default_factory=list)
     classifications: list[Classification] = field(default_factory=list)
     undetermined: list[UndeterminedRow] = field(default_factory=list)
+    # Committed by their coordinator, the COMMIT marker lost (kafkatxn.lost_commit): restore it, never abort.
+    lost_commit: list[HangingRow] = field(default_factory=list)
 
     def report(self) -> Report:
         facts = {
@@ -211,11 +213,12 @@ class HangingResult:
             "hanging_count": len(self.hanging),
             "long_running_count": len(self.long_running),
             "undetermined_count": len(self.undetermined),
+            "lost_commit_count": len(self.lost_commit),
         }
-        return Report(
-            facts=facts,
-            sections={"hanging": self.hanging, "long_running": self.long_running, "undetermined": self.undetermined},
-        )
+        sections: dict[str, list] = {"hanging": self.hanging, "long_running": self.long_running, "undetermined": self.undetermined}
+        if self.lost_commit:
+            sections["lost_commit"] = self.lost_commit
+        return Report(facts=facts, sections=sections)
 
 
 def select_partitions(
@@ -255,7 +258,9 @@ def find_hanging(
     now_ms = snapshot.taken_at_ms
     scan = classify_open_transactions(cluster, snapshot.states, now_ms, max_transaction_timeout_ms)
     missing += scan.missing
-    all_open, candidates, classifications = scan.open_transactions, scan.candidates, scan.classifications
+    all_open, candidates = scan.open_transactions, scan.candidates
+    # Before anything is called hanging: did its coordinator commit it (a lost COMMIT marker)?
+    classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
 
     affected = sorted({c.open_txn.tp for c in classifications if c.verdict is not Verdict.UNDETERMINED})
     lso: dict[TopicPartition, int] = {}
@@ -267,9 +272,12 @@ def find_hanging(
         hw = {tp: pair[1] for tp, pair in pairs.value.items()}
         missing += [m.within("offsets") for m in pairs.missing]
 
-    hanging_ones = [c for c in classifications if c.verdict is Verdict.HANGING]
-    dated = gather.with_first_records(cluster, [c.transaction for c in hanging_ones], missing)
-    hanging = [hanging_row(c, now_ms, lso, hw, d) for c, d in zip(hanging_ones, dated)]
+    def rows(verdict: Verdict) -> list[HangingRow]:
+        chosen = [c for c in classifications if c.verdict is verdict]
+        dated = gather.with_first_records(cluster, [c.transaction for c in chosen], missing)
+        return [hanging_row(c, now_ms, lso, hw, d) for c, d in zip(chosen, dated)]
+
+    hanging = rows(Verdict.HANGING)
     long_running = [long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.LONG_RUNNING]
     undetermined = [undetermined_row(c, now_ms) for c in classifications if c.verdict is Verdict.UNDETERMINED]
     return HangingResult(
@@ -283,4 +291,5 @@ def find_hanging(
         missing=missing,
         classifications=classifications,
         undetermined=undetermined,
+        lost_commit=rows(Verdict.LOST_COMMIT),
     )

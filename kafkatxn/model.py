@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Generic, NamedTuple, TypeVar, Union
+from typing import Any, Generic, NamedTuple, TypeVar, Union
 
 T = TypeVar("T")
 
@@ -195,6 +195,19 @@ class Part:
 
 
 Subject = Union[TopicPartition, Broker, TransactionalId, Part]
+
+
+@dataclass(frozen=True)
+class TransactionLogHistory:
+    """What ``__transaction_state`` still holds of one transactional id: its records in log order
+    (``kafkatxn.audit.txnlog_records.TxnLogRecord``), a contiguous tail of the id's history (the
+    cleaner keeps only a key's latest record in the segments it compacted), and how many records of
+    its log partition could not be decoded (any of them may be this id's)."""
+
+    transactional_id: str
+    log_partition: int
+    records: tuple[Any, ...] = ()
+    undecoded: int = 0
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class Verdict(str, enum.Enum):
     LONG_RUNNING = "long_running"  # its coordinator tracks it and will complete or abort it
     TRACKED = "long_running"  # alias of LONG_RUNNING (its earlier name)
     UNDETERMINED = "undetermined"  # a coordinator that could own it did not answer: see ``missing``
+    LOST_COMMIT = "lost_commit"  # its coordinator's log shows it committed: the partition lost the COMMIT marker (kafkatxn.lost_commit)
 
 
 def java_string_hash(s: str) -> int:

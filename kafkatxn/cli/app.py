@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hanging": ("hanging_cmd", "Find hanging transactions: open on a partition, but not tracked by their coordinator."),
     "abort": ("remedy_cmd", "Abort a hanging transaction by writing an ABORT marker to its partition."),
     "fence": ("remedy_cmd", "Fence transactional ids: bump their epoch, aborting any open transaction."),
+    "restore-commit": ("restore_cmd", "Restore a lost COMMIT marker: commit an open transaction its coordinator committed."),
     "check": ("check_cmd", "One status line for cron, Nagios/Icinga and runbooks: hanging transactions (critical), LSO lag, transaction age, active producer ids."),
     "exporter": ("exporter_cmd", "Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids, consumer-group lag; gathered at scrape time with a short cache."),
     "audit": ("audit_cmd", "Audit transactional ids in the transaction log: shared ids, unstable ids, inventory conflicts."),
@@ -153,7 +154,7 @@ FLAGS = {
     # abort and fence (kafkatxn.remedy)
     "start_offset": "--start-offset", "producer_id": "--producer-id", "producer_epoch": "--producer-epoch",
     "coordinator_epoch": "--coordinator-epoch", "all_hanging": "--all-hanging", "pattern": "--pattern",
-    "allow_two_phase_commit": "--allow-two-phase-commit",
+    "allow_two_phase_commit": "--allow-two-phase-commit", "allow_unknown_outcome": "--allow-unknown-outcome",
 }
 
 

@@ -27,7 +27,10 @@ def register(app: typer.Typer) -> None:
         could own its transactional id answered; otherwise it is listed as undetermined, with the
         part that did not answer. Exit 2 when any transaction hangs, 3 when any is undetermined or
         part of the cluster did not answer, 1 when only long-running ones are found.
-        Release a hanging transaction with `kafkatxn abort`.
+        Release a hanging transaction with `kafkatxn abort`. Before a transaction of a known
+        transactional id is called hanging, its coordinator's log (__transaction_state, READ needed)
+        is read: one its coordinator committed is listed as a lost COMMIT marker (exit 2; restore it
+        with `kafkatxn restore-commit`, never abort it), one the log cannot tell about as undetermined.
         """
         result = hanging.find_hanging(
             ctx.cluster,
@@ -42,6 +45,12 @@ def register(app: typer.Typer) -> None:
                 f"undetermined: producer {row.producer_id} on {row.topic}-{row.partition} from offset {row.start_offset}: "
                 f"{row.reason}"
             )
+        for row in result.lost_commit:
+            ctx.note(
+                f"lost COMMIT marker: producer {row.producer_id} on {row.topic}-{row.partition} from offset {row.start_offset}: "
+                f"do not abort it; restore it: kafkatxn restore-commit --topic {row.topic} --partition {row.partition} "
+                f"--start-offset {row.start_offset}"
+            )
         fail_if_missing(ctx, result.missing, "scan for hanging transactions")
-        findings = EXIT_CRITICAL if result.hanging else EXIT_WARNING if result.long_running else EXIT_OK
+        findings = EXIT_CRITICAL if result.hanging or result.lost_commit else EXIT_WARNING if result.long_running else EXIT_OK
         return exit_code(findings, result.missing, undetermined=bool(result.undetermined))

@@ -38,6 +38,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                 "kafkatxn -b kafka:9092 hanging -o csv > hanging.csv"),
     "abort": ("kafkatxn -b kafka:9092 abort -t orders -p 0 --start-offset 42 --dry-run",
               "kafkatxn -b kafka:9092 abort --all-hanging --topic orders"),
+    "restore-commit": ("kafkatxn -b kafka:9092 restore-commit -t orders -p 0 --start-offset 42 -y",
+                       "kafkatxn restore-commit -t orders -p 0 --start-offset 42 --dry-run"),
     "fence": ("kafkatxn -b kafka:9092 fence orders-app-stuck --dry-run",
               "kafkatxn -b kafka:9092 fence --pattern 'orders-app-.*'"),
     "check": ("kafkatxn -b kafka:9092 check",

@@ -17,6 +17,11 @@ SAFETY = "Safety"
 
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Act without asking (for scripts).", rich_help_panel=SAFETY)]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Only show the plan; change nothing.", rich_help_panel=SAFETY)]
+TargetTopic = Annotated[Optional[str], typer.Option("--topic", "-t", metavar="TOPIC", help="Topic of the open transaction.", rich_help_panel=TARGET)]
+TargetPartition = Annotated[Optional[int], typer.Option("--partition", "-p", min=0, max=INT32_MAX, metavar="N", help="Partition of the open transaction.", rich_help_panel=TARGET)]
+StartOffset = Annotated[
+    Optional[int], typer.Option("--start-offset", min=0, max=INT64_MAX, metavar="OFFSET", help="Offset where the transaction starts (see `kafkatxn hanging`).", rich_help_panel=TARGET)
+]
 AuditLogOption = Annotated[
     Optional[Path],
     typer.Option(
@@ -63,7 +68,11 @@ def _declined(ctx: CommandContext, act: Any) -> remedy.RemedyResult | None:
         return None
 
 
-def _finish(ctx: CommandContext, result: remedy.RemedyResult, row_type: type, audit: auditlog.AuditLog, empty: str) -> int:
+def _finish(ctx: CommandContext, act: Any, row_type: type, audit: auditlog.AuditLog, empty: str) -> int:
+    """Run ``act`` (:func:`_declined`), render its rows and say where the audit log is."""
+    result = _declined(ctx, act)
+    if result is None:
+        return 0
     ctx.render(result.rows, row_type, empty_message=empty)
     if result.acted:
         ctx.note(f"audit log: {audit.path}")
@@ -75,11 +84,9 @@ def register(app: typer.Typer) -> None:
     @command(app, "abort")
     def abort_command(
         ctx: CommandContext,
-        topic: Annotated[Optional[str], typer.Option("--topic", "-t", metavar="TOPIC", help="Topic of the open transaction.", rich_help_panel=TARGET)] = None,
-        partition: Annotated[Optional[int], typer.Option("--partition", "-p", min=0, max=INT32_MAX, metavar="N", help="Partition of the open transaction.", rich_help_panel=TARGET)] = None,
-        start_offset: Annotated[
-            Optional[int], typer.Option("--start-offset", min=0, max=INT64_MAX, metavar="OFFSET", help="Offset where the transaction starts (see `kafkatxn hanging`).", rich_help_panel=TARGET)
-        ] = None,
+        topic: TargetTopic = None,
+        partition: TargetPartition = None,
+        start_offset: StartOffset = None,
         producer_id: Annotated[Optional[int], typer.Option("--producer-id", min=0, max=INT64_MAX, metavar="ID", help="Explicit form: producer id.", rich_help_panel=TARGET)] = None,
         producer_epoch: Annotated[Optional[int], typer.Option("--producer-epoch", min=0, max=INT16_MAX, metavar="N", help="Explicit form: producer epoch.", rich_help_panel=TARGET)] = None,
         coordinator_epoch: Annotated[
@@ -89,6 +96,11 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--all-hanging", help="Abort every hanging transaction `kafkatxn hanging` finds (in --topic, --partition if given).", rich_help_panel=TARGET)
         ] = False,
         max_transaction_timeout: MaxTransactionTimeout = None,
+        allow_unknown_outcome: Annotated[
+            bool, typer.Option("--allow-unknown-outcome", rich_help_panel=SAFETY, help=(
+                "Abort the named transaction even where its coordinator's log no longer shows how it ended "
+                "(compacted) or cannot be read: you decide it was not committed."))
+        ] = False,
         yes: YesOption = False,
         dry_run: DryRunOption = False,
         audit_log: AuditLogOption = None,
@@ -97,7 +109,8 @@ def register(app: typer.Typer) -> None:
 
         Checks with DescribeProducers that exactly the named transaction is open, and with its
         coordinator that the coordinator does not track it (a tracked one is ended with
-        `kafkatxn fence`); shows the plan and asks (--yes, --dry-run); checks again right before
+        `kafkatxn fence`) nor committed it (its log, __transaction_state, is read: a lost COMMIT
+        marker is restored with `kafkatxn restore-commit`, never aborted); shows the plan and asks (--yes, --dry-run); checks again right before
         writing the marker; then verifies the transaction is gone and the LSO moved. Every abort
         appends intent and result records to the audit log. Exit 0 when done or when there is
         nothing to abort, 3 when refused (the state does not match) or not verified.
@@ -115,19 +128,17 @@ def register(app: typer.Typer) -> None:
             targets.append(remedy.AbortTarget(topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch))
         timeout_ms = max_transaction_timeout
         audit = _open_audit_log(ctx, audit_log, dry_run)
-        result = _declined(ctx, lambda: remedy.abort(
+        return _finish(ctx, lambda: remedy.abort(
             ctx.cluster,
             targets,
             all_hanging=all_hanging,
+            allow_unknown_outcome=allow_unknown_outcome,
             scope=remedy.HangingScope(topic, partition) if all_hanging else None,
             max_transaction_timeout_ms=timeout_ms,
             audit=audit,
             confirm=_confirmer(ctx, yes, "Write these ABORT markers?"),
             dry_run=dry_run,
-        ))
-        if result is None:
-            return 0
-        return _finish(ctx, result, remedy.AbortRow, audit, "nothing to abort: no hanging transaction")
+        ), remedy.AbortRow, audit, "nothing to abort: no hanging transaction")
 
     @command(app, "fence")
     def fence_command(
@@ -167,7 +178,7 @@ def register(app: typer.Typer) -> None:
         if pattern is not None:
             remedy.matching_ids([], pattern)  # a bad regex is a usage error before connecting
         audit = _open_audit_log(ctx, audit_log, dry_run)
-        result = _declined(ctx, lambda: remedy.fence(
+        return _finish(ctx, lambda: remedy.fence(
             ctx.cluster,
             transactional_ids or [],
             pattern=pattern,
@@ -176,7 +187,4 @@ def register(app: typer.Typer) -> None:
             audit=audit,
             confirm=_confirmer(ctx, yes, "Fence these transactional ids?"),
             dry_run=dry_run,
-        ))
-        if result is None:
-            return 0
-        return _finish(ctx, result, remedy.FenceRow, audit, "nothing to fence: no transactional id matches")
+        ), remedy.FenceRow, audit, "nothing to fence: no transactional id matches")

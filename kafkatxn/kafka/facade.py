@@ -23,13 +23,16 @@ from kafkatxn.kafka.metadata import MetadataApi
 from kafkatxn.kafka.offsets import OffsetsApi
 from kafkatxn.kafka.producer_state import DESCRIBE_PRODUCERS_BATCH, ProducerStateApi
 from kafkatxn.kafka.session import LEADERSHIP_ERRORS, Session
+from kafkatxn.kafka.transaction_log import TransactionLogApi
 from kafkatxn.kafka.transactions import TransactionsApi
 from kafkatxn.model import PartitionInfo
 
 __all__ = ["Cluster", "check_client_settings", "DESCRIBE_PRODUCERS_BATCH", "LEADERSHIP_ERRORS"]
 
 
-class Cluster(MetadataApi, OffsetsApi, ProducerStateApi, TransactionsApi, GroupsApi, ConfigsApi, MarkersApi, Session):
+class Cluster(
+    MetadataApi, OffsetsApi, ProducerStateApi, TransactionsApi, GroupsApi, ConfigsApi, MarkersApi, TransactionLogApi, Session
+):
     """Facade over both Kafka clients for one command run. Use as a context manager."""
 
     def select_partitions(

@@ -52,16 +52,18 @@ class MarkersApi:
             time.sleep(LEADER_POLL_S)
 
     def write_abort_marker(
-        self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, leader: int
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, leader: int, commit: bool = False
     ) -> str | None:
-        """WriteTxnMarkers(ABORT) for one producer on one partition, sent to its leader.
+        """WriteTxnMarkers(ABORT) for one producer on one partition, sent to its leader; COMMIT when
+        ``commit`` (a lost COMMIT marker restored: the request carries either result).
 
         Returns None on success or the broker's error name.
         """
-        (resp,) = self._send_all([(leader, proto.WriteAbortMarker(tp, producer_id, producer_epoch, coordinator_epoch))])
+        request = proto.WriteAbortMarker(tp, producer_id, producer_epoch, coordinator_epoch, commit)
+        (resp,) = self._send_all([(leader, request)])
         if isinstance(resp, BaseException):
             self.errors.raise_if_auth_in(resp)
-            raise self.errors.translate(resp, f"writing the abort marker to broker {leader}")
+            raise self.errors.translate(resp, f"writing the {'commit' if commit else 'abort'} marker to broker {leader}")
         return resp.error
 
     def fence_transactional_id_retrying(self, transactional_id: str, transaction_timeout_ms: int) -> list[str]:

@@ -125,12 +125,14 @@ class DescribeTransactionsResponse(NamedTuple):
 
 
 class WriteAbortMarker(NamedTuple):
-    """WriteTxnMarkers with one ABORT marker for one producer on one partition."""
+    """WriteTxnMarkers with one ABORT marker for one producer on one partition (a COMMIT marker when
+    ``commit``: restoring one its coordinator's log shows was lost)."""
 
     tp: TopicPartition
     producer_id: int
     producer_epoch: int
     coordinator_epoch: int
+    commit: bool = False
 
 
 class WriteAbortMarkerResponse(NamedTuple):

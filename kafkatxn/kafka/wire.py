@@ -373,7 +373,7 @@ def _write_abort_marker(_wire: Wire, request: p.WriteAbortMarker) -> Any:
     marker = marker_cls(
         producer_id=request.producer_id,
         producer_epoch=request.producer_epoch,
-        transaction_result=False,
+        transaction_result=request.commit,
         topics=[marker_cls.WritableTxnMarkerTopic(name=request.tp.topic, partition_indexes=[request.tp.partition])],
         coordinator_epoch=request.coordinator_epoch,
     )

@@ -7,7 +7,8 @@ before acting, write a durable audit intent, act, verify, write the audit result
 :func:`decide_fence`, :func:`verify_abort`, :func:`verify_fence`) and tested without a broker.
 :mod:`~kafkatxn.remedy.abort` writes ABORT markers for hanging transactions only (a marker behind a
 live coordinator's back would lose the data of a transaction its producer later commits);
-:mod:`~kafkatxn.remedy.fence` ends the transactions a coordinator tracks by bumping their id's epoch.
+:mod:`~kafkatxn.remedy.fence` ends the transactions a coordinator tracks by bumping their id's epoch;
+:mod:`~kafkatxn.remedy.restore` writes the COMMIT marker of a transaction its coordinator's log shows committed.
 """
 
 from kafkatxn.errors import UsageError
@@ -19,10 +20,11 @@ from kafkatxn.remedy.decide import (
 from kafkatxn.remedy.driver import Confirm, Declined, RemedyResult
 from kafkatxn.remedy.abort import AbortRow, HangingScope, abort  # noqa: E402 - the function, not the module, is `remedy.abort`
 from kafkatxn.remedy.fence import FenceRow, _describe, fence  # noqa: E402 - the function, not the module, is `remedy.fence`
+from kafkatxn.remedy.restore import restore_commit  # noqa: E402
 
 __all__ = [
     "DEFAULT_FENCE_TIMEOUT_MS", "FAILING_OUTCOMES", "UNFINISHED_STATES", "AbortDecision", "AbortRow", "AbortTarget", "Action",
     "Confirm", "Declined", "FenceDecision", "FenceRow", "HangingScope", "Outcome", "RemedyResult", "UsageError", "Verification",
     "abort", "already_aborted", "coordinator_refusal", "decide_abort", "decide_fence", "exit_code", "fence", "fence_timeout_ms",
-    "marker_coordinator_epoch", "matching_ids", "validate_target", "verify_abort", "verify_fence",
+    "marker_coordinator_epoch", "matching_ids", "restore_commit", "validate_target", "verify_abort", "verify_fence",
 ]

@@ -36,7 +36,7 @@ class AbortRow:
     start_offset: int | None
     producer_id: int | None
     producer_epoch: int | None
-    coordinator_epoch: int | None  # what the ABORT marker carries
+    coordinator_epoch: int | None  # what the marker carries
     leader_id: int | None
     transactional_id: str | None
     coordinator_state: str | None
@@ -48,7 +48,10 @@ class AbortRow:
     high_watermark_after: int | None = None
 
 
-_PLANNED = {Action.ABORT: Outcome.WOULD_ABORT, Action.NOTHING: Outcome.NOTHING_TO_ABORT, Action.REFUSE: Outcome.REFUSED}
+_PLANNED = {
+    Action.ABORT: Outcome.WOULD_ABORT, Action.NOTHING: Outcome.NOTHING_TO_ABORT, Action.REFUSE: Outcome.REFUSED,
+    Action.RESTORE: Outcome.WOULD_RESTORE,
+}
 
 
 @dataclass
@@ -65,6 +68,7 @@ class _AbortItem:
     hw_after: int | None = None
     state_before: dict[str, Any] | None = None  # what the intent recorded
     retried: str = ""  # what happened before the marker that counted, for the row and the audit record
+    nothing: Outcome = Outcome.NOTHING_TO_ABORT  # the plan's outcome when nothing is open there
 
     def row(self) -> AbortRow:
         p = self.decision.producer
@@ -79,7 +83,7 @@ class _AbortItem:
             leader_id=self.leader,
             transactional_id=c.transactional_id if c else None,
             coordinator_state=c.description.state if c and c.description else None,
-            outcome=self.outcome or _PLANNED[self.decision.action],
+            outcome=self.outcome or (self.nothing if self.decision.action is Action.NOTHING else _PLANNED[self.decision.action]),
             reason=self.reason or self.decision.reason,
             lso_before=self.lso_before,
             high_watermark_before=self.hw_before,
@@ -121,20 +125,34 @@ def _offsets(cluster: Cluster, tps: Sequence[TopicPartition]) -> tuple[dict[Topi
     return {tp: lso for tp, (lso, _hw) in pairs.items()}, {tp: hw for tp, (_lso, hw) in pairs.items()}
 
 
-def _coordinator_refusal(cluster: Cluster, item: _AbortItem, producer: ProducerState) -> str | None:
-    """Ask the coordinators about ``producer``'s transaction (a coordinator may have moved or come back)."""
-    view, _missing = gather.coordinator_view(cluster, [producer.producer_id])
-    item.classification = verdicts.classify(verdicts.OpenTransaction(item.target.tp, producer), view)
-    return coordinator_refusal(item.classification)
+def _classify(cluster: Cluster, items: Sequence[_AbortItem], operator_decides: bool = False) -> None:
+    """Ask the coordinators about each item's transaction (a coordinator may have moved or come back)
+    and, where that says hanging, what the coordinator's log says (a lost COMMIT marker?).
+    ``operator_decides``: a hanging one whose log cannot tell how it ended stays hanging, on the
+    operator's word (``--allow-unknown-outcome``), and its reason says so for the audit log."""
+    view, _missing = gather.coordinator_view(cluster, {i.decision.producer.producer_id for i in items})
+    found = [verdicts.classify(verdicts.OpenTransaction(i.target.tp, i.decision.producer), view) for i in items]
+    for item, before, c in zip(items, found, gather.settle_by_transaction_log(cluster, found, [])):
+        if operator_decides and before.verdict is verdicts.Verdict.HANGING and c.verdict is verdicts.Verdict.UNDETERMINED:
+            c = replace(before, reason=f"{c.reason}; aborted on the operator's decision (--allow-unknown-outcome)")
+        item.classification = c
 
 
 class Abort(Remedy):
     name = "abort"
     acting = Action.ABORT
+    commit = False  # the marker's result: ABORT here, COMMIT for restoring a lost one (kafkatxn.remedy.restore)
+    done = Outcome.ABORTED
+    nothing_to_do = Outcome.NOTHING_TO_ABORT
+
+    def refusal(self, c: verdicts.Classification) -> str | None:
+        """Why the coordinator side forbids this marker (None: go)."""
+        return coordinator_refusal(c)
 
     def __init__(self, targets: Sequence[AbortTarget], all_hanging: bool, scope: HangingScope | None,
                  max_transaction_timeout_ms: int | None):
         self.targets, self.all_hanging = targets, all_hanging
+        self.allow_unknown_outcome = False  # the operator decides where the coordinator's log cannot tell
         self.scope, self.max_transaction_timeout_ms = scope or HangingScope(), max_transaction_timeout_ms
 
     # -- plan ------------------------------------------------------------------------------------
@@ -143,7 +161,7 @@ class Abort(Remedy):
         # Before Kafka 3.0 no coordinator can be asked: every item would be refused, so nothing is planned.
         cluster.require_transaction_apis()
         plan = self._plan_all_hanging(cluster) if self.all_hanging else self._plan_targets(cluster, audit)
-        actionable = [i for i in plan.items if i.decision.action is Action.ABORT]
+        actionable = [i for i in plan.items if i.decision.action is self.acting]
         lso, hw = _offsets(cluster, sorted({i.target.tp for i in actionable}))
         for i in actionable:
             i.lso_before, i.hw_before = lso.get(i.target.tp), hw.get(i.target.tp)
@@ -162,17 +180,17 @@ class Abort(Remedy):
                 why = "; ".join(m.reason for m in missing if m.subject == t.tp) or "no answer"
                 items.append(_AbortItem(t, AbortDecision(Action.REFUSE, f"could not describe producers of {t.tp}: {why}"), leaders[t.tp]))
                 continue
-            items.append(_AbortItem(t, decide_abort(t, states[t.tp], already_aborted(records, audit.cluster_id, t)), leaders[t.tp]))
+            done_at = already_aborted(records, audit.cluster_id, t, self.name, self.done)
+            items.append(_AbortItem(t, decide_abort(t, states[t.tp], done_at, self.done.value), leaders[t.tp], nothing=self.nothing_to_do))
         to_check = [i for i in items if i.decision.action is Action.ABORT]
         if to_check:
-            view, _missing = gather.coordinator_view(cluster, {i.decision.producer.producer_id for i in to_check})
+            _classify(cluster, to_check, self.allow_unknown_outcome)
             max_timeout_ms = self.max_transaction_timeout_ms
             for item in to_check:
-                item.classification = verdicts.classify(verdicts.OpenTransaction(item.target.tp, item.decision.producer), view)
-                refusal = coordinator_refusal(item.classification)
+                refusal = self.refusal(item.classification)
                 if refusal is None and max_timeout_ms is None:
                     max_timeout_ms = gather.cluster_max_transaction_timeout(cluster)[0]
-                if refusal is None and not verdicts.is_hanging(item.classification, int(time.time() * 1000), max_timeout_ms):
+                if refusal is None and not verdicts.is_candidate(item.decision.producer, int(time.time() * 1000), max_timeout_ms):
                     # The one rule hanging applies: a transaction written within the maximum timeout
                     # may not be registered with its coordinator yet.
                     refusal = (f"not hanging: its last write is within transaction.max.timeout.ms ({max_timeout_ms} ms); "
@@ -180,7 +198,7 @@ class Abort(Remedy):
                 if refusal:
                     item.decision = replace(item.decision, action=Action.REFUSE, reason=refusal)
                 else:
-                    item.decision = replace(item.decision, reason=f"hanging: {item.classification.reason}")
+                    item.decision = replace(item.decision, action=self.acting, reason=f"{item.classification.verdict.value}: {item.classification.reason}")
         return Plan(items)
 
     def _plan_all_hanging(self, cluster: Cluster) -> Plan:
@@ -196,8 +214,8 @@ class Abort(Remedy):
                 continue  # not hanging: its coordinator completes it (see `kafkatxn hanging`)
             p = c.open_txn.producer
             target = AbortTarget(c.open_txn.tp.topic, c.open_txn.tp.partition, start_offset=p.current_txn_start_offset)
-            if c.verdict is verdicts.Verdict.UNDETERMINED:
-                # Never a marker on a guess: listed, refused and audited as such.
+            if c.verdict is not verdicts.Verdict.HANGING:
+                # Never a marker on a guess, nor on a commit: listed, refused and audited as such.
                 decision = AbortDecision(Action.REFUSE, coordinator_refusal(c) or c.reason, p)
             else:
                 decision = AbortDecision(Action.ABORT, f"hanging: {c.reason}", p, marker_coordinator_epoch(p.coordinator_epoch))
@@ -217,8 +235,13 @@ class Abort(Remedy):
         item.leader = leader
         again = decide_abort_again(tp, item.decision, producers)
         if again.action is Action.NOTHING:
-            return Recheck.nothing(Outcome.NOTHING_TO_ABORT, "closed since the plan was made")
-        refusal = again.reason if again.action is Action.REFUSE else _coordinator_refusal(cluster, item, again.producer)
+            return Recheck.nothing(self.nothing_to_do, "closed since the plan was made")
+        if again.action is Action.REFUSE:
+            refusal: str | None = again.reason
+        else:
+            item.decision = replace(item.decision, producer=again.producer)
+            _classify(cluster, [item], self.allow_unknown_outcome)
+            refusal = self.refusal(item.classification)
         if refusal:
             return Recheck.refused(f"changed since the plan was made: {refusal}", {"producers": to_plain(producers)})
         c = item.classification
@@ -230,7 +253,8 @@ class Abort(Remedy):
             "coordinator_state": item.row().coordinator_state,
             "hanging_reason": c.reason if c else None,
         }
-        marker = {"leader_id": item.leader, "coordinator_epoch": item.decision.marker_coordinator_epoch, "result": "ABORT"}
+        marker = {"leader_id": item.leader, "coordinator_epoch": item.decision.marker_coordinator_epoch,
+                  "result": "COMMIT" if self.commit else "ABORT"}
         return Recheck.go(item.state_before, plan={"write_txn_markers": marker})
 
     def act(self, cluster: Cluster, item: _AbortItem) -> Acted:
@@ -243,7 +267,8 @@ class Abort(Remedy):
         for attempt in (1, 2):
             try:
                 error = cluster.write_abort_marker(
-                    tp, planned.producer_id, planned.producer_epoch, item.decision.marker_coordinator_epoch, item.leader
+                    tp, planned.producer_id, planned.producer_epoch, item.decision.marker_coordinator_epoch, item.leader,
+                    commit=self.commit,
                 )
             except KafkatxnError as exc:  # a leader that did not answer is looked for again below
                 if attempt == 2 or isinstance(exc, AuthenticationError):
@@ -289,7 +314,8 @@ class Abort(Remedy):
             item.lso_after, item.hw_after = lso.get(tp), hw.get(tp)
         except KafkatxnError as exc:
             failed = f"marker written; verifying failed: {exc}; "
-        verdict = verify_abort(planned.producer_id, planned.current_txn_start_offset, after, item.lso_before, item.lso_after, item.hw_after)
+        verdict = verify_abort(planned.producer_id, planned.current_txn_start_offset, after, item.lso_before, item.lso_after,
+                               item.hw_after, self.done)
         state_after = {
             "producers": to_plain(after) if after is not None else None,
             "last_stable_offset": item.lso_after,
@@ -304,6 +330,7 @@ def abort(
     targets: Sequence[AbortTarget] = (),
     *,
     all_hanging: bool = False,
+    allow_unknown_outcome: bool = False,
     scope: HangingScope | None = None,
     max_transaction_timeout_ms: int | None = None,
     audit: AuditLog,
@@ -313,5 +340,8 @@ def abort(
     """Plan, confirm, act and verify; rows are the plan (dry run, declined) or the outcomes."""
     if all_hanging == bool(targets):
         raise InputError("name one transaction ({topic}, {partition}, {start_offset}) or pass {all_hanging}")
+    if allow_unknown_outcome and all_hanging:
+        raise InputError("{allow_unknown_outcome} needs the transaction named, not {all_hanging}")
     remedy = Abort(targets, all_hanging, scope, max_transaction_timeout_ms)
+    remedy.allow_unknown_outcome = allow_unknown_outcome
     return run(remedy, cluster, audit=audit, confirm=confirm, dry_run=dry_run)

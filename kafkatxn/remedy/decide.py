@@ -30,6 +30,9 @@ class Outcome(str, enum.Enum):
     ABORTED = "aborted"
     NOTHING_TO_ABORT = "nothing to abort"
     WOULD_FENCE = "would fence"
+    WOULD_RESTORE = "would restore commit"
+    RESTORED = "commit restored"
+    NOTHING_TO_RESTORE = "nothing to restore"
     FENCED = "fenced"
     REFUSED = "refused"
     FAILED = "failed"  # the cluster said no: nothing changed
@@ -47,6 +50,7 @@ def exit_code(outcomes: Iterable[Outcome], incomplete: bool = False) -> int:
 class Action(str, enum.Enum):
     ABORT = "abort"
     FENCE = "fence"
+    RESTORE = "restore"  # write the COMMIT marker its coordinator's log shows was lost
     NOTHING = "nothing"
     REFUSE = "refuse"
 
@@ -133,7 +137,8 @@ def open_elsewhere(producers: Sequence[ProducerState]) -> str:
     return ", ".join(f"offset {o} (producer {pid})" for o, pid in opened)
 
 
-def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], already_aborted_at: str | None = None) -> AbortDecision:
+def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], already_aborted_at: str | None = None,
+                 done: str = "aborted") -> AbortDecision:
     """The partition side: is there exactly the open transaction the user named?
 
     Nothing open where the user points is "nothing to abort" (a repeat is safe); something else
@@ -145,7 +150,7 @@ def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], alread
         match = next((p for p in open_txns if p.producer_id == target.producer_id), None)
         if match is None:
             if already_aborted_at:
-                return AbortDecision(Action.NOTHING, f"already aborted at {already_aborted_at}")
+                return AbortDecision(Action.NOTHING, f"already {done} at {already_aborted_at}")
             if not any(p.producer_id == target.producer_id for p in producers):
                 # A typo in a runbook must not read as success.
                 return AbortDecision(
@@ -181,7 +186,7 @@ def decide_abort(target: AbortTarget, producers: Sequence[ProducerState], alread
     if match is not None:
         return AbortDecision(Action.ABORT, "open transaction found", match, marker_coordinator_epoch(match.coordinator_epoch))
     if already_aborted_at:
-        return AbortDecision(Action.NOTHING, f"already aborted at {already_aborted_at}")
+        return AbortDecision(Action.NOTHING, f"already {done} at {already_aborted_at}")
     if open_txns:
         return AbortDecision(
             Action.REFUSE,
@@ -204,6 +209,9 @@ def coordinator_refusal(classification: verdicts.Classification) -> str | None:
     """Why the coordinator side forbids an abort marker (None when the transaction is hanging)."""
     if classification.verdict is verdicts.Verdict.HANGING:
         return None
+    if classification.verdict is verdicts.Verdict.LOST_COMMIT:
+        return (f"{classification.reason}: an ABORT marker would make committed records disappear for read_committed "
+                "consumers; write the COMMIT marker with `kafkatxn restore-commit` instead")
     if classification.verdict is verdicts.Verdict.LONG_RUNNING:
         d = classification.description
         state = d.state if d else "unknown"
@@ -219,11 +227,22 @@ def coordinator_refusal(classification: verdicts.Classification) -> str | None:
     return f"undetermined, could not check it with its coordinator: {classification.reason}"
 
 
-def already_aborted(records: Iterable[dict[str, Any]], cluster_id: str | None, target: AbortTarget) -> str | None:
-    """Time of an earlier successful abort of this very transaction in the audit log, if any."""
+def restore_refusal(classification: verdicts.Classification) -> str | None:
+    """Why a COMMIT marker may not be written (None when its coordinator's log shows the commit)."""
+    if classification.verdict is verdicts.Verdict.LOST_COMMIT:
+        return None
+    if classification.verdict is verdicts.Verdict.HANGING:
+        return (f"its coordinator's log does not show it committed ({classification.reason}): a COMMIT marker would "
+                "expose records no one committed; `kafkatxn abort` ends a hanging transaction")
+    return coordinator_refusal(classification)
+
+
+def already_aborted(records: Iterable[dict[str, Any]], cluster_id: str | None, target: AbortTarget,
+                    action: str = "abort", done: Outcome = Outcome.ABORTED) -> str | None:
+    """Time of an earlier successful abort (``action``, ``done``) of this very transaction in the audit log, if any."""
     latest = None
     for r in records:
-        if r.get("record") != "result" or r.get("action") != "abort" or r.get("outcome") != Outcome.ABORTED.value:
+        if r.get("record") != "result" or r.get("action") != action or r.get("outcome") != done.value:
             continue
         if cluster_id is not None and r.get("cluster_id") not in (None, cluster_id):
             continue
@@ -240,9 +259,10 @@ def already_aborted(records: Iterable[dict[str, Any]], cluster_id: str | None, t
 
 def verify_abort(
     producer_id: int, start_offset: int, producers_after: Sequence[ProducerState] | None,
-    lso_before: int | None, lso_after: int | None, hw_after: int | None,
+    lso_before: int | None, lso_after: int | None, hw_after: int | None, done: Outcome = Outcome.ABORTED,
 ) -> Verification:
-    """After the marker: the transaction must be gone and the LSO past its start (unless another holds it)."""
+    """After the marker: the transaction must be gone and the LSO past its start (unless another holds it);
+    ``done`` is the outcome then (ABORTED, or RESTORED for a COMMIT marker)."""
     if producers_after is None:
         return Verification(Outcome.UNKNOWN, "could not describe the partition's producers after the marker")
     still = next(
@@ -251,13 +271,13 @@ def verify_abort(
     if still is not None:
         return Verification(Outcome.FAILED, "the transaction is still open after the marker")
     if lso_after is None:
-        return Verification(Outcome.ABORTED, "transaction gone; LSO could not be read")
+        return Verification(done, "transaction gone; LSO could not be read")
     if lso_after > start_offset or (hw_after is not None and lso_after >= hw_after):
         moved = f"LSO moved from {lso_before} to {lso_after}" if lso_before is not None else f"LSO now {lso_after}"
-        return Verification(Outcome.ABORTED, moved)
+        return Verification(done, moved)
     holders = open_elsewhere(producers_after)
     return Verification(
-        Outcome.ABORTED, f"transaction gone; LSO {lso_after} is still held by {holders or 'another open transaction'}"
+        done, f"transaction gone; LSO {lso_after} is still held by {holders or 'another open transaction'}"
     )
 
 

@@ -23,7 +23,11 @@ model: the facade's own metadata decoding is covered by the integration tests, n
 - ``listing_errors[broker]`` is the error that broker answers ListTransactions with;
 - ``describable`` filters the transactional ids the principal may DESCRIBE (ListTransactions leaves
   the others out silently, as Kafka does); ``denied_topics[request]`` answers TOPIC_AUTHORIZATION_FAILED;
-- ``marker_error`` refuses WriteTxnMarkers; ``api_versions`` sets what the brokers support.
+- ``marker_error`` refuses WriteTxnMarkers; ``api_versions`` sets what the brokers support;
+- ``transaction_log[id]`` is what ``__transaction_state`` holds of an id (``TxnLogRecord`` in log
+  order); an id not there reads as the start of its producers' epochs (InitProducerId's ``Empty``)
+  and nothing after: no transaction ever included the partition, so hanging stays hanging;
+  ``transaction_log_denied`` refuses READ on the log.
 
 Markers and fences change the model as a broker would (LSO, high watermark). ``model.sent`` holds
 every wire request; ``FakeCluster.calls`` every facade call by name.
@@ -50,7 +54,9 @@ from kafkatxn.model import (
     PartitionInfo,
     ProducerState,
     TopicPartition,
+    TransactionalId,
     TransactionDescription,
+    TransactionLogHistory,
 )
 
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
@@ -98,6 +104,8 @@ class KafkaModel:
     # Record timestamps by partition and offset (a transaction's first record); an offset not here
     # reads as the timestamp of the last write of the producer whose transaction starts there.
     record_timestamps: dict[TopicPartition, dict[int, int]] = field(default_factory=dict)
+    transaction_log: dict[str, list[Any]] = field(default_factory=dict)  # id -> TxnLogRecords, log order
+    transaction_log_denied: bool = False
 
     def may_describe(self, transactional_id: str) -> bool:
         return self.describable is None or self.describable(transactional_id)
@@ -423,6 +431,27 @@ class FakeCluster(Cluster):
                 missing.append(Missing(tp, f"no record at offset {off} (deleted or compacted)"))
         return Partial(out, missing)
 
+    def transaction_log_histories(self, transactional_ids) -> Partial[dict[str, TransactionLogHistory]]:
+        from kafkatxn.audit.txnlog_records import TxnLogRecord
+
+        tids = sorted(set(transactional_ids))
+        self.calls.append(("transaction_log_histories", tuple(tids)))
+        if self.model.transaction_log_denied:
+            why = "__transaction_state-0 not read: not authorized: needs READ on Topic __transaction_state"
+            return Partial({}, [Missing(TransactionalId(t), why, acl="READ on Topic __transaction_state") for t in tids])
+        listings = self.model.listings
+        if listings is None:
+            listings = [(d.transactional_id, d.producer_id, d.state) for d in self.model.transactions.values()]
+        out = {}
+        for tid in tids:
+            records = self.model.transaction_log.get(tid)
+            if records is None:
+                pids = {pid for t, pid, _state in listings if t == tid}
+                epochs = sorted({(s.producer_id, s.producer_epoch) for ss in self.model.producers.values() for s in ss if s.producer_id in pids})
+                records = [TxnLogRecord(tid, pid, epoch, "Empty") for pid, epoch in epochs]
+            out[tid] = TransactionLogHistory(tid, 0, tuple(records))
+        return Partial(out)
+
     def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
         self.calls.append(("fence", transactional_id, transaction_timeout_ms))
         self.before_action()
@@ -450,10 +479,11 @@ class FakeCluster(Cluster):
         self.calls.append(("list_transactions", list(states), list(producer_ids), min_duration_ms, pattern))
         return super().list_transactions(broker_ids, states, producer_ids, min_duration_ms, pattern)
 
-    def write_abort_marker(self, tp, producer_id, producer_epoch, coordinator_epoch, leader):
-        self.calls.append(("write_abort_marker", tp, producer_id, producer_epoch, coordinator_epoch, leader))
+    def write_abort_marker(self, tp, producer_id, producer_epoch, coordinator_epoch, leader, commit=False):
+        name = "write_commit_marker" if commit else "write_abort_marker"
+        self.calls.append((name, tp, producer_id, producer_epoch, coordinator_epoch, leader))
         self.before_action()
-        return super().write_abort_marker(tp, producer_id, producer_epoch, coordinator_epoch, leader)
+        return super().write_abort_marker(tp, producer_id, producer_epoch, coordinator_epoch, leader, commit)
 
     def describe_transactions(self, transactional_ids):
         transactional_ids = list(transactional_ids)

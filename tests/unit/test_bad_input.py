@@ -367,9 +367,11 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             flag("--dry-run"),
             path_opt("--audit-log", ["audit"], ["dir", "under_a_file"]),
             MAX_TXN_TIMEOUT,  # without --all-hanging a usage error whatever its value
+            flag("--allow-unknown-outcome"),
         ],
         [
             [], ["-t", "orders"], ["-p", "0"], ["--all-hanging", "-t", "x", "--start-offset", "1"], ["--all-hanging", "-p", "0"],
+            ["--all-hanging", "--allow-unknown-outcome"],
             ["-t", "x", "-p", "0", "--max-transaction-timeout", "1s"],
             ["-t", "x", "-p", "0"],  # neither --start-offset nor the explicit form
             ["-t", "x", "-p", "0", "--producer-id", "1"],
@@ -381,6 +383,12 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             ["-t", "x", "-p", "0", "--producer-id", "1", "--producer-epoch", "0", "--coordinator-epoch", "-2"],
             ["-t", "x", "-p", "0", "--producer-id", "1", "--producer-epoch", "0", "--coordinator-epoch", str(INT32_MAX + 1)],
         ],
+    ),
+    ("restore-commit",): (
+        ["-t", "orders", "-p", "0", "--start-offset", "5", "--yes"],
+        [opt("--topic", VALID_TOPIC, BAD_TOPIC), PARTITION, opt("--start-offset", ints_within(0, 10**12), ints_outside(0, INT64_MAX)),
+         flag("--dry-run"), path_opt("--audit-log", ["audit"], ["dir", "under_a_file"]), MAX_TXN_TIMEOUT],
+        [[], ["-t", "orders"], ["-t", "x", "-p", "0"], ["-p", "0", "--start-offset", "1"], ["-t", "x", "-p", "0", "--start-offset", "-1"]],
     ),
     ("fence",): (
         ["some-id", "--yes"],

@@ -21,6 +21,7 @@ COMMANDS = {
     ("diagnose",): [],
     ("abort",): ["--all-hanging", "--dry-run"],
     ("fence",): ["some-id", "--dry-run"],
+    ("restore-commit",): ["-t", "orders", "-p", "0", "--start-offset", "10", "--dry-run"],
     ("check",): [],
     ("exporter",): ["--listen", "127.0.0.1:0"],
     ("audit",): [],

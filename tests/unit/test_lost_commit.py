@@ -1,0 +1,294 @@
+"""A transaction its coordinator committed is never aborted (issue 25, deliver 3): the verdict over
+decoded ``__transaction_state`` records and the partition's producer state (pure), and hanging,
+abort, restore-commit and diagnose over the fake facade, whose log the tests write."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from kafkatxn import auditlog, hanging, remedy, verdicts
+from kafkatxn.audit.txnlog_records import TxnLogRecord
+from kafkatxn.errors import InputError
+from kafkatxn.lost_commit import CLOCK_ALLOWANCE_MS, Ending, ending, settle, settle_all
+from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionListing, TransactionLogHistory
+from kafkatxn.verdicts import Classification, OpenTransaction, Verdict
+from tests.support.cli_helpers import run_cli
+from tests.support.fake_kafka import FakeCluster, KafkaModel
+
+X = TopicPartition("orders", 0)
+Y = TopicPartition("orders", 1)
+TID, PID, EPOCH = "app-1", 7, 3
+NOW = int(time.time() * 1000)
+T0 = NOW - 3_600_000  # the open transaction's first record
+Outcome = remedy.Outcome
+
+
+def rec(state, partitions=(), epoch=EPOCH, pid=PID, at=T0, started=T0 - 50, tv=0, offset=0, tid=TID):
+    return TxnLogRecord(tid, pid, epoch, state, tuple(sorted(str(p) for p in partitions)), 60_000, started, at, tv,
+                        log_partition=2, log_offset=offset)
+
+
+def committed(at=T0 + 100, parts=(X, Y)):
+    """InitProducerId, then one transaction over ``parts``, committed at ``at``."""
+    return [rec("Empty", at=T0 - 1000), rec("Ongoing", parts, at=T0 - 40), rec("PrepareCommit", parts, at=at),
+            rec("CompleteCommit", at=at + 5)]
+
+
+def open_txn(first=T0, last=T0 + 50, epoch=EPOCH, start=10):
+    return OpenTransaction(X, ProducerState(PID, epoch, 4, last, 0, start), first_record_timestamp_ms=first)
+
+
+def history(records, undecoded=0):
+    return TransactionLogHistory(TID, 2, tuple(records), undecoded)
+
+
+def hanging_c(txn=None, tid=TID):
+    d = TransactionDescription(TID, 3, "CompleteCommit", PID, EPOCH, 60_000, -1, frozenset())
+    return Classification(txn or open_txn(), Verdict.HANGING, verdicts.REASON_NOT_TRACKED, tid, d)
+
+
+# -- the verdict, pure -------------------------------------------------------------------------
+
+
+def test_the_log_shows_the_commit_of_this_producer_epoch_and_partition_a_lost_commit_marker():
+    e = ending(open_txn(), history(committed()))
+    assert e.ending is Ending.COMMITTED and e.log_offsets == (0,)
+    c = settle(hanging_c(), history(committed()))
+    assert c.verdict is Verdict.LOST_COMMIT and "lost COMMIT marker" in c.reason and "restore-commit" in c.reason
+
+
+def test_the_log_shows_an_abort_hanging_as_today():
+    records = [rec("Empty", at=T0 - 1000), rec("Ongoing", [X], at=T0 - 40), rec("PrepareAbort", [X], at=T0 + 100),
+               rec("CompleteAbort", at=T0 + 105)]
+    assert ending(open_txn(), history(records)).ending is Ending.ABORTED
+    assert settle(hanging_c(), history(records)) == hanging_c()
+
+
+def test_a_transaction_that_never_included_the_partition_hanging_as_today():
+    records = committed(parts=(Y,))
+    assert ending(open_txn(), history(records)).ending is Ending.NEVER_INCLUDED
+    assert settle(hanging_c(), history(records)) == hanging_c()
+    # InitProducerId's record alone (the harness's hanging maker): the epoch began, nothing after.
+    assert ending(open_txn(first=None), history([rec("Empty")])).ending is Ending.NEVER_INCLUDED
+
+
+def test_compacted_history_is_undetermined_never_a_marker():
+    """The cleaner kept the id's latest record: CompleteCommit, with no partitions. Neither marker is supported."""
+    only_last = [rec("CompleteCommit", at=T0 + 105)]
+    e = ending(open_txn(), history(only_last))
+    assert e.ending is Ending.UNKNOWN and "compacted" in e.reason
+    c = settle(hanging_c(), history(only_last))
+    assert c.verdict is Verdict.UNDETERMINED and "compacted" in c.reason
+    assert c.missing == (Missing(TopicPartition("__transaction_state", 2), e.reason),)
+    # A surviving PrepareCommit whose transaction started after the first record cannot vouch for all of it.
+    late_start = [rec("PrepareCommit", [X], at=T0 + 100, started=T0 + CLOCK_ALLOWANCE_MS + 1), rec("CompleteCommit", at=T0 + 105)]
+    assert ending(open_txn(), history(late_start)).ending is Ending.UNKNOWN
+    # One that started before the first record does (its transaction holds every record since).
+    early_start = [rec("PrepareCommit", [X], at=T0 + 100, started=T0 - 50), rec("CompleteCommit", at=T0 + 105)]
+    assert ending(open_txn(), history(early_start)).ending is Ending.COMMITTED
+    # Without the first record's time nothing tells where the transaction began.
+    assert ending(open_txn(first=None), history(early_start)).ending is Ending.UNKNOWN
+
+
+def test_a_commit_and_an_abort_since_its_first_record_no_one_marker_is_right():
+    records = committed() + [rec("Ongoing", [X], at=T0 + 200), rec("PrepareAbort", [X], at=T0 + 300)]
+    e = ending(open_txn(last=T0 + 250), history(records))
+    assert e.ending is Ending.UNKNOWN and "both" in e.reason
+
+
+def test_transactions_that_ended_before_its_first_record_do_not_count():
+    earlier_abort = [rec("Empty", at=T0 - 9000), rec("Ongoing", [X], at=T0 - 8000), rec("PrepareAbort", [X], at=T0 - 7000),
+                     rec("CompleteAbort", at=T0 - 6990)]
+    assert ending(open_txn(), history(earlier_abort + committed()[1:])).ending is Ending.COMMITTED
+
+
+def test_records_written_after_the_commit_are_not_all_committed():
+    e = ending(open_txn(last=T0 + 100 + CLOCK_ALLOWANCE_MS + 1), history(committed()))
+    assert e.ending is Ending.UNKNOWN and "after" in e.reason
+
+
+def test_another_epoch_or_producer_id_is_not_this_transaction():
+    assert ending(open_txn(epoch=EPOCH + 1), history(committed())).ending is Ending.NEVER_INCLUDED
+    other = [rec(r.state, tuple(TopicPartition("orders", int(p.rsplit("-", 1)[1])) for p in r.partitions), pid=PID + 1,
+                 at=r.last_update_timestamp_ms) for r in committed()]
+    assert ending(open_txn(), history(other)).ending is Ending.UNKNOWN  # P's own history is not there
+
+
+def test_transaction_version_2_bumps_the_epoch_at_prepare():
+    records = [rec("Empty", at=T0 - 1000, tv=2), rec("Ongoing", [X], at=T0 - 40, tv=2),
+               rec("PrepareCommit", [X], epoch=EPOCH + 1, at=T0 + 100, tv=2), rec("CompleteCommit", epoch=EPOCH + 1, at=T0 + 105, tv=2)]
+    assert ending(open_txn(), history(records)).ending is Ending.COMMITTED
+    # The same PrepareCommit alone: version 2 says its data epoch is one less.
+    assert ending(open_txn(), history(records[2:3])).ending is Ending.COMMITTED
+    # The previous transaction's commit (data epoch EPOCH - 1) is not this one's.
+    previous = [rec("Ongoing", [X], epoch=EPOCH - 1, at=T0 - 400, tv=2), rec("PrepareCommit", [X], at=T0 - 300, tv=2)]
+    assert ending(open_txn(), history(previous)).ending is Ending.NEVER_INCLUDED
+
+
+def test_records_it_could_not_decode_may_be_its_end():
+    e = ending(open_txn(), history(committed(), undecoded=2))
+    assert e.ending is Ending.UNKNOWN and "could not be decoded" in e.reason
+
+
+def test_an_unreadable_log_is_undetermined_naming_the_acl_and_other_verdicts_are_untouched():
+    denied = Missing(TransactionalId(TID), "__transaction_state-2 not read: not authorized: needs READ on Topic __transaction_state",
+                     acl="READ on Topic __transaction_state")
+    c = settle(hanging_c(), None, [denied])
+    assert c.verdict is Verdict.UNDETERMINED and c.missing == (denied,) and "could not be read" in c.reason
+    tracked = Classification(open_txn(), Verdict.LONG_RUNNING, "coordinator tracks it", TID)
+    no_id = Classification(open_txn(), Verdict.HANGING, verdicts.REASON_NO_TRANSACTIONAL_ID)
+    assert settle_all([tracked, no_id], {}, [denied]) == [tracked, no_id]
+
+
+# -- the commands over the fake facade ---------------------------------------------------------
+
+
+def lost_commit_cluster(records):
+    """orders-0: producer 7 epoch 3's transaction from offset 10 is open (LSO 10, HW 16); its id's
+    coordinator describes CompleteCommit with no partitions; ``records`` are its log."""
+    model = KafkaModel(brokers=(1,), cluster_id="cid-1")
+    model.add_partition("orders", 0, leader=1, lso=10, hw=16)
+    model.add_transaction_log([1])
+    model.producers[X] = [ProducerState(PID, EPOCH, 4, T0 + 50, 0, 10)]
+    model.record_timestamps[X] = {10: T0}
+    model.listings = [(TID, PID, "CompleteCommit")]
+    model.transactions = {TID: TransactionDescription(TID, 1, "CompleteCommit", PID, EPOCH, 60_000, -1, frozenset())}
+    model.transaction_log[TID] = list(records)
+    model.max_timeouts = {1: "900000"}
+    return FakeCluster(model)
+
+
+@pytest.fixture
+def audit(tmp_path):
+    return auditlog.AuditLog(tmp_path / "audit.jsonl")
+
+
+TARGET = remedy.AbortTarget("orders", 0, start_offset=10)
+
+
+def test_hanging_names_the_lost_commit_and_abort_refuses_it_writing_nothing(audit):
+    fake = lost_commit_cluster(committed())
+    found = hanging.find_hanging(fake)
+    assert found.hanging == [] and [(r.topic, r.partition, r.start_offset) for r in found.lost_commit] == [("orders", 0, 10)]
+    assert "lost COMMIT marker" in found.lost_commit[0].reason
+    for planned in (remedy.abort(fake, [TARGET], audit=audit, confirm=lambda rows: True),
+                    remedy.abort(fake, all_hanging=True, audit=audit, confirm=lambda rows: True)):
+        (row,) = planned.rows
+        assert row.outcome is Outcome.REFUSED and "restore-commit" in row.reason, row.reason
+    assert fake.called("write_abort_marker") == [] and fake.model.offsets[X] == [10, 16]
+    assert [(r["record"], r["outcome"]) for r in audit.records()] == [("result", "refused")] * 2
+
+
+def test_restore_commit_writes_the_commit_marker_verifies_and_audits(audit):
+    fake = lost_commit_cluster(committed())
+    result = remedy.restore_commit(fake, [TARGET], audit=audit, confirm=lambda rows: True)
+    (row,) = result.rows
+    assert (row.outcome, row.lso_before, row.lso_after) == (Outcome.RESTORED, 10, 17), row.reason
+    assert fake.called("write_commit_marker") == [("write_commit_marker", X, PID, EPOCH, 0, 1)]
+    assert fake.called("write_abort_marker") == []
+    intent, res = audit.records()
+    assert (intent["action"], intent["plan"]["write_txn_markers"]["result"], res["outcome"]) == ("restore-commit", "COMMIT", "commit restored")
+    again = remedy.restore_commit(fake, [TARGET], audit=audit, confirm=lambda rows: True)
+    assert [r.outcome for r in again.rows] == [Outcome.NOTHING_TO_RESTORE] and len(fake.called("write_commit_marker")) == 1
+
+
+@pytest.mark.parametrize("records, why", [
+    ([rec("Empty", at=T0 - 1000), rec("Ongoing", [X], at=T0 - 40), rec("PrepareAbort", [X], at=T0 + 100)], "does not show it committed"),
+    ([rec("CompleteCommit", at=T0 + 105)], "compacted"),
+])
+def test_restore_refuses_what_the_log_does_not_show_committed(audit, records, why):
+    fake = lost_commit_cluster(records)
+    (row,) = remedy.restore_commit(fake, [TARGET], audit=audit, confirm=lambda rows: True).rows
+    assert row.outcome is Outcome.REFUSED and why in row.reason, row.reason
+    assert fake.called("write_commit_marker") == [] and fake.model.offsets[X] == [10, 16]
+
+
+def test_the_log_shows_an_abort_abort_goes_ahead_as_today(audit):
+    fake = lost_commit_cluster([rec("Empty", at=T0 - 1000), rec("Ongoing", [X], at=T0 - 40), rec("PrepareAbort", [X], at=T0 + 100)])
+    (row,) = remedy.abort(fake, [TARGET], audit=audit, confirm=lambda rows: True).rows
+    assert row.outcome is Outcome.ABORTED and fake.called("write_abort_marker") == [("write_abort_marker", X, PID, EPOCH, 0, 1)]
+
+
+def test_without_read_on_the_log_hanging_is_undetermined_exit_3_and_abort_refuses(audit, capsys, monkeypatch):
+    fake = lost_commit_cluster(committed())
+    fake.model.transaction_log_denied = True
+    found = hanging.find_hanging(fake)
+    assert found.hanging == found.lost_commit == [] and len(found.undetermined) == 1
+    assert "READ on Topic __transaction_state" in found.undetermined[0].reason
+    (row,) = remedy.abort(fake, [TARGET], audit=audit, confirm=lambda rows: True).rows
+    assert row.outcome is Outcome.REFUSED and fake.called("write_abort_marker") == []
+    monkeypatch.setattr("kafkatxn.kafka.Cluster", lambda config: fake)
+    assert run_cli(capsys, "hanging", "-b", "f:1").code == 3
+
+
+def test_cli_hanging_exits_2_and_diagnose_suggests_restore_commit(capsys, monkeypatch, tmp_path):
+    fake = lost_commit_cluster(committed())
+    fake.model.groups = {"billing": {X: 10}}
+    monkeypatch.setattr("kafkatxn.kafka.Cluster", lambda config: fake)
+    result = run_cli(capsys, "hanging", "-b", "f:1", "-o", "json")
+    assert result.code == 2 and "restore-commit --topic orders --partition 0 --start-offset 10" in result.stderr
+    assert json.loads(result.stdout)["lost_commit"][0]["start_offset"] == 10
+    diagnosed = run_cli(capsys, "diagnose", "-b", "f:1", "--group", "billing", "-o", "json")
+    (txn,) = json.loads(diagnosed.stdout)["transactions"]
+    assert (txn["verdict"], txn["action"]) == ("lost_commit", "restore_commit"), txn
+    assert txn["command"] == "kafkatxn restore-commit --topic orders --partition 0 --start-offset 10"
+    restored = run_cli(capsys, "restore-commit", "-b", "f:1", "-t", "orders", "-p", "0", "--start-offset", "10", "--yes",
+                       "--audit-log", str(tmp_path / "a.jsonl"))
+    assert restored.code == 0 and "commit restored" in restored.stdout, restored.stderr
+
+
+def test_a_compacted_log_refuses_the_abort_unless_the_operator_decides_and_the_audit_log_says_so(audit):
+    fake = lost_commit_cluster([rec("CompleteCommit", at=T0 + 105)])
+    (row,) = remedy.abort(fake, [TARGET], audit=audit, confirm=lambda rows: True).rows
+    assert row.outcome is Outcome.REFUSED and "compacted" in row.reason and fake.called("write_abort_marker") == []
+    (row,) = remedy.abort(fake, [TARGET], allow_unknown_outcome=True, audit=audit, confirm=lambda rows: True).rows
+    assert row.outcome is Outcome.ABORTED and len(fake.called("write_abort_marker")) == 1
+    intent = next(r for r in audit.records() if r["record"] == "intent")
+    assert "compacted" in intent["state_before"]["hanging_reason"] and "--allow-unknown-outcome" in intent["state_before"]["hanging_reason"]
+    # The operator decides only where the log cannot tell: a commit it shows is still refused.
+    shown = lost_commit_cluster(committed())
+    (row,) = remedy.abort(shown, [TARGET], allow_unknown_outcome=True, audit=audit, confirm=lambda rows: True).rows
+    assert row.outcome is Outcome.REFUSED and shown.called("write_abort_marker") == []
+    with pytest.raises(InputError):
+        remedy.abort(shown, all_hanging=True, allow_unknown_outcome=True, audit=audit, confirm=lambda rows: True)
+
+
+# -- the facade's read of the log --------------------------------------------------------------
+
+
+def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused_read(monkeypatch):
+    from kafkatxn.audit.txnlog_records import TxnLogEntry, UndecodedRecord
+    from kafkatxn.kafka import log_reader
+    from kafkatxn.kafka.transaction_log import TransactionLogApi
+
+    model = KafkaModel(brokers=(1,))
+    model.add_transaction_log([1] * 5)
+    fake = FakeCluster(model)
+    owner = verdicts.coordinator_partition(TID, 5)
+    denied = next(t for t in (f"other-{i}" for i in range(100)) if verdicts.coordinator_partition(t, 5) != owner)
+    read = []
+
+    def reader(conf, partitions, **kw):
+        (p,) = partitions
+        read.append(p)
+        if p != owner:
+            raise RuntimeError(f"reading __transaction_state-{p} failed: Broker: Topic authorization failed")
+        yield [TxnLogEntry(rec("Empty", tid=TID)), TxnLogEntry(rec("Empty", tid="neighbour")), TxnLogEntry(UndecodedRecord("unknown_version"))]
+
+    monkeypatch.setattr(log_reader, "read_transaction_log", reader)
+    got = TransactionLogApi.transaction_log_histories(fake, [TID, denied])
+    assert sorted(read) == sorted({owner, verdicts.coordinator_partition(denied, 5)})
+    assert got.value == {TID: TransactionLogHistory(TID, owner, (rec("Empty", tid=TID),), undecoded=1)}
+    (m,) = got.missing
+    assert m.subject == TransactionalId(denied) and m.acl == "READ on Topic __transaction_state"
+
+
+def test_a_refused_read_names_the_acl_it_needs():
+    from kafkatxn.kafka.transaction_log import _acl_needed
+
+    assert _acl_needed("reading __transaction_state-1 failed: Broker: Topic authorization failed") == "READ on Topic __transaction_state"
+    assert _acl_needed("reading __transaction_state failed: Broker: Group authorization failed") == "DESCRIBE on Group kafkatxn-audit-reader"
+    assert _acl_needed("reading __transaction_state-1 up to offset 9 did not finish within 5s") == ""
