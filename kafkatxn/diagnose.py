@@ -489,20 +489,7 @@ def run(
     """Snapshot and decide: what ``kafkatxn diagnose`` shows."""
     snapshot = take_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms)
     args = " ".join(f"--group {_quote(g)}" for g in groups or []) + "".join(f" --topic {_quote(t)}" for t in topics or [])
-    return with_history(cluster, diagnose(snapshot, args.strip()))
-
-
-def with_history(cluster: Cluster, d: Diagnosis) -> Diagnosis:
-    """Each pinning transaction's history from its coordinator's log; undetermined (and why) when the
-    log cannot be read, which changes no verdict and no exit code."""
     from kafkatxn import history
 
-    tids = sorted({t.transactional_id for t in d.transactions if t.transactional_id})
-    if tids:
-        found, why = history.summaries(cluster, tids, d.taken_at_ms)
-        d.transactions = [
-            replace(t, history=found[t.transactional_id].line, history_evidence=history.evidence(found[t.transactional_id]))
-            if t.transactional_id in found else replace(t, history=f"undetermined: {why}") if t.transactional_id else t
-            for t in d.transactions
-        ]
-    return d
+    return history.with_history(cluster, diagnose(snapshot, args.strip()))
+

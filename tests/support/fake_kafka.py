@@ -24,7 +24,7 @@ model: the facade's own metadata decoding is covered by the integration tests, n
 - ``describable`` filters the transactional ids the principal may DESCRIBE (ListTransactions leaves
   the others out silently, as Kafka does); ``denied_topics[request]`` answers TOPIC_AUTHORIZATION_FAILED;
 - ``marker_error`` refuses WriteTxnMarkers; ``api_versions`` sets what the brokers support;
-- ``transaction_log[id]`` is what ``__transaction_state`` holds of an id (``TxnLogRecord`` in log
+- ``transaction_log_by_id[id]`` is what ``__transaction_state`` holds of an id (``TxnLogRecord`` in log
   order); an id not there reads as the start of its producers' epochs (InitProducerId's ``Empty``)
   and nothing after: no transaction ever included the partition, so hanging stays hanging;
   ``transaction_log_denied`` refuses READ on the log.
@@ -104,7 +104,7 @@ class KafkaModel:
     # Record timestamps by partition and offset (a transaction's first record); an offset not here
     # reads as the timestamp of the last write of the producer whose transaction starts there.
     record_timestamps: dict[TopicPartition, dict[int, int]] = field(default_factory=dict)
-    transaction_log: dict[str, list[Any]] = field(default_factory=dict)  # id -> TxnLogRecords, log order
+    transaction_log_by_id: dict[str, list[Any]] = field(default_factory=dict)  # id -> TxnLogRecords, log order
     transaction_log_denied: bool = False
 
     def may_describe(self, transactional_id: str) -> bool:
@@ -444,7 +444,7 @@ class FakeCluster(Cluster):
             listings = [(d.transactional_id, d.producer_id, d.state) for d in self.model.transactions.values()]
         out = {}
         for tid in tids:
-            records = self.model.transaction_log.get(tid)
+            records = self.model.transaction_log_by_id.get(tid)
             if records is None:
                 pids = {pid for t, pid, _state in listings if t == tid}
                 epochs = sorted({(s.producer_id, s.producer_epoch) for ss in self.model.producers.values() for s in ss if s.producer_id in pids})

@@ -21,6 +21,7 @@ PURE = (
     "kafkatxn.audit.rules", "kafkatxn.audit.history", "kafkatxn.audit.findings", "kafkatxn.audit.inventory",
     "kafkatxn.audit.families", "kafkatxn.audit.txnlog", "kafkatxn.audit.txnlog_encode",
     "kafkatxn.timeline",  # the events of transactions history
+    "kafkatxn.lost_commit",  # how the log says a transaction ended (a lost COMMIT marker)
 )
 
 

@@ -156,7 +156,7 @@ def lost_commit_cluster(records):
     model.record_timestamps[X] = {10: T0}
     model.listings = [(TID, PID, "CompleteCommit")]
     model.transactions = {TID: TransactionDescription(TID, 1, "CompleteCommit", PID, EPOCH, 60_000, -1, frozenset())}
-    model.transaction_log[TID] = list(records)
+    model.transaction_log_by_id[TID] = list(records)
     model.max_timeouts = {1: "900000"}
     return FakeCluster(model)
 
