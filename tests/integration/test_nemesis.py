@@ -290,7 +290,8 @@ def move_leaders(w: World, topics_of: Callable[[str], bool]) -> None:
             # tested nothing until the wait below showed it).
             from confluent_kafka import ElectionType, TopicPartition as CkTopicPartition
 
-            elected = admin(w).elect_leaders(ElectionType.PREFERRED, [CkTopicPartition(tp.topic, tp.partition) for tp in moves]).result(15)
+            electing = admin(w)  # kept alive until the future is done (a collected handle cancels it)
+            elected = electing.elect_leaders(ElectionType.PREFERRED, [CkTopicPartition(tp.topic, tp.partition) for tp in moves]).result(15)
             # Only those the controller elected (a new first replica out of the ISR is not).
             done = {(tp.topic, tp.partition) for tp, error in elected.items() if error is None}
             wait_for_new_leaders(w, {TopicPartition(tp.topic, tp.partition): order[0] for tp, order in moves.items()
