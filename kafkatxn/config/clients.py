@@ -7,7 +7,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from kafkatxn.config.properties import KAFKATXN_ONLY_KEYS, OAUTHBEARER, SASL_MECHANISMS, check_oauth, mask
+from kafkatxn.config.properties import GSSAPI, KAFKATXN_ONLY_KEYS, OAUTHBEARER, SASL_MECHANISMS, check_kerberos, check_oauth, mask
+from kafkatxn.config.kerberos import LIBRDKAFKA_HAS_NO_GSSAPI, kafka_python_arguments
 from kafkatxn.config.sasl_oauth import ClientCredentials
 from kafkatxn.errors import UsageError
 
@@ -41,6 +42,8 @@ class ConnectionConfig:
 
     def librdkafka(self, **extra: str | int | bool) -> dict:
         """Settings for confluent-kafka clients, with the deadline applied to every request."""
+        if self.settings.get("sasl.mechanisms") == GSSAPI:
+            raise UsageError(LIBRDKAFKA_HAS_NO_GSSAPI)
         conf: dict = {"bootstrap.servers": self.bootstrap_servers, "client.id": "kafkatxn"}
         conf.update((k, v) for k, v in self.settings.items() if k not in KAFKATXN_ONLY_KEYS)
         # Within librdkafka's ranges (it refuses the client otherwise); the deadline still ends the command.
@@ -65,6 +68,8 @@ class ConnectionConfig:
                 kw[argument] = s[key]
         if s.get("sasl.mechanisms") == OAUTHBEARER:  # the token provider kafka-python asks at each login
             kw["sasl_oauth_token_provider"] = ClientCredentials.from_settings(s, self.timeout_s)
+        if s.get("sasl.mechanisms") == GSSAPI:
+            kw.update(kafka_python_arguments(s))
         if s.get("ssl.endpoint.identification.algorithm") == "none":
             kw["ssl_check_hostname"] = False
         if "ssl.certificate.pem" in s or "ssl.key.pem" in s:
@@ -95,8 +100,9 @@ def check_settings_as_librdkafka(settings: Mapping[str, str]) -> None:
                 f"bad client settings: SASL mechanism {mechanism} is not supported ({', '.join(SASL_MECHANISMS)} are; "
                 "set sasl.mechanism)"
             )
-        if mechanism == OAUTHBEARER:
-            check_oauth(dict(settings), lambda keys, message: UsageError(f"bad client settings: {message}"))
+        if mechanism in (OAUTHBEARER, GSSAPI):
+            check = check_oauth if mechanism == OAUTHBEARER else check_kerberos
+            check({**settings, "sasl.mechanisms": mechanism}, lambda keys, message: UsageError(f"bad client settings: {message}"))
         elif settings.get("sasl.username") is None or settings.get("sasl.password") is None:
             raise UsageError("bad client settings: sasl.username and sasl.password must be set")
     if protocol in ("SSL", "SASL_SSL"):

@@ -7,14 +7,15 @@ A properties file may use librdkafka keys or the Java client keys people already
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 
 from kafkatxn.errors import InputError, UsageError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-OAUTHBEARER = "OAUTHBEARER"
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
+OAUTHBEARER, GSSAPI = "OAUTHBEARER", "GSSAPI"
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER, GSSAPI)
 
 # librdkafka keys accepted as they are.
 LIBRDKAFKA_KEYS = {
@@ -32,7 +33,7 @@ LIBRDKAFKA_KEYS = {
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
     "client.id",
-}  # and OAUTH_LIBRDKAFKA_KEYS
+}  # and OAUTH_LIBRDKAFKA_KEYS, KERBEROS_LIBRDKAFKA_KEYS
 
 # Java client keys that only tune the Java client and have no meaning for this tool.
 JAVA_KEYS_IGNORED = {
@@ -71,6 +72,7 @@ _JAAS_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
     "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": OAUTHBEARER,
+    "com.sun.security.auth.module.Krb5LoginModule": GSSAPI,
 }
 
 # -- SASL/OAUTHBEARER, OIDC client credentials (KIP-768): Java's keys -> librdkafka's ``oidc`` method --
@@ -82,7 +84,7 @@ OAUTH_METHOD, OAUTH_EXTENSIONS, OAUTH_SUB_CLAIM = "sasl.oauthbearer.method", "sa
 OAUTH_LIBRDKAFKA_KEYS = {OAUTH_URL, OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, OAUTH_SCOPE, OAUTH_METHOD, OAUTH_EXTENSIONS, OAUTH_SUB_CLAIM}
 # Read by kafkatxn's own token provider (kafkatxn.config.sasl_oauth); librdkafka has no such keys.
 OAUTH_SCOPE_CLAIM, OAUTH_REFRESH_FACTOR = "sasl.oauthbearer.scope.claim.name", "sasl.login.refresh.window.factor"
-KAFKATXN_ONLY_KEYS = frozenset({OAUTH_SCOPE_CLAIM, OAUTH_REFRESH_FACTOR})
+KAFKATXN_ONLY_KEYS = frozenset({OAUTH_SCOPE_CLAIM, OAUTH_REFRESH_FACTOR, "sasl.kerberos.ccache"})  # GSSAPI's below
 _OAUTH_JAVA_KEYS = {
     OAUTH_URL: OAUTH_URL, OAUTH_SCOPE: OAUTH_SCOPE, OAUTH_SUB_CLAIM: OAUTH_SUB_CLAIM, OAUTH_SCOPE_CLAIM: OAUTH_SCOPE_CLAIM,
     OAUTH_REFRESH_FACTOR: OAUTH_REFRESH_FACTOR,
@@ -102,6 +104,16 @@ _OAUTH_IGNORED = {
     "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds",
 }
 _OAUTH_JAAS = "kafkatxn.oauthbearer.jaas"  # set while reading when sasl.jaas.config is OAuthBearerLoginModule's
+
+# -- SASL/GSSAPI (Kerberos): Krb5LoginModule's options -> librdkafka's keys, and the ticket cache ------
+KERBEROS_SERVICE, KERBEROS_KEYTAB, KERBEROS_PRINCIPAL = "sasl.kerberos.service.name", "sasl.kerberos.keytab", "sasl.kerberos.principal"
+KERBEROS_LIBRDKAFKA_KEYS = {KERBEROS_SERVICE, KERBEROS_KEYTAB, KERBEROS_PRINCIPAL}
+KERBEROS_CCACHE = "sasl.kerberos.ccache"  # kafkatxn's own: Krb5LoginModule's ticketCache
+_KERBEROS_IGNORED = {  # the Java client's relogin schedule and kinit command (MIT's library renews its own tickets)
+    "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.ticket.renew.window.factor",
+}
+_KERBEROS_JAAS = "kafkatxn.kerberos.jaas"  # set while reading when sasl.jaas.config is Krb5LoginModule's
 
 
 # Reserved by Kafka for config providers (kafkatxn.config.providers), never client settings.
@@ -181,7 +193,7 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
     props = [p if p.key in LIBRDKAFKA_ONLY_KEYS else replace(p, value=p.value.strip(_JAVA_TRIMMED)) for p in props]
     store_types = dict.fromkeys(_PEM_ONLY, "PEM")
     store_types.update((p.key, p.value.upper()) for p in props if p.key in _PEM_ONLY)
-    oauth_jaas: dict[str, str] = {}  # the properties win over OAuthBearerLoginModule's options
+    login_jaas: dict[str, str] = {}  # the properties win over OAuthBearerLoginModule's (and Krb5LoginModule's) options
     for p in props:
         key, value = p.key, p.value
         if is_provider_key(key) or key == value == "":
@@ -189,24 +201,26 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
         if "\x00" in value:
             # Java would take it; librdkafka's C strings would end there and use a different value.
             raise p.error(f"the value of {key} holds a NUL character (\\u0000), which the clients cannot use")
-        if key in LIBRDKAFKA_KEYS or key in OAUTH_LIBRDKAFKA_KEYS:
+        if key in LIBRDKAFKA_KEYS or key in OAUTH_LIBRDKAFKA_KEYS or key in KERBEROS_LIBRDKAFKA_KEYS:
             out[key] = value
         elif key == "sasl.mechanism":
             out["sasl.mechanisms"] = value
         elif key == "sasl.jaas.config" and _jaas_module(p) == OAUTHBEARER:
-            oauth_jaas = _oauth_jaas(p)
+            login_jaas = _oauth_jaas(p)
+        elif key == "sasl.jaas.config" and _jaas_module(p) == GSSAPI:
+            login_jaas = _kerberos_jaas(p)
         elif key == "sasl.jaas.config":
             username, password = _parse_jaas(p)
             out["sasl.username"] = username
             out["sasl.password"] = password
-            oauth_jaas = {}
+            login_jaas = {}
         elif key in _OAUTH_CLASSES:
             if value not in _OAUTH_CLASSES[key]:
                 raise p.error(f"{key} {value} is not supported (kafkatxn logs in with OIDC client credentials, as {_OAUTH_CLASSES[key][0]})")
             out[key] = value
         elif key in _OAUTH_JAVA_KEYS:
             out[_OAUTH_JAVA_KEYS[key]] = value
-        elif key in _OAUTH_IGNORED:
+        elif key in _OAUTH_IGNORED or key in _KERBEROS_IGNORED:
             continue
         elif key == "ssl.truststore.location":
             _require_pem(p, store_types)
@@ -232,7 +246,7 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
         else:
             # Not shaped like a property name: perhaps a stray secret on a line of its own.
             raise p.error("unsupported property (not shown: it does not look like a property name)")
-    out = {**oauth_jaas, **out}
+    out = {**login_jaas, **out}
     _validate(out, props)
     return out
 
@@ -275,6 +289,29 @@ def _oauth_jaas(p: PropertyLine) -> dict[str, str]:
     if extensions:
         settings[OAUTH_EXTENSIONS] = ",".join(extensions)
     return {**settings, _OAUTH_JAAS: "1"}
+
+
+def _kerberos_jaas(p: PropertyLine) -> dict[str, str]:
+    """Krb5LoginModule's options as settings: a keytab (``useKeyTab=true keyTab=… principal=…``) and/or
+    a ticket cache (``useTicketCache=true``, ``ticketCache=…``); ``serviceName``. Others are ignored, as
+    the logins they tune (storeKey, doNotPrompt, renewTGT, …) are MIT's library's here."""
+    options = _jaas_options(p)[1]
+    settings = {_KERBEROS_JAAS: "1"}
+    if options.get("useKeyTab", "").lower() == "true":
+        for option, key in (("keyTab", KERBEROS_KEYTAB), ("principal", KERBEROS_PRINCIPAL)):
+            if not options.get(option):
+                raise p.error(f"sasl.jaas.config: Krb5LoginModule with useKeyTab=true needs {option}=…")
+            settings[key] = options[option]
+    if options.get("useTicketCache", "").lower() == "true":
+        settings[KERBEROS_CCACHE] = options.get("ticketCache") or ""
+    if len(settings) == 1:
+        raise p.error(
+            "sasl.jaas.config: Krb5LoginModule needs useKeyTab=true (with keyTab and principal) or useTicketCache=true: "
+            "kafkatxn does not prompt for a Kerberos password"
+        )
+    if options.get("serviceName"):
+        settings[KERBEROS_SERVICE] = options["serviceName"]
+    return settings
 
 
 def _parse_jaas(p: PropertyLine) -> tuple[str, str]:
@@ -326,6 +363,7 @@ def _validate(settings: dict[str, str], props: list[PropertyLine]) -> None:
                 f"SASL mechanism {mechanism} is not supported ({', '.join(SASL_MECHANISMS)} are)",
             )
     check_oauth(settings, fail)
+    check_kerberos(settings, fail)
     algo = settings.get("ssl.endpoint.identification.algorithm")
     if algo is not None:
         settings["ssl.endpoint.identification.algorithm"] = "https" if algo.lower() == "https" else "none"
@@ -342,8 +380,8 @@ def check_oauth(settings: dict[str, str], fail) -> None:
     if settings.get("sasl.mechanisms") != OAUTHBEARER:
         if java_file:
             raise fail(("sasl.jaas.config",), "sasl.jaas.config is OAuthBearerLoginModule's: it needs sasl.mechanism=OAUTHBEARER")
-        for key in KAFKATXN_ONLY_KEYS:
-            settings.pop(key, None)
+        settings.pop(OAUTH_SCOPE_CLAIM, None)
+        settings.pop(OAUTH_REFRESH_FACTOR, None)
         return
     if java_file and handler is None:
         raise fail(("sasl.jaas.config",), (
@@ -366,3 +404,19 @@ def check_oauth(settings: dict[str, str], fail) -> None:
     factor = settings.get(OAUTH_REFRESH_FACTOR, "0.8")
     if not re.fullmatch(r"0?\.[5-9]\d*|1(\.0*)?", factor):  # Kafka's bounds: 0.5 to 1.0
         raise fail((OAUTH_REFRESH_FACTOR,), f"{OAUTH_REFRESH_FACTOR} must be a number from 0.5 to 1.0")
+
+
+def check_kerberos(settings: dict[str, str], fail) -> None:
+    """Check GSSAPI's settings: Kafka's clients need the brokers' service name, and Krb5LoginModule goes with GSSAPI."""
+    java_file = settings.pop(_KERBEROS_JAAS, None) is not None
+    if settings.get("sasl.mechanisms") != GSSAPI:
+        if java_file:
+            raise fail(("sasl.jaas.config",), "sasl.jaas.config is Krb5LoginModule's: it needs sasl.mechanism=GSSAPI")
+        settings.pop(KERBEROS_CCACHE, None)
+        return
+    if not settings.get(KERBEROS_SERVICE):
+        raise fail(("sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config"),
+                   f"GSSAPI needs {KERBEROS_SERVICE} (the brokers' Kerberos service name, often kafka)")
+    keytab = settings.get(KERBEROS_KEYTAB)
+    if keytab is not None and not os.path.isfile(keytab):
+        raise fail(("sasl.jaas.config", KERBEROS_KEYTAB), f"the keytab {keytab} does not exist")
