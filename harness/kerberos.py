@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from .broker import KafkaHarnessError, Listener, _free_ports, _parent_death_signal_prefix
+from .services import ServiceProcess
 
 REALM = "KAFKATXN.TEST"
 SERVICE = "kafka"
@@ -49,7 +50,7 @@ def kerberos_available() -> bool:
     return True
 
 
-class Kdc:
+class Kdc(ServiceProcess):
     """krb5kdc in the foreground, its database, and the broker's and client's keytabs in ``workdir``."""
 
     def __init__(self, workdir: Path):
@@ -150,22 +151,6 @@ class Kdc:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             raise KafkaHarnessError(f"{' '.join(command[:3])} failed: {done.stdout}{done.stderr}")
-
-    def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
-
-    def __enter__(self) -> "Kdc":
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def gssapi_listener(kdc: Kdc, name: str = GSSAPI_LISTENER) -> Listener:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from .broker import KafkaHarnessError, Listener, _free_ports, _java, _parent_death_signal_prefix
 from .jars import ensure_artifact_jars
+from .services import ServiceProcess
 
 MOCK_OAUTH2_SERVER = ("no.nav.security", "mock-oauth2-server", "2.3.0")
 MAIN_CLASS = "no.nav.security.mock.oauth2.StandaloneMockOAuth2ServerKt"
@@ -60,7 +61,7 @@ def _token_callback(issuer: str, expiry_s: int) -> dict:
     }
 
 
-class OidcProvider:
+class OidcProvider(ServiceProcess):
     """mock-oauth2-server on a free loopback port, with the trusted and an untrusted issuer."""
 
     def __init__(self, workdir: Path, token_expiry_s: int = 300):
@@ -126,22 +127,6 @@ class OidcProvider:
                 self.stop()
                 raise KafkaHarnessError(f"the OIDC provider did not serve {self.jwks_url} within {timeout:g}s")
             time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
-
-    def __enter__(self) -> "OidcProvider":
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def oauth_listener(name: str = OAUTH_LISTENER) -> Listener:
