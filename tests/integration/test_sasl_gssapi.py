@@ -87,11 +87,10 @@ def test_commands_that_need_librdkafka_say_so_in_one_line(kerberos: SaslKafka, t
 
 
 def test_a_service_name_the_kdc_does_not_know_is_refused_at_once(kerberos: SaslKafka, traffic, tmp_path):
+    """(kafka-transactions.sh is refused too, but only after its 60 s of retries: not run here, for CI's time.)"""
     properties = write_properties(
         tmp_path / "wrong.properties", {**kerberos.kerberos_properties("keytab"), "sasl.kerberos.service.name": "nosuchservice"}
     )
-    java = kafka_transactions_list(kerberos, properties)
-    assert java.returncode != 0
     run = run_command("transactions list", traffic, kerberos.bootstrap("GSSAPI"), properties, tmp_path / "work", env=realm_env(kerberos))
     assert run.code == 3, run.describe()
     assert run.stderr.startswith("kafkatxn: error: authentication failed") and run.stderr.count("\n") == 1, run.describe()
