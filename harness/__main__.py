@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from .broker import KafkaCluster, KafkaHarnessError
-from .jars import JarFetchError, default_kafka_version, ensure_kafka_jars
+from .jars import JarFetchError, default_kafka_version, ensure_artifact_jars, ensure_kafka_jars
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +65,9 @@ def _fetch(args: argparse.Namespace) -> int:
     started = time.monotonic()
     libs_dir = ensure_kafka_jars(version)
     print(f"Kafka {version} jars in {libs_dir} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    from .oidc import MOCK_OAUTH2_SERVER  # the OIDC provider the OAUTHBEARER tests run
+
+    print(f"OIDC provider jars in {ensure_artifact_jars(*MOCK_OAUTH2_SERVER)}", file=sys.stderr)
     return 0
 
 

@@ -316,15 +316,19 @@ class KafkaCluster:
         self._wait_for_leaders(name, partitions, time.monotonic() + timeout)
         return name
 
-    def run_tool(self, main_class: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def run_tool(
+        self, main_class: str, *args: str, timeout: float = 60, jvm_options: Sequence[str] = ()
+    ) -> subprocess.CompletedProcess:
         """Run one of Kafka's own command-line tools, e.g. org.apache.kafka.tools.TransactionsCommand.
 
         Arguments go through unchanged: pass `--bootstrap-server`, `cluster.bootstrap_servers` yourself.
+        `jvm_options` add system properties (`-Djava.security.krb5.conf=...`, OAUTHBEARER's allowed URLs).
         """
         libs_dir = self.libs_dir
         command = [
             _java(),
             *TOOL_JVM_OPTIONS,
+            *jvm_options,
             _logging_option(libs_dir, self._tools_logging_config(libs_dir)),
             "-cp",
             f"{libs_dir}/*",

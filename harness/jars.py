@@ -60,7 +60,24 @@ def cache_root() -> Path:
 def ensure_kafka_jars(version: str | None = None) -> Path:
     """Return the directory holding every runtime jar of Kafka `version`, fetching it if needed."""
     version = version or default_kafka_version()
-    version_dir = cache_root() / f"kafka-{version}"
+    return _cached_libs(f"kafka-{version}", lambda libs_dir: _fetch(version, libs_dir))
+
+
+def ensure_artifact_jars(group: str, artifact: str, version: str) -> Path:
+    """Return the directory holding one Maven artifact's jars and its runtime dependencies, fetched once
+    (e.g. the OIDC provider the OAUTHBEARER tests run)."""
+
+    def fetch(libs_dir: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix="kafkatxn-jars-") as scratch:
+            staging = Path(scratch) / "libs"
+            _copy_dependencies(Path(scratch) / "project", [(group, artifact, version)], staging)
+            shutil.move(str(staging), libs_dir)
+
+    return _cached_libs(f"{artifact}-{version}", fetch)
+
+
+def _cached_libs(name: str, fetch) -> Path:
+    version_dir = cache_root() / name
     libs_dir = version_dir / "libs"
     if (version_dir / _COMPLETE_MARKER).exists():
         return libs_dir
@@ -71,7 +88,9 @@ def ensure_kafka_jars(version: str | None = None) -> Path:
         if (version_dir / _COMPLETE_MARKER).exists():
             return libs_dir
         shutil.rmtree(libs_dir, ignore_errors=True)
-        _fetch(version, libs_dir)
+        if shutil.which("mvn") is None:
+            raise JarFetchError(f"mvn is not on PATH; it is needed to fetch {name}'s jars from Maven Central")
+        fetch(libs_dir)
         (version_dir / _COMPLETE_MARKER).write_text(f"fetched {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
     return libs_dir
 

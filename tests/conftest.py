@@ -5,6 +5,9 @@ kafka_cluster3   session: three brokers (3-voter quorum), started on first use
 kafka_factory    per test: kafka_factory(n_brokers=1, **broker_settings) -> a dedicated cluster
 kafka_secure     session: one broker with SASL_SSL (SCRAM-SHA-512 + PLAIN) and mutual-TLS listeners,
                  certificates and users made by harness/security.py; started on first use
+kafka_sasl       session: one broker with an OAUTHBEARER listener validating tokens of an OIDC provider and
+                 a GSSAPI listener of a Kerberos KDC (harness/oidc.py, harness/kerberos.py,
+                 harness/sasl.py; the KDC only where MIT's krb5-kdc is installed); started on first use
 figures          session: dict of figures printed at the end of the run (the issues' closing figures)
 unique_name      per test: a topic / transactional.id / group name no other test uses
 
@@ -32,10 +35,13 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from harness import KafkaCluster, Listener  # noqa: E402
+from harness.kerberos import Kdc, kerberos_available  # noqa: E402
+from harness.oidc import OidcProvider  # noqa: E402
+from harness.sasl import SaslKafka, sasl_setup  # noqa: E402
 from harness.security import SaslUsers, SecureKafka, make_pki, secure_setup  # noqa: E402
 
 TEST_LOGS_DIR = REPO_ROOT / "test-logs"
-BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory", "kafka_secure"})
+BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory", "kafka_secure", "kafka_sasl"})
 SINGLE_BROKER_START_TIMEOUT = 60
 CLUSTER3_START_TIMEOUT = 120
 _LOGS_SAVED = pytest.StashKey[bool]()
@@ -147,6 +153,22 @@ def kafka_secure(kafka_workroot: Path) -> Iterator[SecureKafka]:
 
 
 @pytest.fixture(scope="session")
+def kafka_sasl(kafka_workroot: Path) -> Iterator[SaslKafka]:
+    kdc = Kdc(kafka_workroot / "kdc") if kerberos_available() else None
+    with OidcProvider(kafka_workroot / "oidc") as oidc:
+        try:
+            setup = sasl_setup(oidc, kdc.start() if kdc else None)
+            with _session_cluster(
+                kafka_workroot, "kafka-sasl", 1, SINGLE_BROKER_START_TIMEOUT,
+                listeners=setup.listeners, broker_config=setup.broker_config, jvm_options=setup.jvm_options,
+            ) as cluster:
+                yield SaslKafka(cluster, oidc, kdc)
+        finally:
+            if kdc is not None:
+                kdc.stop()
+
+
+@pytest.fixture(scope="session")
 def figures(request: pytest.FixtureRequest) -> dict:
     """Name -> value; printed in the terminal summary, e.g. "commands x security modes passed"."""
     return request.config.stash.setdefault(_FIGURES, {})
@@ -194,7 +216,7 @@ def _clusters_used_by(item: pytest.Item) -> list[KafkaCluster]:
     for value in getattr(item, "funcargs", {}).values():
         if isinstance(value, KafkaCluster):
             clusters.append(value)
-        elif isinstance(value, SecureKafka):
+        elif isinstance(value, (SecureKafka, SaslKafka)):
             clusters.append(value.cluster)  # type: ignore[arg-type]
         elif isinstance(value, KafkaFactory):
             clusters.extend(value.clusters)

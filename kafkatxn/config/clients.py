@@ -7,7 +7,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from kafkatxn.config.properties import SASL_MECHANISMS, mask
+from kafkatxn.config.properties import GSSAPI, KAFKATXN_ONLY_KEYS, OAUTHBEARER, SASL_MECHANISMS, check_kerberos, check_oauth, mask
+from kafkatxn.config.kerberos import LIBRDKAFKA_HAS_NO_GSSAPI, kafka_python_arguments
+from kafkatxn.config.sasl_oauth import ClientCredentials
 from kafkatxn.errors import UsageError
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -40,8 +42,10 @@ class ConnectionConfig:
 
     def librdkafka(self, **extra: str | int | bool) -> dict:
         """Settings for confluent-kafka clients, with the deadline applied to every request."""
+        if self.settings.get("sasl.mechanisms") == GSSAPI:
+            raise UsageError(LIBRDKAFKA_HAS_NO_GSSAPI)
         conf: dict = {"bootstrap.servers": self.bootstrap_servers, "client.id": "kafkatxn"}
-        conf.update(self.settings)
+        conf.update((k, v) for k, v in self.settings.items() if k not in KAFKATXN_ONLY_KEYS)
         # Within librdkafka's ranges (it refuses the client otherwise); the deadline still ends the command.
         conf.setdefault("socket.timeout.ms", min(max(self.timeout_ms, 10), 300_000))
         conf.setdefault("socket.connection.setup.timeout.ms", min(max(self.timeout_ms, 1000), 2_147_483_647))
@@ -62,6 +66,10 @@ class ConnectionConfig:
         for key, argument in KAFKA_PYTHON_ARGUMENTS.items():
             if key in s:
                 kw[argument] = s[key]
+        if s.get("sasl.mechanisms") == OAUTHBEARER:  # the token provider kafka-python asks at each login
+            kw["sasl_oauth_token_provider"] = ClientCredentials.from_settings(s, self.timeout_s)
+        if s.get("sasl.mechanisms") == GSSAPI:
+            kw.update(kafka_python_arguments(s))
         if s.get("ssl.endpoint.identification.algorithm") == "none":
             kw["ssl_check_hostname"] = False
         if any(key in s for key in ("ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem")):
@@ -95,7 +103,10 @@ def check_settings_as_librdkafka(settings: Mapping[str, str]) -> None:
                 f"bad client settings: SASL mechanism {mechanism} is not supported ({', '.join(SASL_MECHANISMS)} are; "
                 "set sasl.mechanism)"
             )
-        if settings.get("sasl.username") is None or settings.get("sasl.password") is None:
+        if mechanism in (OAUTHBEARER, GSSAPI):
+            check = check_oauth if mechanism == OAUTHBEARER else check_kerberos
+            check({**settings, "sasl.mechanisms": mechanism}, lambda keys, message: UsageError(f"bad client settings: {message}"))
+        elif settings.get("sasl.username") is None or settings.get("sasl.password") is None:
             raise UsageError("bad client settings: sasl.username and sasl.password must be set")
     if protocol in ("SSL", "SASL_SSL"):
         for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):

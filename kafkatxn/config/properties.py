@@ -7,13 +7,15 @@ A properties file may use librdkafka keys or the Java client keys people already
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 
 from kafkatxn.errors import InputError, UsageError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+OAUTHBEARER, GSSAPI = "OAUTHBEARER", "GSSAPI"
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER, GSSAPI)
 
 # librdkafka keys accepted as they are.
 LIBRDKAFKA_KEYS = {
@@ -31,7 +33,7 @@ LIBRDKAFKA_KEYS = {
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
     "client.id",
-}
+}  # and OAUTH_LIBRDKAFKA_KEYS, KERBEROS_LIBRDKAFKA_KEYS
 
 # Java client keys that only tune the Java client and have no meaning for this tool.
 JAVA_KEYS_IGNORED = {
@@ -69,7 +71,49 @@ _JAAS_OPTION = re.compile(r"""\s*([\w.]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;]+)""")
 _JAAS_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
     "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": OAUTHBEARER,
+    "com.sun.security.auth.module.Krb5LoginModule": GSSAPI,
 }
+
+# -- SASL/OAUTHBEARER, OIDC client credentials (KIP-768): Java's keys -> librdkafka's ``oidc`` method --
+# Kafka 4.x's properties win over OAuthBearerLoginModule's JAAS options (clientId, clientSecret, scope).
+OAUTH_URL, OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, OAUTH_SCOPE = (
+    "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.scope",
+)
+OAUTH_METHOD, OAUTH_EXTENSIONS, OAUTH_SUB_CLAIM = "sasl.oauthbearer.method", "sasl.oauthbearer.extensions", "sasl.oauthbearer.sub.claim.name"
+OAUTH_LIBRDKAFKA_KEYS = {OAUTH_URL, OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, OAUTH_SCOPE, OAUTH_METHOD, OAUTH_EXTENSIONS, OAUTH_SUB_CLAIM}
+# Read by kafkatxn's own token provider (kafkatxn.config.sasl_oauth); librdkafka has no such keys.
+OAUTH_SCOPE_CLAIM, OAUTH_REFRESH_FACTOR = "sasl.oauthbearer.scope.claim.name", "sasl.login.refresh.window.factor"
+KAFKATXN_ONLY_KEYS = frozenset({OAUTH_SCOPE_CLAIM, OAUTH_REFRESH_FACTOR, "sasl.kerberos.ccache"})  # GSSAPI's below
+_OAUTH_JAVA_KEYS = {
+    OAUTH_URL: OAUTH_URL, OAUTH_SCOPE: OAUTH_SCOPE, OAUTH_SUB_CLAIM: OAUTH_SUB_CLAIM, OAUTH_SCOPE_CLAIM: OAUTH_SCOPE_CLAIM,
+    OAUTH_REFRESH_FACTOR: OAUTH_REFRESH_FACTOR,
+    "sasl.oauthbearer.client.credentials.client.id": OAUTH_CLIENT_ID,
+    "sasl.oauthbearer.client.credentials.client.secret": OAUTH_CLIENT_SECRET,
+}
+_OAUTH_JAAS_OPTIONS = {"clientId": OAUTH_CLIENT_ID, "clientSecret": OAUTH_CLIENT_SECRET, "scope": OAUTH_SCOPE}
+_OAUTH_PACKAGE = "org.apache.kafka.common.security.oauthbearer."
+# Java keys naming a class: Kafka's own client-credentials classes are understood, no other (3.x's old name too).
+_OAUTH_CLASSES = {
+    "sasl.login.callback.handler.class": (_OAUTH_PACKAGE + "OAuthBearerLoginCallbackHandler", _OAUTH_PACKAGE + "secured.OAuthBearerLoginCallbackHandler"),
+    "sasl.oauthbearer.jwt.retriever.class": (_OAUTH_PACKAGE + "DefaultJwtRetriever", _OAUTH_PACKAGE + "ClientCredentialsJwtRetriever"),
+}
+# Java keys that tune only how the Java client retries and schedules its logins.
+_OAUTH_IGNORED = {
+    "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms", "sasl.login.retry.backoff.ms", "sasl.login.retry.backoff.max.ms",
+    "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds",
+}
+_OAUTH_JAAS = "kafkatxn.oauthbearer.jaas"  # set while reading when sasl.jaas.config is OAuthBearerLoginModule's
+
+# -- SASL/GSSAPI (Kerberos): Krb5LoginModule's options -> librdkafka's keys, and the ticket cache ------
+KERBEROS_SERVICE, KERBEROS_KEYTAB, KERBEROS_PRINCIPAL = "sasl.kerberos.service.name", "sasl.kerberos.keytab", "sasl.kerberos.principal"
+KERBEROS_LIBRDKAFKA_KEYS = {KERBEROS_SERVICE, KERBEROS_KEYTAB, KERBEROS_PRINCIPAL}
+KERBEROS_CCACHE = "sasl.kerberos.ccache"  # kafkatxn's own: Krb5LoginModule's ticketCache
+_KERBEROS_IGNORED = {  # the Java client's relogin schedule and kinit command (MIT's library renews its own tickets)
+    "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.ticket.renew.window.factor",
+}
+_KERBEROS_JAAS = "kafkatxn.kerberos.jaas"  # set while reading when sasl.jaas.config is Krb5LoginModule's
 
 
 # Reserved by Kafka for config providers (kafkatxn.config.providers), never client settings.
@@ -149,6 +193,7 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
     props = [p if p.key in LIBRDKAFKA_ONLY_KEYS else replace(p, value=p.value.strip(_JAVA_TRIMMED)) for p in props]
     store_types = dict.fromkeys(_PEM_ONLY, "PEM")
     store_types.update((p.key, p.value.upper()) for p in props if p.key in _PEM_ONLY)
+    login_jaas: dict[str, str] = {}  # the properties win over OAuthBearerLoginModule's (and Krb5LoginModule's) options
     for p in props:
         key, value = p.key, p.value
         if is_provider_key(key) or key == value == "":
@@ -156,14 +201,27 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
         if "\x00" in value:
             # Java would take it; librdkafka's C strings would end there and use a different value.
             raise p.error(f"the value of {key} holds a NUL character (\\u0000), which the clients cannot use")
-        if key in LIBRDKAFKA_KEYS:
+        if key in LIBRDKAFKA_KEYS or key in OAUTH_LIBRDKAFKA_KEYS or key in KERBEROS_LIBRDKAFKA_KEYS:
             out[key] = value
         elif key == "sasl.mechanism":
             out["sasl.mechanisms"] = value
+        elif key == "sasl.jaas.config" and _jaas_module(p) == OAUTHBEARER:
+            login_jaas = _oauth_jaas(p)
+        elif key == "sasl.jaas.config" and _jaas_module(p) == GSSAPI:
+            login_jaas = _kerberos_jaas(p)
         elif key == "sasl.jaas.config":
             username, password = _parse_jaas(p)
             out["sasl.username"] = username
             out["sasl.password"] = password
+            login_jaas = {}
+        elif key in _OAUTH_CLASSES:
+            if value not in _OAUTH_CLASSES[key]:
+                raise p.error(f"{key} {value} is not supported (kafkatxn logs in with OIDC client credentials, as {_OAUTH_CLASSES[key][0]})")
+            out[key] = value
+        elif key in _OAUTH_JAVA_KEYS:
+            out[_OAUTH_JAVA_KEYS[key]] = value
+        elif key in _OAUTH_IGNORED or key in _KERBEROS_IGNORED:
+            continue
         elif key == "ssl.truststore.location":
             _require_pem(p, store_types)
             out["ssl.ca.location"] = value
@@ -188,6 +246,7 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
         else:
             # Not shaped like a property name: perhaps a stray secret on a line of its own.
             raise p.error("unsupported property (not shown: it does not look like a property name)")
+    out = {**login_jaas, **out}
     _validate(out, props)
     return out
 
@@ -206,14 +265,57 @@ def _require_pem(p: PropertyLine, store_types: dict[str, str]) -> None:
         raise p.error(f"{type_key}={store_types[type_key]} cannot be used by the Python clients; {_PEM_ONLY[type_key]}")
 
 
-def _parse_jaas(p: PropertyLine) -> tuple[str, str]:
+def _jaas_options(p: PropertyLine) -> tuple[str, dict[str, str]]:
+    """The kind of a ``sasl.jaas.config``'s login module (``PLAIN``, ``SCRAM``, ``OAUTHBEARER``) and its options."""
     match = _JAAS.match(p.value)
     if not match:
         raise p.error("cannot parse sasl.jaas.config; expected '<LoginModule> required username=\"…\" password=\"…\";'")
     module = match.group("module")
     if module not in _JAAS_MODULES:
-        raise p.error(f"sasl.jaas.config login module {module} is not supported (PLAIN and SCRAM are)")
-    options = {k: _unquote(v) for k, v in _JAAS_OPTION.findall(match.group("opts"))}
+        raise p.error(f"sasl.jaas.config login module {module} is not supported (the PLAIN, SCRAM and OAUTHBEARER login modules are)")
+    return _JAAS_MODULES[module], {k: _unquote(v) for k, v in _JAAS_OPTION.findall(match.group("opts"))}
+
+
+def _jaas_module(p: PropertyLine) -> str:
+    return _jaas_options(p)[0]
+
+
+def _oauth_jaas(p: PropertyLine) -> dict[str, str]:
+    """OAuthBearerLoginModule's options as settings; ``extension_NAME=value`` are SASL extensions. Other
+    options are ignored, as Java ignores them (a misspelt clientSecret is then reported missing)."""
+    options = _jaas_options(p)[1]
+    settings = {_OAUTH_JAAS_OPTIONS[k]: v for k, v in options.items() if k in _OAUTH_JAAS_OPTIONS}
+    extensions = [f"{k[len('extension_'):]}={v}" for k, v in options.items() if k.startswith("extension_")]
+    if extensions:
+        settings[OAUTH_EXTENSIONS] = ",".join(extensions)
+    return {**settings, _OAUTH_JAAS: "1"}
+
+
+def _kerberos_jaas(p: PropertyLine) -> dict[str, str]:
+    """Krb5LoginModule's options as settings: a keytab (``useKeyTab=true keyTab=… principal=…``) and/or
+    a ticket cache (``useTicketCache=true``, ``ticketCache=…``); ``serviceName``. Others are ignored, as
+    the logins they tune (storeKey, doNotPrompt, renewTGT, …) are MIT's library's here."""
+    options = _jaas_options(p)[1]
+    settings = {_KERBEROS_JAAS: "1"}
+    if options.get("useKeyTab", "").lower() == "true":
+        for option, key in (("keyTab", KERBEROS_KEYTAB), ("principal", KERBEROS_PRINCIPAL)):
+            if not options.get(option):
+                raise p.error(f"sasl.jaas.config: Krb5LoginModule with useKeyTab=true needs {option}=…")
+            settings[key] = options[option]
+    if options.get("useTicketCache", "").lower() == "true":
+        settings[KERBEROS_CCACHE] = options.get("ticketCache") or ""
+    if len(settings) == 1:
+        raise p.error(
+            "sasl.jaas.config: Krb5LoginModule needs useKeyTab=true (with keyTab and principal) or useTicketCache=true: "
+            "kafkatxn does not prompt for a Kerberos password"
+        )
+    if options.get("serviceName"):
+        settings[KERBEROS_SERVICE] = options["serviceName"]
+    return settings
+
+
+def _parse_jaas(p: PropertyLine) -> tuple[str, str]:
+    options = _jaas_options(p)[1]
     if "username" not in options or "password" not in options:
         raise p.error("sasl.jaas.config needs username and password")
     return options["username"], options["password"]
@@ -260,8 +362,61 @@ def _validate(settings: dict[str, str], props: list[PropertyLine]) -> None:
                 ("sasl.mechanism", "sasl.mechanisms"),
                 f"SASL mechanism {mechanism} is not supported ({', '.join(SASL_MECHANISMS)} are)",
             )
+    check_oauth(settings, fail)
+    check_kerberos(settings, fail)
     algo = settings.get("ssl.endpoint.identification.algorithm")
     if algo is not None:
         settings["ssl.endpoint.identification.algorithm"] = "https" if algo.lower() == "https" else "none"
 
 
+
+
+def check_oauth(settings: dict[str, str], fail) -> None:
+    """Complete and check OAUTHBEARER's settings. A Java file (OAuthBearerLoginModule's sasl.jaas.config)
+    fetches tokens only with Kafka's login callback handler, as Kafka's clients do."""
+    java_file = settings.pop(_OAUTH_JAAS, None) is not None
+    handler = settings.pop("sasl.login.callback.handler.class", None)
+    settings.pop("sasl.oauthbearer.jwt.retriever.class", None)
+    if settings.get("sasl.mechanisms") != OAUTHBEARER:
+        if java_file:
+            raise fail(("sasl.jaas.config",), "sasl.jaas.config is OAuthBearerLoginModule's: it needs sasl.mechanism=OAUTHBEARER")
+        settings.pop(OAUTH_SCOPE_CLAIM, None)
+        settings.pop(OAUTH_REFRESH_FACTOR, None)
+        return
+    if java_file and handler is None:
+        raise fail(("sasl.jaas.config",), (
+            f"OAUTHBEARER needs sasl.login.callback.handler.class={_OAUTH_CLASSES['sasl.login.callback.handler.class'][0]}: "
+            "without it Kafka's clients send unsecured test tokens, which kafkatxn does not"
+        ))
+    method = settings.setdefault(OAUTH_METHOD, "oidc")
+    if method.lower() != "oidc":
+        raise fail((OAUTH_METHOD,), f"{OAUTH_METHOD}={method} is not supported (oidc is: client credentials from a token endpoint)")
+    settings[OAUTH_METHOD] = "oidc"
+    url = settings.get(OAUTH_URL)
+    if not url:
+        raise fail(("sasl.mechanism", "sasl.mechanisms"), f"OAUTHBEARER needs {OAUTH_URL} (the OIDC provider's token endpoint)")
+    if not url.lower().startswith(("http://", "https://")):
+        raise fail((OAUTH_URL,), f"{OAUTH_URL} must be the http(s) URL of a token endpoint (token files are not supported)")
+    for key, option, java_key in ((OAUTH_CLIENT_ID, "clientId", "client.id"), (OAUTH_CLIENT_SECRET, "clientSecret", "client.secret")):
+        if not settings.get(key):
+            wanted = f"{option} in sasl.jaas.config (or sasl.oauthbearer.client.credentials.{java_key})" if java_file else key
+            raise fail(("sasl.jaas.config", key), f"OAUTHBEARER needs {wanted}")
+    factor = settings.get(OAUTH_REFRESH_FACTOR, "0.8")
+    if not re.fullmatch(r"0?\.[5-9]\d*|1(\.0*)?", factor):  # Kafka's bounds: 0.5 to 1.0
+        raise fail((OAUTH_REFRESH_FACTOR,), f"{OAUTH_REFRESH_FACTOR} must be a number from 0.5 to 1.0")
+
+
+def check_kerberos(settings: dict[str, str], fail) -> None:
+    """Check GSSAPI's settings: Kafka's clients need the brokers' service name, and Krb5LoginModule goes with GSSAPI."""
+    java_file = settings.pop(_KERBEROS_JAAS, None) is not None
+    if settings.get("sasl.mechanisms") != GSSAPI:
+        if java_file:
+            raise fail(("sasl.jaas.config",), "sasl.jaas.config is Krb5LoginModule's: it needs sasl.mechanism=GSSAPI")
+        settings.pop(KERBEROS_CCACHE, None)
+        return
+    if not settings.get(KERBEROS_SERVICE):
+        raise fail(("sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config"),
+                   f"GSSAPI needs {KERBEROS_SERVICE} (the brokers' Kerberos service name, often kafka)")
+    keytab = settings.get(KERBEROS_KEYTAB)
+    if keytab is not None and not os.path.isfile(keytab):
+        raise fail(("sasl.jaas.config", KERBEROS_KEYTAB), f"the keytab {keytab} does not exist")

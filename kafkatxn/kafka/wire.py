@@ -1,10 +1,9 @@
 """The wire layer: the only module that touches kafka-python, and its internals.
 
-kafka-python 3.x serves what librdkafka lacks (the KIP-664 APIs: DescribeProducers,
-ListTransactions, DescribeTransactions, WriteTxnMarkers) and ListOffsets (one request per leader,
-where librdkafka's admin API makes a future per partition). Requests go through the admin
-client's connection manager (``KafkaAdminClient._manager``, private API) because it is the one
-way to have many requests to many brokers in flight at once under one deadline.
+kafka-python 3.x serves what librdkafka lacks (the KIP-664 APIs: DescribeProducers, ListTransactions,
+DescribeTransactions, WriteTxnMarkers) and ListOffsets (one request per leader, where librdkafka's admin API
+makes a future per partition). Requests go through the admin client's connection manager
+(``KafkaAdminClient._manager``, private API): the one way to have many requests to many brokers in flight at once.
 ``tests/unit/test_wire_contract.py`` fails if a kafka-python release changes what is used here.
 
 The facade speaks the typed requests of :mod:`kafkatxn.kafka.protocol`; this module converts.
@@ -87,6 +86,7 @@ class Wire:
         from kafka.admin import KafkaAdminClient
         from kafka.future import Future
         from kafka.net.compat import KafkaNetClient
+        from kafka.net.sasl.oauth import AbstractTokenProvider
 
         def unbootstrapped_client(**configs: Any) -> Any:
             client = KafkaNetClient(**configs)
@@ -99,6 +99,10 @@ class Wire:
             return client
 
         kw = dict(settings)
+        provider = kw.get("sasl_oauth_token_provider")  # OAUTHBEARER: kafkatxn.config.sasl_oauth's, as kafka-python's type
+        if provider is not None:  # a token now: a refused client or unreachable endpoint ends the command at once
+            AbstractTokenProvider.register(type(provider))
+            provider.token()
         kw["kafka_client"] = unbootstrapped_client
         kw["request_timeout_ms"] = max(min(request_timeout_ms, budget_ms), 1)
         admin = KafkaAdminClient(**kw)
@@ -290,11 +294,7 @@ class Wire:
         from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
         cfg = self._manager.config
-        return ApiVersionsRequest(
-            client_software_name=cfg["client_software_name"],
-            client_software_version=cfg["client_software_version"],
-            min_version=3,
-        )
+        return ApiVersionsRequest(client_software_name=cfg["client_software_name"], client_software_version=cfg["client_software_version"], min_version=3)
 
 
 def _metadata(_wire: Wire | None, _request: p.Metadata) -> Any:

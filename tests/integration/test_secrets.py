@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import pty
+import re
 import secrets as _secrets
 import select
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.sasl import SaslKafka
 from harness.security import SCRAM_MODULE, SecureKafka, write_properties
 from tests.support.secure_commands import COMMANDS, HAVE_PYSPARK, Run, make_traffic, problem, run_command, run_kafkatxn
 
@@ -430,5 +432,112 @@ def test_no_store_password_or_key_material_in_any_output_log_or_file(kafka_secur
     leaks += [f"a secret or key material in file {path}" for path in _recent_files_with(written, in_files, 0, inputs)]
     leaks += [f"a secret or key material in file {path}" for path in _recent_files_with(Path("/tmp"), in_files, started, inputs)]
     figures["store passwords and key material leaked"] = f"{len(leaks)} (in {len(results)} --debug runs, {len(files)} files written, /tmp)"
+    assert not leaks, "\n".join(leaks)
+    assert not failures, "\n\n".join(failures)
+
+
+# -- OAUTHBEARER: the OIDC client secret and the tokens it buys ------------------------------------
+
+_JWT = re.compile(r"eyJ[\w-]{10,}\.eyJ[\w-]{10,}")  # a JWT's header and claims, whichever token was fetched
+
+
+@pytest.fixture(scope="module")
+def sasl_traffic(kafka_sasl: SaslKafka):
+    made = make_traffic(kafka_sasl)
+    yield made
+    made.close()
+
+
+def test_no_oauth_client_secret_or_token_in_any_argv_output_log_or_file(kafka_sasl: SaslKafka, sasl_traffic, tmp_path, figures):
+    """Every command but the Spark audit, with --debug, logging in with OIDC client credentials from a Java
+    file (librdkafka fetches its tokens, kafkatxn's provider those of kafka-python); refused logins and a
+    refused file too. Neither the client secret nor any access token may show anywhere."""
+    secret = kafka_sasl.client_secret
+    inputs = tmp_path / "inputs"
+    written = tmp_path / "written"
+    good = write_properties(inputs / "oauth.properties", kafka_sasl.properties())
+    untrusted = write_properties(inputs / "untrusted.properties", kafka_sasl.properties(token_url=kafka_sasl.oidc.untrusted_token_url))
+    broken = write_properties(inputs / "broken.properties", {
+        **kafka_sasl.properties(), "sasl.login.callback.handler.class": "com.example.NoSuchHandler"})
+    bootstrap = kafka_sasl.bootstrap()
+    jobs = [(command, "run", good) for command in COMMANDS if command != "audit"]
+    jobs += [("cluster", "refused", untrusted), ("transactions list", "refused", untrusted), ("cluster", "broken", broken)]
+
+    def run(job) -> tuple[str, Run]:
+        command, kind, properties = job
+        root = written / f"{kind}-{command.replace(' ', '_')}"
+        return kind, run_command(command, sasl_traffic, bootstrap, properties, root / "work", "--debug", env=_isolated_env(root), cwd=root)
+
+    with ArgvSampler(secret.encode()) as sampler, concurrent.futures.ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(run, jobs))
+    leaks, failures = [], []
+    leaks += [f"the client secret in the argv of pid {pid} ({program})" for pid, program in sampler.hits.items()]
+    for kind, result in results:
+        for stream, text in (("stdout", result.stdout), ("stderr", result.stderr), ("/metrics", result.extra)):
+            leaks += [f"the client secret in {stream} of `{result.command}` ({kind})"] if secret in text else []
+            leaks += [f"an access token in {stream} of `{result.command}` ({kind})"] if _JWT.search(text) else []
+        if kind == "run":
+            p = problem(result, sasl_traffic, bootstrap)
+            if p or "connection settings:" not in result.stderr:
+                failures.append(p or f"`{result.command}`: no debug log on stderr\n{result.describe()}")
+        elif kind == "refused" and result.code != 3:
+            failures.append(f"`{result.command}` with an untrusted token should be refused with exit 3\n{result.describe()}")
+        elif kind == "broken" and result.code != 64:
+            failures.append(f"`{result.command}` with an unknown callback handler should be a usage error (64)\n{result.describe()}")
+    files = [p for p in written.rglob("*") if p.is_file()]
+    leaks += [f"the client secret in file {path}" for path in _files_with(written, secret.encode())]
+    leaks += [f"an access token in file {p}" for p in files if _JWT.search(p.read_bytes().decode(errors="replace"))]
+    figures["OAUTHBEARER secrets leaked"] = f"{len(leaks)} (in {len(results)} --debug runs, {len(files)} files written)"
+    assert not leaks, "\n".join(leaks)
+    assert not failures, "\n\n".join(failures)
+
+
+# -- GSSAPI: the keytab's keys -----------------------------------------------------------------------
+
+
+def _keytab_keys(kafka: SaslKafka) -> list[bytes]:
+    """The key material of the client's keytab, as `klist -kK` shows it (hex), as raw bytes."""
+    assert kafka.kdc is not None
+    listed = subprocess.run(["klist", "-kK", str(kafka.kdc.client_keytab)], capture_output=True, text=True, check=True,
+                            env={**os.environ, **kafka.kdc.environment}).stdout
+    return [bytes.fromhex(m) for m in re.findall(r"\(0x([0-9a-f]{32,})\)", listed)]
+
+
+def test_no_keytab_key_in_any_output_log_or_file(kafka_sasl: SaslKafka, sasl_traffic, tmp_path, figures):
+    """The commands kafka-python serves over GSSAPI, and those refused for needing librdkafka, with --debug,
+    logging in from a Java Krb5LoginModule keytab file: the keytab's keys (raw or hex) show nowhere, and the
+    tickets it gets stay in the process (no ticket cache file is written)."""
+    if kafka_sasl.kdc is None:
+        if os.environ.get("CI"):
+            pytest.fail("MIT Kerberos is not installed: scripts/test installs it")
+        pytest.skip("MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user) is not installed")
+    keys = _keytab_keys(kafka_sasl)
+    assert keys, "klist -kK showed no keys"
+    properties = write_properties(tmp_path / "inputs" / "keytab.properties", kafka_sasl.kerberos_properties("keytab"))
+    written = tmp_path / "written"
+    bootstrap = kafka_sasl.bootstrap("GSSAPI")
+    jobs = ["lso", "producers", "transactions list", "transactions describe", "cluster", "check"]
+
+    def run(command: str) -> Run:
+        root = written / command.replace(" ", "_")
+        env = {**_isolated_env(root), **kafka_sasl.kdc.environment}  # type: ignore[union-attr]
+        return run_command(command, sasl_traffic, bootstrap, properties, root / "work", "--debug", env=env, cwd=root)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(run, jobs))
+    leaks, failures = [], []
+    for result in results:
+        text = result.stdout + result.stderr
+        leaks += [f"a keytab key in the output of `{result.command}`" for key in keys if key.hex() in text or key.decode("latin-1") in text]
+        served = result.command in jobs[:4]  # by kafka-python; the others need librdkafka: 64, one line
+        p = problem(result, sasl_traffic, bootstrap) if served else None if result.code == 64 else f"exit {result.code}, not 64"
+        if p or "connection settings:" not in result.stderr:
+            failures.append(f"`{result.command}`: {p or 'no debug log'}\n{result.describe()}")
+    files = [p for p in written.rglob("*") if p.is_file()]
+    for key in keys:
+        leaks += [f"a keytab key in file {path}" for path in _files_with(written, key)]
+        leaks += [f"a keytab key (hex) in file {path}" for path in _files_with(written, key.hex().encode())]
+    leaks += [f"a ticket cache written: {p}" for p in files if p.name.startswith("krb5cc")]
+    figures["GSSAPI keytab leaked"] = f"{len(leaks)} (in {len(results)} --debug runs, {len(files)} files written)"
     assert not leaks, "\n".join(leaks)
     assert not failures, "\n\n".join(failures)

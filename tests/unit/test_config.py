@@ -87,7 +87,7 @@ def test_pem_keystore_maps_to_certificate_and_key(tmp_path):
         ("sasl.jaas.config=\\u00zz\n", 1, "malformed \\uxxxx"),
         ("a.b.c=1\n", 1, "unsupported property 'a.b.c'"),
         ("ssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n", 2, "JKS"),
-        ("sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n", 1, "not supported"),
+        ("sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n", 1, "Krb5LoginModule needs useKeyTab=true"),
         ("sasl.mechanism=GSSAPI\n", 1, "GSSAPI"),
         ("security.protocol=TLS\n", 1, "security.protocol"),
     ],
@@ -197,7 +197,7 @@ def test_librdkafka_config_carries_the_deadline():
 
 @pytest.mark.parametrize("settings,says", [
     ({"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN", "sasl.username": "u"}, "sasl.username and sasl.password must be set"),
-    ({"security.protocol": "SASL_PLAINTEXT"}, "SASL mechanism GSSAPI is not supported"),
+    ({"security.protocol": "SASL_PLAINTEXT"}, "GSSAPI needs sasl.kerberos.service.name"),  # librdkafka's default mechanism
     ({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}, "ssl.ca.location: no such file /nonexistent/ca.pem"),
 ])
 def test_what_librdkafka_refuses_when_a_client_is_built_is_refused_without_one(settings, says):

@@ -404,6 +404,6 @@ def test_errors_about_overrides_name_the_input_and_the_cli_words_it_as_x(capsys)
     assert str(raised.value) == "overrides:2: unsupported property 'foo.bar'"
     assert raised.value.worded(FLAGS) == "-X:2: unsupported property 'foo.bar'"
     result = run_cli(capsys, "config", "show", "-b", "h:1", "-X", "sasl.mechanism=FOO")
-    assert (result.code, result.stderr) == (64, "kafkatxn: error: -X:1: SASL mechanism FOO is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)\n")
+    assert (result.code, result.stderr) == (64, "kafkatxn: error: -X:1: SASL mechanism FOO is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI are)\n")
     result = run_cli(capsys, "config", "show", "-b", "h:1", "--timeout", "0s")
     assert (result.code, result.stderr) == (64, "kafkatxn: error: --timeout must be positive\n")
