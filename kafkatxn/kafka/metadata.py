@@ -15,6 +15,9 @@ from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import Broker, BrokerApis, BrokerInfo, ClusterMetadata, Missing, Partial
 from kafkatxn.kafka.session import cluster_metadata
 
+# How long a topic-visibility answer is reused by the same session (the exporter's, across scrapes).
+TOPIC_VISIBILITY_TTL_S = 300.0
+
 log = logging.getLogger("kafkatxn.cluster")
 
 
@@ -107,11 +110,23 @@ class MetadataApi:
         """Whether Metadata leaves out topics this principal may not DESCRIBE: Metadata of a random
         topic answers TOPIC_AUTHORIZATION_FAILED when it may not (``KafkaApis.handleTopicMetadataRequest``),
         UNKNOWN_TOPIC_OR_PARTITION when it may (a wildcard ACL, a super user). None: no answer."""
+        import time
         import uuid
 
+        # The exporter asks every scrape: the answer (ACLs change rarely) is kept for a while, as a
+        # fresh librdkafka handle per scrape would otherwise bootstrap every broker just for it.
+        cached = getattr(self, "_topics_filtered_cache", None)
+        if cached is not None and time.monotonic() - cached[0] < TOPIC_VISIBILITY_TTL_S:
+            return cached[1]
+        answer = self._probe_topic_list_filtered(uuid.uuid4().hex)
+        if answer is not None:
+            self._topics_filtered_cache = (time.monotonic(), answer)
+        return answer
+
+    def _probe_topic_list_filtered(self, suffix: str) -> bool | None:
         # "~" makes the name invalid as a topic: no broker creates it, whatever auto-creation says;
         # authorization is checked before the name is looked at.
-        probe = f"~kafkatxn-visibility-probe-{uuid.uuid4().hex}"
+        probe = f"~kafkatxn-visibility-probe-{suffix}"
         try:
             # One broker's share of the time (BROKER_SHARE): a frozen broker must not take the whole command.
             md = self.admin.list_topics(topic=probe, timeout=max(0.1, min(self.broker_budget_s(), 10)))

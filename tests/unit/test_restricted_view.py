@@ -224,3 +224,20 @@ def test_a_scan_of_named_topics_or_a_regex_is_not_made_undetermined_by_the_filte
 
 def test_a_visibility_probe_without_an_answer_is_not_taken_for_a_filter():
     assert gather.unseen_topics(restricted_cluster(topics_filtered=None)) == []
+
+
+def test_the_topic_visibility_answer_is_reused_by_the_same_session_not_asked_every_scrape():
+    """bench_scale: the exporter's scrape paid a fresh librdkafka bootstrap each time for this probe."""
+    from kafkatxn.config import ConnectionConfig
+    from kafkatxn.kafka import Cluster
+
+    cluster = Cluster(ConnectionConfig("127.0.0.1:1", timeout_ms=1000))
+    asked = []
+    cluster._probe_topic_list_filtered = lambda suffix: asked.append(suffix) or True
+    assert cluster.topic_list_filtered() is True and cluster.topic_list_filtered() is True
+    assert len(asked) == 1
+    no_answer = Cluster(ConnectionConfig("127.0.0.1:1", timeout_ms=1000))
+    tries = []
+    no_answer._probe_topic_list_filtered = lambda suffix: tries.append(suffix) and None
+    assert no_answer.topic_list_filtered() is None and no_answer.topic_list_filtered() is None
+    assert len(tries) == 2  # no answer is not kept: the next scrape asks again
