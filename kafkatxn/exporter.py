@@ -223,6 +223,7 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
     """Transaction-aware consumer-group lag: per group, topic and partition (unless ``per_group``),
     and per-group sums, which stay whatever the cardinality options."""
     samples = snapshot.groups or ()
+    stuck_of = [snapshot.group_stuck(g) for g in samples]  # True, False, or None (cannot be known)
     out: list[Metric] = []
     if not options.per_group:
         labels = ["group", "topic", "partition"]
@@ -231,22 +232,21 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
                                     "1 while the group sits at a last stable offset pinned by an open transaction.", labels=labels)
         stuck = GaugeMetricFamily("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction or "
                                   "one past its own timeout (check --groups' critical, whatever the age threshold).", labels=labels)
-        for g in samples:
+        for g, is_stuck in zip(samples, stuck_of):
             values = [g.group, g.topic, str(g.partition)]
             for family, field in families:
                 family.add_metric(values, getattr(g, field))
             blocked.add_metric(values, 1 if g.blocked else 0)
-            is_stuck = snapshot.group_stuck(g)
             if is_stuck is not None:  # unknown: no series, never a reassuring 0
                 stuck.add_metric(values, 1 if is_stuck else 0)
         out += [family for family, _ in families] + [blocked, stuck]
     sums: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for g in samples:
+    for g, is_stuck in zip(samples, stuck_of):
         for name, field, _doc in GROUP_FIGURES:
             sums[g.group][name] += getattr(g, field)
         sums[g.group]["blocked"] += 1 if g.blocked else 0
-        sums[g.group]["stuck"] += 1 if snapshot.group_stuck(g) else 0
-    stuck_known = all(snapshot.group_stuck(g) is not None for g in samples)
+        sums[g.group]["stuck"] += 1 if is_stuck else 0
+    stuck_known = None not in stuck_of
     for name, _field, doc in GROUP_FIGURES:
         family = GaugeMetricFamily(f"kafkatxn_group_summed_{name}", f"Sum over the group's partitions. {doc}", labels=["group"])
         for group in sorted(sums):

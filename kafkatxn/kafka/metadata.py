@@ -115,7 +115,7 @@ class MetadataApi:
 
         # The exporter asks every scrape: the answer (ACLs change rarely) is kept for a while, as a
         # fresh librdkafka handle per scrape would otherwise bootstrap every broker just for it.
-        cached = getattr(self, "_topics_filtered_cache", None)
+        cached = self._topics_filtered_cache
         if cached is not None and time.monotonic() - cached[0] < TOPIC_VISIBILITY_TTL_S:
             return cached[1]
         answer = self._probe_topic_list_filtered(uuid.uuid4().hex)

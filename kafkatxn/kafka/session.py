@@ -72,6 +72,8 @@ class Session:
         self.requests: Counter[str] = Counter()
         self.silent: dict[int, BrokerSilent] = {}  # brokers that used up their share; see BROKER_SHARE
         self.failed: set[int] = set()  # brokers a request failed at (refused, closed): asked last for "any broker"
+        # (when, answer) of the last topic-visibility probe: kept across scrapes (MetadataApi.topic_list_filtered)
+        self._topics_filtered_cache: tuple[float, bool] | None = None
 
     def __enter__(self) -> "Session":
         return self
