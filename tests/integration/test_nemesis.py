@@ -306,8 +306,7 @@ def wait_for_new_leaders(w: World, expected: dict[TopicPartition, int], timeout_
     and the retry at the new leader would never be exercised)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        md = admin(w).list_topics(timeout=5)
-        now = {TopicPartition(t, p.id): p.leader for t, topic in md.topics.items() for p in topic.partitions.values()}
+        now = leaders(w, timeout=5)
         if all(now.get(tp) == leader for tp, leader in expected.items()):
             time.sleep(0.2)  # the other brokers apply the same metadata record within milliseconds
             return
