@@ -1,6 +1,6 @@
-"""What kafkatxn/kafka/wire.py relies on in kafka-python, checked without a broker.
+"""What kafkatxn/kafka/wire/ relies on in kafka-python, checked without a broker.
 
-wire.py uses kafka-python's private connection manager and builds protocol objects by field name.
+The wire uses kafka-python's private connection manager and builds protocol objects by field name.
 A kafka-python release that renames a class, a nested class, a field or a manager method breaks
 kafkatxn only at run time against a broker; this file makes it break here instead: every request
 wire.py builds is encoded at every version it may be sent at, and a response of each type, built by
@@ -289,7 +289,7 @@ def test_list_offsets_response():
         P(partition_index=1, error_code=6, offset=-1, timestamp=-1),
     ])])
     for version in (2, 8):
-        got = wire._DECODERS[p.ListOffsets](p.ListOffsets((TP0, TP1), True), roundtrip(resp, version))
+        got = wire.DECODERS[p.ListOffsets](p.ListOffsets((TP0, TP1), True), roundtrip(resp, version))
         assert got == p.ListOffsetsResponse((p.PartitionOffset(TP0, None, 130), p.PartitionOffset(TP1, "NOT_LEADER_OR_FOLLOWER", -1)))
 
 
@@ -303,7 +303,7 @@ def test_describe_producers_response():
         P(partition_index=0, error_code=0, active_producers=[state]),
         P(partition_index=1, error_code=3, active_producers=[]),
     ])])
-    got = wire._DECODERS[p.DescribeProducers](p.DescribeProducers((TP0, TP1)), roundtrip(resp, 0))
+    got = wire.DECODERS[p.DescribeProducers](p.DescribeProducers((TP0, TP1)), roundtrip(resp, 0))
     assert got == p.DescribeProducersResponse((
         p.PartitionProducers(TP0, None, (ProducerState(7, 3, 10, 1_700_000_000_000, 1, 100),)),
         p.PartitionProducers(TP1, "UNKNOWN_TOPIC_OR_PARTITION", ()),
@@ -317,7 +317,7 @@ def test_list_transactions_response():
         R.TransactionState(transactional_id="app-1", producer_id=7, transaction_state="Ongoing"),
     ])
     for version in (0, 1, 2):
-        got = wire._DECODERS[p.ListTransactions](p.ListTransactions(), roundtrip(resp, version))
+        got = wire.DECODERS[p.ListTransactions](p.ListTransactions(), roundtrip(resp, version))
         assert got == p.ListTransactionsResponse(None, (p.ListedTransaction("app-1", 7, "Ongoing"),))
 
 
@@ -328,11 +328,11 @@ def test_find_coordinator_responses_batched_and_single():
         R.Coordinator(key="app-1", node_id=2, host="h", port=9092, error_code=0),
         R.Coordinator(key="app-10", node_id=-1, host="", port=-1, error_code=15),
     ])
-    got = wire._DECODERS[p.FindTransactionCoordinators](p.FindTransactionCoordinators(("app-1", "app-10")), roundtrip(batched, 4))
+    got = wire.DECODERS[p.FindTransactionCoordinators](p.FindTransactionCoordinators(("app-1", "app-10")), roundtrip(batched, 4))
     assert got.coordinators == (p.Coordinator("app-1", None, 2), p.Coordinator("app-10", "COORDINATOR_NOT_AVAILABLE", -1))
     single = R(error_code=0, node_id=3, host="h", port=9092)
     for version in (1, 3):
-        got = wire._DECODERS[p.FindTransactionCoordinators](
+        got = wire.DECODERS[p.FindTransactionCoordinators](
             p.FindTransactionCoordinators(("app-1",), batched=False), roundtrip(single, version)
         )
         assert got.coordinators == (p.Coordinator("app-1", None, 3),)
@@ -349,7 +349,7 @@ def test_describe_transactions_response():
         S(error_code=105, transactional_id="app-10", transaction_state="", transaction_timeout_ms=0,
           transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]),
     ])
-    got = wire._DECODERS[p.DescribeTransactions](p.DescribeTransactions(("app-1", "app-10")), roundtrip(resp, 0))
+    got = wire.DECODERS[p.DescribeTransactions](p.DescribeTransactions(("app-1", "app-10")), roundtrip(resp, 0))
     assert got.transactions == (
         p.TransactionState("app-1", None, "Ongoing", 7, 3, 60_000, 1_700_000_000_000, frozenset({TP0, TP1})),
         p.TransactionState("app-10", "TRANSACTIONAL_ID_NOT_FOUND", "", -1, -1, 0, -1, frozenset()),
@@ -366,11 +366,11 @@ def test_write_txn_markers_response(error_code, expected):
     ])])
     low, high = R._valid_versions
     for version in (low, high):
-        assert wire._DECODERS[p.WriteAbortMarker](p.WriteAbortMarker(TP1, 7, 3, 2), roundtrip(resp, version)).error == expected
+        assert wire.DECODERS[p.WriteAbortMarker](p.WriteAbortMarker(TP1, 7, 3, 2), roundtrip(resp, version)).error == expected
 
 
 def test_api_versions_response_names_apis_and_infers_the_broker_version():
-    got = wire._DECODERS[p.ApiVersions](p.ApiVersions(), api_versions_response())
+    got = wire.DECODERS[p.ApiVersions](p.ApiVersions(), api_versions_response())
     assert got.versions["ListOffsets"] == (0, 8) and got.versions["DescribeProducers"] == (0, 0)
     assert got.versions["FindCoordinator"] == (0, 6) and got.versions["ListTransactions"] == (0, 1)
     assert got.inferred_version and all(part.isdigit() for part in got.inferred_version.split("."))
@@ -378,4 +378,4 @@ def test_api_versions_response_names_apis_and_infers_the_broker_version():
 
 def test_every_typed_request_has_an_encoder_and_a_decoder():
     typed = set(p.REQUEST_NAMES)
-    assert set(wire._ENCODERS) == typed and set(wire._DECODERS) == typed
+    assert set(wire.ENCODERS) == typed and set(wire.DECODERS) == typed

@@ -1,12 +1,9 @@
-"""The wire layer: the only module that touches kafka-python, and its internals.
+"""The wire's client: bootstrap on one kept connection, and sending typed requests many at once.
 
-kafka-python 3.x serves what librdkafka lacks (the KIP-664 APIs: DescribeProducers, ListTransactions,
-DescribeTransactions, WriteTxnMarkers) and ListOffsets (one request per leader, where librdkafka's admin API
-makes a future per partition). Requests go through the admin client's connection manager
-(``KafkaAdminClient._manager``, private API): the one way to have many requests to many brokers in flight at once.
-``tests/unit/test_wire_contract.py`` fails if a kafka-python release changes what is used here.
-
-The facade speaks the typed requests of :mod:`kafkatxn.kafka.protocol`; this module converts.
+Requests go through the admin client's connection manager (``KafkaAdminClient._manager``, private
+API): the one way to have many requests to many brokers in flight at once. This module is the only
+one that touches kafka-python's internals; the API families' modules beside it only build and read
+its protocol objects.
 """
 
 from __future__ import annotations
@@ -18,7 +15,9 @@ from typing import Any, Callable, Sequence
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.unreachable import FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, is_no_brokers_error, nothing_listens  # noqa: F401
-from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
+from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
+from kafkatxn.kafka.wire.metadata import _api_versions_response, _decode_metadata, _metadata
+from kafkatxn.model import BrokerInfo
 
 log = logging.getLogger("kafkatxn.wire")
 
@@ -26,21 +25,6 @@ Request = Any  # one of the request types of kafkatxn.kafka.protocol
 
 # Bootstrap logins the broker closes before they complete, in a row, taken for a refused login.
 LOGINS_CUT_SHORT = 3
-
-
-def error_name(code: int) -> str | None:
-    """Kafka's name for an error code (``NOT_LEADER_OR_FOLLOWER``), None for 0."""
-    if not code:
-        return None
-    import kafka.errors as Errors
-
-    cls = Errors.for_code(code)
-    name = str(getattr(cls, "message", None) or cls.__name__)
-    return _RENAMED_ERRORS.get(name, name)
-
-
-# kafka-python keeps names Kafka has since replaced; the facade and the fake speak Kafka's names.
-_RENAMED_ERRORS = {"NOT_LEADER_FOR_PARTITION": "NOT_LEADER_OR_FOLLOWER"}
 
 
 # Per-leader requests over thousands of partitions take 15 ms each to build as kafka-python objects
@@ -267,7 +251,7 @@ class Wire:
     # A kafka-python request object (not one of ours) goes out as it is and its response comes back
     # undecoded: the test tools use this to make hanging transactions with raw InitProducerId/Produce.
     def _encode(self, request: Request) -> Any:
-        encode = _ENCODERS.get(type(request))
+        encode = ENCODERS.get(type(request))
         return request if encode is None else encode(self, request)
 
     def _reused(self, node_id: int | None, request: Request) -> Any:
@@ -287,214 +271,10 @@ class Wire:
         return built
 
     def _decode(self, request: Request, response: Any) -> Any:
-        decode = _DECODERS.get(type(request))
+        decode = DECODERS.get(type(request))
         return response if decode is None else decode(request, response)
 
-    def _api_versions(self, _request: p.ApiVersions) -> Any:
-        from kafka.protocol.metadata.api_versions import ApiVersionsRequest
-
+    def software(self) -> tuple[str, str]:
+        """The client software name and version this client tells brokers (ApiVersions v3)."""
         cfg = self._manager.config
-        return ApiVersionsRequest(client_software_name=cfg["client_software_name"], client_software_version=cfg["client_software_version"], min_version=3)
-
-
-def _metadata(_wire: Wire | None, _request: p.Metadata) -> Any:
-    from kafka.protocol.metadata import MetadataRequest
-
-    return MetadataRequest(
-        topics=MetadataRequest.ALL_TOPICS,
-        allow_auto_topic_creation=False,
-        include_cluster_authorized_operations=False,
-        include_topic_authorized_operations=False,
-        min_version=1,  # every topic is asked as null from v1 on
-    )
-
-
-def _list_offsets(_wire: Wire, request: p.ListOffsets) -> Any:
-    from kafka.protocol.consumer.offsets import ListOffsetsRequest
-
-    topic_cls = ListOffsetsRequest.ListOffsetsTopic
-    partition_cls = topic_cls.ListOffsetsPartition
-    return ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=1 if request.read_committed else 0,
-        topics=[
-            topic_cls(name=t, partitions=[partition_cls(partition_index=i, timestamp=-1) for i in ps])
-            for t, ps in p.by_topic(request.partitions).items()
-        ],
-        min_version=2 if request.read_committed else 1,  # isolation levels came with v2
-    )
-
-
-def _describe_producers(_wire: Wire, request: p.DescribeProducers) -> Any:
-    from kafka.protocol.admin.transactions import DescribeProducersRequest
-
-    topics = [
-        DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps) for t, ps in p.by_topic(request.partitions).items()
-    ]
-    return DescribeProducersRequest(topics=topics)
-
-
-def _list_transactions(_wire: Wire, request: p.ListTransactions) -> Any:
-    from kafka.protocol.admin.transactions import ListTransactionsRequest
-
-    kwargs: dict[str, Any] = {
-        "state_filters": list(request.states),
-        "producer_id_filters": list(request.producer_ids),
-        "min_version": 0,
-    }
-    if request.min_duration_ms is not None:
-        kwargs["duration_filter"] = int(request.min_duration_ms)
-        kwargs["min_version"] = 1
-    if request.pattern is not None:
-        kwargs["transactional_id_pattern"] = request.pattern
-        kwargs["min_version"] = 2
-    return ListTransactionsRequest(**kwargs)
-
-
-def _find_coordinators(_wire: Wire, request: p.FindTransactionCoordinators) -> Any:
-    from kafka.protocol.metadata import FindCoordinatorRequest
-
-    if request.batched:
-        return FindCoordinatorRequest(key_type=1, coordinator_keys=list(request.transactional_ids), min_version=4)
-    (tid,) = request.transactional_ids
-    return FindCoordinatorRequest(key=tid, key_type=1, max_version=3)
-
-
-def _describe_transactions(_wire: Wire, request: p.DescribeTransactions) -> Any:
-    from kafka.protocol.admin.transactions import DescribeTransactionsRequest
-
-    return DescribeTransactionsRequest(transactional_ids=list(request.transactional_ids))
-
-
-def _write_abort_marker(_wire: Wire, request: p.WriteAbortMarker) -> Any:
-    from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
-
-    marker_cls = WriteTxnMarkersRequest.WritableTxnMarker
-    marker = marker_cls(
-        producer_id=request.producer_id,
-        producer_epoch=request.producer_epoch,
-        transaction_result=request.commit,
-        topics=[marker_cls.WritableTxnMarkerTopic(name=request.tp.topic, partition_indexes=[request.tp.partition])],
-        coordinator_epoch=request.coordinator_epoch,
-    )
-    return WriteTxnMarkersRequest(markers=[marker])
-
-
-_ENCODERS: dict[type, Callable[[Wire, Any], Any]] = {
-    p.ApiVersions: Wire._api_versions,
-    p.Metadata: _metadata,
-    p.ListOffsets: _list_offsets,
-    p.DescribeProducers: _describe_producers,
-    p.ListTransactions: _list_transactions,
-    p.FindTransactionCoordinators: _find_coordinators,
-    p.DescribeTransactions: _describe_transactions,
-    p.WriteAbortMarker: _write_abort_marker,
-}
-
-
-# -- decoding -------------------------------------------------------------------------------------
-
-
-def _decode_api_versions(_request: p.ApiVersions, resp: Any) -> p.ApiVersionsResponse:
-    return _api_versions_response({api.api_key: (api.min_version, api.max_version) for api in resp.api_keys})
-
-
-def _api_versions_response(by_key: dict[int, tuple[int, int]]) -> p.ApiVersionsResponse:
-    from kafka.protocol.api_key import ApiKey
-    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
-
-    versions = {}
-    for key, span in sorted(by_key.items()):
-        try:
-            name = ApiKey(key).name
-        except ValueError:
-            name = f"api_{key}"
-        versions[name] = span
-    inferred = ".".join(str(x) for x in infer_broker_version_from_api_versions(by_key))
-    return p.ApiVersionsResponse(versions, inferred)
-
-
-def _decode_metadata(_request: p.Metadata, resp: Any) -> p.MetadataResponse:
-    brokers = tuple(sorted((BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in resp.brokers), key=lambda b: b.id))
-    partitions = tuple(
-        PartitionInfo(
-            topic.name, part.partition_index, part.leader_id, tuple(part.replica_nodes), tuple(part.isr_nodes),
-            topic.name in INTERNAL_TOPICS,
-        )
-        for topic in resp.topics
-        for part in topic.partitions
-    )
-    cluster_id = getattr(resp, "cluster_id", None)
-    controller_id = getattr(resp, "controller_id", -1)
-    return p.MetadataResponse(cluster_id, -1 if controller_id is None else controller_id, brokers, partitions)
-
-
-def _decode_list_offsets(_request: p.ListOffsets, resp: Any) -> p.ListOffsetsResponse:
-    return p.ListOffsetsResponse(tuple(
-        p.PartitionOffset(TopicPartition(topic.name, part.partition_index), error_name(part.error_code), part.offset)
-        for topic in resp.topics
-        for part in topic.partitions
-    ))
-
-
-def _decode_describe_producers(_request: p.DescribeProducers, resp: Any) -> p.DescribeProducersResponse:
-    out = []
-    for topic in resp.topics:
-        for part in topic.partitions:
-            producers = tuple(
-                ProducerState(
-                    s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch,
-                    s.current_txn_start_offset,
-                )
-                for s in part.active_producers
-            )
-            out.append(p.PartitionProducers(TopicPartition(topic.name, part.partition_index), error_name(part.error_code), producers))
-    return p.DescribeProducersResponse(tuple(out))
-
-
-def _decode_list_transactions(_request: p.ListTransactions, resp: Any) -> p.ListTransactionsResponse:
-    return p.ListTransactionsResponse(
-        error_name(resp.error_code),
-        tuple(p.ListedTransaction(t.transactional_id, t.producer_id, t.transaction_state) for t in resp.transaction_states),
-    )
-
-
-def _decode_find_coordinators(request: p.FindTransactionCoordinators, resp: Any) -> p.FindTransactionCoordinatorsResponse:
-    if request.batched:
-        return p.FindTransactionCoordinatorsResponse(
-            tuple(p.Coordinator(c.key, error_name(c.error_code), c.node_id) for c in resp.coordinators)
-        )
-    (tid,) = request.transactional_ids
-    return p.FindTransactionCoordinatorsResponse((p.Coordinator(tid, error_name(resp.error_code), resp.node_id),))
-
-
-def _decode_describe_transactions(_request: p.DescribeTransactions, resp: Any) -> p.DescribeTransactionsResponse:
-    return p.DescribeTransactionsResponse(tuple(
-        p.TransactionState(
-            t.transactional_id, error_name(t.error_code), t.transaction_state, t.producer_id, t.producer_epoch,
-            t.transaction_timeout_ms, t.transaction_start_time_ms,
-            frozenset(TopicPartition(topic.topic, part) for topic in t.topics for part in topic.partitions),
-        )
-        for t in resp.transaction_states
-    ))
-
-
-def _decode_write_abort_marker(_request: p.WriteAbortMarker, resp: Any) -> p.WriteAbortMarkerResponse:
-    for result in resp.markers:
-        for topic in result.topics:
-            for part in topic.partitions:
-                if part.error_code:
-                    return p.WriteAbortMarkerResponse(error_name(part.error_code))
-    return p.WriteAbortMarkerResponse(None)
-
-
-_DECODERS: dict[type, Callable[[Any, Any], Any]] = {
-    p.ApiVersions: _decode_api_versions,
-    p.Metadata: _decode_metadata,
-    p.ListOffsets: _decode_list_offsets,
-    p.DescribeProducers: _decode_describe_producers,
-    p.ListTransactions: _decode_list_transactions,
-    p.FindTransactionCoordinators: _decode_find_coordinators,
-    p.DescribeTransactions: _decode_describe_transactions,
-    p.WriteAbortMarker: _decode_write_abort_marker,
-}
+        return cfg["client_software_name"], cfg["client_software_version"]

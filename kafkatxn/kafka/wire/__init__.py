@@ -1,0 +1,20 @@
+"""The wire layer: the only package that touches kafka-python, and its internals.
+
+kafka-python 3.x serves what librdkafka lacks (the KIP-664 APIs: DescribeProducers, ListTransactions,
+DescribeTransactions, WriteTxnMarkers) and ListOffsets (one request per leader, where librdkafka's admin
+API makes a future per partition). :mod:`.client` holds the connection manager (kafka-python's private
+API: the one way to have many requests to many brokers in flight at once); one module per API family
+converts the typed requests of :mod:`kafkatxn.kafka.protocol` to kafka-python's protocol objects and
+back (:mod:`.codecs` gathers them). ``tests/unit/test_wire_contract.py`` fails if a kafka-python
+release changes what is used here.
+"""
+
+from kafkatxn.kafka.wire.client import LOGINS_CUT_SHORT, REUSED_LIMIT, REUSED_REQUESTS, Wire, is_refusal
+from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
+from kafkatxn.kafka.wire.names import error_name
+from kafkatxn.kafka.unreachable import NoBrokersAvailable
+
+__all__ = [
+    "DECODERS", "ENCODERS", "LOGINS_CUT_SHORT", "REUSED_LIMIT", "REUSED_REQUESTS", "NoBrokersAvailable", "Wire",
+    "error_name", "is_refusal",
+]

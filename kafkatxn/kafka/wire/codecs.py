@@ -1,0 +1,21 @@
+"""Every request type the wire sends: its encoder (typed request -> kafka-python protocol object) and
+decoder (kafka-python response -> typed response), gathered from one file per API family.
+
+An encoder takes the :class:`~kafkatxn.kafka.wire.client.Wire` (for what the connection knows) and
+the typed request. A new API family is a module here with its ``CODECS`` and one line below.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kafkatxn.kafka.wire import metadata, offsets, producers, transactions
+
+CODECS: dict[type, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] = {
+    **metadata.CODECS,
+    **offsets.CODECS,
+    **producers.CODECS,
+    **transactions.CODECS,
+}
+ENCODERS = {kind: encode for kind, (encode, _decode) in CODECS.items()}
+DECODERS = {kind: decode for kind, (_encode, decode) in CODECS.items()}

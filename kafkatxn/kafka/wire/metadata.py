@@ -1,0 +1,67 @@
+"""Metadata and ApiVersions, as kafka-python's protocol objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkatxn.kafka import protocol as p
+from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo
+
+
+def _metadata(_wire: Any, _request: p.Metadata) -> Any:
+    from kafka.protocol.metadata import MetadataRequest
+
+    return MetadataRequest(
+        topics=MetadataRequest.ALL_TOPICS,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+        min_version=1,  # every topic is asked as null from v1 on
+    )
+
+
+def _api_versions(wire: Any, _request: p.ApiVersions) -> Any:
+    from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+
+    name, version = wire.software()
+    return ApiVersionsRequest(client_software_name=name, client_software_version=version, min_version=3)
+
+
+def _decode_api_versions(_request: p.ApiVersions, resp: Any) -> p.ApiVersionsResponse:
+    return _api_versions_response({api.api_key: (api.min_version, api.max_version) for api in resp.api_keys})
+
+
+def _api_versions_response(by_key: dict[int, tuple[int, int]]) -> p.ApiVersionsResponse:
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
+    versions = {}
+    for key, span in sorted(by_key.items()):
+        try:
+            name = ApiKey(key).name
+        except ValueError:
+            name = f"api_{key}"
+        versions[name] = span
+    inferred = ".".join(str(x) for x in infer_broker_version_from_api_versions(by_key))
+    return p.ApiVersionsResponse(versions, inferred)
+
+
+def _decode_metadata(_request: p.Metadata, resp: Any) -> p.MetadataResponse:
+    brokers = tuple(sorted((BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in resp.brokers), key=lambda b: b.id))
+    partitions = tuple(
+        PartitionInfo(
+            topic.name, part.partition_index, part.leader_id, tuple(part.replica_nodes), tuple(part.isr_nodes),
+            topic.name in INTERNAL_TOPICS,
+        )
+        for topic in resp.topics
+        for part in topic.partitions
+    )
+    cluster_id = getattr(resp, "cluster_id", None)
+    controller_id = getattr(resp, "controller_id", -1)
+    return p.MetadataResponse(cluster_id, -1 if controller_id is None else controller_id, brokers, partitions)
+
+
+CODECS = {
+    p.ApiVersions: (_api_versions, _decode_api_versions),
+    p.Metadata: (_metadata, _decode_metadata),
+}

@@ -1,0 +1,36 @@
+"""ListOffsets, one request per leader at one isolation level."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkatxn.kafka import protocol as p
+from kafkatxn.kafka.wire.names import error_name
+from kafkatxn.model import TopicPartition
+
+
+def _list_offsets(_wire: Any, request: p.ListOffsets) -> Any:
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest
+
+    topic_cls = ListOffsetsRequest.ListOffsetsTopic
+    partition_cls = topic_cls.ListOffsetsPartition
+    return ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=1 if request.read_committed else 0,
+        topics=[
+            topic_cls(name=t, partitions=[partition_cls(partition_index=i, timestamp=-1) for i in ps])
+            for t, ps in p.by_topic(request.partitions).items()
+        ],
+        min_version=2 if request.read_committed else 1,  # isolation levels came with v2
+    )
+
+
+def _decode_list_offsets(_request: p.ListOffsets, resp: Any) -> p.ListOffsetsResponse:
+    return p.ListOffsetsResponse(tuple(
+        p.PartitionOffset(TopicPartition(topic.name, part.partition_index), error_name(part.error_code), part.offset)
+        for topic in resp.topics
+        for part in topic.partitions
+    ))
+
+
+CODECS = {p.ListOffsets: (_list_offsets, _decode_list_offsets)}
