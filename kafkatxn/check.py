@@ -185,7 +185,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class Finding:
     status: str  # warning, critical or unknown
-    kind: str  # hanging_transaction, undetermined_transaction, lso_lag, transaction_age, active_producer_ids, incomplete, unreachable
+    kind: str  # hanging_transaction, lost_commit_marker, undetermined_transaction, lso_lag, transaction_age, active_producer_ids, incomplete, unreachable
     subject: str  # partition, transactional id, broker
     value: float | int | None
     threshold: str | None
@@ -250,6 +250,18 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         )))
     if snapshot.hanging:
         summary.append(_plural(len(snapshot.hanging), "hanging transaction"))
+
+    # Committed by its coordinator, its COMMIT marker lost: as stuck as a hanging one, and aborting it
+    # would drop committed data (restore-commit releases it).
+    for h in snapshot.lost_commits:
+        tid = f" ({h.transactional_id})" if h.transactional_id else ""
+        findings.append((Status.CRITICAL, Finding(
+            "critical", "lost_commit_marker", f"{h.topic}-{h.partition}", h.start_offset, None,
+            f"lost COMMIT marker on {h.topic}-{h.partition} from offset {h.start_offset}, producer {h.producer_id}{tid}: "
+            f"{h.reason}; restore it with restore-commit, never abort",
+        )))
+    if snapshot.lost_commits:
+        summary.append(_plural(len(snapshot.lost_commits), "lost COMMIT marker"))
 
     # Undetermined: a coordinator that could own it did not answer. Unknown, never hanging.
     for u in snapshot.undetermined:
@@ -354,6 +366,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     has = snapshot.gathered
     perfdata = [
         *([PerfDatum("hanging_transactions", len(snapshot.hanging), crit="0", min=0),
+           PerfDatum("lost_commit_markers", len(snapshot.lost_commits), crit="0", min=0),
            PerfDatum("undetermined_transactions", len(snapshot.undetermined), min=0)] if has(PART_VERDICTS) else []),
         *([PerfDatum("lso_lag_max", max_lag, warn=_perf(thresholds.lso_lag_warn), crit=_perf(thresholds.lso_lag_crit), min=0),
            PerfDatum("lagging_partitions", lagging, min=0, max=len(snapshot.partitions))] if has(PART_OFFSETS) else []),
@@ -379,6 +392,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         "up": True,
         "partitions": len(snapshot.partitions),
         "hanging_transactions": len(snapshot.hanging) if has(PART_VERDICTS) else None,
+        "lost_commit_markers": len(snapshot.lost_commits) if has(PART_VERDICTS) else None,
         "undetermined_transactions": len(snapshot.undetermined) if has(PART_VERDICTS) else None,
         "lso_lag_max_messages": max_lag if has(PART_OFFSETS) else None,
         "lagging_partitions": lagging if has(PART_OFFSETS) else None,

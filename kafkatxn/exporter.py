@@ -130,6 +130,12 @@ def metric_families(
             len(snapshot.hanging),
         ))
         out.append(gauge(
+            "kafkatxn_lost_commit_markers",
+            "Open transactions their coordinator's log shows committed: the partition lost the COMMIT marker "
+            "(restore-commit releases them; aborting would drop committed data).",
+            len(snapshot.lost_commits),
+        ))
+        out.append(gauge(
             "kafkatxn_undetermined_transactions",
             "Open transactions past the maximum timeout that could not be decided: a coordinator that could own "
             "their transactional id did not answer (not counted as hanging).",

@@ -145,6 +145,9 @@ class ClusterSnapshot:
     open_transaction_count: int | None = None
     hanging: tuple[HangingSample, ...] = ()
     undetermined: tuple[UndeterminedSample, ...] = ()  # neither hanging nor shown to be tracked
+    # Committed by their coordinator, the partition's COMMIT marker lost (kafkatxn.lost_commit): as
+    # stuck as a hanging one, but released by restore-commit, never by abort.
+    lost_commits: tuple[HangingSample, ...] = ()
     max_transaction_timeout_ms: int | None = None
     missing: tuple[Missing, ...] = ()  # parts that did not answer
     transactional_ids: tuple[str, ...] | None = None  # every id ListTransactions returned; None unless all answered
@@ -185,29 +188,30 @@ class ClusterSnapshot:
         coordinator has them: dated by their first record). Two-phase-commit transactions (KIP-939)
         are left out: no one times them out, their age is no alarm."""
         ages = [a for a in (self.transaction_age_s(t) for t in self.open_transactions if not t.two_phase_commit) if a is not None]
-        ages += [h.age_ms / 1000 for h in self.hanging if h.age_ms is not None]
+        ages += [h.age_ms / 1000 for h in self.hanging + self.lost_commits if h.age_ms is not None]
         return max(ages, default=0.0)
 
 
 def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing],
-                     undetermined: list[UndeterminedSample]):
-    """The one hanging rule (:func:`kafkatxn.verdicts.classify`) over producer states already described."""
+                     undetermined: list[UndeterminedSample], lost_commits: list[HangingSample]):
+    """The one hanging rule (:func:`kafkatxn.verdicts.classify`) over producer states already described,
+    settled by the coordinator's log as ``hanging`` settles it (a lost COMMIT marker is not hanging)."""
     from kafkatxn import gather
 
     scan = gather.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
     missing.extend(scan.missing)
+    classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
     out = []
-    hanging = [c.transaction for c in scan.classifications if c.verdict is verdicts.Verdict.HANGING]
-    dated = {(t.tp, t.producer_id): t for t in gather.with_first_records(cluster, hanging, missing)}
-    for c in scan.classifications:
-        if c.verdict is verdicts.Verdict.HANGING:
+    dating = [c.transaction for c in classifications if c.verdict in (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT)]
+    dated = {(t.tp, t.producer_id): t for t in gather.with_first_records(cluster, dating, missing)}
+    for c in classifications:
+        if c.verdict in (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT):
             tp = c.open_txn.tp
             lag = max(hw[tp] - lso[tp], 0) if tp in lso and tp in hw else None
             age = verdicts.transaction_age(dated.get((tp, c.open_txn.producer_id)), now_ms)
-            out.append(
-                HangingSample(tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
-                              c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
-            )
+            sample = HangingSample(tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
+                                   c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
+            (out if c.verdict is verdicts.Verdict.HANGING else lost_commits).append(sample)
         elif c.verdict is verdicts.Verdict.UNDETERMINED:
             p = c.open_txn.producer
             undetermined.append(UndeterminedSample(
@@ -364,12 +368,14 @@ def gather_snapshot(
         if timeout_ms is not None:
             now_ms = int(clock() * 1000)
             undetermined: list[UndeterminedSample] = []
+            lost_commits: list[HangingSample] = []
             result = step(
                 "hanging transactions",
-                lambda: _hanging_samples(cluster, produced.states, now_ms, timeout_ms, lso, hw, missing, undetermined),
+                lambda: _hanging_samples(cluster, produced.states, now_ms, timeout_ms, lso, hw, missing, undetermined, lost_commits),
             )
             snapshot.hanging = result or ()
             snapshot.undetermined = tuple(undetermined)
+            snapshot.lost_commits = tuple(lost_commits)
             if result is None:
                 not_gathered.add(PART_VERDICTS)
         else:

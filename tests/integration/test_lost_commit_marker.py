@@ -189,7 +189,13 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
     assert (txn["verdict"], txn["action"]) == ("lost_commit", "restore_commit"), diagnosed.stdout + diagnosed.stderr
     assert txn["command"].startswith(f"kafkatxn restore-commit --topic {topic} --partition 0 --start-offset 0")
 
-    step("hanging and diagnose name the lost commit")
+    # check (and the exporter, from the same snapshot) call it what hanging calls it: never "hanging".
+    checked = run_cli(capsys, "check", "-b", lost.bootstrap_servers, *TIMEOUT, "--max-transaction-timeout", "1ms",
+                      "--topic-regex", f"^{topic}$", "-o", "json")
+    kinds = [f["kind"] for f in json.loads(checked.stdout)["findings"]]
+    assert checked.code == 2 and kinds == ["lost_commit_marker"], checked.stdout + checked.stderr
+
+    step("hanging, diagnose and check name the lost commit")
     # abort refuses, and writes nothing.
     audit = tmp_path / "audit.jsonl"
     target = ["-t", topic, "-p", "0", "--start-offset", "0", "--audit-log", str(audit), "--yes", "-o", "json"]

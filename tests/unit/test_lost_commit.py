@@ -292,3 +292,25 @@ def test_a_refused_read_names_the_acl_it_needs():
     assert _acl_needed("reading __transaction_state-1 failed: Broker: Topic authorization failed") == "READ on Topic __transaction_state"
     assert _acl_needed("reading __transaction_state failed: Broker: Group authorization failed") == "DESCRIBE on Group kafkatxn-audit-reader"
     assert _acl_needed("reading __transaction_state-1 up to offset 9 did not finish within 5s") == ""
+
+
+def test_check_and_the_exporter_call_a_lost_commit_what_hanging_calls_it():
+    """One truth: the snapshot check and the exporter share settles hanging verdicts by the log too,
+    so a lost COMMIT marker is neither counted as hanging (whose runbook says abort) nor left out."""
+    from kafkatxn import check, exporter
+    from kafkatxn.snapshot import gather_snapshot
+
+    snap = gather_snapshot(lost_commit_cluster(committed()))
+    assert snap.hanging == () and [(s.topic, s.partition, s.start_offset) for s in snap.lost_commits] == [("orders", 0, 10)]
+    result = check.evaluate(snap)
+    assert result.status is check.Status.CRITICAL
+    assert [f.kind for f in result.findings] == ["lost_commit_marker"] and "never abort" in result.findings[0].message
+    perf = {p.label: p.value for p in result.perfdata}
+    assert (perf["hanging_transactions"], perf["lost_commit_markers"]) == (0, 1)
+    families = {f.name: f for f in exporter.metric_families(snap)}
+    assert families["kafkatxn_lost_commit_markers"].samples[0].value == 1
+    assert families["kafkatxn_hanging_transactions"].samples[0].value == 0
+    # The log says aborted: hanging, as hanging says.
+    aborted = gather_snapshot(lost_commit_cluster([rec("Empty", at=T0 - 1000), rec("Ongoing", [X], at=T0 - 40),
+                                                   rec("PrepareAbort", [X], at=T0 + 100)]))
+    assert (len(aborted.hanging), aborted.lost_commits) == (1, ())
