@@ -206,7 +206,7 @@ class TopicMetadata(NamedTuple):
 
 
 class TopicMetadataResponse(NamedTuple):
-    error: str | None  # TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, or None
+    error: str | None  # TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC, or None
 
 
 class InitProducerId(NamedTuple):
