@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from kafkatxn.config.properties import GSSAPI, KAFKATXN_ONLY_KEYS, OAUTHBEARER, SASL_MECHANISMS, check_kerberos, check_oauth, mask
-from kafkatxn.config.kerberos import LIBRDKAFKA_HAS_NO_GSSAPI, kafka_python_arguments
+from kafkatxn.config.kerberos import kafka_python_arguments, librdkafka_refusal
 from kafkatxn.config.sasl_oauth import ClientCredentials
 from kafkatxn.errors import UsageError
 
@@ -40,10 +40,17 @@ class ConnectionConfig:
     def timeout_s(self) -> float:
         return self.timeout_ms / 1000
 
-    def librdkafka(self, **extra: str | int | bool) -> dict:
-        """Settings for confluent-kafka clients, with the deadline applied to every request."""
-        if self.settings.get("sasl.mechanisms") == GSSAPI:
-            raise UsageError(LIBRDKAFKA_HAS_NO_GSSAPI)
+    @property
+    def librdkafka_logs_in(self) -> bool:
+        """Whether confluent-kafka can log in with these settings (its wheels have no GSSAPI)."""
+        return self.settings.get("sasl.mechanisms") != GSSAPI
+
+    def librdkafka(self, *, need: str = "", **extra: str | int | bool) -> dict:
+        """Settings for confluent-kafka clients, with the deadline applied to every request. Asked as
+        a client is built: where confluent-kafka cannot log in (GSSAPI), the usage error names
+        ``need``, what the client was for."""
+        if not self.librdkafka_logs_in:
+            raise UsageError(librdkafka_refusal(need))
         conf: dict = {"bootstrap.servers": self.bootstrap_servers, "client.id": "kafkatxn"}
         conf.update((k, v) for k, v in self.settings.items() if k not in KAFKATXN_ONLY_KEYS)
         # Within librdkafka's ranges (it refuses the client otherwise); the deadline still ends the command.

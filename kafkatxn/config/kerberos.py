@@ -3,7 +3,7 @@
 confluent-kafka's PyPI wheels are built without GSSAPI (librdkafka refuses the mechanism: "No provider
 for SASL mechanism GSSAPI"), so a Kerberos cluster is served by kafka-python alone, through the
 ``gssapi`` package (the ``[gssapi]`` extra, built against MIT Kerberos). Commands the wire serves alone
-work; those that need librdkafka say so in one line (:data:`LIBRDKAFKA_HAS_NO_GSSAPI`).
+work; a part that needs librdkafka says so in one line as its client is built (:func:`librdkafka_refusal`).
 
 MIT's library takes its credentials from the environment, the way Kafka's Java client takes them from
 Krb5LoginModule: the keytab as the client keytab (``KRB5_CLIENT_KTNAME``: MIT gets the initial ticket
@@ -21,11 +21,15 @@ from typing import MutableMapping
 from kafkatxn.config.properties import KERBEROS_CCACHE, KERBEROS_KEYTAB, KERBEROS_SERVICE
 from kafkatxn.errors import UsageError
 
-WIRE_COMMANDS = "lso (without --groups), producers, transactions"
-LIBRDKAFKA_HAS_NO_GSSAPI = (
-    "GSSAPI (Kerberos) logins are made by kafka-python only: confluent-kafka's wheels have no GSSAPI, which this "
-    f"command needs; with Kerberos use {WIRE_COMMANDS}"
-)
+def librdkafka_refusal(need: str = "") -> str:
+    """The one line a GSSAPI command meets where it would build a librdkafka client, naming what for."""
+    return (
+        "GSSAPI (Kerberos) logins are made by kafka-python only (confluent-kafka's wheels have no GSSAPI), and this "
+        f"command needs confluent-kafka{f' for {need}' if need else ''}"
+    )
+
+
+LIBRDKAFKA_HAS_NO_GSSAPI = librdkafka_refusal()
 NO_GSSAPI_PACKAGE = (
     "GSSAPI (Kerberos) needs the gssapi package: pip install 'kafkatxn[gssapi]' (it builds against MIT Kerberos: "
     "apt install libkrb5-dev, or dnf install krb5-devel)"

@@ -1,4 +1,5 @@
-"""DescribeConfigs for brokers (confluent-kafka: librdkafka asks one BROKER resource per call).
+"""DescribeConfigs for brokers, on the wire: one request per broker, sent to that broker (a broker
+answers for its own configs only), all in flight at once.
 
 One Kafka API family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
@@ -10,39 +11,31 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
+from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka.errors import part_missing
 from kafkatxn.model import Broker, ConfigValue, Missing, Partial
-from kafkatxn.kafka.session import NOT_ARRIVED
 
 log = logging.getLogger("kafkatxn.cluster")
+
+BROKER_CONFIGS_ACL = "DESCRIBE_CONFIGS on Cluster"
 
 
 class ConfigsApi:
     def broker_configs(self, names: Iterable[str], broker_ids: Iterable[int] | None = None) -> Partial[dict[int, dict[str, ConfigValue]]]:
-        from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
-
-        wanted = set(names)
+        """These configs of each broker; a broker that did not answer (silent, refused, not
+        authorized: the ACL named) is a ``Missing`` of its own, the others arrive."""
+        wanted = tuple(sorted(set(names)))
         ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
-        # librdkafka waits for a broker that is down until the request times out, which would spend
-        # the whole deadline on it: ask only brokers that answer ApiVersions (a dead one fails fast).
-        reachable = self.api_versions(ids)
-        missing: list[Missing] = list(reachable.missing)
-        # One BROKER resource per call: librdkafka refuses more ("Only one ConfigResource of type
-        # BROKER is allowed per call"); the calls are still in flight together.
-        futures = {}
-        for i in ids:
-            if i in reachable.value:
-                resource = ConfigResource(ResourceType.BROKER, str(i))
-                futures.update(self.admin.describe_configs([resource], request_timeout=self.remaining_s()))
+        # Each broker gets its share of the deadline (BROKER_SHARE): one that is down or frozen costs
+        # that share and is named, the rest arrive; no ApiVersions round trip is needed first.
+        requests = [(i, proto.DescribeConfigs("broker", str(i), wanted)) for i in ids]
+        missing: list[Missing] = []
         result: dict[int, dict[str, ConfigValue]] = {}
-        for resource, future in futures.items():
-            broker_id = int(resource.name)
-            entries = self._wait_or_note(future, Broker(broker_id), missing, "DESCRIBE_CONFIGS on Cluster")
-            if entries is NOT_ARRIVED:
+        for broker_id, resp in zip(ids, self._send_all(requests) if requests else []):
+            if not self._arrived(resp, Broker(broker_id), missing):
                 continue
-            self.requests["DescribeConfigs"] += 1
-            result[broker_id] = {
-                name: ConfigValue(entry.value, ConfigSource(entry.source).name.lower(), bool(entry.is_default))
-                for name, entry in entries.items()
-                if name in wanted
-            }
+            if resp.error:
+                missing.append(part_missing(Broker(broker_id), resp.error, BROKER_CONFIGS_ACL))
+                continue
+            result[broker_id] = {e.name: ConfigValue(e.value, e.source, e.is_default) for e in resp.entries if e.name in wanted}
         return Partial(result, missing)

@@ -3,19 +3,19 @@
 ``Cluster`` is a :class:`~kafkatxn.kafka.session.Session` (the deadline, the clients, sending and
 error translation) with one mixin per Kafka API family, each in its own module: ``metadata``,
 ``offsets``, ``producer_state``, ``transactions``, ``groups``, ``configs`` and ``markers``. The wire
-(:mod:`kafkatxn.kafka.wire`, kafka-python) serves metadata, the KIP-664 APIs, ListOffsets and
-ApiVersions; confluent-kafka (librdkafka), built only when an API needs it, serves configs, broker
-racks, consumer group offsets, read_committed reads and fencing. Requests go to leaders and
-coordinators, batched, with what fresh metadata can cure retried; answers are :class:`Partial`,
-whose ``missing`` names each part that did not arrive as a typed :class:`Missing`. Every call
-shares the deadline of the command (``--timeout``); a dead broker costs one deadline, not one per part.
+(:mod:`kafkatxn.kafka.wire`, kafka-python) serves metadata, the KIP-664 APIs, ListOffsets,
+ApiVersions, broker configs, the cluster's authorized operations and fencing; confluent-kafka
+(librdkafka), built only when an API needs it, serves consumer group offsets and read_committed
+reads. Requests go to leaders and coordinators, batched, with what fresh metadata can cure
+retried; answers are :class:`Partial`, whose ``missing`` names each part that did not arrive as a
+typed :class:`Missing`. Every call shares the deadline of the command (``--timeout``); a dead broker costs one deadline, not one per part.
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
-from kafkatxn.config import ConnectionConfig
+from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
 from kafkatxn.kafka.configs import ConfigsApi
 from kafkatxn.kafka.groups import GroupsApi
 from kafkatxn.kafka.markers import MarkersApi
@@ -54,5 +54,9 @@ def check_client_settings(config: ConnectionConfig) -> None:
     """Raise the usage error a command would meet when it first builds its clients, without waiting
     for anything: librdkafka checks its settings as a client is made, kafka-python's are mapped here."""
     config.kafka_python()
+    if not config.librdkafka_logs_in:
+        # GSSAPI: the wire serves it; a part that needs librdkafka refuses as it builds its client.
+        check_settings_as_librdkafka(config.settings)
+        return
     with Cluster(config) as cluster:
         cluster.build_admin()  # building it is the check; nothing is sent

@@ -1,5 +1,6 @@
-"""What changes a transaction: WriteTxnMarkers and fencing a transactional id (InitProducerId), with
-the waiting each needs: for a partition's leader before a marker, for a busy coordinator to fence.
+"""What changes a transaction: WriteTxnMarkers and fencing a transactional id (FindCoordinator and
+InitProducerId), all on the wire, with the waiting each needs: for a partition's leader before a
+marker, for a busy or moved coordinator to fence.
 
 One Kafka API family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
@@ -11,9 +12,8 @@ from __future__ import annotations
 import logging
 import time
 
-from kafkatxn.errors import KafkatxnError
+from kafkatxn.errors import ClusterError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import kafka_error_code
 from kafkatxn.model import ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -23,7 +23,7 @@ log = logging.getLogger("kafkatxn.cluster")
 LEADER_WAIT_SHARE = 2 / 3
 LEADER_POLL_S = 0.5
 # What Admin.fenceProducers retries (KAFKA-16570): the coordinator is busy completing the previous
-# transaction, or is loading its log partition. Retried within the deadline.
+# transaction, or is loading its log partition, or moved (found again). Retried within the deadline.
 BUSY_COORDINATOR_ERRORS = frozenset({"CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"})
 FENCE_RETRY_BACKOFF_S = 0.2
 
@@ -67,52 +67,67 @@ class MarkersApi:
         return resp.error
 
     def fence_transactional_id_retrying(self, transactional_id: str, transaction_timeout_ms: int) -> list[str]:
-        """:meth:`fence_transactional_id` until it succeeds, fails with what a busy coordinator does
-        not explain, or the deadline nears; returns the errors retried (for the user to see)."""
+        """:meth:`fence_transactional_id` until it succeeds, fails with what a busy or moved
+        coordinator does not explain, or the deadline nears; returns what was retried (for the user
+        to see). A coordinator answering CONCURRENT_TRANSACTIONS is completing the abort this fence
+        started (or one before it): this returns only once InitProducerId succeeds, which means that
+        abort completed, as a transactional producer's init_transactions does. NOT_COORDINATOR (and a
+        coordinator that did not answer) is found again first."""
         retried: list[str] = []
         while True:
             try:
                 self.fence_transactional_id(transactional_id, transaction_timeout_ms)
                 return retried
-            except KafkatxnError as exc:
-                code = kafka_error_code(exc.__cause__) if exc.__cause__ is not None else None
+            except FenceNotDone as exc:
                 backoff = min(FENCE_RETRY_BACKOFF_S * 2 ** len(retried), 1.0)
-                if code not in BUSY_COORDINATOR_ERRORS or self.deadline - time.monotonic() < backoff + 1.0:
+                if self.deadline - time.monotonic() < backoff + 1.0:
                     raise
-                retried.append(code)
+                retried.append(exc.kafka_error)
                 time.sleep(backoff)
 
     def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
-        """Bump the epoch of ``transactional_id`` (InitProducerId through a transactional producer).
+        """Bump the epoch of ``transactional_id``: FindCoordinator, then InitProducerId at the
+        coordinator, on the wire (once; :meth:`fence_transactional_id_retrying` retries).
 
-        The coordinator aborts the id's open transaction and fences its live producer; this returns
-        once that abort has completed. Describe the id before and after to see the old and new
-        producer id and epoch.
+        The coordinator aborts the id's open transaction and fences its live producer; it answers
+        once that abort has completed (CONCURRENT_TRANSACTIONS until then: :class:`FenceNotDone`).
+        Describe the id before and after to see the old and new producer id and epoch.
         """
-        from confluent_kafka import KafkaException, Producer
-
-        # librdkafka logs fatal errors itself; they reach the user as one translated line instead,
-        # and its log lines only with --debug (the NullHandler keeps logging's stderr fallback out).
-        librdkafka_log = logging.getLogger("kafkatxn.librdkafka")
-        if not librdkafka_log.handlers:
-            librdkafka_log.addHandler(logging.NullHandler())
-        conf = self.config.librdkafka(
-            **{"transactional.id": transactional_id, "transaction.timeout.ms": transaction_timeout_ms, "logger": librdkafka_log}
-        )
-        # librdkafka refuses a transactional producer whose socket timeout exceeds its transaction timeout.
-        conf["socket.timeout.ms"] = min(int(conf["socket.timeout.ms"]), transaction_timeout_ms + 100)
         what = f"fencing transactional id {transactional_id!r}"
-        try:
-            producer = Producer(conf)
-        except KafkaException as exc:
-            raise self.errors.translate(exc, what) from exc
-        try:
-            producer.init_transactions(self.remaining_s())
-        except KafkaException as exc:
-            raise self.errors.translate(exc, what) from exc
-        finally:
-            self.requests["InitProducerId"] += 1
-            try:
-                producer.close()
-            except KafkaException:  # a failed producer repeats its fatal error on close
-                log.debug("closing the fencing producer failed", exc_info=True)
+        coordinators = self.find_transaction_coordinators([transactional_id])
+        node = coordinators.value.get(transactional_id)
+        if node is None:
+            gap = next(iter(coordinators.missing), None)
+            reason = gap.reason if gap is not None else "no coordinator named"
+            # A Kafka error name, or "FindCoordinator: <why no broker answered>" (asked again).
+            if reason in BUSY_COORDINATOR_ERRORS or reason.startswith("FindCoordinator: "):
+                raise FenceNotDone(f"{what} failed: finding its coordinator: {reason}", reason)
+            raise ClusterError(f"{what} failed: finding its coordinator: {reason}")
+        (resp,) = self._send_all([(node, proto.InitProducerId(transactional_id, transaction_timeout_ms))])
+        if isinstance(resp, BaseException):
+            self.errors.raise_if_auth_in(resp)
+            # The coordinator died or froze: another broker takes its log partition over; ask again.
+            raise FenceNotDone(f"{what} failed: coordinator {node}: {self.errors.reason(resp)}", f"no answer from broker {node}")
+        if resp.error is None:
+            log.debug("fenced %r: producer id %s epoch %s", transactional_id, resp.producer_id, resp.producer_epoch)
+            return
+        if resp.error in BUSY_COORDINATOR_ERRORS:
+            raise FenceNotDone(f"{what} failed: coordinator {node} answered {resp.error}", resp.error)
+        if resp.error == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED":
+            raise ClusterError(f"{what} failed: not authorized: needs WRITE on TransactionalId {transactional_id}")
+        raise ClusterError(f"{what} failed: {INIT_PRODUCER_ID_ERRORS.get(resp.error, resp.error)}")
+
+
+class FenceNotDone(ClusterError):
+    """InitProducerId not done, for a reason a later try cures (a busy, loading or moved coordinator)."""
+
+    def __init__(self, message: str, kafka_error: str):
+        super().__init__(message)
+        self.kafka_error = kafka_error
+
+
+# What InitProducerId's errors mean, in the user's terms (Kafka's name where it says enough).
+INIT_PRODUCER_ID_ERRORS = {
+    "INVALID_TRANSACTION_TIMEOUT": "the transaction timeout is larger than the brokers' transaction.max.timeout.ms "
+                                   "(INVALID_TRANSACTION_TIMEOUT)",
+}

@@ -1,4 +1,5 @@
-"""Metadata, DescribeCluster, ApiVersions and the finalized features: what the cluster is made of.
+"""Metadata, DescribeCluster, ApiVersions and the finalized features: what the cluster is made of,
+all on the wire.
 
 One Kafka API family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
@@ -12,7 +13,7 @@ from typing import Iterable
 
 from kafkatxn.errors import KafkatxnError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.model import Broker, BrokerApis, BrokerInfo, ClusterMetadata, Missing, Partial
+from kafkatxn.model import Broker, BrokerApis, ClusterMetadata, Missing, Partial
 from kafkatxn.kafka.session import cluster_metadata
 
 # How long a topic-visibility answer is reused by the same session (the exporter's, across scrapes).
@@ -47,16 +48,9 @@ class MetadataApi:
         return self._metadata
 
     def describe_cluster(self) -> ClusterMetadata:
-        """Metadata plus broker racks (DescribeCluster), which plain metadata does not carry."""
-        md = self.metadata()
-        try:
-            desc = self._wait(self.admin.describe_cluster(request_timeout=self.remaining_s()), "describing the cluster")
-        except Exception as exc:  # noqa: BLE001
-            raise self.errors.translate(exc, "describing the cluster") from exc
-        self.requests["DescribeCluster"] += 1
-        brokers = tuple(sorted((BrokerInfo(n.id, n.host, n.port, n.rack) for n in desc.nodes), key=lambda b: b.id))
-        controller = desc.controller.id if desc.controller is not None else md.controller_id
-        return ClusterMetadata(desc.cluster_id or md.cluster_id, controller, brokers, md.partitions)
+        """The cluster's brokers with their racks and its controller: the Metadata response carries
+        both (what librdkafka's describe_cluster asked for them too)."""
+        return self.metadata()
 
     def api_versions(self, broker_ids: Iterable[int] | None = None, probe: bool = True) -> Partial[dict[int, BrokerApis]]:
         """API versions per broker. ``probe=False``: a broker with an open connection is not asked
@@ -90,21 +84,23 @@ class MetadataApi:
         return features
 
     def cluster_authorized_operations(self) -> set[str]:
-        """The operations this principal may perform on the Cluster resource (DescribeCluster with
-        authorized operations: ``DESCRIBE``, ``DESCRIBE_CONFIGS``, ``CLUSTER_ACTION``...)."""
-        try:
-            desc = self._wait(
-                self.admin.describe_cluster(include_authorized_operations=True, request_timeout=self.remaining_s()),
-                "describing the cluster",
-            )
-        except KafkatxnError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise self.errors.translate(exc, "describing the cluster") from exc
-        self.requests["DescribeCluster"] += 1
-        # Kafka answers the operations only to a principal that may DESCRIBE the cluster (none
-        # otherwise: librdkafka then gives no list).
-        return {getattr(op, "name", str(op)) for op in getattr(desc, "authorized_operations", None) or ()}
+        """The operations this principal may perform on the Cluster resource (``DESCRIBE``,
+        ``DESCRIBE_CONFIGS``, ``CLUSTER_ACTION``...): DescribeCluster where the brokers have it (Kafka
+        2.8+), else Metadata v8-10 with include_cluster_authorized_operations; empty where neither
+        says (Kafka answers the operations only to a principal that may DESCRIBE the cluster)."""
+        if self.wire.max_version("DescribeCluster") >= 0:
+            request: object = proto.ClusterOperations()
+        elif self.wire.max_version("Metadata") >= 8:
+            request = proto.MetadataClusterOperations()
+        else:
+            return set()
+        (resp,) = self._send_all([(None, request)])
+        if isinstance(resp, BaseException):
+            raise self.errors.translate(resp, "describing the cluster")
+        if resp.error:
+            log.debug("cluster authorized operations: %s", resp.error)
+            return set()
+        return set(resp.operations or ())
 
     def topic_list_filtered(self) -> bool | None:
         """Whether Metadata leaves out topics this principal may not DESCRIBE: Metadata of a random
@@ -113,8 +109,8 @@ class MetadataApi:
         import time
         import uuid
 
-        # The exporter asks every scrape: the answer (ACLs change rarely) is kept for a while, as a
-        # fresh librdkafka handle per scrape would otherwise bootstrap every broker just for it.
+        # The exporter asks every scrape: the answer (ACLs change rarely) is kept for a while, one
+        # request less per scrape.
         cached = self._topics_filtered_cache
         if cached is not None and time.monotonic() - cached[0] < TOPIC_VISIBILITY_TTL_S:
             return cached[1]
@@ -127,16 +123,17 @@ class MetadataApi:
         # "~" makes the name invalid as a topic: no broker creates it, whatever auto-creation says;
         # authorization is checked before the name is looked at.
         probe = f"~kafkatxn-visibility-probe-{suffix}"
+        # One Metadata request for that one topic, on the wire: one broker's share of the time
+        # (BROKER_SHARE) at most, so a frozen broker does not take the whole command.
         try:
-            # One broker's share of the time (BROKER_SHARE): a frozen broker must not take the whole command.
-            md = self.admin.list_topics(topic=probe, timeout=max(0.1, min(self.broker_budget_s(), 10)))
-        except Exception:  # noqa: BLE001 - visibility is a report, not a reason to end the command
-            log.debug("topic visibility probe failed", exc_info=True)
+            (resp,) = self._send_all([(None, proto.TopicMetadata(probe))])
+        except Exception as exc:  # noqa: BLE001 - visibility is a report, not a reason to end the command
+            resp = exc
+        if isinstance(resp, BaseException):
+            log.debug("topic visibility probe failed: %s", resp)
             return None
-        self.requests["Metadata"] += 1
-        topic = md.topics.get(probe)
-        if topic is None or topic.error is None:
+        if resp.error is None:
             return None
         # Any other answer about the topic (unknown, invalid) came after the authorizer let it pass.
-        log.debug("topic visibility probe: %s", topic.error.name())
-        return topic.error.name() == "TOPIC_AUTHORIZATION_FAILED"
+        log.debug("topic visibility probe: %s", resp.error)
+        return resp.error == "TOPIC_AUTHORIZATION_FAILED"

@@ -158,3 +158,75 @@ def by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
     for tp in partitions:
         out.setdefault(tp.topic, []).append(tp.partition)
     return out
+
+
+# -- wireadmin: broker configs, the cluster's authorized operations, the topic-visibility probe, fencing --
+
+
+class DescribeConfigs(NamedTuple):
+    """DescribeConfigs of one resource: ``broker`` (asked of that broker: only it answers for
+    itself) or ``topic``; these config names only (empty: all)."""
+
+    resource_type: str  # "broker" or "topic"
+    resource_name: str
+    names: tuple[str, ...] = ()
+
+
+class ConfigEntry(NamedTuple):
+    name: str
+    value: str | None  # None for a sensitive value
+    source: str  # Kafka's ConfigSource, lower case: static_broker_config, dynamic_broker_config, default_config, ...
+    is_default: bool
+
+
+class DescribeConfigsResponse(NamedTuple):
+    error: str | None  # the resource's error (CLUSTER_AUTHORIZATION_FAILED, ...)
+    entries: tuple[ConfigEntry, ...] = ()
+
+
+class ClusterOperations(NamedTuple):
+    """The operations this principal may perform on the Cluster resource: DescribeCluster with
+    include_cluster_authorized_operations (Kafka 2.8+)."""
+
+
+class MetadataClusterOperations(NamedTuple):
+    """The same, from Metadata v8-10 with include_cluster_authorized_operations (brokers before
+    DescribeCluster; Metadata v11 dropped the field)."""
+
+
+class ClusterOperationsResponse(NamedTuple):
+    error: str | None
+    operations: frozenset[str] | None = None  # AclOperation names (DESCRIBE, CLUSTER_ACTION, ...); None: not said
+
+
+class TopicMetadata(NamedTuple):
+    """Metadata of one topic, never creating it: the topic-visibility probe reads only its error."""
+
+    topic: str
+
+
+class TopicMetadataResponse(NamedTuple):
+    error: str | None  # TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC, or None
+
+
+class InitProducerId(NamedTuple):
+    """InitProducerId for a transactional id, at its coordinator: bumps the epoch, aborting the id's
+    open transaction (what a transactional producer's init_transactions sends)."""
+
+    transactional_id: str
+    transaction_timeout_ms: int
+
+
+class InitProducerIdResponse(NamedTuple):
+    error: str | None
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+REQUEST_NAMES.update({
+    DescribeConfigs: "DescribeConfigs",
+    ClusterOperations: "DescribeCluster",
+    MetadataClusterOperations: "Metadata",
+    TopicMetadata: "Metadata",
+    InitProducerId: "InitProducerId",
+})

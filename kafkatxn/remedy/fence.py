@@ -113,7 +113,6 @@ class Fence(Remedy):
         return decide_fence(tid, found.get(tid), tid in unknown, self.allow_unknown, unanswered.get(tid), self.allow_two_phase_commit)
 
     def plan(self, cluster: Cluster, audit: AuditLog) -> Plan:
-        cluster.build_admin()  # fencing is librdkafka's: what it cannot log in with (GSSAPI) is refused before a plan
         missing: list[Missing] = []
         if self.pattern is not None:
             listing, _support = cluster.list_transactions()

@@ -7,10 +7,10 @@
     cluster.stable_and_high_offsets(...)  # the facade's own routing, batching and retries run
 
 The wire side (ListOffsets, DescribeProducers, ListTransactions, FindCoordinator,
-DescribeTransactions, WriteTxnMarkers, ApiVersions) is answered by :class:`FakeWire` from the model,
-request by request, so unit tests exercise the facade's code paths. Metadata (which the real
-facade reads over the wire) and the confluent-kafka side (configs, groups, read_committed probes,
-fencing) are answered by :class:`FakeCluster`'s overrides of those facade methods, from the same
+DescribeTransactions, WriteTxnMarkers, ApiVersions, DescribeConfigs, DescribeCluster, InitProducerId)
+is answered by :class:`FakeWire` from the model, request by request, so unit tests exercise the
+facade's code paths. Metadata (which the real facade reads over the wire) and the confluent-kafka
+side (groups, read_committed probes) are answered by :class:`FakeCluster`'s overrides of those facade methods, from the same
 model: the facade's own metadata decoding is covered by the integration tests, not here. Faults are set on the model:
 
 - ``down`` brokers stay registered (listed in metadata) but every request to them times out;
@@ -47,7 +47,6 @@ from kafkatxn.model import (
     Broker,
     BrokerInfo,
     ClusterMetadata,
-    ConfigValue,
     Missing,
     Part,
     Partial,
@@ -106,6 +105,9 @@ class KafkaModel:
     record_timestamps: dict[TopicPartition, dict[int, int]] = field(default_factory=dict)
     transaction_log_by_id: dict[str, list[Any]] = field(default_factory=dict)  # id -> TxnLogRecords, log order
     transaction_log_denied: bool = False
+    # wireadmin: what InitProducerId answers before it succeeds, one per request (CONCURRENT_TRANSACTIONS...)
+    init_producer_id_errors: list[str] = field(default_factory=list)
+    configs_denied: set[int] = field(default_factory=set)  # brokers answering DescribeConfigs CLUSTER_AUTHORIZATION_FAILED
 
     def may_describe(self, transactional_id: str) -> bool:
         return self.describable is None or self.describable(transactional_id)
@@ -164,6 +166,7 @@ class KafkaModel:
 DEFAULT_APIS = {
     "ListOffsets": (1, 8), "FindCoordinator": (0, 6), "DescribeProducers": (0, 0), "ListTransactions": (0, 2),
     "DescribeTransactions": (0, 0), "WriteTxnMarkers": (0, 1),
+    "DescribeCluster": (0, 1), "DescribeConfigs": (1, 4), "InitProducerId": (0, 5),  # wireadmin
 }
 
 
@@ -300,6 +303,47 @@ class FakeWire:
             self.model.close_transaction(request.tp, request.producer_id)
         return proto.WriteAbortMarkerResponse(error)
 
+    # -- wireadmin: DescribeConfigs, the cluster's authorized operations, the topic probe, InitProducerId --
+
+    def _DescribeConfigs(self, node, request):
+        if request.resource_type != "broker" or request.resource_name != str(node):
+            return proto.DescribeConfigsResponse("INVALID_REQUEST")  # a broker answers for itself only
+        if node in self.model.configs_denied:
+            return proto.DescribeConfigsResponse("CLUSTER_AUTHORIZATION_FAILED")
+        entries = []
+        if MAX_TIMEOUT_CONFIG in request.names or not request.names:
+            value = self.model.max_timeouts.get(node)
+            entries.append(proto.ConfigEntry(MAX_TIMEOUT_CONFIG, value or "900000", "static_broker_config" if value else "default_config",
+                                             value is None))
+        return proto.DescribeConfigsResponse(None, tuple(entries))
+
+    def _ClusterOperations(self, node, request):
+        return proto.ClusterOperationsResponse(None, frozenset(self.model.cluster_operations))
+
+    _MetadataClusterOperations = _ClusterOperations
+
+    def _TopicMetadata(self, node, request):
+        filtered = self.model.topics_filtered
+        if filtered is None:
+            return WireTimeout(node)
+        return proto.TopicMetadataResponse("TOPIC_AUTHORIZATION_FAILED" if filtered else "INVALID_TOPIC")
+
+    def _InitProducerId(self, node, request):
+        """As the coordinator does: abort the id's open transaction (its markers move the LSO), bump the epoch."""
+        tid, m = request.transactional_id, self.model
+        d = m.transactions.get(tid)
+        if (d.coordinator_id if d is not None else m.coordinator(tid)) != node:  # FindCoordinator may be behind
+            return proto.InitProducerIdResponse("NOT_COORDINATOR")
+        if m.init_producer_id_errors:
+            return proto.InitProducerIdResponse(m.init_producer_id_errors.pop(0))
+        if d is None:
+            m.transactions[tid] = TransactionDescription(tid, node, "Empty", 99, 0, request.transaction_timeout_ms, -1, frozenset())
+            return proto.InitProducerIdResponse(None, 99, 0)
+        for tp in d.partitions:
+            m.close_transaction(tp, d.producer_id)
+        m.transactions[tid] = replace(d, state="Empty", producer_epoch=d.producer_epoch + 2, partitions=frozenset(), start_time_ms=-1)
+        return proto.InitProducerIdResponse(None, d.producer_id, d.producer_epoch + 2)
+
 
 class FakeCluster(Cluster):
     """The real facade over a :class:`KafkaModel`: wire requests go to a :class:`FakeWire`; metadata
@@ -336,9 +380,6 @@ class FakeCluster(Cluster):
             self.model.cluster_id, live[0] if live else -1, brokers, tuple(sorted(self.model.partitions.values(), key=lambda p: p.tp)), None
         )
 
-    def describe_cluster(self) -> ClusterMetadata:
-        return self.metadata()
-
     def read_log_partition(self, partition, *, start_time_ms=None, topic="__transaction_state", transactional_ids=None,
                            counts=None, next_offsets=None, timeout_s=None):
         """The model's log partition, as the real reader yields it (kafkatxn/kafka/log_reader.py)."""
@@ -364,27 +405,11 @@ class FakeCluster(Cluster):
 
     def broker_configs(self, names, broker_ids=None):
         self.calls.append(("broker_configs",))
-        wanted = set(names)
-        ids = list(broker_ids) if broker_ids is not None else list(self.model.brokers)
-        values, missing = {}, []
-        for b in ids:
-            if b in self.model.down or "DescribeConfigs" in self.model.timeouts.get(b, ()):
-                missing.append(Missing(Broker(b), "timed out"))
-            elif MAX_TIMEOUT_CONFIG in wanted and b in self.model.max_timeouts:
-                values[b] = {MAX_TIMEOUT_CONFIG: ConfigValue(self.model.max_timeouts[b], "static_broker_config", False)}
-            else:
-                values[b] = {MAX_TIMEOUT_CONFIG: ConfigValue("900000", "default_config", True)} if MAX_TIMEOUT_CONFIG in wanted else {}
-        return Partial(values, missing)
+        return super().broker_configs(names, broker_ids)  # DescribeConfigs on the fake wire
 
     def transactional_id_visibility(self):
         self.calls.append(("transactional_id_visibility",))
         return super().transactional_id_visibility()
-
-    def cluster_authorized_operations(self):
-        return self.model.cluster_operations
-
-    def topic_list_filtered(self):
-        return self.model.topics_filtered
 
     def list_groups(self) -> list[str]:
         self.calls.append(("list_groups",))
@@ -455,18 +480,7 @@ class FakeCluster(Cluster):
     def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
         self.calls.append(("fence", transactional_id, transaction_timeout_ms))
         self.before_action()
-        self.requests["InitProducerId"] += 1
-        d = self.model.transactions.get(transactional_id)
-        if d is None:
-            self.model.transactions[transactional_id] = TransactionDescription(
-                transactional_id, self.model.brokers[0], "Empty", 99, 0, transaction_timeout_ms, -1, frozenset()
-            )
-            return
-        for tp in d.partitions:
-            self.model.close_transaction(tp, d.producer_id)
-        self.model.transactions[transactional_id] = replace(
-            d, state="Empty", producer_epoch=d.producer_epoch + 2, partitions=frozenset(), start_time_ms=-1
-        )
+        return super().fence_transactional_id(transactional_id, transaction_timeout_ms)  # FindCoordinator + InitProducerId
 
     # -- wire side, recorded --------------------------------------------------------------------
 

@@ -236,7 +236,7 @@ def check_cluster(now_ms: int) -> FakeCluster:
         "app-1": TransactionDescription("app-1", 1, "Empty", 11, 0, 60_000, -1, frozenset()),
         "app-2": TransactionDescription("app-2", 2, "Ongoing", 21, 0, 60_000, now_ms - 30_000, frozenset({TopicPartition("payments", 1)})),
     }
-    model.timeouts[2] = {"DescribeConfigs"}
+    model.configs_denied = {2}  # (a DescribeConfigs timeout would make broker 2 silent for the whole command)
     return FakeCluster(model)
 
 
@@ -258,7 +258,8 @@ def test_gather_builds_one_snapshot_from_every_source():
     assert (snap.hanging[0].age_ms, snap.hanging[0].age_source) == (2_000_000, "first_record")
     assert snap.oldest_transaction_age_s() == 2000
     assert snap.max_transaction_timeout_ms == 900_000
-    assert tuple(map(str, snap.missing)) == ("broker 2: timed out",)  # broker 2 did not say its transaction.max.timeout.ms
+    # broker 2 did not say its transaction.max.timeout.ms
+    assert tuple(map(str, snap.missing)) == ("broker 2: not authorized: needs DESCRIBE_CONFIGS on Cluster",)
     assert evaluate(snap).status is Status.CRITICAL
 
 

@@ -322,8 +322,9 @@ def test_snapshot_describes_only_lagging_partitions_and_trusts_only_matching_coo
     s = lso.take_snapshot(cluster, [TP0, TP1, TP2, gone])
     assert cluster.called("describe_producers") == [("describe_producers", [TP0, TP2], None)]
     # Broker 2 used up its share on ListOffsets: it is silent for the rest of the command, so its
-    # slice of the transaction log is not asked (and named) instead of costing a second wait.
-    assert [m.subject for m in s.missing] == [gone, Broker(2)] and "timed out" in s.missing[0].reason
+    # slice of the transaction log and its configs are not asked (and named) instead of costing a second wait.
+    assert [(m.subject, m.what) for m in s.missing] == [(gone, ""), (Broker(2), "transactional ids"), (Broker(2), "")]
+    assert all("timed out" in m.reason for m in s.missing)
     assert [type(request).__name__ for node, request in cluster.model.sent if node == 2] == ["ListOffsets"] * 2  # one round trip
     (on_tp0,), (on_tp2,) = s.open_transactions[TP0], s.open_transactions[TP2]
     assert (on_tp0.producer, on_tp0.transactional_id, on_tp0.coordinator_start_time_ms) == (producer(7, 100), "etl-7", NOW - 5_000)

@@ -98,7 +98,23 @@ def test_a_command_that_needs_librdkafka_says_so_in_one_line(tmp_path, keytab):
     with pytest.raises(UsageError) as refused:
         cfg.librdkafka()
     assert str(refused.value) == LIBRDKAFKA_HAS_NO_GSSAPI
-    assert "lso (without --groups), producers, transactions" in LIBRDKAFKA_HAS_NO_GSSAPI
+    with pytest.raises(UsageError) as refused:
+        cfg.librdkafka(need="consumer group offsets")
+    assert str(refused.value).endswith("this command needs confluent-kafka for consumer group offsets")
+
+
+def test_a_gssapi_config_is_refused_only_where_a_librdkafka_client_is_built(tmp_path, keytab):
+    """The exporter's up-front check builds no librdkafka client for GSSAPI (the wire serves it);
+    a fence, the cluster description and broker configs need none either."""
+    from kafkatxn.kafka import check_client_settings
+    from kafkatxn.kafka.facade import Cluster
+
+    cfg = config.resolve("h:1", command_config=str(java_file(
+        tmp_path, f'{KRB5} required useKeyTab=true keyTab="{keytab}" principal="kt";')))
+    check_client_settings(cfg)  # nothing sent, nothing refused
+    with Cluster(cfg) as cluster, pytest.raises(UsageError) as refused:
+        cluster.build_admin()
+    assert str(refused.value) == LIBRDKAFKA_HAS_NO_GSSAPI
 
 
 def test_without_the_gssapi_package_the_extra_is_named(tmp_path, keytab, monkeypatch):

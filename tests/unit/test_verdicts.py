@@ -281,23 +281,13 @@ def test_fence_refuses_an_open_two_phase_commit_transaction_unless_named_with_th
 
 
 class BusyCoordinator(FakeCluster):
-    """InitProducerId answers CONCURRENT_TRANSACTIONS, then COORDINATOR_LOAD_IN_PROGRESS, then works."""
+    """InitProducerId answers CONCURRENT_TRANSACTIONS, then COORDINATOR_LOAD_IN_PROGRESS, then works
+    (the coordinator's answers on the fake wire, one per request)."""
 
     def __init__(self, model, errors):
         super().__init__(model)
-        self.errors_left = list(errors)
-
-    def fence_transactional_id(self, transactional_id, transaction_timeout_ms):
-        if self.errors_left:
-            from confluent_kafka import KafkaError, KafkaException
-
-            code = self.errors_left.pop(0)
-            cause = KafkaException(KafkaError(getattr(KafkaError, code)))
-            try:
-                raise cause
-            except KafkaException as exc:
-                raise self.errors.translate(exc, "fencing") from exc
-        return super().fence_transactional_id(transactional_id, transaction_timeout_ms)
+        model.init_producer_id_errors[:] = errors
+        self.errors_left = model.init_producer_id_errors
 
 
 def test_fence_retries_busy_coordinators_and_shows_old_and_new_producer_and_the_lso(tmp_path):

@@ -205,6 +205,13 @@ SAMPLE_REQUESTS = [
     p.FindTransactionCoordinators(("app-1",), batched=False),
     p.DescribeTransactions(("app-1", "app-10")),
     p.WriteAbortMarker(TP1, producer_id=7, producer_epoch=3, coordinator_epoch=2),
+    # wireadmin
+    p.DescribeConfigs("broker", "2", ("transaction.max.timeout.ms", "transactional.id.expiration.ms")),
+    p.DescribeConfigs("topic", "orders"),
+    p.ClusterOperations(),
+    p.MetadataClusterOperations(),
+    p.TopicMetadata("~kafkatxn-visibility-probe-x"),
+    p.InitProducerId("app-1", 60_000),
 ]
 
 
@@ -379,3 +386,81 @@ def test_api_versions_response_names_apis_and_infers_the_broker_version():
 def test_every_typed_request_has_an_encoder_and_a_decoder():
     typed = set(p.REQUEST_NAMES)
     assert set(wire.ENCODERS) == typed and set(wire.DECODERS) == typed
+
+
+# -- wireadmin: DescribeConfigs, the cluster's authorized operations, one topic's Metadata, InitProducerId --
+
+
+def test_admin_request_fields_reach_the_wire():
+    w = wire.Wire(None)
+    (resource,) = w._encode(p.DescribeConfigs("broker", "2", ("a", "b"))).resources
+    assert (resource.resource_type, resource.resource_name, resource.configuration_keys) == (4, "2", ["a", "b"])
+    (resource,) = w._encode(p.DescribeConfigs("topic", "orders")).resources
+    assert (resource.resource_type, resource.configuration_keys) == (2, None)  # every config of the topic
+    assert w._encode(p.DescribeConfigs("broker", "1"))._min_version == 1  # entries carry their source
+    assert w._encode(p.ClusterOperations()).include_cluster_authorized_operations is True
+    old = w._encode(p.MetadataClusterOperations())
+    assert (old.include_cluster_authorized_operations, old._min_version, old._max_version, old.topics) == (True, 8, 10, [])
+    probe = w._encode(p.TopicMetadata("~probe"))
+    assert ([t.name for t in probe.topics], probe.allow_auto_topic_creation) == (["~probe"], False)
+    init = w._encode(p.InitProducerId("app-1", 60_000))
+    assert (init.transactional_id, init.transaction_timeout_ms, init.producer_id, init.producer_epoch) == ("app-1", 60_000, -1, -1)
+    assert (init.enable2_pc, init.keep_prepared_txn) == (False, False)
+
+
+def test_describe_configs_response():
+    from kafka.protocol.admin.configs import DescribeConfigsResponse as R
+
+    C = R.DescribeConfigsResult.DescribeConfigsResourceResult
+    resp = R(results=[R.DescribeConfigsResult(error_code=0, error_message=None, resource_type=4, resource_name="2", configs=[
+        C(name="transaction.max.timeout.ms", value="900000", read_only=True, config_source=5, is_sensitive=False, synonyms=[]),
+        C(name="transactional.id.expiration.ms", value="60000", read_only=False, config_source=4, is_sensitive=False, synonyms=[]),
+        C(name="sasl.jaas.config", value=None, read_only=True, config_source=4, is_sensitive=True, synonyms=[]),
+    ])])
+    for version in (1, 4):
+        got = wire.DECODERS[p.DescribeConfigs](p.DescribeConfigs("broker", "2"), roundtrip(resp, version))
+        assert got == p.DescribeConfigsResponse(None, (
+            p.ConfigEntry("transaction.max.timeout.ms", "900000", "default_config", True),
+            p.ConfigEntry("transactional.id.expiration.ms", "60000", "static_broker_config", False),
+            p.ConfigEntry("sasl.jaas.config", None, "static_broker_config", False),
+        ))
+    refused = R(results=[R.DescribeConfigsResult(error_code=31, error_message="denied", resource_type=4, resource_name="2", configs=[])])
+    got = wire.DECODERS[p.DescribeConfigs](p.DescribeConfigs("broker", "2"), roundtrip(refused, 1))
+    assert got == p.DescribeConfigsResponse("CLUSTER_AUTHORIZATION_FAILED")
+
+
+def test_cluster_operations_responses_describe_cluster_and_metadata():
+    from kafka.protocol.admin.cluster import DescribeClusterResponse as D
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    described = D(error_code=0, error_message=None, cluster_id="c", controller_id=1, brokers=[], authorized_operations={8, 9, 10})
+    for version in (0, 1):
+        got = wire.DECODERS[p.ClusterOperations](p.ClusterOperations(), roundtrip(described, version))
+        assert got == p.ClusterOperationsResponse(None, frozenset({"DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS"}))
+    refused = D(error_code=31, error_message="denied", cluster_id="c", controller_id=1, brokers=[], authorized_operations=None)
+    assert wire.DECODERS[p.ClusterOperations](p.ClusterOperations(), roundtrip(refused, 0)).error == "CLUSTER_AUTHORIZATION_FAILED"
+    md = M(brokers=[], cluster_id="c", controller_id=1, topics=[], authorized_operations={3, 8})
+    for version in (8, 10):
+        got = wire.DECODERS[p.MetadataClusterOperations](p.MetadataClusterOperations(), roundtrip(md, version))
+        assert got == p.ClusterOperationsResponse(None, frozenset({"READ", "DESCRIBE"}))
+
+
+@pytest.mark.parametrize("error_code, expected", [(29, "TOPIC_AUTHORIZATION_FAILED"), (17, "INVALID_TOPIC"), (3, "UNKNOWN_TOPIC_OR_PARTITION")])
+def test_topic_metadata_response(error_code, expected):
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    resp = M(brokers=[], cluster_id="c", controller_id=1, topics=[
+        M.MetadataResponseTopic(error_code=error_code, name="~probe", is_internal=False, partitions=[]),
+    ])
+    for version in (4, 12):
+        assert wire.DECODERS[p.TopicMetadata](p.TopicMetadata("~probe"), roundtrip(resp, version)) == p.TopicMetadataResponse(expected)
+
+
+@pytest.mark.parametrize("error_code, expected", [(0, None), (51, "CONCURRENT_TRANSACTIONS"), (53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")])
+def test_init_producer_id_response(error_code, expected):
+    from kafka.protocol.producer.transaction import InitProducerIdResponse as R
+
+    resp = R(error_code=error_code, producer_id=7 if not error_code else -1, producer_epoch=4 if not error_code else -1)
+    for version in (0, 5):
+        got = wire.DECODERS[p.InitProducerId](p.InitProducerId("app-1", 60_000), roundtrip(resp, version))
+        assert got == p.InitProducerIdResponse(expected, 7 if not error_code else -1, 4 if not error_code else -1)
