@@ -106,6 +106,12 @@ class KafkaModel:
     record_timestamps: dict[TopicPartition, dict[int, int]] = field(default_factory=dict)
     transaction_log_by_id: dict[str, list[Any]] = field(default_factory=dict)  # id -> TxnLogRecords, log order
     transaction_log_denied: bool = False
+    # Fetch (wirelog): each partition's record batches (protocol.FetchedBatch, in offset order), the
+    # aborted transactions in them (producer id, first offset, its ABORT marker's offset), and how many
+    # batches one Fetch returns of a partition (paging).
+    batches: dict[TopicPartition, list[Any]] = field(default_factory=dict)
+    aborted: dict[TopicPartition, list[tuple[int, int, int]]] = field(default_factory=dict)
+    batches_per_fetch: int = 1000
 
     def may_describe(self, transactional_id: str) -> bool:
         return self.describable is None or self.describable(transactional_id)
@@ -299,6 +305,42 @@ class FakeWire:
         if error is None:
             self.model.close_transaction(request.tp, request.producer_id)
         return proto.WriteAbortMarkerResponse(error)
+
+    def _Fetch(self, node, request):
+        """``model.batches`` from each offset up to the HW (the LSO read_committed), as a broker answers:
+        the batch holding the offset first, the aborted transactions overlapping what is returned."""
+        parts = []
+        for f in request.partitions:
+            tp = f.tp
+            error = self._denied("Fetch", tp) or self._error(node, tp)
+            start, (lso, hw) = self.model.log_starts.get(tp, 0), self.model.offsets.get(tp, [0, 0])
+            if error is None and not start <= f.offset <= hw:
+                error = "OFFSET_OUT_OF_RANGE"
+            if error:
+                parts.append(proto.FetchedPartition(tp, error))
+                continue
+            end = lso if request.read_committed else hw
+            sent = [b for b in self.model.batches.get(tp, []) if b.last_offset >= f.offset and b.base_offset < end]
+            sent = sent[: self.model.batches_per_fetch]
+            upper = sent[-1].last_offset if sent else f.offset
+            aborted = tuple(proto.AbortedTransaction(pid, first) for pid, first, marker in self.model.aborted.get(tp, [])
+                            if request.read_committed and first <= upper and marker >= f.offset)
+            parts.append(proto.FetchedPartition(tp, None, hw, lso, start, aborted, tuple(sent)))
+        return proto.FetchResponse(None, tuple(parts))
+
+    def _ListOffsetsAt(self, node, request):
+        parts = []
+        for tp in request.partitions:
+            error = self._denied("ListOffsets", tp) or self._error(node, tp)
+            if error:
+                parts.append(proto.PartitionOffset(tp, error, -1))
+            elif request.timestamp_ms == proto.EARLIEST:
+                parts.append(proto.PartitionOffset(tp, None, self.model.log_starts.get(tp, 0)))
+            else:
+                found = [r.offset for b in self.model.batches.get(tp, []) if not b.is_control for r in b.records
+                         if r.timestamp >= request.timestamp_ms]
+                parts.append(proto.PartitionOffset(tp, None, found[0] if found else -1))
+        return proto.ListOffsetsResponse(tuple(parts))
 
 
 class FakeCluster(Cluster):
