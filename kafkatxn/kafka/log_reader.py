@@ -12,11 +12,14 @@ come through as :class:`~kafkatxn.audit.txnlog_records.UndecodedRecord`, counted
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping, Protocol
 
 from kafkatxn.audit.txnlog import TOPIC, decode
 from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogEntry
 from kafkatxn.kafka.errors import clean
+
+if TYPE_CHECKING:
+    from kafkatxn.kafka.protocol import FetchedPartition
 
 EARLIEST = -2  # librdkafka's OFFSET_BEGINNING
 DEFAULT_TIMEOUT_MS = 60_000
@@ -56,14 +59,22 @@ def key_filter(transactional_ids: Collection[str] | None) -> frozenset[bytes] | 
     return frozenset(b"\x00\x00" + len(t.encode()).to_bytes(2, "big") + t.encode() for t in transactional_ids)
 
 
-def _decoded(messages: list[Any], p: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None) -> list[TxnLogEntry]:
+def decoded(
+    rows: Iterable[tuple[bytes | None, bytes | None, int, int]], p: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None
+) -> list[TxnLogEntry]:
+    """``(key, value, offset, timestamp)`` records of log partition ``p`` decoded by the one decoder
+    (:func:`kafkatxn.audit.txnlog.decode`), whichever client read them; with ``keys``, other ids'
+    records skipped undecoded."""
     out = []
-    for m in messages:
-        key = m.key()
+    for key, value, offset, timestamp in rows:
         if keys is not None and key is not None and key[:2] == b"\x00\x00" and key not in keys:
             continue
-        out.append(TxnLogEntry(decode(key, m.value(), p, m.offset(), counts), m.timestamp()[1]))
+        out.append(TxnLogEntry(decode(key, value, p, offset, counts), timestamp))
     return out
+
+
+def _decoded(messages: list[Any], p: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None) -> list[TxnLogEntry]:
+    return decoded(((m.key(), m.value(), m.offset(), m.timestamp()[1]) for m in messages), p, keys, counts)
 
 
 def _consumer(conf: Mapping[str, Any]) -> Any:
@@ -246,3 +257,105 @@ def follow_transaction_log(
         raise _failed(f"following {topic}", exc) from None
     finally:
         consumer.close()
+
+
+# -- over the wire's Fetch -------------------------------------------------------------------------
+
+LATEST = -1  # ListOffsets' timestamp for the high watermark
+
+
+class FetchedLog(Protocol):
+    """Where :func:`read_fetched` and :func:`follow_fetched` get a log's records: the facade's Fetch
+    (leaders, deadline, retries; :mod:`kafkatxn.kafka.transaction_log`), or an executor's own wire.
+    Both raise :class:`LogReadError` for what cannot be read, except OFFSET_OUT_OF_RANGE, which is
+    the answer's ``error``."""
+
+    def fetch(self, positions: Mapping[int, int], max_wait_ms: int = 0) -> dict[int, FetchedPartition]: ...
+
+    def offset_at(self, partition: int, timestamp_ms: int) -> int: ...
+
+
+def read_fetched(
+    source: FetchedLog,
+    partitions: Iterable[int],
+    *,
+    start_offsets: Mapping[int, int] | None = None,
+    start_time_ms: int | None = None,
+    end_offsets: Mapping[int, int] | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    batch_size: int = DEFAULT_BATCH,
+    topic: str = TOPIC,
+    counts: DecodeCounts | None = None,
+    transactional_ids: Collection[str] | None = None,
+    next_offsets: dict[int, int] | None = None,
+) -> Iterator[list[TxnLogEntry]]:
+    """:func:`read_transaction_log`'s read over Fetch: each partition from its start (its log start,
+    ``start_offsets[p]`` or the first offset at or after ``start_time_ms``: ListOffsets by time) up to
+    ``end_offsets[p]`` or the high watermark of its first answer, page after page (each a Fetch of at
+    most the source's bytes), decoded by the same :func:`decoded`. Raises TimeoutError past
+    ``timeout_ms``, :class:`LogReadError` for what cannot be read."""
+    if start_offsets is not None and start_time_ms is not None:
+        raise ValueError("give start offsets or a start time, not both")
+    deadline = _Deadline(topic, timeout_ms)
+    keys = key_filter(transactional_ids)
+    for p in sorted(partitions):
+        end = (end_offsets or {}).get(p)
+        if start_time_ms is not None:
+            pos = source.offset_at(p, start_time_ms)
+            if pos < 0:  # no record that recent: nothing to read, and the end is where a follow goes on
+                pos = end if end is not None else source.offset_at(p, LATEST)
+        else:
+            pos = (start_offsets or {}).get(p, EARLIEST)
+        pos = max(pos, 0)
+        reset = False
+        while end is None or pos < end:
+            deadline.left(f"reading {topic}-{p}" + (f" up to offset {end}" if end is not None else ""))
+            part = source.fetch({p: pos})[p]
+            if part.error == "OFFSET_OUT_OF_RANGE" and not reset:  # below the log start (or past the end)
+                reset = True
+                first = source.offset_at(p, EARLIEST)
+                if pos < first:
+                    pos = first
+                    continue
+                end = pos if end is None else end
+                break
+            if part.error is not None:
+                raise LogReadError(f"reading {topic}-{p} failed: {part.error}", part.error)
+            end = part.high_watermark if end is None else end
+            rows = [(r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
+                    for r in b.records if pos <= r.offset < end]
+            after = max([pos, *(b.last_offset + 1 for b in part.batches)])
+            for i in range(0, len(rows), batch_size):
+                yield decoded(rows[i : i + batch_size], p, keys, counts)
+            if after == pos:  # nothing past pos below the end any more (the log was truncated)
+                break
+            pos = after
+        if next_offsets is not None:
+            next_offsets[p] = max(end if end is not None else pos, pos)
+
+
+def follow_fetched(
+    source: FetchedLog,
+    start_offsets: Mapping[int, int],
+    *,
+    topic: str = TOPIC,
+    counts: DecodeCounts | None = None,
+    transactional_ids: Collection[str] | None = None,
+    poll_s: float = 0.2,
+    stop: Callable[[], bool] | None = None,
+) -> Iterator[list[TxnLogEntry]]:
+    """:func:`follow_transaction_log` over Fetch: every partition in one Fetch per leader a poll, the
+    broker holding each for up to ``poll_s`` until a record comes; one chunk per poll, maybe empty."""
+    positions = dict(start_offsets)
+    keys = key_filter(transactional_ids)
+    while stop is None or not stop():
+        chunk: list[TxnLogEntry] = []
+        for p, part in sorted(source.fetch(positions, max_wait_ms=int(poll_s * 1000)).items()):
+            if part.error is not None:
+                raise LogReadError(f"following {topic}-{p} failed: {part.error}", part.error)
+            chunk.extend(decoded(
+                ((r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
+                 for r in b.records if r.offset >= positions[p]), p, keys, counts,
+            ))
+            positions[p] = max([positions[p], *(b.last_offset + 1 for b in part.batches)])
+        yield chunk

@@ -336,6 +336,8 @@ class FakeWire:
                 parts.append(proto.PartitionOffset(tp, error, -1))
             elif request.timestamp_ms == proto.EARLIEST:
                 parts.append(proto.PartitionOffset(tp, None, self.model.log_starts.get(tp, 0)))
+            elif request.timestamp_ms == -1:  # LATEST
+                parts.append(proto.PartitionOffset(tp, None, self.model.offsets[tp][1]))
             else:
                 found = [r.offset for b in self.model.batches.get(tp, []) if not b.is_control for r in b.records
                          if r.timestamp >= request.timestamp_ms]
