@@ -3,10 +3,12 @@ to their end, under one deadline, yielding decoded records (:mod:`kafkatxn.audit
 
 The Spark auditor's executors call it for one log partition each (``kafkatxn/audit/source.py``); a
 one-process command calls it for the partition that holds one id
-(:func:`kafkatxn.audit.txnlog.coordinator_partition`) and needs no Spark. It is a plain assign-only
-consumer (no group is joined, nothing is committed), read_uncommitted, with a deadline of its own:
-executors have no facade, only the connection settings they were handed. Records it cannot decode
-come through as :class:`~kafkatxn.audit.txnlog_records.UndecodedRecord`, counted, never raised.
+(:func:`kafkatxn.audit.txnlog.coordinator_partition`) and needs no Spark. Given connection settings
+(an executor has no facade) it reads with a plain assign-only librdkafka consumer (no group is joined,
+nothing is committed), read_uncommitted; given a :class:`FetchedLog` (the facade's, one Fetch per
+page) it reads over the wire. Either way with a deadline of its own, and every record goes through
+the one decoder (:func:`decoded`). Records it cannot decode come through as
+:class:`~kafkatxn.audit.txnlog_records.UndecodedRecord`, counted, never raised.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ class _Deadline:
 
 
 def read_transaction_log(
-    conf: Mapping[str, Any],
+    conf: Mapping[str, Any] | FetchedLog,
     partitions: Iterable[int] | None = None,
     *,
     start_offsets: Mapping[int, int] | None = None,
@@ -118,12 +120,22 @@ def read_transaction_log(
     or after ``start_time_ms``, up to ``end_offsets[p]`` (exclusive; default: its end when the read
     starts). ``counts`` counts decoded, unknown-version and corrupt records. Raises TimeoutError once
     ``timeout_ms`` has passed since the call, and RuntimeError (one redacted line) on a client error.
-    """
-    from confluent_kafka import KafkaException
 
+    ``conf`` is librdkafka's settings (a consumer reads: the Spark executors'), or a :class:`FetchedLog`
+    (the facade's Fetch: the one-process commands'); either way each record goes through :func:`decoded`.
+    """
     if start_offsets is not None and start_time_ms is not None:
         raise ValueError("give start offsets or a start time, not both")
     deadline = _Deadline(topic, timeout_ms)
+    if not isinstance(conf, Mapping):  # the wire's Fetch
+        if partitions is None:
+            raise ValueError("a read over Fetch names its partitions")
+        for p in sorted(partitions):
+            yield from _read_fetched(conf, topic, p, start_offsets, start_time_ms, (end_offsets or {}).get(p), deadline,
+                                     batch_size, key_filter(transactional_ids), counts, next_offsets)
+        return
+    from confluent_kafka import KafkaException
+
     consumer = _consumer(conf)
     what = f"reading {topic}"
     try:
@@ -223,7 +235,7 @@ def _read(
 
 
 def follow_transaction_log(
-    conf: Mapping[str, Any],
+    conf: Mapping[str, Any] | FetchedLog,
     start_offsets: Mapping[int, int],
     *,
     topic: str = TOPIC,
@@ -237,6 +249,9 @@ def follow_transaction_log(
     until ``stop()`` says so or the caller stops iterating; one chunk (possibly empty) per poll of
     at most ``poll_s`` seconds, so the caller can flush and check its own clock between them.
     Raises :class:`LogReadError` on a client error."""
+    if not isinstance(conf, Mapping):  # the wire's Fetch
+        yield from _follow_fetched(conf, start_offsets, topic, key_filter(transactional_ids), counts, poll_s, stop)
+        return
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     consumer = _consumer(conf)
@@ -265,7 +280,7 @@ LATEST = -1  # ListOffsets' timestamp for the high watermark
 
 
 class FetchedLog(Protocol):
-    """Where :func:`read_fetched` and :func:`follow_fetched` get a log's records: the facade's Fetch
+    """Where :func:`read_transaction_log` and :func:`follow_transaction_log` over Fetch get a log's records: the facade's Fetch
     (leaders, deadline, retries; :mod:`kafkatxn.kafka.transaction_log`), or an executor's own wire.
     Both raise :class:`LogReadError` for what cannot be read, except OFFSET_OUT_OF_RANGE, which is
     the answer's ``error``."""
@@ -275,79 +290,55 @@ class FetchedLog(Protocol):
     def offset_at(self, partition: int, timestamp_ms: int) -> int: ...
 
 
-def read_fetched(
-    source: FetchedLog,
-    partitions: Iterable[int],
-    *,
-    start_offsets: Mapping[int, int] | None = None,
-    start_time_ms: int | None = None,
-    end_offsets: Mapping[int, int] | None = None,
-    timeout_ms: int = DEFAULT_TIMEOUT_MS,
-    batch_size: int = DEFAULT_BATCH,
-    topic: str = TOPIC,
-    counts: DecodeCounts | None = None,
-    transactional_ids: Collection[str] | None = None,
-    next_offsets: dict[int, int] | None = None,
+def _read_fetched(
+    source: FetchedLog, topic: str, p: int, start_offsets: Mapping[int, int] | None, start_time_ms: int | None,
+    end: int | None, deadline: _Deadline, batch_size: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None,
+    next_offsets: dict[int, int] | None,
 ) -> Iterator[list[TxnLogEntry]]:
-    """:func:`read_transaction_log`'s read over Fetch: each partition from its start (its log start,
-    ``start_offsets[p]`` or the first offset at or after ``start_time_ms``: ListOffsets by time) up to
-    ``end_offsets[p]`` or the high watermark of its first answer, page after page (each a Fetch of at
-    most the source's bytes), decoded by the same :func:`decoded`. Raises TimeoutError past
-    ``timeout_ms``, :class:`LogReadError` for what cannot be read."""
-    if start_offsets is not None and start_time_ms is not None:
-        raise ValueError("give start offsets or a start time, not both")
-    deadline = _Deadline(topic, timeout_ms)
-    keys = key_filter(transactional_ids)
-    for p in sorted(partitions):
-        end = (end_offsets or {}).get(p)
-        if start_time_ms is not None:
-            pos = source.offset_at(p, start_time_ms)
-            if pos < 0:  # no record that recent: nothing to read, and the end is where a follow goes on
-                pos = end if end is not None else source.offset_at(p, LATEST)
-        else:
-            pos = (start_offsets or {}).get(p, EARLIEST)
-        pos = max(pos, 0)
-        reset = False
-        while end is None or pos < end:
-            deadline.left(f"reading {topic}-{p}" + (f" up to offset {end}" if end is not None else ""))
-            part = source.fetch({p: pos})[p]
-            if part.error == "OFFSET_OUT_OF_RANGE" and not reset:  # below the log start (or past the end)
-                reset = True
-                first = source.offset_at(p, EARLIEST)
-                if pos < first:
-                    pos = first
-                    continue
-                end = pos if end is None else end
-                break
-            if part.error is not None:
-                raise LogReadError(f"reading {topic}-{p} failed: {part.error}", part.error)
-            end = part.high_watermark if end is None else end
-            rows = [(r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
-                    for r in b.records if pos <= r.offset < end]
-            after = max([pos, *(b.last_offset + 1 for b in part.batches)])
-            for i in range(0, len(rows), batch_size):
-                yield decoded(rows[i : i + batch_size], p, keys, counts)
-            if after == pos:  # nothing past pos below the end any more (the log was truncated)
-                break
-            pos = after
-        if next_offsets is not None:
-            next_offsets[p] = max(end if end is not None else pos, pos)
+    """One partition over Fetch: from its start (its log start, ``start_offsets[p]`` or the first offset
+    at or after ``start_time_ms``: ListOffsets by time) up to ``end`` or the high watermark of its first
+    answer, page after page (each a Fetch of at most the source's bytes)."""
+    if start_time_ms is not None:
+        pos = source.offset_at(p, start_time_ms)
+        if pos < 0:  # no record that recent: nothing to read, and the end is where a follow goes on
+            pos = end if end is not None else source.offset_at(p, LATEST)
+    else:
+        pos = (start_offsets or {}).get(p, EARLIEST)
+    pos = max(pos, 0)
+    reset = False
+    while end is None or pos < end:
+        deadline.left(f"reading {topic}-{p}" + (f" up to offset {end}" if end is not None else ""))
+        part = source.fetch({p: pos})[p]
+        if part.error == "OFFSET_OUT_OF_RANGE" and not reset:  # below the log start (or past the end)
+            reset = True
+            first = source.offset_at(p, EARLIEST)
+            if pos < first:
+                pos = first
+                continue
+            end = pos if end is None else end
+            break
+        if part.error is not None:
+            raise LogReadError(f"reading {topic}-{p} failed: {part.error}", part.error)
+        end = part.high_watermark if end is None else end
+        rows = [(r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
+                for r in b.records if pos <= r.offset < end]
+        after = max([pos, *(b.last_offset + 1 for b in part.batches)])
+        for i in range(0, len(rows), batch_size):
+            yield decoded(rows[i : i + batch_size], p, keys, counts)
+        if after == pos:  # nothing past pos below the end any more (the log was truncated)
+            break
+        pos = after
+    if next_offsets is not None:
+        next_offsets[p] = max(end if end is not None else pos, pos)
 
 
-def follow_fetched(
-    source: FetchedLog,
-    start_offsets: Mapping[int, int],
-    *,
-    topic: str = TOPIC,
-    counts: DecodeCounts | None = None,
-    transactional_ids: Collection[str] | None = None,
-    poll_s: float = 0.2,
-    stop: Callable[[], bool] | None = None,
+def _follow_fetched(
+    source: FetchedLog, start_offsets: Mapping[int, int], topic: str, keys: frozenset[bytes] | None,
+    counts: DecodeCounts | None, poll_s: float, stop: Callable[[], bool] | None,
 ) -> Iterator[list[TxnLogEntry]]:
-    """:func:`follow_transaction_log` over Fetch: every partition in one Fetch per leader a poll, the
-    broker holding each for up to ``poll_s`` until a record comes; one chunk per poll, maybe empty."""
+    """Every partition in one Fetch per leader a poll, the broker holding each for up to ``poll_s``
+    until a record comes."""
     positions = dict(start_offsets)
-    keys = key_filter(transactional_ids)
     while stop is None or not stop():
         chunk: list[TxnLogEntry] = []
         for p, part in sorted(source.fetch(positions, max_wait_ms=int(poll_s * 1000)).items()):
