@@ -127,6 +127,11 @@ def read_transaction_log(
     if start_offsets is not None and start_time_ms is not None:
         raise ValueError("give start offsets or a start time, not both")
     deadline = _Deadline(topic, timeout_ms)
+    if isinstance(conf, Mapping) and needs_wire(conf):  # librdkafka cannot log in: an own facade, over Fetch
+        yield from _read_over_own_wire(conf, partitions, topic, timeout_ms, start_offsets=start_offsets, start_time_ms=start_time_ms,
+                                       end_offsets=end_offsets, batch_size=batch_size, counts=counts,
+                                       transactional_ids=transactional_ids, next_offsets=next_offsets)
+        return
     if not isinstance(conf, Mapping):  # the wire's Fetch
         if partitions is None:
             raise ValueError("a read over Fetch names its partitions")
@@ -350,3 +355,29 @@ def _follow_fetched(
             ))
             positions[p] = max([positions[p], *(b.last_offset + 1 for b in part.batches)])
         yield chunk
+
+
+def needs_wire(conf: Mapping[str, Any]) -> bool:
+    """Settings librdkafka cannot log in with (confluent-kafka's wheels have no GSSAPI): read over Fetch."""
+    mechanism = conf.get("sasl.mechanisms", conf.get("sasl.mechanism", ""))
+    return str(mechanism).upper() == "GSSAPI"
+
+
+def _read_over_own_wire(
+    conf: Mapping[str, Any], partitions: Iterable[int] | None, topic: str, timeout_ms: int, **options: Any
+) -> Iterator[list[TxnLogEntry]]:
+    """An executor's read where librdkafka cannot log in: a facade of its own, built from the connection
+    settings it was handed (as the driver's planning builds one), read over its Fetch."""
+    from kafkatxn.config import ConnectionConfig
+    from kafkatxn.errors import KafkatxnError
+    from kafkatxn.kafka.facade import Cluster
+    from kafkatxn.kafka.transaction_log import FacadeLog
+
+    settings = {k: str(v) for k, v in conf.items() if k not in ("bootstrap.servers", "client.id", "logger", "error_cb")}
+    try:
+        with Cluster(ConnectionConfig(str(conf["bootstrap.servers"]), settings, max(timeout_ms, 1))) as cluster:
+            parts = sorted(partitions) if partitions is not None else sorted(
+                p.partition for p in cluster.metadata().partitions if p.topic == topic)
+            yield from read_transaction_log(FacadeLog(cluster, topic), parts, topic=topic, timeout_ms=timeout_ms, **options)
+    except KafkatxnError as exc:  # connecting or logging in: one redacted line, as the consumer's failures are
+        raise LogReadError(f"reading {topic} failed: {clean(exc)}") from None

@@ -115,3 +115,34 @@ def test_follow_streams_what_is_written_after_the_start_one_chunk_per_poll():
     assert [[(e.record.state, e.record.log_offset) for e in c] for c in chunks] == [[("Ongoing", 2)], [], []]
     waits = {r.max_wait_ms for _n, r in cluster.model.sent if isinstance(r, p.Fetch)}
     assert waits == {200}  # the broker holds each poll until a record comes
+
+
+def test_an_executor_on_a_kerberos_cluster_reads_over_its_own_wire_not_librdkafka(monkeypatch):
+    """The audit's executors get connection settings only; under GSSAPI (which confluent-kafka's wheels
+    lack) they build a facade of their own from them and read the log partition over Fetch."""
+    from kafkatxn.audit import source
+    from kafkatxn.config import ConnectionConfig
+    from kafkatxn.kafka import facade, log_reader
+
+    cluster, _tp = log_cluster()
+    built = []
+
+    def own_facade(config):
+        built.append(config)
+        return cluster
+
+    def no_consumer(conf):
+        raise AssertionError("librdkafka cannot log in with GSSAPI")
+
+    monkeypatch.setattr(facade, "Cluster", own_facade)
+    monkeypatch.setattr(log_reader, "_consumer", no_consumer)
+    kerberos = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI", "sasl.kerberos.service.name": "kafka"}
+    options = source.reader_options(ConnectionConfig("kdc-broker:9093", dict(kerberos), timeout_ms=9000))
+    conf = source._kafka_conf(options)
+    rows = [r for chunk in source.read_partition_rows(conf, "__transaction_state", 0, 1, 5, timeout_ms=9000) for r in chunk]
+    assert [(r[0], r[15]) for r in rows] == [(IDS[o % 2], o) for o in range(1, 5)]  # transactional id, log offset
+    (config,) = built
+    assert (config.bootstrap_servers, config.timeout_ms) == ("kdc-broker:9093", 9000)
+    assert {k: config.settings[k] for k in kerberos} == kerberos
+    # Other clusters' executors keep librdkafka's consumer.
+    assert not log_reader.needs_wire(source._kafka_conf(source.reader_options(ConnectionConfig("b:9092"))))
