@@ -99,7 +99,9 @@ class OffsetsApi:
         tries: dict[TopicPartition, int] = defaultdict(int)
         reset: set[TopicPartition] = set()  # sent back to the log start once
         refresh = False
+        why = "timed out reading from offset {}"
         while positions and time.monotonic() < self.deadline:
+            before = dict(positions)
             answers, failed = self.fetch_from_leaders(positions, read_committed, FETCH_PARTITION_BYTES, refresh=refresh)
             refresh = False
             out_of_range = []
@@ -135,7 +137,10 @@ class OffsetsApi:
                     del positions[tp]  # (its log start unknown: named missing above)
             if refresh:
                 time.sleep(min(LEADER_RETRY_PAUSE_S, max(0.0, self.deadline - time.monotonic())))
-        missing.extend(Missing(tp, f"timed out reading from offset {off}") for tp, off in positions.items())
+            elif positions == before and not out_of_range:  # answers that moved nothing on: asking again repeats them
+                why = "no records returned from offset {} below the end"
+                break
+        missing.extend(Missing(tp, why.format(off)) for tp, off in positions.items())
         return Partial(out, missing)
 
     def fetch_from_leaders(

@@ -124,3 +124,11 @@ def test_first_readable_follows_the_java_consumers_abort_bookkeeping():
     assert first_readable(part, 5, read_committed=False) == ((5, T0 + 5), 6)
     empty = p.FetchedPartition(tp, None, 10, 10, 0, (), ())
     assert first_readable(empty, 4, read_committed=True) == (None, 4)
+
+
+def test_answers_that_move_nothing_on_end_the_read_instead_of_repeating_it_until_the_deadline():
+    cluster, tp = cluster_with([batch(0), batch(1)])
+    cluster.model.batches_per_fetch = 0  # a broker that answers without records below the end
+    got = probe(cluster, {tp: 0})
+    assert got.value == {} and got.missing[0].reason == "no records returned from offset 0 below the end"
+    assert len(fetches(cluster)) == 1
