@@ -165,18 +165,13 @@ def main() -> int:
                 print(f"history answered wrong (exit {run.returncode}): {events} {run.stderr[-500:]}")
                 ok = False
             history.append(run.seconds)
-            ref = run_measured([sys.executable, "-c", FULL_READ, b, TOPIC])
-            count = int(ref.stdout.split()[0]) if ref.returncode == 0 else -1
-            if count != written:
-                print(f"the full read saw {count} records, not {written}: {ref.stderr[-500:]}")
-                ok = False
-            full.append(ref.seconds)
-            ref = run_measured([sys.executable, "-c", FULL_READ_WIRE, b, TOPIC])
-            count = int(ref.stdout.split()[0]) if ref.returncode == 0 else -1
-            if count != written:
-                print(f"the full read over Fetch saw {count} records, not {written}: {ref.stderr[-500:]}")
-                ok = False
-            full_wire.append(ref.seconds)
+            for script, how, times in ((FULL_READ, "", full), (FULL_READ_WIRE, " over Fetch", full_wire)):
+                ref = run_measured([sys.executable, "-c", script, b, TOPIC])
+                count = int(ref.stdout.split()[0]) if ref.returncode == 0 else -1
+                if count != written:
+                    print(f"the full read{how} saw {count} records, not {written}: {ref.stderr[-500:]}")
+                    ok = False
+                times.append(ref.seconds)
         h, f = statistics.median(history), statistics.median(full)
         print(f"history, one id, one partition (own process): median {h:.3f} s (min {min(history):.3f}, max {max(history):.3f}, n={len(history)})")
         print(f"reference, the whole log by the same reader:  median {f:.3f} s (min {min(full):.3f}, max {max(full):.3f})")

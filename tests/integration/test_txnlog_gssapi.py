@@ -17,6 +17,7 @@ import pytest
 from harness.sasl import SaslKafka
 from harness.scenarios import create_topic, run_transaction, unique
 from harness.security import write_properties
+from tests.integration.test_sasl_gssapi import kerberos  # noqa: F401 - the fixture: the KDC's broker, or a skip (a failure in CI)
 from tests.support.secure_commands import connection_args, run_kafkatxn
 
 pytestmark = pytest.mark.integration
@@ -34,16 +35,6 @@ conf = source._kafka_conf(options)
 rows = [r for chunk in source.read_partition_rows(conf, source.TOPIC, part, source.EARLIEST, ends[part], 20_000) for r in chunk]
 print(json.dumps([r[3] for r in rows if r[0] == sys.argv[3]]))
 """
-
-
-@pytest.fixture(scope="module")
-def kerberos(kafka_sasl: SaslKafka) -> SaslKafka:
-    if kafka_sasl.kdc is None:
-        message = "MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user) is not installed: scripts/test installs it"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return kafka_sasl
 
 
 @pytest.fixture(scope="module")
