@@ -65,7 +65,10 @@ RECORD_COLUMNS = COLUMNS[: COLUMNS.index("row_kind")]  # the HistoryRecord field
 
 def reader_options(config: Any, **extra: Any) -> dict[str, str]:
     """Data source options for a :class:`kafkatxn.config.ConnectionConfig` (all strings, as Spark wants)."""
-    conf = config.librdkafka()
+    from kafkatxn.kafka.log_reader import needs_wire
+
+    # A cluster librdkafka cannot log in to (GSSAPI): the settings as given, which the executors read over Fetch.
+    conf = {"bootstrap.servers": config.bootstrap_servers, **config.settings} if needs_wire(config.settings) else config.librdkafka()
     conf.pop("logger", None)
     conf.pop("error_cb", None)
     opts = {f"{OPTION_PREFIX}{k}": str(v) for k, v in conf.items()}

@@ -3,20 +3,25 @@ to their end, under one deadline, yielding decoded records (:mod:`kafkatxn.audit
 
 The Spark auditor's executors call it for one log partition each (``kafkatxn/audit/source.py``); a
 one-process command calls it for the partition that holds one id
-(:func:`kafkatxn.audit.txnlog.coordinator_partition`) and needs no Spark. It is a plain assign-only
-consumer (no group is joined, nothing is committed), read_uncommitted, with a deadline of its own:
-executors have no facade, only the connection settings they were handed. Records it cannot decode
-come through as :class:`~kafkatxn.audit.txnlog_records.UndecodedRecord`, counted, never raised.
+(:func:`kafkatxn.audit.txnlog.coordinator_partition`) and needs no Spark. Given connection settings
+(an executor has no facade) it reads with a plain assign-only librdkafka consumer (no group is joined,
+nothing is committed), read_uncommitted; given a :class:`FetchedLog` (the facade's, one Fetch per
+page) it reads over the wire. Either way with a deadline of its own, and every record goes through
+the one decoder (:func:`decoded`). Records it cannot decode come through as
+:class:`~kafkatxn.audit.txnlog_records.UndecodedRecord`, counted, never raised.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping, Protocol
 
 from kafkatxn.audit.txnlog import TOPIC, decode
 from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogEntry
 from kafkatxn.kafka.errors import clean
+
+if TYPE_CHECKING:
+    from kafkatxn.kafka.protocol import FetchedPartition
 
 EARLIEST = -2  # librdkafka's OFFSET_BEGINNING
 DEFAULT_TIMEOUT_MS = 60_000
@@ -56,14 +61,22 @@ def key_filter(transactional_ids: Collection[str] | None) -> frozenset[bytes] | 
     return frozenset(b"\x00\x00" + len(t.encode()).to_bytes(2, "big") + t.encode() for t in transactional_ids)
 
 
-def _decoded(messages: list[Any], p: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None) -> list[TxnLogEntry]:
+def decoded(
+    rows: Iterable[tuple[bytes | None, bytes | None, int, int]], p: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None
+) -> list[TxnLogEntry]:
+    """``(key, value, offset, timestamp)`` records of log partition ``p`` decoded by the one decoder
+    (:func:`kafkatxn.audit.txnlog.decode`), whichever client read them; with ``keys``, other ids'
+    records skipped undecoded."""
     out = []
-    for m in messages:
-        key = m.key()
+    for key, value, offset, timestamp in rows:
         if keys is not None and key is not None and key[:2] == b"\x00\x00" and key not in keys:
             continue
-        out.append(TxnLogEntry(decode(key, m.value(), p, m.offset(), counts), m.timestamp()[1]))
+        out.append(TxnLogEntry(decode(key, value, p, offset, counts), timestamp))
     return out
+
+
+def _decoded(messages: list[Any], p: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None) -> list[TxnLogEntry]:
+    return decoded(((m.key(), m.value(), m.offset(), m.timestamp()[1]) for m in messages), p, keys, counts)
 
 
 def _consumer(conf: Mapping[str, Any]) -> Any:
@@ -87,7 +100,7 @@ class _Deadline:
 
 
 def read_transaction_log(
-    conf: Mapping[str, Any],
+    conf: Mapping[str, Any] | FetchedLog,
     partitions: Iterable[int] | None = None,
     *,
     start_offsets: Mapping[int, int] | None = None,
@@ -107,12 +120,27 @@ def read_transaction_log(
     or after ``start_time_ms``, up to ``end_offsets[p]`` (exclusive; default: its end when the read
     starts). ``counts`` counts decoded, unknown-version and corrupt records. Raises TimeoutError once
     ``timeout_ms`` has passed since the call, and RuntimeError (one redacted line) on a client error.
-    """
-    from confluent_kafka import KafkaException
 
+    ``conf`` is librdkafka's settings (a consumer reads: the Spark executors'), or a :class:`FetchedLog`
+    (the facade's Fetch: the one-process commands'); either way each record goes through :func:`decoded`.
+    """
     if start_offsets is not None and start_time_ms is not None:
         raise ValueError("give start offsets or a start time, not both")
     deadline = _Deadline(topic, timeout_ms)
+    if isinstance(conf, Mapping) and needs_wire(conf):  # librdkafka cannot log in: an own facade, over Fetch
+        yield from _read_over_own_wire(conf, partitions, topic, timeout_ms, start_offsets=start_offsets, start_time_ms=start_time_ms,
+                                       end_offsets=end_offsets, batch_size=batch_size, counts=counts,
+                                       transactional_ids=transactional_ids, next_offsets=next_offsets)
+        return
+    if not isinstance(conf, Mapping):  # the wire's Fetch
+        if partitions is None:
+            raise ValueError("a read over Fetch names its partitions")
+        for p in sorted(partitions):
+            yield from _read_fetched(conf, topic, p, start_offsets, start_time_ms, (end_offsets or {}).get(p), deadline,
+                                     batch_size, key_filter(transactional_ids), counts, next_offsets)
+        return
+    from confluent_kafka import KafkaException
+
     consumer = _consumer(conf)
     what = f"reading {topic}"
     try:
@@ -212,7 +240,7 @@ def _read(
 
 
 def follow_transaction_log(
-    conf: Mapping[str, Any],
+    conf: Mapping[str, Any] | FetchedLog,
     start_offsets: Mapping[int, int],
     *,
     topic: str = TOPIC,
@@ -226,6 +254,9 @@ def follow_transaction_log(
     until ``stop()`` says so or the caller stops iterating; one chunk (possibly empty) per poll of
     at most ``poll_s`` seconds, so the caller can flush and check its own clock between them.
     Raises :class:`LogReadError` on a client error."""
+    if not isinstance(conf, Mapping):  # the wire's Fetch
+        yield from _follow_fetched(conf, start_offsets, topic, key_filter(transactional_ids), counts, poll_s, stop)
+        return
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     consumer = _consumer(conf)
@@ -246,3 +277,107 @@ def follow_transaction_log(
         raise _failed(f"following {topic}", exc) from None
     finally:
         consumer.close()
+
+
+# -- over the wire's Fetch -------------------------------------------------------------------------
+
+LATEST = -1  # ListOffsets' timestamp for the high watermark
+
+
+class FetchedLog(Protocol):
+    """Where :func:`read_transaction_log` and :func:`follow_transaction_log` over Fetch get a log's records: the facade's Fetch
+    (leaders, deadline, retries; :mod:`kafkatxn.kafka.transaction_log`), or an executor's own wire.
+    Both raise :class:`LogReadError` for what cannot be read, except OFFSET_OUT_OF_RANGE, which is
+    the answer's ``error``."""
+
+    def fetch(self, positions: Mapping[int, int], max_wait_ms: int = 0) -> dict[int, FetchedPartition]: ...
+
+    def offset_at(self, partition: int, timestamp_ms: int) -> int: ...
+
+
+def _read_fetched(
+    source: FetchedLog, topic: str, p: int, start_offsets: Mapping[int, int] | None, start_time_ms: int | None,
+    end: int | None, deadline: _Deadline, batch_size: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None,
+    next_offsets: dict[int, int] | None,
+) -> Iterator[list[TxnLogEntry]]:
+    """One partition over Fetch: from its start (its log start, ``start_offsets[p]`` or the first offset
+    at or after ``start_time_ms``: ListOffsets by time) up to ``end`` or the high watermark of its first
+    answer, page after page (each a Fetch of at most the source's bytes)."""
+    if start_time_ms is not None:
+        pos = source.offset_at(p, start_time_ms)
+        if pos < 0:  # no record that recent: nothing to read, and the end is where a follow goes on
+            pos = end if end is not None else source.offset_at(p, LATEST)
+    else:
+        pos = (start_offsets or {}).get(p, EARLIEST)
+    pos = max(pos, 0)
+    reset = False
+    while end is None or pos < end:
+        deadline.left(f"reading {topic}-{p}" + (f" up to offset {end}" if end is not None else ""))
+        part = source.fetch({p: pos})[p]
+        if part.error == "OFFSET_OUT_OF_RANGE" and not reset:  # below the log start (or past the end)
+            reset = True
+            first = source.offset_at(p, EARLIEST)
+            if pos < first:
+                pos = first
+                continue
+            end = pos if end is None else end
+            break
+        if part.error is not None:
+            raise LogReadError(f"reading {topic}-{p} failed: {part.error}", part.error)
+        end = part.high_watermark if end is None else end
+        rows = [(r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
+                for r in b.records if pos <= r.offset < end]
+        after = max([pos, *(b.last_offset + 1 for b in part.batches)])
+        for i in range(0, len(rows), batch_size):
+            yield decoded(rows[i : i + batch_size], p, keys, counts)
+        if after == pos:  # nothing past pos below the end any more (the log was truncated)
+            break
+        pos = after
+    if next_offsets is not None:
+        next_offsets[p] = max(end if end is not None else pos, pos)
+
+
+def _follow_fetched(
+    source: FetchedLog, start_offsets: Mapping[int, int], topic: str, keys: frozenset[bytes] | None,
+    counts: DecodeCounts | None, poll_s: float, stop: Callable[[], bool] | None,
+) -> Iterator[list[TxnLogEntry]]:
+    """Every partition in one Fetch per leader a poll, the broker holding each for up to ``poll_s``
+    until a record comes."""
+    positions = dict(start_offsets)
+    while stop is None or not stop():
+        chunk: list[TxnLogEntry] = []
+        for p, part in sorted(source.fetch(positions, max_wait_ms=int(poll_s * 1000)).items()):
+            if part.error is not None:
+                raise LogReadError(f"following {topic}-{p} failed: {part.error}", part.error)
+            chunk.extend(decoded(
+                ((r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
+                 for r in b.records if r.offset >= positions[p]), p, keys, counts,
+            ))
+            positions[p] = max([positions[p], *(b.last_offset + 1 for b in part.batches)])
+        yield chunk
+
+
+def needs_wire(conf: Mapping[str, Any]) -> bool:
+    """Settings librdkafka cannot log in with (confluent-kafka's wheels have no GSSAPI): read over Fetch."""
+    mechanism = conf.get("sasl.mechanisms", conf.get("sasl.mechanism", ""))
+    return str(mechanism).upper() == "GSSAPI"
+
+
+def _read_over_own_wire(
+    conf: Mapping[str, Any], partitions: Iterable[int] | None, topic: str, timeout_ms: int, **options: Any
+) -> Iterator[list[TxnLogEntry]]:
+    """An executor's read where librdkafka cannot log in: a facade of its own, built from the connection
+    settings it was handed (as the driver's planning builds one), read over its Fetch."""
+    from kafkatxn.config import ConnectionConfig
+    from kafkatxn.errors import KafkatxnError
+    from kafkatxn.kafka.facade import Cluster
+    from kafkatxn.kafka.transaction_log import FacadeLog
+
+    settings = {k: str(v) for k, v in conf.items() if k not in ("bootstrap.servers", "client.id", "logger", "error_cb")}
+    try:
+        with Cluster(ConnectionConfig(str(conf["bootstrap.servers"]), settings, max(timeout_ms, 1))) as cluster:
+            parts = sorted(partitions) if partitions is not None else sorted(
+                p.partition for p in cluster.metadata().partitions if p.topic == topic)
+            yield from read_transaction_log(FacadeLog(cluster, topic), parts, topic=topic, timeout_ms=timeout_ms, **options)
+    except KafkatxnError as exc:  # connecting or logging in: one redacted line, as the consumer's failures are
+        raise LogReadError(f"reading {topic} failed: {clean(exc)}") from None

@@ -1,5 +1,6 @@
-"""ListOffsets (high watermark and last stable offset, per leader, in one round trip) and the
-read_committed probe that tells transaction markers and aborted records from real lag.
+"""ListOffsets (high watermark and last stable offset, per leader, in one round trip; offsets by
+time), and Fetch: the read_committed probe that tells transaction markers and aborted records from
+real lag, and the first record of a transaction (its age).
 
 One Kafka API family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
@@ -13,9 +14,8 @@ import time
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from kafkatxn.errors import KafkatxnError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import clean, part_missing
+from kafkatxn.kafka.errors import part_missing
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 from kafkatxn.kafka.session import LEADERSHIP_ERRORS
 
@@ -25,6 +25,40 @@ log = logging.getLogger("kafkatxn.cluster")
 # Tries per partition while leaders move (the first, then with fresh metadata after a growing pause).
 LEADER_ATTEMPTS = 4
 LEADER_RETRY_PAUSE_S = 0.2
+# What one Fetch round asks of each partition and in all (a probe stops at its first record).
+FETCH_PARTITION_BYTES = 64 * 1024
+FETCH_MAX_BYTES = 4 * 1024 * 1024
+
+
+def first_readable(
+    part: proto.FetchedPartition, start: int, read_committed: bool
+) -> tuple[tuple[int, int] | None, int]:
+    """``((offset, timestamp), next)`` of the first record at or after ``start`` in one Fetch answer that
+    a consumer at this isolation level gets, or ``(None, next)``: where the next fetch goes on.
+
+    read_committed, as the Java consumer does: an aborted transaction's producer id is aborting from
+    the transaction's first offset (the answer's ``aborted_transactions``) until its ABORT marker,
+    and its transactional batches in between are skipped; control batches are never records."""
+    aborted = sorted(part.aborted_transactions, key=lambda a: a.first_offset) if read_committed else []
+    aborting: set[int] = set()
+    i = 0
+    after = start
+    for batch in part.batches:
+        if read_committed and batch.producer_id >= 0:
+            while i < len(aborted) and aborted[i].first_offset <= batch.last_offset:
+                aborting.add(aborted[i].producer_id)
+                i += 1
+            if batch.control == "ABORT":
+                aborting.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in aborting:
+                after = max(after, batch.last_offset + 1)
+                continue
+        if not batch.is_control:
+            for r in batch.records:
+                if r.offset >= start:
+                    return (r.offset, r.timestamp), r.offset + 1
+        after = max(after, batch.last_offset + 1)
+    return None, after
 
 
 class OffsetsApi:
@@ -33,8 +67,8 @@ class OffsetsApi:
         on, or None when it reaches the end (the LSO) without one: everything in between is
         transaction markers or aborted records.
 
-        One assign-only consumer (it joins no group and commits nothing); it stops reading a
-        partition at its first record, so the cost is the gap, up to one fetch per partition.
+        Over the wire's Fetch (no consumer, no group); it stops reading a partition at its first
+        record, so the cost is the gap: one round trip per leader per 64 KiB of it.
         """
         found = self._first_records(starts, read_committed=True)
         return Partial({tp: (m[0] if m is not None else None) for tp, m in found.value.items()}, found.missing)
@@ -53,65 +87,123 @@ class OffsetsApi:
     def _first_records(
         self, starts: Mapping[TopicPartition, int], read_committed: bool
     ) -> Partial[dict[TopicPartition, tuple[int, int] | None]]:
-        """Per partition, ``(offset, timestamp)`` of the first record read from ``starts[tp]`` on, or
-        None at the end. One assign-only consumer, under the deadline; a partition stops at its first record."""
-        import uuid
-
-        from confluent_kafka import Consumer, KafkaError, TopicPartition as CTP
-
-        pending = {tp: off for tp, off in starts.items()}
-        if not pending:
-            return Partial({})
-        conf = self.config.librdkafka(
-            error_cb=self.errors.on_client_error,
-            **{
-                "group.id": f"kafkatxn-probe-{uuid.uuid4().hex}",  # required by librdkafka, never joined
-                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": True,
-                "auto.offset.reset": "earliest",  # a start below the log start: read from there, as the group would
-                "fetch.wait.max.ms": 100,
-                "max.partition.fetch.bytes": 65536,
-                "fetch.max.bytes": 4 * 1024 * 1024,
-            },
-        )
-        consumer = Consumer(conf)
+        """Per partition, ``(offset, timestamp)`` of the first record a consumer at this isolation
+        level reads from ``starts[tp]`` on, or None at the end (the LSO read_committed, else the high
+        watermark). Fetch, one request per leader a round, each partition from where the last round
+        left it, until each has its record or its end, under the deadline. read_committed skips what
+        the Java consumer skips: control batches and the batches of aborted transactions. A start
+        below the log start reads from there, as a group with ``auto.offset.reset=earliest`` would."""
+        positions = dict(starts)
         out: dict[TopicPartition, tuple[int, int] | None] = {}
         missing: list[Missing] = []
-        leaders = self.metadata().leaders
-        self.requests["Fetch"] += len({leaders.get(tp) for tp in pending})  # at least one per leader
-        try:
-            consumer.assign([CTP(tp.topic, tp.partition, off) for tp, off in pending.items()])
-            while pending and time.monotonic() < self.deadline:
-                self.errors.raise_auth_errors()
-                messages = consumer.consume(num_messages=1000, timeout=min(0.05, max(0.0, self.deadline - time.monotonic())))
-                done = []
-                for m in messages:
-                    tp = TopicPartition(m.topic() or "", m.partition() if m.partition() is not None else -1)
-                    if tp not in pending:
-                        continue
-                    err = m.error()
-                    if err is None:
-                        if m.offset() < pending[tp]:
-                            continue  # the rest of a batch that began before the start
-                        out[tp] = (m.offset(), m.timestamp()[1])
-                    elif err.code() == KafkaError._PARTITION_EOF:
-                        out[tp] = None
+        tries: dict[TopicPartition, int] = defaultdict(int)
+        reset: set[TopicPartition] = set()  # sent back to the log start once
+        refresh = False
+        why = "timed out reading from offset {}"
+        while positions and time.monotonic() < self.deadline:
+            before = dict(positions)
+            answers, failed = self.fetch_from_leaders(positions, read_committed, FETCH_PARTITION_BYTES, refresh=refresh)
+            refresh = False
+            out_of_range = []
+            for tp, part in [*failed.items(), *answers.items()]:
+                error = part if isinstance(part, Missing) else part.error
+                if error is None:
+                    found, after = first_readable(part, positions[tp], read_committed)
+                    end = part.last_stable_offset if read_committed else part.high_watermark
+                    if found is not None or after >= end:
+                        out[tp] = found
+                        del positions[tp]
                     else:
-                        missing.append(Missing(tp, clean(err.str())))
-                    del pending[tp]
-                    done.append(CTP(tp.topic, tp.partition))
-                if done:
-                    consumer.pause(done)  # stop fetching what is decided
-        except KafkatxnError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise self.errors.translate(exc, "reading partitions") from exc
-        finally:
-            consumer.close()
-        missing.extend(Missing(tp, f"timed out reading from offset {off}") for tp, off in pending.items())
+                        positions[tp] = after
+                elif error == "OFFSET_OUT_OF_RANGE" and tp not in reset:
+                    out_of_range.append(tp)
+                elif (isinstance(error, Missing) or error in LEADERSHIP_ERRORS) and tries[tp] < LEADER_ATTEMPTS - 1:
+                    tries[tp] += 1  # a leader moved, left or did not answer: fresh metadata may name one that answers
+                    refresh = True
+                else:
+                    missing.append(error if isinstance(error, Missing) else part_missing(tp, error, f"READ on Topic {tp.topic}"))
+                    del positions[tp]
+            if out_of_range:
+                reset.update(out_of_range)
+                log_starts = self.offsets_at(out_of_range, proto.EARLIEST)
+                missing.extend(log_starts.missing)
+                for tp in out_of_range:
+                    first = log_starts.value.get(tp)
+                    if first is not None and positions[tp] < first:
+                        positions[tp] = first
+                        continue
+                    if first is not None:  # past the end: nothing to read there
+                        out[tp] = None
+                    del positions[tp]  # (its log start unknown: named missing above)
+            if refresh:
+                time.sleep(min(LEADER_RETRY_PAUSE_S, max(0.0, self.deadline - time.monotonic())))
+            elif positions == before and not out_of_range:  # answers that moved nothing on: asking again repeats them
+                why = "no records returned from offset {} below the end"
+                break
+        missing.extend(Missing(tp, why.format(off)) for tp, off in positions.items())
         return Partial(out, missing)
+
+    def fetch_from_leaders(
+        self, positions: Mapping[TopicPartition, int], read_committed: bool, partition_max_bytes: int,
+        refresh: bool = False, max_wait_ms: int = 0,
+    ) -> tuple[dict[TopicPartition, proto.FetchedPartition], dict[TopicPartition, Missing]]:
+        """One Fetch per leader, all in flight together, each partition from ``positions[tp]``: the
+        answers, and a :class:`Missing` for each partition whose leader is unknown, silent or did not answer."""
+        by_node, failed = self._by_leader(positions, refresh)
+        requests = [
+            (node, proto.Fetch(tuple(proto.FetchOffset(tp, positions[tp]) for tp in tps), read_committed, FETCH_MAX_BYTES,
+                               partition_max_bytes, max_wait_ms))
+            for node, tps in by_node.items()
+        ]
+        answers: dict[TopicPartition, proto.FetchedPartition] = {}
+        for (node, request), resp in zip(requests, self._send_all(requests) if requests else []):
+            arrived: list[Missing] = []
+            if not self._arrived(resp, Broker(node), arrived):
+                failed.update((f.tp, Missing(f.tp, f"{arrived[0].reason} (broker {node})")) for f in request.partitions)
+            elif resp.error is not None:
+                failed.update((f.tp, part_missing(f.tp, resp.error, f"READ on Topic {f.tp.topic}")) for f in request.partitions)
+            else:
+                answers.update((part.tp, part) for part in resp.partitions)
+        return answers, failed
+
+    def offsets_at(self, partitions: Iterable[TopicPartition], timestamp_ms: int) -> Partial[dict[TopicPartition, int]]:
+        """ListOffsets by time, one request per leader: the first offset at or after ``timestamp_ms``
+        (-1 when no record is that recent), or the log start with ``protocol.EARLIEST``."""
+        tps = list(dict.fromkeys(partitions))
+        by_node, failed = self._by_leader(tps)
+        requests = [(node, proto.ListOffsetsAt(tuple(node_tps), timestamp_ms)) for node, node_tps in by_node.items()]
+        out: dict[TopicPartition, int] = {}
+        missing = list(failed.values())
+        for (node, request), resp in zip(requests, self._send_all(requests) if requests else []):
+            arrived: list[Missing] = []
+            if not self._arrived(resp, Broker(node), arrived):
+                missing.extend(Missing(tp, f"{arrived[0].reason} (broker {node})") for tp in request.partitions)
+                continue
+            for part in resp.partitions:
+                if part.error:
+                    missing.append(part_missing(part.tp, part.error, f"DESCRIBE on Topic {part.tp.topic}"))
+                else:
+                    out[part.tp] = part.offset
+        return Partial(out, missing)
+
+    def _by_leader(
+        self, partitions: Iterable[TopicPartition], refresh: bool = False
+    ) -> tuple[dict[int, list[TopicPartition]], dict[TopicPartition, Missing]]:
+        """The partitions by leader, and those that have none to ask (unknown, leaderless, silent)."""
+        leaders = self.metadata(refresh=refresh).leaders
+        by_node: dict[int, list[TopicPartition]] = defaultdict(list)
+        failed: dict[TopicPartition, Missing] = {}
+        for tp in partitions:
+            leader = leaders.get(tp)
+            if leader is None:
+                failed[tp] = Missing(tp, "unknown topic or partition")
+            elif leader < 0:
+                failed[tp] = Missing(tp, "no leader")
+            elif leader in self.silent:  # a broker that did not answer earlier in this command
+                failed[tp] = Missing(tp, f"{self.silent[leader].plain_reason} (broker {leader})")
+            else:
+                by_node[leader].append(tp)
+        return by_node, failed
 
     def list_offsets(self, partitions: Iterable[TopicPartition], read_committed: bool) -> Partial[dict[TopicPartition, int]]:
         """Latest offset per partition: the high watermark (read_uncommitted) or the LSO (read_committed).

@@ -230,3 +230,81 @@ REQUEST_NAMES.update({
     TopicMetadata: "Metadata",
     InitProducerId: "InitProducerId",
 })
+
+
+# -- Fetch (wirelog): records from given offsets, one request per leader ---------------------------
+
+
+class FetchOffset(NamedTuple):
+    tp: TopicPartition
+    offset: int
+
+
+class Fetch(NamedTuple):
+    """Records of one leader's partitions, each from its offset, at one isolation level (read_committed:
+    up to the last stable offset). ``max_wait_ms`` 0 answers at once; more lets the broker wait for
+    new records (a follow)."""
+
+    partitions: tuple[FetchOffset, ...]
+    read_committed: bool
+    max_bytes: int = 4 * 1024 * 1024  # the whole response
+    partition_max_bytes: int = 1024 * 1024  # each partition's (the broker still sends one whole first batch)
+    max_wait_ms: int = 0
+
+
+class FetchedRecord(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+class FetchedBatch(NamedTuple):
+    base_offset: int
+    last_offset: int
+    producer_id: int  # -1: none (a plain producer's, or an old message format)
+    producer_epoch: int
+    is_transactional: bool
+    control: str | None  # a control batch's marker: COMMIT or ABORT (TYPE_n for another type); None for data
+    records: tuple[FetchedRecord, ...]  # a control batch's are its marker records
+
+    @property
+    def is_control(self) -> bool:
+        return self.control is not None
+
+
+class AbortedTransaction(NamedTuple):
+    producer_id: int
+    first_offset: int
+
+
+class FetchedPartition(NamedTuple):
+    tp: TopicPartition
+    error: str | None
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted_transactions: tuple[AbortedTransaction, ...] = ()  # read_committed only
+    batches: tuple[FetchedBatch, ...] = ()
+
+
+class FetchResponse(NamedTuple):
+    error: str | None  # the whole request's (v7+), None when each partition says its own
+    partitions: tuple[FetchedPartition, ...]
+
+
+REQUEST_NAMES[Fetch] = "Fetch"
+
+
+class ListOffsetsAt(NamedTuple):
+    """ListOffsets by time: per partition the offset of the first record at or after ``timestamp_ms``
+    (-1 when none is that recent), or the log start offset with ``EARLIEST``."""
+
+    partitions: tuple[TopicPartition, ...]
+    timestamp_ms: int
+
+
+EARLIEST = -2  # ListOffsetsAt's timestamp for the log start offset
+
+
+REQUEST_NAMES[ListOffsetsAt] = "ListOffsets"

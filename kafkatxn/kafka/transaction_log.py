@@ -1,6 +1,7 @@
-"""What ``__transaction_state`` holds of given transactional ids: the log partitions that own them,
-read by the one reader of the log (:func:`kafkatxn.kafka.log_reader.read_transaction_log`) under the
-command's deadline. Mixed into :class:`kafkatxn.kafka.facade.Cluster`.
+"""What ``__transaction_state`` holds: one log partition read or followed over the wire's Fetch, and
+the records of given transactional ids in the partitions that own them, read under the command's
+deadline by the one reader of the log (:func:`kafkatxn.kafka.log_reader.read_transaction_log` over Fetch, decoding with
+the audit's decoder). Mixed into :class:`kafkatxn.kafka.facade.Cluster`.
 
 Reading needs READ on Topic ``__transaction_state`` (DESCRIBE to see its partitions in the metadata);
 an id whose partition could not be read is a :class:`Missing` (naming the partition), never an error
@@ -10,17 +11,103 @@ that ends the command.
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping
 
+from kafkatxn.kafka.errors import authorization_error, clean
 from kafkatxn.model import TRANSACTION_STATE_TOPIC, Missing, Partial, TopicPartition, TransactionalId, TransactionLogHistory
+
+if TYPE_CHECKING:
+    from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogEntry
+    from kafkatxn.kafka.protocol import FetchedPartition
 
 ACL_READ_LOG = f"READ on Topic {TRANSACTION_STATE_TOPIC}"
 # A log partition's read may take this share of the time left; the rest is kept for the command's
 # other requests (a leader that does not answer costs a share, not the deadline).
 LOG_READ_SHARE = 0.5
+# One page of a log partition: a Fetch of at most this much of it (~50,000 records of the log).
+LOG_FETCH_BYTES = 4 * 1024 * 1024
+
+
+class FacadeLog:
+    """A log topic's partitions fetched through the facade: leaders from its metadata, its per-broker
+    budget, leadership errors and silent leaders asked again with fresh metadata (as the probe does)."""
+
+    def __init__(self, cluster: Any, topic: str, follow: bool = False):
+        self.cluster = cluster
+        self.topic = topic
+        self.follow = follow  # no command deadline: each poll gets the connection timeout afresh
+
+    def fetch(self, positions: Mapping[int, int], max_wait_ms: int = 0) -> dict[int, FetchedPartition]:
+        from kafkatxn.kafka.offsets import LEADER_ATTEMPTS, LEADER_RETRY_PAUSE_S
+        from kafkatxn.kafka.session import LEADERSHIP_ERRORS
+
+        c = self.cluster
+        if self.follow:
+            c.deadline = time.monotonic() + c.config.timeout_s + max_wait_ms / 1000
+            c.silent.clear()
+        pending = {TopicPartition(self.topic, p): o for p, o in positions.items()}
+        out: dict[int, FetchedPartition] = {}
+        for attempt in range(LEADER_ATTEMPTS):
+            answers, failed = c.fetch_from_leaders(pending, False, LOG_FETCH_BYTES, refresh=attempt > 0, max_wait_ms=max_wait_ms)
+            out.update((tp.partition, part) for tp, part in answers.items() if part.error not in LEADERSHIP_ERRORS)
+            again = {tp for tp, part in answers.items() if part.error in LEADERSHIP_ERRORS} | {tp for tp, m in failed.items() if not m.acl}
+            refused = [m for m in failed.values() if m.acl]
+            if refused:
+                raise _failure(refused[0].subject, "TOPIC_AUTHORIZATION_FAILED", f"not authorized: needs READ on Topic {self.topic}")
+            pending = {tp: o for tp, o in pending.items() if tp in again}
+            if not pending:
+                return out
+            if attempt < LEADER_ATTEMPTS - 1:
+                time.sleep(min(LEADER_RETRY_PAUSE_S * (attempt + 1), max(0.0, c.deadline - time.monotonic())))
+        tp = next(iter(pending))
+        part = answers.get(tp)
+        raise _failure(tp, part.error if part is not None else None, part.error if part is not None else failed[tp].reason)
+
+    def offset_at(self, partition: int, timestamp_ms: int) -> int:
+        tp = TopicPartition(self.topic, partition)
+        found = self.cluster.offsets_at([tp], timestamp_ms)
+        if tp in found.value:
+            return found.value[tp]
+        m = found.missing[0]
+        raise _failure(tp, "TOPIC_AUTHORIZATION_FAILED" if m.acl else None, m.reason)
+
+
+def _failure(tp: object, code: str | None, reason: str) -> Exception:
+    from kafkatxn.kafka.log_reader import LogReadError
+
+    return LogReadError(f"reading {tp} failed: {clean(reason)}", code)
 
 
 class TransactionLogApi:
+    def read_log_partition(
+        self, partition: int, *, start_time_ms: int | None = None, topic: str = TRANSACTION_STATE_TOPIC,
+        transactional_ids: Collection[str] | None = None, counts: DecodeCounts | None = None,
+        next_offsets: dict[int, int] | None = None, timeout_s: float | None = None,
+    ) -> Iterator[list[TxnLogEntry]]:
+        """One ``__transaction_state`` partition, decoded, from its beginning or ``start_time_ms`` to its
+        end now, within the command's deadline and ``timeout_s`` (when given), by
+        :func:`kafkatxn.kafka.log_reader.read_transaction_log` (over Fetch; its LogReadError carries Kafka's
+        error name)."""
+        from kafkatxn.kafka.log_reader import read_transaction_log
+
+        self.requests["ReadTransactionLog"] += 1
+        return read_transaction_log(
+            FacadeLog(self, topic), [partition], start_time_ms=start_time_ms, topic=topic,
+            timeout_ms=max(1, int(min(self.remaining_s(), timeout_s or float("inf")) * 1000)),
+            transactional_ids=transactional_ids, counts=counts, next_offsets=next_offsets,
+        )
+
+    def follow_log_partitions(
+        self, start_offsets: dict[int, int], *, topic: str = TRANSACTION_STATE_TOPIC, transactional_ids: Collection[str] | None = None,
+        counts: DecodeCounts | None = None, stop: Callable[[], bool] | None = None,
+    ) -> Iterator[list[TxnLogEntry]]:
+        """Records written to these log partitions from these offsets on, as they come: no deadline
+        (``stop`` or the caller ends it); one chunk per poll, maybe empty."""
+        from kafkatxn.kafka.log_reader import follow_transaction_log
+
+        return follow_transaction_log(FacadeLog(self, topic, follow=True), start_offsets, topic=topic, counts=counts,
+                              transactional_ids=transactional_ids, stop=stop)
+
     def transaction_log_histories(self, transactional_ids: Iterable[str]) -> Partial[dict[str, TransactionLogHistory]]:
         """Per id, its records in the log partition that owns it (``abs(hashCode) % partitions``)."""
         from kafkatxn.audit.txnlog import coordinator_partition
@@ -47,9 +134,8 @@ class TransactionLogApi:
                 continue
             records: dict[str, list[TxnLogRecord]] = {tid: [] for tid in ids}
             undecoded = 0
-            self.requests["Fetch"] += 1
             try:
-                for chunk in read_transaction_log(self.config.librdkafka(), [part], timeout_ms=left_ms):
+                for chunk in read_transaction_log(FacadeLog(self, TRANSACTION_STATE_TOPIC), [part], timeout_ms=left_ms):
                     for entry in chunk:
                         r = entry.record
                         if type(r) is not TxnLogRecord:
@@ -58,22 +144,9 @@ class TransactionLogApi:
                             records[r.transactional_id].append(r)
             except (RuntimeError, TimeoutError) as exc:
                 # The reader says its failure in one redacted line; an authorization failure names the ACL.
-                acl = _acl_needed(str(exc))
+                acl = ACL_READ_LOG if authorization_error(getattr(exc, "code", None) or "") else ""
                 why = f"{subject} not read: " + (f"not authorized: needs {acl}" if acl else str(exc))
                 missing += [Missing(TransactionalId(tid), why, acl=acl) for tid in ids]
                 continue
             out.update({tid: TransactionLogHistory(tid, part, tuple(records[tid]), undecoded) for tid in ids})
         return Partial(out, missing)
-
-
-def _acl_needed(failure: str) -> str:
-    """The ACL a refused read needs, from the reader's one line (librdkafka's words for the error):
-    READ on the log, or DESCRIBE on the group id the reader's consumer names (it never joins it)."""
-    from kafkatxn.kafka.log_reader import _CONSUMER_FIXED
-
-    text = failure.lower()
-    if "topic authorization" in text:
-        return ACL_READ_LOG
-    if "group authorization" in text:
-        return f"DESCRIBE on Group {_CONSUMER_FIXED['group.id']}"
-    return ""

@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, NamedTuple
+from typing import Iterable, NamedTuple
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
@@ -21,11 +21,7 @@ from kafkatxn.model import (
     TransactionalId, TransactionDescription, TransactionListing,
 )
 
-if TYPE_CHECKING:
-    from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogEntry
-
 log = logging.getLogger("kafkatxn.cluster")
-TXN_LOG_TOPIC = "__transaction_state"  # kafkatxn.audit.txnlog.TOPIC, not imported: the exporter loads no decoder
 
 # The probe's transactional id: random, so no transaction has it and no literal ACL names it; it
 # begins with "~" so that no prefixed ACL an operator writes for real ids (``app-``, ``k``) covers it.
@@ -37,37 +33,6 @@ def describe_acl(transactional_id: str) -> str:
 
 
 class TransactionsApi:
-    def read_log_partition(
-        self, partition: int, *, start_time_ms: int | None = None, topic: str = TXN_LOG_TOPIC,
-        transactional_ids: Collection[str] | None = None, counts: DecodeCounts | None = None,
-        next_offsets: dict[int, int] | None = None, timeout_s: float | None = None,
-    ) -> Iterator[list[TxnLogEntry]]:
-        """One ``__transaction_state`` partition, decoded, from its beginning or ``start_time_ms`` to its
-        end now, within the command's deadline and ``timeout_s`` (when given), by
-        :func:`kafkatxn.kafka.log_reader.read_transaction_log` (the reader the Spark audit uses;
-        its LogReadError carries Kafka's error name)."""
-        from kafkatxn.kafka.log_reader import read_transaction_log
-
-        self.requests["ReadTransactionLog"] += 1
-        return read_transaction_log(
-            self.config.librdkafka(), [partition], start_time_ms=start_time_ms, topic=topic,
-            timeout_ms=max(1, int(min(self.remaining_s(), timeout_s or float("inf")) * 1000)),
-            transactional_ids=transactional_ids,
-            counts=counts, next_offsets=next_offsets,
-        )
-
-    def follow_log_partitions(
-        self, start_offsets: dict[int, int], *, topic: str = TXN_LOG_TOPIC, transactional_ids: Collection[str] | None = None,
-        counts: DecodeCounts | None = None, stop: Callable[[], bool] | None = None,
-    ) -> Iterator[list[TxnLogEntry]]:
-        """Records written to these log partitions from these offsets on, as they come: no deadline
-        (``stop`` or the caller ends it); one chunk per poll, maybe empty."""
-        from kafkatxn.kafka.log_reader import follow_transaction_log
-
-        return follow_transaction_log(
-            self.config.librdkafka(), start_offsets, topic=topic, counts=counts, transactional_ids=transactional_ids, stop=stop,
-        )
-
     def list_transactions(
         self,
         broker_ids: Iterable[int] | None = None,

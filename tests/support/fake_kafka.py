@@ -108,6 +108,12 @@ class KafkaModel:
     # wireadmin: what InitProducerId answers before it succeeds, one per request (CONCURRENT_TRANSACTIONS...)
     init_producer_id_errors: list[str] = field(default_factory=list)
     configs_denied: set[int] = field(default_factory=set)  # brokers answering DescribeConfigs CLUSTER_AUTHORIZATION_FAILED
+    # Fetch (wirelog): each partition's record batches (protocol.FetchedBatch, in offset order), the
+    # aborted transactions in them (producer id, first offset, its ABORT marker's offset), and how many
+    # batches one Fetch returns of a partition (paging).
+    batches: dict[TopicPartition, list[Any]] = field(default_factory=dict)
+    aborted: dict[TopicPartition, list[tuple[int, int, int]]] = field(default_factory=dict)
+    batches_per_fetch: int = 1000
 
     def may_describe(self, transactional_id: str) -> bool:
         return self.describable is None or self.describable(transactional_id)
@@ -343,6 +349,43 @@ class FakeWire:
             m.close_transaction(tp, d.producer_id)
         m.transactions[tid] = replace(d, state="Empty", producer_epoch=d.producer_epoch + 2, partitions=frozenset(), start_time_ms=-1)
         return proto.InitProducerIdResponse(None, d.producer_id, d.producer_epoch + 2)
+    def _Fetch(self, node, request):
+        """``model.batches`` from each offset up to the HW (the LSO read_committed), as a broker answers:
+        the batch holding the offset first, the aborted transactions overlapping what is returned."""
+        parts = []
+        for f in request.partitions:
+            tp = f.tp
+            error = self._denied("Fetch", tp) or self._error(node, tp)
+            start, (lso, hw) = self.model.log_starts.get(tp, 0), self.model.offsets.get(tp, [0, 0])
+            if error is None and not start <= f.offset <= hw:
+                error = "OFFSET_OUT_OF_RANGE"
+            if error:
+                parts.append(proto.FetchedPartition(tp, error))
+                continue
+            end = lso if request.read_committed else hw
+            sent = [b for b in self.model.batches.get(tp, []) if b.last_offset >= f.offset and b.base_offset < end]
+            sent = sent[: self.model.batches_per_fetch]
+            upper = sent[-1].last_offset if sent else f.offset
+            aborted = tuple(proto.AbortedTransaction(pid, first) for pid, first, marker in self.model.aborted.get(tp, [])
+                            if request.read_committed and first <= upper and marker >= f.offset)
+            parts.append(proto.FetchedPartition(tp, None, hw, lso, start, aborted, tuple(sent)))
+        return proto.FetchResponse(None, tuple(parts))
+
+    def _ListOffsetsAt(self, node, request):
+        parts = []
+        for tp in request.partitions:
+            error = self._denied("ListOffsets", tp) or self._error(node, tp)
+            if error:
+                parts.append(proto.PartitionOffset(tp, error, -1))
+            elif request.timestamp_ms == proto.EARLIEST:
+                parts.append(proto.PartitionOffset(tp, None, self.model.log_starts.get(tp, 0)))
+            elif request.timestamp_ms == -1:  # LATEST
+                parts.append(proto.PartitionOffset(tp, None, self.model.offsets[tp][1]))
+            else:
+                found = [r.offset for b in self.model.batches.get(tp, []) if not b.is_control for r in b.records
+                         if r.timestamp >= request.timestamp_ms]
+                parts.append(proto.PartitionOffset(tp, None, found[0] if found else -1))
+        return proto.ListOffsetsResponse(tuple(parts))
 
 
 class FakeCluster(Cluster):

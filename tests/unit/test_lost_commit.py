@@ -259,39 +259,37 @@ def test_a_compacted_log_refuses_the_abort_unless_the_operator_decides_and_the_a
 # -- the facade's read of the log --------------------------------------------------------------
 
 
-def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused_read(monkeypatch):
-    from kafkatxn.audit.txnlog_records import TxnLogEntry, UndecodedRecord
-    from kafkatxn.kafka import log_reader
+def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused_read():
+    """Over the fake wire's Fetch: the owner's partition is read and decoded (a neighbour's record
+    left out, a record of an unknown version counted), a partition whose leader refuses the read
+    (TOPIC_AUTHORIZATION_FAILED) is a Missing naming the ACL it needs."""
+    from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v1
+    from kafkatxn.kafka import protocol as p
     from kafkatxn.kafka.transaction_log import TransactionLogApi
 
     model = KafkaModel(brokers=(1,))
-    model.add_transaction_log([1] * 5)
+    log = model.add_transaction_log([1] * 5)
     fake = FakeCluster(model)
     owner = verdicts.coordinator_partition(TID, 5)
     denied = next(t for t in (f"other-{i}" for i in range(100)) if verdicts.coordinator_partition(t, 5) != owner)
-    read = []
-
-    def reader(conf, partitions, **kw):
-        (p,) = partitions
-        read.append(p)
-        if p != owner:
-            raise RuntimeError(f"reading __transaction_state-{p} failed: Broker: Topic authorization failed")
-        yield [TxnLogEntry(rec("Empty", tid=TID)), TxnLogEntry(rec("Empty", tid="neighbour")), TxnLogEntry(UndecodedRecord("unknown_version"))]
-
-    monkeypatch.setattr(log_reader, "read_transaction_log", reader)
+    empty = encode_value_v1(producer_id=PID, producer_epoch=EPOCH, timeout_ms=60_000, state="Empty", partitions=None,
+                            last_update_timestamp_ms=T0, start_timestamp_ms=-1)
+    rows = [(encode_key(TID), empty), (encode_key("neighbour"), empty), (encode_key(TID), bytes.fromhex("0007deadbeef"))]
+    model.batches[log[owner]] = [p.FetchedBatch(0, 2, -1, -1, False, None, tuple(
+        p.FetchedRecord(i, T0, key, value) for i, (key, value) in enumerate(rows)))]
+    model.offsets[log[owner]] = [3, 3]
+    model.partition_errors[(1, log[verdicts.coordinator_partition(denied, 5)])] = ["TOPIC_AUTHORIZATION_FAILED"]
     got = TransactionLogApi.transaction_log_histories(fake, [TID, denied])
-    assert sorted(read) == sorted({owner, verdicts.coordinator_partition(denied, 5)})
-    assert got.value == {TID: TransactionLogHistory(TID, owner, (rec("Empty", tid=TID),), undecoded=1)}
+    fetched = sorted(f.tp.partition for _n, r in model.sent if isinstance(r, p.Fetch) for f in r.partitions)
+    assert fetched == sorted({owner, verdicts.coordinator_partition(denied, 5)})
+    (history,) = got.value.values()
+    assert (history.transactional_id, history.log_partition, history.undecoded) == (TID, owner, 1)
+    assert [(r.transactional_id, r.producer_id, r.producer_epoch, r.state, r.log_offset) for r in history.records] == [
+        (TID, PID, EPOCH, "Empty", 0)
+    ]
     (m,) = got.missing
     assert m.subject == TransactionalId(denied) and m.acl == "READ on Topic __transaction_state"
-
-
-def test_a_refused_read_names_the_acl_it_needs():
-    from kafkatxn.kafka.transaction_log import _acl_needed
-
-    assert _acl_needed("reading __transaction_state-1 failed: Broker: Topic authorization failed") == "READ on Topic __transaction_state"
-    assert _acl_needed("reading __transaction_state failed: Broker: Group authorization failed") == "DESCRIBE on Group kafkatxn-audit-reader"
-    assert _acl_needed("reading __transaction_state-1 up to offset 9 did not finish within 5s") == ""
+    assert "not authorized: needs READ on Topic __transaction_state" in m.reason
 
 
 def test_check_and_the_exporter_call_a_lost_commit_what_hanging_calls_it():

@@ -212,6 +212,10 @@ SAMPLE_REQUESTS = [
     p.MetadataClusterOperations(),
     p.TopicMetadata("~kafkatxn-visibility-probe-x"),
     p.InitProducerId("app-1", 60_000),
+    p.Fetch((p.FetchOffset(TP0, 5), p.FetchOffset(TP1, 0), p.FetchOffset(OTHER, 9)), read_committed=True, max_wait_ms=200),
+    p.Fetch((p.FetchOffset(TP0, 5),), read_committed=False),
+    p.ListOffsetsAt((TP0, OTHER), timestamp_ms=1_700_000_000_000),
+    p.ListOffsetsAt((TP0,), timestamp_ms=p.EARLIEST),
 ]
 
 
@@ -464,3 +468,65 @@ def test_init_producer_id_response(error_code, expected):
     for version in (0, 5):
         got = wire.DECODERS[p.InitProducerId](p.InitProducerId("app-1", 60_000), roundtrip(resp, version))
         assert got == p.InitProducerIdResponse(expected, 7 if not error_code else -1, 4 if not error_code else -1)
+# -- Fetch (wirelog) -------------------------------------------------------------------------------
+
+
+def test_fetch_is_sent_from_v4_to_v12_with_its_fields():
+    """v4 brought isolation levels and aborted transactions; v13 names topics by id (not kept here)."""
+    request = wire.Wire(None)._encode(p.Fetch((p.FetchOffset(TP0, 5), p.FetchOffset(OTHER, 9)), True, 1000, 100, 250))
+    assert versions(request) == range(4, 13)
+    assert (request.isolation_level, request.max_bytes, request.max_wait_ms, request.min_bytes, request.replica_id) == (1, 1000, 250, 1, -1)
+    assert {(t.topic, f.partition, f.fetch_offset, f.partition_max_bytes) for t in request.topics for f in t.partitions} == {
+        ("orders", 0, 5, 100), ("payments", 3, 9, 100)
+    }
+    assert wire.Wire(None)._encode(p.Fetch((p.FetchOffset(TP0, 5),), False)).isolation_level == 0
+    at = wire.Wire(None)._encode(p.ListOffsetsAt((TP0,), p.EARLIEST))
+    assert [(t.name, part.timestamp) for t in at.topics for part in t.partitions] == [("orders", -2)] and at.isolation_level == 0
+
+
+def _batch(base, records, producer=(-1, -1), transactional=False, control=None, compression=0):
+    """Record batch bytes as a broker stores them (kafka-python's own builder)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=transactional,
+                                  producer_id=producer[0], producer_epoch=producer[1], base_sequence=0 if producer[0] >= 0 else -1,
+                                  batch_size=1 << 20)
+    for i, (ts, key, value) in enumerate(records):
+        b.append(i, timestamp=ts, key=key, value=value, headers=[])
+    out = bytearray(b.build())
+    out[0:8] = base.to_bytes(8, "big")
+    if control is not None:  # the control flag (attributes bit 5); the CRC covers it, and nothing here checks CRCs
+        out[22] |= 0x20
+    return bytes(out)
+
+
+def test_fetch_response_decodes_batches_markers_and_aborted_transactions_at_every_version():
+    from kafka.protocol.consumer.fetch import FetchResponse as R
+
+    marker_key = (0).to_bytes(2, "big") + (1).to_bytes(2, "big")  # version 0, type 1: COMMIT
+    records = (
+        _batch(10, [(1_700_000_000_000, b"k", b"v"), (1_700_000_000_005, None, b"w")], producer=(7, 3), transactional=True)
+        + _batch(12, [(1_700_000_000_009, marker_key, b"\x00\x00\x00\x00\x00\x00")], producer=(7, 3), transactional=True, control=True)
+        + _batch(13, [(1_700_000_000_010, b"z", b"gz")], compression=1)  # gzip
+        + _batch(14, [(1, b"cut", b"short")])[:-5]  # the response's max bytes cut the last batch
+    )
+    P = R.FetchableTopicResponse.PartitionData
+    resp = R(throttle_time_ms=0, error_code=0, session_id=0, responses=[R.FetchableTopicResponse(topic="orders", partitions=[
+        P(partition_index=0, error_code=0, high_watermark=14, last_stable_offset=13, log_start_offset=2,
+          aborted_transactions=[P.AbortedTransaction(producer_id=8, first_offset=4)], preferred_read_replica=-1, records=records),
+        P(partition_index=1, error_code=1, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+          aborted_transactions=None, preferred_read_replica=-1, records=None),
+    ])])
+    request = p.Fetch((p.FetchOffset(TP0, 10), p.FetchOffset(TP1, 99)), True)
+    for version in range(4, 13):
+        got = wire.DECODERS[p.Fetch](request, roundtrip(resp, version))
+        part, bad = got.partitions
+        assert (part.tp, part.error, part.high_watermark, part.last_stable_offset) == (TP0, None, 14, 13)
+        assert part.log_start_offset == (2 if version >= 5 else -1)  # log start offsets came with v5
+        assert part.aborted_transactions == (p.AbortedTransaction(8, 4),)
+        data, marker, plain = part.batches
+        assert data == p.FetchedBatch(10, 11, 7, 3, True, None, (
+            p.FetchedRecord(10, 1_700_000_000_000, b"k", b"v"), p.FetchedRecord(11, 1_700_000_000_005, None, b"w")))
+        assert (marker.base_offset, marker.control, marker.is_control, marker.producer_id) == (12, "COMMIT", True, 7)
+        assert plain.records == (p.FetchedRecord(13, 1_700_000_000_010, b"z", b"gz"),) and not plain.is_transactional
+        assert (bad.tp, bad.error, bad.batches) == (TP1, "OFFSET_OUT_OF_RANGE", ())
