@@ -66,7 +66,7 @@ def committed_count(bootstrap: str, topic: str, partitions: int) -> int:
     return n
 
 
-def run_query(sink: str, bootstrap: str, source: str, output: str, batch: int, workdir: Path, jars: str) -> tuple[float, float]:
+def run_query(sink: str, bootstrap: str, source: str, output: str, batch: int, workdir: Path, jars: str) -> tuple[float, float, str]:
     cmd = [sys.executable, "-m", "tests.support.spark_eos_job", "--bootstrap", bootstrap, "--input", source,
            "--output", output, "--sink", sink, "--checkpoint", str(workdir / f"chk-{sink}"), "--per-batch", str(batch),
            "--jars", jars, "--master", "local[2]", "--application", "bench", "--ledger-topic", "bench-ledger"]
@@ -76,7 +76,9 @@ def run_query(sink: str, bootstrap: str, source: str, output: str, batch: int, w
     if proc.returncode != 0 or not match or not batches:
         raise SystemExit(f"the {sink} query failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     steady = [b for b in json.loads(batches.group(1)) if b[0] > 0 and b[1] > 0]  # the first batch warms up (Python workers)
-    return float(match.group(1)), sum(b[1] for b in steady) / (sum(b[2] for b in steady) / 1000 or 1)
+    tasks = re.search(r"writer tasks: (\d+), with a new producer: (\d+)", proc.stdout)
+    kept = f"; {tasks.group(1)} tasks, {tasks.group(2)} with a new producer (InitProducerId)" if tasks else ""
+    return float(match.group(1)), sum(b[1] for b in steady) / (sum(b[2] for b in steady) / 1000 or 1), kept
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"input: {args.records:,} records in {time.monotonic() - started:.1f}s; batches of {args.batch:,}; local[2]")
             seconds, steady = {}, {}
             for sink in ("builtin-stream", "writer"):
-                seconds[sink], steady[sink] = run_query(sink, bootstrap, "bench-in", f"bench-out-{sink}", args.batch, workdir, jars)
+                seconds[sink], steady[sink], kept = run_query(sink, bootstrap, "bench-in", f"bench-out-{sink}", args.batch, workdir, jars)
                 print(f"{sink:>15}: {seconds[sink]:7.2f}s  {args.records / seconds[sink]:>10,.0f} records/s; "
-                      f"batches after the first: {steady[sink]:>10,.0f} records/s", flush=True)
+                      f"batches after the first: {steady[sink]:>10,.0f} records/s{kept}", flush=True)
             written = committed_count(bootstrap, "bench-out-writer", 2)
         finally:
             cluster.stop()

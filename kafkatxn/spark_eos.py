@@ -25,10 +25,16 @@ transactional id ``<prefix>-<application>[-<query>]-<p>`` (:func:`kafkatxn.spark
 
 1. calls InitProducerId, which fences every earlier attempt of task *p* (a retry, a speculative copy,
    the previous run's zombie) and completes whatever transaction that attempt left;
-2. reads its ledger entry ``<application>/<query>/<p>`` with ``read_committed`` (while it already
-   produces its rows in a transaction); if the entry says batch B (or later) is committed, it aborts
-   that transaction: the task's rows of B stay written once;
-3. otherwise adds the entry "committed batch B" to the transaction and commits.
+2. begins a transaction with its ledger entry ``<application>/<query>/<p>`` = B and reads the entry as
+   it stands with ``read_committed`` (while it already produces its rows); if the entry says batch B
+   (or later) is committed, it aborts: the task's rows of B stay written once;
+3. otherwise commits.
+
+Spark reuses its Python workers, and a worker keeps task *p*'s producer for the next batch: no
+InitProducerId, and no ledger read when that producer committed the entry itself (while it is not
+fenced, its own last entry is the ledger's; fenced, it can commit nothing). A kept producer's
+transaction waits for its ledger entry's delivery before taking a row, so a fence is found first and
+the task goes through 1 to 3 with a new producer (:func:`kafkatxn.kafka.ledger.write_batch_once`).
 
 **Guarantees.** Every row of a batch reaches ``read_committed`` consumers exactly once, whatever
 fails and however often Spark replays the batch, provided: the source is replayable and a replay
@@ -58,7 +64,7 @@ from kafkatxn.spark import DEFAULT_TRANSACTION_TIMEOUT_MS, transactional_id
 
 DEFAULT_LEDGER_TOPIC = "kafkatxn-spark-ledger"
 DEFAULT_PREFIX = "eos"
-RESULT_SCHEMA = "partition INT, batch_id LONG, records LONG, skipped BOOLEAN, committed_batch LONG, transactional_id STRING"
+RESULT_SCHEMA = "partition INT, batch_id LONG, records LONG, skipped BOOLEAN, committed_batch LONG, transactional_id STRING, new_producer BOOLEAN"
 _TOPIC = re.compile(r"^[A-Za-z0-9._\-]{1,249}$")
 
 
@@ -70,6 +76,7 @@ class BatchResult:
     records: int
     tasks: int
     skipped_tasks: tuple[int, ...]
+    new_producers: int = 0  # tasks that built a producer (InitProducerId); the others used their worker's kept one
 
 
 def _as_bytes(value: Any) -> bytes | None:
@@ -80,6 +87,19 @@ def _as_bytes(value: Any) -> bytes | None:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     return str(value).encode()
+
+
+def _column_bytes(column: Any) -> list:
+    """An Arrow column as bytes values: binary and string columns by Arrow itself (no Python call
+    per value), others value by value."""
+    import pyarrow as pa
+
+    kind = column.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        column, kind = column.cast(pa.large_binary() if pa.types.is_large_string(kind) else pa.binary()), None
+    if kind is None or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return column.to_pylist()
+    return [_as_bytes(v) for v in column.to_pylist()]
 
 
 class ExactlyOnceWriter:
@@ -118,8 +138,8 @@ class ExactlyOnceWriter:
 
     # -- the driver ---------------------------------------------------------------------------------
 
-    def __call__(self, df: Any, batch_id: int) -> None:
-        self.write_batch(df, batch_id)
+    def __call__(self, df: Any, batch_id: int) -> BatchResult:
+        return self.write_batch(df, batch_id)
 
     def ledger_partitions(self) -> int:
         """The ledger topic's partition count (created with ``partitions`` partitions if absent)."""
@@ -142,7 +162,8 @@ class ExactlyOnceWriter:
         rows = df.repartition(self.partitions, *(col(c) for c in self.partition_by)).select(self.key_column, self.value_column)
         results = rows.mapInArrow(self.task_function(batch_id), RESULT_SCHEMA).collect()
         return BatchResult(batch_id, sum(r["records"] for r in results), len(results),
-                           tuple(sorted(r["partition"] for r in results if r["skipped"])))
+                           tuple(sorted(r["partition"] for r in results if r["skipped"])),
+                           sum(1 for r in results if r["new_producer"]))
 
     # -- the executors ------------------------------------------------------------------------------
 
@@ -175,18 +196,16 @@ class ExactlyOnceWriter:
         self.after_commit(outcome)
         return pa.RecordBatch.from_pylist(
             [{"partition": p, "batch_id": batch_id, "records": outcome.records, "skipped": outcome.skipped,
-              "committed_batch": outcome.committed_batch, "transactional_id": tid}],
+              "committed_batch": outcome.committed_batch, "transactional_id": tid, "new_producer": outcome.new_producer}],
             schema=pa.schema([("partition", pa.int32()), ("batch_id", pa.int64()), ("records", pa.int64()),
-                              ("skipped", pa.bool_()), ("committed_batch", pa.int64()), ("transactional_id", pa.string())]),
+                              ("skipped", pa.bool_()), ("committed_batch", pa.int64()), ("transactional_id", pa.string()),
+                              ("new_producer", pa.bool_())]),
         )
 
     def records(self, batches: Iterable[Any]) -> Iterator[tuple[bytes | None, bytes | None]]:
         """(key, value) pairs of a task's Arrow batches; strings are written as UTF-8."""
         for batch in batches:
-            keys = batch.column(0).to_pylist()
-            values = batch.column(1).to_pylist()
-            for key, value in zip(keys, values):
-                yield _as_bytes(key), _as_bytes(value)
+            yield from zip(_column_bytes(batch.column(0)), _column_bytes(batch.column(1)))
 
     def after_commit(self, outcome: Any) -> None:
         """Called in the task after its transaction committed (or the batch was skipped); does nothing.

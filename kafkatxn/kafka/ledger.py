@@ -7,6 +7,7 @@ id, calls InitProducerId first: that fences every earlier attempt of the same ta
 coordinator finish whatever transaction that attempt left (committed if it reached PrepareCommit,
 aborted otherwise). Only then does it read its ledger entry: what it reads is final, so a batch the
 entry already covers is skipped, and any other is written with the entry in the same transaction.
+A Python worker keeps the producer for the task's next batch (:class:`_Kept`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ from kafkatxn.kafka.transactional_writer import abort_quietly, produce_all, tran
 
 # The ledger reader: assign-only (no group joined, nothing committed), committed records only, and an
 # end-of-partition event at the last stable offset.
-_READER_FIXED = {**_CONSUMER_FIXED, "group.id": "kafkatxn-ledger-reader", "isolation.level": "read_committed"}
+# fetch.wait.max.ms: the broker answers an empty fetch at once, so the end of the partition (reached
+# past the commit markers, which a consumer never sees as records) is known in milliseconds, not the
+# 500 ms librdkafka's default makes a reader wait there.
+_READER_FIXED = {**_CONSUMER_FIXED, "group.id": "kafkatxn-ledger-reader", "isolation.level": "read_committed",
+                 "fetch.wait.max.ms": 5}
 # Producer and admin settings a consumer must not be given (librdkafka warns or refuses).
 _NOT_FOR_CONSUMERS = ("transactional.id", "transaction.timeout.ms", "enable.idempotence", "acks", "linger.ms",
                       "batch.size", "batch.num.messages", "queue.buffering.max.messages", "queue.buffering.max.kbytes",
@@ -50,6 +55,7 @@ class TaskOutcome:
     records: int
     skipped: bool
     committed_batch: int | None
+    new_producer: bool = True  # False: this worker's producer kept from an earlier batch (no InitProducerId)
 
 
 def consumer_settings(producer_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,12 +116,13 @@ def last_committed_batch(consumer_config: Mapping[str, Any], slot: LedgerSlot, t
     """The batch the ledger entry at ``slot`` says was committed last (read_committed), or None.
 
     Read backwards from the end in growing windows, so the cost is the few records after the task's
-    own last entry, not the ledger's length."""
+    own last entry, not the ledger's length. The reader is kept for the next call in this process."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     deadline = time.monotonic() + timeout_s
     key = slot.key.encode()
-    consumer = Consumer(dict(consumer_config))
+    conf_key = config_key(consumer_config)
+    consumer = _READERS.pop(conf_key, None) or Consumer(dict(consumer_config))
     try:
         low, end = consumer.get_watermark_offsets(TopicPartition(slot.topic, slot.partition), timeout=timeout_s)
         window = FIRST_WINDOW
@@ -140,11 +147,24 @@ def last_committed_batch(consumer_config: Mapping[str, Any], slot: LedgerSlot, t
                 if msg.key() == key:
                     found, seen = msg.value(), True
             if seen:
-                return None if found is None else int(json.loads(found)["batch"])
+                result = None if found is None else int(json.loads(found)["batch"])
+                break
             end, window = start, window * 4
-        return None
-    finally:
-        consumer.close()
+        else:
+            result = None
+    except BaseException:
+        consumer.close()  # its state is unknown: the next read builds a new one
+        raise
+    consumer.unassign()
+    _READERS[conf_key] = consumer
+    return result
+
+
+def config_key(config: Mapping[str, Any]) -> tuple:
+    """A hashable stand-in for a client configuration (callbacks by their kind: they are pickled
+    anew for every task, and the same writer's are the same)."""
+    plain = (str, int, float, bool, type(None))
+    return tuple(sorted((k, v if isinstance(v, plain) else type(v).__qualname__) for k, v in config.items()))
 
 
 class _Background:
@@ -153,15 +173,13 @@ class _Background:
     def __init__(self, fn: Any, *args: Any):
         self._fn, self._args, self._out = fn, args, {}
         self._thread = threading.Thread(target=self._run, daemon=True, name="kafkatxn-ledger-read")
+        self._thread.start()
 
     def _run(self) -> None:
         try:
             self._out["value"] = self._fn(*self._args)
         except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
             self._out["error"] = e
-
-    def start(self) -> None:
-        self._thread.start()
 
     def result(self, timeout_s: float) -> Any:
         self._thread.join(timeout_s)
@@ -170,6 +188,38 @@ class _Background:
         if "error" in self._out:
             raise self._out["error"]
         return self._out["value"]
+
+
+@dataclass
+class _Kept:
+    """A transactional producer kept by this Python worker for the next batch of the same task.
+
+    ``committed`` is the batch whose ledger entry this very producer committed last (None: it has
+    not committed one; the ledger must be read). While the producer is not fenced, no later attempt
+    of its transactional id has called InitProducerId, and every earlier one had finished before this
+    producer's own InitProducerId: so its own last entry is the ledger's. A later attempt fences it,
+    and a fenced producer can commit nothing: so trusting ``committed`` never lets a batch be
+    written twice."""
+
+    producer: Any
+    committed: int | None
+
+
+# Per Python worker (Spark reuses its workers across tasks and batches): one kept producer per
+# (transactional id, settings), one kept ledger reader per settings. A task takes an entry out while
+# it works and puts it back only when its transaction ended cleanly.
+_KEPT: dict[tuple, _Kept] = {}
+_READERS: dict[tuple, Any] = {}
+
+
+class _NotUsable(Exception):
+    """A kept producer failed before any of the task's records were handed to it (fenced, most often)."""
+
+
+def covers(committed: int | None, batch_id: int) -> bool:
+    """Whether a ledger entry saying ``committed`` means ``batch_id`` was already written (the one
+    ledger check: batch ids only grow, and a task writes its entry with every batch)."""
+    return committed is not None and committed >= batch_id
 
 
 def write_batch_once(
@@ -185,28 +235,81 @@ def write_batch_once(
     """Write ``records`` to ``topic`` and the ledger entry "``slot.key`` committed ``batch_id``" in one
     transaction as ``transactional_id``, unless the ledger already covers ``batch_id``.
 
-    InitProducerId first (fencing and completing any earlier attempt of this task); then the ledger
-    is read while the records are produced (its round trips off the critical path): if it already
-    covers ``batch_id`` the transaction is aborted (``read_committed`` consumers never see it) and the
-    task skipped. On any failure the transaction is aborted and the error raised."""
-    producer = transactional_producer(producer_config, transactional_id)
-    ledger = _Background(last_committed_batch, consumer_settings(producer_config), slot, timeout_s)
+    With this worker's kept producer for the id: no InitProducerId; the ledger is not read when the
+    producer committed the entry itself (see :class:`_Kept`); its transaction starts with the ledger
+    entry, whose delivery is awaited before any record is taken, so a fenced producer is found while
+    the records are still untouched: it is dropped, and the task goes on as below.
+
+    Otherwise a new producer: InitProducerId first (fencing and completing any earlier attempt of this
+    task), then the ledger is read while the records are produced (its round trips off the critical
+    path); if it already covers ``batch_id`` the transaction is aborted (``read_committed`` consumers
+    never see it) and the task skipped. On any failure the transaction is aborted, the producer
+    dropped and the error raised: Spark's retry starts afresh."""
+    key = (transactional_id, config_key(producer_config))
+    kept = _KEPT.pop(key, None)
+    if kept is not None:
+        try:
+            outcome = _transaction(kept, True, producer_config, transactional_id, topic, records, slot, batch_id, timeout_s, entry)
+        except _NotUsable:
+            kept.producer.flush(0)
+        except Exception:
+            abort_quietly(kept.producer, timeout_s)
+            kept.producer.flush(0)
+            raise
+        else:
+            _KEPT[key] = kept
+            return outcome
+    fresh = _Kept(transactional_producer(producer_config, transactional_id), None)
     try:
-        producer.init_transactions(timeout_s)
-        ledger.start()  # only now: what it reads is final for every earlier attempt
-        producer.begin_transaction()
-        count = produce_all(producer, topic, records)
-        committed = ledger.result(timeout_s)
-        if committed is not None and committed >= batch_id:
-            producer.abort_transaction(timeout_s)
-            return TaskOutcome(transactional_id, batch_id, 0, True, committed)
-        value = json.dumps({**(entry or {}), "batch": batch_id, "records": count, "transactional_id": transactional_id,
-                            "committed_at_ms": int(time.time() * 1000)}).encode()
-        producer.produce(slot.topic, key=slot.key.encode(), value=value, partition=slot.partition)
-        producer.commit_transaction(timeout_s)
+        fresh.producer.init_transactions(timeout_s)
+        outcome = _transaction(fresh, False, producer_config, transactional_id, topic, records, slot, batch_id, timeout_s, entry)
     except Exception:
-        abort_quietly(producer, timeout_s)
+        abort_quietly(fresh.producer, timeout_s)
+        fresh.producer.flush(0)
         raise
-    finally:
-        producer.flush(0)
-    return TaskOutcome(transactional_id, batch_id, count, False, batch_id)
+    _KEPT[key] = fresh
+    return outcome
+
+
+def _transaction(kept: _Kept, was_kept: bool, producer_config: Mapping[str, Any], transactional_id: str, topic: str,
+                 records: Iterable[tuple[bytes | None, bytes | None]], slot: LedgerSlot, batch_id: int,
+                 timeout_s: float, entry: Mapping[str, Any] | None) -> TaskOutcome:
+    """One batch's transaction on an initialised producer (``was_kept``: from an earlier task, so
+    probed first); updates ``kept.committed``."""
+    if covers(kept.committed, batch_id):  # this producer committed it itself: nothing to write
+        return TaskOutcome(transactional_id, batch_id, 0, True, kept.committed, not was_kept)
+    producer = kept.producer
+    value = json.dumps({**(entry or {}), "batch": batch_id, "transactional_id": transactional_id,
+                        "committed_at_ms": int(time.time() * 1000)}).encode()
+    ledger_entry = dict(topic=slot.topic, key=slot.key.encode(), value=value, partition=slot.partition)
+    if was_kept:
+        _probe(producer, ledger_entry, timeout_s)
+    else:
+        producer.begin_transaction()
+        producer.produce(**ledger_entry)
+    ledger = None if kept.committed is not None else _Background(
+        last_committed_batch, consumer_settings(producer_config), slot, timeout_s)
+    count = produce_all(producer, topic, records)
+    committed = kept.committed if ledger is None else ledger.result(timeout_s)
+    if covers(committed, batch_id):
+        producer.abort_transaction(timeout_s)
+        return TaskOutcome(transactional_id, batch_id, 0, True, committed, not was_kept)
+    kept.committed = None  # unknown until the commit is known to have succeeded
+    producer.commit_transaction(timeout_s)
+    kept.committed = batch_id
+    return TaskOutcome(transactional_id, batch_id, count, False, batch_id, not was_kept)
+
+
+def _probe(producer: Any, ledger_entry: Mapping[str, Any], timeout_s: float) -> None:
+    """Begin a kept producer's transaction with the ledger entry and wait for its delivery: a producer
+    fenced by a later attempt (or otherwise unusable) fails here, before any record is taken."""
+    delivered: dict[str, Any] = {}
+    try:
+        producer.begin_transaction()
+        producer.produce(**ledger_entry, on_delivery=lambda err, _msg: delivered.setdefault("error", err))
+        producer.flush(timeout_s)
+    except Exception as e:  # noqa: BLE001 - any failure here: start afresh with a new producer
+        raise _NotUsable(str(e)) from None
+    if delivered.get("error") is not None or "error" not in delivered:
+        abort_quietly(producer, timeout_s)
+        raise _NotUsable(str(delivered.get("error")))

@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
               .option("maxOffsetsPerTrigger", str(args.per_batch)).option("failOnDataLoss", "true").load()
               .selectExpr("key", "value"))
 
+    tasks = [0, 0]  # the writer's tasks, and those that built a producer (InitProducerId)
     if args.sink == "writer":
         CrashingWriter.markers = args.markers
         writer = CrashingWriter({"bootstrap.servers": args.bootstrap, "linger.ms": 20}, args.output, application=args.application,
@@ -140,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         writer.markers = args.markers
 
         def each_batch(df: Any, batch_id: int) -> None:
-            writer(df, batch_id)
+            result = writer(df, batch_id)
+            tasks[0] += result.tasks
+            tasks[1] += result.new_producers
             if args.markers and claim(args.markers, "driver_after_commit", batch_id):
                 kill_driver()
     else:
@@ -162,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"done in {time.monotonic() - started:.2f}s", flush=True)
     batches = [(p["batchId"], p["numInputRows"], p["durationMs"].get("triggerExecution", 0)) for p in query.recentProgress]
     print("batches (id, rows, ms): " + json.dumps(batches), flush=True)
+    if args.sink == "writer":
+        print(f"writer tasks: {tasks[0]}, with a new producer: {tasks[1]}", flush=True)
     spark.stop()
     return 0
 

@@ -67,3 +67,30 @@ def test_the_writer_is_also_found_in_kafkatxn_spark():
     from kafkatxn.spark import ExactlyOnceWriter as FromSpark
 
     assert FromSpark is ExactlyOnceWriter
+
+
+def test_arrow_columns_become_bytes_without_a_python_call_per_value():
+    import pyarrow as pa
+
+    from kafkatxn.spark_eos import _column_bytes
+
+    assert _column_bytes(pa.array(["é", None], pa.string())) == ["é".encode(), None]
+    assert _column_bytes(pa.array(["x"], pa.large_string())) == [b"x"]
+    assert _column_bytes(pa.array([b"y", None], pa.binary())) == [b"y", None]
+    assert _column_bytes(pa.array([7, None], pa.int64())) == [b"7", None]
+
+
+def test_a_kept_producer_is_found_again_by_its_settings_whatever_the_callbacks():
+    from kafkatxn.kafka.ledger import config_key
+
+    # The writer is unpickled anew in every task: its callbacks are new objects each time.
+    assert config_key({"bootstrap.servers": "b", "error_cb": lambda e: None}) == config_key(
+        {"error_cb": lambda e: 1, "bootstrap.servers": "b"})
+    assert config_key({"bootstrap.servers": "b"}) != config_key({"bootstrap.servers": "c"})
+
+
+def test_the_ledger_check():
+    from kafkatxn.kafka.ledger import covers
+
+    assert covers(3, 3) and covers(4, 3)
+    assert not covers(2, 3) and not covers(None, 0)

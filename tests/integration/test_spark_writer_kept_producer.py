@@ -1,0 +1,100 @@
+"""The exactly-once writer's kept producer against a real broker, no Spark (issue 26, throughput).
+
+A Python worker keeps its transactional producer across batches (no InitProducerId, no ledger read
+when the producer committed the ledger entry itself). A later attempt of the same task elsewhere
+fences it; the worker holding the stale producer must then write nothing twice: its probe finds the
+fence before a record is taken, and the task starts afresh (InitProducerId, the ledger read).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from kafkatxn.kafka import ledger
+from kafkatxn.kafka.ledger import LedgerSlot, config_key, ensure_ledger_topic, write_batch_once
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def forget_kept_clients():
+    """This process's kept producers and ledger readers are let go after the test (the broker stops)."""
+    yield
+    for kept in ledger._KEPT.values():
+        kept.producer.flush(0)
+    for reader in ledger._READERS.values():
+        reader.close()
+    ledger._KEPT.clear()
+    ledger._READERS.clear()
+
+
+def committed(bootstrap: str, topic: str) -> Counter:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kept-counter", "isolation.level": "read_committed",
+                  "enable.partition.eof": True, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    seen: Counter = Counter()
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            msg = c.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                return seen
+            seen[msg.value().decode()] += 1
+    finally:
+        c.close()
+    raise AssertionError(f"reading {topic} did not reach its end")
+
+
+def rows(batch: int, n: int = 50):
+    return [(None, f"{batch}-{i}".encode()) for i in range(n)]
+
+
+def untouched(batch: int):
+    """Records the task must never take: the stale producer's probe comes first."""
+    def gen():
+        raise AssertionError(f"the fenced producer's task took batch {batch}'s records")
+        yield
+    return gen()
+
+
+def test_a_fenced_kept_producer_writes_nothing_and_the_batch_is_checked_afresh(kafka, unique_name):
+    bootstrap = kafka.bootstrap_servers
+    out, ledger_topic = f"{unique_name[:40]}-out", f"{unique_name[:40]}-ledger"
+    kafka.create_topic(out, partitions=1)
+    config = {"bootstrap.servers": bootstrap, "transaction.timeout.ms": 60_000}
+    ensure_ledger_topic(config, ledger_topic, 1)
+    tid, slot = f"eos-{unique_name[:40]}-0", LedgerSlot(ledger_topic, 0, "app/q/0")
+    key = (tid, config_key(config))
+
+    def write(batch, records):
+        return write_batch_once(config, tid, out, records, slot, batch, 30, {"partition": 0})
+
+    first = write(0, rows(0))
+    assert (first.records, first.skipped, first.new_producer) == (50, False, True)
+    again = write(1, rows(1))  # the same worker's next batch: its kept producer, no InitProducerId
+    assert (again.records, again.skipped, again.new_producer) == (50, False, False)
+    retried = write(1, untouched(1))  # a retry of batch 1 on this worker: its own producer committed it
+    assert (retried.skipped, retried.committed_batch) == (True, 1)
+
+    stale = ledger._KEPT.pop(key)  # worker A holds this producer; batch 2 of the task runs on worker B:
+    other = write(2, rows(2))  # a new producer there (InitProducerId fences worker A's)
+    assert (other.records, other.new_producer) == (50, True)
+    ledger._KEPT[key].producer.flush(0)
+    ledger._KEPT[key] = stale  # worker A again, with its fenced producer (it believes batch 1 is its last)
+
+    replay = write(2, rows(2))  # batch 2 again on worker A: the fence is found, the ledger read afresh
+    assert (replay.skipped, replay.committed_batch, replay.new_producer) == (True, 2, True)
+    ledger._KEPT[key] = stale  # and a new batch on the fenced producer: written once, by a new producer
+    nxt = write(3, rows(3))
+    assert (nxt.records, nxt.skipped, nxt.new_producer) == (50, False, True)
+
+    seen = committed(bootstrap, out)
+    expected = {v.decode() for b in range(4) for _, v in rows(b)}
+    assert set(seen) == expected and max(seen.values()) == 1, {v: c for v, c in seen.items() if c > 1}
