@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kafkatxn.kafka.wire import metadata, offsets, producers, transactions
+from kafkatxn.kafka.wire import groups, metadata, offsets, producers, transactions
 
 CODECS: dict[type, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] = {
     **metadata.CODECS,
     **offsets.CODECS,
     **producers.CODECS,
     **transactions.CODECS,
+    **groups.CODECS,
 }
 ENCODERS = {kind: encode for kind, (encode, _decode) in CODECS.items()}
 DECODERS = {kind: decode for kind, (_encode, decode) in CODECS.items()}
