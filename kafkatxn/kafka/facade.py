@@ -3,9 +3,9 @@
 ``Cluster`` is a :class:`~kafkatxn.kafka.session.Session` (the deadline, the clients, sending and
 error translation) with one mixin per Kafka API family, each in its own module: ``metadata``,
 ``offsets``, ``producer_state``, ``transactions``, ``groups``, ``configs`` and ``markers``. The wire
-(:mod:`kafkatxn.kafka.wire`, kafka-python) serves metadata, the KIP-664 APIs, ListOffsets and
-ApiVersions; confluent-kafka (librdkafka), built only when an API needs it, serves configs, broker
-racks, consumer group offsets, read_committed reads and fencing. Requests go to leaders and
+(:mod:`kafkatxn.kafka.wire`, kafka-python) serves metadata, the KIP-664 APIs, ListOffsets,
+ApiVersions and consumer groups; confluent-kafka (librdkafka), built only when an API needs it,
+serves configs, broker racks, read_committed reads and fencing. Requests go to leaders and
 coordinators, batched, with what fresh metadata can cure retried; answers are :class:`Partial`,
 whose ``missing`` names each part that did not arrive as a typed :class:`Missing`. Every call
 shares the deadline of the command (``--timeout``); a dead broker costs one deadline, not one per part.

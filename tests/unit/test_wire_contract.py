@@ -329,21 +329,24 @@ def test_list_transactions_response():
         assert got == p.ListTransactionsResponse(None, (p.ListedTransaction("app-1", 7, "Ongoing"),))
 
 
-def test_find_coordinator_responses_batched_and_single():
+@pytest.mark.parametrize("request_type, coordinator, keys, versions", [
+    (p.FindTransactionCoordinators, p.Coordinator, ("app-1", "app-10"), (1, 3)),
+    (p.FindGroupCoordinators, p.GroupCoordinator, ("billing", "reports"), (0, 1, 3)),
+], ids=["transactional ids", "groups"])
+def test_find_coordinator_responses_batched_and_single(request_type, coordinator, keys, versions):
     from kafka.protocol.metadata import FindCoordinatorResponse as R
 
+    first, second = keys
     batched = R(coordinators=[
-        R.Coordinator(key="app-1", node_id=2, host="h", port=9092, error_code=0),
-        R.Coordinator(key="app-10", node_id=-1, host="", port=-1, error_code=15),
+        R.Coordinator(key=first, node_id=2, host="h", port=9092, error_code=0),
+        R.Coordinator(key=second, node_id=-1, host="", port=-1, error_code=15),
     ])
-    got = wire.DECODERS[p.FindTransactionCoordinators](p.FindTransactionCoordinators(("app-1", "app-10")), roundtrip(batched, 4))
-    assert got.coordinators == (p.Coordinator("app-1", None, 2), p.Coordinator("app-10", "COORDINATOR_NOT_AVAILABLE", -1))
+    got = wire.DECODERS[request_type](request_type(keys), roundtrip(batched, 4))
+    assert got.coordinators == (coordinator(first, None, 2), coordinator(second, "COORDINATOR_NOT_AVAILABLE", -1))
     single = R(error_code=0, node_id=3, host="h", port=9092)
-    for version in (1, 3):
-        got = wire.DECODERS[p.FindTransactionCoordinators](
-            p.FindTransactionCoordinators(("app-1",), batched=False), roundtrip(single, version)
-        )
-        assert got.coordinators == (p.Coordinator("app-1", None, 3),)
+    for version in versions:
+        got = wire.DECODERS[request_type](request_type((first,), batched=False), roundtrip(single, version))
+        assert got.coordinators == (coordinator(first, None, 3),)
 
 
 def test_describe_transactions_response():
@@ -433,21 +436,6 @@ def test_list_groups_response():
         assert got == p.ListGroupsResponse(None, (p.ListedGroup("billing", "consumer"), p.ListedGroup("connect-x", "connect")))
     loading = R(error_code=14, groups=[])
     assert wire.DECODERS[p.ListGroups](p.ListGroups(), roundtrip(loading, high)).error == "COORDINATOR_LOAD_IN_PROGRESS"
-
-
-def test_find_group_coordinator_responses_batched_and_single():
-    from kafka.protocol.metadata import FindCoordinatorResponse as R
-
-    batched = R(coordinators=[
-        R.Coordinator(key="billing", node_id=2, host="h", port=9092, error_code=0),
-        R.Coordinator(key="reports", node_id=-1, host="", port=-1, error_code=30),
-    ])
-    got = wire.DECODERS[p.FindGroupCoordinators](p.FindGroupCoordinators(("billing", "reports")), roundtrip(batched, 4))
-    assert got.coordinators == (p.GroupCoordinator("billing", None, 2), p.GroupCoordinator("reports", "GROUP_AUTHORIZATION_FAILED", -1))
-    single = R(error_code=0, node_id=3, host="h", port=9092)
-    for version in (0, 3):
-        got = wire.DECODERS[p.FindGroupCoordinators](p.FindGroupCoordinators(("billing",), batched=False), roundtrip(single, version))
-        assert got.coordinators == (p.GroupCoordinator("billing", None, 3),)
 
 
 def test_offset_fetch_responses_batched_and_single():
