@@ -52,6 +52,7 @@ from benchlib import (  # noqa: E402  (puts the repository on sys.path)
     kafkatxn,
     peak_rss_mb,
     print_table,
+    run_measured,
     start_exporter,
     wait_until_every_partition_answers,
 )
@@ -262,6 +263,44 @@ def exporter_findings(body: bytes) -> tuple[dict[Key, int], set[Key], dict[str, 
     return lag, blocked, scalars
 
 
+# -- where the time goes -------------------------------------------------------------------------
+
+
+def profile_runs(bootstrap: str, out: Path) -> dict:
+    """One ``lso --groups`` under cProfile (its own process) and one exporter scrape in this process:
+    the gather and the exposition timed apart, the whole scrape under cProfile. Prints the top of each."""
+    import cProfile
+    import pstats
+
+    from kafkatxn.config import ConnectionConfig
+    from kafkatxn.exporter import ClusterGatherer, render_text
+
+    out.mkdir(parents=True, exist_ok=True)
+    run = run_measured([sys.executable, "-m", "cProfile", "-o", str(out / "lso_groups.prof"), "-m", "kafkatxn",
+                        *COMMANDS["lso_groups"], "-b", bootstrap, "--timeout", "300s"], timeout=900)
+    figures = {"profile_lso_groups_s": round(run.seconds, 3)}
+    gatherer = ClusterGatherer(ConnectionConfig(bootstrap_servers=bootstrap), scrape_timeout_s=120, groups=True)
+    try:
+        render_text(gatherer())  # warm-up: connections, imports
+        profiler = cProfile.Profile()
+        profiler.enable()
+        started = time.perf_counter()
+        snap = gatherer()
+        gathered = time.perf_counter()
+        body = render_text(snap)
+        rendered = time.perf_counter()
+        profiler.disable()
+    finally:
+        gatherer.close()
+    profiler.dump_stats(str(out / "scrape.prof"))
+    figures.update(profile_scrape_gather_s=round(gathered - started, 3), profile_scrape_exposition_s=round(rendered - gathered, 3),
+                   profile_scrape_body_mb=round(len(body) / 1e6, 1), profile_scrape_group_samples=len(snap.groups or ()))
+    for name in ("lso_groups.prof", "scrape.prof"):
+        print(f"-- {name}: top 25 by cumulative time")
+        pstats.Stats(str(out / name)).sort_stats("cumulative").print_stats(25)
+    return figures
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 
@@ -286,6 +325,8 @@ def main() -> int:
     parser.add_argument("--open-partitions", type=int, default=4, help="partitions per open transaction")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-requests", action="store_true", help="skip the broker-side request counts")
+    parser.add_argument("--profile", metavar="DIR", help="after the rounds, profile one `lso --groups` (cProfile) and one "
+                        "exporter scrape in this process (gather and exposition timed apart); .prof files in DIR")
     args = parser.parse_args()
     if PARTITIONS_PER_TOPIC % args.group_partitions:
         parser.error(f"--group-partitions must divide {PARTITIONS_PER_TOPIC}")
@@ -370,6 +411,8 @@ def main() -> int:
                     after = cluster.request_counts()
                     requests[name] = counted_delta(before, after)
                     before = after
+            if args.profile:
+                figures.update(profile_runs(bootstrap, Path(args.profile)))
         finally:
             if exporter is not None:
                 exporter.terminate()

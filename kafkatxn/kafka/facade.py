@@ -4,11 +4,13 @@
 error translation) with one mixin per Kafka API family, each in its own module: ``metadata``,
 ``offsets``, ``producer_state``, ``transactions``, ``groups``, ``configs`` and ``markers``. The wire
 (:mod:`kafkatxn.kafka.wire`, kafka-python) serves metadata, the KIP-664 APIs, ListOffsets,
-ApiVersions, broker configs, the cluster's authorized operations and fencing; confluent-kafka
-(librdkafka), built only when an API needs it, serves consumer group offsets and read_committed
-reads. Requests go to leaders and coordinators, batched, with what fresh metadata can cure
-retried; answers are :class:`Partial`, whose ``missing`` names each part that did not arrive as a
-typed :class:`Missing`. Every call shares the deadline of the command (``--timeout``); a dead broker costs one deadline, not one per part.
+ApiVersions, consumer groups, broker configs, the cluster's authorized operations, fencing and
+Fetch (read_committed probes, the transaction log): every request of a command. confluent-kafka
+(librdkafka) is left to the Spark side (kafka/log_reader.py's executors, the exactly-once writer).
+Requests go to leaders and coordinators, batched, with what fresh metadata can cure retried;
+answers are :class:`Partial`, whose ``missing`` names each part that did not arrive as a typed
+:class:`Missing`. Every call shares the deadline of the command (``--timeout``); a dead broker
+costs one deadline, not one per part.
 """
 
 from __future__ import annotations

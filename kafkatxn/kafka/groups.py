@@ -1,27 +1,54 @@
-"""Consumer groups (confluent-kafka): the group list, committed offsets, members' assignments and
-the log start offsets a group without commits could start from.
+"""Consumer groups over the wire: the group list, committed offsets, members' assignments and the
+log start offsets a group without commits could start from.
 
-One Kafka API family per module (as kminion has one file per API), mixed into
-:class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
-:class:`kafkatxn.kafka.session.Session`'s.
+ListGroups goes to every broker (each lists the groups it coordinates, which is also where their
+other requests go); FindCoordinator (key type 0) places the groups no broker listed, all in one
+request from v4 on; OffsetFetch (v8+) and DescribeGroups carry all of a coordinator's groups in one
+request, so 5,000 groups cost a few requests per broker, not several per group. One Kafka API
+family per module (as kminion has one file per API), mixed into
+:class:`kafkatxn.kafka.facade.Cluster`; the sending, the per-broker budget, the deadline and error
+translation are the :class:`kafkatxn.kafka.session.Session`'s.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
-from typing import Iterable
+from collections import defaultdict
+from typing import Any, Callable, Iterable, Sequence
 
-from kafkatxn.errors import ClusterError, KafkatxnError
-from kafkatxn.kafka.errors import clean
-from kafkatxn.model import Missing, Part, Partial, TopicPartition
+from kafkatxn.errors import ClusterError, DeadlineExceeded
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.session import NOT_ARRIVED
+from kafkatxn.kafka.errors import is_timeout, part_missing
+from kafkatxn.model import Missing, Part, Partial, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
 
+# The groups a consumer's tools list: consumer groups and those that only commit offsets ("").
+CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
+# A coordinator that moved (or whose log partition is between leaders): its groups' coordinator is
+# found again, once. One loading its part of __consumer_offsets: asked again within the deadline.
+COORDINATOR_MOVED = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"})
+COORDINATOR_LOADING = "COORDINATOR_LOAD_IN_PROGRESS"
+COORDINATOR_RETRY_PAUSE_S = 0.2
+LIST_RETRY_PAUSE_S = 0.25
+STABLE = "Stable"
+
+
+def group_part(group: str) -> Part:
+    return Part(f"group {group}")
+
+
+def describe_group_acl(group: str) -> str:
+    return f"DESCRIBE on Group {group}"
+
 
 class GroupsApi:
+    # (deadline, group -> coordinator) learnt from ListGroups and FindCoordinator in this command
+    # (a scrape restarts the deadline, a prompt extends it: then they are asked again).
+    _group_coordinators: tuple[float, dict[str, int]] = (0.0, {})
+
     def list_groups(self) -> list[str]:
         """Every consumer group, or an error when a broker's part of the list is missing (see
         :meth:`list_groups_partial` for the list with the missing part named instead)."""
@@ -31,118 +58,173 @@ class GroupsApi:
         return listed.value
 
     def list_groups_partial(self) -> Partial[list[str]]:
-        """The consumer groups the brokers listed. Brokers that answer with an error (e.g.
-        COORDINATOR_LOAD_IN_PROGRESS right after ``__consumer_offsets`` is created) are asked again
-        within half the time left; a broker still not answering then (frozen, dead) leaves the groups
-        it coordinates out, named as the missing part ``consumer groups`` (a group missing from an
-        incomplete list is not unknown)."""
+        """The consumer groups the brokers listed (ListGroups on every broker: each lists the groups
+        it coordinates). A broker that answers with an error (COORDINATOR_LOAD_IN_PROGRESS right
+        after ``__consumer_offsets`` is created) is asked again within half the time left; a broker
+        that still does not list its groups then (an error, frozen, dead) leaves them out, named in
+        the missing part ``consumer groups`` (a group missing from an incomplete list is not
+        unknown). When no broker answers at all, the error that ends the command."""
+        brokers = [b.id for b in self.metadata().brokers]
         give_up = time.monotonic() + max(0.0, self.deadline - time.monotonic()) / 2
+        listed: dict[str, int] = {}
+        unlisted: dict[int, str] = {}  # broker -> why its groups are not listed
+        failures: list[BaseException] = []
+        asked = brokers
         while True:
-            try:
-                # librdkafka answers once every broker has: a dead one must fail within the give-up time.
-                wait_s = max(0.5, give_up - time.monotonic())
-                result = self._wait(self.admin.list_consumer_groups(request_timeout=wait_s), "listing groups")
-            except KafkatxnError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                raise self.errors.translate(exc, "listing consumer groups") from exc
-            self.requests["ListGroups"] += 1
-            listed = sorted(g.group_id for g in result.valid)
-            if not result.errors:
-                return Partial(listed)
-            # KafkaError objects: their str() is a repr; .str() is the message.
-            reasons = "; ".join(sorted({clean(e.str() if hasattr(e, "str") else str(e)) for e in result.errors}))
-            if time.monotonic() >= give_up or self.deadline - time.monotonic() < 0.5:
-                if all(getattr(e, "name", lambda: "")() in ("_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN") for e in result.errors) \
-                        and len(result.errors) >= len(self.metadata().brokers):
-                    from confluent_kafka import KafkaException
-
-                    # Nothing answered in time: say so as every other request does (unreachable, deadline).
-                    raise self.errors.translate(KafkaException(result.errors[0]), "listing consumer groups")
-                return Partial(listed, [Missing(Part("consumer groups"), self._unlisted_reason(reasons))])
-            log.debug("listing consumer groups: retrying after %s", reasons)
-            time.sleep(0.25)
-
-    def _unlisted_reason(self, reasons: str) -> str:
-        """Why part of the group list is missing, naming the brokers that do not answer (librdkafka's
-        per-broker errors do not say which broker they came from; the reader needs to know whose
-        groups are left out). One ApiVersions round trip, only when a part is already missing."""
-        try:
-            brokers = [b.id for b in self.metadata().brokers]
-            answers = self._send_all([(b, proto.ApiVersions()) for b in brokers])
-        except Exception:  # noqa: BLE001 - the list is incomplete either way; say what is known
-            log.debug("probing brokers after an incomplete group list failed", exc_info=True)
-            return f"some brokers did not list theirs: {reasons}"
-        silent = {b: self.errors.reason(a) for b, a in zip(brokers, answers) if isinstance(a, BaseException)}
-        if not silent:
-            return f"some brokers did not list theirs: {reasons}"
-        named = "; ".join(f"broker {b}: {why}" for b, why in sorted(silent.items()))
-        return f"the groups coordinated by {'broker' if len(silent) == 1 else 'brokers'} " \
-            f"{', '.join(map(str, sorted(silent)))} were not listed ({named})"
+            answered_with_error: list[int] = []
+            for broker, resp in zip(asked, self._send_all([(b, proto.ListGroups()) for b in asked])):
+                if isinstance(resp, BaseException):
+                    unlisted[broker] = self.errors.reason(resp)  # authentication failures end the command
+                    failures.append(resp)
+                elif resp.error:
+                    unlisted[broker] = resp.error
+                    answered_with_error.append(broker)
+                else:
+                    unlisted.pop(broker, None)
+                    listed.update((g.group_id, broker) for g in resp.groups if g.protocol_type in CONSUMER_PROTOCOL_TYPES)
+            if not answered_with_error or time.monotonic() >= give_up or self.deadline - time.monotonic() < 2 * LIST_RETRY_PAUSE_S:
+                break
+            log.debug("listing consumer groups: asking brokers %s again", answered_with_error)
+            time.sleep(LIST_RETRY_PAUSE_S)
+            asked = answered_with_error
+        self._learn_coordinators(listed)
+        names = sorted(listed)
+        if not unlisted:
+            return Partial(names)
+        if len(failures) == len(brokers) and len(unlisted) == len(brokers):
+            # Nothing answered: say so as every other request does (unreachable, deadline).
+            if all(isinstance(f, DeadlineExceeded) or is_timeout(f) for f in failures):  # BrokerSilent too
+                raise self.errors.translate(concurrent.futures.TimeoutError(), "listing consumer groups")
+            raise self.errors.translate(failures[0], "listing consumer groups")
+        ids = sorted(unlisted)
+        named = "; ".join(f"broker {b}: {unlisted[b]}" for b in ids)
+        reason = f"the groups coordinated by {'broker' if len(ids) == 1 else 'brokers'} " \
+            f"{', '.join(map(str, ids))} were not listed ({named})"
+        return Partial(names, [Missing(Part("consumer groups"), reason)])
 
     def group_offsets(self, groups: Iterable[str]) -> Partial[dict[str, dict[TopicPartition, int]]]:
-        """Committed offsets per group (offsets < 0 mean nothing committed)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions
+        """Committed offsets per group (a partition without a commit is left out): OffsetFetch at each
+        group's coordinator, all its groups in one request (v8+; one per group before)."""
+        batched = self.wire.max_version("OffsetFetch") >= 8
 
-        out: dict[str, dict[TopicPartition, int]] = {}
-        missing: list[Missing] = []
-        # All groups in flight at once (the call takes one group): N groups cost one round trip, not N.
-        pending = {
-            group: self.admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=self.remaining_s()
-            )[group]
-            for group in dict.fromkeys(groups)
-        }
-        for group, future in pending.items():
-            result = self._wait_or_note(future, Part(f"group {group}"), missing, f"DESCRIBE on Group {group}")
-            if result is NOT_ARRIVED:
-                continue
-            out[group] = {
-                TopicPartition(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0
-            }
-        return Partial(out, missing)
+        def requests(node_groups: tuple[str, ...]) -> list[proto.OffsetFetch]:
+            return [proto.OffsetFetch(node_groups)] if batched else [proto.OffsetFetch((g,), batched=False) for g in node_groups]
+
+        answered = self._at_coordinators(groups, requests)
+        return Partial({g: dict(a.offsets) for g, a in answered.value.items()}, answered.missing)
 
     def group_assignments(self, groups: Iterable[str]) -> Partial[dict[str, frozenset[TopicPartition]]]:
-        """Per Stable group, the partitions its members are assigned (DescribeConsumerGroups); groups
-        that are empty, rebalancing or dead are left out: their members hold no settled assignment."""
-        from confluent_kafka import ConsumerGroupState
-
-        out: dict[str, frozenset[TopicPartition]] = {}
-        missing: list[Missing] = []
-        wanted = list(dict.fromkeys(groups))
-        if not wanted:
-            return Partial(out, missing)
-        pending = self.admin.describe_consumer_groups(wanted, request_timeout=self.remaining_s())
-        self.requests["DescribeGroups"] += 1
-        for group, future in pending.items():
-            result = self._wait_or_note(future, Part(f"group {group}"), missing, f"DESCRIBE on Group {group}")
-            if result is NOT_ARRIVED or result.state != ConsumerGroupState.STABLE:
-                continue
-            out[group] = frozenset(
-                TopicPartition(tp.topic, tp.partition)
-                for member in result.members
-                for tp in (member.assignment.topic_partitions if member.assignment else ())
-            )
-        return Partial(out, missing)
+        """Per Stable group, the partitions its members are assigned (DescribeGroups, all of a
+        coordinator's groups in one request); groups that are empty, rebalancing or dead are left
+        out: their members hold no settled assignment."""
+        answered = self._at_coordinators(groups, lambda node_groups: [proto.DescribeGroups(node_groups)])
+        return Partial({g: d.assigned for g, d in answered.value.items() if d.state == STABLE}, answered.missing)
 
     def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, int]]:
-        """The log start offset of each partition (ListOffsets EARLIEST): where a consumer with
-        ``auto.offset.reset=earliest`` and no committed offset starts."""
-        from confluent_kafka.admin import OffsetSpec
-        from confluent_kafka import TopicPartition as CkTopicPartition
-
+        """The log start offset of each partition (ListOffsets EARLIEST, one request per leader):
+        where a consumer with ``auto.offset.reset=earliest`` and no committed offset starts."""
         tps = sorted(set(partitions))
-        out: dict[TopicPartition, int] = {}
-        missing: list[Missing] = []
         if not tps:
-            return Partial(out, missing)
-        pending = self.admin.list_offsets(
-            {CkTopicPartition(tp.topic, tp.partition): OffsetSpec.earliest() for tp in tps}, request_timeout=self.remaining_s()
-        )
-        self.requests["ListOffsets"] += 1
-        for ck_tp, future in pending.items():
-            tp = TopicPartition(ck_tp.topic, ck_tp.partition)
-            result = self._wait_or_note(future, tp, missing, f"DESCRIBE on Topic {tp.topic}")
-            if result is not NOT_ARRIVED:
-                out[tp] = result.offset
-        return Partial(out, missing)
+            return Partial({})
+        found = self._latest_offsets(tps, (False,), earliest=True)[0]
+        return Partial({tp: offsets[0] for tp, offsets in found.value.items()}, found.missing)
+
+    # -- coordinators --------------------------------------------------------------------------
+
+    def _known_coordinators(self) -> dict[str, int]:
+        deadline, known = self._group_coordinators
+        if deadline != self.deadline:
+            known = {}
+            self._group_coordinators = (self.deadline, known)
+        return known
+
+    def _learn_coordinators(self, coordinators: dict[str, int]) -> None:
+        self._known_coordinators().update(coordinators)
+
+    def _find_group_coordinators(
+        self, groups: Sequence[str], why: dict[str, Missing], found_again: set[str]
+    ) -> tuple[dict[str, int], list[str]]:
+        """Each group's coordinator: the one known in this command, else FindCoordinator's answer.
+        Returns the placed groups and those to ask again (a coordinator loading, or not available
+        yet: once); the reasons of the rest are noted in ``why``."""
+        known = self._known_coordinators()
+        placed = {g: known[g] for g in groups if g in known}
+        unknown = [g for g in groups if g not in known]
+        if not unknown:
+            return placed, []
+        if self.wire.max_version("FindCoordinator") >= 4:
+            requests = [(None, proto.FindGroupCoordinators(tuple(unknown)))]
+        else:
+            requests = [(None, proto.FindGroupCoordinators((g,), batched=False)) for g in unknown]
+        again: list[str] = []
+        for (_node, request), resp in zip(requests, self._send_all(requests)):
+            if isinstance(resp, BaseException):
+                reason = f"FindCoordinator: {self.errors.reason(resp)}"
+                why.update((g, Missing(group_part(g), reason)) for g in request.group_ids)
+                continue
+            for c in resp.coordinators:
+                if c.error is None:
+                    placed[c.group_id] = known[c.group_id] = c.node_id
+                    continue
+                why[c.group_id] = part_missing(group_part(c.group_id), c.error, describe_group_acl(c.group_id))
+                if c.error == COORDINATOR_LOADING:
+                    again.append(c.group_id)
+                elif c.error in COORDINATOR_MOVED:
+                    again.extend(self._find_again((c.group_id,), found_again))
+        return placed, again
+
+    def _at_coordinators(self, groups: Iterable[str], requests_for: Callable[[tuple[str, ...]], list[Any]]) -> Partial[dict[str, Any]]:
+        """Each group's answer from its coordinator (``requests_for`` makes the requests for one
+        coordinator's groups; each response's ``groups`` carry ``group_id`` and ``error``).
+
+        A coordinator that moved (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) or did not answer: the
+        group's coordinator is found again, once. One loading its log (COORDINATOR_LOAD_IN_PROGRESS):
+        asked again while the deadline allows. A refusal is the part's missing reason naming the ACL
+        (``DESCRIBE on Group g``); a silent coordinator makes each of its groups a missing part."""
+        wanted = list(dict.fromkeys(groups))
+        out: dict[str, Any] = {}
+        why: dict[str, Missing] = {}
+        found_again: set[str] = set()
+        pending = wanted
+        attempt = 0
+        while pending:
+            placed, retry = self._find_group_coordinators(pending, why, found_again)
+            by_node: dict[int, list[str]] = defaultdict(list)
+            for g, node in placed.items():
+                by_node[node].append(g)
+            requests = [(node, r) for node, node_groups in by_node.items() for r in requests_for(tuple(node_groups))]
+            for (node, request), resp in zip(requests, self._send_all(requests) if requests else []):
+                if isinstance(resp, BaseException):
+                    reason = f"coordinator {node}: {self.errors.reason(resp)}"
+                    why.update((g, Missing(group_part(g), reason)) for g in request.group_ids)
+                    retry.extend(self._find_again(request.group_ids, found_again))
+                    continue
+                for answer in resp.groups:
+                    g = answer.group_id
+                    if answer.error is None:
+                        out[g] = answer
+                        why.pop(g, None)
+                        continue
+                    why[g] = part_missing(group_part(g), answer.error, describe_group_acl(g))
+                    if answer.error == COORDINATOR_LOADING:
+                        retry.append(g)
+                    elif answer.error in COORDINATOR_MOVED:
+                        retry.extend(self._find_again((g,), found_again))
+            attempt += 1
+            pause = COORDINATOR_RETRY_PAUSE_S * min(attempt, 5)
+            if not retry or self.deadline - time.monotonic() < 2 * pause:
+                break
+            log.debug("groups: asking again for %d groups", len(retry))
+            time.sleep(pause)
+            pending = list(dict.fromkeys(retry))
+        return Partial(out, [why[g] for g in wanted if g in why and g not in out])
+
+    def _find_again(self, groups: Iterable[str], found_again: set[str]) -> list[str]:
+        """The groups whose coordinator is to be found again (each once per call of
+        :meth:`_at_coordinators`); their known coordinator is forgotten."""
+        known = self._known_coordinators()
+        again = [g for g in groups if g not in found_again]
+        for g in again:
+            known.pop(g, None)
+            found_again.add(g)
+        return again

@@ -238,10 +238,11 @@ class OffsetsApi:
         return pairs, self._producer_answers(producer_requests, responses, producers_missing)  # type: ignore[return-value]
 
     def _latest_offsets(
-        self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...], also: Sequence[tuple[int, Any]] = ()
+        self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...], also: Sequence[tuple[int, Any]] = (),
+        earliest: bool = False,
     ) -> tuple[Partial[dict[TopicPartition, tuple[int, ...]]], list[Any]]:
-        """The offsets at ``levels``, and the answers to ``also``: other requests sent in the first
-        round trip, after the ListOffsets ones."""
+        """The offsets at ``levels`` (the latest, or with ``earliest`` the log start offsets), and the
+        answers to ``also``: other requests sent in the first round trip, after the ListOffsets ones."""
         tps = list(dict.fromkeys(partitions))
         also_answers: list[Any] = []
         found: dict[TopicPartition, list[int | None]] = {}
@@ -265,7 +266,8 @@ class OffsetsApi:
                 else:
                     by_node[leader].append(tp)
             requests = [
-                (node, proto.ListOffsets(tuple(node_tps), committed)) for node, node_tps in by_node.items() for committed in levels
+                (node, proto.ListOffsets(tuple(node_tps), committed, earliest))
+                for node, node_tps in by_node.items() for committed in levels
             ]
             retry: list[TopicPartition] = []
             extra = list(also) if attempt == 0 else []

@@ -38,10 +38,12 @@ class MetadataResponse(NamedTuple):
 
 
 class ListOffsets(NamedTuple):
-    """Latest offsets of these partitions at one isolation level (one leader's partitions)."""
+    """Latest offsets of these partitions at one isolation level (one leader's partitions); with
+    ``earliest``, the log start offsets (timestamp -2, EARLIEST) instead."""
 
     partitions: tuple[TopicPartition, ...]
     read_committed: bool
+    earliest: bool = False
 
 
 # One per partition in a response (60,000 per pass at 30,000 partitions): named tuples, which are
@@ -149,7 +151,7 @@ REQUEST_NAMES = {
     FindTransactionCoordinators: "FindCoordinator",
     DescribeTransactions: "DescribeTransactions",
     WriteAbortMarker: "WriteTxnMarkers",
-}
+}  # consumer groups' requests are added at the end of the file
 
 
 def by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
@@ -308,3 +310,81 @@ EARLIEST = -2  # ListOffsetsAt's timestamp for the log start offset
 
 
 REQUEST_NAMES[ListOffsetsAt] = "ListOffsets"
+
+
+# -- consumer groups (kafka/groups.py, wire/groups.py) ----------------------------------------------
+
+
+class ListGroups(NamedTuple):
+    """The groups one broker coordinates (ListGroups is answered by each broker for its own)."""
+
+
+class ListedGroup(NamedTuple):
+    group_id: str
+    protocol_type: str  # "consumer" for consumer groups, "" for those that only commit offsets
+
+
+class ListGroupsResponse(NamedTuple):
+    error: str | None
+    groups: tuple[ListedGroup, ...] = ()
+
+
+class FindGroupCoordinators(NamedTuple):
+    """FindCoordinator for consumer groups (key type 0): all in one request from v4 on (``batched``)."""
+
+    group_ids: tuple[str, ...]
+    batched: bool = True
+
+
+class GroupCoordinator(NamedTuple):
+    group_id: str
+    error: str | None
+    node_id: int
+
+
+class FindGroupCoordinatorsResponse(NamedTuple):
+    coordinators: tuple[GroupCoordinator, ...]
+
+
+class OffsetFetch(NamedTuple):
+    """Every committed offset of these groups (one coordinator's): all in one request from v8 on
+    (``batched``), one group per request before."""
+
+    group_ids: tuple[str, ...]
+    batched: bool = True
+
+
+class GroupOffsets(NamedTuple):
+    group_id: str
+    error: str | None
+    offsets: dict[TopicPartition, int]  # committed offsets (partitions without one are left out)
+
+
+class OffsetFetchResponse(NamedTuple):
+    groups: tuple[GroupOffsets, ...]
+
+
+class DescribeGroups(NamedTuple):
+    """These groups' state and members (one coordinator's groups, one request)."""
+
+    group_ids: tuple[str, ...]
+
+
+class DescribedGroup(NamedTuple):
+    group_id: str
+    error: str | None
+    state: str = ""  # "Stable", "Empty", "PreparingRebalance", "Dead", ...
+    protocol_type: str = ""
+    assigned: frozenset[TopicPartition] = frozenset()  # every member's assigned partitions (consumer protocol)
+
+
+class DescribeGroupsResponse(NamedTuple):
+    groups: tuple[DescribedGroup, ...]
+
+
+REQUEST_NAMES.update({
+    ListGroups: "ListGroups",
+    FindGroupCoordinators: "FindCoordinator",
+    OffsetFetch: "OffsetFetch",
+    DescribeGroups: "DescribeGroups",
+})

@@ -11,6 +11,11 @@ DescribeTransactions, WriteTxnMarkers, ApiVersions, DescribeConfigs, DescribeClu
 is answered by :class:`FakeWire` from the model, request by request, so unit tests exercise the
 facade's code paths. Metadata (which the real facade reads over the wire) and the confluent-kafka
 side (groups, read_committed probes) are answered by :class:`FakeCluster`'s overrides of those facade methods, from the same
+DescribeTransactions, WriteTxnMarkers, ApiVersions, and the consumer groups' ListGroups,
+OffsetFetch and DescribeGroups) is answered by :class:`FakeWire` from the model,
+request by request, so unit tests exercise the facade's code paths. Metadata (which the real
+facade reads over the wire) and the confluent-kafka side (configs, read_committed probes,
+fencing) are answered by :class:`FakeCluster`'s overrides of those facade methods, from the same
 model: the facade's own metadata decoding is covered by the integration tests, not here. Faults are set on the model:
 
 - ``down`` brokers stay registered (listed in metadata) but every request to them times out;
@@ -24,6 +29,9 @@ model: the facade's own metadata decoding is covered by the integration tests, n
 - ``describable`` filters the transactional ids the principal may DESCRIBE (ListTransactions leaves
   the others out silently, as Kafka does); ``denied_topics[request]`` answers TOPIC_AUTHORIZATION_FAILED;
 - ``marker_error`` refuses WriteTxnMarkers; ``api_versions`` sets what the brokers support;
+- ``groups`` (committed offsets) and ``assignments`` (Stable groups' partitions) are served by each
+  group's coordinator (``group_coordinators``); ``denied_groups`` are refused (GROUP_AUTHORIZATION_FAILED)
+  and left out of ListGroups; ``group_errors``/``group_listing_errors`` queue errors;
 - ``transaction_log_by_id[id]`` is what ``__transaction_state`` holds of an id (``TxnLogRecord`` in log
   order); an id not there reads as the start of its producers' epochs (InitProducerId's ``Empty``)
   and nothing after: no transaction ever included the partition, so hanging stays hanging;
@@ -48,7 +56,6 @@ from kafkatxn.model import (
     BrokerInfo,
     ClusterMetadata,
     Missing,
-    Part,
     Partial,
     PartitionInfo,
     ProducerState,
@@ -114,6 +121,27 @@ class KafkaModel:
     batches: dict[TopicPartition, list[Any]] = field(default_factory=dict)
     aborted: dict[TopicPartition, list[tuple[int, int, int]]] = field(default_factory=dict)
     batches_per_fetch: int = 1000
+    # Consumer groups on the wire: a group's coordinator (default: fixed by its name), queued errors
+    # per (request name, group) (``("OffsetFetch", "g")``, one per request naming it) and per broker
+    # for ListGroups, and groups that are not consumer groups (protocol type, e.g. "connect").
+    group_coordinators: dict[str, int] = field(default_factory=dict)
+    group_errors: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    group_listing_errors: dict[int, list[str]] = field(default_factory=dict)
+    group_protocol_types: dict[str, str] = field(default_factory=dict)
+
+    def group_coordinator(self, group: str) -> int:
+        if group in self.group_coordinators:
+            return self.group_coordinators[group]
+        return self.brokers[zlib.crc32(group.encode()) % len(self.brokers)]
+
+    def group_error(self, request_name: str, group: str, node: int) -> str | None:
+        """The error ``node`` answers for ``group``: queued, refused, or not its coordinator."""
+        queued = self.group_errors.get((request_name, group))
+        if queued:
+            return queued.pop(0)
+        if group in self.denied_groups:
+            return "GROUP_AUTHORIZATION_FAILED"
+        return None if self.group_coordinator(group) == node else "NOT_COORDINATOR"
 
     def may_describe(self, transactional_id: str) -> bool:
         return self.describable is None or self.describable(transactional_id)
@@ -173,6 +201,7 @@ DEFAULT_APIS = {
     "ListOffsets": (1, 8), "FindCoordinator": (0, 6), "DescribeProducers": (0, 0), "ListTransactions": (0, 2),
     "DescribeTransactions": (0, 0), "WriteTxnMarkers": (0, 1),
     "DescribeCluster": (0, 1), "DescribeConfigs": (1, 4), "InitProducerId": (0, 5),  # wireadmin
+    "ListGroups": (0, 5), "OffsetFetch": (1, 9), "DescribeGroups": (0, 5),
 }
 
 
@@ -249,7 +278,12 @@ class FakeWire:
         parts = []
         for tp in request.partitions:
             error = self._denied("ListOffsets", tp) or self._error(node, tp)
-            offset = -1 if error else self.model.offsets[tp][0 if request.read_committed else 1]
+            if error:
+                offset = -1
+            elif request.earliest:
+                offset = self.model.log_starts.get(tp, 0)
+            else:
+                offset = self.model.offsets[tp][0 if request.read_committed else 1]
             parts.append(proto.PartitionOffset(tp, error, offset))
         return proto.ListOffsetsResponse(tuple(parts))
 
@@ -386,6 +420,49 @@ class FakeWire:
                          if r.timestamp >= request.timestamp_ms]
                 parts.append(proto.PartitionOffset(tp, None, found[0] if found else -1))
         return proto.ListOffsetsResponse(tuple(parts))
+    # -- consumer groups ---------------------------------------------------------------------------
+
+    def _groups_known(self) -> set[str]:
+        return set(self.model.groups) | set(self.model.assignments)
+
+    def _ListGroups(self, node, request):
+        """The groups ``node`` coordinates; those the principal may not DESCRIBE are left out."""
+        queued = self.model.group_listing_errors.get(node)
+        if queued:
+            return proto.ListGroupsResponse(queued.pop(0))
+        return proto.ListGroupsResponse(None, tuple(
+            proto.ListedGroup(g, self.model.group_protocol_types.get(g, "consumer"))
+            for g in sorted(self._groups_known() - self.model.denied_groups) if self.model.group_coordinator(g) == node
+        ))
+
+    def _FindGroupCoordinators(self, node, request):
+        out = []
+        for g in request.group_ids:
+            queued = self.model.group_errors.get(("FindCoordinator", g))
+            error = queued.pop(0) if queued else ("GROUP_AUTHORIZATION_FAILED" if g in self.model.denied_groups else None)
+            out.append(proto.GroupCoordinator(g, error, -1 if error else self.model.group_coordinator(g)))
+        return proto.FindGroupCoordinatorsResponse(tuple(out))
+
+    def _OffsetFetch(self, node, request):
+        """Every committed offset of each group; an unknown group has none (no error, as Kafka)."""
+        return proto.OffsetFetchResponse(tuple(
+            proto.GroupOffsets(g, error, {} if error else dict(self.model.groups.get(g, {})))
+            for g in request.group_ids
+            for error in [self.model.group_error("OffsetFetch", g, node)]
+        ))
+
+    def _DescribeGroups(self, node, request):
+        """Groups in ``assignments`` are Stable with those partitions; others Empty, unknown ones Dead."""
+        out = []
+        for g in request.group_ids:
+            error = self.model.group_error("DescribeGroups", g, node)
+            if error:
+                out.append(proto.DescribedGroup(g, error))
+            elif g in self.model.assignments:
+                out.append(proto.DescribedGroup(g, None, "Stable", "consumer", frozenset(self.model.assignments[g])))
+            else:
+                out.append(proto.DescribedGroup(g, None, "Empty" if g in self.model.groups else "Dead", "consumer"))
+        return proto.DescribeGroupsResponse(tuple(out))
 
 
 class FakeCluster(Cluster):
@@ -456,31 +533,22 @@ class FakeCluster(Cluster):
 
     def list_groups(self) -> list[str]:
         self.calls.append(("list_groups",))
-        return sorted((set(self.model.groups) | set(self.model.assignments)) - self.model.denied_groups)
-
-    def list_groups_partial(self):
-        listed = self.list_groups()
-        down = sorted(b for b in self.model.down if b in self.model.brokers)
-        return Partial(listed, [Missing(Part("consumer groups"), f"some brokers did not list theirs: broker {down[0]} timed out")]
-                       if down else [])
+        return super().list_groups()
 
     def group_offsets(self, groups):
+        groups = list(groups)
         self.calls.append(("group_offsets", tuple(groups)))
-        # Groups the principal may not DESCRIBE: ListGroups leaves them out, OffsetFetch is refused.
-        refused = [Missing(Part(f"group {g}"), f"not authorized: needs DESCRIBE on Group {g}", acl=f"DESCRIBE on Group {g}")
-                   for g in groups if g in self.model.denied_groups]
-        return Partial({g: dict(self.model.groups.get(g, {})) for g in groups
-                        if (g in self.model.groups or g in self.model.assignments) and g not in self.model.denied_groups},
-                       refused)
+        return super().group_offsets(groups)
 
     def group_assignments(self, groups):
+        groups = list(groups)
         self.calls.append(("group_assignments", tuple(groups)))
-        return Partial({g: frozenset(self.model.assignments[g]) for g in groups
-                        if g in self.model.assignments and g not in self.model.denied_groups})
+        return super().group_assignments(groups)
 
     def log_start_offsets(self, partitions):
+        partitions = list(partitions)
         self.calls.append(("log_start_offsets", tuple(partitions)))
-        return Partial({tp: self.model.log_starts.get(tp, 0) for tp in partitions})
+        return super().log_start_offsets(partitions)
 
     def first_readable_offsets(self, starts):
         self.calls.append(("first_readable_offsets", dict(starts)))

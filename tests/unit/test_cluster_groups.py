@@ -1,96 +1,231 @@
-"""Cluster.list_groups: a broker answering with an error must not make a group look unknown."""
+"""The consumer groups over the wire (kafka/groups.py) on the fake wire: ListGroups on every broker,
+OffsetFetch and DescribeGroups batched per coordinator, coordinators that move, load, refuse or
+do not answer, and a broker's group list that is missing named, never an empty answer."""
 
 from __future__ import annotations
 
-import concurrent.futures
-from types import SimpleNamespace
+import time
 
 import pytest
 
-from kafkatxn.kafka import Cluster
-from kafkatxn.config import ConnectionConfig
-from kafkatxn.errors import ClusterError
+from kafkatxn.errors import ClusterError, DeadlineExceeded
+from kafkatxn.kafka import protocol as p
+from kafkatxn.model import Part, TopicPartition
+from tests.support.fake_kafka import FakeCluster, KafkaModel
+
+O0, O1, P0 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 0)
 
 
-class FakeAdmin:
-    """confluent-kafka's AdminClient.list_consumer_groups, answering a future per call.
-
-    Kept at this layer on purpose: the code under test is Cluster.list_groups itself (its retry on
-    broker errors and its deadline), which tests/support/fake_kafka.FakeCluster replaces with an
-    answer from its model, because the confluent-kafka side has no typed wire to fake below it.
-    """
-
-    def __init__(self, answers):
-        self.answers = list(answers)
-        self.calls = 0
-
-    def poll(self, timeout):
-        return 0
-
-    def list_consumer_groups(self, request_timeout):
-        self.calls += 1
-        valid, errors = self.answers[min(self.calls, len(self.answers)) - 1]
-        future = concurrent.futures.Future()
-        future.set_result(SimpleNamespace(valid=[SimpleNamespace(group_id=g) for g in valid], errors=errors))
-        return future
+def model_with_groups(brokers=(1, 2), **coordinators: int) -> KafkaModel:
+    """One group per keyword, coordinated by that broker, with a commit on orders-0."""
+    model = KafkaModel(brokers=brokers)
+    model.add_partition("orders", 0, leader=brokers[0], lso=10, hw=10)
+    model.add_partition("orders", 1, leader=brokers[-1], lso=10, hw=10)
+    model.add_partition("payments", 0, leader=brokers[0], lso=5, hw=5)
+    for group, node in coordinators.items():
+        model.groups[group] = {O0: 3}
+        model.group_coordinators[group] = node
+    return model
 
 
-def cluster_with(admin, timeout_ms=5000):
-    cluster = Cluster(ConnectionConfig("127.0.0.1:1", timeout_ms=timeout_ms))
-    cluster._admin = admin
-    return cluster
+def sent(model: KafkaModel, kind: type) -> list[tuple[int | None, object]]:
+    return [(node, r) for node, r in model.sent if type(r) is kind]
+
+
+# -- ListGroups --------------------------------------------------------------------------------
+
+
+def test_every_broker_lists_its_own_groups_and_only_consumer_groups_are_listed():
+    model = model_with_groups(a=1, b=2, c=2)
+    model.group_protocol_types["c"] = "connect"
+    model.groups["simple"] = {O1: 1}
+    model.group_coordinators["simple"] = 1
+    model.group_protocol_types["simple"] = ""  # commits offsets only, joins no group: listed as Kafka's tools do
+    assert FakeCluster(model).list_groups() == ["a", "b", "simple"]
+    assert sorted(node for node, _ in sent(model, p.ListGroups)) == [1, 2]
 
 
 def test_errors_are_asked_again_until_every_broker_answers():
-    admin = FakeAdmin([(["a"], ["COORDINATOR_LOAD_IN_PROGRESS"]), (["b", "a"], [])])
-    assert cluster_with(admin).list_groups() == ["a", "b"]
-    assert admin.calls == 2
+    model = model_with_groups(a=1, b=2)
+    model.group_listing_errors[2] = ["COORDINATOR_LOAD_IN_PROGRESS"]
+    assert FakeCluster(model).list_groups() == ["a", "b"]
+    assert [node for node, _ in sent(model, p.ListGroups)] == [1, 2, 2]  # only the broker that answered with an error
 
 
 def test_errors_that_persist_are_an_error_not_a_short_list():
-    admin = FakeAdmin([(["a"], ["COORDINATOR_NOT_AVAILABLE"])])
+    model = model_with_groups(a=1, b=2)
+    model.group_listing_errors[2] = ["COORDINATOR_NOT_AVAILABLE"] * 1000
     with pytest.raises(ClusterError, match="COORDINATOR_NOT_AVAILABLE"):
-        cluster_with(admin, timeout_ms=1200).list_groups()
+        FakeCluster(model, timeout_s=1.2).list_groups()
 
 
 def test_a_broker_that_never_lists_its_groups_is_a_named_missing_part_not_the_end_of_the_command():
     """The nemesis: one broker killed made `lso --groups` fail whole ("cannot reach any broker")
     although the others had listed their groups."""
-    admin = FakeAdmin([(["a", "b"], ["COORDINATOR_NOT_AVAILABLE"])])
-    listed = cluster_with(admin, timeout_ms=1200).list_groups_partial()
-    assert listed.value == ["a", "b"]
-    assert [str(m.subject) for m in listed.missing] == ["consumer groups"] and "COORDINATOR_NOT_AVAILABLE" in listed.missing[0].reason
+    model = model_with_groups(a=1, b=2)
+    model.group_listing_errors[2] = ["COORDINATOR_NOT_AVAILABLE"] * 1000
+    started = time.monotonic()
+    listed = FakeCluster(model, timeout_s=1.2).list_groups_partial()
+    assert time.monotonic() - started < 1.2  # half the time left, not the deadline
+    assert listed.value == ["a"]
+    (missing,) = listed.missing
+    assert missing.subject == Part("consumer groups") and "COORDINATOR_NOT_AVAILABLE" in missing.reason
 
 
 def test_the_brokers_whose_groups_are_missing_are_named():
     """CI's nemesis: with broker 2 killed, `lso --groups` said only "some brokers did not list
     theirs: Local: Timed out"; the reader (and the nemesis) could not tell whose groups were left out."""
-    from kafkatxn.kafka.session import BrokerSilent
-    from kafkatxn.model import BrokerInfo, ClusterMetadata
-
-    admin = FakeAdmin([(["a"], ["Local: Timed out"])])
-    cluster = cluster_with(admin, timeout_ms=1200)
-    brokers = tuple(BrokerInfo(i, "127.0.0.1", 9000 + i) for i in (1, 2, 3))
-    cluster.metadata = lambda: ClusterMetadata("c", 1, brokers, ())
-    probed = []
-
-    def send_all(requests):
-        probed.extend(node for node, _ in requests)
-        return [BrokerSilent(node, 1.0) if node == 2 else object() for node, _ in requests]
-
-    cluster._send_all = send_all
-    listed = cluster.list_groups_partial()
-    assert listed.value == ["a"] and probed == [1, 2, 3]
+    model = model_with_groups(brokers=(1, 2, 3), a=1, b=2, c=3)
+    model.down.add(2)
+    listed = FakeCluster(model).list_groups_partial()
+    assert listed.value == ["a", "c"]
     (missing,) = listed.missing
-    assert "broker 2" in missing.reason and "broker 1" not in missing.reason and "broker 3" not in missing.reason
+    assert "broker 2" in missing.reason and "timed out" in missing.reason
+    assert "broker 1" not in missing.reason and "broker 3" not in missing.reason
 
 
-def test_when_every_broker_answers_the_probe_the_reason_stays_general():
-    from kafkatxn.model import BrokerInfo, ClusterMetadata
+def test_when_no_broker_answers_the_command_ends_as_for_every_other_request():
+    model = model_with_groups(a=1, b=2)
+    model.timeouts = {1: {"ListGroups"}, 2: {"ListGroups"}}
+    with pytest.raises(DeadlineExceeded, match="listing consumer groups"):
+        FakeCluster(model).list_groups_partial()
 
-    admin = FakeAdmin([(["a"], ["COORDINATOR_NOT_AVAILABLE"])])
-    cluster = cluster_with(admin, timeout_ms=1200)
-    cluster.metadata = lambda: ClusterMetadata("c", 1, (BrokerInfo(1, "h", 1),), ())
-    cluster._send_all = lambda requests: [object() for _ in requests]
-    (missing,) = cluster.list_groups_partial().missing
-    assert "COORDINATOR_NOT_AVAILABLE" in missing.reason and "broker" in missing.reason
+
+# -- OffsetFetch: batched per coordinator ------------------------------------------------------
+
+
+def test_listed_groups_are_asked_at_the_broker_that_listed_them_all_in_one_request():
+    model = model_with_groups(a=1, b=2, c=2)
+    model.groups["c"] = {O1: 7, P0: 2}
+    cluster = FakeCluster(model)
+    offsets = cluster.group_offsets(cluster.list_groups())
+    assert offsets.value == {"a": {O0: 3}, "b": {O0: 3}, "c": {O1: 7, P0: 2}} and not offsets.missing
+    assert sorted((node, r.group_ids) for node, r in sent(model, p.OffsetFetch)) == [(1, ("a",)), (2, ("b", "c"))]
+    assert sent(model, p.FindGroupCoordinators) == []  # ListGroups told where each group is
+
+
+def test_named_groups_find_their_coordinators_in_one_request():
+    model = model_with_groups(a=1, b=2, c=2)
+    offsets = FakeCluster(model).group_offsets(["c", "a", "b", "unknown"])
+    assert offsets.value == {"a": {O0: 3}, "b": {O0: 3}, "c": {O0: 3}, "unknown": {}}
+    ((_node, find),) = sent(model, p.FindGroupCoordinators)
+    assert find.group_ids == ("c", "a", "b", "unknown") and find.batched
+    assert len(sent(model, p.OffsetFetch)) == len(set(model.brokers))
+
+
+def test_brokers_before_v8_get_one_offset_fetch_per_group_and_before_v4_one_find_coordinator_per_group():
+    model = model_with_groups(a=1, b=2, c=2)
+    model.api_versions["OffsetFetch"] = (1, 7)
+    model.api_versions["FindCoordinator"] = (0, 3)
+    offsets = FakeCluster(model).group_offsets(["a", "b", "c"])
+    assert offsets.value == {"a": {O0: 3}, "b": {O0: 3}, "c": {O0: 3}}
+    assert sorted(r.group_ids for _, r in sent(model, p.OffsetFetch)) == [("a",), ("b",), ("c",)]
+    assert all(not r.batched for _, r in sent(model, p.OffsetFetch))
+    assert sorted(r.group_ids for _, r in sent(model, p.FindGroupCoordinators)) == [("a",), ("b",), ("c",)]
+
+
+def test_a_coordinator_that_moved_is_found_again_once():
+    model = model_with_groups(a=1, b=1)
+    cluster = FakeCluster(model)
+    cluster.list_groups()
+    model.group_coordinators["a"] = 2  # moved after the listing: broker 1 answers NOT_COORDINATOR
+    offsets = cluster.group_offsets(["a", "b"])
+    assert offsets.value == {"a": {O0: 3}, "b": {O0: 3}} and not offsets.missing
+    assert [(node, r.group_ids) for node, r in sent(model, p.OffsetFetch)] == [(1, ("a", "b")), (2, ("a",))]
+    assert [r.group_ids for _, r in sent(model, p.FindGroupCoordinators)] == [("a",)]
+
+
+def test_a_coordinator_that_keeps_moving_is_a_missing_part_after_one_new_lookup():
+    model = model_with_groups(a=1, b=2)
+    model.group_errors[("OffsetFetch", "a")] = ["NOT_COORDINATOR"] * 10
+    offsets = FakeCluster(model).group_offsets(["a", "b"])
+    assert offsets.value == {"b": {O0: 3}}
+    (missing,) = offsets.missing
+    assert missing.subject == Part("group a") and missing.reason == "NOT_COORDINATOR"
+    assert len([r for _, r in sent(model, p.OffsetFetch) if "a" in r.group_ids]) == 2
+    assert len(sent(model, p.FindGroupCoordinators)) == 2  # the first lookup, and one again
+
+
+def test_a_coordinator_loading_its_log_is_asked_again_within_the_deadline():
+    model = model_with_groups(a=1, b=2)
+    model.group_errors[("OffsetFetch", "a")] = ["COORDINATOR_LOAD_IN_PROGRESS"] * 3
+    offsets = FakeCluster(model).group_offsets(["a", "b"])
+    assert offsets.value == {"a": {O0: 3}, "b": {O0: 3}} and not offsets.missing
+    assert len([r for _, r in sent(model, p.OffsetFetch) if "a" in r.group_ids]) == 4
+
+
+def test_a_coordinator_that_stays_loading_is_a_missing_part_before_the_deadline():
+    model = model_with_groups(a=1, b=2)
+    model.group_errors[("OffsetFetch", "a")] = ["COORDINATOR_LOAD_IN_PROGRESS"] * 1000
+    cluster = FakeCluster(model, timeout_s=1.5)
+    offsets = cluster.group_offsets(["a", "b"])
+    assert offsets.value == {"b": {O0: 3}}
+    assert [(m.subject, m.reason) for m in offsets.missing] == [(Part("group a"), "COORDINATOR_LOAD_IN_PROGRESS")]
+    assert cluster.deadline - time.monotonic() > 0
+
+
+def test_a_group_the_principal_may_not_describe_is_a_missing_part_naming_the_acl():
+    model = model_with_groups(a=1, b=2)
+    model.denied_groups = {"a"}
+    offsets = FakeCluster(model).group_offsets(["a", "b"])
+    assert offsets.value == {"b": {O0: 3}}
+    (missing,) = offsets.missing
+    assert missing.subject == Part("group a") and missing.not_authorized
+    assert missing.reason == "not authorized: needs DESCRIBE on Group a" and missing.acl == "DESCRIBE on Group a"
+
+
+def test_refused_at_the_coordinator_after_a_lookup_that_passed_names_the_acl_too():
+    model = model_with_groups(a=1)
+    model.group_errors[("OffsetFetch", "a")] = ["GROUP_AUTHORIZATION_FAILED"]
+    (missing,) = FakeCluster(model).group_offsets(["a"]).missing
+    assert missing.acl == "DESCRIBE on Group a"
+
+
+@pytest.mark.parametrize("fault", ["down", "offset_fetch_times_out"])
+def test_a_silent_coordinator_makes_each_of_its_groups_a_missing_part_never_an_empty_answer(fault):
+    model = model_with_groups(brokers=(1, 2, 3), a=1, b=2, c=2, d=3)
+    cluster = FakeCluster(model)
+    if fault == "down":
+        model.down.add(2)
+    else:
+        cluster.list_groups()
+        model.timeouts[2] = {"OffsetFetch"}
+    offsets = cluster.group_offsets(["a", "b", "c", "d"])
+    assert offsets.value == {"a": {O0: 3}, "d": {O0: 3}}
+    assert [m.subject for m in offsets.missing] == [Part("group b"), Part("group c")]
+    assert all("timed out" in m.reason for m in offsets.missing)
+
+
+# -- DescribeGroups ------------------------------------------------------------------------------
+
+
+def test_assignments_of_stable_groups_in_one_describe_groups_per_coordinator():
+    model = model_with_groups(a=1, b=2, c=2)
+    model.assignments = {"a": {O0, O1}, "c": {P0}}  # b has commits and no members: Empty
+    result = FakeCluster(model).group_assignments(["a", "b", "c"])
+    assert result.value == {"a": frozenset({O0, O1}), "c": frozenset({P0})} and not result.missing
+    assert sorted((node, r.group_ids) for node, r in sent(model, p.DescribeGroups)) == [(1, ("a",)), (2, ("b", "c"))]
+
+
+def test_describe_groups_errors_are_handled_as_offset_fetch_errors():
+    model = model_with_groups(brokers=(1, 2, 3), a=1, b=2, c=3)
+    model.assignments = {"a": {O0}, "b": {O1}, "c": {P0}}
+    model.denied_groups = {"a"}
+    model.group_errors[("DescribeGroups", "c")] = ["COORDINATOR_LOAD_IN_PROGRESS"]
+    model.timeouts[2] = {"DescribeGroups"}
+    result = FakeCluster(model).group_assignments(["a", "b", "c"])
+    assert result.value == {"c": frozenset({P0})}
+    assert [(m.subject, m.acl) for m in result.missing] == [(Part("group a"), "DESCRIBE on Group a"), (Part("group b"), "")]
+
+
+# -- log start offsets ---------------------------------------------------------------------------
+
+
+def test_log_start_offsets_are_listoffsets_earliest_at_each_leader():
+    model = model_with_groups()
+    model.log_starts = {O0: 4, O1: 2}
+    starts = FakeCluster(model).log_start_offsets([O0, O1, P0])
+    assert starts.value == {O0: 4, O1: 2, P0: 0} and not starts.missing
+    asked = sent(model, p.ListOffsets)
+    assert sorted((node, r.partitions) for node, r in asked) == [(1, (O0, P0)), (2, (O1,))]
+    assert all(r.earliest and not r.read_committed for _, r in asked)

@@ -216,6 +216,14 @@ SAMPLE_REQUESTS = [
     p.Fetch((p.FetchOffset(TP0, 5),), read_committed=False),
     p.ListOffsetsAt((TP0, OTHER), timestamp_ms=1_700_000_000_000),
     p.ListOffsetsAt((TP0,), timestamp_ms=p.EARLIEST),
+    # consumer groups
+    p.ListOffsets((TP0, OTHER), read_committed=False, earliest=True),
+    p.ListGroups(),
+    p.FindGroupCoordinators(("billing", "reports")),
+    p.FindGroupCoordinators(("billing",), batched=False),
+    p.OffsetFetch(("billing", "reports")),
+    p.OffsetFetch(("billing",), batched=False),
+    p.DescribeGroups(("billing", "reports")),
 ]
 
 
@@ -332,21 +340,24 @@ def test_list_transactions_response():
         assert got == p.ListTransactionsResponse(None, (p.ListedTransaction("app-1", 7, "Ongoing"),))
 
 
-def test_find_coordinator_responses_batched_and_single():
+@pytest.mark.parametrize("request_type, coordinator, keys, versions", [
+    (p.FindTransactionCoordinators, p.Coordinator, ("app-1", "app-10"), (1, 3)),
+    (p.FindGroupCoordinators, p.GroupCoordinator, ("billing", "reports"), (0, 1, 3)),
+], ids=["transactional ids", "groups"])
+def test_find_coordinator_responses_batched_and_single(request_type, coordinator, keys, versions):
     from kafka.protocol.metadata import FindCoordinatorResponse as R
 
+    first, second = keys
     batched = R(coordinators=[
-        R.Coordinator(key="app-1", node_id=2, host="h", port=9092, error_code=0),
-        R.Coordinator(key="app-10", node_id=-1, host="", port=-1, error_code=15),
+        R.Coordinator(key=first, node_id=2, host="h", port=9092, error_code=0),
+        R.Coordinator(key=second, node_id=-1, host="", port=-1, error_code=15),
     ])
-    got = wire.DECODERS[p.FindTransactionCoordinators](p.FindTransactionCoordinators(("app-1", "app-10")), roundtrip(batched, 4))
-    assert got.coordinators == (p.Coordinator("app-1", None, 2), p.Coordinator("app-10", "COORDINATOR_NOT_AVAILABLE", -1))
+    got = wire.DECODERS[request_type](request_type(keys), roundtrip(batched, 4))
+    assert got.coordinators == (coordinator(first, None, 2), coordinator(second, "COORDINATOR_NOT_AVAILABLE", -1))
     single = R(error_code=0, node_id=3, host="h", port=9092)
-    for version in (1, 3):
-        got = wire.DECODERS[p.FindTransactionCoordinators](
-            p.FindTransactionCoordinators(("app-1",), batched=False), roundtrip(single, version)
-        )
-        assert got.coordinators == (p.Coordinator("app-1", None, 3),)
+    for version in versions:
+        got = wire.DECODERS[request_type](request_type((first,), batched=False), roundtrip(single, version))
+        assert got.coordinators == (coordinator(first, None, 3),)
 
 
 def test_describe_transactions_response():
@@ -530,3 +541,112 @@ def test_fetch_response_decodes_batches_markers_and_aborted_transactions_at_ever
         assert (marker.base_offset, marker.control, marker.is_control, marker.producer_id) == (12, "COMMIT", True, 7)
         assert plain.records == (p.FetchedRecord(13, 1_700_000_000_010, b"z", b"gz"),) and not plain.is_transactional
         assert (bad.tp, bad.error, bad.batches) == (TP1, "OFFSET_OUT_OF_RANGE", ())
+# -- consumer groups -------------------------------------------------------------------------------
+
+
+def test_group_request_fields_reach_the_wire():
+    w = wire.Wire(None)
+    earliest = w._encode(p.ListOffsets((TP0, OTHER), read_committed=False, earliest=True))
+    assert {part.timestamp for t in earliest.topics for part in t.partitions} == {-2} and earliest.isolation_level == 0
+    batched = w._encode(p.FindGroupCoordinators(("a", "b")))
+    assert (batched.key_type, batched.coordinator_keys, batched._min_version) == (0, ["a", "b"], 4)
+    single = w._encode(p.FindGroupCoordinators(("a",), batched=False))
+    assert (single.key, single.key_type, single._max_version) == ("a", 0, 3)
+    fetch = w._encode(p.OffsetFetch(("a", "b")))
+    # v10 names topics by id: the batched form must stay at v8-v9; null topics: every committed offset.
+    assert (fetch._min_version, fetch._max_version) == (8, 9)
+    assert [(g.group_id, g.topics) for g in fetch.groups] == [("a", None), ("b", None)]
+    one = w._encode(p.OffsetFetch(("a",), batched=False))
+    assert (one.group_id, one.topics, one._min_version, one._max_version) == ("a", None, 2, 7)
+    assert w._encode(p.DescribeGroups(("a", "b"))).groups == ["a", "b"]
+
+
+def test_an_earliest_list_offsets_is_not_reused_for_a_latest_one():
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    manager = _Manager(lambda request: _Answer(roundtrip(R(topics=[]), 4)))
+    w = wire.Wire(type("Client", (), {"_manager": manager})())
+    w.send_all([(1, p.ListOffsets((TP0,), False)), (1, p.ListOffsets((TP0,), False, earliest=True))], deadline=1e12)
+    latest, earliest = (r for _, r in manager.sent)
+    assert latest is not earliest and latest.topics[0].partitions[0].timestamp == -1
+    assert earliest.topics[0].partitions[0].timestamp == -2
+
+
+def test_list_groups_response():
+    from kafka.protocol.admin.groups import ListGroupsResponse as R
+
+    resp = R(error_code=0, groups=[
+        R.ListedGroup(group_id="billing", protocol_type="consumer", group_state="Stable", group_type="classic"),
+        R.ListedGroup(group_id="connect-x", protocol_type="connect", group_state="Stable", group_type="classic"),
+    ])
+    low, high = R._valid_versions
+    for version in range(low, high + 1):
+        got = wire.DECODERS[p.ListGroups](p.ListGroups(), roundtrip(resp, version))
+        assert got == p.ListGroupsResponse(None, (p.ListedGroup("billing", "consumer"), p.ListedGroup("connect-x", "connect")))
+    loading = R(error_code=14, groups=[])
+    assert wire.DECODERS[p.ListGroups](p.ListGroups(), roundtrip(loading, high)).error == "COORDINATOR_LOAD_IN_PROGRESS"
+
+
+def test_offset_fetch_responses_batched_and_single():
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+
+    G = R.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics
+    P = T.OffsetFetchResponsePartitions
+    batched = R(groups=[
+        G(group_id="billing", error_code=0, topics=[T(name="orders", partitions=[
+            P(partition_index=0, committed_offset=3, committed_leader_epoch=-1, metadata="", error_code=0),
+            P(partition_index=1, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=0),
+        ])]),
+        G(group_id="reports", error_code=30, topics=[]),
+    ])
+    for version in (8, 9):
+        got = wire.DECODERS[p.OffsetFetch](p.OffsetFetch(("billing", "reports")), roundtrip(batched, version))
+        assert got.groups == (p.GroupOffsets("billing", None, {TP0: 3}), p.GroupOffsets("reports", "GROUP_AUTHORIZATION_FAILED", {}))
+    OT = R.OffsetFetchResponseTopic
+    OP = OT.OffsetFetchResponsePartition
+    single = R(error_code=0, topics=[OT(name="payments", partitions=[
+        OP(partition_index=3, committed_offset=9, committed_leader_epoch=-1, metadata=None, error_code=0),
+    ])])
+    for version in range(2, 8):
+        got = wire.DECODERS[p.OffsetFetch](p.OffsetFetch(("billing",), batched=False), roundtrip(single, version))
+        assert got.groups == (p.GroupOffsets("billing", None, {OTHER: 9}),)
+    loading = R(error_code=14, topics=[])
+    got = wire.DECODERS[p.OffsetFetch](p.OffsetFetch(("billing",), batched=False), roundtrip(loading, 7))
+    assert got.groups == (p.GroupOffsets("billing", "COORDINATOR_LOAD_IN_PROGRESS", {}),)
+
+
+def test_describe_groups_response_decodes_the_consumer_protocols_assignments():
+    from kafka.protocol.admin.groups import DescribeGroupsResponse as R
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment as A
+
+    def assignment(*tps):
+        by_topic = p.by_topic(tps)
+        return A(assigned_partitions=[A.TopicPartition(topic=t, partitions=ps) for t, ps in by_topic.items()], user_data=None).encode(version=0)
+
+    M = R.DescribedGroup.DescribedGroupMember
+    resp = R(groups=[
+        R.DescribedGroup(error_code=0, group_id="billing", group_state="Stable", protocol_type="consumer", protocol_data="range",
+                         members=[M(member_id="m1", client_id="c", client_host="/h", member_metadata=b"", member_assignment=assignment(TP0, OTHER)),
+                                  M(member_id="m2", client_id="c", client_host="/h", member_metadata=b"", member_assignment=assignment(TP1)),
+                                  M(member_id="m3", client_id="c", client_host="/h", member_metadata=b"", member_assignment=b"")]),
+        R.DescribedGroup(error_code=0, group_id="connect-x", group_state="Stable", protocol_type="connect", protocol_data="",
+                         members=[M(member_id="w", client_id="c", client_host="/h", member_metadata=b"", member_assignment=b"\x00\x01")]),
+        R.DescribedGroup(error_code=30, group_id="secret", group_state="", protocol_type="", protocol_data="", members=[]),
+    ])
+    low, high = R._valid_versions
+    for version in range(low, high + 1):
+        got = wire.DECODERS[p.DescribeGroups](p.DescribeGroups(("billing", "connect-x", "secret")), roundtrip(resp, version))
+        assert got.groups == (
+            p.DescribedGroup("billing", None, "Stable", "consumer", frozenset({TP0, TP1, OTHER})),
+            p.DescribedGroup("connect-x", None, "Stable", "connect", frozenset()),  # not the consumer protocol: not read
+            p.DescribedGroup("secret", "GROUP_AUTHORIZATION_FAILED"),
+        )
+
+
+def test_the_group_errors_the_facade_acts_on_are_ones_the_wire_gives():
+    from kafkatxn.kafka import groups
+
+    given = {wire.error_name(code) for code in range(1, 200)}
+    acted_on = groups.COORDINATOR_MOVED | {groups.COORDINATOR_LOADING, "GROUP_AUTHORIZATION_FAILED"}
+    assert acted_on - given == set()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kafkatxn.kafka.wire import cluster, configs, fencing, fetch, metadata, offsets, producers, transactions
+from kafkatxn.kafka.wire import cluster, configs, fencing, fetch, groups, metadata, offsets, producers, transactions
 
 CODECS: dict[type, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] = {
     **metadata.CODECS,
@@ -20,6 +20,7 @@ CODECS: dict[type, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] 
     **cluster.CODECS,
     **fencing.CODECS,
     **fetch.CODECS,
+    **groups.CODECS,
 }
 ENCODERS = {kind: encode for kind, (encode, _decode) in CODECS.items()}
 DECODERS = {kind: decode for kind, (_encode, decode) in CODECS.items()}

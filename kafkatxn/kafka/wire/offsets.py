@@ -1,4 +1,4 @@
-"""ListOffsets, one request per leader at one isolation level."""
+"""ListOffsets, one request per leader at one isolation level (or EARLIEST: the log start offsets)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,20 @@ from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.wire.names import error_name
 from kafkatxn.model import TopicPartition
 
+LATEST, EARLIEST = -1, -2  # ListOffsets' timestamps: the next offset to be written, the log start offset
+
 
 def _list_offsets(_wire: Any, request: p.ListOffsets) -> Any:
     from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
     topic_cls = ListOffsetsRequest.ListOffsetsTopic
     partition_cls = topic_cls.ListOffsetsPartition
+    timestamp = EARLIEST if request.earliest else LATEST
     return ListOffsetsRequest(
         replica_id=-1,
         isolation_level=1 if request.read_committed else 0,
         topics=[
-            topic_cls(name=t, partitions=[partition_cls(partition_index=i, timestamp=-1) for i in ps])
+            topic_cls(name=t, partitions=[partition_cls(partition_index=i, timestamp=timestamp) for i in ps])
             for t, ps in p.by_topic(request.partitions).items()
         ],
         min_version=2 if request.read_committed else 1,  # isolation levels came with v2

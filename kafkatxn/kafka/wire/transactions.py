@@ -27,13 +27,27 @@ def _list_transactions(_wire: Any, request: p.ListTransactions) -> Any:
     return ListTransactionsRequest(**kwargs)
 
 
-def _find_coordinators(_wire: Any, request: p.FindTransactionCoordinators) -> Any:
+def find_coordinator(keys: tuple[str, ...], key_type: int, batched: bool) -> Any:
+    """FindCoordinator for ``keys`` (key type 0: groups, 1: transactional ids): every key in one
+    request from v4 on (``batched``), one key per request before."""
     from kafka.protocol.metadata import FindCoordinatorRequest
 
-    if request.batched:
-        return FindCoordinatorRequest(key_type=1, coordinator_keys=list(request.transactional_ids), min_version=4)
-    (tid,) = request.transactional_ids
-    return FindCoordinatorRequest(key=tid, key_type=1, max_version=3)
+    if batched:
+        return FindCoordinatorRequest(key_type=key_type, coordinator_keys=list(keys), min_version=4)
+    (key,) = keys
+    return FindCoordinatorRequest(key=key, key_type=key_type, max_version=3)
+
+
+def coordinators(keys: tuple[str, ...], batched: bool, resp: Any) -> list[tuple[str, str | None, int]]:
+    """``(key, error, node id)`` per key of a FindCoordinator answer, batched or not."""
+    if batched:
+        return [(c.key, error_name(c.error_code), c.node_id) for c in resp.coordinators]
+    (key,) = keys
+    return [(key, error_name(resp.error_code), resp.node_id)]
+
+
+def _find_coordinators(_wire: Any, request: p.FindTransactionCoordinators) -> Any:
+    return find_coordinator(request.transactional_ids, 1, request.batched)
 
 
 def _describe_transactions(_wire: Any, request: p.DescribeTransactions) -> Any:
@@ -64,12 +78,9 @@ def _decode_list_transactions(_request: p.ListTransactions, resp: Any) -> p.List
 
 
 def _decode_find_coordinators(request: p.FindTransactionCoordinators, resp: Any) -> p.FindTransactionCoordinatorsResponse:
-    if request.batched:
-        return p.FindTransactionCoordinatorsResponse(
-            tuple(p.Coordinator(c.key, error_name(c.error_code), c.node_id) for c in resp.coordinators)
-        )
-    (tid,) = request.transactional_ids
-    return p.FindTransactionCoordinatorsResponse((p.Coordinator(tid, error_name(resp.error_code), resp.node_id),))
+    return p.FindTransactionCoordinatorsResponse(
+        tuple(p.Coordinator(*c) for c in coordinators(request.transactional_ids, request.batched, resp))
+    )
 
 
 def _decode_describe_transactions(_request: p.DescribeTransactions, resp: Any) -> p.DescribeTransactionsResponse:
