@@ -27,12 +27,10 @@ from tests.support.secure_commands import QUICK_COMMANDS, connection_args, make_
 pytestmark = pytest.mark.integration
 
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
-# Served by the wire alone: configs, the cluster's description, the visibility probes and fencing
-# need no librdkafka client. (`fence` here fences a committed id; a real open transaction is fenced
-# in test_fence_aborts_an_open_transaction_over_gssapi; the exporter runs with --no-group-lag.)
-WIRE_COMMANDS = (
-    "cluster", "producers", "transactions list", "transactions describe", "lso", "hanging", "abort", "fence", "check", "exporter",
-)
+# Served by the wire alone, every one of them: groups, configs, the cluster's description, the
+# visibility probes, Fetch and fencing need no librdkafka client. (`fence` here fences a committed id;
+# a real open transaction is fenced in test_fence_aborts_an_open_transaction_over_gssapi.)
+WIRE_COMMANDS = (*QUICK_COMMANDS, "exporter")
 # The one line a part that needs librdkafka (until it moves to the wire) ends with: what it needs it for may follow.
 REFUSAL = LIBRDKAFKA_HAS_NO_GSSAPI
 
@@ -70,8 +68,8 @@ def test_kafkatxn_and_kafka_transactions_sh_log_in_from_one_keytab_file(kerberos
     bootstrap = kerberos.bootstrap("GSSAPI")
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         java = pool.submit(kafka_transactions_list, kerberos, properties)
-        # The exporter starts (no client is built up front for GSSAPI) and serves what needs no librdkafka.
-        exporter = pool.submit(run_command, "exporter", traffic, bootstrap, properties, tmp_path / "exporter", "--no-group-lag",
+        # The exporter starts (no client is built up front for GSSAPI) and serves everything, group lag included.
+        exporter = pool.submit(run_command, "exporter", traffic, bootstrap, properties, tmp_path / "exporter",
                                env=realm_env(kerberos))
         runs = list(pool.map(
             lambda c: run_command(c, traffic, bootstrap, properties, tmp_path / c.replace(" ", "_"), env=realm_env(kerberos)),
