@@ -5,6 +5,8 @@ kafka_cluster3   session: three brokers (3-voter quorum), started on first use
 kafka_factory    per test: kafka_factory(n_brokers=1, **broker_settings) -> a dedicated cluster
 kafka_secure     session: one broker with SASL_SSL (SCRAM-SHA-512 + PLAIN) and mutual-TLS listeners,
                  certificates and users made by harness/security.py; started on first use
+secure_stores    session: the ``kafka_secure`` PKI's CA and client key as JKS and PKCS12 trust and key stores
+                 (harness/stores.py: keytool), with random store and key passwords
 kafka_sasl       session: one broker with an OAUTHBEARER listener validating tokens of an OIDC provider and
                  a GSSAPI listener of a Kerberos KDC (harness/oidc.py, harness/kerberos.py,
                  harness/sasl.py; the KDC only where MIT's krb5-kdc is installed); started on first use
@@ -39,6 +41,7 @@ from harness.kerberos import Kdc, kerberos_available  # noqa: E402
 from harness.oidc import OidcProvider  # noqa: E402
 from harness.sasl import SaslKafka, sasl_setup  # noqa: E402
 from harness.security import SaslUsers, SecureKafka, make_pki, secure_setup  # noqa: E402
+from harness.stores import ClientStores, client_stores  # noqa: E402
 
 TEST_LOGS_DIR = REPO_ROOT / "test-logs"
 BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory", "kafka_secure", "kafka_sasl"})
@@ -150,6 +153,15 @@ def kafka_secure(kafka_workroot: Path) -> Iterator[SecureKafka]:
         listeners=setup.listeners, format_arguments=setup.format_arguments, broker_config=setup.broker_config,
     ) as cluster:
         yield SecureKafka(cluster, pki, users, setup)
+
+
+@pytest.fixture(scope="session")
+def secure_stores(kafka_secure: SecureKafka, kafka_workroot: Path) -> ClientStores:
+    import secrets
+
+    return client_stores(
+        kafka_secure.pki, kafka_workroot / "secure-stores", f"storePw-{secrets.token_hex(10)}", f"keyPw-{secrets.token_hex(10)}",
+    )
 
 
 @pytest.fixture(scope="session")

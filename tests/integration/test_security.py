@@ -1,11 +1,12 @@
 """Every command through SASL_SSL (SCRAM-SHA-512, PLAIN) and mutual TLS, configured by a librdkafka-style
-and by a Java-style ``--command-config`` file; refused logins and handshakes end in exit 3 with one line
-that says which, fast.
+and by a Java-style ``--command-config`` file, and by each Java store style (JKS and PKCS12 trust stores
+over SCRAM, JKS and PKCS12 key stores over mutual TLS); refused logins and handshakes end in exit 3 with
+one line that says which, fast.
 
 One secure broker for the session (``kafka_secure``: certificates and users made by
-harness/security.py). The matrix is one test per security mode x file style, each running every
-command once (cheap invocations, three at a time); the audit runs in-process on one Spark session for
-the module, so Spark starts once.
+harness/security.py, its stores by harness/stores.py). The matrix is one test per cell (security mode x
+file style, or store style), each running every command once (cheap invocations, three at a time); the
+audit runs in-process on one Spark session for the module, so Spark starts once.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,7 @@ from harness.security import (
     secure_setup,
     write_properties,
 )
+from tests.support.secure_files import MATRIX_STORE_CELLS, store_files
 from tests.support.secure_commands import (
     COMMANDS,
     HAVE_PYSPARK,
@@ -47,7 +50,10 @@ from tests.support.secure_commands import (
 
 pytestmark = pytest.mark.integration
 
-CELLS = [(mode, style) for mode in MODES for style in STYLES]
+# One cell per security mode x file style, then one per Java store style (harness/stores.py's keytool
+# stores of the same PKI: trust stores over SASL_SSL SCRAM, key stores over mutual TLS).
+CELLS = [(mode, style) for mode in MODES for style in STYLES] + list(MATRIX_STORE_CELLS)
+CELL_IDS = [f"{m}-{s}" if s in STYLES else s for m, s in CELLS]
 TIMEOUT_S = 20
 # A refused login or handshake is known within a second; waiting out --timeout would be the bug.
 FAST_FAILURE_S = TIMEOUT_S / 2
@@ -91,21 +97,47 @@ def _tally(figures: dict, key: str, passed: int, total: int, note: str = "") -> 
     figures[key] = f"{done + passed}/{all_ + total}{note}"
 
 
-@pytest.mark.parametrize("mode,style", CELLS, ids=[f"{m}-{s}" for m, s in CELLS])
-def test_every_command_works(mode, style, kafka_secure: SecureKafka, traffic: Traffic, spark, tmp_path, capsys, figures):
-    properties = write_properties(tmp_path / f"{mode}-{style}.properties", kafka_secure.properties(mode, style))
-    bootstrap = kafka_secure.bootstrap(mode)
+@dataclass(frozen=True)
+class Target:
+    """Where a cell's commands go, with which file, and what they must find there."""
+
+    bootstrap: str
+    properties: Path
+    traffic: Traffic
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def cell_target(request: pytest.FixtureRequest, mode: str, style: str, tmp_path: Path) -> Target:
+    """The broker, ``--command-config`` file and traffic of one cell (fixtures taken only when a cell needs them)."""
+    secure: SecureKafka = request.getfixturevalue("kafka_secure")
+    if style in STYLES:
+        props = secure.properties(mode, style)
+    else:
+        store_mode, props = store_files(secure, request.getfixturevalue("secure_stores"))[style]
+        assert store_mode == mode, (style, store_mode)
+    return Target(secure.bootstrap(mode), write_properties(tmp_path / f"{mode}-{style}.properties", props), request.getfixturevalue("traffic"))
+
+
+@pytest.mark.parametrize("mode,style", CELLS, ids=CELL_IDS)
+def test_every_command_works(mode, style, request, spark, tmp_path, capsys, monkeypatch, figures):
+    target = cell_target(request, mode, style, tmp_path)
+    for name, value in target.env.items():  # the in-process audit's driver side
+        monkeypatch.setenv(name, value)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         futures = [
-            pool.submit(run_command, command, traffic, bootstrap, properties, tmp_path / command.replace(" ", "_"))
+            pool.submit(
+                run_command, command, target.traffic, target.bootstrap, target.properties, tmp_path / command.replace(" ", "_"),
+                env=target.env,
+            )
             for command in COMMANDS
             if command != "audit"
         ]
-        runs = [run_audit_in_process(capsys, traffic, bootstrap, properties, tmp_path)] if spark is not None else []
+        runs = [run_audit_in_process(capsys, target.traffic, target.bootstrap, target.properties, tmp_path)] if spark is not None else []
         runs += [f.result() for f in futures]
-    problems = [p for run in runs if (p := problem(run, traffic, bootstrap))]
+    problems = [p for run in runs if (p := problem(run, target.traffic, target.bootstrap))]
     _tally(figures, "commands x security modes x file styles passed", len(runs) - len(problems), len(runs),
-           f" ({len(COMMANDS)} commands x {len(MODES)} modes (SCRAM-SHA-512, PLAIN, mTLS) x {len(STYLES)} file styles)")
+           f" ({len(COMMANDS)} commands x {len(MODES)} modes (SCRAM-SHA-512, PLAIN, mTLS) x {len(STYLES)} file styles"
+           f" + {len(MATRIX_STORE_CELLS)} Java store styles)")
     assert {r.command for r in runs} == set(COMMANDS) - ({"audit"} if spark is None else set())
     assert not problems, "\n\n".join(problems)
 
