@@ -5,7 +5,7 @@ one line that says which, fast.
 
 One secure broker for the session (``kafka_secure``: certificates and users made by
 harness/security.py, its stores by harness/stores.py). The matrix is one test per cell (security mode x
-file style, or store style), each running every command once (cheap invocations, three at a time); the
+file style, store style, and OAUTHBEARER on ``kafka_sasl``'s OIDC-validating broker), each running every command once (cheap invocations, three at a time); the
 audit runs in-process on one Spark session for the module, so Spark starts once.
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.sasl import SaslKafka
 from tests.support.cli_helpers import run_cli
 from harness.security import (
     MODES,
@@ -52,8 +53,11 @@ pytestmark = pytest.mark.integration
 
 # One cell per security mode x file style, then one per Java store style (harness/stores.py's keytool
 # stores of the same PKI: trust stores over SASL_SSL SCRAM, key stores over mutual TLS).
-CELLS = [(mode, style) for mode in MODES for style in STYLES] + list(MATRIX_STORE_CELLS)
-CELL_IDS = [f"{m}-{s}" if s in STYLES else s for m, s in CELLS]
+CELLS = [(mode, style) for mode in MODES for style in STYLES] + list(MATRIX_STORE_CELLS) + [
+    # OIDC client credentials against the broker validating tokens with the provider's JWKS (kafka_sasl).
+    ("oauthbearer", "oidc"),
+]
+CELL_IDS = [s if (m, s) in MATRIX_STORE_CELLS else f"{m}-{s}" for m, s in CELLS]
 TIMEOUT_S = 20
 # A refused login or handshake is known within a second; waiting out --timeout would be the bug.
 FAST_FAILURE_S = TIMEOUT_S / 2
@@ -62,6 +66,13 @@ FAST_FAILURE_S = TIMEOUT_S / 2
 @pytest.fixture(scope="module")
 def traffic(kafka_secure: SecureKafka):
     made = make_traffic(kafka_secure)
+    yield made
+    made.close()
+
+
+@pytest.fixture(scope="module")
+def sasl_traffic(kafka_sasl: SaslKafka):
+    made = make_traffic(kafka_sasl)  # over its PLAINTEXT listener
     yield made
     made.close()
 
@@ -109,6 +120,10 @@ class Target:
 
 def cell_target(request: pytest.FixtureRequest, mode: str, style: str, tmp_path: Path) -> Target:
     """The broker, ``--command-config`` file and traffic of one cell (fixtures taken only when a cell needs them)."""
+    if mode == "oauthbearer":
+        sasl: SaslKafka = request.getfixturevalue("kafka_sasl")
+        properties = write_properties(tmp_path / "oauthbearer.properties", sasl.properties())
+        return Target(sasl.bootstrap(), properties, request.getfixturevalue("sasl_traffic"))
     secure: SecureKafka = request.getfixturevalue("kafka_secure")
     if style in STYLES:
         props = secure.properties(mode, style)
@@ -137,7 +152,7 @@ def test_every_command_works(mode, style, request, spark, tmp_path, capsys, monk
     problems = [p for run in runs if (p := problem(run, target.traffic, target.bootstrap))]
     _tally(figures, "commands x security modes x file styles passed", len(runs) - len(problems), len(runs),
            f" ({len(COMMANDS)} commands x {len(MODES)} modes (SCRAM-SHA-512, PLAIN, mTLS) x {len(STYLES)} file styles"
-           f" + {len(MATRIX_STORE_CELLS)} Java store styles)")
+           f" + {len(MATRIX_STORE_CELLS)} Java store styles + OAUTHBEARER)")
     assert {r.command for r in runs} == set(COMMANDS) - ({"audit"} if spark is None else set())
     assert not problems, "\n\n".join(problems)
 
