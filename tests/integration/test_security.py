@@ -115,6 +115,7 @@ class Target:
     bootstrap: str
     properties: Path
     traffic: Traffic
+    secrets: list[str]  # none of them may show in any command's output
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -123,14 +124,18 @@ def cell_target(request: pytest.FixtureRequest, mode: str, style: str, tmp_path:
     if mode == "oauthbearer":
         sasl: SaslKafka = request.getfixturevalue("kafka_sasl")
         properties = write_properties(tmp_path / "oauthbearer.properties", sasl.properties())
-        return Target(sasl.bootstrap(), properties, request.getfixturevalue("sasl_traffic"))
+        return Target(sasl.bootstrap(), properties, request.getfixturevalue("sasl_traffic"), sasl.secrets())
     secure: SecureKafka = request.getfixturevalue("kafka_secure")
+    secrets = secure.secrets()
     if style in STYLES:
         props = secure.properties(mode, style)
     else:
-        store_mode, props = store_files(secure, request.getfixturevalue("secure_stores"))[style]
+        stores = request.getfixturevalue("secure_stores")
+        store_mode, props = store_files(secure, stores)[style]
         assert store_mode == mode, (style, store_mode)
-    return Target(secure.bootstrap(mode), write_properties(tmp_path / f"{mode}-{style}.properties", props), request.getfixturevalue("traffic"))
+        secrets += [stores.store_password, stores.key_password]
+    properties = write_properties(tmp_path / f"{mode}-{style}.properties", props)
+    return Target(secure.bootstrap(mode), properties, request.getfixturevalue("traffic"), secrets)
 
 
 @pytest.mark.parametrize("mode,style", CELLS, ids=CELL_IDS)
@@ -149,7 +154,11 @@ def test_every_command_works(mode, style, request, spark, tmp_path, capsys, monk
         ]
         runs = [run_audit_in_process(capsys, target.traffic, target.bootstrap, target.properties, tmp_path)] if spark is not None else []
         runs += [f.result() for f in futures]
-    problems = [p for run in runs if (p := problem(run, target.traffic, target.bootstrap))]
+
+    def leak(run: Run) -> str | None:
+        return f"{run.command}: a secret of the file in its output" if any(s in run.output() for s in target.secrets) else None
+
+    problems = [p for run in runs if (p := problem(run, target.traffic, target.bootstrap) or leak(run))]
     _tally(figures, "commands x security modes x file styles passed", len(runs) - len(problems), len(runs),
            f" ({len(COMMANDS)} commands x {len(MODES)} modes (SCRAM-SHA-512, PLAIN, mTLS) x {len(STYLES)} file styles"
            f" + {len(MATRIX_STORE_CELLS)} Java store styles + OAUTHBEARER)")
