@@ -4,9 +4,10 @@ over SCRAM, JKS and PKCS12 key stores over mutual TLS); refused logins and hands
 one line that says which, fast.
 
 One secure broker for the session (``kafka_secure``: certificates and users made by
-harness/security.py, its stores by harness/stores.py). The matrix is one test per cell (security mode x
-file style, store style, and OAUTHBEARER on ``kafka_sasl``'s OIDC-validating broker), each running every command once (cheap invocations, three at a time); the
-audit runs in-process on one Spark session for the module, so Spark starts once.
+harness/security.py, its stores by harness/stores.py), and ``kafka_sasl``'s for OAUTHBEARER (OIDC) and
+GSSAPI (MIT KDC). The matrix is one test per cell (security mode x file style, store style, OAUTHBEARER,
+GSSAPI), each running every command once (cheap invocations, three at a time); the audit runs
+in-process on one Spark session for the module, so Spark starts once.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ pytestmark = pytest.mark.integration
 CELLS = [(mode, style) for mode in MODES for style in STYLES] + list(MATRIX_STORE_CELLS) + [
     # OIDC client credentials against the broker validating tokens with the provider's JWKS (kafka_sasl).
     ("oauthbearer", "oidc"),
+    # Krb5LoginModule with a keytab against the GSSAPI listener of kafka_sasl's broker and its MIT KDC.
+    ("gssapi", "keytab"),
 ]
 CELL_IDS = [s if (m, s) in MATRIX_STORE_CELLS else f"{m}-{s}" for m, s in CELLS]
 TIMEOUT_S = 20
@@ -78,13 +81,22 @@ def sasl_traffic(kafka_sasl: SaslKafka):
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(request: pytest.FixtureRequest):
     if not HAVE_PYSPARK:
         yield None
         return
     from kafkatxn.audit.job import build_session
 
-    session, created = build_session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    realm: dict[str, str] = {}
+    if any("gssapi" in item.nodeid for item in request.session.items):
+        # Spark's Python workers inherit the JVM's environment: MIT's library finds the test realm there
+        # (as it would find /etc/krb5.conf), so the GSSAPI cell's executors can log in.
+        sasl: SaslKafka = request.getfixturevalue("kafka_sasl")
+        realm = sasl.kdc.environment if sasl.kdc is not None else {}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in realm.items():
+            patch.setenv(name, value)
+        session, created = build_session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     yield session
     if created:
         session.stop()
@@ -125,6 +137,13 @@ def cell_target(request: pytest.FixtureRequest, mode: str, style: str, tmp_path:
         sasl: SaslKafka = request.getfixturevalue("kafka_sasl")
         properties = write_properties(tmp_path / "oauthbearer.properties", sasl.properties())
         return Target(sasl.bootstrap(), properties, request.getfixturevalue("sasl_traffic"), sasl.secrets())
+    if mode == "gssapi":
+        sasl = request.getfixturevalue("kafka_kerberos")
+        kdc = sasl.kdc
+        assert kdc is not None
+        properties = write_properties(tmp_path / "gssapi.properties", sasl.kerberos_properties("keytab"))
+        keys = [key.hex() for key in kdc.client_keys()]
+        return Target(sasl.bootstrap("GSSAPI"), properties, request.getfixturevalue("sasl_traffic"), keys, kdc.environment)
     secure: SecureKafka = request.getfixturevalue("kafka_secure")
     secrets = secure.secrets()
     if style in STYLES:
@@ -143,6 +162,8 @@ def test_every_command_works(mode, style, request, spark, tmp_path, capsys, monk
     target = cell_target(request, mode, style, tmp_path)
     for name, value in target.env.items():  # the in-process audit's driver side
         monkeypatch.setenv(name, value)
+    if target.env:
+        monkeypatch.delenv("KRB5_CLIENT_KTNAME", raising=False)  # set by kafkatxn in-process: restored after
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         futures = [
             pool.submit(
@@ -161,7 +182,7 @@ def test_every_command_works(mode, style, request, spark, tmp_path, capsys, monk
     problems = [p for run in runs if (p := problem(run, target.traffic, target.bootstrap) or leak(run))]
     _tally(figures, "commands x security modes x file styles passed", len(runs) - len(problems), len(runs),
            f" ({len(COMMANDS)} commands x {len(MODES)} modes (SCRAM-SHA-512, PLAIN, mTLS) x {len(STYLES)} file styles"
-           f" + {len(MATRIX_STORE_CELLS)} Java store styles + OAUTHBEARER)")
+           f" + {len(MATRIX_STORE_CELLS)} Java store styles + OAUTHBEARER + GSSAPI)")
     assert {r.command for r in runs} == set(COMMANDS) - ({"audit"} if spark is None else set())
     assert not problems, "\n\n".join(problems)
 
