@@ -147,6 +147,16 @@ class Kdc(ServiceProcess):
         )
         return ccache
 
+    def client_keys(self) -> list[bytes]:
+        """The key material of the client's keytab (``klist -kK``): what must never leave the keytab."""
+        import re
+
+        listed = subprocess.run(
+            [_program("klist"), "-kK", str(self.client_keytab)], capture_output=True, text=True, check=True, timeout=30,
+            env={**os.environ, **self.environment},
+        ).stdout
+        return [bytes.fromhex(m) for m in re.findall(r"\(0x([0-9a-f]{32,})\)", listed)]
+
     def _run(self, env: dict[str, str], *command: str) -> None:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         if done.returncode != 0:

@@ -5,6 +5,9 @@ kafka_cluster3   session: three brokers (3-voter quorum), started on first use
 kafka_factory    per test: kafka_factory(n_brokers=1, **broker_settings) -> a dedicated cluster
 kafka_secure     session: one broker with SASL_SSL (SCRAM-SHA-512 + PLAIN) and mutual-TLS listeners,
                  certificates and users made by harness/security.py; started on first use
+secure_stores    session: the ``kafka_secure`` PKI's CA and client key as JKS and PKCS12 trust and key stores
+                 (harness/stores.py: keytool), with random store and key passwords
+kafka_kerberos   session: ``kafka_sasl`` with its KDC (skipped without MIT Kerberos, failed in CI)
 kafka_sasl       session: one broker with an OAUTHBEARER listener validating tokens of an OIDC provider and
                  a GSSAPI listener of a Kerberos KDC (harness/oidc.py, harness/kerberos.py,
                  harness/sasl.py; the KDC only where MIT's krb5-kdc is installed); started on first use
@@ -17,6 +20,7 @@ Set KAFKA_VERSION to test against another Kafka release (e.g. 3.9.1).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -39,9 +43,10 @@ from harness.kerberos import Kdc, kerberos_available  # noqa: E402
 from harness.oidc import OidcProvider  # noqa: E402
 from harness.sasl import SaslKafka, sasl_setup  # noqa: E402
 from harness.security import SaslUsers, SecureKafka, make_pki, secure_setup  # noqa: E402
+from harness.stores import ClientStores, client_stores  # noqa: E402
 
 TEST_LOGS_DIR = REPO_ROOT / "test-logs"
-BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory", "kafka_secure", "kafka_sasl"})
+BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory", "kafka_secure", "kafka_sasl", "kafka_kerberos"})
 SINGLE_BROKER_START_TIMEOUT = 60
 CLUSTER3_START_TIMEOUT = 120
 _LOGS_SAVED = pytest.StashKey[bool]()
@@ -153,6 +158,15 @@ def kafka_secure(kafka_workroot: Path) -> Iterator[SecureKafka]:
 
 
 @pytest.fixture(scope="session")
+def secure_stores(kafka_secure: SecureKafka, kafka_workroot: Path) -> ClientStores:
+    import secrets
+
+    return client_stores(
+        kafka_secure.pki, kafka_workroot / "secure-stores", f"storePw-{secrets.token_hex(10)}", f"keyPw-{secrets.token_hex(10)}",
+    )
+
+
+@pytest.fixture(scope="session")
 def kafka_sasl(kafka_workroot: Path) -> Iterator[SaslKafka]:
     kdc = Kdc(kafka_workroot / "kdc") if kerberos_available() else None
     with OidcProvider(kafka_workroot / "oidc") as oidc:
@@ -166,6 +180,17 @@ def kafka_sasl(kafka_workroot: Path) -> Iterator[SaslKafka]:
         finally:
             if kdc is not None:
                 kdc.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_kerberos(kafka_sasl: SaslKafka) -> SaslKafka:
+    """``kafka_sasl`` with its KDC: skipped where MIT Kerberos is not installed, failed in CI (scripts/test installs it)."""
+    if kafka_sasl.kdc is None:
+        message = "MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user) is not installed: scripts/test installs it"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return kafka_sasl
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,13 @@
 """Every command through SASL_SSL (SCRAM-SHA-512, PLAIN) and mutual TLS, configured by a librdkafka-style
-and by a Java-style ``--command-config`` file; refused logins and handshakes end in exit 3 with one line
-that says which, fast.
+and by a Java-style ``--command-config`` file, and by each Java store style (JKS and PKCS12 trust stores
+over SCRAM, JKS and PKCS12 key stores over mutual TLS); refused logins and handshakes end in exit 3 with
+one line that says which, fast.
 
 One secure broker for the session (``kafka_secure``: certificates and users made by
-harness/security.py). The matrix is one test per security mode x file style, each running every
-command once (cheap invocations, three at a time); the audit runs in-process on one Spark session for
-the module, so Spark starts once.
+harness/security.py, its stores by harness/stores.py), and ``kafka_sasl``'s for OAUTHBEARER (OIDC) and
+GSSAPI (MIT KDC). The matrix is one test per cell (security mode x file style, store style, OAUTHBEARER,
+GSSAPI), each running every command once (cheap invocations, three at a time); the audit runs
+in-process on one Spark session for the module, so Spark starts once.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from harness.sasl import SaslKafka
 from tests.support.cli_helpers import run_cli
 from harness.security import (
     MODES,
@@ -30,6 +34,7 @@ from harness.security import (
     secure_setup,
     write_properties,
 )
+from tests.support.secure_files import MATRIX_STORE_CELLS, store_files
 from tests.support.secure_commands import (
     COMMANDS,
     HAVE_PYSPARK,
@@ -47,7 +52,15 @@ from tests.support.secure_commands import (
 
 pytestmark = pytest.mark.integration
 
-CELLS = [(mode, style) for mode in MODES for style in STYLES]
+# One cell per security mode x file style, then one per Java store style (harness/stores.py's keytool
+# stores of the same PKI: trust stores over SASL_SSL SCRAM, key stores over mutual TLS).
+CELLS = [(mode, style) for mode in MODES for style in STYLES] + list(MATRIX_STORE_CELLS) + [
+    # OIDC client credentials against the broker validating tokens with the provider's JWKS (kafka_sasl).
+    ("oauthbearer", "oidc"),
+    # Krb5LoginModule with a keytab against the GSSAPI listener of kafka_sasl's broker and its MIT KDC.
+    ("gssapi", "keytab"),
+]
+CELL_IDS = [s if (m, s) in MATRIX_STORE_CELLS else f"{m}-{s}" for m, s in CELLS]
 TIMEOUT_S = 20
 # A refused login or handshake is known within a second; waiting out --timeout would be the bug.
 FAST_FAILURE_S = TIMEOUT_S / 2
@@ -61,13 +74,29 @@ def traffic(kafka_secure: SecureKafka):
 
 
 @pytest.fixture(scope="module")
-def spark():
+def sasl_traffic(kafka_sasl: SaslKafka):
+    made = make_traffic(kafka_sasl)  # over its PLAINTEXT listener
+    yield made
+    made.close()
+
+
+@pytest.fixture(scope="module")
+def spark(request: pytest.FixtureRequest):
     if not HAVE_PYSPARK:
         yield None
         return
     from kafkatxn.audit.job import build_session
 
-    session, created = build_session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    realm: dict[str, str] = {}
+    if any("gssapi" in item.nodeid for item in request.session.items):
+        # Spark's Python workers inherit the JVM's environment: MIT's library finds the test realm there
+        # (as it would find /etc/krb5.conf), so the GSSAPI cell's executors can log in.
+        sasl: SaslKafka = request.getfixturevalue("kafka_sasl")
+        realm = sasl.kdc.environment if sasl.kdc is not None else {}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in realm.items():
+            patch.setenv(name, value)
+        session, created = build_session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     yield session
     if created:
         session.stop()
@@ -91,21 +120,69 @@ def _tally(figures: dict, key: str, passed: int, total: int, note: str = "") -> 
     figures[key] = f"{done + passed}/{all_ + total}{note}"
 
 
-@pytest.mark.parametrize("mode,style", CELLS, ids=[f"{m}-{s}" for m, s in CELLS])
-def test_every_command_works(mode, style, kafka_secure: SecureKafka, traffic: Traffic, spark, tmp_path, capsys, figures):
-    properties = write_properties(tmp_path / f"{mode}-{style}.properties", kafka_secure.properties(mode, style))
-    bootstrap = kafka_secure.bootstrap(mode)
+@dataclass(frozen=True)
+class Target:
+    """Where a cell's commands go, with which file, and what they must find there."""
+
+    bootstrap: str
+    properties: Path
+    traffic: Traffic
+    secrets: list[str]  # none of them may show in any command's output
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def cell_target(request: pytest.FixtureRequest, mode: str, style: str, tmp_path: Path) -> Target:
+    """The broker, ``--command-config`` file and traffic of one cell (fixtures taken only when a cell needs them)."""
+    if mode == "oauthbearer":
+        sasl: SaslKafka = request.getfixturevalue("kafka_sasl")
+        properties = write_properties(tmp_path / "oauthbearer.properties", sasl.properties())
+        return Target(sasl.bootstrap(), properties, request.getfixturevalue("sasl_traffic"), sasl.secrets())
+    if mode == "gssapi":
+        sasl = request.getfixturevalue("kafka_kerberos")
+        kdc = sasl.kdc
+        assert kdc is not None
+        properties = write_properties(tmp_path / "gssapi.properties", sasl.kerberos_properties("keytab"))
+        keys = [key.hex() for key in kdc.client_keys()]
+        return Target(sasl.bootstrap("GSSAPI"), properties, request.getfixturevalue("sasl_traffic"), keys, kdc.environment)
+    secure: SecureKafka = request.getfixturevalue("kafka_secure")
+    secrets = secure.secrets()
+    if style in STYLES:
+        props = secure.properties(mode, style)
+    else:
+        stores = request.getfixturevalue("secure_stores")
+        store_mode, props = store_files(secure, stores)[style]
+        assert store_mode == mode, (style, store_mode)
+        secrets += [stores.store_password, stores.key_password]
+    properties = write_properties(tmp_path / f"{mode}-{style}.properties", props)
+    return Target(secure.bootstrap(mode), properties, request.getfixturevalue("traffic"), secrets)
+
+
+@pytest.mark.parametrize("mode,style", CELLS, ids=CELL_IDS)
+def test_every_command_works(mode, style, request, spark, tmp_path, capsys, monkeypatch, figures):
+    target = cell_target(request, mode, style, tmp_path)
+    for name, value in target.env.items():  # the in-process audit's driver side
+        monkeypatch.setenv(name, value)
+    if target.env:
+        monkeypatch.delenv("KRB5_CLIENT_KTNAME", raising=False)  # set by kafkatxn in-process: restored after
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         futures = [
-            pool.submit(run_command, command, traffic, bootstrap, properties, tmp_path / command.replace(" ", "_"))
+            pool.submit(
+                run_command, command, target.traffic, target.bootstrap, target.properties, tmp_path / command.replace(" ", "_"),
+                env=target.env,
+            )
             for command in COMMANDS
             if command != "audit"
         ]
-        runs = [run_audit_in_process(capsys, traffic, bootstrap, properties, tmp_path)] if spark is not None else []
+        runs = [run_audit_in_process(capsys, target.traffic, target.bootstrap, target.properties, tmp_path)] if spark is not None else []
         runs += [f.result() for f in futures]
-    problems = [p for run in runs if (p := problem(run, traffic, bootstrap))]
+
+    def leak(run: Run) -> str | None:
+        return f"{run.command}: a secret of the file in its output" if any(s in run.output() for s in target.secrets) else None
+
+    problems = [p for run in runs if (p := problem(run, target.traffic, target.bootstrap) or leak(run))]
     _tally(figures, "commands x security modes x file styles passed", len(runs) - len(problems), len(runs),
-           f" ({len(COMMANDS)} commands x {len(MODES)} modes (SCRAM-SHA-512, PLAIN, mTLS) x {len(STYLES)} file styles)")
+           f" ({len(COMMANDS)} commands x {len(MODES)} modes (SCRAM-SHA-512, PLAIN, mTLS) x {len(STYLES)} file styles"
+           f" + {len(MATRIX_STORE_CELLS)} Java store styles + OAUTHBEARER + GSSAPI)")
     assert {r.command for r in runs} == set(COMMANDS) - ({"audit"} if spark is None else set())
     assert not problems, "\n\n".join(problems)
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import secrets
 from pathlib import Path
 
 import pytest
 
 from harness.security import SecureKafka, write_properties
-from harness.stores import ClientStores, client_stores, truststore
+from harness.stores import ClientStores, truststore
 from tests.support.secure_commands import Run, make_traffic, problem, run_command, run_kafkatxn
+from tests.support.secure_files import store_files
 
 pytestmark = pytest.mark.integration
 
@@ -35,42 +35,8 @@ def traffic(kafka_secure: SecureKafka):
 
 
 @pytest.fixture(scope="module")
-def stores(kafka_secure: SecureKafka, tmp_path_factory) -> ClientStores:
-    return client_stores(
-        kafka_secure.pki, tmp_path_factory.mktemp("client-stores") / "stores",
-        f"storePw-{secrets.token_hex(8)}", f"keyPw-{secrets.token_hex(8)}",
-    )
-
-
-def store_files(secure: SecureKafka, stores: ClientStores) -> dict[str, tuple[str, dict[str, str]]]:
-    """name -> (security mode, Java client properties)."""
-    scram = secure.properties("scram", "java")
-    del scram["ssl.truststore.type"], scram["ssl.truststore.location"]
-
-    def trust(store_type: str | None, path: Path) -> dict[str, str]:
-        typed = {"ssl.truststore.type": store_type} if store_type else {}
-        return {**typed, "ssl.truststore.location": str(path), "ssl.truststore.password": stores.store_password}
-
-    def key(store_type: str | None, path: Path, key_password: str | None = None) -> dict[str, str]:
-        typed = {"ssl.keystore.type": store_type} if store_type else {}
-        out = {**typed, "ssl.keystore.location": str(path), "ssl.keystore.password": stores.store_password}
-        return {**out, "ssl.key.password": key_password} if key_password else out
-
-    return {
-        "jks-truststore": ("scram", {**scram, **trust("JKS", stores.truststore["JKS"])}),
-        "pkcs12-truststore": ("scram", {**scram, **trust("PKCS12", stores.truststore["PKCS12"])}),
-        # The JKS key entry has its own password (ssl.key.password), unlike PKCS12 entries.
-        "jks-keystore-mtls": ("mtls", {
-            "security.protocol": "SSL", **trust("JKS", stores.truststore["JKS"]),
-            **key("JKS", stores.keystore["JKS"], stores.key_password),
-        }),
-        "pkcs12-keystore-mtls": ("mtls", {
-            "security.protocol": "SSL", **trust("PKCS12", stores.truststore["PKCS12"]), **key("PKCS12", stores.keystore["PKCS12"]),
-        }),
-        "pkcs12-named-jks-no-type-mtls": ("mtls", {
-            "security.protocol": "SSL", **trust(None, stores.disguised_truststore), **key(None, stores.disguised_keystore),
-        }),
-    }
+def stores(secure_stores: ClientStores) -> ClientStores:
+    return secure_stores
 
 
 def test_each_store_style_logs_in_with_kafkatxn_and_kafka_transactions_sh(kafka_secure: SecureKafka, traffic, stores, tmp_path, figures):

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,7 +184,10 @@ def run_exporter(argv: list[str], *, env: dict[str, str] | None = None, cwd: Pat
             if "serving http://" in line:
                 url = line.split("serving ", 1)[1].strip()
         if url is not None:
-            body = urllib.request.urlopen(url, timeout=30).read().decode()
+            try:
+                body = urllib.request.urlopen(url, timeout=30).read().decode()
+            except urllib.error.HTTPError as refused:  # a failed scrape is this run's answer, not the test's crash
+                body = f"HTTP {refused.code}: {refused.read().decode(errors='replace')[:1500]}"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
