@@ -239,29 +239,23 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     findings: list[tuple[Status, Finding]] = []
     summary: list[str] = []
 
-    # Hanging transactions are always critical: no marker will ever come, the LSO never moves.
-    for h in snapshot.hanging:
-        lag = f", LSO lag {h.lso_lag_messages}" if h.lso_lag_messages is not None else ""
-        tid = f" ({h.transactional_id})" if h.transactional_id else ""
-        findings.append((Status.CRITICAL, Finding(
-            "critical", "hanging_transaction", f"{h.topic}-{h.partition}", h.start_offset, None,
-            f"hanging transaction on {h.topic}-{h.partition} from offset {h.start_offset}, "
-            f"producer {h.producer_id}{tid}: {h.reason}{lag}",
-        )))
-    if snapshot.hanging:
-        summary.append(_plural(len(snapshot.hanging), "hanging transaction"))
-
-    # Committed by its coordinator, its COMMIT marker lost: as stuck as a hanging one, and aborting it
-    # would drop committed data (restore-commit releases it).
-    for h in snapshot.lost_commits:
-        tid = f" ({h.transactional_id})" if h.transactional_id else ""
-        findings.append((Status.CRITICAL, Finding(
-            "critical", "lost_commit_marker", f"{h.topic}-{h.partition}", h.start_offset, None,
-            f"lost COMMIT marker on {h.topic}-{h.partition} from offset {h.start_offset}, producer {h.producer_id}{tid}: "
-            f"{h.reason}; restore it with restore-commit, never abort",
-        )))
-    if snapshot.lost_commits:
-        summary.append(_plural(len(snapshot.lost_commits), "lost COMMIT marker"))
+    # Hanging transactions are always critical: no marker will ever come, the LSO never moves. A lost
+    # COMMIT marker (committed by its coordinator) is as stuck, and aborting it would drop committed
+    # data: restore-commit releases it.
+    for samples, kind, what, advice in (
+        (snapshot.hanging, "hanging_transaction", "hanging transaction", ""),
+        (snapshot.lost_commits, "lost_commit_marker", "lost COMMIT marker", "; restore it with restore-commit, never abort"),
+    ):
+        for h in samples:
+            lag = f", LSO lag {h.lso_lag_messages}" if h.lso_lag_messages is not None else ""
+            tid = f" ({h.transactional_id})" if h.transactional_id else ""
+            findings.append((Status.CRITICAL, Finding(
+                "critical", kind, f"{h.topic}-{h.partition}", h.start_offset, None,
+                f"{what} on {h.topic}-{h.partition} from offset {h.start_offset}, producer {h.producer_id}{tid}: "
+                f"{h.reason}{lag}{advice}",
+            )))
+        if samples:
+            summary.append(_plural(len(samples), what))
 
     # Undetermined: a coordinator that could own it did not answer. Unknown, never hanging.
     for u in snapshot.undetermined:
