@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 from prometheus_client.core import GaugeMetricFamily, Metric, Sample
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from kafkatxn.exposition import LabelRows, TableGauge
 from kafkatxn.audit.churn import ChurnSample, IdChurn, churn_metric_families
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS, ClusterSnapshot,
@@ -232,19 +233,18 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
     stuck_of = [snapshot.group_stuck(g) for g in samples]  # True, False, or None (cannot be known)
     out: list[Metric] = []
     if not options.per_group:
-        labels = ["group", "topic", "partition"]
-        families = [(GaugeMetricFamily(f"kafkatxn_group_{name}", doc, labels=labels), field) for name, field, doc in GROUP_FIGURES]
-        blocked = GaugeMetricFamily("kafkatxn_group_blocked",
-                                    "1 while the group sits at a last stable offset pinned by an open transaction.", labels=labels)
-        stuck = GaugeMetricFamily("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction or "
-                                  "one past its own timeout (check --groups' critical, whatever the age threshold).", labels=labels)
+        rows = LabelRows(["group", "topic", "partition"])
+        families = [(TableGauge(f"kafkatxn_group_{name}", doc, rows), field) for name, field, doc in GROUP_FIGURES]
+        blocked = TableGauge("kafkatxn_group_blocked",
+                             "1 while the group sits at a last stable offset pinned by an open transaction.", rows)
+        stuck = TableGauge("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction or "
+                           "one past its own timeout (check --groups' critical, whatever the age threshold).", rows)
         for g, is_stuck in zip(samples, stuck_of):
-            values = [g.group, g.topic, str(g.partition)]
+            rows.append((g.group, g.topic, str(g.partition)))
             for family, field in families:
-                family.add_metric(values, getattr(g, field))
-            blocked.add_metric(values, 1 if g.blocked else 0)
-            if is_stuck is not None:  # unknown: no series, never a reassuring 0
-                stuck.add_metric(values, 1 if is_stuck else 0)
+                family.values.append(getattr(g, field))
+            blocked.values.append(1 if g.blocked else 0)
+            stuck.values.append(None if is_stuck is None else 1 if is_stuck else 0)  # unknown: no series, never a reassuring 0
         out += [family for family, _ in families] + [blocked, stuck]
     sums: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for g, is_stuck in zip(samples, stuck_of):

@@ -19,7 +19,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 
 from kafkatxn import exposition
 from kafkatxn.exporter import ExportOptions, _StaticCollector, metric_families
-from kafkatxn.snapshot import ClusterSnapshot, GroupSample, PartitionSample
+from kafkatxn.snapshot import ClusterSnapshot, GroupSample, PartitionSample, UndeterminedSample
 
 ODD_VALUES = ['plain', 'quo"te', 'back\\slash', 'new\nline', 'ünïcödé', '', 'a,b=c}{']
 NUMBERS = [0, 1, -1, 999_999, 1_000_000, 1_234_567, 2**53 - 1, 2**53, 2**62, -(2**53), -(2**60), 0.5, -0.25, 1e-9,
@@ -67,7 +67,10 @@ def exporter_registry() -> CollectorRegistry:
     snap = ClusterSnapshot(
         1_700_000_000_000, duration_s=0.5, cluster_id="c", brokers=(1, 2), replica_brokers=(1, 2, 3), partitions=partitions,
         transaction_states={"Ongoing": 1}, active_producer_ids={1: 3}, max_transaction_timeout_ms=900_000,
-        groups=(GroupSample('gr"oup', "topic-0", 1, 5, 3, 7, True),), missing=(),
+        # Escaped label values, and a blocked group whose stuck series is left out (its verdict is undetermined).
+        groups=(GroupSample('gr"oup', "topic-0", 1, 5, 3, 7, True), GroupSample("back\\slash\nline", "topic-0", 2, 0, 0, 4, False),
+                GroupSample("unsure", "topic-1", 0, 1, 1, 1, True)),
+        undetermined=(UndeterminedSample("topic-1", 0, 9, 0, None, "coordinator did not answer"),), missing=(),
     )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_StaticCollector(metric_families(snap, ExportOptions())))
@@ -77,6 +80,9 @@ def exporter_registry() -> CollectorRegistry:
 @pytest.mark.parametrize("make", [odd_registry, exporter_registry], ids=["odd", "exporter"])
 def test_text_and_openmetrics_are_prometheus_clients_byte_for_byte(make):
     registry = make()
+    if make is exporter_registry:  # the group series take the table path (kafkatxn.exposition.TableGauge)
+        tables = [m for m in registry.collect() if isinstance(m, exposition.TableGauge)]
+        assert len(tables) == 5 and b'kafkatxn_group_stuck{group="unsure"' not in exposition.encode(registry)
     assert exposition.encode(registry) == generate_latest(registry)
     assert exposition.encode(registry, openmetrics=True) == openmetrics_latest(registry)
     for escaping in ("allow-utf-8", "dots", "values"):
