@@ -117,7 +117,7 @@ def _truth(cluster, opened):
     """What check and the exporter may publish on this cluster, from the clients that made it."""
     partitions = sum(len(t.partitions) for t in cluster.admin_client().list_topics(timeout=10).topics.values())
     return {
-        "hanging_transactions": 0, "undetermined_transactions": 0,  # no transaction past the 15-minute maximum
+        "hanging_transactions": 0, "lost_commit_markers": 0, "undetermined_transactions": 0,  # none past the 15-minute maximum
         "lso_lag_max": 2, "lagging_partitions": 2, "open_transactions": len(opened),
         "active_producer_ids_max": 3,  # the committed transaction's producer and the two open ones
         "partitions": partitions, "groups_blocked": 0, "groups_waiting": 1, "group_lag_max": 0,
