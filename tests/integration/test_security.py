@@ -93,10 +93,19 @@ def spark(request: pytest.FixtureRequest):
         # (as it would find /etc/krb5.conf), so the GSSAPI cell's executors can log in.
         sasl: SaslKafka = request.getfixturevalue("kafka_sasl")
         realm = sasl.kdc.environment if sasl.kdc is not None else {}
+    conf = {"spark.sql.shuffle.partitions": "2"}
+    if realm:
+        # The JVM keeps the environment of the first module that started Spark in this process, so the
+        # realm goes to the workers as executor environment, on a session of this module's own.
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+        conf.update({f"spark.executorEnv.{name}": value for name, value in realm.items()})
     with pytest.MonkeyPatch.context() as patch:
         for name, value in realm.items():
             patch.setenv(name, value)
-        session, created = build_session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+        session, created = build_session("local[2]", conf=conf)
     yield session
     if created:
         session.stop()
