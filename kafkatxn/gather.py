@@ -190,9 +190,15 @@ def settle_by_transaction_log(
     needing = [c for c in classifications if lost_commit.needs_log(c)]
     if not needing:
         return list(classifications)
-    dated = with_first_records(cluster, [c.transaction for c in needing], missing)
+    dated = {(t.tp, t.producer_id): t for t in with_first_records(cluster, [c.transaction for c in needing], missing)}
     histories, unread = transaction_logs(cluster, needing)
-    return lost_commit.settle_all(classifications, histories, unread, {(t.tp, t.producer_id): t for t in dated})
+    # The first records read here stay on the transactions: callers dating them do not read them again.
+    return [
+        dataclasses.replace(c, open_txn=dataclasses.replace(c.open_txn, first_record_timestamp_ms=d.first_record_timestamp_ms))
+        if (d := dated.get((c.open_txn.tp, c.open_txn.producer_id))) is not None and d.first_record_timestamp_ms is not None
+        else c
+        for c in lost_commit.settle_all(classifications, histories, unread, dated)
+    ]
 
 
 def hanging_among(

@@ -312,3 +312,24 @@ def test_check_and_the_exporter_call_a_lost_commit_what_hanging_calls_it():
     aborted = gather_snapshot(lost_commit_cluster([rec("Empty", at=T0 - 1000), rec("Ongoing", [X], at=T0 - 40),
                                                    rec("PrepareAbort", [X], at=T0 + 100)]))
     assert (len(aborted.hanging), aborted.lost_commits) == (1, ())
+
+
+def test_a_transaction_dated_for_the_log_is_not_read_again_by_hanging_or_the_snapshot():
+    """settle_by_transaction_log reads the first record of each hanging transaction of a known id;
+    hanging's rows and the snapshot's samples date the same transaction from there, not with a
+    second read of the partition."""
+    from kafkatxn.snapshot import gather_snapshot
+
+    aborted = [rec("Empty", at=T0 - 1000), rec("Ongoing", [X], at=T0 - 40), rec("PrepareAbort", [X], at=T0 + 100)]
+
+    def first_record_reads(fake) -> int:
+        return sum(1 for _name, starts in fake.called("first_record_timestamps") if X in starts)
+
+    for gather_once in (hanging.find_hanging, gather_snapshot):
+        fake = lost_commit_cluster(aborted)
+        gather_once(fake)
+        assert first_record_reads(fake) == 1, gather_once
+    found = hanging.find_hanging(lost_commit_cluster(aborted))
+    # Still dated by its first record (T0), as before.
+    assert [(r.start_offset, r.transaction_age_source) for r in found.hanging] == [(10, "first_record")]
+    assert found.hanging[0].transaction_age_ms >= NOW - T0
