@@ -383,9 +383,6 @@ class ClusterGatherer:
         if self._cluster is None:
             self._cluster = Cluster(self.config)
         self._cluster.restart_deadline(self.scrape_timeout_s)
-        # A fresh librdkafka handle per scrape: the nemesis saw the exporter die (SIGSEGV) on a scrape
-        # while a broker restarted, with one handle alive across scrapes and broker restarts.
-        self._cluster.drop_admin()
         try:
             snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms,
                                    groups=self.groups, group_regex=self.group_regex)

@@ -1,12 +1,11 @@
-"""The session every Kafka request of one command goes through: the deadline, the two clients'
-lifecycles (kafka-python's wire, built at once; confluent-kafka's admin client, built only when an API
-needs it), sending everything in flight at once, and turning what failed into typed ``Missing``
-parts or one translated error.
+"""The session every Kafka request of one command goes through: the deadline, kafka-python's wire
+(every request of a command; confluent-kafka's admin client is built only to check the settings as
+librdkafka would, :func:`kafkatxn.kafka.facade.check_client_settings`), sending everything in flight
+at once, and turning what failed into typed ``Missing`` parts or one translated error.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 import time
@@ -14,9 +13,9 @@ from collections import Counter
 from typing import Any, Sequence
 
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
-from kafkatxn.errors import AuthenticationError, DeadlineExceeded, UsageError
+from kafkatxn.errors import DeadlineExceeded, UsageError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import ErrorTranslator, clean, is_timeout, kafka_error_code, part_missing
+from kafkatxn.kafka.errors import ErrorTranslator, clean, is_timeout, kafka_error_code
 from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
 from kafkatxn.kafka.wire import Wire
 
@@ -28,9 +27,6 @@ LEADERSHIP_ERRORS = frozenset({
     "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE",
     "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "OFFSET_NOT_AVAILABLE",
 })
-
-# Marks a part of a fan-out answer that did not arrive (its reason is in ``missing``).
-NOT_ARRIVED = object()
 
 # A round trip gives each broker this share of the time left when it starts (at least
 # MIN_BROKER_BUDGET_S, at most what is left). A broker that does not answer within it is silent for
@@ -99,10 +95,6 @@ class Session:
         self.silent.clear()
         self.failed.clear()
 
-    def drop_admin(self) -> None:
-        """Forget confluent-kafka's client; the next API that needs it builds a new one."""
-        self._admin = None
-
     def exclude_from_deadline(self, seconds: float) -> None:
         """Time spent outside the network (a person reading a prompt) is added back to the deadline.
         A pause a person could notice also forgets what this command learned of the cluster: it may
@@ -134,14 +126,6 @@ class Session:
     def _poll(self) -> None:
         if self._admin is not None:
             self._admin.poll(0)
-
-    @property
-    def admin(self):
-        if self._admin is None:
-            # The wire first: its bootstrap ends at once, with the reason, where the listener refuses
-            # the login or speaks another protocol; librdkafka would only time out ("brokers are down").
-            self.wire  # noqa: B018
-        return self.build_admin()
 
     def build_admin(self):
         """confluent-kafka's admin client, built once (building it checks librdkafka's settings)."""
@@ -245,42 +229,3 @@ class Session:
             missing.append(Missing(subject, self.errors.reason(result)))
             return False
         return True
-
-    def _wait(self, future: concurrent.futures.Future, what: str, until: float | None = None) -> Any:
-        """Wait for a confluent-kafka future within the deadline, failing fast on auth errors.
-
-        With ``until`` (a monotonic time before the deadline), None once it has passed.
-        """
-        while True:
-            self._poll()  # serves error_cb, which is how auth and transport errors arrive
-            self.errors.raise_auth_errors()
-            left = self.remaining_s()
-            if until is not None:
-                left = min(left, until - time.monotonic())
-                if left <= 0:
-                    return None
-            try:
-                return future.result(timeout=min(left, 0.2))
-            except concurrent.futures.TimeoutError:
-                if time.monotonic() >= self.deadline:
-                    raise self.errors.translate(concurrent.futures.TimeoutError(), what) from None
-
-    def _wait_or_note(self, future: concurrent.futures.Future, subject: Subject, missing: list[Missing], acl: str = "") -> Any:
-        """The future's result, or ``NOT_ARRIVED`` after noting in ``missing`` why ``subject`` did not arrive.
-
-        Authentication failures still end the command: they concern every part alike. An
-        authorization failure is this part's only: noted as "not authorized: needs ``acl``". Like a
-        wire request, a part gets its share of the time left (see BROKER_SHARE), not all of it.
-        """
-        try:
-            result = self._wait(future, str(subject), until=time.monotonic() + self.broker_budget_s())
-            if result is None and not future.done():
-                raise DeadlineExceeded(f"{subject}: timed out")
-            return result
-        except DeadlineExceeded:
-            missing.append(Missing(subject, "timed out"))
-        except AuthenticationError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - reported per part
-            missing.append(part_missing(subject, exc, acl or f"the ACL for {subject}"))
-        return NOT_ARRIVED
