@@ -53,6 +53,10 @@ class LabelRows:
         self.values.append(values)
         self._text = None
 
+    def extend(self, values: Iterable[tuple[str, ...]]) -> None:
+        self.values.extend(values)
+        self._text = None
+
     def text(self) -> list[str]:
         """``{name="value",...}`` per row: names sorted, each distinct value escaped once."""
         if self._text is None:

@@ -11,7 +11,7 @@ import functools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from kafkatxn import verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
@@ -104,9 +104,9 @@ class UndeterminedSample(CandidateSample):
     missing: tuple[Missing, ...] = ()  # the typed parts that did not answer
 
 
-@dataclass(frozen=True)
-class GroupSample:
-    """Transaction-aware lag of one consumer group on one partition (:func:`kafkatxn.lso.group_lags`)."""
+class GroupSample(NamedTuple):
+    """Transaction-aware lag of one consumer group on one partition (a :func:`kafkatxn.lso.group_positions`
+    place). A tuple: a scrape at 5,000 groups x 20 partitions holds 100,000 of them."""
 
     group: str
     topic: str
@@ -253,12 +253,20 @@ def group_samples(
     snap = lso.finish_group_snapshot(cluster, by_group, list(group_missing), known=known,
                                      max_transaction_timeout_ms=max_transaction_timeout_ms)
     missing.extend(m.within("group lag") for m in snap.missing)
-    return tuple(
-        GroupSample(r.group, r.topic, r.partition, lso.read_committed_lag(r), r.lag_to_lso_messages, r.lag_to_hw_messages,
-                    r.verdict is lso.GroupVerdict.blocked, r.txn_age_ms, bool(r.txn_hanging), bool(r.txn_overdue))
-        for r in lso.group_lags(snap)
-        if topics is None or r.topic in topics
-    )
+    samples = []
+    for place in lso.group_positions(snap):
+        tp = place.tp
+        if topics is not None and tp.topic not in topics:
+            continue
+        lag = place.read_committed_lag
+        if place.verdict is lso.GroupVerdict.blocked:
+            facts = lso.pin_facts(snap.lso, tp)
+            samples.append(GroupSample(place.group, tp.topic, tp.partition, lag, place.lag_to_lso_messages,
+                                       place.lag_to_hw_messages, True, facts.age_ms, bool(facts.hanging), bool(facts.overdue)))
+        else:
+            samples.append(GroupSample(place.group, tp.topic, tp.partition, lag, place.lag_to_lso_messages,
+                                       place.lag_to_hw_messages, False))
+    return tuple(samples)
 
 
 def gather_snapshot(
