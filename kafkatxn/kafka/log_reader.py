@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator,
 from kafkatxn.audit.txnlog import TOPIC, decode
 from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogEntry
 from kafkatxn.kafka.errors import clean
+from kafkatxn.kafka.protocol import UnreadableRecords
 
 if TYPE_CHECKING:
     from kafkatxn.kafka.protocol import FetchedPartition
@@ -325,8 +326,11 @@ def _read_fetched(
         if part.error is not None:
             raise LogReadError(f"reading {topic}-{p} failed: {part.error}", part.error)
         end = part.high_watermark if end is None else end
-        rows = [(r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
-                for r in b.records if pos <= r.offset < end]
+        try:
+            rows = [(r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
+                    for r in b.records if pos <= r.offset < end]
+        except UnreadableRecords as exc:
+            raise LogReadError(f"reading {topic}-{p} failed: {exc}", str(exc)) from None
         after = max([pos, *(b.last_offset + 1 for b in part.batches)])
         for i in range(0, len(rows), batch_size):
             yield decoded(rows[i : i + batch_size], p, keys, counts)
@@ -349,10 +353,12 @@ def _follow_fetched(
         for p, part in sorted(source.fetch(positions, max_wait_ms=int(poll_s * 1000)).items()):
             if part.error is not None:
                 raise LogReadError(f"following {topic}-{p} failed: {part.error}", part.error)
-            chunk.extend(decoded(
-                ((r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
-                 for r in b.records if r.offset >= positions[p]), p, keys, counts,
-            ))
+            try:
+                fetched = [(r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
+                           for r in b.records if r.offset >= positions[p]]
+            except UnreadableRecords as exc:
+                raise LogReadError(f"following {topic}-{p} failed: {exc}", str(exc)) from None
+            chunk.extend(decoded(fetched, p, keys, counts))
             positions[p] = max([positions[p], *(b.last_offset + 1 for b in part.batches)])
         yield chunk
 

@@ -31,14 +31,16 @@ FETCH_MAX_BYTES = 4 * 1024 * 1024
 
 
 def first_readable(
-    part: proto.FetchedPartition, start: int, read_committed: bool
+    part: proto.FetchedPartition, start: int, read_committed: bool, with_timestamp: bool = True
 ) -> tuple[tuple[int, int] | None, int]:
     """``((offset, timestamp), next)`` of the first record at or after ``start`` in one Fetch answer that
     a consumer at this isolation level gets, or ``(None, next)``: where the next fetch goes on.
 
     read_committed, as the Java consumer does: an aborted transaction's producer id is aborting from
     the transaction's first offset (the answer's ``aborted_transactions``) until its ABORT marker,
-    and its transactional batches in between are skipped; control batches are never records."""
+    and its transactional batches in between are skipped; control batches are never records.
+    Without ``with_timestamp`` the timestamp is -1, and a batch with no gaps in its offsets is not
+    read: its header says where its first record at or after ``start`` is."""
     aborted = sorted(part.aborted_transactions, key=lambda a: a.first_offset) if read_committed else []
     aborting: set[int] = set()
     i = 0
@@ -54,9 +56,14 @@ def first_readable(
                 after = max(after, batch.last_offset + 1)
                 continue
         if not batch.is_control:
-            for r in batch.records:
-                if r.offset >= start:
-                    return (r.offset, r.timestamp), r.offset + 1
+            if not with_timestamp and batch.gapless:
+                if batch.last_offset >= start:
+                    first = max(start, batch.base_offset)
+                    return (first, -1), first + 1
+            else:
+                for r in batch.records:
+                    if r.offset >= start:
+                        return (r.offset, r.timestamp), r.offset + 1
         after = max(after, batch.last_offset + 1)
     return None, after
 
@@ -70,7 +77,7 @@ class OffsetsApi:
         Over the wire's Fetch (no consumer, no group); it stops reading a partition at its first
         record, so the cost is the gap: one round trip per leader per 64 KiB of it.
         """
-        found = self._first_records(starts, read_committed=True)
+        found = self._first_records(starts, read_committed=True, with_timestamp=False)
         return Partial({tp: (m[0] if m is not None else None) for tp, m in found.value.items()}, found.missing)
 
     def first_record_timestamps(self, starts: Mapping[TopicPartition, int]) -> Partial[dict[TopicPartition, int]]:
@@ -85,7 +92,7 @@ class OffsetsApi:
         return Partial(out, missing)
 
     def _first_records(
-        self, starts: Mapping[TopicPartition, int], read_committed: bool
+        self, starts: Mapping[TopicPartition, int], read_committed: bool, with_timestamp: bool = True
     ) -> Partial[dict[TopicPartition, tuple[int, int] | None]]:
         """Per partition, ``(offset, timestamp)`` of the first record a consumer at this isolation
         level reads from ``starts[tp]`` on, or None at the end (the LSO read_committed, else the high
@@ -108,7 +115,12 @@ class OffsetsApi:
             for tp, part in [*failed.items(), *answers.items()]:
                 error = part if isinstance(part, Missing) else part.error
                 if error is None:
-                    found, after = first_readable(part, positions[tp], read_committed)
+                    try:
+                        found, after = first_readable(part, positions[tp], read_committed, with_timestamp)
+                    except proto.UnreadableRecords as exc:  # a corrupt batch: this partition's answer
+                        missing.append(part_missing(tp, str(exc), f"READ on Topic {tp.topic}"))
+                        del positions[tp]
+                        continue
                     end = part.last_stable_offset if read_committed else part.high_watermark
                     if found is not None or after >= end:
                         out[tp] = found

@@ -268,11 +268,24 @@ class FetchedBatch(NamedTuple):
     producer_epoch: int
     is_transactional: bool
     control: str | None  # a control batch's marker: COMMIT or ABORT (TYPE_n for another type); None for data
-    records: tuple[FetchedRecord, ...]  # a control batch's are its marker records
+    # A control batch's are its marker records. The wire decodes a plain batch's records when first
+    # read (kafkatxn.kafka.wire.fetch.BatchRecords); one it cannot read raises UnreadableRecords then.
+    records: Sequence[FetchedRecord]
+    record_count: int = -1  # as the batch's header says; -1 when not known (message formats 0 and 1)
 
     @property
     def is_control(self) -> bool:
         return self.control is not None
+
+    @property
+    def gapless(self) -> bool:
+        """Holds a record at every offset from its first to its last (compaction removed none): the first
+        record at or after an offset in it is known from the header, without reading any."""
+        return self.record_count == self.last_offset - self.base_offset + 1
+
+
+class UnreadableRecords(Exception):
+    """A record batch the client cannot read (corrupt): that partition's answer, never the command's end."""
 
 
 class AbortedTransaction(NamedTuple):

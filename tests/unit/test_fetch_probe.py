@@ -132,3 +132,44 @@ def test_answers_that_move_nothing_on_end_the_read_instead_of_repeating_it_until
     got = probe(cluster, {tp: 0})
     assert got.value == {} and got.missing[0].reason == "no records returned from offset 0 below the end"
     assert len(fetches(cluster)) == 1
+
+
+class _Untouchable(tuple):
+    """Records the probe must not read: their batch's header already says where its first record is."""
+
+    def __iter__(self):
+        raise AssertionError("the records of a gapless batch were read")
+
+    def __getitem__(self, index):
+        raise AssertionError("the records of a gapless batch were read")
+
+
+def test_the_probe_reads_no_record_of_a_batch_without_gaps_and_every_one_of_a_compacted_batch():
+    gapless = batch(0, 5)._replace(records=_Untouchable(batch(0, 5).records), record_count=5)
+    cluster, tp = cluster_with([gapless, batch(5, 1)])
+    assert probe(cluster, {tp: 3}).value == {tp: 3}
+    assert probe(cluster, {tp: 0}).value == {tp: 0}
+    # Compaction left offsets 0, 4 and 9 of 0-9: the first record from 1 is at 4, read from the records.
+    kept = tuple(r for r in batch(0, 10).records if r.offset in (0, 4, 9))
+    compacted = p.FetchedBatch(0, 9, -1, -1, False, None, kept, 3)
+    cluster, tp = cluster_with([compacted])
+    assert not compacted.gapless and probe(cluster, {tp: 1}).value == {tp: 4}
+    assert probe(cluster, {tp: 5}).value == {tp: 9}
+    # The first record's timestamp is read from the record itself.
+    cluster, tp = cluster_with([batch(0, 5)._replace(record_count=5)])
+    assert OffsetsApi.first_record_timestamps(cluster, {tp: 2}).value == {tp: T0 + 2}
+
+
+class _Corrupt(tuple):
+    def __iter__(self):
+        raise p.UnreadableRecords("CORRUPT_MESSAGE (CorruptRecordError: Found invalid record structure)")
+
+
+def test_a_batch_that_cannot_be_read_is_that_partitions_missing_answer_and_the_others_are_answered():
+    model = KafkaModel(brokers=(1,))
+    bad, good = (model.add_partition("orders", n, leader=1, lso=3, hw=3) for n in (0, 1))
+    model.batches[bad] = [p.FetchedBatch(0, 2, -1, -1, False, None, _Corrupt(), 2)]  # 2 records over 3 offsets: read
+    model.batches[good] = [batch(0, 3)]
+    got = probe(FakeCluster(model), {bad: 1, good: 1})
+    assert got.value == {good: 1}
+    assert [(m.subject, m.reason) for m in got.missing] == [(bad, "CORRUPT_MESSAGE (CorruptRecordError: Found invalid record structure)")]

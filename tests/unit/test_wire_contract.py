@@ -537,10 +537,33 @@ def test_fetch_response_decodes_batches_markers_and_aborted_transactions_at_ever
         assert part.aborted_transactions == (p.AbortedTransaction(8, 4),)
         data, marker, plain = part.batches
         assert data == p.FetchedBatch(10, 11, 7, 3, True, None, (
-            p.FetchedRecord(10, 1_700_000_000_000, b"k", b"v"), p.FetchedRecord(11, 1_700_000_000_005, None, b"w")))
+            p.FetchedRecord(10, 1_700_000_000_000, b"k", b"v"), p.FetchedRecord(11, 1_700_000_000_005, None, b"w")), 2)
+        assert data.gapless and (marker.record_count, plain.record_count) == (1, 1)
         assert (marker.base_offset, marker.control, marker.is_control, marker.producer_id) == (12, "COMMIT", True, 7)
         assert plain.records == (p.FetchedRecord(13, 1_700_000_000_010, b"z", b"gz"),) and not plain.is_transactional
         assert (bad.tp, bad.error, bad.batches) == (TP1, "OFFSET_OUT_OF_RANGE", ())
+
+
+def test_a_plain_batch_is_read_when_its_records_are_and_a_corrupt_one_says_so_then():
+    """An uncompressed data batch's records are decoded on first use (the probe reads none of a gapless
+    batch); a batch whose records cannot be read raises UnreadableRecords then, naming CORRUPT_MESSAGE."""
+    from kafka.protocol.consumer.fetch import FetchResponse as R
+
+    good = _batch(10, [(1_700_000_000_000, b"k", b"v"), (1_700_000_000_005, None, b"w")])
+    corrupt = bytearray(_batch(12, [(1_700_000_000_009, b"k", b"v")]))
+    corrupt[-4:] = b"\xff\xff\xff\xff"  # the record's bytes: varints that run past the end
+    P = R.FetchableTopicResponse.PartitionData
+    resp = R(throttle_time_ms=0, error_code=0, session_id=0, responses=[R.FetchableTopicResponse(topic="orders", partitions=[
+        P(partition_index=0, error_code=0, high_watermark=13, last_stable_offset=13, log_start_offset=0,
+          aborted_transactions=None, preferred_read_replica=-1, records=good + bytes(corrupt)),
+    ])])
+    got = wire.DECODERS[p.Fetch](p.Fetch((p.FetchOffset(TP0, 10),), True), roundtrip(resp, 12))
+    (part,) = got.partitions
+    ok, bad = part.batches
+    assert part.error is None and "not read yet" in repr(ok.records) and "not read yet" in repr(bad.records)
+    assert [r.offset for r in ok.records] == [10, 11] and len(ok.records) == 2
+    with pytest.raises(p.UnreadableRecords, match="CORRUPT_MESSAGE"):
+        list(bad.records)
 # -- consumer groups -------------------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ each time), no replica id: a plain consumer's fetch, which needs READ on the top
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.wire.names import error_name
@@ -51,8 +51,53 @@ def _fetch(_wire: Any, request: p.Fetch) -> Any:
     )
 
 
+class BatchRecords(Sequence[p.FetchedRecord]):
+    """An uncompressed batch's records, decoded when first read. The read_committed probe reads none
+    of a batch whose offsets have no gaps (:attr:`~kafkatxn.kafka.protocol.FetchedBatch.gapless`):
+    at 5,000 groups an exporter scrape probes 7,500 partitions, and decoding their records up front
+    took a tenth of it. A batch that cannot be read raises :class:`~kafkatxn.kafka.protocol.UnreadableRecords`."""
+
+    __slots__ = ("_batch", "_rows")
+
+    def __init__(self, batch: Any):
+        self._batch = batch  # kafka-python's DefaultRecordBatch, which holds a copy of its bytes
+        self._rows: tuple[p.FetchedRecord, ...] | None = None
+
+    def _decoded(self) -> tuple[p.FetchedRecord, ...]:
+        if self._rows is None:
+            try:
+                self._rows = _rows(self._batch)
+            except Exception as exc:  # noqa: BLE001 - what kafka-python's reader raises on a corrupt batch
+                raise p.UnreadableRecords(f"CORRUPT_MESSAGE ({type(exc).__name__}: {exc})") from None
+            self._batch = None
+        return self._rows
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._decoded()[index]
+
+    def __len__(self) -> int:
+        return len(self._decoded())
+
+    def __iter__(self) -> Iterator[p.FetchedRecord]:
+        return iter(self._decoded())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and self._decoded() == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self._decoded())
+
+    def __repr__(self) -> str:
+        return repr(self._rows) if self._rows is not None else f"<{self._batch.records_count} records, not read yet>"
+
+
+def _rows(batch: Any) -> tuple[p.FetchedRecord, ...]:
+    return tuple(p.FetchedRecord(r.offset, r.timestamp, r.key, r.value) for r in batch)
+
+
 def batches(records: Any) -> tuple[p.FetchedBatch, ...]:
-    """The record batches of a partition's ``records`` bytes, decoded (compressed ones uncompressed);
+    """The record batches of a partition's ``records`` bytes, a compressed one uncompressed and a
+    control batch's marker read at once, the records of the others when first read (:class:`BatchRecords`);
     a batch the response cut short at its end is left out, as consumers do."""
     from kafka.record import MemoryRecords
 
@@ -62,17 +107,23 @@ def batches(records: Any) -> tuple[p.FetchedBatch, ...]:
     reader = MemoryRecords(bytes(records) if not isinstance(records, (bytes, bytearray)) else records)
     batch = reader.next_batch()
     while batch is not None:
-        rows = tuple(p.FetchedRecord(r.offset, r.timestamp, r.key, r.value) for r in batch)
         if batch.magic >= 2:
             control = None
             if batch.is_control_batch:
+                rows: Sequence[p.FetchedRecord] = _rows(batch)
                 kind = rows[0].key if rows else None
                 code = int.from_bytes(kind[2:4], "big", signed=True) if kind is not None and len(kind) >= 4 else -1
                 control = CONTROL_TYPES.get(code, f"TYPE_{code}")
+            elif batch.compression_type != batch.CODEC_NONE:
+                rows = _rows(batch)  # uncompressed now: a codec that fails is this partition's answer, as before
+            else:
+                rows = BatchRecords(batch)
             out.append(p.FetchedBatch(batch.base_offset, batch.last_offset, batch.producer_id, batch.producer_epoch,
-                                      bool(batch.is_transactional), control, rows))
-        elif rows:  # message formats 0 and 1: no producer, no transactions
-            out.append(p.FetchedBatch(rows[0].offset, rows[-1].offset, -1, -1, False, None, rows))
+                                      bool(batch.is_transactional), control, rows, batch.records_count))
+        else:  # message formats 0 and 1: no producer, no transactions
+            rows = _rows(batch)
+            if rows:
+                out.append(p.FetchedBatch(rows[0].offset, rows[-1].offset, -1, -1, False, None, rows))
         batch = reader.next_batch()
     return tuple(out)
 
