@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
-from prometheus_client.core import GaugeMetricFamily, Metric, Sample
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from kafkatxn.exposition import LabelRows, TableGauge
@@ -158,31 +158,27 @@ def metric_families(
 
 
 def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
-    hw = GaugeMetricFamily("kafkatxn_partition_high_watermark", "High watermark (read_uncommitted end offset).",
-                           labels=["topic", "partition"])
-    lso = GaugeMetricFamily("kafkatxn_partition_last_stable_offset", "Last stable offset (read_committed end offset).",
-                            labels=["topic", "partition"])
-    lag = GaugeMetricFamily("kafkatxn_partition_lso_lag_messages",
-                            "High watermark minus last stable offset: records read_committed consumers cannot read yet.",
-                            labels=["topic", "partition"])
+    # 3 series per partition, 90,000 at 30,000 partitions: rows of one label table the three share.
+    rows = LabelRows(["topic", "partition"])
+    hw = TableGauge("kafkatxn_partition_high_watermark", "High watermark (read_uncommitted end offset).", rows)
+    lso = TableGauge("kafkatxn_partition_last_stable_offset", "Last stable offset (read_committed end offset).", rows)
+    lag = TableGauge("kafkatxn_partition_lso_lag_messages",
+                     "High watermark minus last stable offset: records read_committed consumers cannot read yet.", rows)
     # A partition whose offsets did not arrive has no lag series, and an absent series alerts on
     # nothing: name it instead. Only missing partitions get a series, so the cost follows the outage.
     missing = GaugeMetricFamily("kafkatxn_partition_offsets_missing",
                                 "1 for a scanned partition whose offsets did not arrive (its lag series is absent).",
                                 labels=["topic", "partition"])
-    # 3 samples per partition, 90,000 at 30,000 partitions: Samples are made here rather than by
-    # add_metric (which zips a labels dict per sample), and the three share one labels dict.
-    add_hw, add_lso, add_lag = hw.samples.append, lso.samples.append, lag.samples.append
     for p in snapshot.partitions:
         value = p.lso_lag_messages
         if value is None:
             missing.add_metric([p.topic, str(p.partition)], 1)
         if value is None or options.only_lagging and value == 0:
             continue
-        labels = {"topic": p.topic, "partition": str(p.partition)}
-        add_hw(Sample(hw.name, labels, p.high_watermark))
-        add_lso(Sample(lso.name, labels, p.last_stable_offset))
-        add_lag(Sample(lag.name, labels, value))
+        rows.append((p.topic, str(p.partition)))
+        hw.values.append(p.high_watermark)
+        lso.values.append(p.last_stable_offset)
+        lag.values.append(value)
     return [hw, lso, lag, missing]
 
 
@@ -263,15 +259,15 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
         acc[-1] += 1 if stuck_of[i] else 0
     stuck_known = None not in stuck_of
     ordered = sorted(sums)
+    by_group = LabelRows(["group"])
+    by_group.extend((group,) for group in ordered)
     for j, (name, _field, doc) in enumerate(GROUP_FIGURES):
-        family = GaugeMetricFamily(f"kafkatxn_group_summed_{name}", f"Sum over the group's partitions. {doc}", labels=["group"])
-        for group in ordered:
-            family.add_metric([group], sums[group][j])
+        family = TableGauge(f"kafkatxn_group_summed_{name}", f"Sum over the group's partitions. {doc}", by_group)
+        family.values = [sums[group][j] for group in ordered]
         out.append(family)
-    blocked_partitions = GaugeMetricFamily("kafkatxn_group_blocked_partitions",
-                                           "Partitions where the group sits at an LSO pinned by an open transaction.", labels=["group"])
-    for group in ordered:
-        blocked_partitions.add_metric([group], sums[group][-2])
+    blocked_partitions = TableGauge("kafkatxn_group_blocked_partitions",
+                                    "Partitions where the group sits at an LSO pinned by an open transaction.", by_group)
+    blocked_partitions.values = [sums[group][-2] for group in ordered]
     out.append(blocked_partitions)
     out.append(GaugeMetricFamily("kafkatxn_groups_blocked", "Consumer groups blocked on at least one partition.",
                                  value=sum(1 for v in sums.values() if v[-2])))

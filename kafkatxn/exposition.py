@@ -16,6 +16,7 @@ import functools
 import gc
 import gzip
 import operator
+from itertools import compress, repeat
 import threading
 from typing import Callable, Iterable
 from urllib.parse import parse_qs
@@ -108,9 +109,20 @@ class TableGauge(GaugeMetricFamily):
 
 
 def _table_lines(metric: TableGauge, head: list[str]) -> list[str]:
-    name = metric.name
-    head += [f"{name}{labels} {_value(value)}\n" for labels, value in zip(metric.label_rows.text(), metric.values)
-             if value is not None]
+    """The family's lines: where every value is an int (lags, counts, flags), each distinct value's text
+    made once and the lines joined without a Python-level step per series."""
+    values = metric.values
+    texts = metric.label_rows.text()
+    distinct = set(values)
+    if None in distinct:  # rows without a series
+        keep = [v is not None for v in values]
+        values, texts = list(compress(values, keep)), list(compress(texts, keep))
+        distinct.discard(None)
+    if not all(type(v) is int for v in distinct):  # 1 == 1.0 == True, -0.0 == 0, NaN != NaN: no keys for texts
+        head += [f"{metric.name}{labels} {_value(value)}\n" for labels, value in zip(texts, values)]
+        return head
+    suffix = {v: f" {_value(v)}\n" for v in distinct}
+    head.append("".join(map("".join, zip(repeat(metric.name), texts, map(suffix.__getitem__, values)))))
     return head
 
 

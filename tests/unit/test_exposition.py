@@ -55,6 +55,17 @@ def odd_registry() -> CollectorRegistry:
     families.append(stamped)
     info = InfoMetricFamily("kafkatxn_test_build", "info", value={"version": "1.0"})
     families.append(info)
+    # Table families (kafkatxn.exposition.TableGauge): every kind of number, rows without a series,
+    # and an all-int family whose values repeat (the texts made once per distinct value); -0.0 beside 0.
+    rows = exposition.LabelRows(["topic", "partition"])
+    rows.extend((v, str(i)) for i, v in enumerate(ODD_VALUES * 3))
+    numbers = exposition.TableGauge("kafkatxn_test_table_numbers", "every number", rows)
+    numbers.values = [(NUMBERS + [-0.0, None])[i % (len(NUMBERS) + 2)] for i in range(len(rows.values))]
+    ints = exposition.TableGauge("kafkatxn_test_table_ints", "repeating ints", rows)
+    ints.values = [[0, 1, 3, None, 2**53, 1_000_000, -7][i % 7] for i in range(len(rows.values))]
+    equal = exposition.TableGauge("kafkatxn_test_table_equal", "values equal as keys, written apart", rows)
+    equal.values = [[0, -0.0, 1, 1.0, True, 2.5][i % 6] for i in range(len(rows.values))]
+    families += [numbers, ints, equal]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_StaticCollector(families))
     return registry
@@ -81,8 +92,9 @@ def exporter_registry() -> CollectorRegistry:
 def test_text_and_openmetrics_are_prometheus_clients_byte_for_byte(make):
     registry = make()
     if make is exporter_registry:  # the group series take the table path (kafkatxn.exposition.TableGauge)
-        tables = [m for m in registry.collect() if isinstance(m, exposition.TableGauge)]
-        assert len(tables) == 5 and b'kafkatxn_group_stuck{group="unsure"' not in exposition.encode(registry)
+        tables = {m.name for m in registry.collect() if isinstance(m, exposition.TableGauge)}
+        assert {"kafkatxn_group_stuck", "kafkatxn_group_summed_lag_messages", "kafkatxn_partition_lso_lag_messages"} <= tables
+        assert len(tables) == 12 and b'kafkatxn_group_stuck{group="unsure"' not in exposition.encode(registry)
     assert exposition.encode(registry) == generate_latest(registry)
     assert exposition.encode(registry, openmetrics=True) == openmetrics_latest(registry)
     for escaping in ("allow-utf-8", "dots", "values"):
