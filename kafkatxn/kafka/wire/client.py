@@ -28,10 +28,42 @@ LOGINS_CUT_SHORT = 3
 
 
 # Per-leader requests over thousands of partitions take 15 ms each to build as kafka-python objects
-# (10,000 partitions). The exporter sends the same ones every scrape, so the Wire keeps the last
-# few it built; kafka-python sets only the header and version on a request as it sends it.
+# (10,000 partitions), and as long again to encode (ListOffsets: a struct with tagged fields per
+# partition). The exporter sends the same ones every scrape, so the Wire keeps the last few it
+# built, each encoding its body once per version (:func:`_encoding_body_once`); kafka-python sets
+# only the header and version on a request as it sends it.
 REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers)
 REUSED_LIMIT = 16  # 2 ListOffsets and 1-2 DescribeProducers per leader of a few brokers
+
+_BODIES: dict[int, tuple[Any, dict[int, bytes]]] = {}  # id(request) -> (request, body per version), while the Wire keeps it
+_ONCE_CLASSES: dict[type, type] = {}
+
+
+def _encoding_body_once(built: Any) -> Any:
+    """``built`` (a kafka-python request) made to encode its body once per version, its header (a new
+    correlation id each send) every time: the bytes are what kafka-python's ``encode`` writes
+    (tests/unit/test_wire_contract.py compares them). Its class becomes a subclass with the same
+    slots, made with ``init=False`` as kafka-python makes its versioned classes, so no registry sees it."""
+    from kafka.protocol.api_message import ApiMessage
+
+    cls = type(built)
+    once = _ONCE_CLASSES.get(cls)
+    if once is None:
+        def encode(self: Any, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
+            if version is not None:
+                self.API_VERSION = version
+            at = self.API_VERSION
+            bodies = _BODIES[id(self)][1]
+            body = bodies.get(at)
+            if body is None:
+                body = bodies[at] = bytes(ApiMessage.encode(self))
+            data = self.encode_header(flexible=self.flexible_version_q(at)) + body if header else body
+            return len(data).to_bytes(4, "big") + data if framed else data
+
+        once = _ONCE_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": (), "encode": encode}, init=False)
+    built.__class__ = once
+    _BODIES[id(built)] = (built, {})
+    return built
 
 
 def is_refusal(exc: BaseException) -> bool:
@@ -174,6 +206,9 @@ class Wire:
         return cls(admin), _decode_metadata(p.Metadata(), response), answered
 
     def close(self) -> None:
+        for built in self._built.values():
+            self._forget(built)
+        self._built.clear()
         self._client.close()
 
     def learn_brokers(self, brokers: Sequence[BrokerInfo]) -> None:
@@ -262,13 +297,16 @@ class Wire:
         key = (node_id, request)
         built = self._built.pop(key, None)
         if built is None:
-            built = self._encode(request)
+            built = _encoding_body_once(self._encode(request))
         else:
             built._version = None  # negotiated again on sending, as for a new request (the broker may have changed)
         self._built[key] = built
         while len(self._built) > REUSED_LIMIT:
-            del self._built[next(iter(self._built))]
+            self._forget(self._built.pop(next(iter(self._built))))
         return built
+
+    def _forget(self, built: Any) -> None:
+        _BODIES.pop(id(built), None)
 
     def _decode(self, request: Request, response: Any) -> Any:
         decode = DECODERS.get(type(request))
