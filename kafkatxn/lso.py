@@ -293,11 +293,7 @@ class GroupPlace(NamedTuple):
     readable_before_lso: bool | None  # probe result for committed < LSO; None when not probed
     lag_to_lso_messages: int
     lag_to_hw_messages: int
-
-    @property
-    def read_committed_lag(self) -> int:
-        return readable_lag(self.verdict, self.committed_offset, self.offsets.last_stable_offset,
-                            self.lag_to_lso_messages, self.lag_to_hw_messages)
+    read_committed_lag: int  # readable_lag of the above
 
 
 @dataclass(frozen=True)
@@ -356,7 +352,9 @@ def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[Group
             lag_to_lso = lso - at if lso > at else 0
             if lag_to_lso < min_lag and verdict is not blocked and verdict is not unknown:
                 continue
-            yield GroupPlace(group, tp, committed, o, verdict, readable, lag_to_lso, hw - at if hw > at else 0)
+            lag_to_hw = hw - at if hw > at else 0
+            yield GroupPlace(group, tp, committed, o, verdict, readable, lag_to_lso, lag_to_hw,
+                             readable_lag(verdict, committed, lso, lag_to_lso, lag_to_hw))
 
 
 def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:

@@ -29,8 +29,10 @@ def _list_offsets(_wire: Any, request: p.ListOffsets) -> Any:
 
 
 def _decode_list_offsets(_request: p.ListOffsets, resp: Any) -> p.ListOffsetsResponse:
+    # 10,000 partitions an answer at 30,000 partitions on 3 brokers: no call per partition where none is needed.
+    offset, tp = p.PartitionOffset, TopicPartition
     return p.ListOffsetsResponse(tuple(
-        p.PartitionOffset(TopicPartition(topic.name, part.partition_index), error_name(part.error_code), part.offset)
+        offset(tp(topic.name, part.partition_index), error_name(part.error_code) if part.error_code else None, part.offset)
         for topic in resp.topics
         for part in topic.partitions
     ))

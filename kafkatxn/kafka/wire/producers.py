@@ -20,16 +20,17 @@ def _describe_producers(_wire: Any, request: p.DescribeProducers) -> Any:
 
 def _decode_describe_producers(_request: p.DescribeProducers, resp: Any) -> p.DescribeProducersResponse:
     out = []
+    append, answer, state = out.append, p.PartitionProducers, ProducerState
     for topic in resp.topics:
+        name = topic.name
         for part in topic.partitions:
-            producers = tuple(
-                ProducerState(
-                    s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch,
-                    s.current_txn_start_offset,
-                )
+            producers = tuple([
+                state(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch,
+                      s.current_txn_start_offset)
                 for s in part.active_producers
-            )
-            out.append(p.PartitionProducers(TopicPartition(topic.name, part.partition_index), error_name(part.error_code), producers))
+            ])
+            append(answer(TopicPartition(name, part.partition_index), error_name(part.error_code) if part.error_code else None,
+                          producers))
     return p.DescribeProducersResponse(tuple(out))
 
 
