@@ -24,6 +24,7 @@ The cluster (MAX = transaction.max.timeout.ms = 15 min):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -258,3 +259,23 @@ def test_an_unreadable_first_record_keeps_the_lower_bound_and_says_why(fake):
     assert [str(m.subject) for m in missing] == ["orders-2"] and "lower bound" in str(missing[0]), missing
     assert verdicts.transaction_age(two, 2_000).source == "last_write"
     assert [c[0] for c in fake.calls].count("first_record_timestamps") == 1  # one read for both partitions
+
+
+def test_a_pins_verdict_is_the_whole_rule_settled_by_the_log():
+    """verdicts.pin_verdict: what lso says of the transaction pinning an LSO, as hanging says it."""
+    view = verdicts.CoordinatorView()  # every log partition answered, no id maps the producer
+    young, idle = verdicts.classify(open_txn(last_ms=MAX), view), verdicts.classify(open_txn(last_ms=0), view)
+    now = MAX + 1
+    V = verdicts.PinVerdict
+    assert verdicts.pin_verdict(idle, now, MAX) is V.HANGING
+    assert verdicts.pin_verdict(young, now, MAX) is V.NOT_HANGING  # within the maximum timeout: hanging does not list it
+    lost = dataclasses.replace(idle, verdict=verdicts.Verdict.LOST_COMMIT)
+    unsure = dataclasses.replace(idle, verdict=verdicts.Verdict.UNDETERMINED)
+    tracked = dataclasses.replace(idle, verdict=verdicts.Verdict.LONG_RUNNING)
+    assert [verdicts.pin_verdict(c, now, MAX) for c in (lost, unsure, tracked)] == [V.LOST_COMMIT, V.UNDETERMINED, V.NOT_HANGING]
+    # Without the maximum timeout only a tracked one is known; without a classification nothing is.
+    assert [verdicts.pin_verdict(c, now, None) for c in (idle, tracked)] == [V.UNDETERMINED, V.NOT_HANGING]
+    assert verdicts.pin_verdict(None, now, MAX) is V.UNDETERMINED
+    # The rows' (txn_hanging, txn_lost_commit): unknown is None, never a reassuring False.
+    assert [verdicts.pin_flags(v) for v in (V.HANGING, V.LOST_COMMIT, V.NOT_HANGING, V.UNDETERMINED, None)] == [
+        (True, False), (False, True), (False, False), (None, None), (None, None)]
