@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, TypeVar
 
-from kafkatxn import gather
+from kafkatxn import gather, lost_commit
 from kafkatxn.gather import probe_rounds  # noqa: F401 - also lso's API (tests, bench)
 from kafkatxn.errors import NotFoundError
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
@@ -468,6 +468,17 @@ def undetermined_pins(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | Group
     return list(out.values())
 
 
+def restore_hints(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | GroupLag]) -> list[str]:
+    """For each pinning transaction of ``rows`` that lost its COMMIT marker, the command that
+    releases it: ``restore-commit``, never ``abort`` (which would drop committed records)."""
+    out: dict[TopicPartition, str] = {}
+    for r in rows:
+        tp = TopicPartition(r.topic, r.partition)
+        if r.txn_lost_commit and tp not in out and (pin := snapshot.pin(tp)) is not None:
+            out[tp] = lost_commit.restore_note(tp, pin.producer_id, pin.start_offset)
+    return list(out.values())
+
+
 # -- one call per command ----------------------------------------------------------------------
 
 
@@ -479,6 +490,7 @@ class LsoReport:
     snapshot: LsoSnapshot  # the reference for the next sample's lso_moved
     missing: list[Missing]
     exit_code: int
+    hints: list[str] = field(default_factory=list)  # the next step for a lost COMMIT marker (restore_hints)
 
 
 def partition_report(
@@ -524,7 +536,8 @@ def _report(
 ) -> LsoReport:
     # Over every row: rows left out by --top still count.
     missing = list(missing) + undetermined_pins(snapshot, rows)
+    hints = restore_hints(snapshot, rows)
     rows = sort_rows(rows, sort, top)
     if watching:
         rows = with_movement(rows, lso_moved(previous, snapshot))
-    return LsoReport(rows, snapshot, missing, exit_code(findings_code, missing))
+    return LsoReport(rows, snapshot, missing, exit_code(findings_code, missing), hints)

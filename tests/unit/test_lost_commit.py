@@ -344,18 +344,20 @@ def lso_json(capsys, fake, monkeypatch, *args: str):
     return result, json.loads(result.stdout)
 
 
-def test_lso_calls_a_lost_commit_what_hanging_calls_it(capsys, monkeypatch):
+def test_lso_calls_a_lost_commit_what_hanging_calls_it_and_says_restore_commit(capsys, monkeypatch):
     """The pinning transaction's verdict is hanging's, settled by the coordinator's log: a lost
-    COMMIT marker is not hanging (abort would drop committed records)."""
+    COMMIT marker is not hanging (abort would drop committed records); the hint is restore-commit."""
     fake = lost_commit_cluster(committed())
     fake.model.groups = {"billing": {X: 10}}
     assert hanging.find_hanging(fake).lost_commit  # what hanging says
+    hint = "restore it: kafkatxn restore-commit --topic orders --partition 0 --start-offset 10"
     # --critical-age 1000d: critical only because nothing but restore-commit ends the block, not by age.
     for args in ((), ("--groups", "billing"), ("--groups", "billing", "--critical-age", "1000d")):
         result, (row,) = lso_json(capsys, fake, monkeypatch, *args)
         assert (row["topic"], row["partition"], row["producer_id"]) == ("orders", 0, PID), row
         assert row["txn_hanging"] is False, (args, row)  # it used to be called hanging (true)
         assert row["txn_lost_commit"] is True, (args, row)
+        assert hint in result.stderr and "abort" not in result.stderr.replace("do not abort", ""), result.stderr
         if "--groups" in args:
             assert row["verdict"] == "blocked" and result.code == 2, (args, result.code, result.stderr)
     # The library's rows: the group blocked behind it is critical whatever the age threshold.
@@ -405,6 +407,7 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
         assert row["txn_hanging"] is None, (args, row)  # it used to be true (log unread) or false (no coordinator)
         assert row["txn_lost_commit"] is None, (args, row)
         assert result.code == 3 and "hanging verdict orders-0" in result.stderr, (args, result.code, result.stderr)
+        assert "restore-commit" not in result.stderr and "abort" not in result.stderr
     snap = gather_snapshot(fake, groups=True)
     (sample,) = snap.groups
     assert sample.blocked and sample.txn_hanging is None and not sample.stuck and snap.group_stuck(sample) is None
