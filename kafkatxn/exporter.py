@@ -237,8 +237,9 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
         families = [(TableGauge(f"kafkatxn_group_{name}", doc, rows), field) for name, field, doc in GROUP_FIGURES]
         blocked = TableGauge("kafkatxn_group_blocked",
                              "1 while the group sits at a last stable offset pinned by an open transaction.", rows)
-        stuck = TableGauge("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction or "
-                           "one past its own timeout (check --groups' critical, whatever the age threshold).", rows)
+        stuck = TableGauge("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction, one that "
+                           "lost its COMMIT marker or one past its own timeout (check --groups' critical, whatever the age "
+                           "threshold).", rows)
         for g, is_stuck in zip(samples, stuck_of):
             rows.append((g.group, g.topic, str(g.partition)))
             for family, field in families:
@@ -266,8 +267,8 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
     out.append(GaugeMetricFamily("kafkatxn_groups_blocked", "Consumer groups blocked on at least one partition.",
                                  value=sum(1 for v in sums.values() if v["blocked"])))
     if stuck_known:
-        out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging or overdue transaction "
-                                     "on at least one partition.", value=sum(1 for v in sums.values() if v["stuck"])))
+        out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging, lost-commit or overdue "
+                                     "transaction on at least one partition.", value=sum(1 for v in sums.values() if v["stuck"])))
     return out
 
 
