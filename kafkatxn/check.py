@@ -185,7 +185,9 @@ class Thresholds:
 @dataclass(frozen=True)
 class Finding:
     status: str  # warning, critical or unknown
-    kind: str  # hanging_transaction, lost_commit_marker, undetermined_transaction, lso_lag, transaction_age, active_producer_ids, incomplete, unreachable
+    # hanging_transaction, lost_commit_marker, undetermined_transaction, lso_lag, transaction_age, active_producer_ids,
+    # group_blocked, group_waiting, group_undetermined, group_lag, incomplete, unreachable
+    kind: str
     subject: str  # partition, transactional id, broker
     value: float | int | None
     threshold: str | None
@@ -297,15 +299,19 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         summary.append(f"{_plural(producer_counts[(status, rng)], 'broker')} with active producer ids {rng.describe()}")
 
     groups = snapshot.groups
-    blocked_groups: dict[str, list[str]] = defaultdict(list)  # stuck: behind a hanging, overdue or too old transaction
+    # stuck: behind a hanging, lost-commit, overdue or too old transaction
+    blocked_groups: dict[str, list[str]] = defaultdict(list)
     waiting_groups: dict[str, list[str]] = defaultdict(list)  # behind a transaction in flight, past --txn-age-warn
     young: set[str] = set()  # at the LSO of a transaction in flight younger than --txn-age-warn: no finding
+    unsure_groups: dict[str, list[str]] = defaultdict(list)  # behind a transaction whose verdict is undetermined
     if groups is not None:
         for g in groups:
             if g.blocked:
                 severity = group_block_severity(g, thresholds)
                 if severity is verdicts.Severity.critical:
                     blocked_groups[g.group].append(f"{g.topic}-{g.partition}")
+                elif g.txn_hanging is None:  # whether it is stuck cannot be known: neither critical nor OK
+                    unsure_groups[g.group].append(f"{g.topic}-{g.partition}")
                 elif severity is verdicts.Severity.warning:
                     waiting_groups[g.group].append(f"{g.topic}-{g.partition}")
                 else:
@@ -313,8 +319,16 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         for group, where in sorted(blocked_groups.items()):
             findings.append((Status.CRITICAL, Finding(
                 "critical", "group_blocked", group, len(where), None,
-                f"consumer group {group!r} blocked behind a hanging, overdue or old transaction on {', '.join(where)} "
+                f"consumer group {group!r} blocked behind a hanging, lost-commit, overdue or old transaction on {', '.join(where)} "
                 f"(kafkatxn diagnose --group {group})",
+            )))
+        for group, where in sorted(unsure_groups.items()):
+            if group in blocked_groups:
+                continue
+            findings.append((Status.UNKNOWN, Finding(
+                "unknown", "group_undetermined", group, len(where), None,
+                f"consumer group {group!r} blocked behind a transaction whose verdict is undetermined on {', '.join(where)}: "
+                f"whether it is stuck cannot be known (kafkatxn diagnose --group {group})",
             )))
         for group, where in sorted(waiting_groups.items()):
             if group in blocked_groups:
@@ -326,6 +340,9 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
             )))
         if blocked_groups:
             summary.append(_plural(len(blocked_groups), "consumer group") + " blocked")
+        unsure = set(unsure_groups) - set(blocked_groups)
+        if unsure:
+            summary.append(_plural(len(unsure), "consumer group") + " blocked behind an undetermined transaction")
         waiting = len((set(waiting_groups) | young) - set(blocked_groups))
         warned = set(waiting_groups) - set(blocked_groups)
         if warned:
@@ -408,7 +425,8 @@ def group_block_severity(g: GroupSample, thresholds: Thresholds) -> verdicts.Sev
     critical age, ``--txn-age-warn`` the warning one."""
     def past(rng: Range | None) -> bool:
         return rng is not None and g.txn_age_ms is not None and rng.alerts(g.txn_age_ms / 1000)
-    return verdicts.blocked_severity(g.txn_hanging, g.txn_overdue, past(thresholds.txn_age_crit), past(thresholds.txn_age_warn))
+    return verdicts.blocked_severity(g.txn_hanging, g.txn_overdue, past(thresholds.txn_age_crit), past(thresholds.txn_age_warn),
+                                     lost_commit=g.txn_lost_commit)
 
 
 def _perf(rng: Range | None) -> str:

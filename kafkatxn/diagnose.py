@@ -454,7 +454,8 @@ def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[P
     if any(p.verdict is not GroupVerdict.caught_up for p in partitions):
         code = EXIT_WARNING
     if any(
-        verdicts.blocked_severity(t.verdict in (TxnVerdict.hanging, TxnVerdict.lost_commit), t.overdue, verdicts.is_too_old(t.age_ms, critical_age_ms))
+        verdicts.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts.is_too_old(t.age_ms, critical_age_ms),
+                                 lost_commit=t.verdict is TxnVerdict.lost_commit)
         is verdicts.Severity.critical
         for t in transactions
     ):

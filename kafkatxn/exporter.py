@@ -242,8 +242,9 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
         blocked = TableGauge("kafkatxn_group_blocked",
                              "1 while the group sits at a last stable offset pinned by an open transaction.", rows)
         blocked.values = blocked_of
-        stuck = TableGauge("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction or "
-                           "one past its own timeout (check --groups' critical, whatever the age threshold).", rows)
+        stuck = TableGauge("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction, one that "
+                           "lost its COMMIT marker or one past its own timeout (check --groups' critical, whatever the age "
+                           "threshold).", rows)
         # unknown: no series, never a reassuring 0
         stuck.values = [None if is_stuck is None else 1 if is_stuck else 0 for is_stuck in stuck_of]
         out += [blocked, stuck]
@@ -272,8 +273,8 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
     out.append(GaugeMetricFamily("kafkatxn_groups_blocked", "Consumer groups blocked on at least one partition.",
                                  value=sum(1 for v in sums.values() if v[-2])))
     if stuck_known:
-        out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging or overdue transaction "
-                                     "on at least one partition.", value=sum(1 for v in sums.values() if v[-1])))
+        out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging, lost-commit or overdue "
+                                     "transaction on at least one partition.", value=sum(1 for v in sums.values() if v[-1])))
     return out
 
 

@@ -201,27 +201,32 @@ def settle_by_transaction_log(
     ]
 
 
-def hanging_among(
-    cluster: Cluster, txns: Iterable[OpenTransaction], view: CoordinatorView, now_ms: int,
+def settle_pins(
+    cluster: Cluster, pins: Iterable[OpenTransaction], view: CoordinatorView, now_ms: int,
     max_transaction_timeout_ms: int | None, missing: list[Missing],
-) -> tuple[frozenset[tuple[TopicPartition, int]], int | None]:
-    """Which of ``txns`` hang by the whole rule (:func:`verdicts.is_hanging`), as ``(partition,
-    producer id)``, and the maximum timeout used: read from the brokers only when one of them is
-    classified hanging and none was given."""
-    classified = [verdicts.classify(t, view) for t in txns]
-    if not any(c.verdict is verdicts.Verdict.HANGING for c in classified):
-        return frozenset(), max_transaction_timeout_ms
+) -> tuple[dict[tuple[TopicPartition, int], verdicts.Classification], int | None]:
+    """Each pinning transaction's classification by ``(partition, producer id)``, the ones hanging
+    by the whole rule settled by their coordinator's log as ``hanging`` settles them
+    (:func:`settle_by_transaction_log`: a lost COMMIT marker, or undetermined when the log cannot
+    tell); decide with :func:`kafkatxn.verdicts.pin_verdict`. And the maximum timeout used: read
+    from the brokers (like the log) only when a pin is not shown to be tracked and none was given,
+    so pins their coordinators track cost no request."""
+    classified = [verdicts.classify(t, view) for t in pins]
+    if all(c.verdict is verdicts.Verdict.LONG_RUNNING for c in classified):
+        return {(c.open_txn.tp, c.open_txn.producer_id): c for c in classified}, max_transaction_timeout_ms
     if max_transaction_timeout_ms is None:
         try:
             max_transaction_timeout_ms, config_missing = cluster_max_transaction_timeout(cluster)
             missing.extend(config_missing)
         except KafkatxnError as exc:
             missing.append(Missing(Part(MAX_TIMEOUT_CONFIG), str(exc)))
-            return frozenset(), None
-    hanging = frozenset(
-        (c.open_txn.tp, c.open_txn.producer_id) for c in classified if verdicts.is_hanging(c, now_ms, max_transaction_timeout_ms)
-    )
-    return hanging, max_transaction_timeout_ms
+    if max_transaction_timeout_ms is not None:
+        # The log is read for the candidates only (idle past the maximum timeout), as hanging reads it.
+        timeout = max_transaction_timeout_ms
+        candidates = [c for c in classified if verdicts.is_candidate(c.open_txn.producer, now_ms, timeout)]
+        settled = {(c.open_txn.tp, c.open_txn.producer_id): c for c in settle_by_transaction_log(cluster, candidates, missing)}
+        classified = [settled.get((c.open_txn.tp, c.open_txn.producer_id), c) for c in classified]
+    return {(c.open_txn.tp, c.open_txn.producer_id): c for c in classified}, max_transaction_timeout_ms
 
 
 @dataclass

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -160,6 +161,13 @@ def settle(c: Classification, history: TransactionLogHistory | None, unread: Seq
                                    missing=(Missing(log_tp, evidence.reason),))
     return c  # the log shows an abort, or never this partition: hanging, as the coordinator's view said
 
+
+
+def restore_note(tp: TopicPartition, producer_id: int, start_offset: int) -> str:
+    """What to tell the person about a lost COMMIT marker: restore it, never abort it (``hanging``,
+    ``lso``)."""
+    return (f"lost COMMIT marker: producer {producer_id} on {tp} from offset {start_offset}: do not abort it; restore it: "
+            f"kafkatxn restore-commit --topic {shlex.quote(tp.topic)} --partition {tp.partition} --start-offset {start_offset}")
 
 
 def settle_all(

@@ -18,15 +18,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
-from kafkatxn import gather
+from kafkatxn import gather, lost_commit
 from kafkatxn.gather import probe_rounds  # noqa: F401 - also lso's API (tests, bench)
 from kafkatxn.errors import NotFoundError
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.model import Missing, Part, TopicPartition
 # One definition of each answer, shared with hanging, check, diagnose and the exporter.
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
-    GroupVerdict, Offsets, OpenTransaction, Severity, best_age_ms, blocked_severity, group_verdict, is_overdue, is_too_old,
-    last_write_age_ms, pinning_transaction, readable_before_lso, transaction_age, transaction_age_ms, uncommitted_verdict,
+    Classification, GroupVerdict, Offsets, OpenTransaction, PinVerdict, Severity, best_age_ms, blocked_severity, group_verdict,
+    is_overdue, is_too_old, last_write_age_ms, pin_flags, pin_verdict, pinning_transaction, readable_before_lso,
+    transaction_age, transaction_age_ms, uncommitted_verdict, Verdict,
 )
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
@@ -57,8 +58,9 @@ class LsoSnapshot:
     # Only for partitions whose LSO trails the HW; a partition may hold several open transactions.
     open_transactions: dict[TopicPartition, list[OpenTransaction]] = field(default_factory=dict)
     missing: list[Missing] = field(default_factory=list)
-    # The pinning transactions that hang by the whole rule, as (partition, producer id).
-    hanging: frozenset[tuple[TopicPartition, int]] = frozenset()
+    # Each pinning transaction's classification by (partition, producer id), settled by its
+    # coordinator's log where the whole rule calls it hanging (gather.settle_pins), as hanging settles it.
+    classifications: dict[tuple[TopicPartition, int], Classification] = field(default_factory=dict)
     max_transaction_timeout_ms: int | None = None  # read only when a pinning transaction may hang
 
     def pin(self, tp: TopicPartition) -> OpenTransaction | None:
@@ -68,8 +70,21 @@ class LsoSnapshot:
             return None
         return pinning_transaction(self.open_transactions.get(tp, []), o.last_stable_offset)
 
-    def pin_is_hanging(self, pin: OpenTransaction | None) -> bool | None:
-        return None if pin is None else (pin.tp, pin.producer_id) in self.hanging
+    def pin_verdict(self, pin: OpenTransaction | None) -> PinVerdict | None:
+        """Hanging, lost commit, undetermined or not hanging (:func:`kafkatxn.verdicts.pin_verdict`);
+        None without a pinning transaction."""
+        if pin is None:
+            return None
+        return pin_verdict(self.classifications.get((pin.tp, pin.producer_id)), self.taken_at_ms, self.max_transaction_timeout_ms)
+
+    def undetermined_reason(self, pin: OpenTransaction) -> str:
+        """Why ``pin``'s verdict is undetermined."""
+        c = self.classifications.get((pin.tp, pin.producer_id))
+        if c is None:
+            return "its coordinator's view was not gathered"
+        if c.verdict is not Verdict.UNDETERMINED and self.max_transaction_timeout_ms is None:
+            return f"{c.reason}, but transaction.max.timeout.ms could not be read"
+        return c.reason
 
 
 @dataclass
@@ -108,10 +123,10 @@ def take_snapshot(
     lagging = [tp for tp, o in offsets.items() if o.lag > 0]
     open_txns, view = gather.describe_open(cluster, lagging, missing)
     snapshot = LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
-    pins = [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None]
-    for t in gather.with_first_records(cluster, pins, missing):
+    pins = gather.with_first_records(cluster, [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None], missing)
+    for t in pins:
         open_txns[t.tp] = [t if (o.producer_id, o.start_offset) == (t.producer_id, t.start_offset) else o for o in open_txns[t.tp]]
-    snapshot.hanging, snapshot.max_transaction_timeout_ms = gather.hanging_among(
+    snapshot.classifications, snapshot.max_transaction_timeout_ms = gather.settle_pins(
         cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing,
     )
     return snapshot
@@ -206,7 +221,12 @@ class PartitionLag:
     txn_start_offset: int | None
     txn_age_ms: int | None  # verdicts.transaction_age: None only when it could not be read (see missing)
     txn_age_source: str | None  # coordinator, first_record or last_write (a lower bound)
-    txn_hanging: bool | None  # the pinning transaction hangs (verdicts.is_hanging)
+    # The pinning transaction hangs, by hanging's whole rule and its coordinator's log (verdicts.pin_verdict):
+    # None when that is undetermined (a coordinator or its log did not answer), or nothing pins the LSO.
+    txn_hanging: bool | None
+    # Its coordinator committed it and the partition lost the COMMIT marker (hanging's lost_commit):
+    # not hanging; restore it with restore-commit, never abort it. None as txn_hanging.
+    txn_lost_commit: bool | None
     last_write_age_ms: int | None  # since the producer's last write to this partition
 
 
@@ -240,7 +260,8 @@ class GroupLag(GroupPosition):
     transactional_id: str | None
     txn_age_ms: int | None
     txn_age_source: str | None  # coordinator, first_record or last_write (a lower bound)
-    txn_hanging: bool | None  # the blocking transaction hangs (verdicts.is_hanging)
+    txn_hanging: bool | None  # the blocking transaction hangs (as PartitionLag's: None when undetermined)
+    txn_lost_commit: bool | None  # it lost its COMMIT marker: the group is stuck until restore-commit
     txn_overdue: bool | None  # the blocking transaction is past its own timeout (verdicts.is_overdue)
     last_write_age_ms: int | None
 
@@ -260,6 +281,7 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
         txns = snapshot.open_transactions.get(tp, []) if o.lag > 0 else []
         pin = snapshot.pin(tp)
         age, write_age = transaction_age(pin, snapshot.taken_at_ms), last_write_age_ms(pin, snapshot.taken_at_ms)
+        hangs, lost = pin_flags(snapshot.pin_verdict(pin))
         rows.append(
             PartitionLag(
                 topic=tp.topic,
@@ -274,7 +296,8 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
                 txn_start_offset=pin.start_offset if pin else None,
                 txn_age_ms=age.ms if age else None,
                 txn_age_source=age.source if age else None,
-                txn_hanging=snapshot.pin_is_hanging(pin),
+                txn_hanging=hangs,
+                txn_lost_commit=lost,
                 last_write_age_ms=write_age,
             )
         )
@@ -303,12 +326,13 @@ class PinFacts:
     pin: OpenTransaction | None
     age_ms: int | None
     age_source: str | None
-    hanging: bool | None
+    hanging: bool | None  # by hanging's whole rule and its coordinator's log; None when undetermined
+    lost_commit: bool | None  # it lost its COMMIT marker (restore-commit releases it); None when undetermined
     overdue: bool | None
     last_write_age_ms: int | None
 
 
-NO_PIN = PinFacts(None, None, None, None, None, None)
+NO_PIN = PinFacts(None, None, None, None, None, None, None)
 NOT_PROBED = object()  # no probe result for a committed offset (None is a result: no record before the LSO)
 
 
@@ -319,7 +343,8 @@ def pin_facts(snapshot: LsoSnapshot, tp: TopicPartition) -> PinFacts:
         return NO_PIN
     now = snapshot.taken_at_ms
     age = transaction_age(pin, now)
-    return PinFacts(pin, age.ms if age else None, age.source if age else None, snapshot.pin_is_hanging(pin),
+    hanging, lost_commit = pin_flags(snapshot.pin_verdict(pin))
+    return PinFacts(pin, age.ms if age else None, age.source if age else None, hanging, lost_commit,
                     is_overdue(pin, now), last_write_age_ms(pin, now))
 
 
@@ -380,6 +405,7 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
                 txn_age_ms=facts.age_ms,
                 txn_age_source=facts.age_source,
                 txn_hanging=facts.hanging,
+                txn_lost_commit=facts.lost_commit,
                 txn_overdue=facts.overdue,
                 last_write_age_ms=facts.last_write_age_ms,
             )
@@ -456,7 +482,8 @@ def sort_rows(rows: Sequence[R], sort: str | None = None, top: int | None = None
 def blocked_row_severity(row: GroupLag, critical_age_ms: int | None) -> Severity:
     """:func:`kafkatxn.verdicts.blocked_severity` of a blocked row (the one answer check, diagnose
     and the exporter give too)."""
-    return blocked_severity(bool(row.txn_hanging), bool(row.txn_overdue), is_too_old(row.txn_age_ms, critical_age_ms))
+    return blocked_severity(row.txn_hanging, bool(row.txn_overdue), is_too_old(row.txn_age_ms, critical_age_ms),
+                            lost_commit=row.txn_lost_commit)
 
 
 def partitions_exit_code(rows: Iterable[PartitionLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS) -> int:
@@ -474,7 +501,8 @@ def partitions_exit_code(rows: Iterable[PartitionLag], critical_age_ms: int | No
 
 def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS) -> int:
     """0 every row caught up; 1 a group lagging or blocked; 2 a group blocked behind a transaction
-    that hangs, is past its own timeout, or is at least ``critical_age_ms`` old."""
+    that hangs, lost its COMMIT marker, is past its own timeout, or is at least ``critical_age_ms`` old.
+    (A block behind a transaction whose verdict is undetermined is :func:`undetermined_pins`.)"""
     code = EXIT_OK
     for r in rows:
         if r.verdict is GroupVerdict.caught_up:
@@ -483,6 +511,32 @@ def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEF
             return EXIT_CRITICAL
         code = EXIT_WARNING
     return code
+
+
+def undetermined_pins(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | GroupLag]) -> list[Missing]:
+    """The pinning (or blocking) transactions of ``rows`` whose verdict is undetermined, one per
+    partition, as the parts that did not answer: the answer is undetermined (exit 3) unless a
+    critical finding stands, never a reassuring "not hanging"."""
+    out: dict[TopicPartition, Missing] = {}
+    for r in rows:
+        tp = TopicPartition(r.topic, r.partition)
+        if r.producer_id is None or r.txn_hanging is not None or tp in out:
+            continue
+        pin = snapshot.pin(tp)
+        if pin is not None:
+            out[tp] = Missing(tp, f"producer {pin.producer_id}: {snapshot.undetermined_reason(pin)}", "hanging verdict")
+    return list(out.values())
+
+
+def restore_hints(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | GroupLag]) -> list[str]:
+    """For each pinning transaction of ``rows`` that lost its COMMIT marker, the command that
+    releases it: ``restore-commit``, never ``abort`` (which would drop committed records)."""
+    out: dict[TopicPartition, str] = {}
+    for r in rows:
+        tp = TopicPartition(r.topic, r.partition)
+        if r.txn_lost_commit and tp not in out and (pin := snapshot.pin(tp)) is not None:
+            out[tp] = lost_commit.restore_note(tp, pin.producer_id, pin.start_offset)
+    return list(out.values())
 
 
 # -- one call per command ----------------------------------------------------------------------
@@ -494,8 +548,9 @@ class LsoReport:
 
     rows: list
     snapshot: LsoSnapshot  # the reference for the next sample's lso_moved
-    missing: list[str]
+    missing: list[Missing]
     exit_code: int
+    hints: list[str] = field(default_factory=list)  # the next step for a lost COMMIT marker (restore_hints)
 
 
 def partition_report(
@@ -536,10 +591,13 @@ def group_report(
 
 
 def _report(
-    rows: list, snapshot: LsoSnapshot, missing: list[str], findings_code: int, sort: str | None, top: int | None,
+    rows: list, snapshot: LsoSnapshot, missing: list[Missing], findings_code: int, sort: str | None, top: int | None,
     watching: bool, previous: LsoSnapshot | None,
 ) -> LsoReport:
-    rows = sort_rows(rows, sort, top)  # after the exit code: rows left out by --top still count
+    # Over every row: rows left out by --top still count.
+    missing = list(missing) + undetermined_pins(snapshot, rows)
+    hints = restore_hints(snapshot, rows)
+    rows = sort_rows(rows, sort, top)
     if watching:
         rows = with_movement(rows, lso_moved(previous, snapshot))
-    return LsoReport(rows, snapshot, missing, exit_code(findings_code, missing))
+    return LsoReport(rows, snapshot, missing, exit_code(findings_code, missing), hints)

@@ -115,15 +115,19 @@ class GroupSample(NamedTuple):
     lag_to_lso_messages: int
     lag_to_hw_messages: int
     blocked: bool  # at an LSO pinned by an open transaction
-    # The blocking transaction (when blocked): its age, whether it hangs, whether it is past its own timeout.
+    # The blocking transaction (when blocked): its age, whether it hangs, whether it is past its own
+    # timeout (kafkatxn.lso.GroupLag's). txn_hanging and txn_lost_commit are None when its verdict is undetermined.
     txn_age_ms: int | None = None
-    txn_hanging: bool = False
+    txn_hanging: bool | None = False
     txn_overdue: bool = False
+    txn_lost_commit: bool | None = False  # it lost its COMMIT marker: nothing but restore-commit releases the group
 
     @property
     def stuck(self) -> bool:
-        """Blocked behind a transaction that hangs or is past its own timeout (critical whatever the age threshold)."""
-        return self.blocked and verdicts.blocked_severity(self.txn_hanging, self.txn_overdue, False) is verdicts.Severity.critical
+        """Blocked behind a transaction that hangs, lost its COMMIT marker or is past its own timeout
+        (critical whatever the age threshold)."""
+        return self.blocked and verdicts.blocked_severity(
+            self.txn_hanging, self.txn_overdue, False, lost_commit=self.txn_lost_commit) is verdicts.Severity.critical
 
 
 @dataclass
@@ -163,11 +167,14 @@ class ClusterSnapshot:
 
     def group_stuck(self, sample: GroupSample) -> bool | None:
         """Whether the group is stuck on this partition; None when that cannot be known: it is
-        blocked and the pinning transaction's verdict is undetermined, or whether it is past its own
-        timeout needs the coordinator's answer this cluster did not give (Kafka before 3.0, a
-        coordinator that did not answer). A group that is not blocked is not stuck."""
+        blocked and the pinning transaction's verdict is undetermined (by the group pass or by the
+        scan's), or whether it is past its own timeout needs the coordinator's answer this cluster
+        did not give (Kafka before 3.0, a coordinator that did not answer). A group that is not
+        blocked is not stuck."""
         if not sample.blocked or sample.stuck:
             return sample.stuck
+        if sample.txn_hanging is None:
+            return None
         undetermined = {(u.topic, u.partition) for u in self.undetermined}
         if (sample.topic, sample.partition) in undetermined or not self.gathered(PART_VERDICTS) \
                 or not self.gathered(PART_TRANSACTION_STATES):
@@ -261,8 +268,11 @@ def group_samples(
         lag = place.read_committed_lag
         if place.verdict is lso.GroupVerdict.blocked:
             facts = lso.pin_facts(snap.lso, tp)
+            pinned = facts.pin is not None  # its blocking transaction was found
+            # The blocking transaction's verdict as lso gives it (None: undetermined).
             samples.append(GroupSample(place.group, tp.topic, tp.partition, lag, place.lag_to_lso_messages,
-                                       place.lag_to_hw_messages, True, facts.age_ms, bool(facts.hanging), bool(facts.overdue)))
+                                       place.lag_to_hw_messages, True, facts.age_ms, facts.hanging if pinned else False,
+                                       bool(facts.overdue), facts.lost_commit if pinned else False))
         else:
             samples.append(GroupSample(place.group, tp.topic, tp.partition, lag, place.lag_to_lso_messages,
                                        place.lag_to_hw_messages, False))

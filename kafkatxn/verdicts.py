@@ -338,6 +338,43 @@ def is_hanging(classification: Classification | None, now_ms: int, max_transacti
     )
 
 
+class PinVerdict(str, enum.Enum):
+    """What the whole rule says of an open transaction (the one pinning an LSO), its hanging
+    classification settled by its coordinator's log as ``hanging`` settles it."""
+
+    NOT_HANGING = "not_hanging"  # tracked by its coordinator, or written within the maximum timeout
+    HANGING = "hanging"
+    LOST_COMMIT = "lost_commit"  # its coordinator committed it; the partition lost the COMMIT marker
+    UNDETERMINED = "undetermined"  # a coordinator, its log or the maximum timeout did not answer
+
+
+def pin_verdict(classification: Classification | None, now_ms: int, max_transaction_timeout_ms: int | None) -> PinVerdict:
+    """:func:`is_hanging`'s rule over a classification settled by the coordinator's log
+    (:func:`kafkatxn.lost_commit.settle`): within the maximum timeout nothing is hanging (``hanging``
+    does not list it either); past it, the settled verdict. Without a classification, or without
+    the maximum timeout where the coordinators do not say it is tracked, it is undetermined."""
+    if classification is None:
+        return PinVerdict.UNDETERMINED
+    if classification.verdict is Verdict.LONG_RUNNING:
+        return PinVerdict.NOT_HANGING
+    if max_transaction_timeout_ms is None:
+        return PinVerdict.UNDETERMINED
+    if not is_candidate(classification.open_txn.producer, now_ms, max_transaction_timeout_ms):
+        return PinVerdict.NOT_HANGING
+    return {
+        Verdict.HANGING: PinVerdict.HANGING,
+        Verdict.LOST_COMMIT: PinVerdict.LOST_COMMIT,
+    }.get(classification.verdict, PinVerdict.UNDETERMINED)
+
+
+def pin_flags(verdict: PinVerdict | None) -> tuple[bool | None, bool | None]:
+    """``(txn_hanging, txn_lost_commit)`` of a row: both None where there is no pinning transaction
+    or its verdict is undetermined (a value not determined is missing, never a reassuring false)."""
+    if verdict is None or verdict is PinVerdict.UNDETERMINED:
+        return None, None
+    return verdict is PinVerdict.HANGING, verdict is PinVerdict.LOST_COMMIT
+
+
 def open_transaction_count(producers: Mapping[TopicPartition, Sequence[ProducerState]]) -> int:
     """How many transactions are open on the partitions described (one per producer and partition)."""
     return sum(1 for ps in producers.values() for p in ps if p.current_txn_start_offset >= 0)
@@ -441,13 +478,15 @@ def is_too_old(age_ms: int | None, critical_age_ms: int | None) -> bool:
     return critical_age_ms is not None and age_ms is not None and age_ms >= critical_age_ms
 
 
-def blocked_severity(hanging: bool, overdue: bool, too_old: bool, old: bool = True) -> Severity:
+def blocked_severity(hanging: bool | None, overdue: bool, too_old: bool, old: bool = True, lost_commit: bool | None = False) -> Severity:
     """How bad a group blocked behind an open transaction is: **critical** only when that
-    transaction is hanging, past its own timeout, or older than the critical age (``too_old``); a
-    transaction in flight within its timeout is at most a **warning** (when ``old``: past a
-    warning age, where the command has one), whatever moment the sample caught: a consumer keeping
-    up with a producer that commits every 100 ms sits at the LSO in many samples."""
-    if hanging or overdue or too_old:
+    transaction is hanging, lost its COMMIT marker (nothing releases it but ``restore-commit``),
+    is past its own timeout, or is older than the critical age (``too_old``); a transaction in
+    flight within its timeout is at most a **warning** (when ``old``: past a warning age, where the
+    command has one), whatever moment the sample caught: a consumer keeping up with a producer that
+    commits every 100 ms sits at the LSO in many samples. An undetermined verdict (None) is no
+    reason for critical: the caller says it cannot be known."""
+    if hanging or lost_commit or overdue or too_old:
         return Severity.critical
     return Severity.warning if old else Severity.ok
 

@@ -6,6 +6,8 @@ from kafkatxn import hanging
 from kafkatxn.cli.options import BrokerId, MaxTransactionTimeout, Partition, Topics
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
+from kafkatxn.lost_commit import restore_note
+from kafkatxn.model import TopicPartition
 
 
 def register(app: typer.Typer) -> None:
@@ -46,11 +48,7 @@ def register(app: typer.Typer) -> None:
                 f"{row.reason}"
             )
         for row in result.lost_commit:
-            ctx.note(
-                f"lost COMMIT marker: producer {row.producer_id} on {row.topic}-{row.partition} from offset {row.start_offset}: "
-                f"do not abort it; restore it: kafkatxn restore-commit --topic {row.topic} --partition {row.partition} "
-                f"--start-offset {row.start_offset}"
-            )
+            ctx.note(restore_note(TopicPartition(row.topic, row.partition), row.producer_id, row.start_offset))
         fail_if_missing(ctx, result.missing, "scan for hanging transactions")
         findings = EXIT_CRITICAL if result.hanging or result.lost_commit else EXIT_WARNING if result.long_running else EXIT_OK
         return exit_code(findings, result.missing, undetermined=bool(result.undetermined))

@@ -155,7 +155,8 @@ def register(app: typer.Typer) -> None:
             ctx.debug_note(
                 f"{len(report.snapshot.offsets)} partitions measured, {len(report.snapshot.open_transactions)} with LSO lag described"
             )
-            notes = [incomplete_note(report.missing, "answer")] if report.missing else []
+            # A lost COMMIT marker's next step (restore-commit, never abort), as hanging gives it.
+            notes = list(report.hints) + ([incomplete_note(report.missing, "answer")] if report.missing else [])
             return Sample(report.rows, row_type, report.exit_code, report.missing, report.snapshot, empty, notes)
 
         if not watching:

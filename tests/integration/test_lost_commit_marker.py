@@ -8,7 +8,8 @@ pins the LSO while the coordinator, broker C (the leader of the id's ``__transac
 partition, replicated three times), recorded PrepareCommit and CompleteCommit. Then:
 
 - ``hanging`` names the lost commit (exit 2), not a hanging transaction to abort, and ``diagnose``
-  tells the group blocked behind it to restore the commit;
+  tells the group blocked behind it to restore the commit; ``lso`` and ``lso --groups`` say of the
+  pinning transaction what ``hanging`` says (``txn_lost_commit``, not ``txn_hanging``);
 - ``abort`` refuses it, and nothing is written: the partition's LSO and high watermark are unchanged;
 - ``restore-commit`` writes the COMMIT marker: a read_committed consumer reads every committed record;
 - the audit log holds the abort's refusal and the restore's intent and result.
@@ -41,6 +42,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.cluster3]
 A, B, C = 1, 2, 3
 RECORDS = 5
 TIMEOUT = ["--timeout", "20s"]
+# The records' timestamps (CreateTime): older than the brokers' default transaction.max.timeout.ms
+# (15 min), so that the open transaction is idle past it for the commands that read the maximum
+# from the brokers (lso takes no --max-transaction-timeout), as hanging's rule needs.
+WRITTEN_AGO_MS = 30 * 60_000
 
 
 def _admin(cluster: KafkaCluster) -> AdminClient:
@@ -145,8 +150,9 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
     producer = Producer({"bootstrap.servers": lost.bootstrap_servers, "transactional.id": tid, "acks": "all", "log_level": 0})
     producer.init_transactions(60)
     producer.begin_transaction()
+    written_at = int(time.time() * 1000) - WRITTEN_AGO_MS
     for i in range(RECORDS):
-        producer.produce(topic, value=f"committed-{i}".encode(), partition=0)
+        producer.produce(topic, value=f"committed-{i}".encode(), partition=0, timestamp=written_at)
     assert producer.flush(30) == 0  # acks=all with ISR [A, B]: B has every record
 
     step("records written to A and B")
@@ -195,7 +201,23 @@ def test_a_commit_marker_lost_in_an_unclean_election_is_restored_never_aborted(l
     kinds = [f["kind"] for f in json.loads(checked.stdout)["findings"]]
     assert checked.code == 2 and kinds == ["lost_commit_marker"], checked.stdout + checked.stderr
 
-    step("hanging, diagnose and check name the lost commit")
+    # lso and lso --groups: the pinning (and blocking) transaction is what hanging calls it, never hanging;
+    # the next step they name is restore-commit, never abort.
+    restore = f"kafkatxn restore-commit --topic {topic} --partition 0 --start-offset 0"
+    lagging = run_cli(capsys, "lso", "-b", lost.bootstrap_servers, *TIMEOUT, "-t", topic, "-o", "json")
+    (row,) = json.loads(lagging.stdout)
+    assert (row["partition"], row["txn_start_offset"], row["transactional_id"]) == (0, 0, tid), lagging.stdout
+    assert row["txn_hanging"] is False, lagging.stdout + lagging.stderr  # lso used to call it hanging
+    assert row["txn_lost_commit"] is True, lagging.stdout + lagging.stderr
+    assert lagging.code == 2 and restore in lagging.stderr, lagging.stderr
+    grouped = run_cli(capsys, "lso", "-b", lost.bootstrap_servers, *TIMEOUT, "--groups", group, "--critical-age", "1000d",
+                      "-o", "json")
+    (row,) = json.loads(grouped.stdout)
+    assert (row["verdict"], row["txn_hanging"]) == ("blocked", False), grouped.stdout + grouped.stderr
+    assert row["txn_lost_commit"] is True, grouped.stdout + grouped.stderr
+    assert grouped.code == 2 and restore in grouped.stderr, grouped.stderr  # stuck: critical whatever the age threshold
+
+    step("hanging, diagnose, check and lso name the lost commit")
     # abort refuses, and writes nothing.
     audit = tmp_path / "audit.jsonl"
     target = ["-t", topic, "-p", "0", "--start-offset", "0", "--audit-log", str(audit), "--yes", "-o", "json"]

@@ -333,3 +333,87 @@ def test_a_transaction_dated_for_the_log_is_not_read_again_by_hanging_or_the_sna
     # Still dated by its first record (T0), as before.
     assert [(r.start_offset, r.transaction_age_source) for r in found.hanging] == [(10, "first_record")]
     assert found.hanging[0].transaction_age_ms >= NOW - T0
+
+
+# -- lso and lso --groups: what hanging says of the pinning transaction ---------------------------
+
+
+def lso_json(capsys, fake, monkeypatch, *args: str):
+    monkeypatch.setattr("kafkatxn.kafka.Cluster", lambda config: fake)
+    result = run_cli(capsys, "lso", "-b", "f:1", "-o", "json", *args)
+    return result, json.loads(result.stdout)
+
+
+def test_lso_calls_a_lost_commit_what_hanging_calls_it_and_says_restore_commit(capsys, monkeypatch):
+    """The pinning transaction's verdict is hanging's, settled by the coordinator's log: a lost
+    COMMIT marker is not hanging (abort would drop committed records); the hint is restore-commit."""
+    fake = lost_commit_cluster(committed())
+    fake.model.groups = {"billing": {X: 10}}
+    assert hanging.find_hanging(fake).lost_commit  # what hanging says
+    hint = "restore it: kafkatxn restore-commit --topic orders --partition 0 --start-offset 10"
+    # --critical-age 1000d: critical only because nothing but restore-commit ends the block, not by age.
+    for args in ((), ("--groups", "billing"), ("--groups", "billing", "--critical-age", "1000d")):
+        result, (row,) = lso_json(capsys, fake, monkeypatch, *args)
+        assert (row["topic"], row["partition"], row["producer_id"]) == ("orders", 0, PID), row
+        assert row["txn_hanging"] is False, (args, row)  # it used to be called hanging (true)
+        assert row["txn_lost_commit"] is True, (args, row)
+        assert hint in result.stderr and "abort" not in result.stderr.replace("do not abort", ""), result.stderr
+        if "--groups" in args:
+            assert row["verdict"] == "blocked" and result.code == 2, (args, result.code, result.stderr)
+    # The library's rows: the group blocked behind it is critical whatever the age threshold.
+    from kafkatxn import lso as lso_mod
+
+    (group_row,) = lso_mod.group_lags(lso_mod.take_group_snapshot(fake, ["billing"]))
+    assert lso_mod.blocked_row_severity(group_row, None) is verdicts.Severity.critical
+    assert verdicts.blocked_severity(False, False, False, old=False, lost_commit=True) is verdicts.Severity.critical
+
+
+def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
+    from kafkatxn import check, exporter
+    from kafkatxn.snapshot import gather_snapshot
+
+    fake = lost_commit_cluster(committed())
+    fake.model.groups = {"billing": {X: 10}}
+    snap = gather_snapshot(fake, groups=True)
+    (sample,) = snap.groups
+    assert sample.blocked and sample.txn_hanging is False, sample
+    assert sample.txn_lost_commit is True, sample
+    assert sample.stuck and snap.group_stuck(sample) is True
+    # Stuck whatever the age thresholds: no --txn-age-crit.
+    result = check.evaluate(snap, check.thresholds_from_options(None, None, "none", "none", None, None))
+    assert result.status is check.Status.CRITICAL
+    assert [f.kind for f in result.findings] == ["lost_commit_marker", "group_blocked"], result.findings
+    families = {f.name: f for f in exporter.metric_families(snap)}
+    assert [s.value for s in families["kafkatxn_group_stuck"].samples] == [1]
+    assert families["kafkatxn_groups_stuck"].samples[0].value == 1
+
+
+@pytest.mark.parametrize("fault", ["log_denied", "coordinator_loading"])
+def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys, monkeypatch, fault):
+    """A verdict that was not determined (its coordinator's log could not be read, or its coordinator
+    did not answer) is missing (null) in lso's rows, the answer is undetermined (exit 3: never
+    critical, never OK), and check and the exporter say the group's block cannot be known."""
+    from kafkatxn import check, exporter
+    from kafkatxn.snapshot import gather_snapshot
+
+    fake = lost_commit_cluster(committed())
+    fake.model.groups = {"billing": {X: 10}}
+    if fault == "log_denied":
+        fake.model.transaction_log_denied = True
+    else:
+        fake.model.transaction_errors[TID] = "COORDINATOR_LOAD_IN_PROGRESS"
+    for args in (("--critical-age", "1000d"), ("--groups", "billing", "--critical-age", "1000d")):
+        result, (row,) = lso_json(capsys, fake, monkeypatch, *args)
+        assert row["txn_hanging"] is None, (args, row)  # it used to be true (log unread) or false (no coordinator)
+        assert row["txn_lost_commit"] is None, (args, row)
+        assert result.code == 3 and "hanging verdict orders-0" in result.stderr, (args, result.code, result.stderr)
+        assert "restore-commit" not in result.stderr and "abort" not in result.stderr
+    snap = gather_snapshot(fake, groups=True)
+    (sample,) = snap.groups
+    assert sample.blocked and sample.txn_hanging is None and not sample.stuck and snap.group_stuck(sample) is None
+    result = check.evaluate(snap, check.thresholds_from_options(None, None, "none", "none", None, None))
+    assert result.status is check.Status.UNKNOWN, result.findings
+    assert "group_undetermined" in [f.kind for f in result.findings] and "group_blocked" not in [f.kind for f in result.findings]
+    assert "groups_waiting=0" in check.format_perfdata(result.perfdata)  # nor counted as a group waiting in flight
+    families = {f.name: f for f in exporter.metric_families(snap)}
+    assert [s.value for s in families["kafkatxn_group_stuck"].samples] == []  # no series: never a reassuring 0

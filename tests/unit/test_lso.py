@@ -344,6 +344,35 @@ def test_partition_report_counts_rows_that_top_leaves_out():
     assert report.exit_code == 2  # the hour-old transaction on orders-1 is not shown, but counts
 
 
+def test_the_log_and_the_maximum_timeout_are_read_only_for_pins_that_may_hang():
+    """The pinning transactions' verdicts are hanging's, settled by the coordinator's log; pins their
+    coordinators track cost no request more, and the log is read only for those idle past the maximum timeout."""
+    now = int(time.time() * 1000)
+
+    def cluster_with(last_ts: int, tracked: bool) -> fake_kafka.FakeCluster:
+        model = KafkaModel(brokers=(1,))
+        model.add_transaction_log([1])
+        model.add_partition("orders", 0, leader=1, lso=100, hw=130)
+        model.producers[TP0] = [producer(7, 100, last_ts=last_ts)]
+        # Untracked: its coordinator's transaction has another partition (hanging's "does not track this partition").
+        model.transactions = {"etl-7": description("etl-7", 7, [TP0] if tracked else [TP1], start=now - 5_000)}
+        model.max_timeouts = {1: "900000"}
+        return fake_kafka.FakeCluster(model)
+
+    def asked(cluster) -> tuple[int, int]:
+        return len(cluster.called("broker_configs")), len(cluster.called("transaction_log_histories"))
+
+    for last_ts, tracked, expected_asks, hanging in (
+        (now, True, (0, 0), False),  # tracked: nothing more asked
+        (now - 3_600_000, True, (0, 0), False),
+        (now, False, (1, 0), False),  # untracked but written within the maximum timeout: not hanging, no log read
+        (now - 3_600_000, False, (1, 1), True),  # idle past it: settled by the log (which shows no commit: hanging)
+    ):
+        cluster = cluster_with(last_ts, tracked)
+        (row,) = lso.partition_report(cluster).rows
+        assert (asked(cluster), row.txn_hanging, row.txn_lost_commit) == (expected_asks, hanging, False), (last_ts, tracked)
+
+
 # -- the facade's ListOffsets batching ------------------------------------------------------------
 
 

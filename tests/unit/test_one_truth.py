@@ -24,6 +24,7 @@ The cluster (MAX = transaction.max.timeout.ms = 15 min):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -31,6 +32,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkatxn import gather, verdicts
+from kafkatxn.audit.txnlog_records import TxnLogRecord
 from kafkatxn.cli.common import CommandContext
 from kafkatxn.exporter import ExportOptions, render_text
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
@@ -207,6 +209,69 @@ def test_every_command_rates_each_group_the_same(capsys, fake):
     assert answers["keeping"]["critical"]["check"] is False
 
 
+ORDERS4 = TopicPartition("orders", 4)
+
+
+def add_lost_commit(m: KafkaModel) -> None:
+    """orders-4: app-f (producer 14) committed by its coordinator (its log shows PrepareCommit with
+    orders-4), but the partition never got the COMMIT marker: a **lost commit**, idle 2*MAX, first
+    record 2.4*MAX ago; group ``restore`` is blocked behind it."""
+    now = int(time.time() * 1000)
+    first, last = now - int(2.4 * MAX), now - 2 * MAX
+    m.add_partition("orders", 4, leader=2, lso=3, hw=8)
+    m.producers[ORDERS4] = [ProducerState(14, 0, 3, last, 1, 3)]
+    m.record_timestamps[ORDERS4] = {3: first}
+    m.transactions["app-f"] = TransactionDescription("app-f", 2, "CompleteCommit", 14, 0, MAX, -1, frozenset())
+    m.transaction_log_by_id["app-f"] = [
+        TxnLogRecord("app-f", 14, 0, "Empty", (), MAX, -1, first - 5_000),
+        TxnLogRecord("app-f", 14, 0, "Ongoing", ("orders-4",), MAX, first - 50, first - 40),
+        TxnLogRecord("app-f", 14, 0, "PrepareCommit", ("orders-4",), MAX, first - 50, last + 100),
+        TxnLogRecord("app-f", 14, 0, "CompleteCommit", (), MAX, first - 50, last + 105),
+    ]
+    m.groups["restore"] = {ORDERS4: 3}
+
+
+def test_every_command_calls_a_lost_commit_what_hanging_calls_it(capsys, fake):
+    """``hanging`` settles its verdicts by the coordinator's log: a transaction its coordinator
+    committed is a lost COMMIT marker, not hanging (an abort would drop committed records). ``lso``
+    and ``lso --groups`` used to decide hanging without the log and called it hanging."""
+    add_lost_commit(fake.model)
+    found, _ = cli(capsys, "hanging")
+    checked, _ = cli(capsys, "check", "--txn-age-warn", "none", "--txn-age-crit", "none")
+    lagging, _ = cli(capsys, "lso")
+    planned, _ = cli(capsys, "abort", "--all-hanging", "--dry-run", codes=(0, 1, 2, 3))  # 3: the lost commit is refused
+    exported = metrics(gather_snapshot(fake, max_transaction_timeout_ms=MAX, groups=True))
+    (refused,) = [r for r in planned if r["partition"] == 4]
+    assert refused["outcome"] == "refused" and "restore-commit" in refused["reason"], refused
+    rows = {f"{r['topic']}-{r['partition']}": r for r in lagging}
+    hung = {
+        "hanging": {f"{r['topic']}-{r['partition']}" for r in found["hanging"]},
+        "check": {f["subject"] for f in checked["findings"] if f["kind"] == "hanging_transaction"},
+        "lso": {tp for tp, r in rows.items() if r["txn_hanging"]},
+        "abort": {f"{r['topic']}-{r['partition']}" for r in planned if r["outcome"] == "would abort"},
+    }
+    assert all(v == HANGING for v in hung.values()), hung
+    lost = {
+        "hanging": {f"{r['topic']}-{r['partition']}" for r in found.get("lost_commit", [])},
+        "check": {f["subject"] for f in checked["findings"] if f["kind"] == "lost_commit_marker"},
+        "lso": {tp for tp, r in rows.items() if r["txn_lost_commit"]},
+    }
+    assert all(v == {"orders-4"} for v in lost.values()), lost
+    assert rows["orders-4"]["txn_hanging"] is False  # known: not hanging, never null
+    assert (exported["kafkatxn_lost_commit_markers"], exported["kafkatxn_hanging_transactions"]) == (1, 2)
+    # The group behind it: stuck (critical whatever the age threshold), and told to restore, never to abort.
+    (row,), lso_code = cli(capsys, "lso", "--groups", "restore", "--critical-age", "1000d")
+    checked, _ = cli(capsys, "check", "--groups", "--group-regex", "^restore$", "--txn-age-crit", "none",
+                     "--txn-age-warn", "none", "--lso-lag-warn", "none", "--lso-lag-crit", "none")
+    diagnosed, diagnose_code = cli(capsys, "diagnose", "--group", "restore")
+    (txn,) = diagnosed["transactions"]
+    assert (row["verdict"], row["txn_hanging"], row["txn_lost_commit"], lso_code) == ("blocked", False, True, 2), (row, lso_code)
+    assert any(f["kind"] == "group_blocked" and f["subject"] == "restore" for f in checked["findings"]), checked["findings"]
+    assert (txn["verdict"], txn["action"], diagnose_code) == ("lost_commit", "restore_commit", 2), txn
+    assert txn["command"].startswith("kafkatxn restore-commit --topic orders --partition 4 --start-offset 3"), txn
+    assert exported["kafkatxn_group_stuck{group=restore}{partition=4}{topic=orders}"] == 1
+
+
 def test_blocked_means_stuck():
     """The one definition: critical only for hanging, overdue or too old."""
     assert verdicts.blocked_severity(False, False, False) is verdicts.Severity.warning
@@ -258,3 +323,23 @@ def test_an_unreadable_first_record_keeps_the_lower_bound_and_says_why(fake):
     assert [str(m.subject) for m in missing] == ["orders-2"] and "lower bound" in str(missing[0]), missing
     assert verdicts.transaction_age(two, 2_000).source == "last_write"
     assert [c[0] for c in fake.calls].count("first_record_timestamps") == 1  # one read for both partitions
+
+
+def test_a_pins_verdict_is_the_whole_rule_settled_by_the_log():
+    """verdicts.pin_verdict: what lso says of the transaction pinning an LSO, as hanging says it."""
+    view = verdicts.CoordinatorView()  # every log partition answered, no id maps the producer
+    young, idle = verdicts.classify(open_txn(last_ms=MAX), view), verdicts.classify(open_txn(last_ms=0), view)
+    now = MAX + 1
+    V = verdicts.PinVerdict
+    assert verdicts.pin_verdict(idle, now, MAX) is V.HANGING
+    assert verdicts.pin_verdict(young, now, MAX) is V.NOT_HANGING  # within the maximum timeout: hanging does not list it
+    lost = dataclasses.replace(idle, verdict=verdicts.Verdict.LOST_COMMIT)
+    unsure = dataclasses.replace(idle, verdict=verdicts.Verdict.UNDETERMINED)
+    tracked = dataclasses.replace(idle, verdict=verdicts.Verdict.LONG_RUNNING)
+    assert [verdicts.pin_verdict(c, now, MAX) for c in (lost, unsure, tracked)] == [V.LOST_COMMIT, V.UNDETERMINED, V.NOT_HANGING]
+    # Without the maximum timeout only a tracked one is known; without a classification nothing is.
+    assert [verdicts.pin_verdict(c, now, None) for c in (idle, tracked)] == [V.UNDETERMINED, V.NOT_HANGING]
+    assert verdicts.pin_verdict(None, now, MAX) is V.UNDETERMINED
+    # The rows' (txn_hanging, txn_lost_commit): unknown is None, never a reassuring False.
+    assert [verdicts.pin_flags(v) for v in (V.HANGING, V.LOST_COMMIT, V.NOT_HANGING, V.UNDETERMINED, None)] == [
+        (True, False), (False, True), (False, False), (None, None), (None, None)]
