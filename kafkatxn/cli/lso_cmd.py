@@ -126,7 +126,9 @@ def register(app: typer.Typer) -> None:
         """Last stable offset lag: per partition, HW - LSO and the open transaction pinning the LSO.
 
         Exit codes: 0 no lag (no group lagging or blocked); 1 lag (a group lagging or blocked);
-        2 pinned (or blocked) by a transaction at least --critical-age old; 3 incomplete answer.
+        2 pinned (or blocked) by a transaction at least --critical-age old, or a group blocked behind a
+        hanging transaction, one that lost its COMMIT marker or one past its own timeout; 3 incomplete
+        answer, or a pinning transaction whose verdict could not be determined.
         With --watch, the code of the last sample.
         """
         if group_names and not groups:
