@@ -104,11 +104,12 @@ def take_snapshot(
 ) -> DiagnosisSnapshot:
     """Group lag with probes, then — only where a group is blocked — the producer states and what
     the coordinators say about the pinning producers."""
-    snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap)
+    snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms)
     missing = list(snap.missing)
+    given = max_transaction_timeout_ms is not None  # 0 too: every idle transaction is checked now
     out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
-                            max_transaction_timeout_ms=max_transaction_timeout_ms or snap.lso.max_transaction_timeout_ms,
-                            max_timeout_given=max_transaction_timeout_ms is not None)
+                            max_transaction_timeout_ms=max_transaction_timeout_ms if given else snap.lso.max_transaction_timeout_ms,
+                            max_timeout_given=given)
     blocked = sorted({TopicPartition(r.topic, r.partition) for r in lso.group_lags(snap) if r.verdict is GroupVerdict.blocked})
     if not blocked:
         return out

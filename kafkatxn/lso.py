@@ -137,9 +137,11 @@ def take_group_snapshot(
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
+    max_transaction_timeout_ms: int | None = None,
 ) -> GroupSnapshot:
-    """Committed offsets of ``groups`` (default: every group), the LSO snapshot of their partitions,
-    and read_committed probes of small gaps between a committed offset and the LSO."""
+    """Committed offsets of ``groups`` (default: every group), the LSO snapshot of their partitions
+    (its pins decided with ``max_transaction_timeout_ms``, the brokers' when not given), and
+    read_committed probes of small gaps between a committed offset and the LSO."""
     named = list(dict.fromkeys(groups or []))
     listed = cluster.list_groups_partial()
     if named:
@@ -158,7 +160,8 @@ def take_group_snapshot(
     # Committed offsets before the LSO: a read_committed consumer's commit cannot pass the LSO of
     # that moment, and the LSO read afterwards can only be larger.
     by_group, missing = committed_offsets(cluster, named, topics)
-    return finish_group_snapshot(cluster, by_group, list(listed.missing) + missing, probe_max_gap)
+    return finish_group_snapshot(cluster, by_group, list(listed.missing) + missing, probe_max_gap,
+                                 max_transaction_timeout_ms=max_transaction_timeout_ms)
 
 
 def committed_offsets(

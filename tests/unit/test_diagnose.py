@@ -165,3 +165,15 @@ def test_cli_table_names_the_transaction_and_the_commands(capsys, fake_cli):
     assert "TRANSACTION billing-tx" in result.stdout
     assert "$ kafkatxn fence billing-tx" in result.stdout and "markers" in result.stdout
     assert max(len(line) for line in result.stdout.splitlines()) <= 120
+
+
+def test_a_max_transaction_timeout_of_zero_is_zero_not_the_brokers():
+    """--max-transaction-timeout 0s: every idle open transaction is checked with its coordinator now
+    (as hanging takes it); it used to read as "not given", and the brokers' 15 minutes applied."""
+    _, cluster = blocked_model(idle_ms=2_000, tracked=False)
+    d = diagnose.run(cluster, ["billing"], max_transaction_timeout_ms=0)
+    (t,) = d.transactions
+    assert d.max_transaction_timeout_ms == 0
+    assert t.verdict is TxnVerdict.hanging and "--max-transaction-timeout 0" in t.command
+    waits = diagnose.run(cluster, ["billing"])  # the brokers' maximum: idle 2 s is not hanging yet
+    assert waits.max_transaction_timeout_ms == MAX and waits.transactions[0].verdict is not TxnVerdict.hanging
