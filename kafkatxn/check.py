@@ -316,28 +316,22 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
                     waiting_groups[g.group].append(f"{g.topic}-{g.partition}")
                 else:
                     young.add(g.group)
-        for group, where in sorted(blocked_groups.items()):
-            findings.append((Status.CRITICAL, Finding(
-                "critical", "group_blocked", group, len(where), None,
-                f"consumer group {group!r} blocked behind a hanging, lost-commit, overdue or old transaction on {', '.join(where)} "
-                f"(kafkatxn diagnose --group {group})",
-            )))
-        for group, where in sorted(unsure_groups.items()):
-            if group in blocked_groups:
-                continue
-            findings.append((Status.UNKNOWN, Finding(
-                "unknown", "group_undetermined", group, len(where), None,
-                f"consumer group {group!r} blocked behind a transaction whose verdict is undetermined on {', '.join(where)}: "
-                f"whether it is stuck cannot be known (kafkatxn diagnose --group {group})",
-            )))
-        for group, where in sorted(waiting_groups.items()):
-            if group in blocked_groups:
-                continue
-            findings.append((Status.WARNING, Finding(
-                "warning", "group_waiting", group, len(where), None,
-                f"consumer group {group!r} waits behind a transaction in flight, within its timeout but open "
-                f"{thresholds.txn_age_warn.describe() if thresholds.txn_age_warn else ''}, on {', '.join(where)}",
-            )))
+        def group_findings(by_group: dict[str, list[str]], status: Status, severity: str, kind: str,
+                           says: Callable[[str, str], str], skip: Iterable[str] = ()) -> None:
+            # One finding per group (a group already blocked is not also undetermined or waiting).
+            for group, where in sorted(by_group.items()):
+                if group not in skip:
+                    findings.append((status, Finding(severity, kind, group, len(where), None, says(group, ", ".join(where)))))
+
+        group_findings(blocked_groups, Status.CRITICAL, "critical", "group_blocked", lambda group, where: (
+            f"consumer group {group!r} blocked behind a hanging, lost-commit, overdue or old transaction on {where} "
+            f"(kafkatxn diagnose --group {group})"))
+        group_findings(unsure_groups, Status.UNKNOWN, "unknown", "group_undetermined", lambda group, where: (
+            f"consumer group {group!r} blocked behind a transaction whose verdict is undetermined on {where}: "
+            f"whether it is stuck cannot be known (kafkatxn diagnose --group {group})"), skip=blocked_groups)
+        group_findings(waiting_groups, Status.WARNING, "warning", "group_waiting", lambda group, where: (
+            f"consumer group {group!r} waits behind a transaction in flight, within its timeout but open "
+            f"{thresholds.txn_age_warn.describe() if thresholds.txn_age_warn else ''}, on {where}"), skip=blocked_groups)
         if blocked_groups:
             summary.append(_plural(len(blocked_groups), "consumer group") + " blocked")
         unsure = set(unsure_groups) - set(blocked_groups)
