@@ -204,13 +204,15 @@ def settle_by_transaction_log(
 def settle_pins(
     cluster: Cluster, pins: Iterable[OpenTransaction], view: CoordinatorView, now_ms: int,
     max_transaction_timeout_ms: int | None, missing: list[Missing],
+    settled: Mapping[tuple[TopicPartition, int], verdicts.Classification] | None = None,
 ) -> tuple[dict[tuple[TopicPartition, int], verdicts.Classification], int | None]:
     """Each pinning transaction's classification by ``(partition, producer id)``, the ones hanging
     by the whole rule settled by their coordinator's log as ``hanging`` settles them
     (:func:`settle_by_transaction_log`: a lost COMMIT marker, or undetermined when the log cannot
     tell); decide with :func:`kafkatxn.verdicts.pin_verdict`. And the maximum timeout used: read
     from the brokers (like the log) only when a pin is not shown to be tracked and none was given,
-    so pins their coordinators track cost no request."""
+    so pins their coordinators track cost no request. ``settled``: what an earlier pass of the same
+    command settled by the log (the snapshot's hanging pass); the same transaction is not read again."""
     classified = [verdicts.classify(t, view) for t in pins]
     if all(c.verdict is verdicts.Verdict.LONG_RUNNING for c in classified):
         return {(c.open_txn.tp, c.open_txn.producer_id): c for c in classified}, max_transaction_timeout_ms
@@ -224,8 +226,12 @@ def settle_pins(
         # The log is read for the candidates only (idle past the maximum timeout), as hanging reads it.
         timeout = max_transaction_timeout_ms
         candidates = [c for c in classified if verdicts.is_candidate(c.open_txn.producer, now_ms, timeout)]
-        settled = {(c.open_txn.tp, c.open_txn.producer_id): c for c in settle_by_transaction_log(cluster, candidates, missing)}
-        classified = [settled.get((c.open_txn.tp, c.open_txn.producer_id), c) for c in classified]
+        known = {key: earlier for c in candidates if lost_commit.needs_log(c)
+                 and (earlier := (settled or {}).get(key := (c.open_txn.tp, c.open_txn.producer_id))) is not None
+                 and (earlier.open_txn.start_offset, earlier.open_txn.producer_epoch) == (c.open_txn.start_offset, c.open_txn.producer_epoch)}
+        fresh = [c for c in candidates if (c.open_txn.tp, c.open_txn.producer_id) not in known]
+        known.update({(c.open_txn.tp, c.open_txn.producer_id): c for c in settle_by_transaction_log(cluster, fresh, missing)})
+        classified = [known.get((c.open_txn.tp, c.open_txn.producer_id), c) for c in classified]
     return {(c.open_txn.tp, c.open_txn.producer_id): c for c in classified}, max_transaction_timeout_ms
 
 

@@ -101,7 +101,7 @@ class GroupSnapshot:
 
 def take_snapshot(
     cluster: Cluster, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, tuple[int, int]] | None = None,
-    max_transaction_timeout_ms: int | None = None,
+    max_transaction_timeout_ms: int | None = None, settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
 ) -> LsoSnapshot:
     """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags.
 
@@ -127,7 +127,7 @@ def take_snapshot(
     for t in pins:
         open_txns[t.tp] = [t if (o.producer_id, o.start_offset) == (t.producer_id, t.start_offset) else o for o in open_txns[t.tp]]
     snapshot.classifications, snapshot.max_transaction_timeout_ms = gather.settle_pins(
-        cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing,
+        cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing, settled,
     )
     return snapshot
 
@@ -190,11 +190,14 @@ def finish_group_snapshot(
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
     known: Mapping[TopicPartition, tuple[int, int]] | None = None,
     max_transaction_timeout_ms: int | None = None,
+    settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
 ) -> GroupSnapshot:
     """The rest of :func:`take_group_snapshot` after :func:`committed_offsets`: the LSO snapshot of
-    the groups' partitions (``known`` pairs, read after the committed offsets, are not asked again)
+    the groups' partitions (``known`` pairs, read after the committed offsets, are not asked again;
+    ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
     and the probes."""
-    lso = take_snapshot(cluster, {tp for offsets in by_group.values() for tp in offsets}, known, max_transaction_timeout_ms)
+    lso = take_snapshot(cluster, {tp for offsets in by_group.values() for tp in offsets}, known, max_transaction_timeout_ms,
+                        settled)
     missing.extend(lso.missing)
     first_readable: dict[tuple[TopicPartition, int], int | None] = {}
     for starts in probe_rounds(by_group, lso.offsets, probe_max_gap):

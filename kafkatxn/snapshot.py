@@ -200,14 +200,17 @@ class ClusterSnapshot:
 
 
 def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing],
-                     undetermined: list[UndeterminedSample], lost_commits: list[HangingSample]):
+                     undetermined: list[UndeterminedSample], lost_commits: list[HangingSample], settled: dict):
     """The one hanging rule (:func:`kafkatxn.verdicts.classify`) over producer states already described,
-    settled by the coordinator's log as ``hanging`` settles it (a lost COMMIT marker is not hanging)."""
-    from kafkatxn import gather
+    settled by the coordinator's log as ``hanging`` settles it (a lost COMMIT marker is not hanging);
+    what the log settled goes into ``settled`` for the group pass."""
+    from kafkatxn import gather, lost_commit
 
     scan = gather.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
     missing.extend(scan.missing)
     classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
+    settled.update({(c.open_txn.tp, c.open_txn.producer_id): c
+                    for raw, c in zip(scan.classifications, classifications) if lost_commit.needs_log(raw)})
     out = []
     dating = [c.transaction for c in classifications if c.verdict in (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT)]
     dated = {(t.tp, t.producer_id): t for t in gather.with_first_records(cluster, dating, missing)}
@@ -249,16 +252,18 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
 def group_samples(
     cluster: Cluster, committed: tuple[dict, list[Missing]], topics: set[str] | None, missing: list[Missing],
     known: dict[TopicPartition, tuple[int, int]] | None = None, max_transaction_timeout_ms: int | None = None,
+    settled: dict | None = None,
 ) -> tuple[GroupSample, ...]:
     """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; ``known`` (LSO,
-    HW) pairs of the offsets pass are used, not read again."""
+    HW) pairs of the offsets pass are used, not read again, and so are the pins the hanging pass
+    ``settled`` by the coordinator's log."""
     from kafkatxn import lso
 
     by_group, group_missing = committed
     if not by_group and not group_missing:
         return ()
     snap = lso.finish_group_snapshot(cluster, by_group, list(group_missing), known=known,
-                                     max_transaction_timeout_ms=max_transaction_timeout_ms)
+                                     max_transaction_timeout_ms=max_transaction_timeout_ms, settled=settled)
     missing.extend(m.within("group lag") for m in snap.missing)
     samples = []
     for place in lso.group_positions(snap):
@@ -362,6 +367,9 @@ def gather_snapshot(
     if tps and not offsets:
         not_gathered.add(PART_OFFSETS)
 
+    # Pins the hanging pass settles by the coordinator's log: the group pass takes them as they are.
+    settled: dict[tuple[TopicPartition, int], verdicts.Classification] = {}
+
     # Asked for on their own when they did not come with the offsets (DescribeProducers unsupported:
     # its error is the part's reason; or the offsets' round trip failed as a whole).
     produced = step(
@@ -389,7 +397,8 @@ def gather_snapshot(
             lost_commits: list[HangingSample] = []
             result = step(
                 "hanging transactions",
-                lambda: _hanging_samples(cluster, produced.states, now_ms, timeout_ms, lso, hw, missing, undetermined, lost_commits),
+                lambda: _hanging_samples(cluster, produced.states, now_ms, timeout_ms, lso, hw, missing, undetermined, lost_commits,
+                                         settled),
             )
             snapshot.hanging = result or ()
             snapshot.undetermined = tuple(undetermined)
@@ -428,7 +437,7 @@ def gather_snapshot(
         gathered = None
         if committed is not None:
             gathered = step("consumer groups", lambda: group_samples(
-                cluster, committed, scanned, missing, offsets, snapshot.max_transaction_timeout_ms))
+                cluster, committed, scanned, missing, offsets, snapshot.max_transaction_timeout_ms, settled))
         snapshot.groups = gathered if gathered is not None else ()
         if gathered is None:
             not_gathered.add(PART_GROUPS)

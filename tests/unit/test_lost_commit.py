@@ -388,6 +388,21 @@ def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
     assert families["kafkatxn_groups_stuck"].samples[0].value == 1
 
 
+
+def test_one_gather_with_groups_reads_the_ids_log_once_and_its_passes_agree():
+    """The snapshot's hanging pass settles the pin by its coordinator's log; the group pass takes that
+    answer for the same transaction instead of reading the log again (and so cannot disagree with it)."""
+    from kafkatxn.snapshot import gather_snapshot
+
+    fake = lost_commit_cluster(committed())
+    fake.model.groups = {"billing": {X: 10}}
+    snap = gather_snapshot(fake, groups=True)
+    assert [c[1] for c in fake.called("transaction_log_histories")] == [(TID,)]
+    assert [(s.topic, s.partition) for s in snap.lost_commits] == [("orders", 0)]
+    (sample,) = snap.groups
+    assert sample.txn_lost_commit is True and sample.txn_hanging is False
+
+
 @pytest.mark.parametrize("fault", ["log_denied", "coordinator_loading"])
 def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys, monkeypatch, fault):
     """A verdict that was not determined (its coordinator's log could not be read, or its coordinator
