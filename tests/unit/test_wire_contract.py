@@ -186,8 +186,7 @@ def test_the_big_per_leader_requests_are_built_once_and_reused_within_a_limit():
     many = [(n, p.ListOffsets((TopicPartition("t", n),), True)) for n in range(wire.REUSED_LIMIT + 1)]
     w.send_all(many, deadline=1e12)
     assert len(w._built) == wire.REUSED_LIMIT
-    from kafkatxn.kafka.wire.client import _BODIES
-    assert {id(b) for b in w._built.values()} <= _BODIES.keys() and id(first[0][1]) not in _BODIES  # dropped with it
+    assert {id(b) for b in w._built.values()} == w._bodies.keys()  # a dropped request's bodies went with it
     sent = len(manager.sent)
     w.send_all(offsets[:1], deadline=1e12)
     assert manager.sent[sent][1] is not manager.sent[0][1]
@@ -198,8 +197,6 @@ def test_the_big_per_leader_requests_are_built_once_and_reused_within_a_limit():
                                       p.DescribeProducers((TP0, TP1, OTHER))], ids=["latest", "earliest", "producers"])
 def test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_encoded_once(request_, monkeypatch):
     from kafka.protocol.api_message import ApiMessage
-
-    from kafkatxn.kafka.wire import client
 
     w = wire.Wire(None)
     reused = w._reused(1, request_)
@@ -219,7 +216,7 @@ def test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_e
     assert len(bodies) == type(fresh).max_version - type(fresh).min_version + 1  # once per version, not per send
     assert isinstance(reused, type(fresh)) and type(reused).__name__ == type(fresh).__name__
     w._forget(w._built.pop((1, request_)))  # a request the Wire drops takes its bodies with it
-    assert id(reused) not in client._BODIES
+    assert id(reused) not in w._bodies
 
 
 # -- requests: every one wire.py builds encodes at every version it may go out at ------------------

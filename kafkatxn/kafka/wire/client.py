@@ -35,34 +35,32 @@ LOGINS_CUT_SHORT = 3
 REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers)
 REUSED_LIMIT = 16  # 2 ListOffsets and 1-2 DescribeProducers per leader of a few brokers
 
-_BODIES: dict[int, tuple[Any, dict[int, bytes]]] = {}  # id(request) -> (request, body per version), while the Wire keeps it
-_ONCE_CLASSES: dict[type, type] = {}
 
-
-def _encoding_body_once(built: Any) -> Any:
-    """``built`` (a kafka-python request) made to encode its body once per version, its header (a new
-    correlation id each send) every time: the bytes are what kafka-python's ``encode`` writes
-    (tests/unit/test_wire_contract.py compares them). Its class becomes a subclass with the same
-    slots, made with ``init=False`` as kafka-python makes its versioned classes, so no registry sees it."""
+def _encoding_body_once(built: Any, bodies: dict[int, dict[int, bytes]], classes: dict[type, type]) -> Any:
+    """``built`` (a kafka-python request) made to encode its body once per version, into ``bodies``
+    (the Wire's, by ``id(built)``), and its header (a new correlation id each send) every time: the
+    bytes are what kafka-python's ``encode`` writes (tests/unit/test_wire_contract.py compares them).
+    Its class becomes a subclass with the same slots (one per Wire and class, in ``classes``), made
+    with ``init=False`` as kafka-python makes its versioned classes, so no registry sees it."""
     from kafka.protocol.api_message import ApiMessage
 
     cls = type(built)
-    once = _ONCE_CLASSES.get(cls)
+    once = classes.get(cls)
     if once is None:
         def encode(self: Any, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
             if version is not None:
                 self.API_VERSION = version
             at = self.API_VERSION
-            bodies = _BODIES[id(self)][1]
-            body = bodies.get(at)
+            by_version = bodies[id(self)]
+            body = by_version.get(at)
             if body is None:
-                body = bodies[at] = bytes(ApiMessage.encode(self))
+                body = by_version[at] = bytes(ApiMessage.encode(self))
             data = self.encode_header(flexible=self.flexible_version_q(at)) + body if header else body
             return len(data).to_bytes(4, "big") + data if framed else data
 
-        once = _ONCE_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": (), "encode": encode}, init=False)
+        once = classes[cls] = type(cls.__name__, (cls,), {"__slots__": (), "encode": encode}, init=False)
     built.__class__ = once
-    _BODIES[id(built)] = (built, {})
+    bodies[id(built)] = {}
     return built
 
 
@@ -85,6 +83,8 @@ class Wire:
     def __init__(self, client: Any):
         self._client = client
         self._built: dict[tuple[int | None, Request], Any] = {}  # least recently used first
+        self._bodies: dict[int, dict[int, bytes]] = {}  # id of a kept request -> its body per version
+        self._encoding_once: dict[type, type] = {}
 
     @classmethod
     def bootstrap(
@@ -206,9 +206,8 @@ class Wire:
         return cls(admin), _decode_metadata(p.Metadata(), response), answered
 
     def close(self) -> None:
-        for built in self._built.values():
-            self._forget(built)
         self._built.clear()
+        self._bodies.clear()
         self._client.close()
 
     def learn_brokers(self, brokers: Sequence[BrokerInfo]) -> None:
@@ -297,7 +296,7 @@ class Wire:
         key = (node_id, request)
         built = self._built.pop(key, None)
         if built is None:
-            built = _encoding_body_once(self._encode(request))
+            built = _encoding_body_once(self._encode(request), self._bodies, self._encoding_once)
         else:
             built._version = None  # negotiated again on sending, as for a new request (the broker may have changed)
         self._built[key] = built
@@ -306,7 +305,7 @@ class Wire:
         return built
 
     def _forget(self, built: Any) -> None:
-        _BODIES.pop(id(built), None)
+        self._bodies.pop(id(built), None)
 
     def _decode(self, request: Request, response: Any) -> Any:
         decode = DECODERS.get(type(request))
