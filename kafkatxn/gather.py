@@ -215,7 +215,7 @@ def settle_pins(
     command settled by the log (the snapshot's hanging pass); the same transaction is not read again."""
     classified = [verdicts.classify(t, view) for t in pins]
     if all(c.verdict is verdicts.Verdict.LONG_RUNNING for c in classified):
-        return {(c.open_txn.tp, c.open_txn.producer_id): c for c in classified}, max_transaction_timeout_ms
+        return {_pin_key(c): c for c in classified}, max_transaction_timeout_ms
     if max_transaction_timeout_ms is None:
         try:
             max_transaction_timeout_ms, config_missing = cluster_max_transaction_timeout(cluster)
@@ -226,13 +226,25 @@ def settle_pins(
         # The log is read for the candidates only (idle past the maximum timeout), as hanging reads it.
         timeout = max_transaction_timeout_ms
         candidates = [c for c in classified if verdicts.is_candidate(c.open_txn.producer, now_ms, timeout)]
-        known = {key: earlier for c in candidates if lost_commit.needs_log(c)
-                 and (earlier := (settled or {}).get(key := (c.open_txn.tp, c.open_txn.producer_id))) is not None
-                 and (earlier.open_txn.start_offset, earlier.open_txn.producer_epoch) == (c.open_txn.start_offset, c.open_txn.producer_epoch)}
-        fresh = [c for c in candidates if (c.open_txn.tp, c.open_txn.producer_id) not in known]
-        known.update({(c.open_txn.tp, c.open_txn.producer_id): c for c in settle_by_transaction_log(cluster, fresh, missing)})
-        classified = [known.get((c.open_txn.tp, c.open_txn.producer_id), c) for c in classified]
-    return {(c.open_txn.tp, c.open_txn.producer_id): c for c in classified}, max_transaction_timeout_ms
+        known: dict[tuple[TopicPartition, int], verdicts.Classification] = {}
+        fresh = []
+        for c in candidates:
+            earlier = (settled or {}).get(_pin_key(c))
+            if earlier is not None and lost_commit.needs_log(c) and _same_transaction(earlier.open_txn, c.open_txn):
+                known[_pin_key(c)] = earlier
+            else:
+                fresh.append(c)
+        known.update({_pin_key(c): c for c in settle_by_transaction_log(cluster, fresh, missing)})
+        classified = [known.get(_pin_key(c), c) for c in classified]
+    return {_pin_key(c): c for c in classified}, max_transaction_timeout_ms
+
+
+def _pin_key(c: verdicts.Classification) -> tuple[TopicPartition, int]:
+    return c.open_txn.tp, c.open_txn.producer_id
+
+
+def _same_transaction(a: OpenTransaction, b: OpenTransaction) -> bool:
+    return (a.start_offset, a.producer_epoch) == (b.start_offset, b.producer_epoch)
 
 
 @dataclass
