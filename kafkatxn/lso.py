@@ -285,9 +285,8 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
         if o.lag < min_lag:
             continue
         txns = snapshot.open_transactions.get(tp, []) if o.lag > 0 else []
-        pin = snapshot.pin(tp)
-        age, write_age = transaction_age(pin, snapshot.taken_at_ms), last_write_age_ms(pin, snapshot.taken_at_ms)
-        hangs, lost = pin_flags(snapshot.pin_verdict(pin))
+        facts = pin_facts(snapshot, tp)
+        pin = facts.pin
         rows.append(
             PartitionLag(
                 topic=tp.topic,
@@ -300,11 +299,11 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
                 producer_epoch=pin.producer_epoch if pin else None,
                 transactional_id=pin.transactional_id if pin else None,
                 txn_start_offset=pin.start_offset if pin else None,
-                txn_age_ms=age.ms if age else None,
-                txn_age_source=age.source if age else None,
-                txn_hanging=hangs,
-                txn_lost_commit=lost,
-                last_write_age_ms=write_age,
+                txn_age_ms=facts.age_ms,
+                txn_age_source=facts.age_source,
+                txn_hanging=facts.hanging,
+                txn_lost_commit=facts.lost_commit,
+                last_write_age_ms=facts.last_write_age_ms,
             )
         )
     return rows
@@ -327,7 +326,7 @@ class GroupPlace(NamedTuple):
 
 @dataclass(frozen=True)
 class PinFacts:
-    """What is known of the transaction pinning a blocked group's partition (all None without a pin)."""
+    """What is known of the transaction pinning a partition's LSO (all None without a pin)."""
 
     pin: OpenTransaction | None
     age_ms: int | None
