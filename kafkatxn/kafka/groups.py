@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import time
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Sequence
 
 from kafkatxn.errors import ClusterError, DeadlineExceeded
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.errors import is_timeout, part_missing
+from kafkatxn.kafka.retry import Backoff
 from kafkatxn.model import Missing, Part, Partial, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -28,11 +28,9 @@ log = logging.getLogger("kafkatxn.cluster")
 # The groups a consumer's tools list: consumer groups and those that only commit offsets ("").
 CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
 # A coordinator that moved (or whose log partition is between leaders): its groups' coordinator is
-# found again, once. One loading its part of __consumer_offsets: asked again within the deadline.
+# found again, once. One loading its part of __consumer_offsets: asked again as retry.Backoff allows.
 COORDINATOR_MOVED = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"})
 COORDINATOR_LOADING = "COORDINATOR_LOAD_IN_PROGRESS"
-COORDINATOR_RETRY_PAUSE_S = 0.2
-LIST_RETRY_PAUSE_S = 0.25
 STABLE = "Stable"
 
 
@@ -60,12 +58,13 @@ class GroupsApi:
     def list_groups_partial(self) -> Partial[list[str]]:
         """The consumer groups the brokers listed (ListGroups on every broker: each lists the groups
         it coordinates). A broker that answers with an error (COORDINATOR_LOAD_IN_PROGRESS right
-        after ``__consumer_offsets`` is created) is asked again within half the time left; a broker
-        that still does not list its groups then (an error, frozen, dead) leaves them out, named in
+        after ``__consumer_offsets`` is created) is asked again as ``retry.Backoff`` allows (within
+        half the time left); a broker that still does not list its groups then (an error, frozen,
+        dead) leaves them out, named in
         the missing part ``consumer groups`` (a group missing from an incomplete list is not
         unknown). When no broker answers at all, the error that ends the command."""
         brokers = [b.id for b in self.metadata().brokers]
-        give_up = time.monotonic() + max(0.0, self.deadline - time.monotonic()) / 2
+        backoff = Backoff(self.deadline)
         listed: dict[str, int] = {}
         unlisted: dict[int, str] = {}  # broker -> why its groups are not listed
         failures: list[BaseException] = []
@@ -82,10 +81,9 @@ class GroupsApi:
                 else:
                     unlisted.pop(broker, None)
                     listed.update((g.group_id, broker) for g in resp.groups if g.protocol_type in CONSUMER_PROTOCOL_TYPES)
-            if not answered_with_error or time.monotonic() >= give_up or self.deadline - time.monotonic() < 2 * LIST_RETRY_PAUSE_S:
+            if not answered_with_error or not backoff.pause():
                 break
             log.debug("listing consumer groups: asking brokers %s again", answered_with_error)
-            time.sleep(LIST_RETRY_PAUSE_S)
             asked = answered_with_error
         self._learn_coordinators(listed)
         names = sorted(listed)
@@ -179,14 +177,14 @@ class GroupsApi:
 
         A coordinator that moved (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) or did not answer: the
         group's coordinator is found again, once. One loading its log (COORDINATOR_LOAD_IN_PROGRESS):
-        asked again while the deadline allows. A refusal is the part's missing reason naming the ACL
+        asked again as ``retry.Backoff`` allows. A refusal is the part's missing reason naming the ACL
         (``DESCRIBE on Group g``); a silent coordinator makes each of its groups a missing part."""
         wanted = list(dict.fromkeys(groups))
         out: dict[str, Any] = {}
         why: dict[str, Missing] = {}
         found_again: set[str] = set()
         pending = wanted
-        attempt = 0
+        backoff = Backoff(self.deadline)
         while pending:
             placed, retry = self._find_group_coordinators(pending, why, found_again)
             by_node: dict[int, list[str]] = defaultdict(list)
@@ -210,12 +208,9 @@ class GroupsApi:
                         retry.append(g)
                     elif answer.error in COORDINATOR_MOVED:
                         retry.extend(self._find_again((g,), found_again))
-            attempt += 1
-            pause = COORDINATOR_RETRY_PAUSE_S * min(attempt, 5)
-            if not retry or self.deadline - time.monotonic() < 2 * pause:
+            if not retry or not backoff.pause():
                 break
             log.debug("groups: asking again for %d groups", len(retry))
-            time.sleep(pause)
             pending = list(dict.fromkeys(retry))
         return Partial(out, [why[g] for g in wanted if g in why and g not in out])
 

@@ -8,7 +8,6 @@ One Kafka API family per module (as kminion has one file per API), mixed into
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections import defaultdict
 from typing import Iterable, NamedTuple
@@ -16,6 +15,7 @@ from typing import Iterable, NamedTuple
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.errors import part_missing
+from kafkatxn.kafka.retry import Backoff
 from kafkatxn.model import (
     IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, Broker, DescribedTransactions, ListTransactionsSupport, Missing, Part, Partial,
     TransactionalId, TransactionDescription, TransactionListing,
@@ -60,25 +60,25 @@ class TransactionsApi:
         out: list[TransactionListing] = []
         missing: list[Missing] = []
         asked = ids
-        for attempt in range(2):
-            loading: list[int] = []  # a coordinator loading its part of the log: asked once more
+        backoff = Backoff(self.deadline)
+        while True:
+            loading: dict[int, str] = {}  # a coordinator loading or moving its part of the log: asked again
             for broker_id, resp in zip(asked, self._send_all([(i, request) for i in asked])):
                 if not self._arrived(resp, Broker(broker_id), missing):
                     continue
                 if resp.error:
-                    if resp.error in COORDINATOR_ERRORS and attempt == 0:
-                        loading.append(broker_id)
+                    if resp.error in COORDINATOR_ERRORS:
+                        loading[broker_id] = resp.error
                     else:
                         missing.append(Missing(Broker(broker_id), resp.error))
                     continue
                 out.extend(TransactionListing(t.transactional_id, t.producer_id, t.state, broker_id) for t in resp.transactions)
             if not loading:
                 break
-            if self.deadline - time.monotonic() < 2 * COORDINATOR_RETRY_PAUSE_S:
-                missing.extend(Missing(Broker(b), "COORDINATOR_LOAD_IN_PROGRESS") for b in loading)
+            if not backoff.pause():
+                missing.extend(Missing(Broker(b), error) for b, error in loading.items())
                 break
-            time.sleep(COORDINATOR_RETRY_PAUSE_S)
-            asked = loading
+            asked = list(loading)
         out.sort(key=lambda t: t.transactional_id)
         return Partial(out, missing), support
 
@@ -122,31 +122,40 @@ class TransactionsApi:
         coordinator does not know (TRANSACTIONAL_ID_NOT_FOUND), and as ``missing`` the ids that
         could not be asked.
 
-        Ids whose coordinator moved, was loading its log or did not answer are asked once more,
-        after a short pause, at the coordinator FindCoordinator names then.
+        Ids whose coordinator moved, was loading or creating its log or did not answer are asked
+        again, after growing pauses while ``retry.Backoff`` allows, at the coordinator
+        FindCoordinator names then.
         """
         return self._describe_transactions(transactional_ids)
 
     def _describe_transactions(self, transactional_ids: Iterable[str]) -> Partial[DescribedTransactions]:
         if self.wire.max_version("DescribeTransactions") < 0:  # before Kafka 3.0 (KIP-664)
             raise UnsupportedBrokerError("the brokers do not support DescribeTransactions (needs Apache Kafka 3.0 or newer)")
-        first = self._describe_transactions_once(transactional_ids)
-        again = {m.subject.id for m in first.missing if isinstance(m.subject, TransactionalId) and m.subject.id in first.retriable}
-        if not again or self.deadline - time.monotonic() < 2 * COORDINATOR_RETRY_PAUSE_S:
-            return Partial(first.value, first.missing)
-        time.sleep(COORDINATOR_RETRY_PAUSE_S)
-        second = self._describe_transactions_once(sorted(again))
-        result = first.value
-        result.found.update(second.value.found)
-        result.not_found.update(second.value.not_found)
-        kept = [m for m in first.missing if not (isinstance(m.subject, TransactionalId) and m.subject.id in again)]
-        return Partial(result, kept + list(second.missing))
+        result = DescribedTransactions()
+        missing: list[Missing] = []
+        asked = list(dict.fromkeys(transactional_ids))
+        backoff = Backoff(self.deadline)
+        while True:
+            answer = self._describe_transactions_once(asked)
+            result.found.update(answer.value.found)
+            result.not_found.update(answer.value.not_found)
+            # "Not yet" is asked again while the backoff allows; no answer at all, once (a frozen
+            # coordinator stays frozen, and a moved one is named by the next FindCoordinator).
+            again = answer.transient | (answer.unanswered if backoff.tries == 1 else set())
+            if not again or not backoff.pause():
+                return Partial(result, missing + list(answer.missing))
+            missing.extend(m for m in answer.missing if not (isinstance(m.subject, TransactionalId) and m.subject.id in again))
+            asked = sorted(again)
 
     def _describe_transactions_once(self, transactional_ids: Iterable[str]) -> "_Described":
         coordinators = self.find_transaction_coordinators(transactional_ids)
         missing = list(coordinators.missing)
-        # Any id FindCoordinator could not place may be placed on a second try, but for refusals.
-        retriable = {m.subject.id for m in coordinators.missing if isinstance(m.subject, TransactionalId) and not m.not_authorized}
+        # Any id FindCoordinator could not place may be placed on a later try, but for refusals.
+        transient: set[str] = set()
+        unanswered: set[str] = set()
+        for m in coordinators.missing:
+            if isinstance(m.subject, TransactionalId) and not m.not_authorized:
+                (transient if m.reason in COORDINATOR_ERRORS else unanswered).add(m.subject.id)
         by_node: dict[int, list[str]] = defaultdict(list)
         for tid, node in coordinators.value.items():
             by_node[node].append(tid)
@@ -156,7 +165,7 @@ class TransactionsApi:
             if not self._arrived(resp, Broker(node), missing):
                 reason = f"coordinator {node}: {missing.pop().reason}"
                 missing.extend(Missing(TransactionalId(t), reason) for t in request.transactional_ids)
-                retriable.update(request.transactional_ids)
+                unanswered.update(request.transactional_ids)
                 continue
             for txn in resp.transactions:
                 if txn.error == "TRANSACTIONAL_ID_NOT_FOUND":
@@ -164,13 +173,13 @@ class TransactionsApi:
                 elif txn.error:
                     missing.append(part_missing(TransactionalId(txn.transactional_id), txn.error, describe_acl(txn.transactional_id)))
                     if txn.error in COORDINATOR_ERRORS:
-                        retriable.add(txn.transactional_id)
+                        transient.add(txn.transactional_id)
                 else:
                     result.found[txn.transactional_id] = TransactionDescription(
                         txn.transactional_id, node, txn.state, txn.producer_id, txn.producer_epoch,
                         txn.timeout_ms, txn.start_time_ms, txn.partitions,
                     )
-        return _Described(result, missing, retriable)
+        return _Described(result, missing, transient, unanswered)
 
     def transactional_id_visibility(self) -> Partial[str]:
         """Whether ListTransactions shows this principal every transactional id: ``IDS_ALL``,
@@ -197,7 +206,9 @@ class TransactionsApi:
           README says so, and a principal meant to decide ``hanging`` should have the wildcard.
 
         The probe asks no coordinator to keep anything: DescribeTransactions of an unknown id
-        creates nothing. One FindCoordinator and at most one DescribeTransactions.
+        creates nothing. One FindCoordinator and at most one DescribeTransactions, asked again only
+        while the coordinator says "not yet" (on a cluster that never had a transaction, the first
+        FindCoordinator creates ``__transaction_state``: NOT_COORDINATOR until it is loaded).
         """
         probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
         try:
@@ -213,12 +224,13 @@ class TransactionsApi:
         return Partial(IDS_UNKNOWN, [Missing(Part("transactional id visibility"), f"the probe did not answer: {reasons}")])
 
 
-# What a coordinator answers while it moves or loads its part of the log: asked again, once.
+# What a coordinator answers while its part of the log is created, moves or loads: asked again
+# as ``retry.Backoff`` allows.
 COORDINATOR_ERRORS = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"})
-COORDINATOR_RETRY_PAUSE_S = 0.2
 
 
 class _Described(NamedTuple):
     value: DescribedTransactions
     missing: list[Missing]
-    retriable: set[str]
+    transient: set[str]  # the coordinator said "not yet" (COORDINATOR_ERRORS)
+    unanswered: set[str]  # no answer, or an error a fresh FindCoordinator may cure

@@ -24,7 +24,8 @@ model: the facade's own metadata decoding is covered by the integration tests, n
   ``ListTransactions``, ``DescribeConfigs``...);
 - ``partition_errors[(broker, tp)]`` queues errors, one per request touching the partition there;
 - ``leader_moves`` change leaders at the second metadata request;
-- ``transaction_errors[id]`` is the error the id's coordinator answers DescribeTransactions with;
+- ``transaction_errors[id]`` is the error the id's coordinator answers DescribeTransactions with
+  (a list: one error per request, then the real answer, as a coordinator loading its log);
 - ``listing_errors[broker]`` is the error that broker answers ListTransactions with;
 - ``describable`` filters the transactional ids the principal may DESCRIBE (ListTransactions leaves
   the others out silently, as Kafka does); ``denied_topics[request]`` answers TOPIC_AUTHORIZATION_FAILED;
@@ -94,7 +95,7 @@ class KafkaModel:
     api_versions: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(DEFAULT_APIS))
     sent: list[tuple[int | None, Any]] = field(default_factory=list)  # every wire request, in order
     marker_error: str | None = None
-    transaction_errors: dict[str, str] = field(default_factory=dict)  # id -> error its coordinator answers DescribeTransactions with
+    transaction_errors: dict[str, str | list[str]] = field(default_factory=dict)  # id -> error(s) DescribeTransactions answers
     listing_errors: dict[int, str] = field(default_factory=dict)  # broker -> error it answers ListTransactions with
     # __transaction_state partition -> its records (TxnLogRecord/UndecodedRecord), read by read_log_partition
     transaction_log: dict[int, list[Any]] = field(default_factory=dict)
@@ -326,7 +327,12 @@ class FakeWire:
             if not self.model.may_describe(tid):
                 out.append(proto.TransactionState(tid, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"))
             elif tid in self.model.transaction_errors:
-                out.append(proto.TransactionState(tid, self.model.transaction_errors[tid]))
+                error = self.model.transaction_errors[tid]
+                if isinstance(error, list):  # queued: one per request
+                    error = error.pop(0)
+                    if not self.model.transaction_errors[tid]:
+                        del self.model.transaction_errors[tid]
+                out.append(proto.TransactionState(tid, error))
             elif d is None:
                 out.append(proto.TransactionState(tid, "TRANSACTIONAL_ID_NOT_FOUND"))
             elif d.coordinator_id != node:

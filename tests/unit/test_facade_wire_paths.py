@@ -7,6 +7,7 @@ test_lso.py (test_stable_and_high_offsets_one_request_per_leader_and_level_and_a
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from kafkatxn import hanging, remedy, transactions
@@ -156,7 +157,7 @@ def test_a_dead_coordinators_ids_are_missing_by_id():
 def test_an_unanswered_app_10_leaves_app_1_and_app_answered_in_the_hanging_rule():
     model = coordinated_model()
     model.transaction_errors["app-10"] = "COORDINATOR_LOAD_IN_PROGRESS"
-    view, missing = hanging.coordinator_view(FakeCluster(model), [10, 11, 12])
+    view, missing = hanging.coordinator_view(FakeCluster(model, timeout_s=2), [10, 11, 12])
     assert view.transactional_ids == {10: "app", 11: "app-1", 12: "app-10"} and view.ids_complete
     assert set(view.unanswered_ids) == {"app-10"}
     assert [m.reason for m in view.unanswered_ids["app-10"]] == ["COORDINATOR_LOAD_IN_PROGRESS"]
@@ -168,7 +169,7 @@ def test_an_unanswered_app_10_gives_app_1_its_own_row_in_transactions():
     model = coordinated_model()
     model.transaction_errors["app-10"] = "COORDINATOR_LOAD_IN_PROGRESS"
     model.transactions.pop("app")
-    result = transactions.describe_transactions(FakeCluster(model), ["app-1", "app-10", "app"])
+    result = transactions.describe_transactions(FakeCluster(model, timeout_s=2), ["app-1", "app-10", "app"])
     rows = {r.transactional_id: r for r in result.rows}
     assert (rows["app-1"].status, rows["app-1"].state, rows["app-1"].error) == ("found", "Ongoing", None)
     assert rows["app"].status == transactions.NOT_FOUND
@@ -201,8 +202,8 @@ def test_offsets_missing_for_t_10_are_not_missing_for_t_1():
 
 def test_a_broker_failing_list_transactions_is_missing_as_that_broker():
     model = coordinated_model()
-    model.listing_errors[2] = "COORDINATOR_LOAD_IN_PROGRESS"
-    listed, _support = FakeCluster(model).list_transactions()
+    model.listing_errors[2] = "COORDINATOR_LOAD_IN_PROGRESS"  # asked again within half the time left
+    listed, _support = FakeCluster(model, timeout_s=2).list_transactions()
     assert {t.transactional_id for t in listed.value} == {"app", "app-10"}
     assert [(m.subject, m.reason) for m in listed.missing] == [(Broker(2), "COORDINATOR_LOAD_IN_PROGRESS")]
 
@@ -285,3 +286,40 @@ def test_versions_known_from_a_connection_do_not_stand_in_for_a_later_probe():
     assert sent(model, proto.ApiVersions) == []
     facade.Cluster.api_versions(cluster, [1])
     assert [node for node, _r in sent(model, proto.ApiVersions)] == [1]
+
+
+# -- a coordinator that says "not yet" is asked again; one that does not answer, once -----------------
+
+
+def test_a_coordinator_loading_its_log_is_asked_until_it_answers():
+    """A cluster's first FindCoordinator creates __transaction_state (50 partitions by default): its
+    coordinators answer NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS, for a second or more.
+    CI failed when that outlasted the one retry there was."""
+    model = coordinated_model()
+    model.transaction_errors["app"] = ["NOT_COORDINATOR"] * 3 + ["COORDINATOR_LOAD_IN_PROGRESS"]
+    described = FakeCluster(model, timeout_s=10).describe_transactions(["app", "app-1"])
+    assert set(described.value.found) == {"app", "app-1"} and described.missing == []
+    asked = Counter(tid for _n, r in sent(model, proto.DescribeTransactions) for tid in r.transactional_ids)
+    assert asked == {"app": 5, "app-1": 1}  # only the id that was not answered is asked again
+
+
+def test_a_coordinator_that_never_loads_is_missing_after_half_the_time_left():
+    model = coordinated_model()
+    model.transaction_errors["app"] = "COORDINATOR_LOAD_IN_PROGRESS"
+    started = time.monotonic()
+    described = FakeCluster(model, timeout_s=2).describe_transactions(["app", "app-1"])
+    assert time.monotonic() - started < 1.2  # the rest of the deadline is the command's
+    assert [(m.subject, m.reason) for m in described.missing] == [(TransactionalId("app"), "COORDINATOR_LOAD_IN_PROGRESS")]
+    assert set(described.value.found) == {"app-1"}
+    assert len(sent(model, proto.DescribeTransactions)) >= 3
+
+
+def test_a_coordinator_that_does_not_answer_is_asked_once_more_not_until_the_deadline():
+    model = coordinated_model()
+    model.down.add(1)  # coordinates app and app-10
+    started = time.monotonic()
+    described = FakeCluster(model, timeout_s=4).describe_transactions(["app", "app-1"])
+    assert time.monotonic() - started < 1.0
+    assert [m.subject for m in described.missing] == [TransactionalId("app")]
+    assert set(described.value.found) == {"app-1"}
+    assert [n for n, _r in sent(model, proto.DescribeTransactions)].count(1) <= 2

@@ -146,7 +146,7 @@ def test_an_unreadable_log_is_undetermined_naming_the_acl_and_other_verdicts_are
 # -- the commands over the fake facade ---------------------------------------------------------
 
 
-def lost_commit_cluster(records):
+def lost_commit_cluster(records, timeout_s: float = 30):
     """orders-0: producer 7 epoch 3's transaction from offset 10 is open (LSO 10, HW 16); its id's
     coordinator describes CompleteCommit with no partitions; ``records`` are its log."""
     model = KafkaModel(brokers=(1,), cluster_id="cid-1")
@@ -158,7 +158,7 @@ def lost_commit_cluster(records):
     model.transactions = {TID: TransactionDescription(TID, 1, "CompleteCommit", PID, EPOCH, 60_000, -1, frozenset())}
     model.transaction_log_by_id[TID] = list(records)
     model.max_timeouts = {1: "900000"}
-    return FakeCluster(model)
+    return FakeCluster(model, timeout_s)
 
 
 @pytest.fixture
@@ -411,7 +411,7 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
     from kafkatxn import check, exporter
     from kafkatxn.snapshot import gather_snapshot
 
-    fake = lost_commit_cluster(committed())
+    fake = lost_commit_cluster(committed(), timeout_s=3)  # a coordinator that stays loading costs half the time left
     fake.model.groups = {"billing": {X: 10}}
     if fault == "log_denied":
         fake.model.transaction_log_denied = True
