@@ -32,7 +32,7 @@ from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.gaps import Gap, explain, gap_of
 from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionLogHistory
 from kafkatxn.output import Report
-from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, OpenTransaction, Verdict
+from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, OpenTransaction, PinVerdict, Verdict
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -49,6 +49,7 @@ class TxnVerdict(str, enum.Enum):
     long_running = "long_running"  # tracked, but past its own timeout or idle past transaction.max.timeout.ms
     tracked = "tracked"  # tracked and within its timeout: the coordinator ends it by then
     undetermined = "undetermined"  # the coordinators could not say
+    recent = "recent"  # not tracked (or its coordinator could not say), but it wrote within transaction.max.timeout.ms
     lost_commit = "lost_commit"  # its coordinator committed it; the partition lost the COMMIT marker (kafkatxn.lost_commit)
 
 
@@ -271,31 +272,35 @@ def decide(
     aborts_at = started + d.timeout_ms if started is not None and d is not None and d.state == "Ongoing" else None
     reasons = "; ".join(dict.fromkeys(c.reason for c in classifications))
 
-    if not classifications or Verdict.UNDETERMINED in found:
+    # Is it hanging? The one definition lso, check and the exporter use (verdicts.pin_verdict):
+    # within transaction.max.timeout.ms of its last write nothing is hanging, tracked or not.
+    pinned = {verdicts.pin_verdict(c, now_ms, max_timeout_ms) for c in classifications}
+    if not classifications or PinVerdict.UNDETERMINED in pinned:
         why = next((c.reason for c in classifications if c.verdict is Verdict.UNDETERMINED), "no verdict")
         return TxnVerdict.undetermined, why, Action.undecided, f"cannot decide: {why}", None, None, age, aborts_at
-    if Verdict.LOST_COMMIT in found and candidate:
+    if PinVerdict.LOST_COMMIT in pinned:
         commands = " && ".join(
             f"kafkatxn restore-commit --topic {_quote(c.open_txn.tp.topic)} --partition {c.open_txn.tp.partition} "
             f"--start-offset {p.current_txn_start_offset}{bound}"
             for c in classifications if c.verdict is Verdict.LOST_COMMIT
         )
         return TxnVerdict.lost_commit, reasons, Action.restore_commit, commands, None, None, age, None
-    if Verdict.HANGING in found or Verdict.LOST_COMMIT in found:
-        if candidate:
-            commands = " && ".join(
-                f"kafkatxn abort --topic {_quote(tp.topic)} --partition {tp.partition} --start-offset {p.current_txn_start_offset}{bound}"
-                for tp in pin.tps
-            )
-            return TxnVerdict.hanging, reasons, Action.abort, commands, None, None, age, None
-        # hanging's rule decides only after transaction.max.timeout.ms of silence: a transaction that
-        # just began may not be registered with its coordinator yet.
+    if PinVerdict.HANGING in pinned:
+        commands = " && ".join(
+            f"kafkatxn abort --topic {_quote(tp.topic)} --partition {tp.partition} --start-offset {p.current_txn_start_offset}{bound}"
+            for tp in pin.tps
+        )
+        return TxnVerdict.hanging, reasons, Action.abort, commands, None, None, age, None
+    if found - {Verdict.LONG_RUNNING}:
+        # Not tracked, or its coordinator could not say, but written lately: hanging's rule decides
+        # only after transaction.max.timeout.ms of silence (a transaction that just began may not be
+        # registered with its coordinator yet), so `hanging` does not list it and nothing is decided.
         ready = p.last_timestamp_ms + max_timeout_ms + 1
         why = (
-            f"{reasons}, but its last write is within transaction.max.timeout.ms ({max_timeout_ms} ms); "
-            f"hanging's rule decides from {_clock(ready)}: run diagnose again then"
+            f"{reasons}, but its last write is within transaction.max.timeout.ms ({max_timeout_ms} ms): "
+            f"not hanging by hanging's rule, which decides from {_clock(ready)}"
         )
-        return TxnVerdict.undetermined, why, Action.undecided, f"cannot decide: {why}", None, ready, age, None
+        return TxnVerdict.recent, why, Action.wait, rerun, fence, ready, age, None
     # Tracked by its coordinator.
     if candidate:
         why = f"idle past transaction.max.timeout.ms ({max_timeout_ms} ms) yet its coordinator still tracks it ({reasons})"

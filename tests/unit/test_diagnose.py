@@ -87,12 +87,30 @@ def test_hanging_suggests_abort_with_the_partition_and_start_offset():
 
 
 def test_hanging_rule_not_applied_before_the_max_timeout():
-    _, cluster = blocked_model(idle_ms=10_000, tracked=False)
+    """Not tracked, but written 10 s ago: not hanging by hanging's rule (``hanging`` does not list it,
+    ``lso`` says txn_hanging false), so not undetermined either: wait, and diagnose again when the
+    rule can decide. It used to be undetermined (exit 3) here alone."""
+    model, cluster = blocked_model(idle_ms=10_000, tracked=False)
     d = diagnose.run(cluster, ["billing"])
     (t,) = d.transactions
-    assert t.verdict is TxnVerdict.undetermined and t.action is Action.undecided
-    assert t.command.startswith("cannot decide: ") and "transaction.max.timeout.ms" in t.command
-    assert d.exit_code == 3
+    assert t.verdict is TxnVerdict.recent and t.action is Action.wait
+    assert t.command.startswith("kafkatxn diagnose") and "billing" in t.command
+    assert "not hanging by hanging's rule" in t.reason and "transaction.max.timeout.ms" in t.reason
+    (producer,) = model.producers[ORDERS]
+    assert t.until_ms == producer.last_timestamp_ms + MAX + 1
+    assert d.exit_code == 1  # a group blocked within the timeouts
+
+
+def test_a_recent_pin_whose_coordinator_is_gone_is_recent_and_says_why():
+    """Within transaction.max.timeout.ms nothing is hanging, whatever its coordinator could say: the
+    verdict is determined (``lso --groups`` exits 1 here too), and the reason names what did not answer."""
+    model, cluster = blocked_model(idle_ms=10_000, coordinator=2)
+    model.stop_broker(2)
+    d = diagnose.run(cluster, ["billing"])
+    (t,) = d.transactions
+    assert t.verdict is TxnVerdict.recent and t.action is Action.wait
+    assert "__transaction_state-1" in t.reason and "not hanging by hanging's rule" in t.reason
+    assert d.exit_code == 1
 
 
 def test_coordinator_unavailable_cannot_decide_and_says_why():

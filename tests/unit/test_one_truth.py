@@ -209,6 +209,31 @@ def test_every_command_rates_each_group_the_same(capsys, fake):
     assert answers["keeping"]["critical"]["check"] is False
 
 
+
+def test_every_command_calls_a_recent_untracked_pin_not_hanging_yet(capsys, fake):
+    """No coordinator tracks orders-1's transaction, but its producer wrote 1 s ago: hanging's rule
+    decides only after transaction.max.timeout.ms of silence, so it is not hanging. ``diagnose``
+    used to call it undetermined (exit 3) while ``hanging``, ``lso`` and ``check`` said not hanging."""
+    now = int(time.time() * 1000)
+    fake.model.producers[ORDERS1] = [ProducerState(8, 0, 3, now - 1_000, 1, 4)]
+    fake.model.record_timestamps[ORDERS1] = {4: now - 2_000}  # it began 2 s ago
+    fake.model.groups["behind"] = {ORDERS1: 4}
+    found, _ = cli(capsys, "hanging", "-t", "orders", "-p", "1")
+    (row,), lso_code = cli(capsys, "lso", "--groups", "behind", "--critical-age", "1000d")
+    checked, _ = cli(capsys, "check", "--groups", "--group-regex", "^behind$", "--txn-age-crit", "none",
+                              "--txn-age-warn", "none", "--lso-lag-warn", "none", "--lso-lag-crit", "none", codes=(0, 1, 2, 3))
+    diagnosed, diagnose_code = cli(capsys, "diagnose", "--group", "behind", codes=(0, 1, 2, 3))
+    (txn,) = diagnosed["transactions"]
+    assert found["hanging"] == [] and row["txn_hanging"] is False
+    assert txn["verdict"] == "recent" and txn["action"] == "wait", txn
+    assert txn["until_ms"] == fake.model.producers[ORDERS1][0].last_timestamp_ms + MAX + 1
+    # check: the group waits on a transaction in flight (young: no finding), never undetermined.
+    assert (checked["groups_waiting"], checked["groups_blocked"]) == (1, 0)
+    assert [f for f in checked["findings"] if f["subject"] == "behind"] == []
+    assert (row["verdict"], diagnosed["groups"][0]["status"]) == ("blocked", "blocked")
+    assert lso_code == diagnose_code == 1, (lso_code, diagnose_code)  # (check's 2 is orders-2, hanging elsewhere)
+
+
 ORDERS4 = TopicPartition("orders", 4)
 
 
