@@ -327,17 +327,6 @@ def is_overdue(txn: OpenTransaction | None, now_ms: int) -> bool:
     return not d.two_phase_commit and now_ms - txn.coordinator_start_time_ms > d.timeout_ms
 
 
-def is_hanging(classification: Classification | None, now_ms: int, max_transaction_timeout_ms: int | None) -> bool:
-    """Hanging by the whole rule: idle past the maximum timeout (:func:`is_candidate`) and
-    classified hanging (:func:`classify`). Without the maximum timeout nothing is hanging."""
-    return (
-        classification is not None
-        and max_transaction_timeout_ms is not None
-        and classification.verdict is Verdict.HANGING
-        and is_candidate(classification.open_txn.producer, now_ms, max_transaction_timeout_ms)
-    )
-
-
 class PinVerdict(str, enum.Enum):
     """What the whole rule says of an open transaction (the one pinning an LSO), its hanging
     classification settled by its coordinator's log as ``hanging`` settles it."""
@@ -349,7 +338,8 @@ class PinVerdict(str, enum.Enum):
 
 
 def pin_verdict(classification: Classification | None, now_ms: int, max_transaction_timeout_ms: int | None) -> PinVerdict:
-    """:func:`is_hanging`'s rule over a classification settled by the coordinator's log
+    """The whole rule (idle past the maximum timeout, :func:`is_candidate`, and classified hanging,
+    :func:`classify`) over a classification settled by the coordinator's log
     (:func:`kafkatxn.lost_commit.settle`): within the maximum timeout nothing is hanging (``hanging``
     does not list it either); past it, the settled verdict. Without a classification, or without
     the maximum timeout where the coordinators do not say it is tracked, it is undetermined."""

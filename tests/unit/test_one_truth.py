@@ -332,9 +332,10 @@ def test_hanging_needs_the_whole_rule():
     view = verdicts.CoordinatorView()  # every log partition answered, no id maps the producer
     young, idle = open_txn(last_ms=MAX), open_txn(last_ms=0)
     assert verdicts.classify(young, view).verdict is verdicts.Verdict.HANGING  # the coordinator side alone
-    assert not verdicts.is_hanging(verdicts.classify(young, view), MAX + 1, MAX)
-    assert verdicts.is_hanging(verdicts.classify(idle, view), MAX + 1, MAX)
-    assert not verdicts.is_hanging(verdicts.classify(idle, view), MAX + 1, None)
+    V = verdicts.PinVerdict
+    assert verdicts.pin_verdict(verdicts.classify(young, view), MAX + 1, MAX) is V.NOT_HANGING
+    assert verdicts.pin_verdict(verdicts.classify(idle, view), MAX + 1, MAX) is V.HANGING
+    assert verdicts.pin_verdict(verdicts.classify(idle, view), MAX + 1, None) is V.UNDETERMINED  # never a guess
 
 
 def test_an_unreadable_first_record_keeps_the_lower_bound_and_says_why(fake):
