@@ -45,9 +45,10 @@ class Verdict(str, enum.Enum):
 
 
 def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit signed)."""
+    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit signed; a lone surrogate, which a Java
+    string may hold, is its own code unit)."""
     h = 0
-    data = s.encode("utf-16-be")
+    data = s.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h

@@ -65,6 +65,7 @@ from kafkatxn.audit.txnlog_records import (
     _FAST_RECORDS, KIND_CORRUPT, KIND_UNKNOWN_VERSION, DecodeCounts, TxnLogRecord, UndecodedRecord, _RecordBuilder,
 )
 from kafkatxn.model import TRANSACTION_STATES
+from kafkatxn.verdicts import coordinator_partition  # the one definition; exported here for the audit and history
 
 __all__ = [
     "KEY_VERSION", "STATES", "TAG_CLIENT_TRANSACTION_VERSION", "TAG_NEXT_PRODUCER_EPOCH", "TAG_NEXT_PRODUCER_ID",
@@ -416,14 +417,3 @@ def decode(
     if counts is not None:
         counts.count(out)
     return out
-
-
-def coordinator_partition(transactional_id: str, partition_count: int) -> int:
-    """The ``__transaction_state`` partition holding ``transactional_id``'s records, as the coordinator
-    picks it: ``Utils.abs(transactionalId.hashCode) % partitionCount`` (Java's String.hashCode, over UTF-16 code units)."""
-    h = 0
-    raw = transactional_id.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(raw), 2):
-        h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
-    signed = h - (1 << 32) if h & 0x80000000 else h
-    return (0 if signed == -(1 << 31) else abs(signed)) % partition_count  # Kafka's Utils.abs
