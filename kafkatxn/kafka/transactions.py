@@ -16,8 +16,9 @@ from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.errors import part_missing
 from kafkatxn.kafka.retry import Backoff
+from kafkatxn.verdicts import coordinator_partition
 from kafkatxn.model import (
-    IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, Broker, DescribedTransactions, ListTransactionsSupport, Missing, Part, Partial,
+    TRANSACTION_STATE_TOPIC, IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, Broker, DescribedTransactions, ListTransactionsSupport, Missing, Part, Partial,
     TransactionalId, TransactionDescription, TransactionListing,
 )
 
@@ -26,6 +27,7 @@ log = logging.getLogger("kafkatxn.cluster")
 # The probe's transactional id: random, so no transaction has it and no literal ACL names it; it
 # begins with "~" so that no prefixed ACL an operator writes for real ids (``app-``, ``k``) covers it.
 PROBE_ID_PREFIX = "~kafkatxn-visibility-probe-"
+PROBE_ID_TRIES = 200  # random ids tried for one whose log partition has a live leader
 
 
 def describe_acl(transactional_id: str) -> str:
@@ -210,7 +212,7 @@ class TransactionsApi:
         while the coordinator says "not yet" (on a cluster that never had a transaction, the first
         FindCoordinator creates ``__transaction_state``: NOT_COORDINATOR until it is loaded).
         """
-        probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
+        probe = self._probe_id()
         try:
             described = self._describe_transactions([probe])
         except UnsupportedBrokerError as exc:
@@ -222,6 +224,21 @@ class TransactionsApi:
             return Partial(IDS_FILTERED)
         reasons = "; ".join(m.reason for m in gaps) or "no answer"
         return Partial(IDS_UNKNOWN, [Missing(Part("transactional id visibility"), f"the probe did not answer: {reasons}")])
+
+
+    def _probe_id(self) -> str:
+        """A random id whose ``__transaction_state`` partition has a leader that has not gone silent
+        in this command: any coordinator can answer the authorizer's question, so the probe is not
+        sent to a log partition without one (it would wait out its backoff for nothing). Without the
+        log in the metadata (a cluster that never had a transaction), any id."""
+        leaders = {p.partition: p.leader for p in self.metadata().partitions if p.topic == TRANSACTION_STATE_TOPIC}
+        probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
+        for _ in range(PROBE_ID_TRIES):
+            leader = leaders.get(coordinator_partition(probe, len(leaders))) if leaders else None
+            if leader is None or (leader >= 0 and leader not in self.silent):
+                break
+            probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
+        return probe
 
 
 # What a coordinator answers while its part of the log is created, moves or loads: asked again

@@ -312,13 +312,15 @@ class FakeWire:
         return proto.ListTransactionsResponse(None, tuple(sorted(rows, key=lambda r: r.transactional_id)))
 
     def _FindTransactionCoordinators(self, node, request):
-        return proto.FindTransactionCoordinatorsResponse(
-            tuple(
-                proto.Coordinator(t, None, self.model.coordinator(t)) if self.model.may_describe(t)
-                else proto.Coordinator(t, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", -1)
-                for t in request.transactional_ids
-            )
-        )
+        def answer(t: str) -> proto.Coordinator:
+            if not self.model.may_describe(t):
+                return proto.Coordinator(t, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", -1)
+            coordinator = self.model.coordinator(t)
+            if coordinator < 0:  # its log partition has no leader (KafkaApis.getCoordinator)
+                return proto.Coordinator(t, "COORDINATOR_NOT_AVAILABLE", -1)
+            return proto.Coordinator(t, None, coordinator)
+
+        return proto.FindTransactionCoordinatorsResponse(tuple(answer(t) for t in request.transactional_ids))
 
     def _DescribeTransactions(self, node, request):
         out = []

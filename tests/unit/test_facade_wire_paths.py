@@ -13,7 +13,7 @@ from collections import Counter
 from kafkatxn import hanging, remedy, transactions
 from kafkatxn.kafka import facade, producer_state
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.model import Broker, ProducerState, TransactionalId, TransactionDescription
+from kafkatxn.model import IDS_ALL, Broker, ProducerState, TransactionalId, TransactionDescription
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 NOW = 1_700_000_000_000
@@ -323,3 +323,16 @@ def test_a_coordinator_that_does_not_answer_is_asked_once_more_not_until_the_dea
     assert [m.subject for m in described.missing] == [TransactionalId("app")]
     assert set(described.value.found) == {"app-1"}
     assert [n for n, _r in sent(model, proto.DescribeTransactions)].count(1) <= 2
+
+
+def test_the_visibility_probe_asks_a_log_partition_that_has_a_leader():
+    """The probe's id is random; any coordinator can say whether the principal may describe it, so
+    it is not sent to a __transaction_state partition without a leader, where it would wait out its
+    backoff and then say the visibility is unknown."""
+    model = KafkaModel(brokers=(1, 2))
+    model.add_transaction_log([1, -1])  # __transaction_state-1 has no leader
+    for _ in range(20):
+        model.sent.clear()
+        visibility = FakeCluster(model, timeout_s=10).transactional_id_visibility()
+        assert (visibility.value, visibility.missing) == (IDS_ALL, [])
+        assert len(sent(model, proto.DescribeTransactions)) == 1
