@@ -16,11 +16,11 @@ from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.errors import part_missing
 from kafkatxn.kafka.retry import Backoff
-from kafkatxn.verdicts import coordinator_partition
 from kafkatxn.model import (
-    TRANSACTION_STATE_TOPIC, IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, Broker, DescribedTransactions, ListTransactionsSupport, Missing, Part, Partial,
-    TransactionalId, TransactionDescription, TransactionListing,
+    IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, TRANSACTION_STATE_TOPIC, Broker, DescribedTransactions, ListTransactionsSupport,
+    Missing, Part, Partial, TransactionalId, TransactionDescription, TransactionListing,
 )
+from kafkatxn.verdicts import coordinator_partition
 
 log = logging.getLogger("kafkatxn.cluster")
 
