@@ -60,9 +60,9 @@ class GroupsApi:
         it coordinates). A broker that answers with an error (COORDINATOR_LOAD_IN_PROGRESS right
         after ``__consumer_offsets`` is created) is asked again as ``retry.Backoff`` allows (within
         half the time left); a broker that still does not list its groups then (an error, frozen,
-        dead) leaves them out, named in
-        the missing part ``consumer groups`` (a group missing from an incomplete list is not
-        unknown). When no broker answers at all, the error that ends the command."""
+        dead) leaves them out, named in the missing part ``consumer groups`` (a group missing from
+        an incomplete list is not unknown). When no broker answers at all, the error that ends the
+        command."""
         brokers = [b.id for b in self.metadata().brokers]
         backoff = Backoff(self.deadline)
         listed: dict[str, int] = {}
