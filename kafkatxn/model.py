@@ -70,6 +70,12 @@ class ClusterMetadata:
         several times a command, over 10,000s of partitions."""
         return {TopicPartition(p.topic, p.partition): p.leader for p in self.partitions}
 
+    @functools.cached_property
+    def transaction_log(self) -> tuple[PartitionInfo, ...]:
+        """``__transaction_state``'s partitions in partition order (empty: not in the metadata), found
+        once per metadata answer: each id's coordinator is the leader of one of them."""
+        return tuple(sorted((p for p in self.partitions if p.topic == TRANSACTION_STATE_TOPIC), key=lambda p: p.partition))
+
 
 @dataclass(frozen=True)
 class ProducerState:

@@ -73,7 +73,7 @@ def transaction_log_gaps(metadata: ClusterMetadata, answered_brokers: Iterable[i
     partitions at all (topic not in the metadata) means no coordinator could be asked.
     """
     answered = set(answered_brokers)
-    log = sorted((p for p in metadata.partitions if p.topic == TRANSACTION_STATE_TOPIC), key=lambda p: p.partition)
+    log = metadata.transaction_log
     if not log:
         # Metadata also leaves it out for a principal that may not DESCRIBE it.
         return [Missing(

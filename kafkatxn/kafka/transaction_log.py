@@ -117,7 +117,7 @@ class TransactionLogApi:
         tids = sorted(set(transactional_ids))
         if not tids:
             return Partial({})
-        count = sum(1 for p in self.metadata().partitions if p.topic == TRANSACTION_STATE_TOPIC)
+        count = len(self.metadata().transaction_log)
         if not count:
             why = f"{TRANSACTION_STATE_TOPIC} is not in the metadata (not authorized: needs DESCRIBE on Topic {TRANSACTION_STATE_TOPIC})"
             return Partial({}, [Missing(TransactionalId(t), why) for t in tids])

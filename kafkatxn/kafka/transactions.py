@@ -17,7 +17,7 @@ from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.errors import part_missing
 from kafkatxn.kafka.retry import Backoff
 from kafkatxn.model import (
-    IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, TRANSACTION_STATE_TOPIC, Broker, DescribedTransactions, ListTransactionsSupport,
+    IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, Broker, DescribedTransactions, ListTransactionsSupport,
     Missing, Part, Partial, TransactionalId, TransactionDescription, TransactionListing,
 )
 from kafkatxn.verdicts import coordinator_partition
@@ -231,7 +231,7 @@ class TransactionsApi:
         in this command: any coordinator can answer the authorizer's question, so the probe is not
         sent to a log partition without one (it would wait out its backoff for nothing). Without the
         log in the metadata (a cluster that never had a transaction), any id."""
-        leaders = {p.partition: p.leader for p in self.metadata().partitions if p.topic == TRANSACTION_STATE_TOPIC}
+        leaders = {p.partition: p.leader for p in self.metadata().transaction_log}
         probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
         for _ in range(PROBE_ID_TRIES):
             leader = leaders.get(coordinator_partition(probe, len(leaders))) if leaders else None
