@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import faulthandler
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -15,6 +17,7 @@ from kafkatxn.errors import UsageError
 from kafkatxn.validation import compile_regex
 
 HTTP = "HTTP"
+SHUTDOWN_GRACE_S = 1.0  # beyond the scrape deadline, for a gather to return once its deadline passed
 
 
 def register(app: typer.Typer) -> None:
@@ -68,7 +71,9 @@ def register(app: typer.Typer) -> None:
             # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
             check_client_settings(config)
             gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex)
-            return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
+            collector = exporter.SnapshotCollector(gatherer, options, cache_ttl_s)
+            # At shutdown a running gather ends within its deadline before its clients are closed.
+            return collector, lambda: collector.close(gatherer.close, scrape_timeout_s + SHUTDOWN_GRACE_S)
 
         metrics = close_metrics = None
         if _cluster_given(ctx):
@@ -76,6 +81,9 @@ def register(app: typer.Typer) -> None:
         probes = exporter_http.ProbeTargets(lambda name: config_mod.resolve(profile=name), collector_for)
         app = exporter_http.ExporterApp(metrics, probes, web_config)
         exporter.pin_mmap_threshold()  # RSS stays flat over days of scrapes
+        # A process that runs for days: if a native library ever crashes it, stderr names the Python
+        # stack of every thread (file, line and function only, no values).
+        _dump_stacks_on_crash()
         try:
             exporter_http.serve(app, listen, on_ready=lambda url: ctx.note(f"kafkatxn exporter: serving {url}"))
         finally:
@@ -83,6 +91,13 @@ def register(app: typer.Typer) -> None:
                 close_metrics()
             probes.close()
         return 0
+
+
+def _dump_stacks_on_crash() -> None:
+    try:
+        faulthandler.enable(sys.__stderr__, all_threads=True)
+    except (AttributeError, ValueError, OSError):  # no real stderr (embedded, closed): nothing to write to
+        pass
 
 
 def _cluster_given(ctx: CommandContext) -> bool:

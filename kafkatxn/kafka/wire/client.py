@@ -206,8 +206,25 @@ class Wire:
         return cls(admin), _decode_metadata(p.Metadata(), response), answered
 
     def close(self) -> None:
+        """Close the connections on the IO thread that owns them, then stop it.
+
+        kafka-python's own close shuts the sockets from the calling thread while the IO thread
+        still runs its loop over them: a TLS socket could be shut and freed on one thread while
+        the other reads it. The exporter closes from its main thread at SIGTERM, the one place
+        that ever happened (CI saw the exporter abort once there with "double free").
+        """
         self._built.clear()
         self._bodies.clear()
+        manager = self._manager
+
+        async def close_connections() -> None:
+            manager.close()
+
+        try:
+            if not manager.closed:
+                manager.run(close_connections)
+        except Exception:  # noqa: BLE001 - a stopped or crashed loop: kafka-python's close below still runs
+            log.debug("closing the connections on the IO thread failed", exc_info=True)
         self._client.close()
 
     def learn_brokers(self, brokers: Sequence[BrokerInfo]) -> None:
