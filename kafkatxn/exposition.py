@@ -263,9 +263,15 @@ class _Body(list):
             on_close()
 
 
+# Prometheus always asks for gzip. The 60 MB body of 5,000 groups x 20 partitions compressed in
+# 0.095 s at level 1 (2.37 MB) against 0.379 s at level 6 (2.06 MB): a fifth of the time for a body
+# 15 % larger, which a scrape over any network carries in milliseconds.
+GZIP_LEVEL = 1
+
+
 def make_wsgi_app(registry: Collector) -> Callable:
-    """prometheus_client's ``make_wsgi_app`` for ``registry`` with :func:`encode`. gzip at level 6
-    (prometheus_client uses 9): about as small, several times faster on a 7 MB body."""
+    """prometheus_client's ``make_wsgi_app`` for ``registry`` with :func:`encode`, gzip at
+    :data:`GZIP_LEVEL` (prometheus_client uses 9)."""
 
     def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
         method = environ["REQUEST_METHOD"]
@@ -285,7 +291,7 @@ def make_wsgi_app(registry: Collector) -> Callable:
                 output = encoder(target)
                 status, headers = "200 OK", [("Content-Type", content_type)]
                 if _text.gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING")):
-                    output = gzip.compress(output, compresslevel=6)
+                    output = gzip.compress(output, compresslevel=GZIP_LEVEL)
                     headers.append(("Content-Encoding", "gzip"))
                 start_response(status, headers)
             except BaseException:

@@ -141,6 +141,17 @@ def test_the_wsgi_app_negotiates_as_prometheus_client_does(accept, encoding):
     assert call(ours, accept, encoding) == call(theirs, accept, encoding)
 
 
+def test_gzip_is_the_fastest_level():
+    registry = odd_registry()
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "", "wsgi.input": io.BytesIO(),
+               "HTTP_ACCEPT_ENCODING": "gzip"}
+    result = exposition.make_wsgi_app(registry)(environ, lambda status, headers: None)
+    body = b"".join(result)
+    result.close()
+    # gzip's header byte 8 (XFL): 4 when the compressor used its fastest algorithm (level 1), 0 for 2-8
+    assert body[:2] == b"\x1f\x8b" and body[8] == 4
+
+
 @pytest.mark.parametrize("query", ["name[]=kafkatxn_test_scalar", "name[]=kafkatxn_test_numbers&name[]=kafkatxn_test_events"])
 def test_name_filters_and_methods_are_prometheus_clients(query):
     registry = odd_registry()
