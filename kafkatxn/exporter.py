@@ -15,6 +15,7 @@ Names: one ``kafkatxn_`` prefix, base units (``_seconds``, ``_messages``), and n
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import os
 import sys
@@ -248,16 +249,20 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
         # unknown: no series, never a reassuring 0
         stuck.values = [None if is_stuck is None else 1 if is_stuck else 0 for is_stuck in stuck_of]
         out += [blocked, stuck]
-    summed = [(name, columns[field]) for name, field, _doc in GROUP_FIGURES]
+    stuck_ones = [1 if is_stuck else 0 for is_stuck in stuck_of]
+    summed = [columns[field] for _name, field, _doc in GROUP_FIGURES] + [blocked_of, stuck_ones]
     sums: dict[str, list[int]] = {}  # group -> the GROUP_FIGURES' sums, blocked partitions, stuck partitions
-    for i, group in enumerate(groups):
+    # A group's samples come one after another (group_positions' order): each run is summed in
+    # slices, not 100,000 rows one by one. A group met again later adds to its sums all the same.
+    start = 0
+    for group, run in itertools.groupby(groups):
+        end = start + sum(1 for _ in run)
         acc = sums.get(group)
         if acc is None:
-            acc = sums[group] = [0] * (len(summed) + 2)
-        for j, (_name, column) in enumerate(summed):
-            acc[j] += column[i]
-        acc[-2] += blocked_of[i]
-        acc[-1] += 1 if stuck_of[i] else 0
+            acc = sums[group] = [0] * len(summed)
+        for j, column in enumerate(summed):
+            acc[j] += sum(column[start:end])
+        start = end
     stuck_known = None not in stuck_of
     ordered = sorted(sums)
     by_group = LabelRows(["group"])

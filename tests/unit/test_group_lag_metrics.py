@@ -129,3 +129,21 @@ def test_groups_that_do_not_answer_leave_the_offsets_pass_time_of_its_own():
     (groups_missing,) = [m for m in snap.missing if m.subject == Part("consumer groups")]
     assert "no answer within 1.0s" in groups_missing.reason
     assert cluster.deadline - time.monotonic() > 0  # the deadline of the scrape is back
+
+
+def test_per_group_sums_add_every_sample_of_a_group_in_any_order():
+    rows = [
+        GroupSample("a", "t", 0, 1, 2, 3, False), GroupSample("a", "t", 1, 10, 20, 30, True, 5, True),
+        GroupSample("b", "t", 0, 100, 200, 300, False),
+        GroupSample("a", "u", 0, 1000, 2000, 3000, True, 5, False),  # "a" again, after "b"
+        GroupSample("c", "t", 0, 0, 0, 0, False),
+    ]
+    got = samples(render_text(snapshot_with(tuple(rows))))
+    for group in ("a", "b", "c"):
+        mine = [r for r in rows if r.group == group]
+        assert got[f"kafkatxn_group_summed_lag_messages{{group={group}}}"] == sum(r.lag_messages for r in mine)
+        assert got[f"kafkatxn_group_summed_lag_to_lso_messages{{group={group}}}"] == sum(r.lag_to_lso_messages for r in mine)
+        assert got[f"kafkatxn_group_summed_lag_to_high_watermark_messages{{group={group}}}"] == sum(r.lag_to_hw_messages for r in mine)
+        assert got[f"kafkatxn_group_blocked_partitions{{group={group}}}"] == sum(r.blocked for r in mine)
+    assert got["kafkatxn_groups_blocked{}"] == 1
+    assert got["kafkatxn_groups_stuck{}"] == 1  # "a": blocked behind a hanging transaction on t-1
