@@ -8,6 +8,7 @@ the broker restarts kafkatxn_up is 1 again without touching the exporter.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -93,3 +94,48 @@ def test_concurrent_scrapes_share_one_gather(kafka, unique_name):
         assert all(r[("kafkatxn_partitions", ())] == 2 for r in results)
     finally:
         exporter.stop()
+
+
+def test_sigterm_during_a_gather_waits_for_it_then_exits_cleanly(kafka_factory, unique_name):
+    """Stopping while a scrape gathers from a frozen broker: the exporter lets that gather end (its
+    deadline is the scrape timeout), closes the connections it used and exits 0, with no crash on
+    stderr. Closing them under the gather, from the main thread, is what the wait prevents."""
+    cluster = kafka_factory()
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, unique_name, partitions=1)
+    exporter = ExporterProcess("-b", bootstrap, "--cache-ttl", "0s", "--scrape-timeout", f"{SCRAPE_TIMEOUT_S}s")
+    process = cluster._node(cluster.broker_ids[0]).process
+    scraped: list[object] = []
+
+    def scrape() -> None:
+        try:
+            scraped.append(exporter.scrape()[0])
+        except Exception as exc:  # noqa: BLE001 - the process may end before it answers: recorded, not the test's error
+            scraped.append(exc)
+
+    try:
+        assert exporter.scrape()[0][("kafkatxn_up", ())] == 1  # connections open before the freeze
+        process.send_signal(signal.SIGSTOP)
+        scraping = threading.Thread(target=scrape)
+        scraping.start()
+        time.sleep(0.5)  # the gather now waits on the frozen broker
+        started = time.monotonic()
+        code = exporter.stop()
+        took = time.monotonic() - started
+        scraping.join(SCRAPE_TIMEOUT_S + 10)
+    finally:
+        process.send_signal(signal.SIGCONT)
+    time.sleep(0.2)  # the last lines of stderr reach the reader thread
+    stderr = "".join(exporter.stderr_lines) + _drained(exporter)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "Fatal Python error" not in stderr and "double free" not in stderr, stderr
+    # It waited for the gather (it did not close the clients under it), and no longer than its deadline.
+    assert 0.3 <= took <= SCRAPE_TIMEOUT_S + 2, took
+    assert len(scraped) == 1
+
+
+def _drained(exporter: ExporterProcess) -> str:
+    lines = []
+    while not exporter._stderr.empty():
+        lines.append(exporter._stderr.get_nowait())
+    return "".join(lines)
