@@ -185,13 +185,19 @@ def test_scrapes_arriving_during_a_gather_wait_for_it_instead_of_starting_anothe
     assert results == [1.0] * 6
 
 
-def test_closing_waits_for_a_running_gather_before_releasing_its_clients():
+def scrape_in_progress() -> tuple[threading.Event, SnapshotCollector, threading.Thread]:
+    """A collector whose gather has started and runs until the returned event is set."""
     release = threading.Event()
     gather = CountingGather(release=release)
     collector = SnapshotCollector(gather, cache_ttl_s=0)
     scrape = threading.Thread(target=lambda: list(collector.collect()))
     scrape.start()
     assert gather.started.wait(5)
+    return release, collector, scrape
+
+
+def test_closing_waits_for_a_running_gather_before_releasing_its_clients():
+    release, collector, scrape = scrape_in_progress()
     released: list[bool] = []  # whether the gather had been let go when the clients were closed
     closing = threading.Thread(target=lambda: collector.close(lambda: released.append(release.is_set()), wait_s=5))
     closing.start()
@@ -204,12 +210,7 @@ def test_closing_waits_for_a_running_gather_before_releasing_its_clients():
 
 
 def test_closing_does_not_wait_past_its_limit_for_a_gather_that_never_ends():
-    release = threading.Event()
-    gather = CountingGather(release=release)
-    collector = SnapshotCollector(gather, cache_ttl_s=0)
-    scrape = threading.Thread(target=lambda: list(collector.collect()))
-    scrape.start()
-    assert gather.started.wait(5)
+    release, collector, scrape = scrape_in_progress()
     released: list[str] = []
     started = time.monotonic()
     collector.close(lambda: released.append("closed"), wait_s=0.2)
