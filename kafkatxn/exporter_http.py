@@ -184,6 +184,38 @@ class ExporterServer(ThreadingMixIn, WSGIServer):
     allow_reuse_address = True
     web_config: WebConfigFile | None = None
 
+    def __init__(self, *args, **kwargs) -> None:
+        self._requests_lock = threading.Condition()
+        self._requests_running = 0  # requests accepted and not yet answered (see drain)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address) -> None:
+        with self._requests_lock:
+            self._requests_running += 1
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._request_done()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._request_done()
+
+    def _request_done(self) -> None:
+        with self._requests_lock:
+            self._requests_running -= 1
+            self._requests_lock.notify_all()
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the requests being served to finish (their threads are daemon
+        threads, which nothing else waits for): a scrape under way when the exporter is stopped gets
+        its whole answer. Whether none is left."""
+        with self._requests_lock:
+            return self._requests_lock.wait_for(lambda: self._requests_running == 0, timeout=max(timeout_s, 0.0))
+
     @property
     def tls(self) -> bool:
         return self.web_config is not None and self.web_config.tls
@@ -234,8 +266,9 @@ def start_server(app: ExporterApp, host: str, port: int) -> ExporterServer:
 
 
 def serve(app: ExporterApp, listen: str, on_ready: Callable[[str], None] | None = None,
-          stop: threading.Event | None = None) -> None:
-    """Serve until SIGINT/SIGTERM (or ``stop`` is set)."""
+          stop: threading.Event | None = None, drain_s: float = 0.0) -> None:
+    """Serve until SIGINT/SIGTERM (or ``stop`` is set), then stop listening and give the requests
+    under way up to ``drain_s`` to finish (a scrape's gather is bounded by its timeout)."""
     host, port = parse_listen(listen)
     server = start_server(app, host, port)
     stop = stop or threading.Event()
@@ -251,4 +284,6 @@ def serve(app: ExporterApp, listen: str, on_ready: Callable[[str], None] | None 
         stop.wait()
     finally:
         server.shutdown()
+        if not server.drain(drain_s):
+            log.warning("stopping with a request still being served (after %.1f s)", drain_s)
         server.server_close()

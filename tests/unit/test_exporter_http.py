@@ -10,6 +10,7 @@ import base64
 import http.client
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -127,6 +128,51 @@ def test_serve_answers_scrapes_over_http_until_stopped(running):
     assert gather.calls == 2
     assert get(server.base + "/nothing-here")[0] == 404
     assert gather.calls == 2
+
+
+def serving(app: ExporterApp, drain_s: float) -> tuple[threading.Event, threading.Thread, str]:
+    """serve() on a thread with ``drain_s``: its stop event, its thread and its URL."""
+    stop, ready, urls = threading.Event(), threading.Event(), []
+    thread = threading.Thread(target=exporter_http.serve, args=(app, "127.0.0.1:0"), daemon=True,
+                              kwargs={"on_ready": lambda url: (urls.append(url), ready.set()), "stop": stop, "drain_s": drain_s})
+    thread.start()
+    assert ready.wait(10)
+    return stop, thread, urls[0]
+
+
+def test_stopping_lets_a_scrape_under_way_finish_and_get_its_answer():
+    release = threading.Event()
+    gather = Gather(block=release)
+    stop, serving_thread, url = serving(ExporterApp(SnapshotCollector(gather, cache_ttl_s=0)), drain_s=10)
+    results: list[tuple[int, str]] = []
+    scrape = threading.Thread(target=lambda: results.append(get(url)))
+    scrape.start()
+    assert gather.started.wait(10)
+    stop.set()
+    time.sleep(0.3)
+    assert serving_thread.is_alive()  # waiting for the scrape under way
+    release.set()
+    scrape.join(10)
+    serving_thread.join(10)
+    assert not serving_thread.is_alive()
+    assert results[0][0] == 200 and series(results[0][1])[("kafkatxn_up", ())] == 1
+
+
+def test_stopping_waits_no_longer_than_the_drain_limit():
+    release = threading.Event()
+    gather = Gather(block=release)
+    stop, serving_thread, url = serving(ExporterApp(SnapshotCollector(gather, cache_ttl_s=0)), drain_s=0.2)
+    scrape = threading.Thread(target=lambda: get(url), daemon=True)
+    scrape.start()
+    try:
+        assert gather.started.wait(10)
+        started = time.monotonic()
+        stop.set()
+        serving_thread.join(5)
+        assert not serving_thread.is_alive() and time.monotonic() - started < 2
+    finally:
+        release.set()
+        scrape.join(10)
 
 
 def probe_targets(gathers: dict[str, Gather], closed: list[str] | None = None) -> ProbeTargets:
