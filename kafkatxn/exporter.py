@@ -357,17 +357,6 @@ class SnapshotCollector(Collector):
             self._generation += 1
             return snap, 0.0
 
-    def close(self, release: Callable[[], None], wait_s: float) -> None:
-        """Call ``release`` (close the gatherer's clients) once no gather runs, waiting up to
-        ``wait_s`` for one that does: a SIGTERM during a scrape must not close the clients that
-        scrape is using, from another thread. A gather still running after that is closed under."""
-        waited = self._lock.acquire(timeout=max(wait_s, 0.0))
-        try:
-            release()
-        finally:
-            if waited:
-                self._lock.release()
-
     def collect(self) -> Iterator[Metric]:
         snap, age = self.snapshot()
         yield from metric_families(snap, self.options, age)

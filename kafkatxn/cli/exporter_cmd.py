@@ -72,9 +72,7 @@ def register(app: typer.Typer) -> None:
             # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
             check_client_settings(config)
             gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex)
-            collector = exporter.SnapshotCollector(gatherer, options, cache_ttl_s)
-            # At shutdown a running gather ends within its deadline before its clients are closed.
-            return collector, lambda: collector.close(gatherer.close, scrape_timeout_s + SHUTDOWN_GRACE_S)
+            return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
 
         metrics = close_metrics = None
         if _cluster_given(ctx):
@@ -86,7 +84,8 @@ def register(app: typer.Typer) -> None:
         # stack of every thread (file, line and function only, no values).
         _dump_stacks_on_crash()
         try:
-            # Stopped: a scrape under way finishes its gather (bounded by its timeout) and gets its answer.
+            # Stopped: a scrape under way finishes its gather (bounded by its timeout) and gets its
+            # answer before the clients are closed below, from this thread.
             exporter_http.serve(app, listen, on_ready=lambda url: ctx.note(f"kafkatxn exporter: serving {url}"),
                                 drain_s=scrape_timeout_s + SHUTDOWN_GRACE_S + DRAIN_WRITE_S)
         finally:
