@@ -214,8 +214,8 @@ class Wire:
 
         kafka-python's own close shuts the sockets from the calling thread while the IO thread
         still runs its loop over them: a TLS socket could be shut and freed on one thread while
-        the other reads it. The exporter closes from its main thread at SIGTERM, the one place
-        that ever happened (CI saw the exporter abort once there with "double free").
+        the other reads it. The exporter closes from its main thread at SIGTERM, where CI once saw
+        it abort with "double free" (not reproduced; this race is the suspect, not a proven cause).
         """
         self._built.clear()
         self._bodies.clear()
