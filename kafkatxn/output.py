@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Sequence, TextIO
 
+from kafkatxn.model import PartitionInfo, ProducerState
+
 
 FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 
@@ -70,6 +72,8 @@ class Report:
 # Exact types that are already JSON-ready (an enum of str or int has its own type, so is not here).
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # per dataclass: its fields, read once (100,000 rows: 1.4 s -> 0.3 s)
+# Records made as named tuples for speed (model.py) are objects in JSON, like every other record.
+_FIELD_NAMES.update((cls, cls._fields) for cls in (PartitionInfo, ProducerState))
 
 
 def to_plain(value: Any) -> Any:

@@ -172,7 +172,7 @@ class KafkaModel:
         self.unregistered.add(broker)
         for tp, p in self.partitions.items():
             if p.leader == broker and set(p.replicas) <= {broker}:
-                self.partitions[tp] = replace(p, leader=-1, isr=())
+                self.partitions[tp] = p._replace(leader=-1, isr=())
 
     def coordinator(self, transactional_id: str) -> int:
         """The id's coordinator; an unknown id's is fixed by its name (str hash() changes per run)."""
@@ -191,7 +191,7 @@ class KafkaModel:
     def close_transaction(self, tp: TopicPartition, producer_id: int) -> None:
         """A marker on ``tp`` for ``producer_id``: the open transaction ends and the LSO moves on."""
         self.producers[tp] = [
-            replace(p, current_txn_start_offset=-1) if p.producer_id == producer_id else p for p in self.producers[tp]
+            p._replace(current_txn_start_offset=-1) if p.producer_id == producer_id else p for p in self.producers[tp]
         ]
         still = [p.current_txn_start_offset for p in self.producers[tp] if p.current_txn_start_offset >= 0]
         self.offsets[tp][1] += 1  # the marker itself
@@ -266,7 +266,7 @@ class FakeWire:
         self.metadata_requests = getattr(self, "metadata_requests", 0) + 1
         if self.metadata_requests > 1 and self.model.leader_moves:
             for tp, leader in self.model.leader_moves.items():
-                self.model.partitions[tp] = replace(self.model.partitions[tp], leader=leader)
+                self.model.partitions[tp] = self.model.partitions[tp]._replace(leader=leader)
             self.model.leader_moves.clear()
         brokers = tuple(BrokerInfo(b, "127.0.0.1", 9090 + b) for b in self.model.brokers if b not in self.model.unregistered)
         live = [b for b in self.model.brokers if b not in self.model.down]
@@ -496,7 +496,7 @@ class FakeCluster(Cluster):
         self.calls.append(("metadata", refresh))
         if self._metadata_requests and self.model.leader_moves:
             for tp, leader in self.model.leader_moves.items():
-                self.model.partitions[tp] = replace(self.model.partitions[tp], leader=leader)
+                self.model.partitions[tp] = self.model.partitions[tp]._replace(leader=leader)
             self.model.leader_moves.clear()
         self._metadata_requests += 1
         if self.model.down >= set(self.model.brokers):

@@ -80,3 +80,16 @@ def test_report_renders_facts_and_sections_in_every_format():
     assert text.startswith("section,cluster_id,broker_count,topic")
     assert [r["section"] for r in parsed] == ["facts", "rows", "rows"]
     assert parsed[0]["cluster_id"] == "abc" and parsed[0]["topic"] == "" and parsed[2]["topic"] == "orders, EU"
+
+
+def test_records_made_as_named_tuples_are_objects_in_json():
+    """PartitionInfo and ProducerState are named tuples for speed; in JSON (the audit log's states,
+    ``-o json``) they stay objects with their field names, as when they were dataclasses."""
+    from kafkatxn.model import PartitionInfo, ProducerState
+    from kafkatxn.output import to_plain
+
+    state = ProducerState(7, 3, 12, 1_700_000_000_000, 5, 100)
+    assert to_plain([state]) == [{"producer_id": 7, "producer_epoch": 3, "last_sequence": 12,
+                                  "last_timestamp_ms": 1_700_000_000_000, "coordinator_epoch": 5, "current_txn_start_offset": 100}]
+    assert to_plain(PartitionInfo("t", 0, 1, (1, 2), (1,))) == {
+        "topic": "t", "partition": 0, "leader": 1, "replicas": [1, 2], "isr": [1], "internal": False}

@@ -563,7 +563,7 @@ def test_abort_done_refused_at_recheck_failed_and_unknown_leave_these_audit_trai
 
 def test_a_leadership_error_on_the_marker_is_retried_at_the_new_leader_once(audit):
     fake = hanging_cluster(audit)
-    fake.model.partitions[A0] = replace(fake.model.partitions[A0], replicas=(1, 2), isr=(1, 2))
+    fake.model.partitions[A0] = fake.model.partitions[A0]._replace(replicas=(1, 2), isr=(1, 2))
     fake.model.brokers = (1, 2)
     moved = []
 
@@ -571,7 +571,7 @@ def test_a_leadership_error_on_the_marker_is_retried_at_the_new_leader_once(audi
         if not moved:
             moved.append(A0)
             fake.model.partition_errors[(1, A0)] = ["NOT_LEADER_OR_FOLLOWER"]  # broker 1's answer to the marker
-            fake.model.partitions[A0] = replace(fake.model.partitions[A0], leader=2)
+            fake.model.partitions[A0] = fake.model.partitions[A0]._replace(leader=2)
 
     fake.before_action = leadership_moves_as_the_first_marker_goes_out
     result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
@@ -590,7 +590,7 @@ def test_the_kafka_layer_waits_for_a_leader_within_its_share_of_the_deadline():
     fake = FakeCluster(model, timeout_s=3)
     fake.metadata()
     assert fake.leader_and_producers(A0) == (1, open_txn, "")
-    model.partitions[A0] = replace(model.partitions[A0], leader=-1)
+    model.partitions[A0] = model.partitions[A0]._replace(leader=-1)
     fake = FakeCluster(model, timeout_s=1.5)
     started = time.monotonic()
     assert fake.leader_and_producers(A0) == (None, None, "a-0 has no leader")
