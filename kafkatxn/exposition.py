@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import functools
 import gc
-import gzip
 import operator
-from itertools import compress, repeat
 import threading
+import zlib
+from itertools import chain, compress
 from typing import Callable, Iterable
 from urllib.parse import parse_qs
 
@@ -64,15 +64,15 @@ class LabelRows:
             order = sorted(self.names)
             pick = operator.itemgetter(*(self.names.index(k) for k in order))
             template = "{" + ",".join(f'{k}="%s"' for k in order) + "}"
-            distinct = {v for values in self.values for v in values}
-            escaped = {v: _escape_value(v) for v in distinct if "\\" in v or "\n" in v or '"' in v}
-            if len(order) == 1:
-                rows = [(pick(values),) for values in self.values]
-            else:
-                rows = [pick(values) for values in self.values]
-            if escaped:
-                rows = [tuple(escaped.get(v, v) for v in row) for row in rows]
-            self._text = [template % row for row in rows]
+            # Escaping is rare: looked for in all the values at once, each distinct value escaped once.
+            values = self.values
+            together = "".join(chain.from_iterable(values))
+            if "\\" in together or "\n" in together or '"' in together:
+                distinct = set(chain.from_iterable(values))
+                escaped = {v: _escape_value(v) for v in distinct if "\\" in v or "\n" in v or '"' in v}
+                values = [tuple(escaped.get(v, v) for v in row) for row in values]
+            rows = map(pick, values) if len(order) > 1 else zip(map(pick, values))
+            self._text = list(map(template.__mod__, rows))
         return self._text
 
 
@@ -122,7 +122,12 @@ def _table_lines(metric: TableGauge, head: list[str]) -> list[str]:
         head += [f"{metric.name}{labels} {_value(value)}\n" for labels, value in zip(texts, values)]
         return head
     suffix = {v: f" {_value(v)}\n" for v in distinct}
-    head.append("".join(map("".join, zip(repeat(metric.name), texts, map(suffix.__getitem__, values)))))
+    # name, labels, value, name, labels, value, ...: one join over a list filled by two slice
+    # assignments, a third of the time of a join per line (500,000 lines at 5,000 groups).
+    parts = [metric.name] * (3 * len(texts))
+    parts[1::3] = texts
+    parts[2::3] = map(suffix.__getitem__, values)
+    head.append("".join(parts))
     return head
 
 
@@ -183,10 +188,22 @@ def _fast_lines(metric, openmetrics: bool) -> list[str] | None:
 def encode(registry: Collector, openmetrics: bool = False, escaping: str = _om.UNDERSCORES, version: str = "1.0.0") -> bytes:
     """What prometheus_client's ``generate_latest`` (text 0.0.4) or, with ``openmetrics``,
     ``openmetrics.generate_latest`` returns for ``registry``."""
+    return b"".join(encode_parts(registry, openmetrics, escaping, version))
+
+
+# A family's lines of this size or more are a part of their own; smaller ones are joined together.
+_OWN_PART_CHARS = 64 * 1024
+
+
+def encode_parts(registry: Collector, openmetrics: bool = False, escaping: str = _om.UNDERSCORES,
+                 version: str = "1.0.0") -> list[bytes]:
+    """:func:`encode`'s body in parts, which the HTTP server writes one after another: a 60 MB body
+    (5,000 groups x 20 partitions) is not joined into one string and copied again into bytes, which
+    took a sixth of the exposition's time and held the body twice."""
     if escaping not in _SAME_FOR_LEGACY_NAMES:
         if openmetrics:
-            return _om.generate_latest(registry, escaping=escaping, version=version)
-        return _text.generate_latest(registry, escaping=escaping)
+            return [_om.generate_latest(registry, escaping=escaping, version=version)]
+        return [_text.generate_latest(registry, escaping=escaping)]
     out: list[str] = []
     for metric in registry.collect():
         lines = _fast_lines(metric, openmetrics)
@@ -199,7 +216,28 @@ def encode(registry: Collector, openmetrics: bool = False, escaping: str = _om.U
             out.append(_text.generate_latest(_One(metric), escaping=escaping).decode("utf-8"))
     if openmetrics:
         out.append("# EOF\n")
-    return "".join(out).encode("utf-8")
+    parts: list[bytes] = []
+    small: list[str] = []
+    for text in out:
+        if len(text) < _OWN_PART_CHARS:
+            small.append(text)
+            continue
+        if small:
+            parts.append("".join(small).encode("utf-8"))
+            small = []
+        parts.append(text.encode("utf-8"))
+    if small or not parts:
+        parts.append("".join(small).encode("utf-8"))
+    return parts
+
+
+def _encode_parts(encoder: Callable[[Collector], bytes], registry: Collector) -> list[bytes]:
+    """``encoder``'s body (from :func:`choose_encoder`) in parts where it is :func:`encode`."""
+    if encoder is encode:
+        return encode_parts(registry)
+    if isinstance(encoder, functools.partial) and encoder.func is encode:
+        return encode_parts(registry, *encoder.args, **encoder.keywords)
+    return [encoder(registry)]
 
 
 def choose_encoder(accept_header: str | None) -> tuple[Callable[[Collector], bytes], str]:
@@ -250,17 +288,25 @@ def _resume_collection() -> None:
 
 
 class _Body(list):
-    """The response body (one bytes object, so the server sets Content-Length); the WSGI server
-    closes it once the body is written, which ends the scrape's pause of the collector."""
+    """The response body's parts (its length is sent as Content-Length); the WSGI server closes it
+    once the body is written, which ends the scrape's pause of the collector."""
 
-    def __init__(self, data: bytes, on_close: Callable[[], None]):
-        super().__init__((data,))
+    def __init__(self, parts: list[bytes], on_close: Callable[[], None]):
+        super().__init__(parts)
         self._on_close: Callable[[], None] | None = on_close
 
     def close(self) -> None:
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close()
+
+
+def _gzip_parts(parts: list[bytes]) -> list[bytes]:
+    """The parts as one gzip stream (what ``gzip.compress`` makes, but for parts not joined first)."""
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: gzip's header and trailer
+    out = [compressor.compress(part) for part in parts]
+    out.append(compressor.flush())
+    return [chunk for chunk in out if chunk]
 
 
 # Prometheus always asks for gzip. The 60 MB body of 5,000 groups x 20 partitions compressed in
@@ -288,16 +334,18 @@ def make_wsgi_app(registry: Collector) -> Callable:
                 encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT"))
                 params = parse_qs(environ.get("QUERY_STRING", ""))
                 target = registry.restricted_registry(params["name[]"]) if "name[]" in params else registry
-                output = encoder(target)
+                parts = _encode_parts(encoder, target)
                 status, headers = "200 OK", [("Content-Type", content_type)]
                 if _text.gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING")):
-                    output = gzip.compress(output, compresslevel=GZIP_LEVEL)
+                    parts = _gzip_parts(parts)
                     headers.append(("Content-Encoding", "gzip"))
+                # Set here: the server sets it only for a body of one part.
+                headers.append(("Content-Length", str(sum(map(len, parts)))))
                 start_response(status, headers)
             except BaseException:
                 _resume_collection()
                 raise
-            return _Body(output, _resume_collection)
+            return _Body(parts, _resume_collection)
         start_response(status, headers)
         return [output]
 

@@ -117,6 +117,9 @@ def call(app, accept=None, encoding=None, query="", method="GET"):
     body = b"".join(result)
     if hasattr(result, "close"):
         result.close()  # as a WSGI server does once the body is written
+    # A WSGI server sets Content-Length for a body of one part; ours, in parts, sets it itself.
+    length = seen["headers"].pop("Content-Length", None)
+    assert length is None or int(length) == len(body)
     if seen["headers"].get("Content-Encoding") == "gzip":
         body = gzip.decompress(body)
     return seen["status"], seen["headers"], body
@@ -139,6 +142,28 @@ def test_the_wsgi_app_negotiates_as_prometheus_client_does(accept, encoding):
     registry = odd_registry()
     ours, theirs = exposition.make_wsgi_app(registry), library_app(registry)
     assert call(ours, accept, encoding) == call(theirs, accept, encoding)
+
+
+@pytest.mark.parametrize("encoding", [None, "gzip"])
+def test_a_body_of_many_series_is_sent_in_parts_with_its_length(encoding):
+    """A family of many series is a part of its own (not joined again into one body): the app names
+    the length, which a WSGI server sets only for a body of one part."""
+    rows = exposition.LabelRows(["group", "topic", "partition"])
+    rows.extend((f"group-{i % 500}", "orders", str(i)) for i in range(20_000))
+    family = exposition.TableGauge("kafkatxn_test_lag", "Lag.", rows)
+    family.values = list(range(20_000))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(exposition._One(family))
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "", "wsgi.input": io.BytesIO()}
+    if encoding:
+        environ["HTTP_ACCEPT_ENCODING"] = encoding
+    seen = {}
+    result = exposition.make_wsgi_app(registry)(environ, lambda status, headers: seen.update(headers))
+    parts = list(result)
+    result.close()
+    body = b"".join(parts)
+    assert len(parts) > 1 and int(seen["Content-Length"]) == len(body)
+    assert (gzip.decompress(body) if encoding else body) == generate_latest(registry)
 
 
 def test_gzip_is_the_fastest_level():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.wire.names import error_name
+from kafkatxn.kafka.wire.names import error_names, made
 from kafkatxn.model import TopicPartition
 
 LATEST, EARLIEST = -1, -2  # ListOffsets' timestamps: the next offset to be written, the log start offset
@@ -28,14 +30,20 @@ def _list_offsets(_wire: Any, request: p.ListOffsets) -> Any:
     )
 
 
+_PARTITION_OFFSET = attrgetter("partition_index", "error_code", "offset")
+
+
 def _decode_list_offsets(_request: p.ListOffsets, resp: Any) -> p.ListOffsetsResponse:
-    # 10,000 partitions an answer at 30,000 partitions on 3 brokers: no call per partition where none is needed.
-    offset, tp = p.PartitionOffset, TopicPartition
-    return p.ListOffsetsResponse(tuple(
-        offset(tp(topic.name, part.partition_index), error_name(part.error_code) if part.error_code else None, part.offset)
-        for topic in resp.topics
-        for part in topic.partitions
-    ))
+    # 10,000 partitions an answer at 30,000 partitions on 3 brokers: read and made column by column,
+    # with no Python-level step per partition.
+    out: list[p.PartitionOffset] = []
+    for topic in resp.topics:
+        rows = list(map(_PARTITION_OFFSET, topic.partitions))
+        if rows:
+            indexes, errors, offsets = zip(*rows)
+            tps = made(TopicPartition, zip(repeat(topic.name), indexes))
+            out.extend(made(p.PartitionOffset, zip(tps, error_names(errors), offsets)))
+    return p.ListOffsetsResponse(tuple(out))
 
 
 CODECS = {p.ListOffsets: (_list_offsets, _decode_list_offsets)}
