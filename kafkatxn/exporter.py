@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from itertools import compress
 import logging
 import os
 import sys
@@ -227,11 +228,16 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
     """Transaction-aware consumer-group lag: per group, topic and partition (unless ``per_group``),
     and per-group sums, which stay whatever the cardinality options."""
     samples = snapshot.groups or ()
-    stuck_of = [snapshot.group_stuck(g) for g in samples]  # True, False, or None (cannot be known)
     # 100,000 samples at 5,000 groups x 20 partitions: taken apart into columns (GroupSample is a
     # tuple), each family's values are a column, not 100,000 attribute reads per family.
     columns = dict(zip(GroupSample._fields, zip(*samples))) if samples else {f: () for f in GroupSample._fields}
-    groups, blocked_of = columns["group"], [1 if b else 0 for b in columns["blocked"]]
+    groups = columns["group"]
+    # Only a blocked sample can be stuck, and few are: the flags start at 0 and the blocked are looked at.
+    blocked_of = [0] * len(samples)
+    stuck_of: list[bool | None] = [False] * len(samples)  # True, False, or None (cannot be known)
+    for i in compress(range(len(samples)), columns["blocked"]):
+        blocked_of[i] = 1
+        stuck_of[i] = snapshot.group_stuck(samples[i])
     out: list[Metric] = []
     if not options.per_group:
         rows = LabelRows(["group", "topic", "partition"])

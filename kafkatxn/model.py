@@ -39,6 +39,7 @@ class BrokerInfo:
 # PartitionInfo and ProducerState are named tuples, not frozen dataclasses: a metadata answer at
 # 30,000 partitions makes 30,000 of each, and a frozen dataclass costs about 1.2 us to make (its
 # __init__ goes through object.__setattr__ per field) against 0.4 us (bench/bench_groups.py's scrape).
+# ``_object_in_json``: output.to_plain shows them as objects, like the other records, not lists.
 class PartitionInfo(NamedTuple):
     topic: str
     partition: int
@@ -46,6 +47,7 @@ class PartitionInfo(NamedTuple):
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     internal: bool = False
+    _object_in_json = True
 
     @property
     def tp(self) -> TopicPartition:
@@ -88,6 +90,7 @@ class ProducerState(NamedTuple):
     last_timestamp_ms: int
     coordinator_epoch: int
     current_txn_start_offset: int  # -1 when the producer has no open transaction
+    _object_in_json = True
 
 
 # Coordinator transaction states (org.apache.kafka.coordinator.transaction.TransactionState), as the

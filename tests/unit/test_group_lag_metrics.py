@@ -33,6 +33,18 @@ def test_gather_measures_group_lag_transaction_aware():
     assert [g.group for g in only.groups] == ["reports"]
 
 
+def test_samples_made_without_their_constructor_equal_the_constructors():
+    """group_samples makes the not-blocked samples with tuple.__new__ (100,000 a scrape): each must be
+    what GroupSample(...) makes with its defaults, whatever fields GroupSample gains."""
+    _, cluster = blocked_model()
+    snap = gather_snapshot(cluster, groups=True)
+    not_blocked = [g for g in snap.groups if not g.blocked]
+    assert not_blocked
+    for g in not_blocked:
+        made = GroupSample(g.group, g.topic, g.partition, g.lag_messages, g.lag_to_lso_messages, g.lag_to_hw_messages, False)
+        assert g == made and len(g) == len(GroupSample._fields) and g._asdict() == made._asdict()
+
+
 def test_metric_families_per_partition_and_per_group():
     _, cluster = blocked_model()
     snap = gather_snapshot(cluster, groups=True)
