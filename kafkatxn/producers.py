@@ -140,15 +140,17 @@ def producer_rows(snapshot: ProducerSnapshot) -> list[ProducerRow]:
     return rows
 
 
-def summarize(snapshot: ProducerSnapshot) -> list[ProducerSummaryRow]:
-    """Per broker, then per topic: partitions described, distinct producers, states held, open transactions."""
+def summarize(snapshot: ProducerSnapshot, per_topic: bool = True) -> list[ProducerSummaryRow]:
+    """Per broker, then (``per_topic``) per topic: partitions described, distinct producers, states
+    held, open transactions."""
     by_broker: dict[int, list[TopicPartition]] = defaultdict(list)
     by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
     for tp in snapshot.states:
         by_broker[snapshot.reported_by.get(tp, -1)].append(tp)
         by_topic[tp.topic].append(tp)
     rows = [_summary_row(snapshot, "broker", tps, broker_id=b) for b, tps in sorted(by_broker.items())]
-    rows += [_summary_row(snapshot, "topic", tps, topic=t) for t, tps in sorted(by_topic.items())]
+    if per_topic:
+        rows += [_summary_row(snapshot, "topic", tps, topic=t) for t, tps in sorted(by_topic.items())]
     return rows
 
 

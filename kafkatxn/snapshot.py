@@ -381,7 +381,7 @@ def gather_snapshot(
         missing += [m.within("producer state") for m in produced.missing]
         snapshot.open_transaction_count = verdicts.open_transaction_count(produced.states)
         snapshot.active_producer_ids = {
-            row.broker_id: row.active_producer_ids for row in producers.summarize(produced) if row.scope == "broker"
+            row.broker_id: row.active_producer_ids for row in producers.summarize(produced, per_topic=False)
         }
         timeout_ms = max_transaction_timeout_ms
         if timeout_ms is None:
