@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from itertools import compress
 import logging
 import os
 import sys
@@ -235,7 +234,7 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
     # Only a blocked sample can be stuck, and few are: the flags start at 0 and the blocked are looked at.
     blocked_of = [0] * len(samples)
     stuck_of: list[bool | None] = [False] * len(samples)  # True, False, or None (cannot be known)
-    for i in compress(range(len(samples)), columns["blocked"]):
+    for i in itertools.compress(range(len(samples)), columns["blocked"]):
         blocked_of[i] = 1
         stuck_of[i] = snapshot.group_stuck(samples[i])
     out: list[Metric] = []

@@ -381,18 +381,15 @@ def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[Group
             o = get_offsets(tp)
             if o is None:
                 continue  # its offsets did not arrive: named in missing
-            hw, lso = o
+            hw, lso = o  # Offsets(high_watermark, last_stable_offset)
             if c < 0:  # none committed: where it stands is where its auto.offset.reset starts
                 readable = None
                 verdict = uncommitted_verdict(log_start.get(tp), lso, hw)
                 at = log_start.get(tp, lso) if verdict is unknown else lso
                 committed = None
             else:
-                if c < lso:
-                    probed = first_readable.get((tp, c), NOT_PROBED)
-                    readable = None if probed is NOT_PROBED else readable_before_lso(probed, lso)  # type: ignore[arg-type]
-                else:
-                    readable = None
+                probed = first_readable.get((tp, c), NOT_PROBED) if c < lso else NOT_PROBED
+                readable = None if probed is NOT_PROBED else readable_before_lso(probed, lso)  # type: ignore[arg-type]
                 verdict = group_verdict(c, lso, hw, readable)
                 at = committed = c
             lag_to_lso = lso - at if lso > at else 0
