@@ -93,3 +93,40 @@ def test_records_made_as_named_tuples_are_objects_in_json():
                                   "last_timestamp_ms": 1_700_000_000_000, "coordinator_epoch": 5, "current_txn_start_offset": 100}]
     assert to_plain(PartitionInfo("t", 0, 1, (1, 2), (1,))) == {
         "topic": "t", "partition": 0, "leader": 1, "replicas": [1, 2], "isr": [1], "internal": False}
+
+
+@pytest.mark.parametrize("rows_per_piece", [2_000, 2])
+def test_json_text_is_exactly_what_json_writes_with_indent_2(monkeypatch, rows_per_piece):
+    """``-o json`` is written by the C encoder (json.dump with indent runs Python's, token by token),
+    rows a piece at a time: the text must be json.dumps(indent=2)'s to the byte, whatever the values,
+    including strings that look like the row separators it rewrites, and across pieces."""
+    import random
+
+    from kafkatxn import output
+    from kafkatxn.output import json_text, write_json
+
+    monkeypatch.setattr(output, "_ROWS_PER_PIECE", rows_per_piece)
+
+    rng = random.Random(25)
+    scalars = [None, True, False, 0, -1, 2**70, 1.5, float("nan"), float("inf"), -0.0, "", "x",
+               'a"b\\c\n\u00e9\U0001F600', "},\n    {", "}, {", "\n  },\n  {"]
+    keys = ["k", "\u00e9", "a b", "", "1", 'x"y', "},\n    {"]
+
+    def value(depth=0):
+        r = rng.random()
+        if depth > 3 or r < 0.4:
+            return rng.choice(scalars)
+        if r < 0.6:
+            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+        if r < 0.8:  # rows: what every command prints
+            return [{k: rng.choice(scalars) for k in rng.sample(keys, rng.randint(1, 4))} for _ in range(rng.randint(1, 4))]
+        return {(rng.choice(keys) if rng.random() < 0.9 else rng.choice([1, None, True, 2.5])): value(depth + 1)
+                for _ in range(rng.randint(0, 4))}
+
+    for _ in range(5000):
+        v = value()
+        assert json_text(v) == json.dumps(v, indent=2)
+    assert json_text([]) == "[]" and json_text({}) == "{}" and json_text([{}]) == json.dumps([{}], indent=2)
+    written = io.StringIO()
+    write_json(v := {"facts": {"a": 1}, "rows": [{"group": "g", "n": i} for i in range(5)]}, written)
+    assert written.getvalue() == json.dumps(v, indent=2) + "\n"
