@@ -348,10 +348,12 @@ def test_list_offsets_response():
     resp = R(topics=[R.ListOffsetsTopicResponse(name="orders", partitions=[
         P(partition_index=0, error_code=0, offset=130, timestamp=-1),
         P(partition_index=1, error_code=6, offset=-1, timestamp=-1),
-    ])])
+    ]), R.ListOffsetsTopicResponse(name="empty", partitions=[])])
     for version in (2, 8):
         got = wire.DECODERS[p.ListOffsets](p.ListOffsets((TP0, TP1), True), roundtrip(resp, version))
         assert got == p.ListOffsetsResponse((p.PartitionOffset(TP0, None, 130), p.PartitionOffset(TP1, "NOT_LEADER_OR_FOLLOWER", -1)))
+        # Made without their constructors (column by column): still of their own types, not plain tuples.
+        assert all(type(x) is p.PartitionOffset and type(x.tp) is TopicPartition for x in got.partitions)
 
 
 def test_describe_producers_response():
@@ -369,6 +371,8 @@ def test_describe_producers_response():
         p.PartitionProducers(TP0, None, (ProducerState(7, 3, 10, 1_700_000_000_000, 1, 100),)),
         p.PartitionProducers(TP1, "UNKNOWN_TOPIC_OR_PARTITION", ()),
     ))
+    assert all(type(x) is p.PartitionProducers and type(x.tp) is TopicPartition for x in got.partitions)
+    assert type(got.partitions[0].producers[0]) is ProducerState
 
 
 def test_list_transactions_response():

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from itertools import repeat
-from typing import Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+
+from kafkatxn.model import TopicPartition
 
 T = TypeVar("T")
 
@@ -32,3 +34,13 @@ def made(cls: type[T], rows: Iterable[tuple]) -> Iterator[T]:
     """Named tuples of ``cls`` from tuples of its fields, without a Python-level call each (a named
     tuple's own ``__new__`` is a Python function): 10,000s per answer at 30,000 partitions."""
     return map(tuple.__new__, repeat(cls), rows)  # type: ignore[arg-type]
+
+
+def topic_columns(topics: Any, fields: Callable[[Any], tuple]) -> Iterator[tuple]:
+    """Per topic of an answer, its partitions taken apart into columns: their TopicPartitions, error
+    names, then the rest of ``fields`` (an attrgetter of ``partition_index``, ``error_code``, ...)."""
+    for topic in topics:
+        rows = list(map(fields, topic.partitions))
+        if rows:
+            indexes, errors, *rest = zip(*rows)
+            yield (made(TopicPartition, zip(repeat(topic.name), indexes)), error_names(errors), *rest)

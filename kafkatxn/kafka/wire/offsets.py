@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.wire.names import error_names, made
-from kafkatxn.model import TopicPartition
+from kafkatxn.kafka.wire.names import made, topic_columns
 
 LATEST, EARLIEST = -1, -2  # ListOffsets' timestamps: the next offset to be written, the log start offset
 
@@ -37,12 +35,8 @@ def _decode_list_offsets(_request: p.ListOffsets, resp: Any) -> p.ListOffsetsRes
     # 10,000 partitions an answer at 30,000 partitions on 3 brokers: read and made column by column,
     # with no Python-level step per partition.
     out: list[p.PartitionOffset] = []
-    for topic in resp.topics:
-        rows = list(map(_PARTITION_OFFSET, topic.partitions))
-        if rows:
-            indexes, errors, offsets = zip(*rows)
-            tps = made(TopicPartition, zip(repeat(topic.name), indexes))
-            out.extend(made(p.PartitionOffset, zip(tps, error_names(errors), offsets)))
+    for tps, errors, offsets in topic_columns(resp.topics, _PARTITION_OFFSET):
+        out.extend(made(p.PartitionOffset, zip(tps, errors, offsets)))
     return p.ListOffsetsResponse(tuple(out))
 
 

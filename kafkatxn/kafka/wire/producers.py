@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.wire.names import error_names, made
-from kafkatxn.model import ProducerState, TopicPartition
+from kafkatxn.kafka.wire.names import made, topic_columns
+from kafkatxn.model import ProducerState
 
 
 def _describe_producers(_wire: Any, request: p.DescribeProducers) -> Any:
@@ -29,13 +28,9 @@ def _decode_describe_producers(_request: p.DescribeProducers, resp: Any) -> p.De
     # Every partition written to has a producer in the answer (30,000 at 30,000 partitions): made
     # column by column, with no Python-level step per partition or producer.
     out: list[p.PartitionProducers] = []
-    for topic in resp.topics:
-        rows = list(map(_PARTITION, topic.partitions))
-        if rows:
-            indexes, errors, actives = zip(*rows)
-            tps = made(TopicPartition, zip(repeat(topic.name), indexes))
-            producers = [tuple(made(ProducerState, map(_PRODUCER, active))) for active in actives]
-            out.extend(made(p.PartitionProducers, zip(tps, error_names(errors), producers)))
+    for tps, errors, actives in topic_columns(resp.topics, _PARTITION):
+        producers = [tuple(made(ProducerState, map(_PRODUCER, active))) for active in actives]
+        out.extend(made(p.PartitionProducers, zip(tps, errors, producers)))
     return p.DescribeProducersResponse(tuple(out))
 
 
