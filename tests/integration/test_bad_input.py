@@ -10,7 +10,6 @@ genuinely hanging transaction can sit on partition 0, ready to be aborted by mis
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 
@@ -55,7 +54,7 @@ def state(broker, topic: str, audit_path) -> dict:
         # Internal topics come and go with first use (this very reading creates __consumer_offsets).
         "topics": sorted(t for t in broker.admin_client().list_topics(timeout=10).topics if not t.startswith("__")),
         "offsets": {str(tp): (hm.end_offset(bootstrap, tp, True), hm.end_offset(bootstrap, tp, False)) for tp in tps},
-        "producers": {str(tp): sorted(dataclasses.astuple(s) for s in producers.value[tp]) for tp in tps},
+        "producers": {str(tp): sorted(tuple(s) for s in producers.value[tp]) for tp in tps},
         # Only this module's ids: other modules' transactions may time out meanwhile.
         "transactions": sorted((t.transactional_id, t.state, t.producer_id) for t in listed.value if t.transactional_id.startswith(topic)),
         "audit": auditlog.read_records(audit_path),
