@@ -313,14 +313,12 @@ class OffsetsApi:
             for tp in pending:
                 for at_level in found:  # ask again at every level: a pair must come from one leader
                     at_level.pop(tp, None)
-        # A partition has its offsets when every level answered for it.
+        # A partition has its offsets when every level (one isolation level, or both) answered for it.
         first, *others = found
-        if not others:
-            out = {tp: (offset,) for tp, offset in first.items()}
-        elif len(others) == 1:
+        if others:
             (second,) = others
             out = {tp: (offset, second[tp]) for tp, offset in first.items() if tp in second}
         else:
-            out = {tp: (offset, *(o[tp] for o in others)) for tp, offset in first.items() if all(tp in o for o in others)}
+            out = {tp: (offset,) for tp, offset in first.items()}
         missing = [part_missing(tp, errors.get(tp, "no answer"), f"DESCRIBE on Topic {tp.topic}") for tp in tps if tp not in out]
         return Partial(out, missing), also_answers  # type: ignore[arg-type]
