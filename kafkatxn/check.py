@@ -18,10 +18,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from kafkatxn import defaults, verdicts
-from kafkatxn.durations import parse_duration_ms
+from kafkatxn import defaults, untracked, verdicts
+from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.exitcodes import SEVERITY, Status, worst
+from kafkatxn.model import TopicPartition
 from kafkatxn.output import Report
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_VERDICTS, ClusterSnapshot, GroupSample,
@@ -185,7 +186,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class Finding:
     status: str  # warning, critical or unknown
-    # hanging_transaction, lost_commit_marker, undetermined_transaction, lso_lag, transaction_age, active_producer_ids,
+    # hanging_transaction, lost_commit_marker, undetermined_transaction, untracked_transaction, lso_lag, transaction_age, active_producer_ids,
     # group_blocked, group_waiting, group_undetermined, group_lag, incomplete, unreachable
     kind: str
     subject: str  # partition, transactional id, broker
@@ -269,6 +270,21 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     if snapshot.undetermined:
         summary.append(_plural(len(snapshot.undetermined), "undetermined transaction"))
 
+    # Untracked: no coordinator will end it, but its producer still may until its deadline. Never
+    # OK (it holds the LSO like a hanging one), not a page before the cluster had its chance.
+    for u in snapshot.untracked:
+        tid = f" ({u.transactional_id})" if u.transactional_id else ""
+        lag = f", LSO lag {u.lso_lag_messages}" if u.lso_lag_messages is not None else ""
+        age = f", open {_number_text(round(u.age_ms / 1000, 1))}s" if u.age_ms is not None else ""
+        findings.append((Status.WARNING, Finding(
+            "warning", "untracked_transaction", f"{u.topic}-{u.partition}", u.start_offset, None,
+            f"untracked transaction on {u.topic}-{u.partition} from offset {u.start_offset}, producer {u.producer_id}{tid}: "
+            f"{untracked.state(u.hanging_at_ms)}{age}{lag} "
+            f"(release: {untracked.abort_command(TopicPartition(u.topic, u.partition), u.start_offset)})",
+        )))
+    if snapshot.untracked:
+        summary.append(_plural(len(snapshot.untracked), "untracked transaction"))
+
     lags = [(p, p.lso_lag_messages) for p in snapshot.partitions if p.lso_lag_messages is not None]
     max_lag = max((lag for _, lag in lags), default=0)
     lag_counts = _threshold_findings(
@@ -299,21 +315,23 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         summary.append(f"{_plural(producer_counts[(status, rng)], 'broker')} with active producer ids {rng.describe()}")
 
     groups = snapshot.groups
-    # stuck: behind a hanging, lost-commit, overdue or too old transaction
+    # stuck: behind a hanging, lost-commit, overdue or too old transaction; each place says which
     blocked_groups: dict[str, list[str]] = defaultdict(list)
-    waiting_groups: dict[str, list[str]] = defaultdict(list)  # behind a transaction in flight, past --txn-age-warn
+    waiting_groups: dict[str, list[str]] = defaultdict(list)  # behind an untracked one, one past its timeout, or an old one
     young: set[str] = set()  # at the LSO of a transaction in flight younger than --txn-age-warn: no finding
     unsure_groups: dict[str, list[str]] = defaultdict(list)  # behind a transaction whose verdict is undetermined
     if groups is not None:
+        holders = {(h.topic, h.partition): h for h in (*snapshot.hanging, *snapshot.lost_commits, *snapshot.untracked)}
         for g in groups:
             if g.blocked:
                 severity = group_block_severity(g, thresholds)
+                where = f"{g.topic}-{g.partition}"
                 if severity is verdicts.Severity.critical:
-                    blocked_groups[g.group].append(f"{g.topic}-{g.partition}")
+                    blocked_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, holders.get((g.topic, g.partition)))})")
                 elif g.txn_hanging is None:  # whether it is stuck cannot be known: neither critical nor OK
-                    unsure_groups[g.group].append(f"{g.topic}-{g.partition}")
+                    unsure_groups[g.group].append(where)
                 elif severity is verdicts.Severity.warning:
-                    waiting_groups[g.group].append(f"{g.topic}-{g.partition}")
+                    waiting_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, holders.get((g.topic, g.partition)))})")
                 else:
                     young.add(g.group)
         def group_findings(by_group: dict[str, list[str]], status: Status, severity: str, kind: str,
@@ -324,14 +342,12 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
                     findings.append((status, Finding(severity, kind, group, len(where), None, says(group, ", ".join(where)))))
 
         group_findings(blocked_groups, Status.CRITICAL, "critical", "group_blocked", lambda group, where: (
-            f"consumer group {group!r} blocked behind a hanging, lost-commit, overdue or old transaction on {where} "
-            f"(kafkatxn diagnose --group {group})"))
+            f"consumer group {group!r} blocked on {where} (kafkatxn diagnose --group {group})"))
         group_findings(unsure_groups, Status.UNKNOWN, "unknown", "group_undetermined", lambda group, where: (
             f"consumer group {group!r} blocked behind a transaction whose verdict is undetermined on {where}: "
             f"whether it is stuck cannot be known (kafkatxn diagnose --group {group})"), skip=blocked_groups)
         group_findings(waiting_groups, Status.WARNING, "warning", "group_waiting", lambda group, where: (
-            f"consumer group {group!r} waits behind a transaction in flight, within its timeout but open "
-            f"{thresholds.txn_age_warn.describe() if thresholds.txn_age_warn else ''}, on {where}"), skip=blocked_groups)
+            f"consumer group {group!r} waits on {where} (kafkatxn diagnose --group {group})"), skip=blocked_groups)
         if blocked_groups:
             summary.append(_plural(len(blocked_groups), "consumer group") + " blocked")
         unsure = set(unsure_groups) - set(blocked_groups)
@@ -340,7 +356,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         waiting = len((set(waiting_groups) | young) - set(blocked_groups))
         warned = set(waiting_groups) - set(blocked_groups)
         if warned:
-            summary.append(_plural(len(warned), "consumer group") + " waiting on a transaction in flight")
+            summary.append(_plural(len(warned), "consumer group") + " waiting on a transaction")
         group_counts = _threshold_findings(
             findings, ((f"{g.group} {g.topic}-{g.partition}", g.lag_messages) for g in sorted(groups, key=lambda g: -g.lag_messages)),
             thresholds.group_lag_warn, thresholds.group_lag_crit, "group_lag",
@@ -372,7 +388,8 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     perfdata = [
         *([PerfDatum("hanging_transactions", len(snapshot.hanging), crit="0", min=0),
            PerfDatum("lost_commit_markers", len(snapshot.lost_commits), crit="0", min=0),
-           PerfDatum("undetermined_transactions", len(snapshot.undetermined), min=0)] if has(PART_VERDICTS) else []),
+           PerfDatum("undetermined_transactions", len(snapshot.undetermined), min=0),
+           PerfDatum("untracked_transactions", len(snapshot.untracked), warn="0", min=0)] if has(PART_VERDICTS) else []),
         *([PerfDatum("lso_lag_max", max_lag, warn=_perf(thresholds.lso_lag_warn), crit=_perf(thresholds.lso_lag_crit), min=0),
            PerfDatum("lagging_partitions", lagging, min=0, max=len(snapshot.partitions))] if has(PART_OFFSETS) else []),
         *([PerfDatum("open_transactions", open_count, min=0)] if open_count is not None else []),
@@ -399,6 +416,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         "hanging_transactions": len(snapshot.hanging) if has(PART_VERDICTS) else None,
         "lost_commit_markers": len(snapshot.lost_commits) if has(PART_VERDICTS) else None,
         "undetermined_transactions": len(snapshot.undetermined) if has(PART_VERDICTS) else None,
+        "untracked_transactions": len(snapshot.untracked) if has(PART_VERDICTS) else None,
         "lso_lag_max_messages": max_lag if has(PART_OFFSETS) else None,
         "lagging_partitions": lagging if has(PART_OFFSETS) else None,
         "open_transactions": open_count,
@@ -414,13 +432,40 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     return CheckResult(status, ", ".join(summary), [f for _, f in findings], perfdata, facts)
 
 
+def _past(g: GroupSample, rng: Range | None) -> bool:
+    return rng is not None and g.txn_age_ms is not None and rng.alerts(g.txn_age_ms / 1000)
+
+
 def group_block_severity(g: GroupSample, thresholds: Thresholds) -> verdicts.Severity:
     """:func:`kafkatxn.verdicts.blocked_severity` of a blocked group: ``--txn-age-crit`` is the
     critical age, ``--txn-age-warn`` the warning one."""
-    def past(rng: Range | None) -> bool:
-        return rng is not None and g.txn_age_ms is not None and rng.alerts(g.txn_age_ms / 1000)
-    return verdicts.blocked_severity(g.txn_hanging, g.txn_overdue, past(thresholds.txn_age_crit), past(thresholds.txn_age_warn),
-                                     lost_commit=g.txn_lost_commit)
+    return verdicts.blocked_severity(g.txn_hanging, g.txn_overdue, _past(g, thresholds.txn_age_crit),
+                                     _past(g, thresholds.txn_age_warn), lost_commit=g.txn_lost_commit,
+                                     waiting=g.txn_verdict in verdicts.WAITING_BLOCKS)
+
+
+def blocking_words(g: GroupSample, thresholds: Thresholds, holder: object | None = None) -> str:
+    """Which verdict blocks the group here, and the transaction where it is known, for a page."""
+    v = g.txn_verdict
+    tid = getattr(holder, "transactional_id", None)
+    pid = getattr(holder, "producer_id", None)
+    who = f" {tid}" if tid else f" producer {pid}" if pid is not None else ""
+    age = f", open {format_duration_ms(g.txn_age_ms)}" if g.txn_age_ms is not None else ""
+    if g.txn_hanging or v is verdicts.BlockVerdict.hanging:
+        return f"hanging transaction{who}{age}; abort releases it"
+    if g.txn_lost_commit or v is verdicts.BlockVerdict.lost_commit:
+        return f"lost COMMIT marker{who}; restore-commit releases it"
+    if g.txn_overdue or v is verdicts.BlockVerdict.overdue:
+        return f"overdue transaction{who}{age}: past its own timeout, and its coordinator has not aborted it"
+    if v is verdicts.BlockVerdict.untracked:
+        at = getattr(holder, "hanging_at_ms", None)
+        return f"untracked transaction{who}{age}: {untracked.state(at)}"
+    if v is verdicts.BlockVerdict.past_timeout:
+        return f"transaction{who}{age} past its own timeout: its coordinator aborts it at its next cleanup"
+    if _past(g, thresholds.txn_age_crit):
+        return f"old transaction{who}{age} ({thresholds.txn_age_crit.describe()})"
+    rng = thresholds.txn_age_warn
+    return f"transaction in flight{who}{age}" + (f" ({rng.describe()})" if rng is not None else "")
 
 
 def _perf(rng: Range | None) -> str:

@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from kafkatxn import defaults, gather, lost_commit, lso, verdicts
+from kafkatxn import defaults, gather, lost_commit, lso, untracked, verdicts
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.gaps import Gap, explain, gap_of
@@ -49,7 +49,8 @@ class TxnVerdict(str, enum.Enum):
     long_running = "long_running"  # tracked, but past its own timeout or idle past transaction.max.timeout.ms
     tracked = "tracked"  # tracked and within its timeout: the coordinator ends it by then
     undetermined = "undetermined"  # the coordinators could not say
-    recent = "recent"  # not tracked (or its coordinator could not say), but it wrote within transaction.max.timeout.ms
+    recent = "recent"  # its coordinator could not say, but it wrote within transaction.max.timeout.ms
+    untracked = "untracked"  # not tracked by its coordinator, not past its deadline: hanging then unless it ends
     lost_commit = "lost_commit"  # its coordinator committed it; the partition lost the COMMIT marker (kafkatxn.lost_commit)
 
 
@@ -88,6 +89,7 @@ class DiagnosisSnapshot:
     view: CoordinatorView = field(default_factory=CoordinatorView)
     max_transaction_timeout_ms: int | None = None
     max_timeout_given: bool = False  # by the caller (--max-transaction-timeout): the suggested abort carries it
+    abort_cleanup_interval_ms: int | None = None  # the coordinators' (None: Kafka's default)
     missing: list[Missing] = field(default_factory=list)
     # (partition, producer id) -> timestamp of the pinning transaction's first record, where its coordinator does not date it.
     first_records: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
@@ -117,15 +119,26 @@ def take_snapshot(
     described = cluster.describe_producers(blocked)
     missing.extend(described.missing)
     out.producers = {tp: [s for s in states if s.current_txn_start_offset >= 0] for tp, states in described.value.items()}
+    out.abort_cleanup_interval_ms = snap.lso.abort_cleanup_interval_ms
     if out.max_transaction_timeout_ms is None:
-        out.max_transaction_timeout_ms, config_missing = gather.cluster_max_transaction_timeout(cluster)
-        missing.extend(config_missing)
+        configs = gather.cluster_transaction_configs(cluster)
+        missing.extend(configs.missing)
+        out.abort_cleanup_interval_ms = configs.abort_cleanup_interval_ms
+        out.max_transaction_timeout_ms = configs.max_transaction_timeout_ms
+        if out.max_transaction_timeout_ms is None:
+            out.max_transaction_timeout_ms, config_missing = gather.cluster_max_transaction_timeout(cluster)  # raises, naming why
     pins = [p for tp in blocked if (p := _pin(out.producers, tp, snap.lso.offsets[tp].last_stable_offset))]
     if pins:
         # What did not answer (a coordinator, a __transaction_state partition without a leader) is
         # carried by the view and decided per transaction by the one rule; it is not a missing
         # part of the whole answer.
         out.view, _view_missing = gather.coordinator_view(cluster, {p.producer_id for p in pins})
+        # One no coordinator tracks that wrote lately may have ended between the two answers: asked again.
+        young = [c for p in pins if (c := verdicts.classify(p, out.view)).verdict is Verdict.HANGING
+                 and verdicts.is_due(c, int(time.time() * 1000), out.max_transaction_timeout_ms) is False]
+        for tp, pid in gather.still_open(cluster, young, missing):
+            out.producers[tp] = [s for s in out.producers.get(tp, []) if s.producer_id != pid]
+            pins = [p for p in pins if (p.tp, p.producer_id) != (tp, pid)]
         # Before a pin is called hanging: did its coordinator commit it (a lost COMMIT marker)?
         out.transaction_logs, out.transaction_logs_unread = gather.transaction_logs(
             cluster, [verdicts.classify(p, out.view) for p in pins])
@@ -203,6 +216,7 @@ class PinningTransaction:
     risk: str
     history: str | None = None  # its id's history in a line (kafkatxn/history.py), or "undetermined: why"
     history_evidence: dict | None = None  # the counts behind it (timeline.HistorySummary)
+    release_risk: str | None = None  # what the release command risks (release_command)
 
 
 @dataclass
@@ -253,6 +267,7 @@ def decide(
     max_timeout_ms: int,
     groups_arg: str,
     bound: str = "",
+    grace_ms: int = verdicts.overdue_grace_ms(),
 ) -> tuple[TxnVerdict, str, Action, str, str | None, int | None, int | None, int | None]:
     """Verdict, reason, action, command, release command, until, age, aborts-at for one pinning producer.
 
@@ -291,23 +306,38 @@ def decide(
             for tp in pin.tps
         )
         return TxnVerdict.hanging, reasons, Action.abort, commands, None, None, age, None
+    if PinVerdict.UNTRACKED in pinned:
+        # No coordinator tracks it, so a fence cannot end it: abort does, from its deadline (by
+        # its producer's own timeout), or now on the operator's word. Before, its producer may still.
+        due_at = max(verdicts.hanging_deadline_ms(c, max_timeout_ms) or 0 for c in classifications
+                     if verdicts.pin_verdict(c, now_ms, max_timeout_ms) is PinVerdict.UNTRACKED) + 1
+        untracked_tps = [c.open_txn.tp for c in classifications if verdicts.pin_verdict(c, now_ms, max_timeout_ms) is PinVerdict.UNTRACKED]
+        commands = " && ".join(untracked.abort_command(tp, p.current_txn_start_offset) for tp in untracked_tps)
+        now = " && ".join(untracked.abort_command(tp, p.current_txn_start_offset, now=True) for tp in untracked_tps)
+        why = f"{reasons}: {untracked.state(due_at)} (by {verdicts.deadline_source(classifications[0], max_timeout_ms)})"
+        return TxnVerdict.untracked, why, Action.abort, commands, now, due_at, age, None
     if found - {Verdict.LONG_RUNNING}:
-        # Not tracked, or its coordinator could not say, but written lately: hanging's rule decides
-        # only after transaction.max.timeout.ms of silence (a transaction that just began may not be
-        # registered with its coordinator yet), so `hanging` does not list it and nothing is decided.
+        # Its coordinator could not say, but written lately: no producer's timeout is longer than
+        # transaction.max.timeout.ms, so nothing is decided before then; no fence is offered (it
+        # ends only a transaction its coordinator tracks, which is what could not be told).
         ready = p.last_timestamp_ms + max_timeout_ms + 1
         why = (
             f"{reasons}, but its last write is within transaction.max.timeout.ms ({max_timeout_ms} ms): "
             f"not hanging by hanging's rule, which decides from {_clock(ready)}"
         )
-        return TxnVerdict.recent, why, Action.wait, rerun, fence, ready, age, None
+        return TxnVerdict.recent, why, Action.wait, rerun, None, ready, age, None
     # Tracked by its coordinator.
     if candidate:
         why = f"idle past transaction.max.timeout.ms ({max_timeout_ms} ms) yet its coordinator still tracks it ({reasons})"
         return TxnVerdict.long_running, why, Action.fence, fence or rerun, None, None, age, aborts_at
-    if aborts_at is not None and now_ms >= aborts_at:
-        why = f"past its own timeout ({format_duration_ms(d.timeout_ms)}) and not aborted yet"
+    if aborts_at is not None and now_ms >= aborts_at + grace_ms:
+        why = f"past its own timeout ({format_duration_ms(d.timeout_ms)}) and not aborted by its coordinator"
         return TxnVerdict.long_running, why, Action.fence, fence or rerun, None, None, age, aborts_at
+    if aborts_at is not None and now_ms >= aborts_at:
+        # Its coordinator aborts timed-out transactions at its next cleanup: give it that chance.
+        why = (f"past its own timeout ({format_duration_ms(d.timeout_ms)}): its coordinator aborts it at its next cleanup, "
+               f"by {_clock(aborts_at + grace_ms)}")
+        return TxnVerdict.tracked, why, Action.wait, rerun, fence, aborts_at + grace_ms, age, aborts_at
     if aborts_at is None:
         state = d.state if d is not None else "unknown"
         why = f"its coordinator is ending it (state {state})"
@@ -366,6 +396,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
             pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
             # abort decides hanging by the same rule: with the threshold this diagnosis used
             _bound(max_timeout) if snapshot.max_timeout_given and max_timeout is not None else "",
+            verdicts.overdue_grace_ms(snapshot.abort_cleanup_interval_ms),
         )
         tid = next((c.transactional_id for c in classifications if c.transactional_id), None)
         d = next((c.description for c in classifications if c.description is not None), None)
@@ -382,7 +413,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
                 reason=reason,
                 age_ms=age,
                 age_source=a.source if (a := _age(classifications, now)) else None,
-                overdue=any(verdicts.is_overdue(c.transaction, now) for c in classifications),
+                overdue=any(verdicts.is_overdue(c.transaction, now, snapshot.abort_cleanup_interval_ms) for c in classifications),
                 last_write_age_ms=max(0, now - p.last_timestamp_ms) if p.last_timestamp_ms >= 0 else None,
                 transaction_timeout_ms=d.timeout_ms if d else None,
                 aborts_at_ms=aborts_at,
@@ -394,6 +425,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
                 release_command=release,
                 until_ms=until,
                 risk=RISK[action],
+                release_risk=(untracked.ABORT_NOW_RISK if verdict is TxnVerdict.untracked else RISK[Action.fence]) if release else None,
             )
         )
 

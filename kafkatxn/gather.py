@@ -25,16 +25,31 @@ if TYPE_CHECKING:  # handed the facade; not imported
     from kafkatxn.kafka import Cluster
 
 
+@dataclass(frozen=True)
+class TransactionConfigs:
+    """The brokers' transaction timeouts that verdicts date by (one DescribeConfigs per broker)."""
+
+    max_transaction_timeout_ms: int | None  # the largest transaction.max.timeout.ms
+    abort_cleanup_interval_ms: int | None  # the longest cleanup interval: the slowest coordinator's
+    missing: tuple[Missing, ...] = ()
+
+
+def cluster_transaction_configs(cluster: Cluster) -> TransactionConfigs:
+    """The brokers' ``transaction.max.timeout.ms`` and abort cleanup interval, asked together."""
+    names = (MAX_TIMEOUT_CONFIG, verdicts.ABORT_CLEANUP_INTERVAL_CONFIG)
+    configs = cluster.broker_configs(names)
+    largest = [verdicts.max_timeout_from_configs(entries[name].value for entries in configs.value.values() if name in entries)
+               for name in names]
+    return TransactionConfigs(largest[0], largest[1], tuple(configs.missing))
+
+
 def cluster_max_transaction_timeout(cluster: Cluster) -> tuple[int, list[Missing]]:
     """The brokers' largest ``transaction.max.timeout.ms``, and the brokers that did not say."""
-    configs = cluster.broker_configs([MAX_TIMEOUT_CONFIG])
-    value = verdicts.max_timeout_from_configs(
-        entries[MAX_TIMEOUT_CONFIG].value for entries in configs.value.values() if MAX_TIMEOUT_CONFIG in entries
-    )
-    if value is None:
+    configs = cluster_transaction_configs(cluster)
+    if configs.max_transaction_timeout_ms is None:
         why = "; ".join(map(str, configs.missing)) or "no broker reported it"
         raise ClusterError(f"could not read {MAX_TIMEOUT_CONFIG} from the brokers ({why}); pass --max-transaction-timeout")
-    return value, list(configs.missing)
+    return configs.max_transaction_timeout_ms, list(configs.missing)
 
 
 def unseen_topics(cluster: Cluster) -> list[Missing]:
@@ -205,38 +220,89 @@ def settle_pins(
     cluster: Cluster, pins: Iterable[OpenTransaction], view: CoordinatorView, now_ms: int,
     max_transaction_timeout_ms: int | None, missing: list[Missing],
     settled: Mapping[tuple[TopicPartition, int], verdicts.Classification] | None = None,
-) -> tuple[dict[tuple[TopicPartition, int], verdicts.Classification], int | None]:
-    """Each pinning transaction's classification by ``(partition, producer id)``, the ones hanging
-    by the whole rule settled by their coordinator's log as ``hanging`` settles them
-    (:func:`settle_by_transaction_log`: a lost COMMIT marker, or undetermined when the log cannot
-    tell); decide with :func:`kafkatxn.verdicts.pin_verdict`. And the maximum timeout used: read
-    from the brokers (like the log) only when a pin is not shown to be tracked and none was given,
-    so pins their coordinators track cost no request. ``settled``: what an earlier pass of the same
-    command settled by the log (the snapshot's hanging pass); the same transaction is not read again."""
+) -> tuple[dict[tuple[TopicPartition, int], verdicts.Classification], int | None, int | None]:
+    """Each pinning transaction's classification by ``(partition, producer id)``, the ones past
+    their deadline (:func:`kafkatxn.verdicts.is_due`) settled by their coordinator's log as ``hanging``
+    settles them (:func:`settle_by_transaction_log`: a lost COMMIT marker, or undetermined when the
+    log cannot tell), the untracked ones not yet due asked again (:func:`still_open`: one that ended
+    between the two answers is no pin); decide with :func:`kafkatxn.verdicts.pin_verdict`. And the
+    maximum timeout used: read from the brokers (like the log) only when a pin is not shown to be
+    tracked and none was given, so pins their coordinators track cost no request; and the
+    coordinators' abort cleanup interval where it was read (None: Kafka's default applies). ``settled``: what
+    an earlier pass of the same command settled by the log (the snapshot's hanging pass); the same
+    transaction is not read again."""
+    pins = list(pins)
     classified = [verdicts.classify(t, view) for t in pins]
-    if all(c.verdict is verdicts.Verdict.LONG_RUNNING for c in classified):
-        return {_pin_key(c): c for c in classified}, max_transaction_timeout_ms
-    if max_transaction_timeout_ms is None:
+    tracked = all(c.verdict is verdicts.Verdict.LONG_RUNNING for c in classified)
+    cleanup_ms = None
+    # The brokers' configs only where a verdict needs them: a pin not shown to be tracked (its
+    # deadline), or one past its own timeout (when its coordinator's abort is late).
+    if (not tracked and max_transaction_timeout_ms is None) or any(verdicts.is_past_timeout(t, now_ms) for t in pins):
         try:
-            max_transaction_timeout_ms, config_missing = cluster_max_transaction_timeout(cluster)
-            missing.extend(config_missing)
+            configs = cluster_transaction_configs(cluster)
         except KafkatxnError as exc:
-            missing.append(Missing(Part(MAX_TIMEOUT_CONFIG), str(exc)))
-    if max_transaction_timeout_ms is not None:
-        # The log is read for the candidates only (idle past the maximum timeout), as hanging reads it.
-        timeout = max_transaction_timeout_ms
-        candidates = [c for c in classified if verdicts.is_candidate(c.open_txn.producer, now_ms, timeout)]
-        known: dict[tuple[TopicPartition, int], verdicts.Classification] = {}
-        fresh = []
-        for c in candidates:
-            earlier = (settled or {}).get(_pin_key(c))
-            if earlier is not None and lost_commit.needs_log(c) and _same_transaction(earlier.open_txn, c.open_txn):
-                known[_pin_key(c)] = earlier
-            else:
-                fresh.append(c)
-        known.update({_pin_key(c): c for c in settle_by_transaction_log(cluster, fresh, missing)})
-        classified = [known.get(_pin_key(c), c) for c in classified]
-    return {_pin_key(c): c for c in classified}, max_transaction_timeout_ms
+            configs = TransactionConfigs(None, None, (Missing(Part(MAX_TIMEOUT_CONFIG), str(exc)),))
+        missing.extend(configs.missing)
+        cleanup_ms = configs.abort_cleanup_interval_ms
+        if max_transaction_timeout_ms is None:
+            max_transaction_timeout_ms = configs.max_transaction_timeout_ms
+            if max_transaction_timeout_ms is None and not configs.missing:
+                missing.append(Missing(Part(MAX_TIMEOUT_CONFIG), "no broker reported it; pass --max-transaction-timeout"))
+    if tracked:
+        return {_pin_key(c): c for c in classified}, max_transaction_timeout_ms, cleanup_ms
+    timeout = max_transaction_timeout_ms
+    young = [c for c in classified if c.verdict is verdicts.Verdict.HANGING and verdicts.is_due(c, now_ms, timeout) is False]
+    # The hanging pass of the same command asked those it found untracked again already.
+    asked = {_pin_key(c) for c in young if (e := (settled or {}).get(_pin_key(c))) is not None
+             and e.verdict is verdicts.Verdict.UNTRACKED and _same_transaction(e.open_txn, c.open_txn)}
+    ended = still_open(cluster, [c for c in young if _pin_key(c) not in asked], missing)
+    classified = [_ended(c) if _pin_key(c) in ended else c for c in classified]
+    # The log is read for the transactions past their deadline only, as hanging reads it.
+    candidates = [c for c in classified if c.verdict is not verdicts.Verdict.LONG_RUNNING and verdicts.is_due(c, now_ms, timeout)]
+    known: dict[tuple[TopicPartition, int], verdicts.Classification] = {}
+    fresh = []
+    for c in candidates:
+        earlier = (settled or {}).get(_pin_key(c))
+        if earlier is not None and lost_commit.needs_log(c) and _same_transaction(earlier.open_txn, c.open_txn):
+            known[_pin_key(c)] = earlier
+        else:
+            fresh.append(c)
+    known.update({_pin_key(c): c for c in settle_by_transaction_log(cluster, fresh, missing)})
+    classified = [known.get(_pin_key(c), c) for c in classified]
+    return {_pin_key(c): c for c in classified}, max_transaction_timeout_ms, cleanup_ms
+
+
+REASON_ENDED = "ended while it was being asked about (its partition no longer shows it open)"
+
+
+def _ended(c: verdicts.Classification) -> verdicts.Classification:
+    # Not hanging, nor anything to act on: its producer ended it between DescribeProducers and the
+    # coordinators' answer. Reported as its coordinator's (LONG_RUNNING: someone completed it).
+    return dataclasses.replace(c, verdict=verdicts.Verdict.LONG_RUNNING, reason=REASON_ENDED)
+
+
+def still_open(cluster: Cluster, untracked: Sequence[verdicts.Classification], missing: list[Missing]) -> set[tuple[TopicPartition, int]]:
+    """Of transactions the coordinators do not track though their producers wrote lately, the
+    ``(partition, producer id)`` of those that ended since DescribeProducers showed them: asked once
+    more, after the coordinators answered. A coordinator starts a producer's next transaction only
+    after the markers of the last one are written, so one still open at the same offset now was
+    open, untracked, when its coordinator answered. One that could not be asked again stays as it is."""
+    if not untracked:
+        return set()
+    try:
+        described = cluster.describe_producers(sorted({c.open_txn.tp for c in untracked}))
+    except KafkatxnError as exc:
+        missing.append(Missing(Part("open transactions"), f"could not ask again whether they ended: {exc}"))
+        return set()
+    ended = set()
+    for c in untracked:
+        states = described.value.get(c.open_txn.tp)
+        if states is None:
+            continue
+        if not any(s.producer_id == c.open_txn.producer_id and s.current_txn_start_offset == c.open_txn.start_offset
+                   for s in states):
+            ended.add(_pin_key(c))
+    return ended
 
 
 def _pin_key(c: verdicts.Classification) -> tuple[TopicPartition, int]:
@@ -249,24 +315,34 @@ def _same_transaction(a: OpenTransaction, b: OpenTransaction) -> bool:
 
 @dataclass
 class Scan:
-    """Every open transaction of a producer-state snapshot, the candidates, and their verdicts."""
+    """Every open transaction of a producer-state snapshot, the candidates (past their deadline,
+    :func:`kafkatxn.verdicts.is_due`), their verdicts, and the untracked ones not due yet."""
 
     open_transactions: list[OpenTransaction]
     candidates: list[OpenTransaction]
     classifications: list[verdicts.Classification]
     missing: list[Missing]
+    untracked: list[verdicts.Classification] = dataclasses.field(default_factory=list)  # Verdict.UNTRACKED
 
 
 def classify_open_transactions(
     cluster: Cluster, states: dict[TopicPartition, list[ProducerState]], now_ms: int, max_transaction_timeout_ms: int
 ) -> Scan:
-    """Steps 2 to 4 of the rule over described producer states (``hanging``, ``check`` and the exporter)."""
+    """Steps 2 to 4 of the rule over described producer states (``hanging``, ``check`` and the exporter):
+    every open transaction is classified (one no coordinator tracks may be due before the maximum
+    timeout, by its producer's own), the candidates are those past their deadline, and the untracked
+    ones not due yet are asked again (:func:`still_open`) and returned as :attr:`Verdict.UNTRACKED`."""
     all_open = verdicts.open_transactions(states)
-    candidates = [t for t in all_open if verdicts.is_candidate(t.producer, now_ms, max_transaction_timeout_ms)]
-    if not candidates:
-        return Scan(all_open, candidates, [], [])
-    view, missing = coordinator_view(cluster, {c.producer_id for c in candidates})
-    return Scan(all_open, candidates, verdicts.classify_all(candidates, view), missing)
+    if not all_open:
+        return Scan(all_open, [], [], [])
+    view, missing = coordinator_view(cluster, {t.producer_id for t in all_open})
+    classified = verdicts.classify_all(all_open, view)
+    due = [c for c in classified if verdicts.is_due(c, now_ms, max_transaction_timeout_ms)]
+    waiting = [verdicts.with_deadline(c, now_ms, max_transaction_timeout_ms) for c in classified
+               if c.verdict is verdicts.Verdict.HANGING and verdicts.is_due(c, now_ms, max_transaction_timeout_ms) is False]
+    ended = still_open(cluster, waiting, missing)
+    untracked = [c for c in waiting if _pin_key(c) not in ended]
+    return Scan(all_open, [c.open_txn for c in due], due, missing, untracked)
 
 
 def uncommitted_assignments(

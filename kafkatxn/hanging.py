@@ -82,6 +82,16 @@ class HangingRow:
 
 
 @dataclass(frozen=True)
+class UntrackedRow(HangingRow):
+    """Open on a partition no coordinator tracks it on, not yet past its deadline
+    (:func:`kafkatxn.verdicts.hanging_deadline_ms`): hanging from ``hanging_at_ms`` unless it ends."""
+
+    hanging_at_ms: int | None = None
+    hanging_in_ms: int | None = None
+    deadline: str | None = None  # which timeout dates it: its producer's own, or the maximum
+
+
+@dataclass(frozen=True)
 class _CandidateColumns:
     """The first columns of the long-running and undetermined rows."""
 
@@ -173,6 +183,17 @@ def hanging_row(
     )
 
 
+def untracked_row(
+    c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int],
+    max_transaction_timeout_ms: int | None, dated: OpenTransaction | None = None,
+) -> UntrackedRow:
+    row = hanging_row(c, now_ms, lso, hw, dated)
+    values = {f: getattr(row, f) for f in HangingRow.__dataclass_fields__}
+    at = c.hanging_at_ms
+    return UntrackedRow(**values, hanging_at_ms=at, hanging_in_ms=max(at - now_ms, 0) if at is not None else None,
+                        deadline=verdicts.deadline_source(c, max_transaction_timeout_ms))
+
+
 def long_running_row(
     c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]
 ) -> LongRunningRow:
@@ -202,6 +223,9 @@ class HangingResult:
     undetermined: list[UndeterminedRow] = field(default_factory=list)
     # Committed by their coordinator, the COMMIT marker lost (kafkatxn.lost_commit): restore it, never abort.
     lost_commit: list[HangingRow] = field(default_factory=list)
+    # Not tracked by their coordinator, not past their deadline yet: hanging then unless they end.
+    untracked: list[UntrackedRow] = field(default_factory=list)
+    untracked_classifications: list[Classification] = field(default_factory=list)
 
     def report(self) -> Report:
         facts = {
@@ -214,10 +238,13 @@ class HangingResult:
             "long_running_count": len(self.long_running),
             "undetermined_count": len(self.undetermined),
             "lost_commit_count": len(self.lost_commit),
+            "untracked_count": len(self.untracked),
         }
         sections: dict[str, list] = {"hanging": self.hanging, "long_running": self.long_running, "undetermined": self.undetermined}
         if self.lost_commit:
             sections["lost_commit"] = self.lost_commit
+        if self.untracked:
+            sections["untracked"] = self.untracked
         return Report(facts=facts, sections=sections)
 
 
@@ -262,7 +289,8 @@ def find_hanging(
     # Before anything is called hanging: did its coordinator commit it (a lost COMMIT marker)?
     classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
 
-    affected = sorted({c.open_txn.tp for c in classifications if c.verdict is not Verdict.UNDETERMINED})
+    untracked = scan.untracked
+    affected = sorted({c.open_txn.tp for c in [*classifications, *untracked] if c.verdict is not Verdict.UNDETERMINED})
     lso: dict[TopicPartition, int] = {}
     hw: dict[TopicPartition, int] = {}
     if affected:
@@ -278,6 +306,8 @@ def find_hanging(
         return [hanging_row(c, now_ms, lso, hw, d) for c, d in zip(chosen, dated)]
 
     hanging = rows(Verdict.HANGING)
+    dated_untracked = gather.with_first_records(cluster, [c.transaction for c in untracked], missing)
+    untracked_rows = [untracked_row(c, now_ms, lso, hw, max_transaction_timeout_ms, d) for c, d in zip(untracked, dated_untracked)]
     long_running = [long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.LONG_RUNNING]
     undetermined = [undetermined_row(c, now_ms) for c in classifications if c.verdict is Verdict.UNDETERMINED]
     return HangingResult(
@@ -292,4 +322,6 @@ def find_hanging(
         classifications=classifications,
         undetermined=undetermined,
         lost_commit=rows(Verdict.LOST_COMMIT),
+        untracked=untracked_rows,
+        untracked_classifications=untracked,
     )

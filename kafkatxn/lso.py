@@ -25,7 +25,8 @@ from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.model import Missing, Part, TopicPartition
 # One definition of each answer, shared with hanging, check, diagnose and the exporter.
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
-    Classification, GroupVerdict, Offsets, OpenTransaction, PinVerdict, Severity, best_age_ms, blocked_severity, group_verdict,
+    BlockVerdict, Classification, GroupVerdict, Offsets, OpenTransaction, PinVerdict, Severity, best_age_ms, block_severity,
+    block_verdict, blocked_severity, group_verdict,
     is_overdue, is_too_old, last_write_age_ms, pin_flags, pin_verdict, pinning_transaction, readable_before_lso,
     transaction_age, transaction_age_ms, uncommitted_verdict, Verdict,
 )
@@ -62,6 +63,7 @@ class LsoSnapshot:
     # coordinator's log where the whole rule calls it hanging (gather.settle_pins), as hanging settles it.
     classifications: dict[tuple[TopicPartition, int], Classification] = field(default_factory=dict)
     max_transaction_timeout_ms: int | None = None  # read only when a pinning transaction may hang
+    abort_cleanup_interval_ms: int | None = None  # read only when one is past its own timeout (None: Kafka's default)
 
     def pin(self, tp: TopicPartition) -> OpenTransaction | None:
         """The open transaction pinning ``tp``'s LSO (None when its LSO does not trail the HW)."""
@@ -132,7 +134,7 @@ def take_snapshot(
     pins = gather.with_first_records(cluster, [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None], missing)
     for t in pins:
         open_txns[t.tp] = [t if (o.producer_id, o.start_offset) == (t.producer_id, t.start_offset) else o for o in open_txns[t.tp]]
-    snapshot.classifications, snapshot.max_transaction_timeout_ms = gather.settle_pins(
+    snapshot.classifications, snapshot.max_transaction_timeout_ms, snapshot.abort_cleanup_interval_ms = gather.settle_pins(
         cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing, settled,
     )
     return snapshot
@@ -248,7 +250,7 @@ class PartitionLag:
 
 @dataclass(frozen=True)
 class WatchedPartitionLag(PartitionLag):
-    lso_moved: bool | None  # since the previous sample; None on the first sample of the partition
+    lso_moved: bool | None = None  # since the previous sample; None on the first sample of the partition
 
 
 @dataclass(frozen=True)
@@ -278,13 +280,16 @@ class GroupLag(GroupPosition):
     txn_age_source: str | None  # coordinator, first_record or last_write (a lower bound)
     txn_hanging: bool | None  # the blocking transaction hangs (as PartitionLag's: None when undetermined)
     txn_lost_commit: bool | None  # it lost its COMMIT marker: the group is stuck until restore-commit
-    txn_overdue: bool | None  # the blocking transaction is past its own timeout (verdicts.is_overdue)
+    txn_overdue: bool | None  # the blocking transaction is past its own timeout and its coordinator's abort (verdicts.is_overdue)
     last_write_age_ms: int | None
+    # What the blocking transaction is (verdicts.BlockVerdict): hanging, lost_commit, overdue,
+    # past_timeout, untracked, in_flight or undetermined; None when the group is not blocked.
+    txn_verdict: BlockVerdict | None = None
 
 
 @dataclass(frozen=True)
 class WatchedGroupLag(GroupLag):
-    lso_moved: bool | None
+    lso_moved: bool | None = None
 
 
 def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag]:
@@ -343,8 +348,9 @@ class PinFacts:
     age_source: str | None
     hanging: bool | None  # by hanging's whole rule and its coordinator's log; None when undetermined
     lost_commit: bool | None  # it lost its COMMIT marker (restore-commit releases it); None when undetermined
-    overdue: bool | None
+    overdue: bool | None  # past its own timeout and its coordinator's chance to abort it (verdicts.is_overdue)
     last_write_age_ms: int | None
+    verdict: BlockVerdict | None = None  # what it is, in the one word every page names (verdicts.block_verdict)
 
 
 NO_PIN = PinFacts(None, None, None, None, None, None, None)
@@ -358,9 +364,11 @@ def pin_facts(snapshot: LsoSnapshot, tp: TopicPartition) -> PinFacts:
         return NO_PIN
     now = snapshot.taken_at_ms
     age = transaction_age(pin, now)
-    hanging, lost_commit = pin_flags(snapshot.pin_verdict(pin))
+    pinned = snapshot.pin_verdict(pin)
+    hanging, lost_commit = pin_flags(pinned)
+    cleanup = snapshot.abort_cleanup_interval_ms
     return PinFacts(pin, age.ms if age else None, age.source if age else None, hanging, lost_commit,
-                    is_overdue(pin, now), last_write_age_ms(pin, now))
+                    is_overdue(pin, now, cleanup), last_write_age_ms(pin, now), block_verdict(pinned, pin, now, cleanup))
 
 
 def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[GroupPlace]:
@@ -426,6 +434,7 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
                 txn_lost_commit=facts.lost_commit,
                 txn_overdue=facts.overdue,
                 last_write_age_ms=facts.last_write_age_ms,
+                txn_verdict=facts.verdict,
             )
         )
     return rows
@@ -500,8 +509,10 @@ def sort_rows(rows: Sequence[R], sort: str | None = None, top: int | None = None
 def blocked_row_severity(row: GroupLag, critical_age_ms: int | None) -> Severity:
     """:func:`kafkatxn.verdicts.blocked_severity` of a blocked row (the one answer check, diagnose
     and the exporter give too)."""
-    return blocked_severity(row.txn_hanging, bool(row.txn_overdue), is_too_old(row.txn_age_ms, critical_age_ms),
-                            lost_commit=row.txn_lost_commit)
+    too_old = is_too_old(row.txn_age_ms, critical_age_ms)
+    if row.txn_verdict is not None:
+        return block_severity(row.txn_verdict, too_old, old=False)
+    return blocked_severity(row.txn_hanging, bool(row.txn_overdue), too_old, old=False, lost_commit=row.txn_lost_commit)
 
 
 def partitions_exit_code(rows: Iterable[PartitionLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS) -> int:

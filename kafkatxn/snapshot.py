@@ -99,6 +99,13 @@ class HangingSample(CandidateSample):
 
 
 @dataclass(frozen=True)
+class UntrackedSample(HangingSample):
+    """Not tracked by its coordinator, not past its deadline yet: hanging from ``hanging_at_ms`` unless it ends."""
+
+    hanging_at_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class UndeterminedSample(CandidateSample):
     """Undetermined: a coordinator that could own it did not answer."""
 
@@ -122,6 +129,7 @@ class GroupSample(NamedTuple):
     txn_hanging: bool | None = False
     txn_overdue: bool = False
     txn_lost_commit: bool | None = False  # it lost its COMMIT marker: nothing but restore-commit releases the group
+    txn_verdict: verdicts.BlockVerdict | None = None  # what the blocking transaction is (verdicts.block_verdict); None unless blocked
 
     @property
     def stuck(self) -> bool:
@@ -153,6 +161,8 @@ class ClusterSnapshot:
     # Committed by their coordinator, the partition's COMMIT marker lost (kafkatxn.lost_commit): as
     # stuck as a hanging one, but released by restore-commit, never by abort.
     lost_commits: tuple[HangingSample, ...] = ()
+    # Not tracked by their coordinator and not past their deadline: hanging then, unless they end.
+    untracked: tuple[UntrackedSample, ...] = ()
     max_transaction_timeout_ms: int | None = None
     missing: tuple[Missing, ...] = ()  # parts that did not answer
     transactional_ids: tuple[str, ...] | None = None  # every id ListTransactions returned; None unless all answered
@@ -196,12 +206,13 @@ class ClusterSnapshot:
         coordinator has them: dated by their first record). Two-phase-commit transactions (KIP-939)
         are left out: no one times them out, their age is no alarm."""
         ages = [a for a in (self.transaction_age_s(t) for t in self.open_transactions if not t.two_phase_commit) if a is not None]
-        ages += [h.age_ms / 1000 for h in self.hanging + self.lost_commits if h.age_ms is not None]
+        ages += [h.age_ms / 1000 for h in self.hanging + self.lost_commits + self.untracked if h.age_ms is not None]
         return max(ages, default=0.0)
 
 
 def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing],
-                     undetermined: list[UndeterminedSample], lost_commits: list[HangingSample], settled: dict):
+                     undetermined: list[UndeterminedSample], lost_commits: list[HangingSample], settled: dict,
+                     untracked: list[UntrackedSample]):
     """The one hanging rule (:func:`kafkatxn.verdicts.classify`) over producer states already described,
     settled by the coordinator's log as ``hanging`` settles it (a lost COMMIT marker is not hanging);
     what the log settled goes into ``settled`` for the group pass."""
@@ -212,17 +223,22 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
     classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
     settled.update({(c.open_txn.tp, c.open_txn.producer_id): c
                     for raw, c in zip(scan.classifications, classifications) if lost_commit.needs_log(raw)})
+    settled.update({(c.open_txn.tp, c.open_txn.producer_id): c for c in scan.untracked})  # asked again already
     out = []
-    dating = [c.transaction for c in classifications if c.verdict in (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT)]
+    dated_kinds = (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT, verdicts.Verdict.UNTRACKED)
+    dating = [c.transaction for c in [*classifications, *scan.untracked] if c.verdict in dated_kinds]
     dated = {(t.tp, t.producer_id): t for t in gather.with_first_records(cluster, dating, missing)}
-    for c in classifications:
-        if c.verdict in (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT):
+    for c in [*classifications, *scan.untracked]:
+        if c.verdict in dated_kinds:
             tp = c.open_txn.tp
             lag = max(hw[tp] - lso[tp], 0) if tp in lso and tp in hw else None
             age = verdicts.transaction_age(dated.get((tp, c.open_txn.producer_id)), now_ms)
-            sample = HangingSample(tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
-                                   c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
-            (out if c.verdict is verdicts.Verdict.HANGING else lost_commits).append(sample)
+            fields = (tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
+                      c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
+            if c.verdict is verdicts.Verdict.UNTRACKED:
+                untracked.append(UntrackedSample(*fields, hanging_at_ms=c.hanging_at_ms))
+            else:
+                (out if c.verdict is verdicts.Verdict.HANGING else lost_commits).append(HangingSample(*fields))
         elif c.verdict is verdicts.Verdict.UNDETERMINED:
             p = c.open_txn.producer
             undetermined.append(UndeterminedSample(
@@ -277,9 +293,10 @@ def group_samples(
             pinned = facts.pin is not None  # its blocking transaction was found
             # The blocking transaction's verdict as lso gives it (None: undetermined).
             append(GroupSample(group, topic, partition, lag, lag_to_lso, lag_to_hw, True, facts.age_ms,
-                               facts.hanging if pinned else False, bool(facts.overdue), facts.lost_commit if pinned else False))
+                               facts.hanging if pinned else False, bool(facts.overdue), facts.lost_commit if pinned else False,
+                               facts.verdict))
         else:  # GroupSample(group, topic, partition, lag, lag_to_lso, lag_to_hw, False), without its Python __new__
-            append(sample(GroupSample, (group, topic, partition, lag, lag_to_lso, lag_to_hw, False, None, False, False, False)))
+            append(sample(GroupSample, (group, topic, partition, lag, lag_to_lso, lag_to_hw, False, None, False, False, False, None)))
     return tuple(samples)
 
 
@@ -394,14 +411,16 @@ def gather_snapshot(
             now_ms = int(clock() * 1000)
             undetermined: list[UndeterminedSample] = []
             lost_commits: list[HangingSample] = []
+            untracked: list[UntrackedSample] = []
             result = step(
                 "hanging transactions",
                 lambda: _hanging_samples(cluster, produced.states, now_ms, timeout_ms, lso, hw, missing, undetermined, lost_commits,
-                                         settled),
+                                         settled, untracked),
             )
             snapshot.hanging = result or ()
             snapshot.undetermined = tuple(undetermined)
             snapshot.lost_commits = tuple(lost_commits)
+            snapshot.untracked = tuple(untracked)
             if result is None:
                 not_gathered.add(PART_VERDICTS)
         else:

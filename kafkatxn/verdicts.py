@@ -20,6 +20,12 @@ from kafkatxn.model import (
 )
 
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
+# How often a coordinator looks for transactions past their own timeout and aborts them.
+ABORT_CLEANUP_INTERVAL_CONFIG = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+DEFAULT_ABORT_CLEANUP_INTERVAL_MS = 10_000  # Kafka's default
+# After a transaction's own timeout and one cleanup interval, the time its coordinator's abort
+# markers may take to land before the transaction counts as overdue (critical).
+OVERDUE_MARGIN_MS = 5_000
 
 REASON_NO_TRANSACTIONAL_ID = "no transactional id for producer"
 REASON_UNKNOWN_TO_COORDINATOR = "transactional id unknown to coordinator"
@@ -42,6 +48,9 @@ class Verdict(str, enum.Enum):
     TRACKED = "long_running"  # alias of LONG_RUNNING (its earlier name)
     UNDETERMINED = "undetermined"  # a coordinator that could own it did not answer: see ``missing``
     LOST_COMMIT = "lost_commit"  # its coordinator's log shows it committed: the partition lost the COMMIT marker (kafkatxn.lost_commit)
+    # No coordinator tracks it on this partition, but it is not past its deadline yet
+    # (:func:`hanging_deadline_ms`): hanging from ``hanging_at_ms`` unless it ends first.
+    UNTRACKED = "untracked"
 
 
 def java_string_hash(s: str) -> int:
@@ -120,6 +129,7 @@ class Classification:
     transactional_id: str | None = None
     description: TransactionDescription | None = None
     missing: tuple[Missing, ...] = ()  # for UNDETERMINED: the typed parts that did not answer
+    hanging_at_ms: int | None = None  # for UNTRACKED: when it becomes hanging unless it ends first
 
     @property
     def two_phase_commit(self) -> bool:
@@ -201,6 +211,60 @@ def hidden_ids(visibility: str, probe_missing: Sequence[Missing] = ()) -> tuple[
 
 def classify_all(candidates: Iterable[OpenTransaction], view: CoordinatorView) -> list[Classification]:
     return [classify(c, view) for c in candidates]
+
+
+# -- when an untracked transaction becomes hanging ------------------------------------------------
+
+
+def own_timeout_ms(c: Classification) -> int | None:
+    """The producer's own transaction timeout, where it bounds the wait: its coordinator answers
+    for this producer id, reports the timeout, and does not track this partition (a transaction
+    that leaves it out, or one already ended). None where no coordinator says which timeout the
+    producer has (no id, an unknown id, another producer id) or nobody times it out (two-phase commit)."""
+    d = c.description
+    if d is None or d.producer_id != c.open_txn.producer_id or d.two_phase_commit or c.open_txn.tp in d.partitions:
+        return None
+    return d.timeout_ms if d.timeout_ms >= 0 else None
+
+
+def hanging_deadline_ms(c: Classification, max_transaction_timeout_ms: int | None) -> int | None:
+    """The last moment an open transaction no coordinator tracks may still end by itself: its last
+    write plus its producer's own transaction timeout where its coordinator reports it, else plus
+    the brokers' maximum (the bound on every producer's timeout); the smaller where both are known,
+    so a maximum the caller gives (``--max-transaction-timeout 0``) moves it earlier. Past it (strictly,
+    as Kafka's tool compares) it is hanging. None when neither timeout is known."""
+    bounds = [b for b in (own_timeout_ms(c), max_transaction_timeout_ms) if b is not None]
+    if not bounds:
+        return None
+    return c.open_txn.last_timestamp_ms + min(bounds)
+
+
+def is_due(c: Classification, now_ms: int, max_transaction_timeout_ms: int | None) -> bool | None:
+    """Whether ``c`` is past its :func:`hanging_deadline_ms` (None: the deadline is not known). A
+    transaction its coordinator tracks is due once idle past the maximum (``hanging`` lists it as
+    long-running then)."""
+    if c.verdict is Verdict.LONG_RUNNING:
+        return None if max_transaction_timeout_ms is None else is_candidate(c.open_txn.producer, now_ms, max_transaction_timeout_ms)
+    deadline = hanging_deadline_ms(c, max_transaction_timeout_ms)
+    return None if deadline is None else now_ms > deadline
+
+
+def with_deadline(c: Classification, now_ms: int, max_transaction_timeout_ms: int | None) -> Classification:
+    """``c`` under the time rule: classified hanging but not past its deadline, it is UNTRACKED
+    (hanging from the moment after the deadline, unless it ends first); anything else as it is."""
+    if c.verdict is not Verdict.HANGING or is_due(c, now_ms, max_transaction_timeout_ms) is not False:
+        return c
+    deadline = hanging_deadline_ms(c, max_transaction_timeout_ms)
+    assert deadline is not None  # is_due answered
+    return dataclasses.replace(c, verdict=Verdict.UNTRACKED, hanging_at_ms=deadline + 1)
+
+
+def deadline_source(c: Classification, max_transaction_timeout_ms: int | None) -> str:
+    """Which timeout :func:`hanging_deadline_ms` used, in words."""
+    own = own_timeout_ms(c)
+    if own is not None and (max_transaction_timeout_ms is None or own <= max_transaction_timeout_ms):
+        return f"its producer's transaction timeout ({own} ms)"
+    return f"the maximum transaction timeout ({max_transaction_timeout_ms} ms)"
 
 
 def max_timeout_from_configs(values: Iterable[str | None]) -> int | None:
@@ -321,13 +385,27 @@ def needs_first_record(txn: OpenTransaction) -> bool:
     return txn.coordinator_start_time_ms is None and txn.first_record_timestamp_ms is None
 
 
-def is_overdue(txn: OpenTransaction | None, now_ms: int) -> bool:
+def overdue_grace_ms(abort_cleanup_interval_ms: int | None = None) -> int:
+    """How long past its own timeout a tracked transaction is left to its coordinator: one abort
+    cleanup interval (the brokers', Kafka's default where not read) and a margin for the markers."""
+    interval = abort_cleanup_interval_ms if abort_cleanup_interval_ms is not None else DEFAULT_ABORT_CLEANUP_INTERVAL_MS
+    return interval + OVERDUE_MARGIN_MS
+
+
+def is_past_timeout(txn: OpenTransaction | None, now_ms: int) -> bool:
     """Past its own timeout: the coordinator tracks it as open here and it is older than the
-    transaction timeout its producer set (two-phase-commit transactions have none)."""
+    transaction timeout its producer set (two-phase-commit transactions have none). Its
+    coordinator aborts it at its next cleanup: a warning, not yet a page."""
     if txn is None or txn.coordinator_start_time_ms is None or txn.description is None:
         return False
     d = txn.description
     return not d.two_phase_commit and now_ms - txn.coordinator_start_time_ms > d.timeout_ms
+
+
+def is_overdue(txn: OpenTransaction | None, now_ms: int, abort_cleanup_interval_ms: int | None = None) -> bool:
+    """Overdue: past its own timeout by more than :func:`overdue_grace_ms`, so its coordinator had
+    its chance to abort it and did not (critical)."""
+    return is_past_timeout(txn, now_ms - overdue_grace_ms(abort_cleanup_interval_ms))
 
 
 class PinVerdict(str, enum.Enum):
@@ -338,26 +416,35 @@ class PinVerdict(str, enum.Enum):
     HANGING = "hanging"
     LOST_COMMIT = "lost_commit"  # its coordinator committed it; the partition lost the COMMIT marker
     UNDETERMINED = "undetermined"  # a coordinator, its log or the maximum timeout did not answer
+    UNTRACKED = "untracked"  # no coordinator tracks it, not past its deadline yet: hanging then unless it ends
 
 
 def pin_verdict(classification: Classification | None, now_ms: int, max_transaction_timeout_ms: int | None) -> PinVerdict:
-    """The whole rule (idle past the maximum timeout, :func:`is_candidate`, and classified hanging,
-    :func:`classify`) over a classification settled by the coordinator's log
-    (:func:`kafkatxn.lost_commit.settle`): within the maximum timeout nothing is hanging (``hanging``
-    does not list it either); past it, the settled verdict. Without a classification, or without
-    the maximum timeout where the coordinators do not say it is tracked, it is undetermined."""
+    """The whole rule (classified hanging, :func:`classify`, and past its deadline,
+    :func:`hanging_deadline_ms`) over a classification settled by the coordinator's log
+    (:func:`kafkatxn.lost_commit.settle`): a transaction no coordinator tracks is UNTRACKED until its
+    deadline, then the settled verdict; one whose coordinator could not say is not hanging within
+    the maximum timeout (no producer's timeout is longer), undetermined after it. Without a
+    classification, or without a timeout to date it by, it is undetermined."""
     if classification is None:
         return PinVerdict.UNDETERMINED
-    if classification.verdict is Verdict.LONG_RUNNING:
+    verdict = classification.verdict
+    if verdict is Verdict.LONG_RUNNING:
         return PinVerdict.NOT_HANGING
-    if max_transaction_timeout_ms is None:
+    if verdict is Verdict.UNTRACKED:
+        return PinVerdict.UNTRACKED
+    due = is_due(classification, now_ms, max_transaction_timeout_ms)
+    if due is None:
         return PinVerdict.UNDETERMINED
-    if not is_candidate(classification.open_txn.producer, now_ms, max_transaction_timeout_ms):
-        return PinVerdict.NOT_HANGING
+    if not due:
+        # Before its deadline what the log says does not matter yet: untracked where the
+        # coordinators positively said so, not hanging where they could not say.
+        untracked = verdict is Verdict.HANGING or own_timeout_ms(classification) is not None
+        return PinVerdict.UNTRACKED if untracked else PinVerdict.NOT_HANGING
     return {
         Verdict.HANGING: PinVerdict.HANGING,
         Verdict.LOST_COMMIT: PinVerdict.LOST_COMMIT,
-    }.get(classification.verdict, PinVerdict.UNDETERMINED)
+    }.get(verdict, PinVerdict.UNDETERMINED)
 
 
 def pin_flags(verdict: PinVerdict | None) -> tuple[bool | None, bool | None]:
@@ -471,17 +558,69 @@ def is_too_old(age_ms: int | None, critical_age_ms: int | None) -> bool:
     return critical_age_ms is not None and age_ms is not None and age_ms >= critical_age_ms
 
 
-def blocked_severity(hanging: bool | None, overdue: bool, too_old: bool, old: bool = True, lost_commit: bool | None = False) -> Severity:
+def blocked_severity(hanging: bool | None, overdue: bool, too_old: bool, old: bool = True, lost_commit: bool | None = False,
+                     waiting: bool = False) -> Severity:
     """How bad a group blocked behind an open transaction is: **critical** only when that
     transaction is hanging, lost its COMMIT marker (nothing releases it but ``restore-commit``),
-    is past its own timeout, or is older than the critical age (``too_old``); a transaction in
-    flight within its timeout is at most a **warning** (when ``old``: past a warning age, where the
-    command has one), whatever moment the sample caught: a consumer keeping up with a producer that
-    commits every 100 ms sits at the LSO in many samples. An undetermined verdict (None) is no
-    reason for critical: the caller says it cannot be known."""
+    is overdue (past its own timeout and its coordinator's chance to abort it, :func:`is_overdue`),
+    or is older than the critical age (``too_old``); **warning** when ``waiting`` on something that
+    is not in flight any more (no coordinator tracks it yet, :attr:`BlockVerdict.untracked`, or it is
+    past its own timeout, :attr:`BlockVerdict.past_timeout`), or when ``old`` (past a warning age,
+    where the command has one); otherwise a transaction in flight within its timeout is **ok**,
+    whatever moment the sample caught: a consumer keeping up with a producer that commits every
+    100 ms sits at the LSO in many samples. An undetermined verdict (None) is no reason for
+    critical: the caller says it cannot be known."""
     if hanging or lost_commit or overdue or too_old:
         return Severity.critical
-    return Severity.warning if old else Severity.ok
+    return Severity.warning if old or waiting else Severity.ok
+
+
+class BlockVerdict(str, enum.Enum):
+    """What the transaction blocking a reader is, in the one word every row, page and alert names."""
+
+    hanging = "hanging"  # no coordinator will ever end it (abort releases it)
+    lost_commit = "lost_commit"  # committed by its coordinator, the COMMIT marker lost (restore-commit releases it)
+    overdue = "overdue"  # tracked, past its own timeout and its coordinator's abort interval (fence releases it)
+    past_timeout = "past_timeout"  # tracked, past its own timeout: its coordinator aborts it at its next cleanup
+    untracked = "untracked"  # no coordinator tracks it: hanging from its deadline unless it ends first
+    in_flight = "in_flight"  # tracked (or within the maximum timeout) and within its timeout: its producer ends it
+    undetermined = "undetermined"  # the cluster could not say
+
+
+# The blocks that are no page yet but never "OK": the reader waits on something no producer is ending now.
+WAITING_BLOCKS = frozenset({BlockVerdict.untracked, BlockVerdict.past_timeout})
+STUCK_BLOCKS = frozenset({BlockVerdict.hanging, BlockVerdict.lost_commit, BlockVerdict.overdue})
+
+
+def block_verdict(pin: PinVerdict | None, txn: OpenTransaction | None, now_ms: int,
+                  abort_cleanup_interval_ms: int | None = None) -> BlockVerdict | None:
+    """The blocking transaction's verdict from its :func:`pin_verdict` and its own timeout (None: no
+    blocking transaction)."""
+    if pin is None:
+        return None
+    if pin is PinVerdict.UNDETERMINED:
+        return BlockVerdict.undetermined
+    if pin is PinVerdict.HANGING:
+        return BlockVerdict.hanging
+    if pin is PinVerdict.LOST_COMMIT:
+        return BlockVerdict.lost_commit
+    if pin is PinVerdict.UNTRACKED:
+        return BlockVerdict.untracked
+    if is_overdue(txn, now_ms, abort_cleanup_interval_ms):
+        return BlockVerdict.overdue
+    if is_past_timeout(txn, now_ms):
+        return BlockVerdict.past_timeout
+    return BlockVerdict.in_flight
+
+
+def block_severity(verdict: BlockVerdict | None, too_old: bool, old: bool = True) -> Severity:
+    """:func:`blocked_severity` of a :class:`BlockVerdict`."""
+    return blocked_severity(
+        None if verdict is BlockVerdict.undetermined else verdict is BlockVerdict.hanging,
+        verdict is BlockVerdict.overdue, too_old, old,
+        lost_commit=None if verdict is BlockVerdict.undetermined else verdict is BlockVerdict.lost_commit,
+        waiting=verdict in WAITING_BLOCKS,
+    )
 
 
 def readable_before_lso(first_readable: int | None, lso: int) -> bool:

@@ -105,6 +105,8 @@ def text_report(d: diagnose.Diagnosis, wide: bool = False, width: int = 120) -> 
             out += _field("history", t.history, width)
         if t.action is diagnose.Action.wait and t.until_ms is not None:
             out += _command("next step", f"wait until {_local(t.until_ms)}; watch it with", t.command, width)
+        elif t.action is diagnose.Action.abort and t.until_ms is not None:
+            out += _command("next step", f"from {_local(t.until_ms)}, when it hangs unless it ends, run", t.command, width)
         elif t.action is diagnose.Action.undecided:
             out += _field("next step", t.command, width)
         else:
@@ -112,6 +114,6 @@ def text_report(d: diagnose.Diagnosis, wide: bool = False, width: int = 120) -> 
         out += _field("risk", t.risk, width)
         if t.release_command:
             out += _command("release now", "", t.release_command, width)
-            out += _field("its risk", diagnose.RISK[diagnose.Action.fence], width)
+            out += _field("its risk", t.release_risk or diagnose.RISK[diagnose.Action.fence], width)
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"

@@ -2,7 +2,7 @@
 
 import typer
 
-from kafkatxn import hanging
+from kafkatxn import hanging, untracked
 from kafkatxn.cli.options import BrokerId, MaxTransactionTimeout, Partition, Topics
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
@@ -28,7 +28,10 @@ def register(app: typer.Typer) -> None:
         and two-phase-commit transactions). A candidate is hanging only when every coordinator that
         could own its transactional id answered; otherwise it is listed as undetermined, with the
         part that did not answer. Exit 2 when any transaction hangs, 3 when any is undetermined or
-        part of the cluster did not answer, 1 when only long-running ones are found.
+        part of the cluster did not answer, 1 when only long-running or untracked ones are found.
+        An open transaction no coordinator tracks becomes hanging once its producer's own
+        transaction timeout (which its coordinator reports; otherwise the maximum) has passed since
+        its last write; until then it is listed as untracked, with the time it hangs from.
         Release a hanging transaction with `kafkatxn abort`. Before a transaction of a known
         transactional id is called hanging, its coordinator's log (__transaction_state, READ needed)
         is read: one its coordinator committed is listed as a lost COMMIT marker (exit 2; restore it
@@ -49,6 +52,10 @@ def register(app: typer.Typer) -> None:
             )
         for row in result.lost_commit:
             ctx.note(restore_note(TopicPartition(row.topic, row.partition), row.producer_id, row.start_offset))
+        for row in result.untracked:
+            ctx.note(untracked.note(TopicPartition(row.topic, row.partition), row.producer_id, row.start_offset,
+                                    row.transactional_id, row.hanging_at_ms))
         fail_if_missing(ctx, result.missing, "scan for hanging transactions")
-        findings = EXIT_CRITICAL if result.hanging or result.lost_commit else EXIT_WARNING if result.long_running else EXIT_OK
+        findings = (EXIT_CRITICAL if result.hanging or result.lost_commit
+                    else EXIT_WARNING if result.long_running or result.untracked else EXIT_OK)
         return exit_code(findings, result.missing, undetermined=bool(result.undetermined))

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
-from kafkatxn import gather, hanging, verdicts
+from kafkatxn import gather, hanging, untracked, verdicts
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.errors import AuthenticationError, InputError, KafkatxnError
 from kafkatxn.model import Missing, ProducerState, TopicPartition
@@ -185,21 +185,31 @@ class Abort(Remedy):
         to_check = [i for i in items if i.decision.action is Action.ABORT]
         if to_check:
             _classify(cluster, to_check, self.allow_unknown_outcome)
-            max_timeout_ms = self.max_transaction_timeout_ms
             for item in to_check:
                 refusal = self.refusal(item.classification)
-                if refusal is None and max_timeout_ms is None:
-                    max_timeout_ms = gather.cluster_max_transaction_timeout(cluster)[0]
-                if refusal is None and not verdicts.is_candidate(item.decision.producer, int(time.time() * 1000), max_timeout_ms):
-                    # The one rule hanging applies: a transaction written within the maximum timeout
-                    # may not be registered with its coordinator yet.
-                    refusal = (f"not hanging: its last write is within transaction.max.timeout.ms ({max_timeout_ms} ms); "
-                               "`kafkatxn hanging` decides once it is older")
+                if refusal is None:
+                    # The one rule hanging applies: past its deadline (its producer's own timeout,
+                    # or the maximum) since its last write, or not hanging yet.
+                    waiting = self._not_due(cluster, item.classification)
+                    if waiting is not None:
+                        item.decision = replace(item.decision, action=Action.NOTHING, reason=waiting)
+                        item.nothing = Outcome.NOT_HANGING_YET
+                        continue
                 if refusal:
                     item.decision = replace(item.decision, action=Action.REFUSE, reason=refusal)
                 else:
                     item.decision = replace(item.decision, action=self.acting, reason=f"{item.classification.verdict.value}: {item.classification.reason}")
         return Plan(items)
+
+    def _not_due(self, cluster: Cluster, c: verdicts.Classification) -> str | None:
+        """Why ``c`` may not be written a marker yet (None: past its deadline). The brokers'
+        maximum is read only where its coordinator does not report its producer's own timeout."""
+        if self.max_transaction_timeout_ms is None and verdicts.own_timeout_ms(c) is None:
+            self.max_transaction_timeout_ms = gather.cluster_max_transaction_timeout(cluster)[0]
+        max_ms = self.max_transaction_timeout_ms
+        if verdicts.is_due(c, int(time.time() * 1000), max_ms):
+            return None
+        return not_hanging_yet(c, max_ms)
 
     def _plan_all_hanging(self, cluster: Cluster) -> Plan:
         scope = self.scope
@@ -209,6 +219,12 @@ class Abort(Remedy):
         )
         leaders = cluster.metadata().leaders
         items = []
+        self.max_transaction_timeout_ms = found.max_transaction_timeout_ms  # the recheck dates by the same
+        for c in found.untracked_classifications:
+            p = c.open_txn.producer
+            target = AbortTarget(c.open_txn.tp.topic, c.open_txn.tp.partition, start_offset=p.current_txn_start_offset)
+            items.append(_AbortItem(target, AbortDecision(Action.NOTHING, not_hanging_yet(c, found.max_transaction_timeout_ms), p),
+                                    leaders.get(c.open_txn.tp), c, nothing=Outcome.NOT_HANGING_YET))
         for c in found.classifications:
             if c.verdict is verdicts.Verdict.LONG_RUNNING:
                 continue  # not hanging: its coordinator completes it (see `kafkatxn hanging`)
@@ -242,6 +258,8 @@ class Abort(Remedy):
             item.decision = replace(item.decision, producer=again.producer)
             _classify(cluster, [item], self.allow_unknown_outcome)
             refusal = self.refusal(item.classification)
+            if refusal is None:  # written to since the plan, it may be short of its deadline again
+                refusal = self._not_due(cluster, item.classification)
         if refusal:
             return Recheck.refused(f"changed since the plan was made: {refusal}", {"producers": to_plain(producers)})
         c = item.classification
@@ -323,6 +341,15 @@ class Abort(Remedy):
             "leader_id": item.leader,
         }
         return replace(verdict, detail=failed + verdict.detail), state_after
+
+
+def not_hanging_yet(c: verdicts.Classification, max_transaction_timeout_ms: int | None) -> str:
+    """What an abort says of a transaction no coordinator tracks that is not past its deadline."""
+    deadline = verdicts.hanging_deadline_ms(c, max_transaction_timeout_ms)
+    at = deadline + 1 if deadline is not None else None
+    tp, start = c.open_txn.tp, c.open_txn.start_offset
+    return (f"not hanging yet: {untracked.state(at)} (by {verdicts.deadline_source(c, max_transaction_timeout_ms)}); "
+            f"abortable then, or now on purpose: {untracked.abort_command(tp, start, now=True)} (risk: {untracked.ABORT_NOW_RISK})")
 
 
 def abort(

@@ -10,12 +10,13 @@ its own flags (:class:`kafkatxn.errors.InputError`).
 from __future__ import annotations
 
 import enum
+import shlex
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from kafkatxn import verdicts
 from kafkatxn.errors import INT16_MAX, INT32_MAX, INT64_MAX, InputError, UsageError
-from kafkatxn.exitcodes import exit_code as shared_exit_code
+from kafkatxn.exitcodes import Status, exit_code as shared_exit_code
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.validation import check_topic_name, compile_regex
 
@@ -34,17 +35,25 @@ class Outcome(str, enum.Enum):
     RESTORED = "commit restored"
     NOTHING_TO_RESTORE = "nothing to restore"
     FENCED = "fenced"
+    # Not tracked by its coordinator but not past its deadline: abortable from then, or now on purpose.
+    NOT_HANGING_YET = "not hanging yet"
+    STILL_PINNED = "still pinned"  # fenced, but a partition its producer held is still pinned by it
     REFUSED = "refused"
     FAILED = "failed"  # the cluster said no: nothing changed
     UNKNOWN = "unknown"  # the request got no answer: it may or may not have taken effect
 
 
-FAILING_OUTCOMES = frozenset({Outcome.REFUSED, Outcome.FAILED, Outcome.UNKNOWN})
+FAILING_OUTCOMES = frozenset({Outcome.REFUSED, Outcome.FAILED, Outcome.UNKNOWN, Outcome.STILL_PINNED})
+# Nothing failed, but something is left for later: a finding, not "done".
+PENDING_OUTCOMES = frozenset({Outcome.NOT_HANGING_YET})
 
 
 def exit_code(outcomes: Iterable[Outcome], incomplete: bool = False) -> int:
-    """0 when everything asked for is done (or was already), 3 when anything was refused or failed."""
-    return shared_exit_code(undetermined=incomplete or any(o in FAILING_OUTCOMES for o in outcomes))
+    """0 when everything asked for is done (or was already), 1 when something is left to do later
+    (not hanging yet), 3 when anything was refused or failed."""
+    outcomes = list(outcomes)
+    findings = Status.WARNING if any(o in PENDING_OUTCOMES for o in outcomes) else Status.OK
+    return shared_exit_code(findings, undetermined=incomplete or any(o in FAILING_OUTCOMES for o in outcomes))
 
 
 class Action(str, enum.Enum):
@@ -316,10 +325,12 @@ def decide_fence(
 
 def verify_fence(
     before: TransactionDescription | None, after: TransactionDescription | None, still_open: Sequence[TopicPartition],
-    lso_held: Sequence[str] = (),
+    lso_held: Sequence[str] = (), still_pinned: Sequence[tuple[TopicPartition, int]] = (),
 ) -> Verification:
     """After InitProducerId: a newer producer id or epoch, nothing unfinished, no partition left open
-    (``lso_held``: partitions whose LSO is still at or below the old transaction's start, held by another)."""
+    (``lso_held``: partitions whose LSO is still at or below the old transaction's start, held by another;
+    ``still_pinned``: partitions, with their start offsets, where the old producer's transaction
+    stays open because its coordinator did not track them: the fence cannot end those, abort does)."""
     if after is None:
         return Verification(Outcome.UNKNOWN, "could not describe the transactional id afterwards")
     if before is not None and (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch):
@@ -332,6 +343,16 @@ def verify_fence(
         )
     if before is None:
         return Verification(Outcome.FENCED, f"created with producer {after.producer_id} epoch {after.producer_epoch}")
+    if still_pinned:
+        where = ", ".join(f"{tp}@{start}" for tp, start in still_pinned)
+        nxt = " && ".join(f"kafkatxn abort --topic {shlex.quote(tp.topic)} --partition {tp.partition} --start-offset {start}"
+                          for tp, start in still_pinned)
+        return Verification(
+            Outcome.STILL_PINNED,
+            f"producer {before.producer_id} epoch {before.producer_epoch} -> producer {after.producer_id} epoch "
+            f"{after.producer_epoch}, but still pinned: its transaction on {where} was not tracked by its coordinator, "
+            f"so the fence could not end it; next: {nxt}",
+        )
     held = f"; LSO still held by another transaction on {', '.join(lso_held)}" if lso_held else ""
     return Verification(
         Outcome.FENCED,

@@ -86,16 +86,19 @@ def test_hanging_suggests_abort_with_the_partition_and_start_offset():
     assert diagnose.run(cluster, ["billing"]).transactions == []
 
 
-def test_hanging_rule_not_applied_before_the_max_timeout():
-    """Not tracked, but written 10 s ago: not hanging by hanging's rule (``hanging`` does not list it,
-    ``lso`` says txn_hanging false), so not undetermined either: wait, and diagnose again when the
-    rule can decide. It used to be undetermined (exit 3) here alone."""
+def test_an_untracked_pin_before_its_deadline_is_untracked_and_abort_is_offered_for_then():
+    """Not tracked (no coordinator lists its producer id), written 10 s ago: not hanging yet by
+    hanging's rule, but never calm either: untracked, hanging from its deadline (the maximum here:
+    no coordinator reports its own timeout) unless it ends; abort from then, or now on purpose.
+    A fence is never offered: no coordinator tracks it."""
     model, cluster = blocked_model(idle_ms=10_000, tracked=False)
     d = diagnose.run(cluster, ["billing"])
     (t,) = d.transactions
-    assert t.verdict is TxnVerdict.recent and t.action is Action.wait
-    assert t.command.startswith("kafkatxn diagnose") and "billing" in t.command
-    assert "not hanging by hanging's rule" in t.reason and "transaction.max.timeout.ms" in t.reason
+    assert t.verdict is TxnVerdict.untracked and t.action is Action.abort
+    assert t.command == "kafkatxn abort --topic orders --partition 0 --start-offset 3"
+    assert t.release_command == t.command + " --max-transaction-timeout 0"
+    assert "hanging from" in t.reason and "maximum transaction timeout" in t.reason
+    assert "fence" not in f"{t.command} {t.release_command} {t.risk} {t.release_risk}"
     (producer,) = model.producers[ORDERS]
     assert t.until_ms == producer.last_timestamp_ms + MAX + 1
     assert d.exit_code == 1  # a group blocked within the timeouts

@@ -185,7 +185,7 @@ def mixed_cluster(**kw):
     )
 
 
-def test_scan_reports_hanging_and_long_running_separately_and_asks_only_about_candidates():
+def test_scan_reports_hanging_long_running_and_untracked_separately():
     fake = mixed_cluster()
     result = hanging.find_hanging(fake)
     assert [(r.topic, r.partition, r.producer_id, r.reason) for r in result.hanging] == [
@@ -194,17 +194,19 @@ def test_scan_reports_hanging_and_long_running_separately_and_asks_only_about_ca
     assert [(r.topic, r.partition, r.producer_id, r.transactional_id) for r in result.long_running] == [("a", 1, 3, "busy")]
     assert result.hanging[0].lso_lag_messages == 10
     assert (result.open_transactions, result.candidates, result.partitions_scanned) == (3, 2, 4)  # + __transaction_state-0
-    # The fresh open transaction (producer 2) and the idempotent producer are never looked up.
-    assert listed_producer_ids(fake) == [[1, 3]]
+    # The fresh open transaction (producer 2) no coordinator knows is looked up too: untracked, not
+    # hanging before the maximum timeout (its own is not known); the idempotent producer never is.
+    assert listed_producer_ids(fake) == [[1, 2, 3]]
+    assert [(r.producer_id, r.deadline) for r in result.untracked] == [(2, f"the maximum transaction timeout ({MAX} ms)")]
     assert result.max_transaction_timeout_source.startswith("broker config")
     assert not result.missing
 
 
-def test_no_candidates_means_no_coordinator_lookups():
+def test_no_open_transaction_means_no_coordinator_lookups():
     now = now_ms()
-    fake = hanging_cluster([part("a", 0)], {A0: [producer(1, idle_ms=1000, now=now)]})
+    fake = hanging_cluster([part("a", 0)], {A0: [producer(1, start=-1, idle_ms=1000, now=now)]})
     result = hanging.find_hanging(fake)
-    assert result.hanging == [] and result.long_running == []
+    assert result.hanging == [] and result.long_running == [] and result.untracked == []
     assert fake.called("list_transactions") == [] and fake.called("describe_transactions") == []
 
 
@@ -306,7 +308,10 @@ def test_command_exits_1_for_long_running_only_and_0_for_nothing(capsys, fake_cl
     )
     fake_cli(tracked)
     assert run_cli(capsys, "hanging", "-b", "fake:9092").code == 1
-    fake_cli(hanging_cluster([part("a", 0)], {A0: [producer(1, idle_ms=10, now=now)]}))
+    fake_cli(hanging_cluster(
+        [part("a", 0)], {A0: [producer(1, idle_ms=10, now=now)]},
+        listings=[TransactionListing("fresh", 1, "Ongoing", 1)], descriptions=[description("fresh", 1, [A0])],
+    ))
     result = run_cli(capsys, "hanging", "-b", "fake:9092", "-o", "json")
     assert result.code == 0, result.stderr
     assert '"hanging": []' in result.stdout

@@ -140,11 +140,13 @@ def test_every_command_finds_the_same_hanging_transactions(capsys, fake):
     # The groups behind them: diagnose's verdict is hanging's.
     held = {t["partitions"][0].split("@")[0]: t["verdict"] for g in BLOCKED for t in cli(capsys, "diagnose", "--group", g)[0]["transactions"]}
     assert {tp for tp, v in held.items() if v == "hanging"} == HANGING & set(held), held
-    # Written within the maximum timeout, no coordinator lists it yet: not hanging, so abort refuses it.
+    # Written within the maximum timeout, no coordinator lists it: untracked, not hanging yet, so
+    # abort writes nothing and says from when it would.
     fake.model.producers[ORDERS1] = [ProducerState(8, 0, 3, int(time.time() * 1000) - 1_000, 1, 4)]
-    assert not cli(capsys, "hanging", "-t", "orders", "-p", "1")[0]["hanging"]
+    found = cli(capsys, "hanging", "-t", "orders", "-p", "1")[0]
+    assert not found["hanging"] and [r["producer_id"] for r in found["untracked"]] == [8]
     (row,) = cli(capsys, "abort", "-t", "orders", "-p", "1", "--start-offset", "4", "--dry-run", codes=(0, 1, 2, 3))[0]
-    assert row["outcome"] == "refused" and "not hanging" in row["reason"], row
+    assert row["outcome"] == "not hanging yet" and "hanging from" in row["reason"], row
 
 
 def test_every_command_gives_each_transaction_the_same_age(capsys, fake):
@@ -210,10 +212,10 @@ def test_every_command_rates_each_group_the_same(capsys, fake):
 
 
 
-def test_every_command_calls_a_recent_untracked_pin_not_hanging_yet(capsys, fake):
+def test_every_command_calls_a_recent_untracked_pin_untracked(capsys, fake):
     """No coordinator tracks orders-1's transaction, but its producer wrote 1 s ago: hanging's rule
-    decides only after transaction.max.timeout.ms of silence, so it is not hanging. ``diagnose``
-    used to call it undetermined (exit 3) while ``hanging``, ``lso`` and ``check`` said not hanging."""
+    decides only after the maximum timeout of silence (no coordinator reports its own), so it is
+    not hanging yet, and every command says untracked: never calm, never a page, never undetermined."""
     now = int(time.time() * 1000)
     fake.model.producers[ORDERS1] = [ProducerState(8, 0, 3, now - 1_000, 1, 4)]
     fake.model.record_timestamps[ORDERS1] = {4: now - 2_000}  # it began 2 s ago
@@ -224,12 +226,14 @@ def test_every_command_calls_a_recent_untracked_pin_not_hanging_yet(capsys, fake
                               "--txn-age-warn", "none", "--lso-lag-warn", "none", "--lso-lag-crit", "none", codes=(0, 1, 2, 3))
     diagnosed, diagnose_code = cli(capsys, "diagnose", "--group", "behind", codes=(0, 1, 2, 3))
     (txn,) = diagnosed["transactions"]
-    assert found["hanging"] == [] and row["txn_hanging"] is False
-    assert txn["verdict"] == "recent" and txn["action"] == "wait", txn
+    assert found["hanging"] == [] and [r["producer_id"] for r in found["untracked"]] == [8]
+    assert row["txn_hanging"] is False and row["txn_verdict"] == "untracked"
+    assert txn["verdict"] == "untracked" and txn["action"] == "abort", txn
     assert txn["until_ms"] == fake.model.producers[ORDERS1][0].last_timestamp_ms + MAX + 1
-    # check: the group waits on a transaction in flight (young: no finding), never undetermined.
+    # check: the group waits on it (a warning naming it), never blocked (critical) nor undetermined.
     assert (checked["groups_waiting"], checked["groups_blocked"]) == (1, 0)
-    assert [f for f in checked["findings"] if f["subject"] == "behind"] == []
+    (waits,) = [f for f in checked["findings"] if f["subject"] == "behind"]
+    assert waits["kind"] == "group_waiting" and waits["status"] == "warning" and "untracked" in waits["message"]
     assert (row["verdict"], diagnosed["groups"][0]["status"]) == ("blocked", "blocked")
     assert lso_code == diagnose_code == 1, (lso_code, diagnose_code)  # (check's 2 is orders-2, hanging elsewhere)
 
@@ -322,9 +326,12 @@ def test_a_transactions_age_is_its_coordinators_else_its_first_records_else_its_
     assert verdicts.needs_first_record(open_txn()) and not verdicts.needs_first_record(open_txn(start_ms=1))
 
 
-def test_overdue_is_past_its_own_timeout_as_its_coordinator_dates_it():
-    assert verdicts.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_001)
-    assert not verdicts.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_000)
+def test_overdue_is_past_its_own_timeout_and_its_coordinators_abort_as_its_coordinator_dates_it():
+    assert verdicts.is_past_timeout(open_txn(start_ms=0, timeout_ms=60_000), 60_001)
+    assert not verdicts.is_past_timeout(open_txn(start_ms=0, timeout_ms=60_000), 60_000)
+    grace = verdicts.overdue_grace_ms()
+    assert not verdicts.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_000 + grace)
+    assert verdicts.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_001 + grace)
     assert not verdicts.is_overdue(open_txn(first_ms=0), 10 * MAX)  # no coordinator: hanging decides, not overdue
 
 
@@ -333,7 +340,8 @@ def test_hanging_needs_the_whole_rule():
     young, idle = open_txn(last_ms=MAX), open_txn(last_ms=0)
     assert verdicts.classify(young, view).verdict is verdicts.Verdict.HANGING  # the coordinator side alone
     V = verdicts.PinVerdict
-    assert verdicts.pin_verdict(verdicts.classify(young, view), MAX + 1, MAX) is V.NOT_HANGING
+    # No coordinator has its producer id: untracked (never calm) until the maximum has passed.
+    assert verdicts.pin_verdict(verdicts.classify(young, view), MAX + 1, MAX) is V.UNTRACKED
     assert verdicts.pin_verdict(verdicts.classify(idle, view), MAX + 1, MAX) is V.HANGING
     assert verdicts.pin_verdict(verdicts.classify(idle, view), MAX + 1, None) is V.UNDETERMINED  # never a guess
 
@@ -358,7 +366,7 @@ def test_a_pins_verdict_is_the_whole_rule_settled_by_the_log():
     now = MAX + 1
     V = verdicts.PinVerdict
     assert verdicts.pin_verdict(idle, now, MAX) is V.HANGING
-    assert verdicts.pin_verdict(young, now, MAX) is V.NOT_HANGING  # within the maximum timeout: hanging does not list it
+    assert verdicts.pin_verdict(young, now, MAX) is V.UNTRACKED  # within the maximum timeout: untracked, not hanging yet
     lost = dataclasses.replace(idle, verdict=verdicts.Verdict.LOST_COMMIT)
     unsure = dataclasses.replace(idle, verdict=verdicts.Verdict.UNDETERMINED)
     tracked = dataclasses.replace(idle, verdict=verdicts.Verdict.LONG_RUNNING)
