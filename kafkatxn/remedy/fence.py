@@ -38,7 +38,8 @@ class FenceRow:
     producer_id_after: int | None = None
     producer_epoch_after: int | None = None
     two_phase_commit: bool = False  # KIP-939 transaction (timeout 2147483647 ms)
-    last_stable_offsets_after: dict[str, int] | None = None  # of partitions_before, read after the fence
+    last_stable_offsets_after: dict[str, int] | None = None  # of the partitions it held, read after the fence
+    last_stable_offsets_before: dict[str, int] | None = None  # of every partition its producer held open, right before
 
 
 @dataclass
@@ -50,7 +51,8 @@ class _FenceItem:
     reason: str = ""
     after: TransactionDescription | None = None
     lso_after: dict[str, int] | None = None
-    starts: dict[TopicPartition, int] = field(default_factory=dict)  # where the old transaction starts, per partition
+    lso_before: dict[str, int] | None = None
+    starts: dict[TopicPartition, int] = field(default_factory=dict)  # where the old producer's transactions start, per partition
 
     def row(self) -> FenceRow:
         b, a = self.before, self.after
@@ -69,6 +71,7 @@ class _FenceItem:
             producer_epoch_after=a.producer_epoch if a else None,
             two_phase_commit=verdicts.is_two_phase_commit(b),
             last_stable_offsets_after=self.lso_after,
+            last_stable_offsets_before=self.lso_before,
         )
 
     def audit_target(self) -> dict[str, Any]:
@@ -93,11 +96,14 @@ def _plain_description(d: TransactionDescription | None) -> dict[str, Any] | Non
     return to_plain(d) if d is not None else None
 
 
-def _open_partitions(cluster: Cluster, before: TransactionDescription) -> dict[TopicPartition, int]:
-    """Where ``before``'s producer has a transaction open, among the partitions of its transaction."""
-    described = cluster.describe_producers(sorted(before.partitions))
+def _open_partitions(cluster: Cluster, producer_id: int, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+    """Where ``producer_id`` has a transaction open (its start offset), among ``partitions`` (every
+    partition of the cluster when None: a partition its coordinator does not track is found too)."""
+    if partitions is None:
+        partitions = [p.tp for p in cluster.select_partitions(include_internal=True)]
+    described = cluster.describe_producers(sorted(partitions))
     return {tp: p.current_txn_start_offset for tp, ps in described.value.items() for p in ps
-            if p.producer_id == before.producer_id and p.current_txn_start_offset >= 0}
+            if p.producer_id == producer_id and p.current_txn_start_offset >= 0}
 
 
 class Fence(Remedy):
@@ -139,8 +145,13 @@ class Fence(Remedy):
         again = self._decide(tid, found, unknown, unanswered)
         if again.action is Action.REFUSE:
             return Recheck.refused(f"changed since the plan was made: {again.reason}", _plain_description(item.before))
-        if item.before is not None and item.before.partitions:
-            item.starts = _open_partitions(cluster, item.before)
+        if item.before is not None:
+            # Every partition its producer holds open, tracked or not: a fence ends only the ones
+            # its coordinator tracks, and verify says which it did not.
+            item.starts = _open_partitions(cluster, item.before.producer_id)
+            if item.starts:
+                lso = cluster.list_offsets(sorted(item.starts), read_committed=True).value
+                item.lso_before = {str(tp): off for tp, off in sorted(lso.items())}
         return Recheck.go(_plain_description(item.before))
 
     def act(self, cluster: Cluster, item: _FenceItem) -> Acted:
@@ -154,20 +165,25 @@ class Fence(Remedy):
         """A newer epoch, nothing left open, and the LSO of the partitions the transaction held (as
         Kafka's tool leaves it to the user to check)."""
         still_open: list[TopicPartition] = []
+        still_pinned: list[tuple[TopicPartition, int]] = []
         lso_held: list[str] = []
         failed = ""
         try:
             found, _unknown, _unanswered = _describe(cluster, [item.transactional_id])
             item.after = found.get(item.transactional_id)
             before = item.before
-            if before is not None and before.partitions:
-                still_open = sorted(_open_partitions(cluster, before))
-                lso = cluster.list_offsets(sorted(before.partitions), read_committed=True).value
+            held = sorted(set(item.starts) | set(before.partitions if before is not None else ()))
+            if before is not None and held:
+                now_open = _open_partitions(cluster, before.producer_id, held)
+                left = sorted(tp for tp, start in now_open.items() if item.starts.get(tp, start) == start)
+                still_open = [tp for tp in left if tp in before.partitions]
+                still_pinned = [(tp, now_open[tp]) for tp in left if tp not in before.partitions]
+                lso = cluster.list_offsets(held, read_committed=True).value
                 item.lso_after = {str(tp): off for tp, off in sorted(lso.items())}
-                lso_held = [str(tp) for tp, start in sorted(item.starts.items()) if tp in lso and lso[tp] <= start and tp not in still_open]
+                lso_held = [str(tp) for tp, start in sorted(item.starts.items()) if tp in lso and lso[tp] <= start and tp not in left]
         except KafkatxnError as exc:
             failed = f"fenced; verifying failed: {exc}; "
-        verdict = verify_fence(item.before, item.after, still_open, lso_held)
+        verdict = verify_fence(item.before, item.after, still_open, lso_held, still_pinned)
         return replace(verdict, detail=failed + verdict.detail), _plain_description(item.after)
 
 
