@@ -119,7 +119,7 @@ def metric_families(
         out.append(gauge(
             "kafkatxn_transaction_oldest_age_seconds",
             f"Age of the oldest open transaction ({', '.join(sorted(OPEN_TRANSACTION_STATES))} at its coordinator, or "
-            "hanging: dated by its first record); 0 when none.",
+            "hanging or untracked: dated by its first record); 0 when none.",
             snapshot.oldest_transaction_age_s(),
         ))
     if snapshot.open_transaction_count is not None:
@@ -137,6 +137,21 @@ def metric_families(
             "(restore-commit releases them; aborting would drop committed data).",
             len(snapshot.lost_commits),
         ))
+        out.append(gauge(
+            "kafkatxn_untracked_transactions",
+            "Open transactions their coordinator does not track, not yet past their deadline (their producer's own "
+            "transaction timeout since their last write): hanging then unless they end. They hold the LSO meanwhile.",
+            len(snapshot.untracked),
+        ))
+        until = GaugeMetricFamily(
+            "kafkatxn_untracked_transaction_seconds_until_hanging",
+            "Per untracked transaction: seconds until it counts as hanging (0 once due), unless it ends first.",
+            labels=["topic", "partition", "transactional_id"])
+        for u in snapshot.untracked:
+            if u.hanging_at_ms is not None:
+                until.add_metric([u.topic, str(u.partition), u.transactional_id or ""],
+                                 max(u.hanging_at_ms - snapshot.taken_at_ms, 0) / 1000)
+        out.append(until)
         out.append(gauge(
             "kafkatxn_undetermined_transactions",
             "Open transactions past the maximum timeout that could not be decided: a coordinator that could own "
@@ -253,7 +268,17 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
                            "threshold).", rows)
         # unknown: no series, never a reassuring 0
         stuck.values = [None if is_stuck is None else 1 if is_stuck else 0 for is_stuck in stuck_of]
-        out += [blocked, stuck]
+        # Which verdict blocks each blocked place, so an alert names it (few places: only the blocked).
+        blocked_by = GaugeMetricFamily(
+            "kafkatxn_group_blocked_by",
+            "1 per place where the group is blocked, labelled with what blocks it: hanging, lost_commit, overdue "
+            "(past its own timeout and its coordinator's abort), past_timeout, untracked (hanging from its deadline "
+            "unless it ends), in_flight or undetermined.", labels=["group", "topic", "partition", "verdict"])
+        for i in itertools.compress(range(len(samples)), columns["blocked"]):
+            verdict = samples[i].txn_verdict
+            blocked_by.add_metric([groups[i], samples[i].topic, str(samples[i].partition),
+                                   verdict.value if verdict is not None else "undetermined"], 1)
+        out += [blocked, stuck, blocked_by]
     stuck_ones = [1 if is_stuck else 0 for is_stuck in stuck_of]
     summed = [columns[field] for _name, field, _doc in GROUP_FIGURES] + [blocked_of, stuck_ones]
     sums: dict[str, list[int]] = {}  # group -> the GROUP_FIGURES' sums, blocked partitions, stuck partitions
