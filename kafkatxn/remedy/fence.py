@@ -53,6 +53,7 @@ class _FenceItem:
     lso_after: dict[str, int] | None = None
     lso_before: dict[str, int] | None = None
     starts: dict[TopicPartition, int] = field(default_factory=dict)  # where the old producer's transactions start, per partition
+    unasked: list[Missing] = field(default_factory=list)  # partitions whose producers did not answer before the fence
 
     def row(self) -> FenceRow:
         b, a = self.before, self.after
@@ -96,12 +97,16 @@ def _plain_description(d: TransactionDescription | None) -> dict[str, Any] | Non
     return to_plain(d) if d is not None else None
 
 
-def _open_partitions(cluster: Cluster, producer_id: int, partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+def _open_partitions(cluster: Cluster, producer_id: int, partitions: Sequence[TopicPartition] | None = None,
+                     unasked: list[Missing] | None = None) -> dict[TopicPartition, int]:
     """Where ``producer_id`` has a transaction open (its start offset), among ``partitions`` (every
-    partition of the cluster when None: a partition its coordinator does not track is found too)."""
+    partition of the cluster when None: a partition its coordinator does not track is found too);
+    the partitions that did not answer go to ``unasked``."""
     if partitions is None:
         partitions = [p.tp for p in cluster.select_partitions(include_internal=True)]
     described = cluster.describe_producers(sorted(partitions))
+    if unasked is not None:
+        unasked.extend(described.missing)
     return {tp: p.current_txn_start_offset for tp, ps in described.value.items() for p in ps
             if p.producer_id == producer_id and p.current_txn_start_offset >= 0}
 
@@ -148,7 +153,7 @@ class Fence(Remedy):
         if item.before is not None:
             # Every partition its producer holds open, tracked or not: a fence ends only the ones
             # its coordinator tracks, and verify says which it did not.
-            item.starts = _open_partitions(cluster, item.before.producer_id)
+            item.starts = _open_partitions(cluster, item.before.producer_id, unasked=item.unasked)
             if item.starts:
                 lso = cluster.list_offsets(sorted(item.starts), read_committed=True).value
                 item.lso_before = {str(tp): off for tp, off in sorted(lso.items())}
@@ -184,7 +189,11 @@ class Fence(Remedy):
         except KafkatxnError as exc:
             failed = f"fenced; verifying failed: {exc}; "
         verdict = verify_fence(item.before, item.after, still_open, lso_held, still_pinned)
-        return replace(verdict, detail=failed + verdict.detail), _plain_description(item.after)
+        # What could not be looked at is said, never taken as "nothing pinned there".
+        unchecked = (f"; not checked for other open transactions of its producer (no answer): "
+                     f"{', '.join(str(m.subject) for m in item.unasked[:5])}{' …' if len(item.unasked) > 5 else ''}"
+                     if item.unasked else "")
+        return replace(verdict, detail=failed + verdict.detail + unchecked), _plain_description(item.after)
 
 
 def fence(

@@ -241,3 +241,14 @@ def test_verify_fence_is_fenced_when_nothing_is_left_pinned():
     assert decide.verify_fence(before, after, []).outcome is Outcome.FENCED
     pinned = decide.verify_fence(before, after, [], still_pinned=[(A0, 5)])
     assert pinned.outcome is Outcome.STILL_PINNED and decide.exit_code([pinned.outcome]) == 3
+
+
+def test_fence_names_the_partitions_it_could_not_look_at_never_calls_them_clear(tmp_path):
+    fake = untracked_cluster()
+    fake.model.brokers = (1, 2)
+    fake.model.add_partition("b", 0, leader=2)
+    fake.model.down = {2}  # its producers cannot be described: a transaction there would go unseen
+    result = fence(fake, ["app"], audit=AuditLog(tmp_path / "audit.jsonl"), confirm=lambda rows: True)
+    (row,) = result.rows
+    assert row.outcome is Outcome.STILL_PINNED and "not checked for other open transactions" in row.reason, row.reason
+    assert "b-0" in row.reason
