@@ -280,7 +280,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
             "warning", "untracked_transaction", f"{u.topic}-{u.partition}", u.start_offset, None,
             f"untracked transaction on {u.topic}-{u.partition} from offset {u.start_offset}, producer {u.producer_id}{tid}: "
             f"{untracked.state(u.hanging_at_ms)}{age}{lag} "
-            f"(release: {untracked.abort_command(TopicPartition(u.topic, u.partition), u.start_offset)})",
+            f"; then: {untracked.abort_command(TopicPartition(u.topic, u.partition), u.start_offset)} (kafkatxn hanging says more)",
         )))
     if snapshot.untracked:
         summary.append(_plural(len(snapshot.untracked), "untracked transaction"))
