@@ -36,6 +36,7 @@ Steps 1, 3 and 4 are gathered by :mod:`kafkatxn.gather`; deciding is pure, in :m
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
@@ -188,7 +189,7 @@ def untracked_row(
     max_transaction_timeout_ms: int | None, dated: OpenTransaction | None = None,
 ) -> UntrackedRow:
     row = hanging_row(c, now_ms, lso, hw, dated)
-    values = {f: getattr(row, f) for f in HangingRow.__dataclass_fields__}
+    values = {f.name: getattr(row, f.name) for f in dataclasses.fields(HangingRow)}
     at = c.hanging_at_ms
     return UntrackedRow(**values, hanging_at_ms=at, hanging_in_ms=max(at - now_ms, 0) if at is not None else None,
                         deadline=verdicts.deadline_source(c, max_transaction_timeout_ms))

@@ -118,6 +118,7 @@ def _truth(cluster, opened):
     partitions = sum(len(t.partitions) for t in cluster.admin_client().list_topics(timeout=10).topics.values())
     return {
         "hanging_transactions": 0, "lost_commit_markers": 0, "undetermined_transactions": 0,  # none past the 15-minute maximum
+        "untracked_transactions": 0,  # within it, no coordinator can be asked before Kafka 3.0: not called untracked
         "lso_lag_max": 2, "lagging_partitions": 2, "open_transactions": len(opened),
         "active_producer_ids_max": 3,  # the committed transaction's producer and the two open ones
         "partitions": partitions, "groups_blocked": 0, "groups_waiting": 1, "group_lag_max": 0,
