@@ -30,7 +30,7 @@ from kafkatxn import defaults
 from kafkatxn.errors import KafkatxnError, UsageError
 from kafkatxn.exporter import SnapshotCollector, build_registry
 from kafkatxn.exporter_server import REQUEST_TIMEOUT_S, ExporterServer, raise_open_files_limit  # noqa: F401 - also this module's API
-from kafkatxn.exposition import make_wsgi_app
+from kafkatxn.exposition import SnapshotBodies, make_wsgi_app
 from kafkatxn.web_config import BasicAuth, WebConfigError, WebConfigFile  # noqa: F401 - WebConfigError: also the app's API
 
 log = logging.getLogger("kafkatxn.exporter")
@@ -83,7 +83,7 @@ class ProbeTargets:
             target = self._targets.get(profile)
             if target is None:
                 collector, close = self._make_collector(config)
-                target = _Target(collector, close, make_wsgi_app(build_registry(collector)))
+                target = _Target(collector, close, _snapshot_app(collector))
                 self._targets[profile] = target
             return target.app
 
@@ -99,6 +99,11 @@ class ProbeTargets:
             target.close()
 
 
+def _snapshot_app(collector: SnapshotCollector) -> Callable:
+    """/metrics of one collector: concurrent scrapes of one snapshot share one rendered body."""
+    return make_wsgi_app(build_registry(collector), SnapshotBodies(collector))
+
+
 LANDING = """kafkatxn exporter
 /metrics                 the cluster given on the command line{metrics_note}
 /probe?profile=NAME      the cluster of kafkatxn profile NAME (multi-target exporter pattern)
@@ -110,7 +115,7 @@ class ExporterApp:
 
     def __init__(self, metrics: SnapshotCollector | None = None, probes: ProbeTargets | None = None,
                  web_config: WebConfigFile | None = None):
-        self.metrics_app = make_wsgi_app(build_registry(metrics)) if metrics is not None else None
+        self.metrics_app = _snapshot_app(metrics) if metrics is not None else None
         self.probes = probes
         self.web_config = web_config
         self.auth = BasicAuth()
