@@ -126,7 +126,8 @@ class ExporterServer:
         self._open = 0  # connections accepted and not yet closed (see drain)
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
-        self._idle = 0
+        self._idle = 0  # workers not answering a request
+        self._waiting = 0  # requests handed over and not yet taken by a worker
         self._workers_lock = threading.Lock()
         self._loop_thread: threading.Thread | None = None
         self._not_accepting = threading.Event()
@@ -264,13 +265,15 @@ class ExporterServer:
     # -- the workers ------------------------------------------------------------------------------
 
     def _dispatch(self, conn: _Connection) -> None:
-        self._requests.put(conn)
         with self._workers_lock:
-            if self._idle == 0 and len(self._workers) < WORKERS:
+            self._waiting += 1
+            # Workers start as requests need them, up to WORKERS.
+            if self._waiting > self._idle and len(self._workers) < WORKERS:
                 worker = threading.Thread(target=self._work, name=f"kafkatxn-exporter-worker-{len(self._workers)}", daemon=True)
                 self._workers.append(worker)
                 self._idle += 1
                 worker.start()
+        self._requests.put(conn)
 
     def _work(self) -> None:
         while True:
@@ -278,6 +281,7 @@ class ExporterServer:
             if conn is None:
                 return
             with self._workers_lock:
+                self._waiting -= 1
                 self._idle -= 1
             try:
                 self._answer(conn)

@@ -174,3 +174,26 @@ def test_a_new_snapshot_is_rendered_again():
 @pytest.mark.parametrize("a, b", [(b"", b"x"), (b"abc", b""), (b"hello ", b"world"), (bytes(range(256)) * 40, b"\x00" * 1000)])
 def test_crc32_combine_is_zlibs(a, b):
     assert exposition.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+
+
+def test_requests_waiting_on_a_gather_take_at_most_the_workers(serving):
+    release = threading.Event()
+
+    def gather() -> ClusterSnapshot:
+        assert release.wait(30)
+        return snapshot()
+
+    url, _port = serving(ExporterApp(SnapshotCollector(gather, cache_ttl_s=60)))
+    threads_before = threading.active_count()
+    answered = []
+    scrapes = [threading.Thread(target=lambda: answered.append(urllib.request.urlopen(url, timeout=30).status))
+               for _ in range(2 * exporter_server.WORKERS)]
+    for t in scrapes:
+        t.start()
+    time.sleep(1)
+    grew = threading.active_count() - threads_before - len(scrapes)
+    release.set()
+    for t in scrapes:
+        t.join(30)
+    assert answered == [200] * len(scrapes)
+    assert 1 < grew <= exporter_server.WORKERS  # the pool grows with the requests, and no further
