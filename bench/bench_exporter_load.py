@@ -21,7 +21,9 @@ Reference, same exporter, same run: the median of sequential scrapes with nothin
 (the ratio says what the load costs each scrape). Peak threads are sampled from /proc while a round
 runs; peak RSS is the exporter's VmHWM. ``--source DIR`` runs the exporter from another checkout
 (its ``kafkatxn`` package on PYTHONPATH), repeatable, against the same broker: that is how the
-regression of issue 39 was bisected. All traffic is on 127.0.0.1.
+regression of issue 39 was bisected. ``--fake-cluster`` starts no broker and serves a fixed
+snapshot (the HTTP side alone; ``--old-backlog`` raises the listen backlog of the servers before
+the event loop, to tell dropped connections from slow answers). All traffic is on 127.0.0.1.
 
 Exit 1 unless every scrape of every round is answered within ``--deadline``.
 """
@@ -61,10 +63,31 @@ def raise_fd_limit(needed: int) -> int:
     return soft
 
 
-def start_exporter(source: Path, bootstrap: str) -> tuple[subprocess.Popen, str]:
+# --fake-cluster: the exporter's HTTP side over a fixed 50-partition snapshot (a 50 ms gather, a
+# 10 s cache), no broker; kafkatxn.exporter_http.ExporterApp exists from 8917011 on. --old-backlog
+# sets socketserver's listen backlog, which the servers before the event loop used (5 by default).
+FAKE_EXPORTER = """
+import socketserver, sys, time
+backlog = int(sys.argv[1])
+if backlog:
+    socketserver.TCPServer.request_queue_size = backlog
+from kafkatxn import exporter_http
+from kafkatxn.exporter import SnapshotCollector
+from kafkatxn.snapshot import ClusterSnapshot, PartitionSample
+parts = tuple(PartitionSample(f"t{i // 10}", i % 10, 1, 100 + i, 90 + i) for i in range(50))
+def gather():
+    time.sleep(0.05)
+    return ClusterSnapshot(1_700_000_000_000, 0.05, cluster_id="x", brokers=(1,), replica_brokers=(1,), partitions=parts)
+app = exporter_http.ExporterApp(SnapshotCollector(gather, cache_ttl_s=10))
+exporter_http.serve(app, "127.0.0.1:0", on_ready=lambda url: print("serving " + url, file=sys.stderr, flush=True))
+"""
+
+
+def start_exporter(source: Path, bootstrap: str | None, old_backlog: int = 0) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONPATH=str(source))
-    proc = subprocess.Popen([sys.executable, "-m", "kafkatxn", "exporter", "-b", bootstrap, "--listen", "127.0.0.1:0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    command = ([sys.executable, "-c", FAKE_EXPORTER, str(old_backlog)] if bootstrap is None else
+               [sys.executable, "-m", "kafkatxn", "exporter", "-b", bootstrap, "--listen", "127.0.0.1:0"])
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                             cwd=source, env=env)
     line = proc.stderr.readline()
     if "serving http://" not in line:
@@ -139,7 +162,17 @@ async def one_scrape(port: int, started: float, wait_s: float) -> tuple[float | 
         return None, f"{type(exc).__name__}: {exc}"
 
 
+def listen_overflows() -> int:
+    """The kernel's count of connections dropped for a full accept queue (all of the host's listeners)."""
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    for names, values in zip(lines[::2], lines[1::2]):
+        if names.startswith("TcpExt:"):
+            return int(dict(zip(names.split()[1:], values.split()[1:]))["ListenOverflows"])
+    return 0
+
+
 async def load_round(port: int, held: int, scrapes: int, deadline_s: float) -> dict:
+    overflows = listen_overflows()
     opened: list = []
     t0 = time.perf_counter()
     await asyncio.wait_for(asyncio.gather(*(hold(port, opened) for _ in range(held))), 120)
@@ -155,7 +188,8 @@ async def load_round(port: int, held: int, scrapes: int, deadline_s: float) -> d
     reasons = sorted({why for t, why in results if t is None})
     return {"held_open": len(opened), "held_open_s": open_s, "answered_in_deadline": answered,
             "answered_late_or_never": scrapes - answered, "median_s": statistics.median(times) if times else None,
-            "slowest_s": max(times) if len(times) == scrapes else None, "failures": reasons}
+            "slowest_s": max(times) if len(times) == scrapes else None, "failures": reasons,
+            "listen_overflows": listen_overflows() - overflows}
 
 
 def seed(cluster: KafkaCluster, topics: int) -> Producer:
@@ -170,8 +204,8 @@ def seed(cluster: KafkaCluster, topics: int) -> Producer:
     return txn  # its transaction stays open while the benchmark runs
 
 
-def measure(source: Path, bootstrap: str, args: argparse.Namespace) -> dict:
-    exporter, url = start_exporter(source, bootstrap)
+def measure(source: Path, bootstrap: str | None, args: argparse.Namespace) -> dict:
+    exporter, url = start_exporter(source, bootstrap, args.old_backlog)
     port = int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
     try:
         scrape(url)  # warm-up: connections, imports, first gather
@@ -202,6 +236,7 @@ def measure(source: Path, bootstrap: str, args: argparse.Namespace) -> dict:
         "scrape_alone_median_s": round(alone, 4),
         "ratio_loaded_median_vs_alone": round(statistics.median(medians) / alone, 1) if medians else None,
         "failures": sorted({f for r in rounds for f in r["failures"]}),
+        "host_listen_overflows_per_round": [r["listen_overflows"] for r in rounds],
         "exporter_peak_threads": threads.peak,
         "exporter_peak_rss_mb": round(rss, 1),
         "exporter_alive_after": alive,
@@ -218,9 +253,16 @@ def main() -> int:
     parser.add_argument("--topics", type=int, default=5, help="topics of 10 partitions")
     parser.add_argument("--deadline", type=float, default=DEADLINE_S, help="seconds a scrape may take")
     parser.add_argument("--source", type=Path, action="append", help="checkout whose exporter to run (default: this one)")
+    parser.add_argument("--fake-cluster", action="store_true", help="no broker: the HTTP side over a fixed snapshot")
+    parser.add_argument("--old-backlog", type=int, default=0, help="with --fake-cluster: socketserver's listen backlog")
     args = parser.parse_args()
     raise_fd_limit(args.held + args.scrapes + 1024)
     sources = [s.resolve() for s in (args.source or [ROOT])]
+    if args.fake_cluster:
+        results = [measure(source, None, args) for source in sources]
+        for result in results:
+            print_table(result)
+        return 0 if all(r["every_scrape_in_deadline"] for r in results) else 1
 
     workdir = Path(tempfile.mkdtemp(prefix="kafkatxn-bench-exporter-load-"))
     cluster = KafkaCluster(workdir, n_brokers=1, name="bench")
