@@ -30,7 +30,8 @@ from kafkatxn import defaults
 from kafkatxn.errors import KafkatxnError, UsageError
 from kafkatxn.exporter import SnapshotCollector, build_registry
 from kafkatxn.exporter_server import REQUEST_TIMEOUT_S, ExporterServer, raise_open_files_limit  # noqa: F401 - also this module's API
-from kafkatxn.exposition import SnapshotBodies, make_wsgi_app
+from kafkatxn.exposition import make_wsgi_app
+from kafkatxn.exposition_shared import SnapshotBodies
 from kafkatxn.web_config import BasicAuth, WebConfigError, WebConfigFile  # noqa: F401 - WebConfigError: also the app's API
 
 log = logging.getLogger("kafkatxn.exporter")

@@ -16,7 +16,7 @@ import zlib
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkatxn import exporter, exporter_http, exporter_server, exposition
+from kafkatxn import exporter, exporter_http, exporter_server, exposition, exposition_shared
 from kafkatxn.exporter import ExportOptions, SnapshotCollector, build_registry
 from kafkatxn.exporter_http import ExporterApp
 from kafkatxn.snapshot import ClusterSnapshot, PartitionSample
@@ -148,7 +148,7 @@ def call(app, accept=None, gzipped=False, query=""):
 def test_the_shared_body_is_the_body_of_each_scrape_its_age_included(accept, gzipped):
     clock = Clock()
     collector = SnapshotCollector(lambda: snapshot(), ExportOptions(), cache_ttl_s=60, clock=clock)
-    shared = exposition.make_wsgi_app(build_registry(collector), exposition.SnapshotBodies(collector))
+    shared = exposition.make_wsgi_app(build_registry(collector), exposition_shared.SnapshotBodies(collector))
     alone = exposition.make_wsgi_app(build_registry(collector))  # renders every scrape, as before
     for advance in (0.0, 2.5, 7.25):
         clock.now += advance
@@ -162,7 +162,7 @@ def test_the_shared_body_is_the_body_of_each_scrape_its_age_included(accept, gzi
 def test_a_new_snapshot_is_rendered_again():
     clock = Clock()
     collector = SnapshotCollector(lambda: snapshot(), cache_ttl_s=10, clock=clock)
-    bodies = exposition.SnapshotBodies(collector)
+    bodies = exposition_shared.SnapshotBodies(collector)
     app = exposition.make_wsgi_app(build_registry(collector), bodies)
     call(app)
     call(app)
@@ -173,7 +173,7 @@ def test_a_new_snapshot_is_rendered_again():
 
 @pytest.mark.parametrize("a, b", [(b"", b"x"), (b"abc", b""), (b"hello ", b"world"), (bytes(range(256)) * 40, b"\x00" * 1000)])
 def test_crc32_combine_is_zlibs(a, b):
-    assert exposition.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+    assert exposition_shared.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
 
 
 def test_requests_waiting_on_a_gather_take_at_most_the_workers(serving):
@@ -197,3 +197,17 @@ def test_requests_waiting_on_a_gather_take_at_most_the_workers(serving):
         t.join(30)
     assert answered == [200] * len(scrapes)
     assert 1 < grew <= exporter_server.WORKERS  # the pool grows with the requests, and no further
+
+
+def test_a_snapshot_no_later_scrape_is_served_from_keeps_no_body():
+    clock = Clock()
+    collector = SnapshotCollector(lambda: snapshot(), cache_ttl_s=10, clock=clock)
+    bodies = exposition_shared.SnapshotBodies(collector)
+    app = exposition.make_wsgi_app(build_registry(collector), bodies)
+    call(app, gzipped=True)
+    assert bodies._bodies  # kept: the snapshot is served for 10 s more
+    clock.now += 10
+    call(app, gzipped=True)  # a new gather, age 0: kept
+    collector.cache_ttl_s = 0
+    call(app, gzipped=True)  # --cache-ttl 0s: every scrape gathers, nothing shares its body later
+    assert not bodies._bodies
