@@ -270,7 +270,7 @@ def choose_encoder(accept_header: str | None) -> tuple[Callable[[Collector], byt
 # cyclic collection waits while scrapes run, and a full collection follows each scrape once its
 # body has been written: nothing cyclic outlives a scrape (made rarer or left to the
 # allocation counts instead, bench/bench_soak.py's RSS crept twice as fast). A body shared by the
-# scrapes of one snapshot (SnapshotBodies) pauses and collects once, for its render: a full
+# scrapes of one snapshot (exposition_shared) pauses and collects once, for its render: a full
 # collection per scrape made 200 concurrent scrapes take 200 of them (bench_exporter_load.py).
 _gc_lock = threading.Lock()
 _gc_scrapes = 0  # scrapes in flight
