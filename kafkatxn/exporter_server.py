@@ -226,8 +226,9 @@ class ExporterServer:
                 if not data:  # the client went away
                     self._drop(conn, connections)
                     return
+                start = max(len(conn.head) - 3, 0)  # only the new bytes and the three before them are looked at
                 conn.head += data
-                if b"\r\n\r\n" in conn.head or b"\n\n" in conn.head or len(conn.head) > MAX_HEAD_BYTES:
+                if conn.head.find(b"\n\n", start) >= 0 or conn.head.find(b"\n\r\n", start) >= 0 or len(conn.head) > MAX_HEAD_BYTES:
                     break
                 if not isinstance(sock, ssl.SSLSocket) or not sock.pending():
                     return
