@@ -29,7 +29,7 @@ from urllib.parse import parse_qs
 from kafkatxn import defaults
 from kafkatxn.errors import KafkatxnError, UsageError
 from kafkatxn.exporter import SnapshotCollector, build_registry
-from kafkatxn.exporter_server import REQUEST_TIMEOUT_S, ExporterServer, raise_open_files_limit  # noqa: F401 - also this module's API
+from kafkatxn.exporter_server import ExporterServer, raise_open_files_limit
 from kafkatxn.exposition import make_wsgi_app
 from kafkatxn.exposition_shared import SnapshotBodies
 from kafkatxn.web_config import BasicAuth, WebConfigError, WebConfigFile  # noqa: F401 - WebConfigError: also the app's API
