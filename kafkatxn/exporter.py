@@ -387,8 +387,14 @@ class SnapshotCollector(Collector):
             self._generation += 1
             return snap, 0.0
 
+    # The one family that differs between scrapes of one snapshot (exposition.SnapshotBodies).
+    per_scrape_family = "kafkatxn_snapshot_age_seconds"
+
     def collect(self) -> Iterator[Metric]:
-        snap, age = self.snapshot()
+        yield from self.families(*self.snapshot())
+
+    def families(self, snap: ClusterSnapshot, age: float) -> Iterator[Metric]:
+        """What :meth:`collect` yields for ``snap`` served at ``age``."""
         yield from metric_families(snap, self.options, age)
         churn = self._churn_for
         if churn is not None and churn[0] is snap:

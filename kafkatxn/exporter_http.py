@@ -4,8 +4,10 @@
 * ``/probe?profile=NAME`` is Prometheus' multi-target exporter pattern (as blackbox_exporter and
   snmp_exporter do it): the cluster of the kafkatxn profile NAME is gathered at scrape time, each
   profile with its own :class:`~kafkatxn.exporter.SnapshotCollector` (cache, single gather, deadline,
-  ``kafkatxn_up``). Requests are served on threads of their own and each profile's collector has
-  its own lock, so a cluster that is down or slow only ever delays scrapes of that cluster. Only
+  ``kafkatxn_up``). Each profile's collector has its own lock, so a cluster that is down or slow
+  delays scrapes of that cluster, and others only once more of its scrapes wait than the server
+  has workers (:mod:`kafkatxn.exporter_server`: connections on one event loop, requests on a
+  bounded pool; a slow or silent client holds no worker until its request head is complete). Only
   configured profiles can be probed: no request can point the exporter at an arbitrary address.
 * ``--web-config-file`` takes the Prometheus exporter-toolkit format (:mod:`kafkatxn.web_config`),
   read again for every connection and request; whether the listener speaks TLS at all is decided
@@ -19,24 +21,22 @@ import logging
 import re
 import signal
 import socket
-import ssl
 import threading
 from dataclasses import dataclass
-from socketserver import ThreadingMixIn
 from typing import Callable, Iterable
 from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from kafkatxn import defaults
 from kafkatxn.errors import KafkatxnError, UsageError
 from kafkatxn.exporter import SnapshotCollector, build_registry
+from kafkatxn.exporter_server import ExporterServer, raise_open_files_limit
 from kafkatxn.exposition import make_wsgi_app
-from kafkatxn.web_config import BasicAuth, WebConfigError, WebConfigFile, ssl_reason  # noqa: F401 - WebConfigError: also the app's API
+from kafkatxn.exposition_shared import SnapshotBodies
+from kafkatxn.web_config import BasicAuth, WebConfigError, WebConfigFile  # noqa: F401 - WebConfigError: also the app's API
 
 log = logging.getLogger("kafkatxn.exporter")
 
 DEFAULT_LISTEN = defaults.EXPORTER_LISTEN
-REQUEST_TIMEOUT_S = 30.0  # socket reads/writes of one request, the TLS handshake included
 PROBE_PATH = "/probe"
 
 
@@ -84,7 +84,7 @@ class ProbeTargets:
             target = self._targets.get(profile)
             if target is None:
                 collector, close = self._make_collector(config)
-                target = _Target(collector, close, make_wsgi_app(build_registry(collector)))
+                target = _Target(collector, close, _snapshot_app(collector))
                 self._targets[profile] = target
             return target.app
 
@@ -100,6 +100,11 @@ class ProbeTargets:
             target.close()
 
 
+def _snapshot_app(collector: SnapshotCollector) -> Callable:
+    """/metrics of one collector: concurrent scrapes of one snapshot share one rendered body."""
+    return make_wsgi_app(build_registry(collector), SnapshotBodies(collector))
+
+
 LANDING = """kafkatxn exporter
 /metrics                 the cluster given on the command line{metrics_note}
 /probe?profile=NAME      the cluster of kafkatxn profile NAME (multi-target exporter pattern)
@@ -111,7 +116,7 @@ class ExporterApp:
 
     def __init__(self, metrics: SnapshotCollector | None = None, probes: ProbeTargets | None = None,
                  web_config: WebConfigFile | None = None):
-        self.metrics_app = make_wsgi_app(build_registry(metrics)) if metrics is not None else None
+        self.metrics_app = _snapshot_app(metrics) if metrics is not None else None
         self.probes = probes
         self.web_config = web_config
         self.auth = BasicAuth()
@@ -166,83 +171,7 @@ def _text(start_response: Callable, status: str, body: str, headers: Iterable[tu
     return [data]
 
 
-# -- the server --------------------------------------------------------------------------------
-
-
-class _QuietHandler(WSGIRequestHandler):
-    timeout = REQUEST_TIMEOUT_S
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's name
-        log.debug("%s %s", self.address_string(), format % args)
-
-
-class ExporterServer(ThreadingMixIn, WSGIServer):
-    """A thread per connection; with TLS, the handshake happens on that thread, with a context taken
-    from the web configuration as it is now."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-    web_config: WebConfigFile | None = None
-
-    def __init__(self, *args, **kwargs) -> None:
-        self._requests_lock = threading.Condition()
-        self._requests_running = 0  # requests accepted and not yet answered (see drain)
-        super().__init__(*args, **kwargs)
-
-    def process_request(self, request, client_address) -> None:
-        with self._requests_lock:
-            self._requests_running += 1
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._request_done()
-            raise
-
-    def process_request_thread(self, request, client_address) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._request_done()
-
-    def _request_done(self) -> None:
-        with self._requests_lock:
-            self._requests_running -= 1
-            self._requests_lock.notify_all()
-
-    def drain(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for the requests being served to finish (their threads are daemon
-        threads, which nothing else waits for): a scrape under way when the exporter is stopped gets
-        its whole answer. Whether none is left."""
-        with self._requests_lock:
-            return self._requests_lock.wait_for(lambda: self._requests_running == 0, timeout=max(timeout_s, 0.0))
-
-    @property
-    def tls(self) -> bool:
-        return self.web_config is not None and self.web_config.tls
-
-    def finish_request(self, request, client_address) -> None:
-        if not self.tls:
-            super().finish_request(request, client_address)
-            return
-        assert self.web_config is not None
-        try:
-            context = self.web_config.ssl_context()
-        except WebConfigError as exc:
-            log.error("refusing connections: %s", exc)
-            return
-        request.settimeout(REQUEST_TIMEOUT_S)
-        try:
-            tls_socket = context.wrap_socket(request, server_side=True)
-        except (OSError, ssl.SSLError) as exc:
-            log.info("TLS handshake with %s failed: %s", client_address[0], ssl_reason(exc))
-            return
-        try:
-            super().finish_request(tls_socket, client_address)
-        finally:
-            tls_socket.close()
-
-    def handle_error(self, request, client_address) -> None:
-        log.warning("error serving %s", client_address[0], exc_info=log.isEnabledFor(logging.DEBUG))
+# -- the server (kafkatxn.exporter_server) -------------------------------------------------
 
 
 def start_server(app: ExporterApp, host: str, port: int) -> ExporterServer:
@@ -252,16 +181,12 @@ def start_server(app: ExporterApp, host: str, port: int) -> ExporterServer:
     except socket.gaierror as exc:
         raise KafkatxnError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
-    class Server(ExporterServer):
-        address_family = family
-
-    Server.web_config = app.web_config
+    raise_open_files_limit()
     try:
-        server = Server((host, port), _QuietHandler)
+        server = ExporterServer((host, port), family, app, app.web_config)
     except OSError as exc:
         raise KafkatxnError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    server.set_app(app)
-    threading.Thread(target=server.serve_forever, name="kafkatxn-exporter-http", daemon=True).start()
+    server.start()
     return server
 
 

@@ -204,8 +204,15 @@ def encode_parts(registry: Collector, openmetrics: bool = False, escaping: str =
         if openmetrics:
             return [_om.generate_latest(registry, escaping=escaping, version=version)]
         return [_text.generate_latest(registry, escaping=escaping)]
+    out = _family_texts(registry.collect(), openmetrics, escaping, version)
+    if openmetrics:
+        out.append("# EOF\n")
+    return _joined(out)
+
+
+def _family_texts(metrics: Iterable, openmetrics: bool, escaping: str, version: str) -> list[str]:
     out: list[str] = []
-    for metric in registry.collect():
+    for metric in metrics:
         lines = _fast_lines(metric, openmetrics)
         if lines is not None:
             out += lines
@@ -214,8 +221,10 @@ def encode_parts(registry: Collector, openmetrics: bool = False, escaping: str =
             out.append(text.removesuffix("# EOF\n"))
         else:
             out.append(_text.generate_latest(_One(metric), escaping=escaping).decode("utf-8"))
-    if openmetrics:
-        out.append("# EOF\n")
+    return out
+
+
+def _joined(out: list[str]) -> list[bytes]:
     parts: list[bytes] = []
     small: list[str] = []
     for text in out:
@@ -260,7 +269,9 @@ def choose_encoder(accept_header: str | None) -> tuple[Callable[[Collector], byt
 # dozens of times while the scrape runs: 0.3-0.5 s of a 1 s budget (bench/bench_scale.py). So
 # cyclic collection waits while scrapes run, and a full collection follows each scrape once its
 # body has been written: nothing cyclic outlives a scrape (made rarer or left to the
-# allocation counts instead, bench/bench_soak.py's RSS crept twice as fast).
+# allocation counts instead, bench/bench_soak.py's RSS crept twice as fast). A body shared by the
+# scrapes of one snapshot (exposition_shared) pauses and collects once, for its render: a full
+# collection per scrape made 200 concurrent scrapes take 200 of them (bench_exporter_load.py).
 _gc_lock = threading.Lock()
 _gc_scrapes = 0  # scrapes in flight
 _gc_was_enabled = [True]  # collection was on when the first of them began
@@ -315,9 +326,23 @@ def _gzip_parts(parts: list[bytes]) -> list[bytes]:
 GZIP_LEVEL = 1
 
 
-def make_wsgi_app(registry: Collector) -> Callable:
+def _encoding_of(encoder: Callable) -> tuple[bool, str, str] | None:
+    """(openmetrics, escaping, version) of an :func:`encode` that writes legacy names as they are."""
+    if encoder is encode:
+        return False, _om.UNDERSCORES, "1.0.0"
+    if isinstance(encoder, functools.partial) and encoder.func is encode and not encoder.args:
+        kw = encoder.keywords
+        escaping = kw.get("escaping", _om.UNDERSCORES)
+        if escaping in _SAME_FOR_LEGACY_NAMES:
+            return kw.get("openmetrics", False), escaping, kw.get("version", "1.0.0")
+    return None
+
+
+def make_wsgi_app(registry: Collector, bodies=None) -> Callable:
     """prometheus_client's ``make_wsgi_app`` for ``registry`` with :func:`encode`, gzip at
-    :data:`GZIP_LEVEL` (prometheus_client uses 9)."""
+    :data:`GZIP_LEVEL` (prometheus_client uses 9); with ``bodies``, a
+    :class:`kafkatxn.exposition_shared.SnapshotBodies` over the collector ``registry`` holds, a whole
+    body in a format :func:`encode` writes comes from there."""
 
     def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
         method = environ["REQUEST_METHOD"]
@@ -329,10 +354,18 @@ def make_wsgi_app(registry: Collector) -> Callable:
         elif environ["PATH_INFO"] == "/favicon.ico":
             status, headers, output = "200 OK", [], b""
         else:
+            encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT"))
+            params = parse_qs(environ.get("QUERY_STRING", ""))
+            encoding = _encoding_of(encoder) if bodies is not None and "name[]" not in params else None
+            if encoding is not None:
+                assert bodies is not None
+                gzipped = _text.gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING"))
+                parts = bodies.parts(*encoding, gzipped)
+                headers = [("Content-Type", content_type)] + ([("Content-Encoding", "gzip")] if gzipped else [])
+                start_response("200 OK", headers + [("Content-Length", str(sum(map(len, parts))))])
+                return parts
             _pause_collection()
             try:
-                encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT"))
-                params = parse_qs(environ.get("QUERY_STRING", ""))
                 target = registry.restricted_registry(params["name[]"]) if "name[]" in params else registry
                 parts = _encode_parts(encoder, target)
                 status, headers = "200 OK", [("Content-Type", content_type)]

@@ -1,0 +1,154 @@
+"""``/metrics`` bodies shared by the scrapes of one snapshot (issue 39: 200 concurrent scrapes of a
+cached snapshot each rendered it, and each ended in a full garbage collection).
+
+A snapshot is rendered once per format by :mod:`kafkatxn.exposition`'s encoder; the one family
+that changes between its scrapes (the snapshot's age) is written per scrape. In gzip the body is
+one stream of independently compressed deflate pieces (each before the last ends on a full flush)
+whose trailer's CRC-32 is combined from the pieces', so the shared pieces are compressed once too.
+"""
+
+from __future__ import annotations
+
+import copy
+import struct
+import threading
+import zlib
+from typing import Callable
+
+from kafkatxn.exposition import GZIP_LEVEL, _family_texts, _joined, _pause_collection, _resume_collection
+
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + bytes([4 if GZIP_LEVEL == 1 else 2 if GZIP_LEVEL == 9 else 0]) + b"\x03"
+
+
+def _deflated(parts: list[bytes], final: bool) -> tuple[list[bytes], int, int]:
+    """Raw deflate of ``parts`` that needs nothing before it (a fresh compressor) and, unless
+    ``final``, ends on a full flush: such pieces one after another are one deflate stream.
+    With their CRC-32 and length, for gzip's trailer."""
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+    out = [compressor.compress(part) for part in parts]
+    out.append(compressor.flush(zlib.Z_FINISH if final else zlib.Z_FULL_FLUSH))
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return [chunk for chunk in out if chunk], crc, sum(map(len, parts))
+
+
+def _gf2_times(matrix: list[int], vector: int) -> int:
+    total, i = 0, 0
+    while vector:
+        if vector & 1:
+            total ^= matrix[i]
+        vector >>= 1
+        i += 1
+    return total
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32 of A+B from A's, B's and B's length (zlib's crc32_combine, which Python does not offer)."""
+    if len2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
+    even = [_gf2_times(odd, row) for row in odd]  # two zero bits
+    odd = [_gf2_times(even, row) for row in even]  # four
+    while True:
+        even = [_gf2_times(odd, row) for row in odd]
+        if len2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+        odd = [_gf2_times(even, row) for row in even]
+        if len2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+    return crc1 ^ crc2
+
+
+class _Rendered:
+    """One snapshot's body in one format: the families before the per-scrape one and after it."""
+
+    def __init__(self, per_scrape, texts: Callable[[list], list[str]], head: list[bytes], tail: list[bytes], gzipped: bool):
+        self._per_scrape, self._texts, self.gzipped = per_scrape, texts, gzipped
+        if gzipped:
+            self._head, self._head_crc, self._head_len = _deflated(head, final=False)
+            self._tail, self._tail_crc, self._tail_len = _deflated(tail, final=True)
+        else:
+            self._head, self._tail = head, tail
+
+    def parts(self, age: float) -> list[bytes]:
+        middle: list[bytes] = []
+        if self._per_scrape is not None:
+            metric = copy.copy(self._per_scrape)
+            metric.samples = [sample._replace(value=max(age, 0.0)) for sample in self._per_scrape.samples]
+            middle = [b"".join(_joined(self._texts([metric])))]
+        if not self.gzipped:
+            return [*self._head, *middle, *self._tail]
+        deflated, crc, size = _deflated(middle, final=False)
+        crc = crc32_combine(crc32_combine(self._head_crc, crc, size), self._tail_crc, self._tail_len)
+        trailer = struct.pack("<II", crc, (self._head_len + size + self._tail_len) & 0xFFFFFFFF)
+        return [_GZIP_HEADER, *self._head, *deflated, *self._tail, trailer]
+
+
+class SnapshotBodies:
+    """``/metrics`` bodies rendered once per snapshot and format and shared by every scrape served
+    from that snapshot, gzip included: 200 scrapes of one cached snapshot cost one render.
+
+    ``source.snapshot()`` gives the snapshot to serve and its age, ``source.families(snapshot, age)``
+    its families (what ``source.collect()`` yields), and of those only the one named
+    ``source.per_scrape_family`` (one sample: the snapshot's age) differs between scrapes of one
+    snapshot: it is written for each scrape, in gzip as a piece of the stream of its own."""
+
+    def __init__(self, source):
+        self._source = source
+        self._lock = threading.Lock()  # one render at a time; scrapes of the same snapshot wait for it
+        self._snapshot: object = None
+        self._bodies: dict[tuple, _Rendered] = {}
+        self._in_flight = 0
+        self._count_lock = threading.Lock()
+        self.renders = 0
+
+    def parts(self, openmetrics: bool, escaping: str, version: str, gzipped: bool) -> list[bytes]:
+        key = (openmetrics, escaping, version, gzipped)
+        with self._count_lock:
+            self._in_flight += 1  # waiting for a gather included: it will share this snapshot
+        snapshot, age = None, 0.0
+        try:
+            snapshot, age = self._source.snapshot()
+            with self._lock:
+                if self._snapshot is not snapshot:  # only the latest snapshot's bodies are kept
+                    self._snapshot, self._bodies = snapshot, {}
+                rendered = self._bodies.get(key)
+                if rendered is None:
+                    rendered = self._bodies[key] = self._render(snapshot, *key)
+            return rendered.parts(age)
+        finally:
+            with self._count_lock:
+                self._in_flight -= 1
+                last = self._in_flight == 0
+            # A snapshot no later scrape will be served from (--cache-ttl 0s, or past its TTL) keeps
+            # no body in memory once the scrapes sharing it have theirs (60 MB at 5,000 groups).
+            if last and snapshot is not None and age >= getattr(self._source, "cache_ttl_s", 0.0):
+                with self._lock:
+                    if self._snapshot is snapshot and self._in_flight == 0:
+                        self._snapshot, self._bodies = None, {}
+
+    def _render(self, snapshot, openmetrics: bool, escaping: str, version: str, gzipped: bool) -> _Rendered:
+        def texts(metrics: list) -> list[str]:
+            return _family_texts(metrics, openmetrics, escaping, version)
+
+        _pause_collection()
+        try:
+            self.renders += 1
+            families = list(self._source.families(snapshot, 0.0))
+            at = next((i for i, m in enumerate(families) if m.name == self._source.per_scrape_family), None)
+            per_scrape = families[at] if at is not None else None
+            head = _joined(texts(families[:at] if at is not None else families))
+            tail_texts = texts(families[at + 1:]) if at is not None else []
+            if openmetrics:
+                tail_texts.append("# EOF\n")
+            del families
+            return _Rendered(per_scrape, texts, head, _joined(tail_texts), gzipped)
+        finally:
+            _resume_collection()
