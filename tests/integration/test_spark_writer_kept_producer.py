@@ -98,3 +98,36 @@ def test_a_fenced_kept_producer_writes_nothing_and_the_batch_is_checked_afresh(k
     seen = committed(bootstrap, out)
     expected = {v.decode() for b in range(4) for _, v in rows(b)}
     assert set(seen) == expected and max(seen.values()) == 1, {v: c for v, c in seen.items() if c > 1}
+
+
+def test_a_replayed_batch_the_ledger_covers_leaves_the_kept_producer_able_to_commit(kafka, unique_name):
+    """A restarted driver replays its last batch; the task's new producer finds the batch in the ledger
+    and skips it. The worker keeps that producer for the next batch, which must commit (in local mode a
+    task that fails ends the query). Many records per task, so a skip that produced them would abort a
+    transaction with requests built but not yet sent."""
+    bootstrap = kafka.bootstrap_servers
+    out, ledger_topic = f"{unique_name[:40]}-out", f"{unique_name[:40]}-ledger"
+    kafka.create_topic(out, partitions=1)
+    config = {"bootstrap.servers": bootstrap, "transaction.timeout.ms": 60_000, "linger.ms": 20}
+    ensure_ledger_topic(config, ledger_topic, 1)
+    tid, slot = f"eos-{unique_name[:40]}-0", LedgerSlot(ledger_topic, 0, "app/q/0")
+    n = 20_000
+
+    def big(batch):
+        return [(None, f"{batch}-{i}".encode().ljust(200, b".")) for i in range(n)]
+
+    def write(batch, records):
+        return write_batch_once(config, tid, out, records, slot, batch, 30, {"partition": 0})
+
+    assert write(0, big(0)).records == n  # the run before the restart committed batch 0 ...
+    for kept in ledger._KEPT.values():  # ... and its driver died: the restarted query's workers are new
+        kept.producer.flush(0)
+    ledger._KEPT.clear()
+
+    replay = write(0, big(0))  # batch 0 again, as the restarted query replays it
+    assert (replay.skipped, replay.committed_batch, replay.new_producer) == (True, 0, True)
+    nxt = write(1, big(1))  # the next batch on the same worker
+    assert (nxt.records, nxt.skipped) == (n, False)
+
+    seen = committed(bootstrap, out)
+    assert len(seen) == 2 * n and max(seen.values()) == 1
