@@ -171,12 +171,12 @@ def config_key(config: Mapping[str, Any]) -> tuple:
 class _Kept:
     """A transactional producer kept by this Python worker for the next batch of the same task.
 
-    ``committed`` is the batch whose ledger entry this very producer committed last (None: it has
-    not committed one; the ledger must be read). While the producer is not fenced, no later attempt
-    of its transactional id has called InitProducerId, and every earlier one had finished before this
-    producer's own InitProducerId: so its own last entry is the ledger's. A later attempt fences it,
-    and a fenced producer can commit nothing: so trusting ``committed`` never lets a batch be
-    written twice. The same holds for what a new producer read right after its InitProducerId.
+    ``committed`` is the batch the task's ledger entry holds (None: no entry), as this producer read
+    it right after its InitProducerId or committed it since (``known``; not known: the ledger must be
+    read). While the producer is not fenced, no later attempt of its transactional id has called
+    InitProducerId, and every earlier one had finished before this producer's own InitProducerId: so
+    what it read or last committed is the ledger's. A later attempt fences it, and a fenced producer
+    can commit nothing: so trusting ``committed`` never lets a batch be written twice.
 
     A producer whose transaction was aborted is never kept: an abort purges what librdkafka had
     queued, and a produce request built but not sent leaves a gap in the partition's sequence
