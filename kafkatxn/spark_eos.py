@@ -25,16 +25,17 @@ transactional id ``<prefix>-<application>[-<query>]-<p>`` (:func:`kafkatxn.spark
 
 1. calls InitProducerId, which fences every earlier attempt of task *p* (a retry, a speculative copy,
    the previous run's zombie) and completes whatever transaction that attempt left;
-2. begins a transaction with its ledger entry ``<application>/<query>/<p>`` = B and reads the entry as
-   it stands with ``read_committed`` (while it already produces its rows); if the entry says batch B
-   (or later) is committed, it aborts: the task's rows of B stay written once;
-3. otherwise commits.
+2. reads its ledger entry ``<application>/<query>/<p>`` with ``read_committed``; if the entry says
+   batch B (or later) is committed, the task skips B before it produces anything: its rows of B stay
+   written once;
+3. otherwise writes its rows and the entry = B in one transaction, and commits.
 
 Spark reuses its Python workers, and a worker keeps task *p*'s producer for the next batch: no
-InitProducerId, and no ledger read when that producer committed the entry itself (while it is not
-fenced, its own last entry is the ledger's; fenced, it can commit nothing). A kept producer's
+InitProducerId, and no ledger read (while it is not fenced, the entry it read after its
+InitProducerId or committed since is the ledger's; fenced, it can commit nothing). A kept producer's
 transaction waits for its ledger entry's delivery before taking a row, so a fence is found first and
-the task goes through 1 to 3 with a new producer (:func:`kafkatxn.kafka.ledger.write_batch_once`).
+the task goes through 1 to 3 with a new producer (:func:`kafkatxn.kafka.ledger.write_batch_once`). A
+producer whose transaction was aborted is never kept.
 
 **Guarantees.** Every row of a batch reaches ``read_committed`` consumers exactly once, whatever
 fails and however often Spark replays the batch, provided: the source is replayable and a replay

@@ -5,15 +5,15 @@ The ledger is a compacted topic. Its key names one writing task, ``<application>
 its value says which batch that task last committed (JSON). The writer's task, as its transactional
 id, calls InitProducerId first: that fences every earlier attempt of the same task and lets the
 coordinator finish whatever transaction that attempt left (committed if it reached PrepareCommit,
-aborted otherwise). Only then does it read its ledger entry: what it reads is final, so a batch the
-entry already covers is skipped, and any other is written with the entry in the same transaction.
-A Python worker keeps the producer for the task's next batch (:class:`_Kept`).
+aborted otherwise). Only then does it read its ledger entry, before it begins a transaction or takes
+a row: what it reads is final, so a batch the entry already covers is skipped with nothing produced,
+and any other is written with the entry in the same transaction. A Python worker keeps the producer
+for the task's next batch (:class:`_Kept`), unless its transaction was aborted.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -167,42 +167,29 @@ def config_key(config: Mapping[str, Any]) -> tuple:
     return tuple(sorted((k, v if isinstance(v, plain) else type(v).__qualname__) for k, v in config.items()))
 
 
-class _Background:
-    """One call in a thread of its own; ``result`` returns its value or raises its error."""
-
-    def __init__(self, fn: Any, *args: Any):
-        self._fn, self._args, self._out = fn, args, {}
-        self._thread = threading.Thread(target=self._run, daemon=True, name="kafkatxn-ledger-read")
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._out["value"] = self._fn(*self._args)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
-            self._out["error"] = e
-
-    def result(self, timeout_s: float) -> Any:
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            raise TimeoutError(f"reading the ledger did not finish within {timeout_s:g}s")
-        if "error" in self._out:
-            raise self._out["error"]
-        return self._out["value"]
-
-
 @dataclass
 class _Kept:
     """A transactional producer kept by this Python worker for the next batch of the same task.
 
-    ``committed`` is the batch whose ledger entry this very producer committed last (None: it has
-    not committed one; the ledger must be read). While the producer is not fenced, no later attempt
-    of its transactional id has called InitProducerId, and every earlier one had finished before this
-    producer's own InitProducerId: so its own last entry is the ledger's. A later attempt fences it,
-    and a fenced producer can commit nothing: so trusting ``committed`` never lets a batch be
-    written twice."""
+    ``committed`` is the batch the task's ledger entry holds (None: no entry), as this producer read
+    it right after its InitProducerId or committed it since (``known``; not known: the ledger must be
+    read). While the producer is not fenced, no later attempt of its transactional id has called
+    InitProducerId, and every earlier one had finished before this producer's own InitProducerId: so
+    what it read or last committed is the ledger's. A later attempt fences it, and a fenced producer
+    can commit nothing: so trusting ``committed`` never lets a batch be written twice.
+
+    A producer whose transaction was aborted is never kept: an abort purges what librdkafka had
+    queued, and a produce request built but not sent leaves a gap in the partition's sequence
+    numbers that fails the producer's next commit (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
 
     producer: Any
     committed: int | None
+    known: bool = False  # ``committed`` is the ledger's: read after InitProducerId, or this producer's own commit
+    aborted: bool = False  # an aborted transaction may leave librdkafka's sequence numbers behind: never kept
+
+    def abort(self, timeout_s: float) -> None:
+        self.aborted = True
+        abort_quietly(self.producer, timeout_s)
 
 
 # Per Python worker (Spark reuses its workers across tasks and batches): one kept producer per
@@ -235,16 +222,16 @@ def write_batch_once(
     """Write ``records`` to ``topic`` and the ledger entry "``slot.key`` committed ``batch_id``" in one
     transaction as ``transactional_id``, unless the ledger already covers ``batch_id``.
 
-    With this worker's kept producer for the id: no InitProducerId; the ledger is not read when the
-    producer committed the entry itself (see :class:`_Kept`); its transaction starts with the ledger
-    entry, whose delivery is awaited before any record is taken, so a fenced producer is found while
-    the records are still untouched: it is dropped, and the task goes on as below.
+    With this worker's kept producer for the id: no InitProducerId, and no ledger read (see
+    :class:`_Kept`); its transaction starts with the ledger entry, whose delivery is awaited before
+    any record is taken, so a fenced producer is found while the records are still untouched: it is
+    dropped, and the task goes on as below.
 
     Otherwise a new producer: InitProducerId first (fencing and completing any earlier attempt of this
-    task), then the ledger is read while the records are produced (its round trips off the critical
-    path); if it already covers ``batch_id`` the transaction is aborted (``read_committed`` consumers
-    never see it) and the task skipped. On any failure the transaction is aborted, the producer
-    dropped and the error raised: Spark's retry starts afresh."""
+    task), then the ledger is read; if it already covers ``batch_id`` the task is skipped before any
+    transaction begins (nothing produced, nothing to abort). On any failure the transaction is
+    aborted, the producer dropped and the error raised: Spark's retry starts afresh. A producer is
+    kept for the worker's next batch only when its transaction committed or never began."""
     key = (transactional_id, config_key(producer_config))
     kept = _KEPT.pop(key, None)
     if kept is not None:
@@ -253,56 +240,61 @@ def write_batch_once(
         except _NotUsable:
             kept.producer.flush(0)
         except Exception:
-            abort_quietly(kept.producer, timeout_s)
+            kept.abort(timeout_s)
             kept.producer.flush(0)
             raise
         else:
-            _KEPT[key] = kept
+            _keep(key, kept)
             return outcome
     fresh = _Kept(transactional_producer(producer_config, transactional_id), None)
     try:
         fresh.producer.init_transactions(timeout_s)
         outcome = _transaction(fresh, False, producer_config, transactional_id, topic, records, slot, batch_id, timeout_s, entry)
     except Exception:
-        abort_quietly(fresh.producer, timeout_s)
+        fresh.abort(timeout_s)
         fresh.producer.flush(0)
         raise
-    _KEPT[key] = fresh
+    _keep(key, fresh)
     return outcome
+
+
+def _keep(key: tuple, kept: _Kept) -> None:
+    if kept.aborted:
+        kept.producer.flush(0)
+    else:
+        _KEPT[key] = kept
 
 
 def _transaction(kept: _Kept, was_kept: bool, producer_config: Mapping[str, Any], transactional_id: str, topic: str,
                  records: Iterable[tuple[bytes | None, bytes | None]], slot: LedgerSlot, batch_id: int,
                  timeout_s: float, entry: Mapping[str, Any] | None) -> TaskOutcome:
     """One batch's transaction on an initialised producer (``was_kept``: from an earlier task, so
-    probed first); updates ``kept.committed``."""
-    if covers(kept.committed, batch_id):  # this producer committed it itself: nothing to write
+    probed first); updates ``kept.committed``. The ledger is known before a row is produced."""
+    if not kept.known:
+        kept.committed = last_committed_batch(consumer_settings(producer_config), slot, timeout_s)
+        kept.known = True
+    if covers(kept.committed, batch_id):
         return TaskOutcome(transactional_id, batch_id, 0, True, kept.committed, not was_kept)
     producer = kept.producer
     value = json.dumps({**(entry or {}), "batch": batch_id, "transactional_id": transactional_id,
                         "committed_at_ms": int(time.time() * 1000)}).encode()
     ledger_entry = dict(topic=slot.topic, key=slot.key.encode(), value=value, partition=slot.partition)
     if was_kept:
-        _probe(producer, ledger_entry, timeout_s)
+        _probe(kept, ledger_entry, timeout_s)
     else:
         producer.begin_transaction()
         producer.produce(**ledger_entry)
-    ledger = None if kept.committed is not None else _Background(
-        last_committed_batch, consumer_settings(producer_config), slot, timeout_s)
     count = produce_all(producer, topic, records)
-    committed = kept.committed if ledger is None else ledger.result(timeout_s)
-    if covers(committed, batch_id):
-        producer.abort_transaction(timeout_s)
-        return TaskOutcome(transactional_id, batch_id, 0, True, committed, not was_kept)
-    kept.committed = None  # unknown until the commit is known to have succeeded
+    kept.known = False  # unknown until the commit is known to have succeeded
     producer.commit_transaction(timeout_s)
-    kept.committed = batch_id
+    kept.committed, kept.known = batch_id, True
     return TaskOutcome(transactional_id, batch_id, count, False, batch_id, not was_kept)
 
 
-def _probe(producer: Any, ledger_entry: Mapping[str, Any], timeout_s: float) -> None:
+def _probe(kept: _Kept, ledger_entry: Mapping[str, Any], timeout_s: float) -> None:
     """Begin a kept producer's transaction with the ledger entry and wait for its delivery: a producer
     fenced by a later attempt (or otherwise unusable) fails here, before any record is taken."""
+    producer = kept.producer
     delivered: dict[str, Any] = {}
     try:
         producer.begin_transaction()
@@ -311,5 +303,5 @@ def _probe(producer: Any, ledger_entry: Mapping[str, Any], timeout_s: float) -> 
     except Exception as e:  # noqa: BLE001 - any failure here: start afresh with a new producer
         raise _NotUsable(str(e)) from None
     if delivered.get("error") is not None or "error" not in delivered:
-        abort_quietly(producer, timeout_s)
+        kept.abort(timeout_s)
         raise _NotUsable(str(delivered.get("error")))

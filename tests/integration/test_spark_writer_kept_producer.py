@@ -8,6 +8,8 @@ fence before a record is taken, and the task starts afresh (InitProducerId, the 
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections import Counter
 
@@ -32,11 +34,12 @@ def forget_kept_clients():
     ledger._READERS.clear()
 
 
-def committed(bootstrap: str, topic: str) -> Counter:
+def committed(bootstrap: str, topic: str, partitions: int = 1) -> Counter:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kept-counter", "isolation.level": "read_committed",
                   "enable.partition.eof": True, "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, 0, 0)])
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen: Counter = Counter()
+    at_end: set[int] = set()
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline:
@@ -45,7 +48,10 @@ def committed(bootstrap: str, topic: str) -> Counter:
                 continue
             if msg.error():
                 assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                return seen
+                at_end.add(msg.partition())
+                if len(at_end) == partitions:
+                    return seen
+                continue
             seen[msg.value().decode()] += 1
     finally:
         c.close()
@@ -98,3 +104,57 @@ def test_a_fenced_kept_producer_writes_nothing_and_the_batch_is_checked_afresh(k
     seen = committed(bootstrap, out)
     expected = {v.decode() for b in range(4) for _, v in rows(b)}
     assert set(seen) == expected and max(seen.values()) == 1, {v: c for v, c in seen.items() if c > 1}
+
+
+def test_a_replayed_batch_the_ledger_covers_leaves_the_kept_producer_able_to_commit(kafka, unique_name):
+    """A restarted driver replays its last batch; the task's new producer finds the batch in the ledger
+    and skips it. The worker keeps that producer for the next batch, which must commit (in local mode a
+    task that fails ends the query). Were the skipped batch's rows handed to librdkafka, an abort would
+    purge produce requests built but not sent (here: the broker frozen while they are), leaving a gap
+    in the partition's sequence numbers that fails the next commit (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+    bootstrap = kafka.bootstrap_servers
+    out, ledger_topic = f"{unique_name[:40]}-out", f"{unique_name[:40]}-ledger"
+    kafka.create_topic(out, partitions=2)
+    # A small socket send buffer: with the broker frozen, requests stay in librdkafka's queue to the
+    # broker (the kernel's default buffers would take in all five in flight).
+    config = {"bootstrap.servers": bootstrap, "transaction.timeout.ms": 60_000, "linger.ms": 20,
+              "socket.send.buffer.bytes": 16_384}
+    ensure_ledger_topic(config, ledger_topic, 1)
+    tid, slot = f"eos-{unique_name[:40]}-0", LedgerSlot(ledger_topic, 0, "app/q/0")
+    broker = kafka._node(kafka.broker_ids[0]).process
+    n, taken = 20_000, []
+
+    def rows_of(batch):
+        return [(str(i).encode(), f"{batch}-{i}".encode().ljust(500, b".")) for i in range(n)]
+
+    def while_frozen(batch):
+        """The batch's rows; once the first is taken (the topic's leader known), the broker is frozen
+        for a second, so that what follows is queued and built into requests but not sent."""
+        rows = rows_of(batch)
+        yield rows[0]
+        taken.append(batch)
+        time.sleep(0.5)  # the ledger is read meanwhile
+        broker.send_signal(signal.SIGSTOP)
+        threading.Timer(1.0, broker.send_signal, (signal.SIGCONT,)).start()
+        yield from rows[1:]
+
+    def write(batch, records):
+        return write_batch_once(config, tid, out, records, slot, batch, 30, {"partition": 0})
+
+    try:
+        assert write(0, rows_of(0)).records == n  # the run before the restart committed batch 0 ...
+        for kept in ledger._KEPT.values():  # ... and its driver died: the restarted query's workers are new
+            kept.producer.flush(0)
+        ledger._KEPT.clear()
+
+        replay = write(0, while_frozen(0))  # batch 0 again, as the restarted query replays it
+        assert (replay.skipped, replay.committed_batch, replay.new_producer) == (True, 0, True)
+        time.sleep(1.2 if taken else 0)  # the broker thawed
+        nxt = write(1, rows_of(1))  # the next batch on the same worker
+        assert (nxt.records, nxt.skipped) == (n, False)
+    finally:
+        broker.send_signal(signal.SIGCONT)
+    assert taken == [], "the skipped batch's rows were produced"
+
+    seen = committed(bootstrap, out, partitions=2)
+    assert len(seen) == 2 * n and max(seen.values()) == 1

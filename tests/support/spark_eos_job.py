@@ -19,6 +19,10 @@ makes the hook at ``point`` fire once in that batch (whoever unlinks the file fi
 - ``driver_mid_batch``: a task kills the whole driver (SIGKILL to its process group) after its output was written
   (writer: after its commit; built-in: from a timer 0.3 s after the task handed its rows over);
 - ``driver_after_commit``: the driver kills itself after the batch was written, before Spark's commit entry.
+
+A marker ``kill@<batch id>`` holding a number of milliseconds kills the driver that long after the
+batch began, wherever it then is (a task producing or committing, the batch's commit entry, the next
+batch's planning): the crash test's seeded random moments.
 """
 
 from __future__ import annotations
@@ -50,6 +54,33 @@ def claim(markers: str, point: str, batch_id: int) -> bool:
 
 def kill_driver() -> None:
     os.killpg(int(os.environ["EOS_DRIVER_PGID"]), signal.SIGKILL)
+
+
+_TIMED_KILLS: list[threading.Timer] = []
+
+
+def overdue_kill() -> None:
+    """A timed kill that has not fired by the next batch (or the end of the query) fires now: every
+    kill claimed is a kill, whatever the batches' pace."""
+    if any(t.is_alive() for t in _TIMED_KILLS):
+        print("killing the driver: its timed kill is overdue", flush=True)
+        kill_driver()
+
+
+def arm_timed_kill(markers: str, batch_id: int) -> None:
+    """Kill the driver the marker ``kill@<batch id>``'s milliseconds after now (once: the marker goes)."""
+    overdue_kill()
+    path = Path(markers) / f"kill@{batch_id}"
+    try:
+        delay_ms = int(path.read_text())
+        path.unlink()
+    except FileNotFoundError:
+        return
+    print(f"killing the driver {delay_ms} ms into batch {batch_id}", flush=True)
+    timer = threading.Timer(delay_ms / 1000, kill_driver)
+    timer.daemon = True
+    timer.start()
+    _TIMED_KILLS.append(timer)
 
 
 class CrashingWriter(ExactlyOnceWriter):
@@ -141,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         writer.markers = args.markers
 
         def each_batch(df: Any, batch_id: int) -> None:
+            if args.markers:
+                arm_timed_kill(args.markers, batch_id)
             result = writer(df, batch_id)
             tasks[0] += result.tasks
             tasks[1] += result.new_producers
@@ -148,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                 kill_driver()
     else:
         def each_batch(df: Any, batch_id: int) -> None:
+            if args.markers:
+                arm_timed_kill(args.markers, batch_id)
             out = df.mapInArrow(builtin_passthrough(args.markers, batch_id), df.schema) if args.markers else df
             out.write.format("kafka").option("kafka.bootstrap.servers", args.bootstrap).option("topic", args.output).save()
             if args.markers and claim(args.markers, "driver_after_commit", batch_id):
@@ -162,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         stream = source.writeStream.foreachBatch(each_batch)
     query = stream.option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
+    overdue_kill()
     print(f"done in {time.monotonic() - started:.2f}s", flush=True)
     batches = [(p["batchId"], p["numInputRows"], p["durationMs"].get("triggerExecution", 0)) for p in query.recentProgress]
     print("batches (id, rows, ms): " + json.dumps(batches), flush=True)

@@ -94,3 +94,97 @@ def test_the_ledger_check():
 
     assert covers(3, 3) and covers(4, 3)
     assert not covers(2, 3) and not covers(None, 0)
+
+
+class FakeProducer:
+    """Records what the writer asks of a transactional producer; ``fail_commit`` makes commits fail."""
+
+    def __init__(self, fail_commit: bool = False):
+        self.calls: list[str] = []
+        self.fail_commit = fail_commit
+
+    def init_transactions(self, timeout):
+        self.calls.append("init")
+
+    def begin_transaction(self):
+        self.calls.append("begin")
+
+    def produce(self, topic, key=None, value=None, partition=None, on_delivery=None):
+        self.calls.append(f"produce {topic}")
+        if on_delivery:
+            on_delivery(None, None)
+
+    def poll(self, timeout):
+        return 0
+
+    def flush(self, timeout=None):
+        return 0
+
+    def commit_transaction(self, timeout):
+        self.calls.append("commit")
+        if self.fail_commit:
+            raise RuntimeError("commit failed")
+
+    def abort_transaction(self, timeout):
+        self.calls.append("abort")
+
+
+@pytest.fixture
+def fake_kafka(monkeypatch):
+    """The ledger module with fake producers (one per InitProducerId) and a ledger held in a dict."""
+    from kafkatxn.kafka import ledger
+
+    made: list[FakeProducer] = []
+    state = {"ledger": None, "reads": 0, "fail_commit": False}
+
+    def producer(config, tid):
+        made.append(FakeProducer(state["fail_commit"]))
+        return made[-1]
+
+    def read(config, slot, timeout):
+        state["reads"] += 1
+        return state["ledger"]
+
+    monkeypatch.setattr(ledger, "transactional_producer", producer)
+    monkeypatch.setattr(ledger, "last_committed_batch", read)
+    monkeypatch.setattr(ledger, "_KEPT", {})
+    return ledger, made, state
+
+
+def untouched():
+    raise AssertionError("a skipped batch's records were taken")
+    yield
+
+
+def write(ledger, batch, records):
+    slot = ledger.LedgerSlot("ledger", 0, "app/q/0")
+    return ledger.write_batch_once({"bootstrap.servers": "b"}, "eos-app-q-0", "out", records, slot, batch, 5)
+
+
+def test_a_batch_the_ledger_covers_is_skipped_before_any_transaction_and_the_next_batch_commits(fake_kafka):
+    ledger, made, state = fake_kafka
+    state["ledger"] = 4  # the previous run committed batch 4; the restarted query replays it
+    skipped = write(ledger, 4, untouched())
+    assert (skipped.skipped, skipped.committed_batch, skipped.new_producer) == (True, 4, True)
+    assert made[0].calls == ["init"]  # nothing begun, nothing produced, nothing to abort
+    nxt = write(ledger, 5, [(None, b"x")])  # the kept producer, which knows the ledger: no new read
+    assert (nxt.records, nxt.skipped, nxt.new_producer) == (1, False, False)
+    assert len(made) == 1 and state["reads"] == 1
+    assert made[0].calls[1:] == ["begin", "produce ledger", "produce out", "commit"]
+
+
+def test_a_producer_whose_transaction_was_aborted_is_not_kept(fake_kafka):
+    ledger, made, state = fake_kafka
+    state["fail_commit"] = True
+    with pytest.raises(RuntimeError, match="commit failed"):
+        write(ledger, 0, [(None, b"x")])
+    assert made[0].calls[-1] == "abort" and ledger._KEPT == {}
+    state["fail_commit"] = False
+    assert write(ledger, 0, [(None, b"x")]).new_producer  # the retry builds a new producer (InitProducerId)
+    assert made[1].calls[0] == "init" and state["reads"] == 2
+
+    (key, kept), = ledger._KEPT.items()
+    del ledger._KEPT[key]
+    kept.abort(5)  # however a transaction came to be aborted, that producer is not kept
+    ledger._keep(key, kept)
+    assert made[1].calls[-1] == "abort" and ledger._KEPT == {}
