@@ -407,14 +407,16 @@ def render(
     empty_message: str | None = None,
     wide: bool = False,
     width: int | None = None,
+    missing: Sequence[Any] = (),
     hidden: list[str] | None = None,
 ) -> None:
     """Write ``rows`` to ``out`` (stdout) in ``fmt``. ``row_type`` fixes the columns when there are no rows.
     ``wide`` makes tables show every column (structured formats always do); tables keep to ``width``
-    (default: :func:`terminal_width` of ``out``)."""
+    (default: :func:`terminal_width` of ``out``). ``missing``: the parts that did not answer (the caller
+    names them on stderr); an empty table then says "not determined", never that there is nothing."""
     out = out or sys.stdout
     if isinstance(rows, Report):
-        _render_report(rows, fmt, no_headers=no_headers, out=out, wide=wide, width=width)
+        _render_report(rows, fmt, no_headers=no_headers, out=out, wide=wide, width=width, missing=missing)
         return
     columns = _columns(rows, row_type)
     plain = [to_plain(r) for r in rows]
@@ -430,6 +432,9 @@ def render(
         for item in plain:
             writer.writerow([_cell(item.get(c)) for c in columns])
     elif fmt == "table":
+        if not plain and missing:
+            out.write(not_determined(missing) + "\n")
+            return
         if not plain and empty_message:
             out.write(empty_message + "\n")
             return
@@ -442,8 +447,13 @@ def render(
         raise ValueError(f"unknown output format {fmt!r}")
 
 
+def not_determined(missing: Sequence[Any]) -> str:
+    """What an empty table of an incomplete answer says instead of "(none)"."""
+    return f"not determined ({len(missing)} part{'s' if len(missing) != 1 else ''} missing, see below)"
+
+
 def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, wide: bool = False,
-                   width: int | None = None) -> None:
+                   width: int | None = None, missing: Sequence[Any] = ()) -> None:
     if fmt == "json":
         doc = dict(to_plain(report.facts))
         for name, rows in report.sections.items():
@@ -458,7 +468,8 @@ def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, w
         hidden: list[str] = []
         for name, rows in report.sections.items():
             out.write(f"\n{name.upper()}\n")
-            render(rows, "table", no_headers=no_headers, out=out, empty_message="(none)", wide=wide, width=width, hidden=hidden)
+            render(rows, "table", no_headers=no_headers, out=out, empty_message="(none)", wide=wide, width=width, missing=missing,
+                   hidden=hidden)
         if hidden:
             out.write("\n" + hidden_note(hidden, width) + "\n")
         return

@@ -279,3 +279,21 @@ def test_the_columns_a_row_type_keeps_are_declared_on_it_and_no_headers_tables_c
     assert text.splitlines()[-1] == "(left out to fit 70 columns: something_else; --wide shows them)"
     assert "left out" not in output.render_to_string(rows, "table", width=70, no_headers=True)
     assert "something_else" in output.render_to_string(rows, "table", width=70, wide=True)
+
+
+@pytest.mark.parametrize("line, table", [
+    (["hanging"], "HANGING"),
+    (["abort", "--all-hanging", "--dry-run"], None),
+    (["lso", "--groups", "billing"], None),
+    (["producers", "--topic", "orders", "--partition", "1"], None),
+])
+def test_an_incomplete_answer_never_renders_as_an_empty_verdict_table(capsys, monkeypatch, fake, line, table):
+    """Broker 2 (orders-1's leader, where the hanging transaction is) does not answer."""
+    fake.model.down.add(2)
+    shown = run(capsys, *line, "--timeout", "2s")
+    assert shown.code == 3, shown.stderr
+    lines = shown.stdout.splitlines()
+    said = lines[lines.index(table) + 1] if table else lines[0]
+    assert re.fullmatch(r"not determined \(\d+ parts? missing, see below\)", said), shown.stdout
+    assert "(none)" not in shown.stdout and "nothing" not in shown.stdout and "no " not in shown.stdout
+    assert "timed out" in shown.stderr  # what "below" points at
