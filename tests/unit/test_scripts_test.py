@@ -57,6 +57,7 @@ def test_unit_tests_only_install_nothing_system_wide(stubs, args):
 
 
 @pytest.mark.parametrize("args, env", [
+    ((), {}),  # the whole run, as .ci/run starts it
     (("tests/integration/test_terminal.py",), {}),
     (("tests/unit/test_output.py", "tests/integration/test_terminal.py"), {}),
     (("-k", "terminal"), {}),  # no path: pytest runs every test
