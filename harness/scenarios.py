@@ -157,7 +157,7 @@ def wait_for_markers(bootstrap_servers: str, partitions: Iterable[TopicPartition
     from confluent_kafka import IsolationLevel, TopicPartition as CTP
     from confluent_kafka.admin import OffsetSpec
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})  # nothing on the demo's terminal
     request = {CTP(tp.topic, tp.partition): OffsetSpec.latest() for tp in partitions}
     deadline = time.monotonic() + timeout_s
     while True:
@@ -173,7 +173,7 @@ def wait_for_markers(bootstrap_servers: str, partitions: Iterable[TopicPartition
 
 
 def create_topic(bootstrap_servers: str, topic: str, partitions: int = 4, replication_factor: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
     future = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=CLIENT_TIMEOUT_S)[topic]
     try:
         future.result(timeout=CLIENT_TIMEOUT_S)

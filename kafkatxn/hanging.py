@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, ClassVar, Sequence
 
 from kafkatxn import gather, producers, verdicts
 from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout, coordinator_view  # noqa: F401 - also hanging's API
@@ -62,6 +62,8 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
 
 @dataclass(frozen=True)
 class HangingRow:
+    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("start_offset",)  # abort takes it: kept in narrow tables (output.py)
+
     topic: str
     partition: int
     producer_id: int
@@ -95,6 +97,8 @@ class UntrackedRow(HangingRow):
 @dataclass(frozen=True)
 class _CandidateColumns:
     """The first columns of the long-running and undetermined rows."""
+
+    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("start_offset",)
 
     topic: str
     partition: int

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
 from kafkatxn import gather, lost_commit
 from kafkatxn.gather import probe_rounds  # noqa: F401 - also lso's API (tests, bench)
@@ -227,6 +227,9 @@ def finish_group_snapshot(
 class PartitionLag:
     """One partition whose LSO trails its HW, and the open transaction pinning the LSO."""
 
+    # The numbers the lag is read from stay in narrow tables (output.py).
+    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("high_watermark", "last_stable_offset", "lag_messages")
+
     topic: str
     partition: int
     high_watermark: int
@@ -256,6 +259,9 @@ class WatchedPartitionLag(PartitionLag):
 @dataclass(frozen=True)
 class GroupPosition:
     """Where one group stands on one partition: the first columns of every group-lag row."""
+
+    # Where the group stands and what it waits for stay in narrow tables (output.py).
+    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("committed_offset", "last_stable_offset", "high_watermark", "lag_to_lso_messages")
 
     group: str
     topic: str

@@ -49,7 +49,7 @@ SECONDARY_COLUMNS = (
     "producer_epoch_after", "producer_id_after", "state_after", "holds_lso", "coordinator_id", "open_transactions",
     "producer_epoch", "high_watermark_after", "lso_after", "error",
 )
-# Never left out: what names the thing and what the engineer decides on.
+# Never left out: what names the thing and what the engineer decides on (and a row type's TABLE_KEEPS).
 ESSENTIAL_COLUMNS = frozenset({
     "topic", "partition", "group", "transactional_id", "producer_id", "verdict", "state", "status", "outcome",
     "scope", "name", "value", "api", "broker_id", "host", "kind", "message", "label", "lso_moved",
@@ -193,14 +193,6 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _is_duration(column: str) -> bool:
-    return column.endswith(_DURATION_SUFFIXES)
-
-
-def _is_time(column: str) -> bool:
-    return column.endswith(_TIME_SUFFIXES)
-
-
 def format_local_time(ms: int, now_ms: int | None = None) -> str:
     """Local wall-clock time: ``14:03:27`` today, ``2026-11-20 14:03:27`` on another day."""
     import time
@@ -216,10 +208,10 @@ def _table_cell(column: str, value: Any) -> str:
     from kafkatxn.durations import format_duration_ms
 
     if isinstance(value, int) and not isinstance(value, bool):
-        if _is_duration(column):
+        if column.endswith(_DURATION_SUFFIXES):
             # negative: a clock ahead of ours ("-2s"); -1 is the protocol's "unknown"
             return format_duration_ms(value) if value >= 0 else str(value) if value == -1 else f"-{format_duration_ms(-value)}"
-        if _is_time(column):
+        if column.endswith(_TIME_SUFFIXES):
             return format_local_time(value) if value > 0 else ""
     return _cell(value)
 
@@ -231,7 +223,7 @@ _HEADER_WORDS = (("last_stable_offset", "lso"), ("high_watermark", "hw"), ("tran
 _SHORT_WORDS = (
     ("transactional_id", "txn_id"), ("producer_epoch", "epoch"), ("producer_id", "pid"), ("coordinator", "coord"),
     ("partitions", "parts"), ("partition", "part"), ("transactions", "txns"), ("active_", ""), ("broker_id", "broker"),
-    ("timestamp", "ts"), ("last_write", "write"), ("lag_to_hw", "to_hw"), ("explanation", "why"),
+    ("timestamp", "ts"), ("last_write", "write"), ("lag_to_hw", "to_hw"), ("lag_to_lso", "lag"), ("explanation", "why"),
 )
 
 
@@ -240,7 +232,7 @@ def table_header(column: str, short: bool = False) -> str:
     their ``_ms`` (the cell is no longer in milliseconds), ``_messages`` goes, and the long offset
     names become ``lso`` and ``hw``; ``short`` abbreviates further (``txn_id``, ``pid``, ``part``).
     Keys in structured formats do not change."""
-    if _is_duration(column) or _is_time(column):
+    if column.endswith(_DURATION_SUFFIXES + _TIME_SUFFIXES):
         column = column[: -len("_ms")]
     if column.endswith("_messages"):
         column = column[: -len("_messages")]
@@ -260,20 +252,25 @@ def _fits(widths: Sequence[int]) -> int:
     return sum(widths) + 2 * max(len(widths) - 1, 0)
 
 
-def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = False, width: int = TABLE_WIDTH) -> list[str]:
+def _raw_twin(column: str, columns: Sequence[str]) -> bool:
+    return column.endswith("_ms") and column[:-3] in columns
+
+
+def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = False, width: int = TABLE_WIDTH,
+                  keep: frozenset[str] = frozenset()) -> list[str]:
     """The columns a table shows: every one with ``wide``; otherwise raw twins of human columns
     (``age_ms`` next to ``age``) are left out, then secondary columns and then the rightmost
-    non-essential ones, until the table fits ``width``."""
+    non-essential ones, until the table fits ``width``; never one in ``keep``."""
     shown = list(columns)
     if wide:
         return shown
-    shown = [c for c in shown if not (c.endswith("_ms") and c[:-3] in columns)]
+    shown = [c for c in shown if not _raw_twin(c, columns)]
 
     def table_width(cols: list[str]) -> int:
         return _fits([max([len(table_header(c)) + 2] + [len(_table_cell(c, row.get(c))) for row in plain]) for c in cols])
 
-    droppable = [c for c in SECONDARY_COLUMNS if c in shown]
-    droppable += [c for c in reversed(shown) if c not in ESSENTIAL_COLUMNS and c not in droppable]
+    droppable = [c for c in SECONDARY_COLUMNS if c in shown and c not in keep]
+    droppable += [c for c in reversed(shown) if c not in ESSENTIAL_COLUMNS and c not in keep and c not in droppable]
     for column in droppable:
         if table_width(shown) <= width:
             break
@@ -286,17 +283,18 @@ _WRAPPABLE_COLUMNS = ("reason", "explanation", "message", "risk")
 _MIN_WRAP = 16
 
 
-def _wrap_widths(shown: Sequence[str], body: Sequence[Sequence[str]], width: int = TABLE_WIDTH) -> tuple[list[int | None] | None, bool]:
+def _wrap_widths(shown: Sequence[str], body: Sequence[Sequence[str]], width: int = TABLE_WIDTH) -> tuple[list[int | None] | None, bool, int]:
     """Per column, the width to wrap its cells at so the table fits ``width`` (None where it fits
-    already), and whether headers are abbreviated: free text wraps first; then headers are
-    abbreviated; then the widest other columns wrap inside their cells, down to their header."""
+    already), whether headers are abbreviated, and the padding headers get: free text wraps first;
+    then headers are abbreviated; then they lose their padding; then the widest other columns wrap
+    inside their cells, down to their header."""
     wrap: list[int | None] = [None] * len(shown)
     for short in (False, True):
         headers = _headers(shown, short)
         widths = [max([len(h) + 2] + [len(row[i]) for row in body]) for i, h in enumerate(headers)]
         excess = _fits(widths) - width
         if excess <= 0:
-            return None, short
+            return None, short, 2
         for i in sorted((i for i, c in enumerate(shown) if c in _WRAPPABLE_COLUMNS), key=lambda i: -widths[i]):
             cut = min(excess, widths[i] - _MIN_WRAP)
             if cut > 0:
@@ -304,16 +302,18 @@ def _wrap_widths(shown: Sequence[str], body: Sequence[Sequence[str]], width: int
                 wrap[i] = widths[i]
                 excess -= cut
             if excess <= 0:
-                return wrap, short
+                return wrap, short, 2
+    widths = [max(len(h), wrap[i] or max([len(row[i]) for row in body], default=0)) for i, h in enumerate(headers)]
+    excess = _fits(widths) - width
     while excess > 0:  # the last resort: any column, widest first, never narrower than its header
-        i = max(range(len(shown)), key=lambda i: widths[i] - len(headers[i]) - 2)
-        cut = min(excess, widths[i] - len(headers[i]) - 2, max(widths[i] // 2, 1))
+        i = max(range(len(shown)), key=lambda i: widths[i] - len(headers[i]))
+        cut = min(excess, widths[i] - len(headers[i]), max(widths[i] // 2, 1))
         if cut <= 0:
             break
         widths[i] -= cut
         wrap[i] = widths[i]
         excess -= cut
-    return wrap, True
+    return wrap, True, 0
 
 
 # A command to copy inside free text ("…; to end it now: kafkatxn fence 'x'"): a table prints it
@@ -349,26 +349,43 @@ def wrap_text(text: str, width: int, indent: str = "  ") -> list[str]:
     return [line.replace(_NBSP, " ") for line in lines] or [""]
 
 
+def hidden_note(hidden: Sequence[str], width: int) -> str:
+    """The line under a narrow table naming the columns it left out (as ``--wide`` heads them)."""
+    return "\n".join(wrap_text(f"(left out to fit {width} columns: {', '.join(dict.fromkeys(hidden))}; --wide shows them)", width))
+
+
 def table_text(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = False, width: int | None = None,
-               no_headers: bool = False) -> str:
+               no_headers: bool = False, keep: frozenset[str] = frozenset(), hidden: list[str] | None = None) -> str:
     """A table of ``plain`` rows within ``width`` (the terminal's), then any command its cells name,
-    each on its own line."""
-    from tabulate import tabulate  # only tables need it; importing it costs every command start
+    each on its own line, then the columns left out to fit (or they are added to ``hidden``: the
+    caller names them once, under all its tables)."""
+    import tabulate as tabulate_module  # only tables need it; importing it costs every command start
+    from tabulate import tabulate
 
     width = width or TABLE_WIDTH
-    shown = table_columns(columns, plain, wide, width)
+    shown = table_columns(columns, plain, wide, width, keep)
     body = [[_table_cell(c, item.get(c)) for c in shown] for item in plain]
     commands = _commands_out_of_cells(shown, body)
-    wrap, short = (None, False) if wide else _wrap_widths(shown, body, width)
+    wrap, short, pad = (None, False, 2) if wide else _wrap_widths(shown, body, width)
     if no_headers:
         text = tabulate(body, tablefmt="plain", disable_numparse=True, maxcolwidths=wrap)
     else:
-        text = tabulate(body, headers=_headers(shown, short), tablefmt="simple", disable_numparse=True, maxcolwidths=wrap)
+        tabulate_module.MIN_PADDING, default = pad, tabulate_module.MIN_PADDING  # no argument for it
+        try:
+            text = tabulate(body, headers=_headers(shown, short), tablefmt="simple", disable_numparse=True, maxcolwidths=wrap)
+        finally:
+            tabulate_module.MIN_PADDING = default
     text = text.replace(_NBSP, " ")
     if commands:
         text += "\n"
     for number, cmd in enumerate(commands, 1):
         text += f"\n[{number}]:\n  {cmd}"
+    left_out = [] if no_headers or not plain else [  # a headless table is for scripts
+        table_header(c) for c in columns if c not in shown and not _raw_twin(c, columns)]  # a raw twin's human form is shown
+    if hidden is not None:
+        hidden.extend(left_out)
+    elif left_out:
+        text += "\n\n" + hidden_note(left_out, width)
     return text
 
 
@@ -390,13 +407,16 @@ def render(
     empty_message: str | None = None,
     wide: bool = False,
     width: int | None = None,
+    missing: Sequence[Any] = (),
+    hidden: list[str] | None = None,
 ) -> None:
     """Write ``rows`` to ``out`` (stdout) in ``fmt``. ``row_type`` fixes the columns when there are no rows.
     ``wide`` makes tables show every column (structured formats always do); tables keep to ``width``
-    (default: :func:`terminal_width` of ``out``)."""
+    (default: :func:`terminal_width` of ``out``). ``missing``: the parts that did not answer (the caller
+    names them on stderr); an empty table then says "not determined", never that there is nothing."""
     out = out or sys.stdout
     if isinstance(rows, Report):
-        _render_report(rows, fmt, no_headers=no_headers, out=out, wide=wide, width=width)
+        _render_report(rows, fmt, no_headers=no_headers, out=out, wide=wide, width=width, missing=missing)
         return
     columns = _columns(rows, row_type)
     plain = [to_plain(r) for r in rows]
@@ -412,18 +432,28 @@ def render(
         for item in plain:
             writer.writerow([_cell(item.get(c)) for c in columns])
     elif fmt == "table":
+        if not plain and missing:
+            out.write(not_determined(missing) + "\n")
+            return
         if not plain and empty_message:
             out.write(empty_message + "\n")
             return
-        text = table_text(columns, plain, wide=wide, width=width or terminal_width(out), no_headers=no_headers)
+        keep = frozenset(getattr(row_type or (type(rows[0]) if rows else None), "TABLE_KEEPS", ()))
+        text = table_text(columns, plain, wide=wide, width=width or terminal_width(out), no_headers=no_headers, keep=keep,
+                          hidden=hidden)
         if text:
             out.write(text + "\n")
     else:
         raise ValueError(f"unknown output format {fmt!r}")
 
 
+def not_determined(missing: Sequence[Any]) -> str:
+    """What an empty table of an incomplete answer says instead of "(none)"."""
+    return f"not determined ({len(missing)} part{'s' if len(missing) != 1 else ''} missing, see below)"
+
+
 def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, wide: bool = False,
-                   width: int | None = None) -> None:
+                   width: int | None = None, missing: Sequence[Any] = ()) -> None:
     if fmt == "json":
         doc = dict(to_plain(report.facts))
         for name, rows in report.sections.items():
@@ -434,9 +464,14 @@ def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, w
         key_width = max((len(k) for k in report.facts), default=0)
         for key, value in report.facts.items():
             out.write(f"{key.ljust(key_width)}  {_table_cell(key, value)}\n")
+        width = width or terminal_width(out)
+        hidden: list[str] = []
         for name, rows in report.sections.items():
             out.write(f"\n{name.upper()}\n")
-            render(rows, "table", no_headers=no_headers, out=out, empty_message="(none)", wide=wide, width=width)
+            render(rows, "table", no_headers=no_headers, out=out, empty_message="(none)", wide=wide, width=width, missing=missing,
+                   hidden=hidden)
+        if hidden:
+            out.write("\n" + hidden_note(hidden, width) + "\n")
         return
     # Line formats: one record per row, tagged with its section, facts first as their own section.
     # csv and tsv are one table (one header: every section's columns, `section` first), so that any

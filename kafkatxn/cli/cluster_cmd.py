@@ -14,5 +14,5 @@ def register(app: typer.Typer) -> None:
         from kafkatxn import clusterinfo
 
         info = clusterinfo.describe(ctx.cluster)
-        ctx.render(info.report)
+        ctx.render(info.report, missing=info.missing)
         return fail_if_missing(ctx, info.missing, "cluster description")

@@ -77,8 +77,11 @@ class CommandContext:
                 counts = ", ".join(f"{k}={v}" for k, v in sorted(self._cluster.requests.items()))
                 _debug_log("requests sent: %s", counts or "none")
 
-    def render(self, rows: Any, row_type: type | None = None, empty_message: str | None = None) -> None:
-        render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message, wide=self.wide)
+    def render(self, rows: Any, row_type: type | None = None, empty_message: str | None = None,
+               missing: Sequence[Missing] = ()) -> None:
+        """``missing``: the parts that did not answer; an empty table then says "not determined"."""
+        render(rows, self.output, no_headers=self.no_headers, row_type=row_type, empty_message=empty_message, wide=self.wide,
+               missing=missing)
 
     def note(self, message: str) -> None:
         """A line for people on stderr; kept out of stdout so pipes stay clean."""

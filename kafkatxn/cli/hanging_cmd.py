@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
             partition=partition,
             max_transaction_timeout_ms=max_transaction_timeout,
         )
-        ctx.render(result.report())
+        ctx.render(result.report(), missing=result.missing)
         for row in result.undetermined:
             ctx.note(
                 f"undetermined: producer {row.producer_id} on {row.topic}-{row.partition} from offset {row.start_offset}: "

@@ -163,7 +163,7 @@ def register(app: typer.Typer) -> None:
 
         if not watching:
             sample = take_sample(None)
-            ctx.render(sample.rows, row_type=sample.row_type, empty_message=sample.empty_message)
+            ctx.render(sample.rows, row_type=sample.row_type, empty_message=sample.empty_message, missing=sample.missing)
             for note in sample.notes:
                 ctx.note(note)
             return sample.exit_code
@@ -192,7 +192,7 @@ def _frame(ctx: CommandContext, number: int, interval_ms: int, sample: Sample | 
     if sample is not None:
         body = render_to_string(
             sample.rows, ctx.output, no_headers=ctx.no_headers, row_type=sample.row_type, empty_message=sample.empty_message,
-            wide=ctx.wide,
+            wide=ctx.wide, missing=sample.missing,
         )
     if not is_tty:
         if ctx.output == "table" and not ctx.no_headers:

@@ -36,5 +36,5 @@ def register(app: typer.Typer) -> None:
         chosen = producers.select_partitions(ctx.cluster, topic or [], partition, broker_id, include_internal)
         result = producers.describe_producers(ctx.cluster, chosen, broker_id=broker_id, summary=summary)
         row_type = producers.ProducerSummaryRow if summary else producers.ProducerRow
-        ctx.render(result.value, row_type, empty_message="no active producers on the selected partitions")
+        ctx.render(result.value, row_type, empty_message="no active producers on the selected partitions", missing=result.missing)
         return fail_if_missing(ctx, result.missing, "producer state")

@@ -73,7 +73,7 @@ def _finish(ctx: CommandContext, act: Any, row_type: type, audit: auditlog.Audit
     result = _declined(ctx, act)
     if result is None:
         return 0
-    ctx.render(result.rows, row_type, empty_message=empty)
+    ctx.render(result.rows, row_type, empty_message=empty, missing=result.missing)
     if result.acted:
         ctx.note(f"audit log: {audit.path}")
     fail_if_missing(ctx, result.missing, "view of the cluster")

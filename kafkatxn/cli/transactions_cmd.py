@@ -65,7 +65,7 @@ def list_command(
     for note in result.notes:
         ctx.debug_note(note)
     row_type = transactions.TransactionDetailRow if describe else transactions.TransactionRow
-    ctx.render(result.rows, row_type, empty_message="no transactions match")
+    ctx.render(result.rows, row_type, empty_message="no transactions match", missing=result.missing)
     return fail_if_missing(ctx, result.missing, "transaction list")
 
 
@@ -125,7 +125,7 @@ def history_command(
     if pattern is not None:
         compile_regex(pattern, "--pattern")
     result = history.read_history(ctx.cluster, transactional_ids or [], pattern, since, topic=log_topic)
-    ctx.render(result.rows, HistoryRow, empty_message="no record of these ids in the transaction log")
+    ctx.render(result.rows, HistoryRow, empty_message="no record of these ids in the transaction log", missing=result.missing)
     undecoded = result.counts.unknown_version + result.counts.corrupt
     if undecoded:
         ctx.note(f"kafkatxn: {result.counts.unknown_version} records of unknown versions and {result.counts.corrupt} corrupt records shown as unknown_record")

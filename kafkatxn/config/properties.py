@@ -116,6 +116,40 @@ _KERBEROS_IGNORED = {  # the Java client's relogin schedule and kinit command (M
 _KERBEROS_JAAS = "kafkatxn.kerberos.jaas"  # set while reading when sasl.jaas.config is Krb5LoginModule's
 
 
+# Keys Kafka's clients read as numbers, by their ConfigDef type. kafkatxn uses few of them, but a value
+# Java's clients would refuse (request.timeout.ms=abc) is refused too, naming its line: never dropped silently.
+_INT, _LONG, _SHORT, _DOUBLE = "an int", "a long", "a short", "a double"
+TYPED_KEYS = {
+    "request.timeout.ms": _INT, "default.api.timeout.ms": _INT, "retries": _INT, "retry.backoff.ms": _LONG,
+    "connections.max.idle.ms": _LONG, "metadata.max.age.ms": _LONG,
+    "sasl.login.connect.timeout.ms": _INT, "sasl.login.read.timeout.ms": _INT, "sasl.login.retry.backoff.ms": _LONG,
+    "sasl.login.retry.backoff.max.ms": _LONG, "sasl.login.refresh.window.jitter": _DOUBLE,
+    "sasl.login.refresh.min.period.seconds": _SHORT, "sasl.login.refresh.buffer.seconds": _SHORT,
+    OAUTH_REFRESH_FACTOR: _DOUBLE,
+    "sasl.kerberos.min.time.before.relogin": _LONG, "sasl.kerberos.ticket.renew.jitter": _DOUBLE,
+    "sasl.kerberos.ticket.renew.window.factor": _DOUBLE,
+}
+_BITS = {_INT: 32, _LONG: 64, _SHORT: 16}
+# What Java's Double.parseDouble takes: decimal and hexadecimal forms, NaN and Infinity.
+_JAVA_DOUBLE = re.compile(
+    r"[+-]?(?:NaN|Infinity|(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?)")
+
+
+def check_number(p: PropertyLine) -> None:
+    """Refuse ``p`` when its key is one Kafka's clients read as a number and its value is not one."""
+    kind = TYPED_KEYS.get(p.key)
+    if kind is None:
+        return
+    value = p.value
+    if kind == _DOUBLE:
+        ok = _JAVA_DOUBLE.fullmatch(value) is not None
+    else:
+        bits = _BITS[kind]
+        ok = re.fullmatch(r"[+-]?\d+", value) is not None and -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1)
+    if not ok:
+        raise p.error(f"{p.key}={value!r} is not a number ({kind}, as Kafka's clients read it)")
+
+
 # Reserved by Kafka for config providers (kafkatxn.config.providers), never client settings.
 CONFIG_PROVIDERS = "config.providers"
 
@@ -198,6 +232,7 @@ def normalize_properties(props: list[PropertyLine]) -> dict[str, str]:
         key, value = p.key, p.value
         if is_provider_key(key) or key == value == "":
             continue  # declares config providers (references were resolved before); "" is what a stray backslash makes
+        check_number(p)
         if "\x00" in value:
             # Java would take it; librdkafka's C strings would end there and use a different value.
             raise p.error(f"the value of {key} holds a NUL character (\\u0000), which the clients cannot use")
@@ -297,6 +332,9 @@ def _kerberos_jaas(p: PropertyLine) -> dict[str, str]:
     the logins they tune (storeKey, doNotPrompt, renewTGT, …) are MIT's library's here."""
     options = _jaas_options(p)[1]
     settings = {_KERBEROS_JAAS: "1"}
+    for flag in ("useKeyTab", "useTicketCache"):
+        if options.get(flag, "false").lower() not in ("true", "false"):
+            raise p.error(f"sasl.jaas.config: {flag} must be true or false, not {options[flag]!r}")
     if options.get("useKeyTab", "").lower() == "true":
         for option, key in (("keyTab", KERBEROS_KEYTAB), ("principal", KERBEROS_PRINCIPAL)):
             if not options.get(option):
@@ -366,6 +404,10 @@ def _validate(settings: dict[str, str], props: list[PropertyLine]) -> None:
     check_kerberos(settings, fail)
     algo = settings.get("ssl.endpoint.identification.algorithm")
     if algo is not None:
+        # https verifies the host name; empty (Java) or none (librdkafka) turns that off; a typo must not.
+        if algo.lower() not in ("https", "", "none"):
+            raise fail(("ssl.endpoint.identification.algorithm",),
+                       f"ssl.endpoint.identification.algorithm must be https, or empty to not verify host names (not {algo!r})")
         settings["ssl.endpoint.identification.algorithm"] = "https" if algo.lower() == "https" else "none"
 
 

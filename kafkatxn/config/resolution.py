@@ -124,7 +124,12 @@ def resolve(
             raise UsageError(f"bad bootstrap server {server!r}; expected HOST:PORT (port 1-65535)")
 
     timeout_value = timeout if timeout is not None else prof.get("timeout")
-    timeout_ms = parse_duration_ms(timeout_value) if timeout_value is not None else DEFAULT_TIMEOUT_MS
+    try:
+        timeout_ms = parse_duration_ms(timeout_value) if timeout_value is not None else DEFAULT_TIMEOUT_MS
+    except UsageError as exc:
+        if timeout is not None:
+            raise
+        raise UsageError(f"{profiles_file()} profiles.{profile_name}.timeout: {exc}") from None
     if timeout_ms <= 0:
         raise InputError("{timeout} must be positive")
     for key, value in settings.items():

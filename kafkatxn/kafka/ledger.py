@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from kafkatxn.kafka.client_logs import routed
 from kafkatxn.kafka.errors import clean, kafka_error_code
 from kafkatxn.kafka.log_reader import _CONSUMER_FIXED
 from kafkatxn.kafka.transactional_writer import abort_quietly, produce_all, transactional_producer
@@ -70,7 +71,7 @@ def ledger_partition_count(config: Mapping[str, Any], topic: str, timeout_s: flo
     from confluent_kafka.admin import AdminClient
 
     try:
-        found = AdminClient(_admin_settings(config)).list_topics(topic, timeout=timeout_s).topics.get(topic)
+        found = AdminClient(routed(_admin_settings(config))).list_topics(topic, timeout=timeout_s).topics.get(topic)
     except KafkaException as e:
         raise RuntimeError(f"could not read the ledger topic {topic}: {clean(e)}") from None
     return len(found.partitions) if found is not None and found.error is None else 0
@@ -84,7 +85,7 @@ def ensure_ledger_topic(config: Mapping[str, Any], topic: str, partitions: int, 
     count = ledger_partition_count(config, topic, timeout_s)
     if count:
         return count
-    admin = AdminClient(_admin_settings(config))
+    admin = AdminClient(routed(_admin_settings(config)))
     try:
         replicas = min(3, max(1, len(admin.list_topics(timeout=timeout_s).brokers)))
         new = NewTopic(topic, num_partitions=partitions, replication_factor=replicas, config=ledger_topic_config(replicas))
@@ -122,7 +123,7 @@ def last_committed_batch(consumer_config: Mapping[str, Any], slot: LedgerSlot, t
     deadline = time.monotonic() + timeout_s
     key = slot.key.encode()
     conf_key = config_key(consumer_config)
-    consumer = _READERS.pop(conf_key, None) or Consumer(dict(consumer_config))
+    consumer = _READERS.pop(conf_key, None) or Consumer(routed(consumer_config))
     try:
         low, end = consumer.get_watermark_offsets(TopicPartition(slot.topic, slot.partition), timeout=timeout_s)
         window = FIRST_WINDOW

@@ -83,7 +83,9 @@ def _decoded(messages: list[Any], p: int, keys: frozenset[bytes] | None, counts:
 def _consumer(conf: Mapping[str, Any]) -> Any:
     from confluent_kafka import Consumer
 
-    return Consumer({**conf, **_CONSUMER_FIXED})
+    from kafkatxn.kafka.client_logs import routed
+
+    return Consumer(routed({**conf, **_CONSUMER_FIXED}))
 
 
 class _Deadline:

@@ -133,8 +133,10 @@ class Session:
             from confluent_kafka import KafkaException
             from confluent_kafka.admin import AdminClient
 
+            from kafkatxn.kafka.client_logs import routed
+
             try:
-                self._admin = AdminClient(self.config.librdkafka(error_cb=self.errors.on_client_error))
+                self._admin = AdminClient(routed(self.config.librdkafka(error_cb=self.errors.on_client_error)))
             except KafkaException as exc:
                 # librdkafka checks its settings when the client is built (e.g. PLAIN without a
                 # username): what it refuses there is the user's to fix, before anything is sent.

@@ -33,7 +33,9 @@ def transactional_producer(producer_config: Mapping[str, Any], transactional_id:
     """A librdkafka producer of ``producer_config`` as ``transactional_id`` (not yet initialised)."""
     from confluent_kafka import Producer
 
-    return Producer({**producer_config, "transactional.id": transactional_id})
+    from kafkatxn.kafka.client_logs import routed
+
+    return Producer(routed({**producer_config, "transactional.id": transactional_id}))
 
 
 def produce_all(producer: Any, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:

@@ -361,6 +361,11 @@ def test_a_hung_broker_costs_only_its_own_partitions(capsys, brokers, bl_cluster
                 result, doc = cli(capsys, setup, *COMMANDS[command][0], *topic_args(setup, command))
                 check_partial(command, result, doc, setup, reachable, lost)
                 FIGURES[f"{command}: broker hung"] += 1
+        # The table of that incomplete answer: never "HANGING (none)" above the scanned count.
+        table = run_cli(capsys, "hanging", *topic_args(setup, "hanging"), "-b", setup.bootstrap, "--timeout", f"{TIMEOUT_S}s")
+        lines = table.stdout.splitlines()
+        assert table.code == 3 and "(none)" not in lines, table.stdout
+        assert lines[lines.index("HANGING") + 1].startswith("not determined ("), table.stdout
     finally:
         process.send_signal(signal.SIGCONT)
         # A broker resumed after being fenced can be fenced again while it catches up (CI saw the

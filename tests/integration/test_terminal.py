@@ -106,6 +106,13 @@ def test_every_command_renders_at_80_and_120_columns_without_wrapping(capsys, ka
                     if " ".join(command.split()[:2]) in text:  # shown (not only in a column left out at this width)
                         assert any(command in line for line in shown), (args, width, command, text)
                 assert not [x for x in shown if re.search(r"\bkafkatxn$", x.rstrip())], (args, width, text)
+                # The columns to act on stay at 80 (hanging's start_offset, which abort takes; a group's
+                # numbers), and what a table left out is named with --wide.
+                needed = {"hanging": {"start_offset"}, "lso": {"committed", "lso", "hw", "lag"} if "--groups" in args else set()}
+                headers = {w for line in shown for w in line.split()}
+                assert needed.get(args[0], set()) <= headers, (args, width, text)
+                if width == 80 and args[0] in ("hanging", "lso", "producers"):
+                    assert "--wide shows them" in " ".join(text.split()), (args, text)
                 figures.setdefault(f"commands rendered in tmux at {width} columns", 0)
                 figures[f"commands rendered in tmux at {width} columns"] += 1
         # The case the issue names: abort --dry-run's fence suggestion, whole, on a line of its own.

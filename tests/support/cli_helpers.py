@@ -85,6 +85,7 @@ def parse_records(text: str, fmt: str) -> list[dict[str, str]]:
 def parse_table(text: str) -> list[dict[str, str]]:
     """A ``tabulate`` "simple" table: column spans come from the dashes under the headers."""
     lines = text.splitlines()
+    lines = lines[: lines.index("")] if "" in lines else lines  # what follows a table (commands, a note) is not rows
     if len(lines) < 2 or not set(lines[1]) <= {"-", " "}:
         return []  # an empty-result message, not a table
     spans = []

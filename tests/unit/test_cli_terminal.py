@@ -10,6 +10,7 @@ import json
 import re
 import sys
 import time
+from typing import ClassVar
 
 import pytest
 import typer
@@ -230,3 +231,69 @@ def test_check_with_a_bad_threshold_prints_a_nagios_unknown_line(capsys, args):
     assert result.stdout.startswith("KAFKATXN UNKNOWN - ") and len(result.stdout.splitlines()) == 1
     as_json = run_cli(capsys, "check", *args, "-b", "fake:9092", "-o", "json")
     assert as_json.stdout == ""  # a json reader gets no status line to choke on
+
+
+@pytest.mark.parametrize("line, needed", [
+    (["hanging"], ["start_offset"]),  # abort --start-offset takes it
+    (["lso", "--groups"], ["committed", "lso", "hw", "lag"]),
+    (["lso"], ["hw", "lso", "lag"]),
+])
+def test_at_80_columns_the_columns_to_act_on_stay_and_the_hidden_ones_are_named(capsys, monkeypatch, fake, line, needed):
+    monkeypatch.setenv("COLUMNS", "80")
+    shown = run(capsys, *line)
+    header = next(x for x in shown.stdout.splitlines() if x.startswith("topic") or x.startswith("group")).split()
+    assert set(needed) <= set(header), shown.stdout
+    rows = {(r["topic"], r.get("part") or r.get("partition")): r for r in parse_records_of(shown.stdout)}
+    if line == ["hanging"]:
+        assert rows[("orders", "1")]["start_offset"] == "40"
+    # What was left out is named, with the way to see it.
+    note = " ".join(shown.stdout.split("(left out to fit 80 columns: ", 1)[1].split())
+    assert "--wide shows them" in note and "txn_age" in note, shown.stdout
+    wide = run(capsys, *line, "--wide")
+    assert "left out" not in wide.stdout and "txn_age" in wide.stdout
+
+
+def parse_records_of(stdout: str) -> list[dict[str, str]]:
+    from tests.support.cli_helpers import parse_table
+
+    lines = stdout.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith(("topic", "group")))
+    return parse_table("\n".join(lines[start:]))
+
+
+def test_the_columns_a_row_type_keeps_are_declared_on_it_and_no_headers_tables_carry_no_note():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Row:
+        TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("offset_to_act_on",)
+        topic: str
+        partition: int
+        offset_to_act_on: int
+        something_else: str
+        reason: str
+
+    rows = [Row("orders-" + "x" * 20, 0, 123456, "y" * 30, "coordinator does not track this partition")]
+    text = output.render_to_string(rows, "table", width=70)
+    assert "offset_to_act_on" in text.splitlines()[0] and "123456" in text
+    assert text.splitlines()[-1] == "(left out to fit 70 columns: something_else; --wide shows them)"
+    assert "left out" not in output.render_to_string(rows, "table", width=70, no_headers=True)
+    assert "something_else" in output.render_to_string(rows, "table", width=70, wide=True)
+
+
+@pytest.mark.parametrize("line, table", [
+    (["hanging"], "HANGING"),
+    (["abort", "--all-hanging", "--dry-run"], None),
+    (["lso", "--groups", "billing"], None),
+    (["producers", "--topic", "orders", "--partition", "1"], None),
+])
+def test_an_incomplete_answer_never_renders_as_an_empty_verdict_table(capsys, monkeypatch, fake, line, table):
+    """Broker 2 (orders-1's leader, where the hanging transaction is) does not answer."""
+    fake.model.down.add(2)
+    shown = run(capsys, *line, "--timeout", "2s")
+    assert shown.code == 3, shown.stderr
+    lines = shown.stdout.splitlines()
+    said = lines[lines.index(table) + 1] if table else lines[0]
+    assert re.fullmatch(r"not determined \(\d+ parts? missing, see below\)", said), shown.stdout
+    assert "(none)" not in shown.stdout and "nothing" not in shown.stdout and "no " not in shown.stdout
+    assert "timed out" in shown.stderr  # what "below" points at

@@ -90,6 +90,17 @@ def test_pem_keystore_maps_to_certificate_and_key(tmp_path):
         ("sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n", 1, "Krb5LoginModule needs useKeyTab=true"),
         ("sasl.mechanism=GSSAPI\n", 1, "GSSAPI"),
         ("security.protocol=TLS\n", 1, "security.protocol"),
+        # A value Kafka's clients would refuse is refused, even for a key kafkatxn does not use.
+        ("security.protocol=SSL\n# timeouts\nrequest.timeout.ms=abc\n", 3, "request.timeout.ms='abc' is not a number (an int"),
+        ("retries=1.5\n", 1, "retries='1.5' is not a number (an int"),
+        ("default.api.timeout.ms=2147483648\n", 1, "default.api.timeout.ms='2147483648' is not a number (an int"),
+        ("metadata.max.age.ms=\n", 1, "metadata.max.age.ms='' is not a number (a long"),
+        ("sasl.login.refresh.buffer.seconds=40000\n", 1, "(a short"),
+        ("sasl.kerberos.ticket.renew.jitter=0,05\n", 1, "sasl.kerberos.ticket.renew.jitter='0,05' is not a number (a double"),
+        ("sasl.login.refresh.window.factor=high\n", 1, "sasl.login.refresh.window.factor='high' is not a number"),
+        ("ssl.endpoint.identification.algorithm=htps\n", 1, "must be https, or empty"),
+        ("sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=yes keyTab=/k principal=p;\n", 1,
+         "useKeyTab must be true or false"),
     ],
 )
 def test_bad_properties_name_the_line(tmp_path, text, line, fragment):
@@ -98,6 +109,25 @@ def test_bad_properties_name_the_line(tmp_path, text, line, fragment):
         config.read_properties_file(path)
     assert f"{path}:{line}:" in str(err.value)
     assert fragment in str(err.value)
+
+
+def test_numbers_are_read_as_kafkas_clients_read_them(tmp_path):
+    path = write(tmp_path, "ok.properties", "request.timeout.ms=+30000\nretry.backoff.ms= 100 \nretries=-1\n"
+                 "sasl.login.refresh.window.jitter=.05\nsasl.kerberos.ticket.renew.jitter=1e-2d\n"
+                 "sasl.kerberos.ticket.renew.window.factor=0x1p-1\nsasl.login.refresh.min.period.seconds=60\n")
+    assert config.read_properties_file(path) == {}  # all read, all Java-only tuning
+
+
+def test_a_bad_number_on_the_command_line_or_in_a_profile_is_a_usage_error(tmp_path, capsys):
+    from tests.support.cli_helpers import run_cli
+
+    path = write(tmp_path, "c.properties", "security.protocol=PLAINTEXT\nrequest.timeout.ms=abc\n")
+    shown = run_cli(capsys, "cluster", "-b", "localhost:1", "--command-config", str(path))
+    assert shown.code == 64 and shown.stdout == ""
+    assert shown.stderr.strip() == f"kafkatxn: error: {path}:2: request.timeout.ms='abc' is not a number (an int, as Kafka's clients read it)"
+    profiles(tmp_path, "[profiles.p]\nbootstrap_servers='a:1'\ntimeout='soon'\n")
+    with pytest.raises(UsageError, match=r"config.toml profiles.p.timeout: bad duration 'soon'"):
+        config.resolve(profile="p")
 
 
 def test_malformed_line_is_not_echoed_because_it_may_hold_a_secret(tmp_path):
