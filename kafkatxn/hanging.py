@@ -89,6 +89,8 @@ class UntrackedRow(HangingRow):
     """Open on a partition no coordinator tracks it on, not yet past its deadline
     (:func:`kafkatxn.verdicts.hanging_deadline_ms`): hanging from ``hanging_at_ms`` unless it ends."""
 
+    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("start_offset", "hanging_at_ms")  # abort takes the offset, then
+
     hanging_at_ms: int | None = None
     hanging_in_ms: int | None = None
     deadline: str | None = None  # which timeout dates it: its producer's own, or the maximum

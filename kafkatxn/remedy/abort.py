@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from kafkatxn import gather, hanging, untracked, verdicts
 from kafkatxn.auditlog import AuditLog
@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
 
 @dataclass(frozen=True)
 class AbortRow:
+    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("start_offset",)  # what names the transaction: kept in narrow tables
+
     topic: str
     partition: int
     start_offset: int | None

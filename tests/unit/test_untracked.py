@@ -252,3 +252,15 @@ def test_fence_names_the_partitions_it_could_not_look_at_never_calls_them_clear(
     (row,) = result.rows
     assert row.outcome is Outcome.STILL_PINNED and "not checked for other open transactions" in row.reason, row.reason
     assert "b-0" in row.reason
+
+
+def test_at_80_columns_abort_and_untracked_rows_keep_what_names_the_transaction_and_when_it_hangs(tmp_path):
+    from kafkatxn.output import render_to_string
+
+    fake = untracked_cluster()
+    plan = abort(fake, all_hanging=True, audit=AuditLog(tmp_path / "audit.jsonl"), confirm=lambda rows: True, dry_run=True)
+    header = render_to_string(plan.rows, "table", width=80).splitlines()[0].split()
+    assert "start_offset" in header, header
+    rows = hanging.find_hanging(fake).untracked
+    header = render_to_string(rows, "table", width=80).splitlines()[0].split()
+    assert {"start_offset", "hanging_at"} <= set(header), header
