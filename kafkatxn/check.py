@@ -306,14 +306,16 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     unsure_groups: dict[str, list[str]] = defaultdict(list)  # behind a transaction whose verdict is undetermined
     if groups is not None:
         for g in groups:
-            if g.blocked:
+            if g.blocked or g.waiting:
                 severity = group_block_severity(g, thresholds)
+                # Held through its offsets partition: its consumers cannot fetch their committed offsets.
+                where = f"{g.topic}-{g.partition}" + (f" (through {g.blocked_through})" if g.blocked_through else "")
                 if severity is verdicts.Severity.critical:
-                    blocked_groups[g.group].append(f"{g.topic}-{g.partition}")
+                    blocked_groups[g.group].append(where)
                 elif g.txn_hanging is None:  # whether it is stuck cannot be known: neither critical nor OK
-                    unsure_groups[g.group].append(f"{g.topic}-{g.partition}")
+                    unsure_groups[g.group].append(where)
                 elif severity is verdicts.Severity.warning:
-                    waiting_groups[g.group].append(f"{g.topic}-{g.partition}")
+                    waiting_groups[g.group].append(where)
                 else:
                     young.add(g.group)
         def group_findings(by_group: dict[str, list[str]], status: Status, severity: str, kind: str,
