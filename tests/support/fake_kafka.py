@@ -197,6 +197,12 @@ class KafkaModel:
             p._replace(current_txn_start_offset=-1) if p.producer_id == producer_id else p for p in self.producers[tp]
         ]
         still = [p.current_txn_start_offset for p in self.producers[tp] if p.current_txn_start_offset >= 0]
+        if tp.topic == "__consumer_offsets":  # the marker settles the offset commits pending there
+            from kafkatxn.verdicts import offsets_partition
+
+            count = sum(1 for p in self.partitions if p.topic == tp.topic)
+            for group in [g for g in self.pending_offsets if offsets_partition(g, count) == tp.partition]:
+                del self.pending_offsets[group]
         self.offsets[tp][1] += 1  # the marker itself
         self.offsets[tp][0] = min(still) if still else self.offsets[tp][1]
 

@@ -116,6 +116,17 @@ def test_diagnose_names_the_transaction_on_the_offsets_partition_and_the_abort()
     assert model.offsets[ORDERS] == [10, 10] and model.offsets[held] == [40, 42]
 
 
+def test_the_abort_diagnose_gives_releases_the_group(capsys, monkeypatch, tmp_path):
+    model, cluster, held = offsets_blocked_model()
+    (t,) = diagnose.run(cluster, ["billing"]).transactions
+    monkeypatch.setattr(CommandContext, "cluster", property(lambda self: cluster))
+    done = run_cli(capsys, *t.command.split()[1:], "--yes", "--audit-log", str(tmp_path / "audit.jsonl"), "-b", "fake:9092")
+    assert done.code == 0, done.stdout + done.stderr
+    after = diagnose.run(cluster, ["billing"])
+    assert after.transactions == [] and after.groups[0].status == "caught_up" and after.exit_code == 0
+    assert model.offsets[ORDERS] == [10, 10]  # the data partition was not written
+
+
 def test_diagnose_tracked_offsets_transaction_waits_and_offers_fence():
     _, cluster, held = offsets_blocked_model(tracked=True, idle_ms=2_000)
     d = diagnose.run(cluster, ["billing"])
