@@ -27,6 +27,7 @@ from kafkatxn.model import Missing, Part, TopicPartition
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
     CONSUMER_OFFSETS_TOPIC, DEFAULT_LAG_THRESHOLD, Classification, GroupVerdict, Offsets, OpenTransaction, PinVerdict, Severity,
     best_age_ms, blocked_severity, group_verdict, held_verdict, is_overdue, is_too_old, lag_is_finding, last_write_age_ms,
+    may_have_ended,
     offsets_partition, pin_flags, pin_verdict, pinning_transaction, readable_before_lso, stable_verdict, transaction_age,
     transaction_age_ms, uncommitted_verdict, Verdict,
 )
@@ -118,6 +119,7 @@ class GroupSnapshot:
 def take_snapshot(
     cluster: Cluster, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, tuple[int, int]] | None = None,
     max_transaction_timeout_ms: int | None = None, settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
+    again: bool = True,
 ) -> LsoSnapshot:
     """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags.
 
@@ -143,20 +145,9 @@ def take_snapshot(
         offsets.update({tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in pairs.value.items()})
         missing += pairs.missing
     lagging = [tp for tp, o in offsets.items() if o.lag > 0]
-    described: list[Missing] = []
-    open_txns, view = gather.describe_open(cluster, lagging, described)
-    not_described = {m.subject for m in described}
-    ended = [tp for tp in lagging if not open_txns.get(tp) and tp not in not_described]
-    if ended and not any(isinstance(s, Part) for s in not_described):
-        # A transaction that ended between ListOffsets and DescribeProducers leaves a lag with nothing
-        # open: those offsets are read again, once, and the partitions still lagging described again.
-        again = cluster.stable_and_high_offsets(ended)
-        offsets.update({tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in again.value.items()})
-        missing += again.missing
-        lagging = [tp for tp, o in offsets.items() if o.lag > 0]
-        described = []
-        open_txns, view = gather.describe_open(cluster, lagging, described)
-    missing += described
+    before = len(missing)
+    open_txns, view = gather.describe_open(cluster, lagging, missing)
+    unanswered = {m.subject for m in missing[before:]}
     snapshot = LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
     pins = gather.with_first_records(cluster, [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None], missing)
     for t in pins:
@@ -164,7 +155,33 @@ def take_snapshot(
     snapshot.classifications, snapshot.max_transaction_timeout_ms = gather.settle_pins(
         cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing, settled,
     )
+    if again:
+        if not any(isinstance(subject, Part) for subject in unanswered):  # DescribeProducers was answered
+            _ask_again(cluster, snapshot, [tp for tp in lagging if tp not in unanswered], settled)
     return snapshot
+
+
+def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[TopicPartition],
+               settled: Mapping[tuple[TopicPartition, int], Classification] | None) -> None:
+    """A transaction that ended between two requests (:func:`kafkatxn.verdicts.may_have_ended`) is
+    asked again, once: those partitions' offsets are read again, and the ones whose LSO moved are
+    measured anew (the rest stay as they were: a transaction whose coordinator no longer holds the
+    partition and that still pins its LSO is one the verdicts decide)."""
+    suspects = [tp for tp in described if may_have_ended(snapshot.pin(tp), snapshot.pin_classification(tp))]
+    if not suspects:
+        return
+    fresh = cluster.stable_and_high_offsets(suspects)
+    moved = {tp: pair for tp, pair in fresh.value.items() if pair[0] != snapshot.offsets[tp].last_stable_offset}
+    if not moved:
+        return
+    again = take_snapshot(cluster, moved, moved, snapshot.max_transaction_timeout_ms, settled, again=False)
+    snapshot.offsets.update(again.offsets)
+    for tp in moved:
+        snapshot.open_transactions.pop(tp, None)
+    snapshot.open_transactions.update(again.open_transactions)
+    snapshot.classifications = {key: c for key, c in snapshot.classifications.items() if key[0] not in moved}
+    snapshot.classifications.update(again.classifications)
+    snapshot.missing.extend(m for m in again.missing if m not in snapshot.missing)
 
 
 def take_group_snapshot(

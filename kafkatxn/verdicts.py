@@ -555,3 +555,16 @@ def lag_is_finding(verdict: GroupVerdict, lag_messages: int, threshold: int = DE
     """Whether a lagging group's read_committed lag counts as a finding (a warning): at least
     ``threshold`` messages. Less is what a consumer committing every second leaves behind."""
     return verdict is GroupVerdict.lagging and lag_messages >= threshold
+
+
+def may_have_ended(pin: OpenTransaction | None, classification: Classification | None) -> bool:
+    """Whether what was read of a lagging partition may be a transaction that ended between two
+    requests, to be asked again once: nothing open was described (it ended after ListOffsets), or
+    the coordinator describes the pinning producer with a transaction that no longer holds the
+    partition (it ended after DescribeProducers). A hanging transaction looks like the second: the
+    offsets asked again tell them apart (its LSO does not move)."""
+    if pin is None:
+        return True
+    c = classification
+    return (c is not None and c.verdict is not Verdict.LONG_RUNNING and c.description is not None
+            and c.description.producer_id == pin.producer_id)

@@ -5,6 +5,7 @@ UNSTABLE_OFFSET_COMMIT), waiting on a transaction in flight, and a healthy pipel
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -257,3 +258,35 @@ def test_check_group_regex_matching_no_group_is_unknown(capsys, fake_cli):
     report = json.loads(result.stdout)
     assert result.code == 3 and report["status"] == "UNKNOWN"
     assert any("legder" in f["message"] for f in report["findings"])
+
+
+def test_a_transaction_whose_coordinator_moved_on_between_two_requests_is_asked_again():
+    """ListOffsets and DescribeProducers saw producer 5000's transaction open at 3; by DescribeTransactions
+    its coordinator had it committed (its id's transaction holds no partition): the LSO is read again,
+    it moved, and the group is not held (it was "blocked", exit 1, in a healthy pipeline)."""
+    model, _ = blocked_model()
+    d0 = model.transactions["billing-tx"]
+    model.transactions["billing-tx"] = TransactionDescription(
+        "billing-tx", 1, "CompleteCommit", 5000, 3, d0.timeout_ms, -1, frozenset())
+    cluster = EndedBetweenRequests(model)
+    model.offsets[ORDERS] = [8, 8]  # what ListOffsets answers from now on: committed, marker at 7
+    report = lso.group_report(cluster, ["billing"])
+    (row,) = report.rows
+    assert (row.verdict, row.last_stable_offset, row.producer_id) == (GroupVerdict.lagging, 8, None)
+    assert report.exit_code == 0
+    # A transaction that still pins the LSO after the second look stays as the verdicts say.
+    model, _ = blocked_model()
+    model.transactions["billing-tx"] = TransactionDescription(
+        "billing-tx", 1, "CompleteCommit", 5000, 3, d0.timeout_ms, -1, frozenset())
+    (row,) = lso.group_report(FakeCluster(model), ["billing"]).rows
+    assert row.verdict is GroupVerdict.blocked and row.producer_id == 5000
+
+
+def test_may_have_ended():
+    c = _classification(Verdict.HANGING)
+    pin = c.open_txn
+    assert verdicts.may_have_ended(None, None)  # a lag with nothing open
+    assert not verdicts.may_have_ended(pin, _classification())  # tracked
+    assert not verdicts.may_have_ended(pin, c)  # hanging with no description: nothing says it ended
+    moved_on = dataclasses.replace(_classification(), verdict=Verdict.HANGING)
+    assert verdicts.may_have_ended(pin, moved_on)
