@@ -27,9 +27,8 @@ from kafkatxn.model import Missing, Part, TopicPartition
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
     CONSUMER_OFFSETS_TOPIC, DEFAULT_LAG_THRESHOLD, Classification, GroupVerdict, Offsets, OpenTransaction, PinVerdict, Severity,
     best_age_ms, blocked_severity, group_verdict, held_verdict, is_overdue, is_too_old, lag_is_finding, last_write_age_ms,
-    may_have_ended,
-    offsets_partition, pin_flags, pin_verdict, pinning_transaction, readable_before_lso, stable_verdict, transaction_age,
-    transaction_age_ms, uncommitted_verdict, Verdict,
+    may_have_ended, offsets_partition, pin_flags, pin_verdict, pinning_transaction, readable_before_lso, stable_verdict,
+    transaction_age, transaction_age_ms, uncommitted_verdict, Verdict,
 )
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
@@ -282,10 +281,12 @@ def unstable_offsets(
     """The stable offset fetch (as read_committed consumers make it) of the groups whose offsets
     partition holds an open transaction now (its LSO trails its HW), or of every group when the
     offsets partitions are not known; a group whose coordinator did not answer is named in ``missing``."""
-    asked = {
-        g: tps for g, tps in by_group.items()
-        if tps and (not offsets_of or ((o := lso.offsets.get(offsets_of.get(g))) is not None and o.lag > 0))  # type: ignore[arg-type]
-    }
+    def open_there(group: str) -> bool:
+        tp = offsets_of.get(group)
+        o = lso.offsets.get(tp) if tp is not None else None
+        return o is not None and o.lag > 0
+
+    asked = {g: tps for g, tps in by_group.items() if tps and (not offsets_of or open_there(g))}
     if not asked:
         return {}
     fetched = cluster.unstable_offsets(asked)
