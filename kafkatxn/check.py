@@ -323,15 +323,18 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     if groups is not None:
         holders = {(h.topic, h.partition): h for h in (*snapshot.hanging, *snapshot.lost_commits, *snapshot.untracked)}
         for g in groups:
-            if g.blocked:
+            if g.blocked or g.waiting:
                 severity = group_block_severity(g, thresholds)
-                where = f"{g.topic}-{g.partition}"
+                # Held through its offsets partition: its consumers cannot fetch their committed offsets.
+                where = f"{g.topic}-{g.partition}" + (f" (through {g.blocked_through})" if g.blocked_through else "")
+                at = g.blocked_through.rsplit("-", 1) if g.blocked_through else (g.topic, g.partition)
+                held = holders.get((at[0], int(at[1])))
                 if severity is verdicts.Severity.critical:
-                    blocked_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, holders.get((g.topic, g.partition)))})")
+                    blocked_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
                 elif g.txn_hanging is None:  # whether it is stuck cannot be known: neither critical nor OK
                     unsure_groups[g.group].append(where)
                 elif severity is verdicts.Severity.warning:
-                    waiting_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, holders.get((g.topic, g.partition)))})")
+                    waiting_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
                 else:
                     young.add(g.group)
         def group_findings(by_group: dict[str, list[str]], status: Status, severity: str, kind: str,

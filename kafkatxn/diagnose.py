@@ -113,12 +113,13 @@ def take_snapshot(
     out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
                             max_transaction_timeout_ms=max_transaction_timeout_ms if given else snap.lso.max_transaction_timeout_ms,
                             max_timeout_given=given)
-    blocked = sorted({TopicPartition(r.topic, r.partition) for r in lso.group_lags(snap) if r.verdict is GroupVerdict.blocked})
+    # Where a group is held (blocked or waiting): its partition, or its offsets partition.
+    blocked = sorted({place.held_at for place in lso.group_positions(snap) if place.held_at is not None})
     if not blocked:
         return out
-    described = cluster.describe_producers(blocked)
-    missing.extend(described.missing)
-    out.producers = {tp: [s for s in states if s.current_txn_start_offset >= 0] for tp, states in described.value.items()}
+    # The open transactions the group snapshot described (asked again there, once, where one had
+    # just ended): describing them anew would meet the next transaction, or none.
+    out.producers = {tp: [t.producer for t in snap.lso.open_transactions.get(tp, [])] for tp in blocked}
     out.abort_cleanup_interval_ms = snap.lso.abort_cleanup_interval_ms
     if out.max_transaction_timeout_ms is None:
         configs = gather.cluster_transaction_configs(cluster)
@@ -165,7 +166,7 @@ class GroupSummary:
     """One group: where it stands overall."""
 
     group: str
-    status: str  # caught_up, lagging, unknown or blocked (the worst of its partitions)
+    status: str  # caught_up, waiting, unknown, lagging or blocked (the worst of its partitions)
     partitions: int
     blocked_partitions: int
     lagging_partitions: int
@@ -358,7 +359,14 @@ def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts.Tra
     return max(ages, key=lambda a: (a.source == verdicts.AGE_FROM_COORDINATOR, a.ms), default=None)
 
 
-def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms: int | None = CRITICAL_AGE_MS) -> Diagnosis:
+def _held_at(gs: lso.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
+    """The partition whose open transaction holds the row's group: the row's own, or its offsets partition."""
+    tp = TopicPartition(r.topic, r.partition)
+    return gs.held_at(r.group, tp, r.blocked_through is not None)
+
+
+def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms: int | None = CRITICAL_AGE_MS,
+             lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD) -> Diagnosis:
     """Decide over ``snapshot``; ``groups_arg`` names the groups as the user did (for commands to copy)."""
     gs = snapshot.groups
     now = snapshot.taken_at_ms
@@ -368,11 +376,13 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
     # Pinning producers, and what each holds.
     pins: dict[int, _Pin] = {}
     pin_of: dict[TopicPartition, ProducerState] = {}
+    held_at: dict[tuple[str, TopicPartition], TopicPartition] = {}
     for r in rows:
-        if r.verdict is not GroupVerdict.blocked:
+        if r.verdict is not GroupVerdict.blocked and r.verdict is not GroupVerdict.waiting:
             continue
-        tp = TopicPartition(r.topic, r.partition)
-        pinning = _pin(snapshot.producers, tp, r.last_stable_offset, snapshot.view)
+        tp = _held_at(gs, r)
+        held_at[(r.group, TopicPartition(r.topic, r.partition))] = tp
+        pinning = _pin(snapshot.producers, tp, gs.lso.offsets[tp].last_stable_offset, snapshot.view)
         if pinning is None:
             continue
         state = pinning.producer
@@ -433,7 +443,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
     for r in rows:
         tp = TopicPartition(r.topic, r.partition)
         gap = gap_of(r)
-        state = pin_of.get(tp) if gap is Gap.blocked else None
+        state = pin_of.get(held_at.get((r.group, tp), tp)) if gap is Gap.blocked or gap is Gap.waiting else None
         holder = holder_of.get(state.producer_id) if state else None
         partitions.append(
             PartitionDiagnosis(
@@ -448,7 +458,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
         )
 
     summaries = group_summaries(partitions, holder_of)
-    code, undetermined = _findings(partitions, transactions, critical_age_ms)
+    code, undetermined = _findings(partitions, transactions, critical_age_ms, lag_threshold)
     summary = _summary(summaries, transactions)
     return Diagnosis(
         now, summaries, partitions, transactions, max_timeout, list(snapshot.missing),
@@ -465,8 +475,9 @@ def group_summaries(partitions: Iterable[PartitionDiagnosis], holder_of: dict[in
         ps = by_group[group]
         blocked = [p for p in ps if p.verdict is GroupVerdict.blocked]
         lagging = [p for p in ps if p.verdict is GroupVerdict.lagging]
+        waiting = [p for p in ps if p.verdict is GroupVerdict.waiting]
         unknown = any(p.verdict is GroupVerdict.unknown for p in ps)
-        status = "blocked" if blocked else "lagging" if lagging else "unknown" if unknown else "caught_up"
+        status = "blocked" if blocked else "lagging" if lagging else "unknown" if unknown else "waiting" if waiting else "caught_up"
         out.append(
             GroupSummary(
                 group=group,
@@ -477,19 +488,23 @@ def group_summaries(partitions: Iterable[PartitionDiagnosis], holder_of: dict[in
                 lag_messages=sum(p.lag_messages for p in ps),
                 lag_to_hw_messages=sum(p.lag_to_hw_messages for p in ps),
                 phantom_messages=sum(p.lag_to_hw_messages for p in ps if p.gap is Gap.phantom),
-                pinned_by=tuple(sorted({holder_of.get(p.producer_id, f"producer {p.producer_id}") for p in blocked if p.producer_id is not None})),
+                pinned_by=tuple(sorted({holder_of.get(p.producer_id, f"producer {p.producer_id}") for p in blocked + waiting
+                                        if p.producer_id is not None})),
             )
         )
     return out
 
 
-def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[PinningTransaction], critical_age_ms: int | None) -> tuple[int, bool]:
-    """0 nothing blocked or lagging; 1 lagging, or blocked by a transaction in flight within its
-    timeout; 2 blocked by a hanging, overdue or too old transaction (:func:`verdicts.blocked_severity`);
-    undetermined when a pinning transaction could not be decided, or a blocked partition's
-    transaction was not found."""
+def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[PinningTransaction], critical_age_ms: int | None,
+              lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD) -> tuple[int, bool]:
+    """0 nothing blocked, waiting on a transaction in flight, or lagging by less than
+    ``lag_threshold`` (:func:`verdicts.lag_is_finding`); 1 lagging by more, blocked, or of unknown
+    start; 2 blocked (or waiting) by a hanging, overdue or too old transaction
+    (:func:`verdicts.blocked_severity`); undetermined when a pinning transaction could not be
+    decided, or a blocked partition's transaction was not found."""
     code = EXIT_OK
-    if any(p.verdict is not GroupVerdict.caught_up for p in partitions):
+    if any(p.verdict is GroupVerdict.blocked or p.verdict is GroupVerdict.unknown
+           or verdicts.lag_is_finding(p.verdict, p.lag_messages, lag_threshold) for p in partitions):
         code = EXIT_WARNING
     if any(
         verdicts.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts.is_too_old(t.age_ms, critical_age_ms),
@@ -510,7 +525,7 @@ def _summary(groups: Sequence[GroupSummary], transactions: Sequence[PinningTrans
     counts = defaultdict(int)
     for g in groups:
         counts[g.status] += 1
-    parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in ("blocked", "lagging", "unknown", "caught_up") if counts[s]]
+    parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in ("blocked", "lagging", "unknown", "waiting", "caught_up") if counts[s]]
     text = f"{len(groups)} group{'s' if len(groups) != 1 else ''}: " + ", ".join(parts)
     if transactions:
         held = ", ".join(f"{t.transactional_id or f'producer {t.producer_id}'} ({t.verdict.value})" for t in transactions)
@@ -524,11 +539,12 @@ def run(
     topics: Sequence[str] | None = None,
     probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
+    lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD,
 ) -> Diagnosis:
     """Snapshot and decide: what ``kafkatxn diagnose`` shows."""
     snapshot = take_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms)
     args = " ".join(f"--group {_quote(g)}" for g in groups or []) + "".join(f" --topic {_quote(t)}" for t in topics or [])
     from kafkatxn import history
 
-    return history.with_history(cluster, diagnose(snapshot, args.strip()))
+    return history.with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
 

@@ -261,7 +261,8 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
             family.values = list(columns[field])
             out.append(family)
         blocked = TableGauge("kafkatxn_group_blocked",
-                             "1 while the group sits at a last stable offset pinned by an open transaction.", rows)
+                             "1 while the group is held by an open transaction not in flight: at a last stable offset it pins, or "
+                             "through the group's __consumer_offsets partition (UNSTABLE_OFFSET_COMMIT).", rows)
         blocked.values = blocked_of
         stuck = TableGauge("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction, one that "
                            "lost its COMMIT marker or one past its own timeout (check --groups' critical, whatever the age "
@@ -280,8 +281,10 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
                                    verdict.value if verdict is not None else "undetermined"], 1)
         out += [blocked, stuck, blocked_by]
     stuck_ones = [1 if is_stuck else 0 for is_stuck in stuck_of]
-    summed = [columns[field] for _name, field, _doc in GROUP_FIGURES] + [blocked_of, stuck_ones]
-    sums: dict[str, list[int]] = {}  # group -> the GROUP_FIGURES' sums, blocked partitions, stuck partitions
+    waiting_of = [1 if w else 0 for w in columns["waiting"]]
+    summed = [columns[field] for _name, field, _doc in GROUP_FIGURES] + [blocked_of, stuck_ones, waiting_of]
+    blocked_at, stuck_at, waiting_at = len(GROUP_FIGURES), len(GROUP_FIGURES) + 1, len(GROUP_FIGURES) + 2
+    sums: dict[str, list[int]] = {}  # group -> the GROUP_FIGURES' sums, blocked, stuck and waiting partitions
     # A group's samples come one after another (group_positions' order): each run is summed in
     # slices, not 100,000 rows one by one. A group met again later adds to its sums all the same.
     start = 0
@@ -302,14 +305,22 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric
         family.values = [sums[group][j] for group in ordered]
         out.append(family)
     blocked_partitions = TableGauge("kafkatxn_group_blocked_partitions",
-                                    "Partitions where the group sits at an LSO pinned by an open transaction.", by_group)
-    blocked_partitions.values = [sums[group][-2] for group in ordered]
+                                    "Partitions where the group is blocked (kafkatxn_group_blocked).", by_group)
+    blocked_partitions.values = [sums[group][blocked_at] for group in ordered]
     out.append(blocked_partitions)
+    # Held by a transaction in flight (tracked by its coordinator, within its timeout): no alarm, a count.
+    waiting_partitions = TableGauge("kafkatxn_group_waiting_partitions", "Partitions where the group waits on a "
+                                    "transaction in flight (tracked by its coordinator, within its own timeout).", by_group)
+    waiting_partitions.values = [sums[group][waiting_at] for group in ordered]
+    out.append(waiting_partitions)
     out.append(GaugeMetricFamily("kafkatxn_groups_blocked", "Consumer groups blocked on at least one partition.",
-                                 value=sum(1 for v in sums.values() if v[-2])))
+                                 value=sum(1 for v in sums.values() if v[blocked_at])))
+    out.append(GaugeMetricFamily("kafkatxn_groups_waiting", "Consumer groups waiting on a transaction in flight on "
+                                 "some partition, and blocked on none.",
+                                 value=sum(1 for v in sums.values() if v[waiting_at] and not v[blocked_at])))
     if stuck_known:
         out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging, lost-commit or overdue "
-                                     "transaction on at least one partition.", value=sum(1 for v in sums.values() if v[-1])))
+                                     "transaction on at least one partition.", value=sum(1 for v in sums.values() if v[stuck_at])))
     return out
 
 

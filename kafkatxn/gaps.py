@@ -16,13 +16,16 @@ class Gap(str, enum.Enum):
     none = "none"  # nothing: at the high watermark
     phantom = "phantom"  # only transaction markers and aborted records: nothing to read
     lag = "lag"  # records to read (or a gap too large to probe, counted as lag)
-    blocked = "blocked"  # an open transaction holds the LSO where the group stands
+    blocked = "blocked"  # an open transaction holds the LSO where the group stands (or its offsets)
+    waiting = "waiting"  # as blocked, by a transaction in flight: it reads on at its commit
     unknown = "unknown"  # no committed offset: where it stands depends on its consumers' auto.offset.reset
 
 
 def gap_of(row: GroupLag) -> Gap:
     if row.verdict is GroupVerdict.blocked:
         return Gap.blocked
+    if row.verdict is GroupVerdict.waiting:
+        return Gap.waiting
     if row.verdict is GroupVerdict.lagging:
         return Gap.lag
     if row.verdict is GroupVerdict.unknown:
@@ -32,6 +35,11 @@ def gap_of(row: GroupLag) -> Gap:
 
 def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
     """One line saying what the gap is."""
+    if row.blocked_through is not None and gap in (Gap.blocked, Gap.waiting):
+        who = holder or "an open transaction (not found: it may just have ended)"
+        how = "waits until" if gap is Gap.waiting else "cannot start until"
+        return (f"{gap.value}: its consumers' stable offset fetch answers UNSTABLE_OFFSET_COMMIT: {who} has a "
+                f"transactional offset commit open on {row.blocked_through}; a read_committed consumer {how} it ends")
     if row.committed_offset is None:
         return _explain_uncommitted(row, gap, holder)
     c, l, h = row.committed_offset, row.last_stable_offset, row.high_watermark
@@ -43,6 +51,9 @@ def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
         who = holder or "an open transaction (not found: it may just have ended)"
         before = f" after {l - c} offsets of markers/aborted records" if c < l else ""
         return f"blocked{before} at LSO {l} by {who}; {h - l} offsets wait behind it"
+    if gap is Gap.waiting:
+        before = f" after {l - c} offsets of markers/aborted records" if c < l else ""
+        return f"waiting{before} at LSO {l} for {holder or 'a transaction in flight'} to commit (tracked, within its timeout)"
     if c > l:
         return f"lagging: {h - c} offsets past the LSO (the group reads uncommitted records)"
     if row.readable_before_lso is None:
@@ -55,7 +66,7 @@ def _explain_uncommitted(row: GroupLag, gap: Gap, holder: str | None) -> str:
     (:func:`kafkatxn.verdicts.uncommitted_verdict`)."""
     l, h = row.last_stable_offset, row.high_watermark
     none = f"{row.group} has no committed offsets on {row.topic}-{row.partition}"
-    if gap is Gap.blocked:
+    if gap is Gap.blocked or gap is Gap.waiting:
         who = holder or "an open transaction (not found: it may just have ended)"
         return (f"{none}; its consumers start at earliest or latest, both at or behind LSO {l}, pinned by {who}; "
                 f"{h - l} offsets wait behind it")

@@ -25,9 +25,10 @@ from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.model import Missing, Part, TopicPartition
 # One definition of each answer, shared with hanging, check, diagnose and the exporter.
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
-    BlockVerdict, Classification, GroupVerdict, Offsets, OpenTransaction, PinVerdict, Severity, best_age_ms, block_severity,
-    block_verdict, blocked_severity, group_verdict,
-    is_overdue, is_too_old, last_write_age_ms, pin_flags, pin_verdict, pinning_transaction, readable_before_lso,
+    CONSUMER_OFFSETS_TOPIC, DEFAULT_LAG_THRESHOLD, BlockVerdict, Classification, GroupVerdict, Offsets, OpenTransaction,
+    PinVerdict, Severity, best_age_ms, block_severity, block_verdict, blocked_severity, group_verdict, held_verdict, is_overdue,
+    is_too_old, lag_is_finding, last_write_age_ms, may_have_ended, offsets_partition, pin_flags, pin_verdict,
+    pinning_transaction, readable_before_lso, stable_verdict,
     transaction_age, transaction_age_ms, uncommitted_verdict, Verdict,
 )
 
@@ -79,6 +80,11 @@ class LsoSnapshot:
             return None
         return pin_verdict(self.classifications.get((pin.tp, pin.producer_id)), self.taken_at_ms, self.max_transaction_timeout_ms)
 
+    def pin_classification(self, tp: TopicPartition) -> Classification | None:
+        """The classification of the transaction pinning ``tp``'s LSO (None: no pin, or not classified)."""
+        pin = self.pin(tp)
+        return self.classifications.get((tp, pin.producer_id)) if pin is not None else None
+
     def undetermined_reason(self, pin: OpenTransaction) -> str:
         """Why ``pin``'s verdict is undetermined."""
         c = self.classifications.get((pin.tp, pin.producer_id))
@@ -99,11 +105,22 @@ class GroupSnapshot:
     missing: list[Missing] = field(default_factory=list)
     # Log start offsets of the partitions some group is assigned but has no commit on.
     log_start: dict[TopicPartition, int] = field(default_factory=dict)
+    # Each group's __consumer_offsets partition (where its commits, transactional ones too, are written).
+    offsets_partitions: dict[str, TopicPartition] = field(default_factory=dict)
+    # Per group, the partitions its stable offset fetch answered UNSTABLE_OFFSET_COMMIT (asked only
+    # of groups whose offsets partition holds an open transaction).
+    unstable: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
+
+    def held_at(self, group: str, tp: TopicPartition, unstable: bool) -> TopicPartition:
+        """The partition whose open transaction holds ``group`` on ``tp``: its offsets partition
+        when its offsets there are unstable, else ``tp`` itself."""
+        return self.offsets_partitions.get(group, tp) if unstable else tp
 
 
 def take_snapshot(
     cluster: Cluster, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, tuple[int, int]] | None = None,
     max_transaction_timeout_ms: int | None = None, settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
+    again: bool = True,
 ) -> LsoSnapshot:
     """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags.
 
@@ -129,7 +146,9 @@ def take_snapshot(
         offsets.update({tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in pairs.value.items()})
         missing += pairs.missing
     lagging = [tp for tp, o in offsets.items() if o.lag > 0]
+    before = len(missing)
     open_txns, view = gather.describe_open(cluster, lagging, missing)
+    unanswered = {m.subject for m in missing[before:]}
     snapshot = LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
     pins = gather.with_first_records(cluster, [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None], missing)
     for t in pins:
@@ -137,7 +156,33 @@ def take_snapshot(
     snapshot.classifications, snapshot.max_transaction_timeout_ms, snapshot.abort_cleanup_interval_ms = gather.settle_pins(
         cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing, settled,
     )
+    if again:
+        if not any(isinstance(subject, Part) for subject in unanswered):  # DescribeProducers was answered
+            _ask_again(cluster, snapshot, [tp for tp in lagging if tp not in unanswered], settled)
     return snapshot
+
+
+def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[TopicPartition],
+               settled: Mapping[tuple[TopicPartition, int], Classification] | None) -> None:
+    """A transaction that ended between two requests (:func:`kafkatxn.verdicts.may_have_ended`) is
+    asked again, once: those partitions' offsets are read again, and the ones whose LSO moved are
+    measured anew (the rest stay as they were: a transaction whose coordinator no longer holds the
+    partition and that still pins its LSO is one the verdicts decide)."""
+    suspects = [tp for tp in described if may_have_ended(snapshot.pin(tp), snapshot.pin_classification(tp))]
+    if not suspects:
+        return
+    fresh = cluster.stable_and_high_offsets(suspects)
+    moved = {tp: pair for tp, pair in fresh.value.items() if pair[0] != snapshot.offsets[tp].last_stable_offset}
+    if not moved:
+        return
+    again = take_snapshot(cluster, moved, moved, snapshot.max_transaction_timeout_ms, settled, again=False)
+    snapshot.offsets.update(again.offsets)
+    for tp in moved:
+        snapshot.open_transactions.pop(tp, None)
+    snapshot.open_transactions.update(again.open_transactions)
+    snapshot.classifications = {key: c for key, c in snapshot.classifications.items() if key[0] not in moved}
+    snapshot.classifications.update(again.classifications)
+    snapshot.missing.extend(m for m in again.missing if m not in snapshot.missing)
 
 
 def take_group_snapshot(
@@ -206,8 +251,10 @@ def finish_group_snapshot(
     the groups' partitions (``known`` pairs, read after the committed offsets, are not asked again;
     ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
     and the probes."""
-    lso = take_snapshot(cluster, set().union(*by_group.values()), known, max_transaction_timeout_ms, settled)
+    offsets_of = group_offsets_partitions(cluster, by_group)
+    lso = take_snapshot(cluster, set().union(*by_group.values(), offsets_of.values()), known, max_transaction_timeout_ms, settled)
     missing.extend(lso.missing)
+    unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     first_readable: dict[tuple[TopicPartition, int], int | None] = {}
     for starts in probe_rounds(by_group, lso.offsets, probe_max_gap):
         probed = cluster.first_readable_offsets(starts)
@@ -217,7 +264,36 @@ def finish_group_snapshot(
     uncommitted = {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0
                    for tp, c in offsets.items() if c < 0}
     log_start = gather.log_starts(cluster, uncommitted, missing)
-    return GroupSnapshot(lso, by_group, first_readable, missing, log_start)
+    return GroupSnapshot(lso, by_group, first_readable, missing, log_start, offsets_of, unstable)
+
+
+def group_offsets_partitions(cluster: Cluster, groups: Iterable[str]) -> dict[str, TopicPartition]:
+    """Each group's ``__consumer_offsets`` partition (:func:`kafkatxn.verdicts.offsets_partition`);
+    none when the topic is not in the metadata (not created, or not visible to this principal)."""
+    count = sum(1 for p in cluster.metadata().partitions if p.topic == CONSUMER_OFFSETS_TOPIC)
+    if not count:
+        return {}
+    return {g: TopicPartition(CONSUMER_OFFSETS_TOPIC, offsets_partition(g, count)) for g in groups}
+
+
+def unstable_offsets(
+    cluster: Cluster, by_group: Mapping[str, Mapping[TopicPartition, int]], offsets_of: Mapping[str, TopicPartition],
+    lso: LsoSnapshot, missing: list[Missing],
+) -> dict[str, frozenset[TopicPartition]]:
+    """The stable offset fetch (as read_committed consumers make it) of the groups whose offsets
+    partition holds an open transaction now (its LSO trails its HW), or of every group when the
+    offsets partitions are not known; a group whose coordinator did not answer is named in ``missing``."""
+    def open_there(group: str) -> bool:
+        tp = offsets_of.get(group)
+        o = lso.offsets.get(tp) if tp is not None else None
+        return o is not None and o.lag > 0
+
+    asked = {g: tps for g, tps in by_group.items() if tps and (not offsets_of or open_there(g))}
+    if not asked:
+        return {}
+    fetched = cluster.unstable_offsets(asked)
+    missing.extend(m.within("stable offset fetch") for m in fetched.missing)
+    return {g: tps for g, tps in fetched.value.items() if tps}
 
 
 # -- rows --------------------------------------------------------------------------------------
@@ -288,8 +364,11 @@ class GroupLag(GroupPosition):
     txn_lost_commit: bool | None  # it lost its COMMIT marker: the group is stuck until restore-commit
     txn_overdue: bool | None  # the blocking transaction is past its own timeout and its coordinator's abort (verdicts.is_overdue)
     last_write_age_ms: int | None
-    # What the blocking transaction is (verdicts.BlockVerdict): hanging, lost_commit, overdue,
-    # past_timeout, untracked, in_flight or undetermined; None when the group is not blocked.
+    # "__consumer_offsets-N" when the transaction holding the group is on its offsets partition (its
+    # stable offset fetch answers UNSTABLE_OFFSET_COMMIT here); None when on this partition, or not held.
+    blocked_through: str | None
+    # What the holding transaction is (verdicts.BlockVerdict): hanging, lost_commit, overdue,
+    # past_timeout, untracked, in_flight or undetermined; None when the group is not held.
     txn_verdict: BlockVerdict | None = None
 
 
@@ -343,6 +422,9 @@ class GroupPlace(NamedTuple):
     lag_to_lso_messages: int
     lag_to_hw_messages: int
     read_committed_lag: int  # readable_lag of the above
+    # Blocked or waiting: the partition whose open transaction holds it (the row's own, or the
+    # group's __consumer_offsets partition: verdicts.stable_verdict); None otherwise.
+    held_at: TopicPartition | None = None
 
 
 @dataclass(frozen=True)
@@ -382,7 +464,9 @@ def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[Group
     :func:`kafkatxn.verdicts.uncommitted_verdict`), in group, topic and partition order: where it stands.
     Places with ``lag_to_lso_messages < min_lag`` are left out unless blocked (a blocked group has no
     LSO lag, and is the finding) or unknown. The one definition behind :func:`group_lags` and the
-    exporter's and check's group samples; 100,000 places a scrape at 5,000 groups, so kept lean."""
+    exporter's and check's group samples; 100,000 places a scrape at 5,000 groups, so kept lean.
+    A place held by an open transaction (at its LSO, or through the group's offsets partition) is
+    **waiting** or **blocked** by :func:`kafkatxn.verdicts.held_verdict` of that transaction."""
     offsets = snapshot.lso.offsets
     get_offsets = offsets.get
     first_readable = snapshot.first_readable
@@ -391,6 +475,7 @@ def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[Group
     place = tuple.__new__  # GroupPlace's own __new__ is a Python function; 100,000 calls
     committed_of = snapshot.committed
     for group in sorted(committed_of):
+        unstable = snapshot.unstable.get(group, ())
         for tp, c in sorted(committed_of[group].items()):
             o = get_offsets(tp)
             if o is None:
@@ -406,19 +491,27 @@ def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[Group
                 readable = None if probed is NOT_PROBED else readable_before_lso(probed, lso)  # type: ignore[arg-type]
                 verdict = group_verdict(c, lso, hw, readable)
                 at = committed = c
+            held = None
+            if unstable and tp in unstable:
+                verdict = stable_verdict(verdict, True)
+            if verdict is blocked:
+                held = snapshot.held_at(group, tp, tp in unstable)
+                verdict = held_verdict(snapshot.lso.pin_classification(held), snapshot.lso.taken_at_ms)
             lag_to_lso = lso - at if lso > at else 0
             if lag_to_lso < min_lag and verdict is not blocked and verdict is not unknown:
                 continue
             lag_to_hw = hw - at if hw > at else 0
             yield place(GroupPlace, (group, tp, committed, o, verdict, readable, lag_to_lso, lag_to_hw,
-                                     readable_lag(verdict, committed, lso, lag_to_lso, lag_to_hw)))
+                                     readable_lag(verdict, committed, lso, lag_to_lso, lag_to_hw), held))
 
 
 def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
-    """A row per :func:`group_positions` place, with the transaction pinning the LSO where the group is blocked."""
+    """A row per :func:`group_positions` place, with the transaction holding the group where it is
+    blocked or waiting."""
     rows = []
     for place in group_positions(snapshot, min_lag):
-        facts = pin_facts(snapshot.lso, place.tp) if place.verdict is GroupVerdict.blocked else NO_PIN
+        held = place.held_at
+        facts = pin_facts(snapshot.lso, held) if held is not None else NO_PIN
         pin = facts.pin
         rows.append(
             GroupLag(
@@ -440,6 +533,7 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
                 txn_lost_commit=facts.lost_commit,
                 txn_overdue=facts.overdue,
                 last_write_age_ms=facts.last_write_age_ms,
+                blocked_through=str(held) if held is not None and held != place.tp else None,
                 txn_verdict=facts.verdict,
             )
         )
@@ -455,7 +549,7 @@ def readable_lag(verdict: GroupVerdict, committed: int | None, lso: int, lag_to_
     when it was not probed). A group without a commit whose start is unknown: at most the gap
     from the log start to the LSO (``earliest``).
     """
-    if verdict is GroupVerdict.caught_up or verdict is GroupVerdict.blocked:
+    if verdict is GroupVerdict.caught_up or verdict is GroupVerdict.blocked or verdict is GroupVerdict.waiting:
         return 0
     if committed is not None and committed > lso:
         return lag_to_hw
@@ -534,18 +628,39 @@ def partitions_exit_code(rows: Iterable[PartitionLag], critical_age_ms: int | No
     return code
 
 
-def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS) -> int:
-    """0 every row caught up; 1 a group lagging or blocked; 2 a group blocked behind a transaction
-    that hangs, lost its COMMIT marker, is past its own timeout, or is at least ``critical_age_ms`` old.
+def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS,
+                     lag_threshold: int = DEFAULT_LAG_THRESHOLD) -> int:
+    """0 every row caught up, waiting on a transaction in flight, or lagging by less than
+    ``lag_threshold`` messages (:func:`kafkatxn.verdicts.lag_is_finding`); 1 a group blocked, of
+    unknown start, or lagging by more; 2 a group blocked (or waiting) behind a transaction that
+    hangs, lost its COMMIT marker, is past its own timeout, or is at least ``critical_age_ms`` old.
     (A block behind a transaction whose verdict is undetermined is :func:`undetermined_pins`.)"""
     code = EXIT_OK
     for r in rows:
-        if r.verdict is GroupVerdict.caught_up:
+        verdict = r.verdict
+        if verdict is GroupVerdict.caught_up:
             continue
-        if r.verdict is GroupVerdict.blocked and blocked_row_severity(r, critical_age_ms) is Severity.critical:
-            return EXIT_CRITICAL
+        if verdict is GroupVerdict.blocked or verdict is GroupVerdict.waiting:
+            if blocked_row_severity(r, critical_age_ms) is Severity.critical:
+                return EXIT_CRITICAL
+            if verdict is GroupVerdict.waiting:
+                continue
+        elif verdict is GroupVerdict.lagging and not lag_is_finding(verdict, read_committed_lag(r), lag_threshold):
+            continue
         code = EXIT_WARNING
     return code
+
+
+def offsets_hints(rows: Iterable[GroupLag]) -> list[str]:
+    """For each group blocked through its offsets partition, what holds it and where the fix is."""
+    out: dict[str, str] = {}
+    for r in rows:
+        if r.verdict is GroupVerdict.blocked and r.blocked_through and r.group not in out:
+            who = f"producer {r.producer_id}" + (f" ({r.transactional_id})" if r.transactional_id else "") \
+                if r.producer_id is not None else "a transaction not found (it may just have ended)"
+            out[r.group] = (f"group {r.group!r} cannot fetch its committed offsets (UNSTABLE_OFFSET_COMMIT): {who} has a "
+                            f"transactional offset commit open on {r.blocked_through}; the fix: kafkatxn diagnose --group {r.group}")
+    return list(out.values())
 
 
 def undetermined_pins(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | GroupLag]) -> list[Missing]:
@@ -586,6 +701,7 @@ class LsoReport:
     missing: list[Missing]
     exit_code: int
     hints: list[str] = field(default_factory=list)  # the next step for a lost COMMIT marker (restore_hints)
+    measured: int | None = None  # group partitions measured before --min-lag and --top (groups only)
 
 
 def partition_report(
@@ -616,13 +732,17 @@ def group_report(
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
     watching: bool = False,
     previous: LsoSnapshot | None = None,
+    lag_threshold: int = DEFAULT_LAG_THRESHOLD,
 ) -> LsoReport:
     """Transaction-aware lag of ``groups`` (default: every group) on the partitions they committed
     offsets for or, without a commit, are assigned."""
     snapshot = take_group_snapshot(cluster, groups, topics, probe_max_gap)
     rows = group_lags(snapshot, min_lag)
-    code = groups_exit_code(rows, critical_age_ms)
-    return _report(rows, snapshot.lso, snapshot.missing, code, sort, top, watching, previous)
+    code = groups_exit_code(rows, critical_age_ms, lag_threshold)
+    report = _report(rows, snapshot.lso, snapshot.missing, code, sort, top, watching, previous)
+    report.hints += offsets_hints(rows)
+    report.measured = sum(len(offsets) for offsets in snapshot.committed.values())
+    return report
 
 
 def _report(

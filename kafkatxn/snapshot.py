@@ -122,14 +122,16 @@ class GroupSample(NamedTuple):
     lag_messages: int  # what a read_committed consumer still has to read (markers/aborted records left out where probed)
     lag_to_lso_messages: int
     lag_to_hw_messages: int
-    blocked: bool  # at an LSO pinned by an open transaction
-    # The blocking transaction (when blocked): its age, whether it hangs, whether it is past its own
+    blocked: bool  # held by an open transaction not in flight (at its LSO, or through the group's offsets partition)
+    # The blocking transaction (when blocked or waiting): its age, whether it hangs, whether it is past its own
     # timeout (kafkatxn.lso.GroupLag's). txn_hanging and txn_lost_commit are None when its verdict is undetermined.
     txn_age_ms: int | None = None
     txn_hanging: bool | None = False
     txn_overdue: bool = False
     txn_lost_commit: bool | None = False  # it lost its COMMIT marker: nothing but restore-commit releases the group
-    txn_verdict: verdicts.BlockVerdict | None = None  # what the blocking transaction is (verdicts.block_verdict); None unless blocked
+    waiting: bool = False  # held by a transaction in flight (verdicts.held_verdict): it reads on at its commit
+    blocked_through: str | None = None  # "__consumer_offsets-N": held through its offsets partition (GroupLag's)
+    txn_verdict: verdicts.BlockVerdict | None = None  # what the holding transaction is (verdicts.block_verdict); None unless held
 
     @property
     def stuck(self) -> bool:
@@ -257,13 +259,17 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
 
     listed = cluster.list_groups_partial()  # a broker that did not list its groups: named, the rest go on
     names = listed.value
+    missing = list(listed.missing)
     if group_regex:
         pattern = compile_regex(group_regex, "--group-regex")
         names = [g for g in names if pattern.search(g)]
+        if not names:
+            # A typo in the regex must not turn into a check that is always OK (as --topic-regex).
+            missing.append(Missing(Part("--group-regex"), f"no consumer group matches {group_regex!r}"))
     if not names:
-        return {}, list(listed.missing)
-    committed, missing = lso.committed_offsets(cluster, names)
-    return committed, list(listed.missing) + missing
+        return {}, missing
+    committed, more = lso.committed_offsets(cluster, names)
+    return committed, missing + more
 
 
 def group_samples(
@@ -283,20 +289,22 @@ def group_samples(
                                      max_transaction_timeout_ms=max_transaction_timeout_ms, settled=settled)
     missing.extend(m.within("group lag") for m in snap.missing)
     samples = []
-    append, sample, blocked = samples.append, tuple.__new__, lso.GroupVerdict.blocked  # 100,000 a scrape
-    for group, tp, _committed, _offsets, verdict, _readable, lag_to_lso, lag_to_hw, lag in lso.group_positions(snap):
+    append, sample = samples.append, tuple.__new__  # 100,000 a scrape
+    for group, tp, _committed, _offsets, verdict, _readable, lag_to_lso, lag_to_hw, lag, held in lso.group_positions(snap):
         topic, partition = tp
         if topics is not None and topic not in topics:
             continue
-        if verdict is blocked:
-            facts = lso.pin_facts(snap.lso, tp)
+        if held is not None:  # blocked or waiting
+            facts = lso.pin_facts(snap.lso, held)
             pinned = facts.pin is not None  # its blocking transaction was found
             # The blocking transaction's verdict as lso gives it (None: undetermined).
-            append(GroupSample(group, topic, partition, lag, lag_to_lso, lag_to_hw, True, facts.age_ms,
+            waiting = verdict is lso.GroupVerdict.waiting
+            append(GroupSample(group, topic, partition, lag, lag_to_lso, lag_to_hw, not waiting, facts.age_ms,
                                facts.hanging if pinned else False, bool(facts.overdue), facts.lost_commit if pinned else False,
-                               facts.verdict))
+                               waiting, str(held) if held != tp else None, facts.verdict))
         else:  # GroupSample(group, topic, partition, lag, lag_to_lso, lag_to_hw, False), without its Python __new__
-            append(sample(GroupSample, (group, topic, partition, lag, lag_to_lso, lag_to_hw, False, None, False, False, False, None)))
+            append(sample(GroupSample, (group, topic, partition, lag, lag_to_lso, lag_to_hw, False, None, False, False, False,
+                                        False, None, None)))
     return tuple(samples)
 
 

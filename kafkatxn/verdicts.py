@@ -501,6 +501,8 @@ class GroupVerdict(str, enum.Enum):
     lagging = "lagging"
     blocked = "blocked"
     unknown = "unknown"  # no committed offset, and where it starts depends on its auto.offset.reset
+    # Held as blocked is, by a transaction in flight (:func:`held_verdict`): it reads on at its commit.
+    waiting = "waiting"
 
 
 class Offsets(NamedTuple):
@@ -644,3 +646,64 @@ def uncommitted_verdict(log_start: int | None, lso: int, hw: int) -> GroupVerdic
     if log_start is None or log_start < lso:
         return GroupVerdict.unknown
     return GroupVerdict.caught_up if lso >= hw else GroupVerdict.blocked
+
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+# A read_committed group's lag below this many messages on a partition changes no exit code: the
+# same figure as check's --lso-lag-warn. A consumer committing every second (auto.commit.interval.ms
+# 1 s) of a partition taking under 1,000 records a second always trails by less.
+DEFAULT_LAG_THRESHOLD = 1000
+
+
+def offsets_partition(group: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition holding a group's commits, whose leader is its coordinator:
+    ``Utils.abs(groupId.hashCode) % partitions`` (GroupMetadataManager.partitionFor), the rule
+    :func:`coordinator_partition` applies to transactional ids."""
+    return coordinator_partition(group, partitions)
+
+
+def stable_verdict(verdict: GroupVerdict, unstable: bool) -> GroupVerdict:
+    """A group blocked through its offsets partition: where its stable offset fetch (``require_stable``,
+    as a read_committed consumer asks, KIP-447) answers UNSTABLE_OFFSET_COMMIT on a partition, a
+    transactional offset commit (``sendOffsetsToTransaction``) is open on the group's
+    ``__consumer_offsets`` partition: its consumers cannot learn where to start, whatever the
+    partition's offsets say, until that transaction ends. **blocked** there; elsewhere ``verdict``."""
+    return GroupVerdict.blocked if unstable else verdict
+
+
+def in_flight(classification: Classification | None, now_ms: int) -> bool:
+    """A transaction in flight: its coordinator tracks it (so it completes it, or aborts it at its
+    timeout), not as a two-phase-commit one (no one times those out), and it is not past its own timeout."""
+    return (
+        classification is not None
+        and classification.verdict is Verdict.LONG_RUNNING
+        and not classification.two_phase_commit
+        and not is_past_timeout(classification.transaction, now_ms)
+    )
+
+
+def held_verdict(classification: Classification | None, now_ms: int) -> GroupVerdict:
+    """A group held by an open transaction (blocked at its LSO, or through its offsets partition):
+    **waiting** while that transaction is :func:`in_flight` (a healthy pipeline sits there between
+    commits), otherwise **blocked** (hanging, lost commit, overdue, undetermined, not tracked, or
+    the transaction was not found)."""
+    return GroupVerdict.waiting if in_flight(classification, now_ms) else GroupVerdict.blocked
+
+
+def lag_is_finding(verdict: GroupVerdict, lag_messages: int, threshold: int = DEFAULT_LAG_THRESHOLD) -> bool:
+    """Whether a lagging group's read_committed lag counts as a finding (a warning): at least
+    ``threshold`` messages. Less is what a consumer committing every second leaves behind."""
+    return verdict is GroupVerdict.lagging and lag_messages >= threshold
+
+
+def may_have_ended(pin: OpenTransaction | None, classification: Classification | None) -> bool:
+    """Whether what was read of a lagging partition may be a transaction that ended between two
+    requests, to be asked again once: nothing open was described (it ended after ListOffsets), or
+    the coordinator describes the pinning producer with a transaction that no longer holds the
+    partition (it ended after DescribeProducers). A hanging transaction looks like the second: the
+    offsets asked again tell them apart (its LSO does not move)."""
+    if pin is None:
+        return True
+    c = classification
+    return (c is not None and c.verdict is not Verdict.LONG_RUNNING and c.description is not None
+            and c.description.producer_id == pin.producer_id)

@@ -9,7 +9,7 @@ import typer
 
 from kafkatxn import diagnose, lso
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
-from kafkatxn.cli.options import MaxTransactionTimeout, ProbeMaxGap, Topics
+from kafkatxn.cli.options import LagThreshold, MaxTransactionTimeout, ProbeMaxGap, Topics
 from kafkatxn.output import render_to_string, table_text, terminal_width
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.validation import check_topic_name
@@ -26,6 +26,7 @@ def register(app: typer.Typer) -> None:
         topics: Topics = None,
         probe_max_gap: ProbeMaxGap = lso.DEFAULT_PROBE_MAX_GAP,
         max_transaction_timeout: MaxTransactionTimeout = None,
+        lag_threshold: LagThreshold = lso.DEFAULT_LAG_THRESHOLD,
     ) -> int:
         """Why has my read_committed consumer group stopped, and what do I do?
 
@@ -33,12 +34,15 @@ def register(app: typer.Typer) -> None:
         the gap is real lag, phantom lag (transaction markers, aborted records) or a block behind an
         open transaction. Per pinning transaction: who holds it, its coordinator's state, age,
         timeout, the `hanging` verdict, every group and partition it holds, and the next step as a
-        command to copy, with its risk. Exit 0 nothing blocked or lagging; 1 lagging, or blocked
-        within timeouts; 2 blocked by a hanging or overdue transaction; 3 undetermined.
+        command to copy, with its risk. A group whose stable offset fetch answers UNSTABLE_OFFSET_COMMIT is
+        blocked by the transaction open on its __consumer_offsets partition. Exit 0 nothing blocked, lagging
+        by less than --lag-threshold, or waiting on a transaction in flight (tracked by its coordinator,
+        within its timeout); 1 lagging by more, or blocked within timeouts; 2 blocked by a hanging or overdue
+        transaction; 3 undetermined.
         """
         for topic in topics or []:
             check_topic_name(topic)  # a name that cannot exist is a usage error before any request
-        result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, max_transaction_timeout)
+        result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, max_transaction_timeout, lag_threshold)
         if ctx.output == "table":
             print(text_report(result, ctx.wide, terminal_width(sys.stdout)), end="")
         else:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from kafkatxn import lso
-from kafkatxn.cli.options import ProbeMaxGap, duration_option, parse_duration
+from kafkatxn.cli.options import LagThreshold, ProbeMaxGap, duration_option, parse_duration
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
 from kafkatxn.model import Missing
@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--groups",
                 help="Consumer-group lag against the LSO and the high watermark, with a verdict: "
-                "caught_up, lagging, or blocked behind an open transaction.",
+                "caught_up, lagging, waiting on a transaction in flight, or blocked behind an open transaction (at the LSO, or on the group's __consumer_offsets partition).",
             ),
         ] = False,
         min_lag: Annotated[
@@ -112,6 +112,7 @@ def register(app: typer.Typer) -> None:
             int, duration_option("--critical-age", help="Exit 2 when a pinning (or blocking) transaction is at least this old.")
         ] = lso.DEFAULT_CRITICAL_AGE,
         probe_max_gap: ProbeMaxGap = lso.DEFAULT_PROBE_MAX_GAP,
+        lag_threshold: LagThreshold = lso.DEFAULT_LAG_THRESHOLD,
         watch: Annotated[
             bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C, showing whether each LSO moved since the previous sample.")
         ] = False,
@@ -125,7 +126,9 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Last stable offset lag: per partition, HW - LSO and the open transaction pinning the LSO.
 
-        Exit codes: 0 no lag (no group lagging or blocked); 1 lag (a group lagging or blocked);
+        Exit codes: 0 no lag (no group blocked or lagging by --lag-threshold or more; a group waiting on a
+        transaction in flight, tracked by its coordinator within its timeout, is no finding); 1 lag (a group
+        lagging by --lag-threshold or more, or blocked);
         2 pinned (or blocked) by a transaction at least --critical-age old, or a group blocked behind a
         hanging transaction, one that lost its COMMIT marker or one past its own timeout; 3 incomplete
         answer, or a pinning transaction whose verdict could not be determined.
@@ -145,10 +148,13 @@ def register(app: typer.Typer) -> None:
             if groups:
                 report = lso.group_report(
                     cluster, group_names, topics, min_lag if min_lag is not None else 0, sort_key, top,
-                    critical_age_ms, probe_max_gap, watching, previous,
+                    critical_age_ms, probe_max_gap, watching, previous, lag_threshold,
                 )
                 row_type: type = lso.WatchedGroupLag if watching else lso.GroupLag
                 empty = "no committed offsets" + (f" for group {', '.join(group_names)}" if group_names else " in any group")
+                if report.measured:  # there were rows: the filter removed every one
+                    empty = (f"none of the {report.measured} group partitions measured has a lag_to_lso_messages of "
+                             f"{min_lag} or more (--min-lag), nor is blocked")
             else:
                 least = min_lag if min_lag is not None else 1
                 report = lso.partition_report(cluster, topics, least, sort_key, top, critical_age_ms, watching, previous)

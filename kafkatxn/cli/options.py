@@ -73,6 +73,15 @@ ProbeMaxGap = Annotated[
         "transaction markers and aborted records from real lag (0: never read).",
     ),
 ]
+LagThreshold = Annotated[
+    int,
+    typer.Option(
+        "--lag-threshold", min=1, metavar="N",
+        help="Group lag: a group lagging by fewer than N messages (read_committed lag, per partition) changes no exit "
+        "code; the row still says lagging. The default stays quiet for a consumer committing every second "
+        "(auto-commit) of a partition taking under 1,000 records a second.",
+    ),
+]
 # kafka-transactions.sh spells it --transactional-id (describe) and --transactionalId
 # (force-terminate): runbooks written for Kafka's tool work here unchanged.
 TransactionalIdOptions = Annotated[

@@ -15,7 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 from collections import defaultdict
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from kafkatxn.errors import ClusterError, DeadlineExceeded
 from kafkatxn.kafka import protocol as proto
@@ -110,6 +110,28 @@ class GroupsApi:
 
         answered = self._at_coordinators(groups, requests)
         return Partial({g: dict(a.offsets) for g, a in answered.value.items()}, answered.missing)
+
+    def unstable_offsets(self, partitions: Mapping[str, Iterable[TopicPartition]]) -> Partial[dict[str, frozenset[TopicPartition]]]:
+        """Per group, the partitions whose committed offset a read_committed consumer cannot fetch
+        now: OffsetFetch with ``require_stable`` (KIP-447, v7+; the consumer's own request) answers
+        UNSTABLE_OFFSET_COMMIT while a transactional offset commit (``sendOffsetsToTransaction``)
+        is pending there. Brokers before v7 have no such answer, and no consumer waits on one:
+        every group is stable there."""
+        wanted = {g: tuple(sorted(set(tps))) for g, tps in partitions.items()}
+        wanted = {g: tps for g, tps in wanted.items() if tps}
+        if not wanted:
+            return Partial({})
+        version = self.wire.max_version("OffsetFetch")
+        if version < 7:
+            return Partial({g: frozenset() for g in wanted})
+
+        def requests(node_groups: tuple[str, ...]) -> list[proto.OffsetFetch]:
+            if version >= 8:
+                return [proto.OffsetFetch(node_groups, stable=tuple(wanted[g] for g in node_groups))]
+            return [proto.OffsetFetch((g,), batched=False, stable=(wanted[g],)) for g in node_groups]
+
+        answered = self._at_coordinators(wanted, requests)
+        return Partial({g: a.unstable for g, a in answered.value.items()}, answered.missing)
 
     def group_assignments(self, groups: Iterable[str]) -> Partial[dict[str, frozenset[TopicPartition]]]:
         """Per Stable group, the partitions its members are assigned (DescribeGroups, all of a

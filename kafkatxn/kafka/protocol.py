@@ -361,16 +361,21 @@ class FindGroupCoordinatorsResponse(NamedTuple):
 
 class OffsetFetch(NamedTuple):
     """Every committed offset of these groups (one coordinator's): all in one request from v8 on
-    (``batched``), one group per request before."""
+    (``batched``), one group per request before. With ``stable`` (the partitions to ask, one tuple
+    per group): those partitions only, with ``require_stable`` (v7+), as a read_committed consumer
+    asks them (KIP-447): a partition with a transactional offset commit pending answers
+    UNSTABLE_OFFSET_COMMIT."""
 
     group_ids: tuple[str, ...]
     batched: bool = True
+    stable: tuple[tuple[TopicPartition, ...], ...] = ()
 
 
 class GroupOffsets(NamedTuple):
     group_id: str
     error: str | None
     offsets: dict[TopicPartition, int]  # committed offsets (partitions without one are left out)
+    unstable: frozenset[TopicPartition] = frozenset()  # asked with require_stable: UNSTABLE_OFFSET_COMMIT
 
 
 class OffsetFetchResponse(NamedTuple):

@@ -65,8 +65,9 @@ def test_open_transaction_pins_the_lso_and_blocks_a_read_committed_group(kafka):
         # Old enough for --critical-age: exit 2.
         lso_rows(bootstrap, "--topic", topic, "--critical-age", "0s", expect_code=2)
 
-        (grow,) = lso_rows(bootstrap, "--groups", group, expect_code=1)
-        assert grow["verdict"] == "blocked"
+        # A transaction in flight (tracked, within its timeout): the group waits on it, no finding.
+        (grow,) = lso_rows(bootstrap, "--groups", group, expect_code=0)
+        assert grow["verdict"] == "waiting"
         assert (grow["committed_offset"], grow["last_stable_offset"], grow["high_watermark"]) == (o, o, high_watermark)
         assert (grow["lag_to_lso_messages"], grow["lag_to_hw_messages"]) == (0, high_watermark - o)
         assert grow["transactional_id"] == txn.transactional_id
@@ -84,8 +85,10 @@ def test_open_transaction_pins_the_lso_and_blocks_a_read_committed_group(kafka):
         (zero,) = lso_rows(bootstrap, "--topic", topic, "--min-lag", "0", expect_code=0)
         assert zero["lag_messages"] == 0 and zero["last_stable_offset"] == zero["high_watermark"] == high_watermark + 1
 
-        (grow,) = lso_rows(bootstrap, "--groups", group, expect_code=1)
-        assert grow["verdict"] == "lagging"  # the committed records are readable now
+        # The committed records are readable now: lagging, a finding from --lag-threshold on.
+        (grow,) = lso_rows(bootstrap, "--groups", group, "--lag-threshold", "1", expect_code=1)
+        assert grow["verdict"] == "lagging"
+        lso_rows(bootstrap, "--groups", group, expect_code=0)  # a few records: below the default threshold
         assert grow["readable_before_lso"] is True
         assert grow["lag_to_lso_messages"] == high_watermark + 1 - o
 
@@ -116,7 +119,7 @@ def test_group_past_committed_and_aborted_transactions_is_caught_up(kafka):
     commit(lambda: consumer.commit(offsets=[CTP(topic, 0, 0)], asynchronous=False))  # has read nothing yet
     consumer.close()
 
-    rows = {r["group"]: r for r in lso_rows(bootstrap, "--groups", caught_up, fresh, expect_code=1)}
+    rows = {r["group"]: r for r in lso_rows(bootstrap, "--groups", caught_up, fresh, "--lag-threshold", "1", expect_code=1)}
     row = rows[caught_up]
     assert row["verdict"] == "caught_up"
     assert row["committed_offset"] == commit_offset
@@ -128,7 +131,7 @@ def test_group_past_committed_and_aborted_transactions_is_caught_up(kafka):
     (only,) = lso_rows(bootstrap, "--groups", caught_up, expect_code=0)
     assert only["verdict"] == "caught_up"
     # Without reading the gap, it counts as lag.
-    (unprobed,) = lso_rows(bootstrap, "--groups", caught_up, "--probe-max-gap", "0", expect_code=1)
+    (unprobed,) = lso_rows(bootstrap, "--groups", caught_up, "--probe-max-gap", "0", "--lag-threshold", "1", expect_code=1)
     assert unprobed["verdict"] == "lagging" and unprobed["readable_before_lso"] is None
 
 

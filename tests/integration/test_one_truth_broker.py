@@ -111,12 +111,14 @@ def test_every_command_answers_the_four_questions_alike_on_one_real_cluster(caps
     oldest = {"check": checked["transaction_age_max_ms"], "exporter": int(exported["kafkatxn_transaction_oldest_age_seconds"] * 1000)}
     assert all(abs(v - hanging_ages["lso"][0]) <= TOLERANCE_MS for v in oldest.values()), (oldest, hanging_ages)
 
-    # Is each group blocked, and critically? Blocked means stuck: only behind the hanging one.
+    # Is each group blocked (or waiting on a transaction in flight), and critically? Blocked means
+    # stuck: only behind the hanging one.
     for group, critical, partition in ((stuck, True, 0), (keeping, False, 1)):
         (row,), lso_code = by_lso[group]
         series = f"{{{group}}}{{{partition}}}{{{topic}}}"
-        blocked = {"lso": row["verdict"] == "blocked", "diagnose": diagnosed[group][0]["groups"][0]["status"] == "blocked",
-                   "exporter": exported["kafkatxn_group_blocked" + series] == 1}
+        held = "blocked" if critical else "waiting"
+        blocked = {"lso": row["verdict"] == held, "diagnose": diagnosed[group][0]["groups"][0]["status"] == held,
+                   "exporter": exported["kafkatxn_group_blocked" + series] == (1 if critical else 0)}
         assert all(blocked.values()), (group, blocked)
         severe = {"lso": lso_code == 2, "diagnose": diagnosed[group][1] == 2,
                   "check": any(f["kind"] == "group_blocked" and f["subject"] == group for f in checked["findings"]),

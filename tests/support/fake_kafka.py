@@ -129,6 +129,9 @@ class KafkaModel:
     group_errors: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     group_listing_errors: dict[int, list[str]] = field(default_factory=dict)
     group_protocol_types: dict[str, str] = field(default_factory=dict)
+    # group -> partitions with a transactional offset commit pending: a stable OffsetFetch answers
+    # UNSTABLE_OFFSET_COMMIT there (KIP-447).
+    pending_offsets: dict[str, set[TopicPartition]] = field(default_factory=dict)
 
     def group_coordinator(self, group: str) -> int:
         if group in self.group_coordinators:
@@ -194,6 +197,12 @@ class KafkaModel:
             p._replace(current_txn_start_offset=-1) if p.producer_id == producer_id else p for p in self.producers[tp]
         ]
         still = [p.current_txn_start_offset for p in self.producers[tp] if p.current_txn_start_offset >= 0]
+        if tp.topic == "__consumer_offsets":  # the marker settles the offset commits pending there
+            from kafkatxn.verdicts import offsets_partition
+
+            count = sum(1 for p in self.partitions if p.topic == tp.topic)
+            for group in [g for g in self.pending_offsets if offsets_partition(g, count) == tp.partition]:
+                del self.pending_offsets[group]
         self.offsets[tp][1] += 1  # the marker itself
         self.offsets[tp][0] = min(still) if still else self.offsets[tp][1]
 
@@ -452,7 +461,16 @@ class FakeWire:
         return proto.FindGroupCoordinatorsResponse(tuple(out))
 
     def _OffsetFetch(self, node, request):
-        """Every committed offset of each group; an unknown group has none (no error, as Kafka)."""
+        """Every committed offset of each group; an unknown group has none (no error, as Kafka). A
+        stable fetch: the partitions asked, UNSTABLE_OFFSET_COMMIT where a commit is pending."""
+        if request.stable:
+            out = []
+            for g, asked in zip(request.group_ids, request.stable):
+                error = self.model.group_error("OffsetFetch", g, node)
+                pending = set(asked) & self.model.pending_offsets.get(g, set())
+                committed = {tp: o for tp, o in self.model.groups.get(g, {}).items() if tp in asked and tp not in pending}
+                out.append(proto.GroupOffsets(g, error, {} if error else committed, frozenset() if error else frozenset(pending)))
+            return proto.OffsetFetchResponse(tuple(out))
         return proto.OffsetFetchResponse(tuple(
             proto.GroupOffsets(g, error, {} if error else dict(self.model.groups.get(g, {})))
             for g in request.group_ids

@@ -344,6 +344,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             opt("--sort", st.sampled_from(["lag", "age"]), TEXT.filter(lambda t: t not in ("lag", "age") and not t.startswith("-"))),
             opt("--critical-age", VALID_DURATION, BAD_DURATION),
             opt("--probe-max-gap", ints_within(0, 10**6), ints_outside(0, None)),
+            opt("--lag-threshold", ints_within(1, 10**6), ints_outside(1, None)),
             # Watching only with a sample count and a short interval: a case must end.
             Opt("--samples", st.sampled_from([["--samples", "1"], ["--samples", "2", "--interval", "10ms"], ["--watch", "--samples", "1"]]),
                 ints_outside(1, None).map(lambda v: ["--samples", v])),
@@ -415,6 +416,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
         [
             Opt("--group", SAFE_VALUE.map(lambda v: ["--group", v])), TOPICS,
             opt("--probe-max-gap", ints_within(0, 10**6), ints_outside(0, None)), MAX_TXN_TIMEOUT,
+            opt("--lag-threshold", ints_within(1, 10**6), ints_outside(1, None)),
         ],
         [],
     ),

@@ -93,8 +93,9 @@ def test_text_and_openmetrics_are_prometheus_clients_byte_for_byte(make):
     registry = make()
     if make is exporter_registry:  # the group series take the table path (kafkatxn.exposition.TableGauge)
         tables = {m.name for m in registry.collect() if isinstance(m, exposition.TableGauge)}
-        assert {"kafkatxn_group_stuck", "kafkatxn_group_summed_lag_messages", "kafkatxn_partition_lso_lag_messages"} <= tables
-        assert len(tables) == 12 and b'kafkatxn_group_stuck{group="unsure"' not in exposition.encode(registry)
+        assert {"kafkatxn_group_stuck", "kafkatxn_group_summed_lag_messages", "kafkatxn_partition_lso_lag_messages",
+                "kafkatxn_group_waiting_partitions"} <= tables
+        assert len(tables) == 13 and b'kafkatxn_group_stuck{group="unsure"' not in exposition.encode(registry)
     assert exposition.encode(registry) == generate_latest(registry)
     assert exposition.encode(registry, openmetrics=True) == openmetrics_latest(registry)
     for escaping in ("allow-utf-8", "dots", "values"):

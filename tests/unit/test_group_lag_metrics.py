@@ -22,8 +22,12 @@ def samples(text: bytes) -> dict[str, float]:
     return out
 
 
+# billing's transaction is past its own timeout (10 min): blocked, not in flight.
+OVERDUE = {"started_ago_ms": 700_000, "timeout_ms": 600_000}
+
+
 def test_gather_measures_group_lag_transaction_aware():
-    _, cluster = blocked_model()
+    _, cluster = blocked_model(**OVERDUE)
     snap = gather_snapshot(cluster, groups=True)
     by_group = {g.group: g for g in snap.groups}
     assert by_group["billing"].blocked and by_group["billing"].lag_messages == 0
@@ -31,6 +35,10 @@ def test_gather_measures_group_lag_transaction_aware():
     assert gather_snapshot(cluster).groups is None  # not asked for: no group requests at all
     only = gather_snapshot(cluster, groups=True, group_regex="^rep")
     assert [g.group for g in only.groups] == ["reports"]
+    # Within its timeout, tracked by its coordinator: the group waits on it, it is not blocked.
+    _, cluster = blocked_model()
+    (billing,) = [g for g in gather_snapshot(cluster, groups=True).groups if g.group == "billing"]
+    assert billing.waiting and not billing.blocked and billing.txn_age_ms is not None
 
 
 def test_samples_made_without_their_constructor_equal_the_constructors():
@@ -38,7 +46,7 @@ def test_samples_made_without_their_constructor_equal_the_constructors():
     what GroupSample(...) makes with its defaults, whatever fields GroupSample gains."""
     _, cluster = blocked_model()
     snap = gather_snapshot(cluster, groups=True)
-    not_blocked = [g for g in snap.groups if not g.blocked]
+    not_blocked = [g for g in snap.groups if not g.blocked and not g.waiting]
     assert not_blocked
     for g in not_blocked:
         made = GroupSample(g.group, g.topic, g.partition, g.lag_messages, g.lag_to_lso_messages, g.lag_to_hw_messages, False)
@@ -46,7 +54,7 @@ def test_samples_made_without_their_constructor_equal_the_constructors():
 
 
 def test_metric_families_per_partition_and_per_group():
-    _, cluster = blocked_model()
+    _, cluster = blocked_model(**OVERDUE)
     snap = gather_snapshot(cluster, groups=True)
     got = samples(render_text(snap))
     assert got["kafkatxn_group_blocked{group=billing,partition=0,topic=orders}"] == 1
@@ -57,15 +65,22 @@ def test_metric_families_per_partition_and_per_group():
     assert got["kafkatxn_group_blocked_partitions{group=billing}"] == 1
     assert got["kafkatxn_group_summed_lag_to_high_watermark_messages{group=billing}"] == 4
     assert got["kafkatxn_groups_blocked{}"] == 1
+    assert got["kafkatxn_group_waiting_partitions{group=billing}"] == 0 and got["kafkatxn_groups_waiting{}"] == 0
     per_group = samples(render_text(snap, ExportOptions(per_group=True)))
     assert not any(k.startswith("kafkatxn_group_blocked{") for k in per_group)
     assert per_group["kafkatxn_group_blocked_partitions{group=billing}"] == 1
     # Without group lag gathered, no group families at all.
     assert not any(k.startswith("kafkatxn_group") for k in samples(render_text(gather_snapshot(cluster))))
+    # A transaction in flight: waiting, counted, not blocked.
+    _, cluster = blocked_model()
+    got = samples(render_text(gather_snapshot(cluster, groups=True)))
+    assert got["kafkatxn_group_blocked{group=billing,partition=0,topic=orders}"] == 0
+    assert got["kafkatxn_group_waiting_partitions{group=billing}"] == 1
+    assert (got["kafkatxn_groups_waiting{}"], got["kafkatxn_groups_blocked{}"]) == (1, 0)
 
 
 def test_the_fix_brings_blocked_back_to_0():
-    model, cluster = blocked_model()
+    model, cluster = blocked_model(**OVERDUE)
     cluster.fence_transactional_id("billing-tx", 60_000)
     got = samples(render_text(gather_snapshot(cluster, groups=True)))
     assert got["kafkatxn_group_blocked{group=billing,partition=0,topic=orders}"] == 0

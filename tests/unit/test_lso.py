@@ -268,11 +268,13 @@ def test_partitions_exit_code():
 def test_groups_exit_code():
     open_old = {TP0: [txn(1, 10, started=NOW - 600_000)]}
     assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 10}}))) == 0
-    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 3}}))) == 1
+    # Lagging by 7: below the default --lag-threshold, no finding; from the threshold on, a warning.
+    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 3}}))) == 0
+    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 3}})), lag_threshold=7) == 1
     assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}))) == 1
     assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}, open_txns=open_old))) == 2
     # Lagging behind an old transaction is not blocked: still a warning.
-    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 4}}, open_txns=open_old))) == 1
+    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 4}}, open_txns=open_old)), lag_threshold=6) == 1
 
 
 def test_incomplete_answers_exit_3_unless_critical():

@@ -265,6 +265,8 @@ SAMPLE_REQUESTS = [
     p.FindGroupCoordinators(("billing",), batched=False),
     p.OffsetFetch(("billing", "reports")),
     p.OffsetFetch(("billing",), batched=False),
+    p.OffsetFetch(("billing", "reports"), stable=((TP0, TP1), (OTHER,))),
+    p.OffsetFetch(("billing",), batched=False, stable=((TP0, OTHER),)),
     p.DescribeGroups(("billing", "reports")),
 ]
 
@@ -683,6 +685,36 @@ def test_offset_fetch_responses_batched_and_single():
     loading = R(error_code=14, topics=[])
     got = wire.DECODERS[p.OffsetFetch](p.OffsetFetch(("billing",), batched=False), roundtrip(loading, 7))
     assert got.groups == (p.GroupOffsets("billing", "COORDINATOR_LOAD_IN_PROGRESS", {}),)
+
+
+def test_a_stable_offset_fetch_names_its_partitions_and_reads_unstable_ones():
+    """require_stable (KIP-447) with the partitions asked, v7+; UNSTABLE_OFFSET_COMMIT (88) per
+    partition or for the group: the partitions whose offsets a read_committed consumer cannot fetch."""
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+
+    w = wire.Wire(None)
+    batched = w._encode(p.OffsetFetch(("billing", "reports"), stable=((TP0, TP1), (OTHER,))))
+    assert batched.require_stable is True and batched._min_version == 8
+    assert [(g.group_id, [(t.name, list(t.partition_indexes)) for t in g.topics]) for g in batched.groups] == [
+        ("billing", [("orders", [0, 1])]), ("reports", [("payments", [3])])]
+    single = w._encode(p.OffsetFetch(("billing",), batched=False, stable=((TP0, OTHER),)))
+    assert single.require_stable is True and single._min_version == 7
+    assert [(t.name, list(t.partition_indexes)) for t in single.topics] == [("orders", [0]), ("payments", [3])]
+    assert w._encode(p.OffsetFetch(("billing",), batched=False)).require_stable is False
+    G = R.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics
+    P = T.OffsetFetchResponsePartitions
+    resp = R(groups=[
+        G(group_id="billing", error_code=0, topics=[T(name="orders", partitions=[
+            P(partition_index=0, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=88),
+            P(partition_index=1, committed_offset=4, committed_leader_epoch=-1, metadata="", error_code=0),
+        ])]),
+        G(group_id="reports", error_code=88, topics=[]),
+    ])
+    request = p.OffsetFetch(("billing", "reports"), stable=((TP0, TP1), (OTHER,)))
+    got = wire.DECODERS[p.OffsetFetch](request, roundtrip(resp, 8))
+    assert got.groups == (p.GroupOffsets("billing", None, {TP1: 4}, frozenset({TP0})),
+                          p.GroupOffsets("reports", None, {}, frozenset({OTHER})))
 
 
 def test_describe_groups_response_decodes_the_consumer_protocols_assignments():

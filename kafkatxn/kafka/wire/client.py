@@ -312,7 +312,8 @@ class Wire:
     def _reused(self, node_id: int | None, request: Request) -> Any:
         """The kafka-python request for ``request`` to ``node_id``: built again only when not among
         the last :data:`REUSED_LIMIT` of the reused kinds sent."""
-        if type(request) not in REUSED_REQUESTS or not getattr(request, "batched", True):
+        # A stable OffsetFetch names the few groups held by a transaction now: not kept.
+        if type(request) not in REUSED_REQUESTS or not getattr(request, "batched", True) or getattr(request, "stable", ()):
             return self._encode(request)
         key = (node_id, request)
         built = self._built.pop(key, None)

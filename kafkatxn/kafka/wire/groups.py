@@ -15,6 +15,9 @@ GROUP_KEY_TYPE = 0
 OFFSET_FETCH_BATCHED = (8, 9)
 # One group per request: a null topic list (every committed offset) needs v2.
 OFFSET_FETCH_SINGLE = (2, 7)
+# require_stable (KIP-447), which read_committed consumers set: v7+.
+OFFSET_FETCH_STABLE = 7
+UNSTABLE_OFFSET_COMMIT = "UNSTABLE_OFFSET_COMMIT"
 
 
 def _list_groups(_wire: Any, _request: p.ListGroups) -> Any:
@@ -39,19 +42,32 @@ def _decode_find_group_coordinators(request: p.FindGroupCoordinators, resp: Any)
     )
 
 
+def _topics(partitions: tuple[TopicPartition, ...], topic_cls: Any) -> list[Any] | None:
+    """The request's topics for these partitions (None: every committed offset)."""
+    if not partitions:
+        return None
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return [topic_cls(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+
+
 def _offset_fetch(_wire: Any, request: p.OffsetFetch) -> Any:
     from kafka.protocol.consumer import OffsetFetchRequest
 
+    stable = bool(request.stable)
+    asked = request.stable or ((),) * len(request.group_ids)
     if request.batched:
         group_cls = OffsetFetchRequest.OffsetFetchRequestGroup
         return OffsetFetchRequest(
-            groups=[group_cls(group_id=g, topics=None) for g in request.group_ids], require_stable=False,
+            groups=[group_cls(group_id=g, topics=_topics(tps, group_cls.OffsetFetchRequestTopics))
+                    for g, tps in zip(request.group_ids, asked)], require_stable=stable,
             min_version=OFFSET_FETCH_BATCHED[0], max_version=OFFSET_FETCH_BATCHED[1],
         )
     (group,) = request.group_ids
     return OffsetFetchRequest(
-        group_id=group, topics=None, require_stable=False,
-        min_version=OFFSET_FETCH_SINGLE[0], max_version=OFFSET_FETCH_SINGLE[1],
+        group_id=group, topics=_topics(asked[0], OffsetFetchRequest.OffsetFetchRequestTopic), require_stable=stable,
+        min_version=OFFSET_FETCH_STABLE if stable else OFFSET_FETCH_SINGLE[0], max_version=OFFSET_FETCH_SINGLE[1],
     )
 
 
@@ -65,13 +81,31 @@ def _committed(topics: Any) -> dict[TopicPartition, int]:
     }
 
 
+def _unstable(topics: Any) -> frozenset[TopicPartition]:
+    """The partitions answered UNSTABLE_OFFSET_COMMIT (asked with require_stable)."""
+    return frozenset(
+        TopicPartition(t.name, part.partition_index)
+        for t in topics
+        for part in t.partitions
+        if part.error_code and error_name(part.error_code) == UNSTABLE_OFFSET_COMMIT
+    )
+
+
+def _group_offsets(group: str, error_code: int, topics: Any, asked: tuple[TopicPartition, ...]) -> p.GroupOffsets:
+    error = error_name(error_code)
+    if error == UNSTABLE_OFFSET_COMMIT:  # said of the group as a whole: of every partition asked
+        return p.GroupOffsets(group, None, {}, frozenset(asked))
+    return p.GroupOffsets(group, error, _committed(topics), _unstable(topics))
+
+
 def _decode_offset_fetch(request: p.OffsetFetch, resp: Any) -> p.OffsetFetchResponse:
+    asked = dict(zip(request.group_ids, request.stable)) if request.stable else {}
     if request.batched:
         return p.OffsetFetchResponse(tuple(
-            p.GroupOffsets(g.group_id, error_name(g.error_code), _committed(g.topics)) for g in resp.groups
+            _group_offsets(g.group_id, g.error_code, g.topics, asked.get(g.group_id, ())) for g in resp.groups
         ))
     (group,) = request.group_ids
-    return p.OffsetFetchResponse((p.GroupOffsets(group, error_name(resp.error_code), _committed(resp.topics)),))
+    return p.OffsetFetchResponse((_group_offsets(group, resp.error_code, resp.topics, asked.get(group, ())),))
 
 
 def _describe_groups(_wire: Any, request: p.DescribeGroups) -> Any:
