@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 from benchlib import ROOT, peak_rss_mb, print_table, proc_status_kb, scrape  # noqa: E402  (repository on sys.path)
+import benchlib  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
 from harness import KafkaCluster  # noqa: E402
@@ -84,17 +85,9 @@ exporter_http.serve(app, "127.0.0.1:0", on_ready=lambda url: print("serving " + 
 
 
 def start_exporter(source: Path, bootstrap: str | None, old_backlog: int = 0) -> tuple[subprocess.Popen, str]:
-    env = dict(os.environ, PYTHONPATH=str(source))
-    command = ([sys.executable, "-c", FAKE_EXPORTER, str(old_backlog)] if bootstrap is None else
-               [sys.executable, "-m", "kafkatxn", "exporter", "-b", bootstrap, "--listen", "127.0.0.1:0"])
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                            cwd=source, env=env)
-    line = proc.stderr.readline()
-    if "serving http://" not in line:
-        proc.kill()
-        raise RuntimeError(f"exporter did not start: {line}{proc.stderr.read()}")
-    threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
-    return proc, line.split("serving ", 1)[1].strip()
+    """The exporter of ``source`` against ``bootstrap``, or the fixed-snapshot one (no broker)."""
+    command = [sys.executable, "-c", FAKE_EXPORTER, str(old_backlog)] if bootstrap is None else None
+    return benchlib.start_exporter(bootstrap or "", command=command, source=source)
 
 
 class ThreadPeak:

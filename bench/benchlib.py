@@ -258,11 +258,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_exporter(bootstrap: str, *extra: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kafkatxn", "exporter", "-b", bootstrap, "--listen", "127.0.0.1:0", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
-    )
+def start_exporter(bootstrap: str, *extra: str, command: list[str] | None = None, source: Path = ROOT) -> tuple[subprocess.Popen, str]:
+    """An exporter process (``command`` instead of kafkatxn's own where given), run from ``source``
+    (another checkout, for A/B runs); returns it and its URL once it serves."""
+    command = command or [sys.executable, "-m", "kafkatxn", "exporter", "-b", bootstrap, "--listen", "127.0.0.1:0", *extra]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            cwd=source, env=dict(os.environ, PYTHONPATH=str(source)) if source != ROOT else None)
     line = proc.stderr.readline()
     if "serving http://" not in line:
         proc.kill()
