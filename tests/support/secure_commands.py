@@ -262,9 +262,12 @@ def _check_lso(run: Run, traffic: Traffic, bootstrap: str) -> None:
 
 def _check_lso_groups(run: Run, traffic: Traffic, bootstrap: str) -> None:
     rows = _json(run)
-    assert run.code == 1  # the group is blocked behind the open transaction
-    blocked = [r for r in rows if r["partition"] == 2]
-    assert blocked and blocked[0]["group"] == traffic.group, rows
+    # The group waits behind the open transaction, in flight within its timeout: quiet (exit 0), and named.
+    assert run.code == 0
+    held = [r for r in rows if r["partition"] == 2]
+    assert held and held[0]["group"] == traffic.group, rows
+    assert (held[0]["verdict"], held[0]["txn_verdict"]) == ("waiting", "in_flight"), held
+    assert held[0]["transactional_id"] == traffic.scenario.open.transactional_id, held
 
 
 def _check_hanging(run: Run, traffic: Traffic, bootstrap: str) -> None:
