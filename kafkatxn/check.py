@@ -279,7 +279,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         findings.append((Status.WARNING, Finding(
             "warning", "untracked_transaction", f"{u.topic}-{u.partition}", u.start_offset, None,
             f"untracked transaction on {u.topic}-{u.partition} from offset {u.start_offset}, producer {u.producer_id}{tid}: "
-            f"{untracked.state(u.hanging_at_ms)}{age}{lag} "
+            f"{untracked.state(u.hanging_at_ms)}{age}{lag}"
             f"; then: {untracked.abort_command(TopicPartition(u.topic, u.partition), u.start_offset)} (kafkatxn hanging says more)",
         )))
     if snapshot.untracked:
@@ -464,7 +464,7 @@ def blocking_words(g: GroupSample, thresholds: Thresholds, holder: object | None
         at = getattr(holder, "hanging_at_ms", None)
         return f"untracked transaction{who}{age}: {untracked.state(at)}"
     if v is verdicts.BlockVerdict.past_timeout:
-        return f"transaction{who}{age} past its own timeout: its coordinator aborts it at its next cleanup"
+        return f"transaction{who} past its own timeout{age}: its coordinator aborts it at its next cleanup"
     if _past(g, thresholds.txn_age_crit):
         return f"old transaction{who}{age} ({thresholds.txn_age_crit.describe()})"
     rng = thresholds.txn_age_warn

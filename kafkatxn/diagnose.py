@@ -315,7 +315,7 @@ def decide(
         untracked_tps = [c.open_txn.tp for c in classifications if verdicts.pin_verdict(c, now_ms, max_timeout_ms) is PinVerdict.UNTRACKED]
         commands = " && ".join(untracked.abort_command(tp, p.current_txn_start_offset) for tp in untracked_tps)
         now = " && ".join(untracked.abort_command(tp, p.current_txn_start_offset, now=True) for tp in untracked_tps)
-        why = f"{reasons}: {untracked.state(due_at)} (by {verdicts.deadline_source(classifications[0], max_timeout_ms)})"
+        why = f"{reasons}; {untracked.when(due_at)} (its deadline: {verdicts.deadline_source(classifications[0], max_timeout_ms)})"
         return TxnVerdict.untracked, why, Action.abort, commands, now, due_at, age, None
     if found - {Verdict.LONG_RUNNING}:
         # Its coordinator could not say, but written lately: no producer's timeout is longer than

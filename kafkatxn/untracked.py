@@ -33,10 +33,14 @@ def abort_command(tp: TopicPartition, start_offset: int, now: bool = False) -> s
     return f"{command} --max-transaction-timeout 0" if now else command
 
 
+def when(hanging_at_ms: int | None) -> str:
+    """``hanging from 21:55:03 unless it ends``."""
+    return f"hanging from {clock(hanging_at_ms)} unless it ends" if hanging_at_ms is not None else "hanging soon unless it ends"
+
+
 def state(hanging_at_ms: int | None) -> str:
     """``not tracked by its coordinator; hanging from 21:55:03 unless it ends``."""
-    when = f"hanging from {clock(hanging_at_ms)} unless it ends" if hanging_at_ms is not None else "hanging soon unless it ends"
-    return f"not tracked by its coordinator; {when}"
+    return f"not tracked by its coordinator; {when(hanging_at_ms)}"
 
 
 def note(tp: TopicPartition, producer_id: int, start_offset: int, transactional_id: str | None, hanging_at_ms: int | None) -> str:

@@ -263,8 +263,8 @@ def deadline_source(c: Classification, max_transaction_timeout_ms: int | None) -
     """Which timeout :func:`hanging_deadline_ms` used, in words."""
     own = own_timeout_ms(c)
     if own is not None and (max_transaction_timeout_ms is None or own <= max_transaction_timeout_ms):
-        return f"its producer's transaction timeout ({own} ms)"
-    return f"the maximum transaction timeout ({max_transaction_timeout_ms} ms)"
+        return f"its producer's {own} ms transaction timeout"
+    return f"the {max_transaction_timeout_ms} ms maximum transaction timeout"
 
 
 def max_timeout_from_configs(values: Iterable[str | None]) -> int | None:

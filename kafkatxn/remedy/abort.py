@@ -350,8 +350,10 @@ def not_hanging_yet(c: verdicts.Classification, max_transaction_timeout_ms: int 
     deadline = verdicts.hanging_deadline_ms(c, max_transaction_timeout_ms)
     at = deadline + 1 if deadline is not None else None
     tp, start = c.open_txn.tp, c.open_txn.start_offset
-    return (f"not hanging yet: {untracked.state(at)} (by {verdicts.deadline_source(c, max_transaction_timeout_ms)}); "
-            f"abortable then, or now on purpose: {untracked.abort_command(tp, start, now=True)} (risk: {untracked.ABORT_NOW_RISK})")
+    # The command last: a table prints a command its reason names on a line of its own.
+    return (f"not hanging yet: {untracked.state(at)} (its deadline: {verdicts.deadline_source(c, max_transaction_timeout_ms)}); "
+            f"abortable then; aborting now risks this: {untracked.ABORT_NOW_RISK}; to abort it now on purpose: "
+            f"{untracked.abort_command(tp, start, now=True)}")
 
 
 def abort(

@@ -197,7 +197,7 @@ def test_scan_reports_hanging_long_running_and_untracked_separately():
     # The fresh open transaction (producer 2) no coordinator knows is looked up too: untracked, not
     # hanging before the maximum timeout (its own is not known); the idempotent producer never is.
     assert listed_producer_ids(fake) == [[1, 2, 3]]
-    assert [(r.producer_id, r.deadline) for r in result.untracked] == [(2, f"the maximum transaction timeout ({MAX} ms)")]
+    assert [(r.producer_id, r.deadline) for r in result.untracked] == [(2, f"the {MAX} ms maximum transaction timeout")]
     assert result.max_transaction_timeout_source.startswith("broker config")
     assert not result.missing
 
