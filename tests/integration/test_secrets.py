@@ -389,18 +389,25 @@ def _key_material(settings: dict[str, str]) -> tuple[list[str], list[bytes]]:
 
 def _recent_files_with(root: Path, needles: list[bytes], since: float, skip: Path) -> list[str]:
     found = []
-    for path in root.rglob("*"):
-        try:
-            if skip in path.parents or not path.is_file() or path.is_symlink():
-                continue
-            stat = path.stat()
-            if stat.st_mtime < since or stat.st_size > 20_000_000:
-                continue
-            data = path.read_bytes()
-        except OSError:
-            continue
-        found += [f"{path}" for needle in needles if needle in data]
+    # os.walk skips a directory another process removes while it is read (/tmp is shared); rglob raised.
+    for directory, _dirs, names in os.walk(root):
+        for name in names:
+            found += _file_with(Path(directory) / name, needles, since, skip)
     return found
+
+
+def _file_with(path: Path, needles: list[bytes], since: float, skip: Path) -> list[str]:
+    """``path`` once per needle it holds, if it is a regular file written since ``since`` outside ``skip``."""
+    try:
+        if skip in path.parents or not path.is_file() or path.is_symlink():
+            return []
+        stat = path.stat()
+        if stat.st_mtime < since or stat.st_size > 20_000_000:
+            return []
+        data = path.read_bytes()
+    except OSError:
+        return []
+    return [f"{path}" for needle in needles if needle in data]
 
 
 def test_no_store_password_or_key_material_in_any_output_log_or_file(kafka_secure: SecureKafka, secure_stores, traffic, tmp_path, figures):
