@@ -134,12 +134,12 @@ def take_snapshot(
         # carried by the view and decided per transaction by the one rule; it is not a missing
         # part of the whole answer.
         out.view, _view_missing = gather.coordinator_view(cluster, {p.producer_id for p in pins})
-        # One no coordinator tracks that wrote lately may have ended between the two answers: asked again.
-        young = [c for p in pins if (c := verdicts.classify(p, out.view)).verdict is Verdict.HANGING
-                 and verdicts.is_due(c, int(time.time() * 1000), out.max_transaction_timeout_ms) is False]
-        for tp, pid in gather.still_open(cluster, young, missing):
+        # The group snapshot already asked again about pins no coordinator tracked (gather.settle_pins):
+        # one it found ended is no pin here either, and is not described again.
+        ended = {key for key, c in snap.lso.classifications.items() if c.reason == gather.REASON_ENDED}
+        for tp, pid in ended:
             out.producers[tp] = [s for s in out.producers.get(tp, []) if s.producer_id != pid]
-            pins = [p for p in pins if (p.tp, p.producer_id) != (tp, pid)]
+        pins = [p for p in pins if (p.tp, p.producer_id) not in ended]
         # Before a pin is called hanging: did its coordinator commit it (a lost COMMIT marker)?
         out.transaction_logs, out.transaction_logs_unread = gather.transaction_logs(
             cluster, [verdicts.classify(p, out.view) for p in pins])

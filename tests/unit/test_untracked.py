@@ -264,3 +264,11 @@ def test_at_80_columns_abort_and_untracked_rows_keep_what_names_the_transaction_
     rows = hanging.find_hanging(fake).untracked
     header = render_to_string(rows, "table", width=80).splitlines()[0].split()
     assert {"start_offset", "hanging_at"} <= set(header), header
+
+
+def test_diagnose_drops_a_pin_the_group_snapshot_found_ended_without_describing_it_again():
+    fake = untracked_cluster(closes_after_first_look=True)
+    fake.model.groups = {"billing": {A0: 5}}
+    result = diagnose.run(fake, ["billing"])
+    assert [t.verdict for t in result.transactions] == []  # it ended: no untracked transaction to act on
+    assert len(fake.called("describe_producers")) == 2  # the snapshot's look and its one question again
