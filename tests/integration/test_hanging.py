@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import Producer
@@ -55,53 +56,63 @@ def test_a_hanging_transaction_pins_the_lso_and_stalls_read_committed_consumers(
     assert b"after-1" in uncommitted and f"hanging-{made.transactional_id}-0".encode() in uncommitted
 
 
+@contextmanager
+def ordinary_transaction(broker, tp: TopicPartition):
+    """A transaction its coordinator tracks, open on ``tp`` for the block. Its timeout is the
+    broker's maximum (10 s): each check runs within seconds of its start, because the coordinator
+    aborts it once that passes and a slow scan must not see it ended."""
+    ordinary = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"{tp.topic}-ordinary",
+                         "transaction.timeout.ms": hm.HANGING_BROKER_MAX_TIMEOUT_MS, "log_level": 0})
+    ordinary.init_transactions(30)
+    ordinary.begin_transaction()
+    ordinary.produce(tp.topic, b"ordinary", partition=tp.partition)
+    assert ordinary.flush(30) == 0
+    try:
+        yield
+    finally:
+        ordinary.abort_transaction(30)
+
+
 def test_hanging_is_reported_and_an_ordinary_transaction_within_its_timeout_is_not(capsys, broker, stuck):
     made, made_at = stuck
     # Default max timeout: the broker's transaction.max.timeout.ms (10 s), read from the broker.
     time.sleep(max(0.0, made_at + hm.HANGING_BROKER_MAX_TIMEOUT_MS / 1000 + 1 - time.monotonic()))
     ordinary_tp = TopicPartition(made.topic, 1)
-    ordinary = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"{made.topic}-ordinary",
-                         "transaction.timeout.ms": 10_000, "log_level": 0})
-    ordinary.init_transactions(30)
-    ordinary.begin_transaction()
-    ordinary.produce(ordinary_tp.topic, b"ordinary", partition=ordinary_tp.partition)
-    assert ordinary.flush(30) == 0
-    try:
+    with ordinary_transaction(broker, ordinary_tp):
         result, doc = scan(capsys, broker)
-        assert result.code == 2, result.stderr
-        assert doc["max_transaction_timeout_ms"] == hm.HANGING_BROKER_MAX_TIMEOUT_MS
-        mine = [r for r in doc["hanging"] if r["topic"] == made.topic]
-        assert mine == [
-            {
-                "topic": made.topic, "partition": 0, "producer_id": made.producer_id, "producer_epoch": made.producer_epoch,
-                "coordinator_epoch": -1, "start_offset": made.start_offset,
-                "last_timestamp_ms": mine[0]["last_timestamp_ms"], "duration_ms": mine[0]["duration_ms"],
-                "transactional_id": made.transactional_id, "coordinator_id": 1, "coordinator_state": "Empty",
-                "reason": "coordinator does not track this partition",
-                "last_stable_offset": made.start_offset, "high_watermark": mine[0]["high_watermark"],
-                "lso_lag_messages": mine[0]["high_watermark"] - made.start_offset, "holds_lso": True,
-                # Its coordinator does not date it: its age is its first record's (issue 24).
-                "transaction_age_ms": mine[0]["transaction_age_ms"], "transaction_age_source": "first_record",
-            }
-        ]
-        assert mine[0]["high_watermark"] == hm.end_offset(broker.bootstrap_servers, made.tp, read_committed=False)
-        assert mine[0]["duration_ms"] > hm.HANGING_BROKER_MAX_TIMEOUT_MS
-        # The first record is no later than the last write.
-        assert mine[0]["transaction_age_ms"] >= mine[0]["duration_ms"]
-        everything = doc["hanging"] + doc["long_running"]
-        assert not [r for r in everything if r["partition"] == 1 and r["topic"] == made.topic]
+    assert result.code == 2, result.stderr
+    assert doc["max_transaction_timeout_ms"] == hm.HANGING_BROKER_MAX_TIMEOUT_MS
+    mine = [r for r in doc["hanging"] if r["topic"] == made.topic]
+    assert mine == [
+        {
+            "topic": made.topic, "partition": 0, "producer_id": made.producer_id, "producer_epoch": made.producer_epoch,
+            "coordinator_epoch": -1, "start_offset": made.start_offset,
+            "last_timestamp_ms": mine[0]["last_timestamp_ms"], "duration_ms": mine[0]["duration_ms"],
+            "transactional_id": made.transactional_id, "coordinator_id": 1, "coordinator_state": "Empty",
+            "reason": "coordinator does not track this partition",
+            "last_stable_offset": made.start_offset, "high_watermark": mine[0]["high_watermark"],
+            "lso_lag_messages": mine[0]["high_watermark"] - made.start_offset, "holds_lso": True,
+            # Its coordinator does not date it: its age is its first record's (issue 24).
+            "transaction_age_ms": mine[0]["transaction_age_ms"], "transaction_age_source": "first_record",
+        }
+    ]
+    assert mine[0]["high_watermark"] == hm.end_offset(broker.bootstrap_servers, made.tp, read_committed=False)
+    assert mine[0]["duration_ms"] > hm.HANGING_BROKER_MAX_TIMEOUT_MS
+    # The first record is no later than the last write.
+    assert mine[0]["transaction_age_ms"] >= mine[0]["duration_ms"]
+    everything = doc["hanging"] + doc["long_running"]
+    assert not [r for r in everything if r["partition"] == 1 and r["topic"] == made.topic]
 
-        # Past a shorter bound the ordinary transaction is a candidate, but its coordinator tracks
-        # it: long-running, never hanging.
+    # Past a shorter bound the ordinary transaction is a candidate, but its coordinator tracks
+    # it: long-running, never hanging.
+    with ordinary_transaction(broker, ordinary_tp):
         time.sleep(1.5)
         result, doc = scan(capsys, broker, "--topic", made.topic, "--max-transaction-timeout", "1s")
-        assert result.code == 2, result.stderr
-        assert [(r["partition"], r["reason"]) for r in doc["hanging"]] == [(0, hanging.REASON_NOT_TRACKED)]
-        assert [(r["partition"], r["transactional_id"], r["coordinator_state"]) for r in doc["long_running"]] == [
-            (1, f"{made.topic}-ordinary", "Ongoing")
-        ]
-    finally:
-        ordinary.abort_transaction(30)
+    assert result.code == 2, result.stderr
+    assert [(r["partition"], r["reason"]) for r in doc["hanging"]] == [(0, hanging.REASON_NOT_TRACKED)]
+    assert [(r["partition"], r["transactional_id"], r["coordinator_state"]) for r in doc["long_running"]] == [
+        (1, f"{made.topic}-ordinary", "Ongoing")
+    ]
 
 
 def test_selection_by_topic_partition_and_broker(capsys, broker, stuck):
