@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import gc
 import operator
+import re
 import threading
 import zlib
 from itertools import chain, compress
@@ -26,7 +27,20 @@ from prometheus_client.core import GaugeMetricFamily, Sample
 from prometheus_client.openmetrics import exposition as _om
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
-from prometheus_client.validation import _is_valid_legacy_labelname, _is_valid_legacy_metric_name
+
+# Names this encoder writes bare: Prometheus' classic metric and label names (its data model; a label
+# name starting "__" is reserved). Any other name is written by prometheus_client itself, which
+# quotes UTF-8 names, so both encoders agree whatever prometheus_client version is installed.
+_CLASSIC_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_CLASSIC_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def _is_classic_metric_name(name: str) -> bool:
+    return _CLASSIC_METRIC_NAME.fullmatch(name) is not None
+
+
+def _is_classic_label_name(name: str) -> bool:
+    return _CLASSIC_LABEL_NAME.fullmatch(name) is not None and not name.startswith("__")
 
 # For legacy-valid names (all kafkatxn uses) these two escapings leave names as they are; the
 # others (dots, values) rewrite them, and prometheus_client's encoder is used as it is.
@@ -146,7 +160,7 @@ def _escape_value(v: str) -> str:
 def _fast_lines(metric, openmetrics: bool) -> list[str] | None:
     """The family's lines, or None when it is not one this encoder covers."""
     name = metric.name
-    if metric.type != "gauge" or metric.unit or not _is_valid_legacy_metric_name(name):
+    if metric.type != "gauge" or metric.unit or not _is_classic_metric_name(name):
         return None
     doc = metric.documentation
     if openmetrics:
@@ -155,7 +169,7 @@ def _fast_lines(metric, openmetrics: bool) -> list[str] | None:
         doc = doc.replace("\\", r"\\").replace("\n", r"\n")
     out = [f"# HELP {name} {doc}\n", f"# TYPE {name} gauge\n"]
     if type(metric) is TableGauge and metric._samples is None:
-        if not all(_is_valid_legacy_labelname(k) for k in metric.label_rows.names):
+        if not all(_is_classic_label_name(k) for k in metric.label_rows.names):
             return None
         return _table_lines(metric, out)
     append = out.append
@@ -171,7 +185,7 @@ def _fast_lines(metric, openmetrics: bool) -> list[str] | None:
             continue
         here = tuple(labels)
         if here != keys:
-            if not all(_is_valid_legacy_labelname(k) for k in here):
+            if not all(_is_classic_label_name(k) for k in here):
                 return None
             keys, order = here, sorted(here)
         parts = []
