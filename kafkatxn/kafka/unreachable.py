@@ -48,3 +48,27 @@ def answered_in_tls(text: str) -> bool:
     """Whether a client's "invalid frame length/response size N" is a TLS record read as a Kafka frame."""
     match = _FRAME_SIZE.search(text)
     return match is not None and (int(match.group(1)) >> 16) in (0x1503, 0x1603)
+
+
+# A plaintext ApiVersions v0 request (correlation id 1, client id "kafkatxn"), as any Kafka client's
+# first bytes: a Kafka listener answers it, a TLS listener answers with a TLS alert record.
+_PLAINTEXT_HELLO = bytes.fromhex("00000012" "0012" "0000" "00000001" "0008") + b"kafkatxn"
+
+
+def listener_answers_in_tls(host: str, port: int, timeout_s: float) -> bool:
+    """Whether the listener at host:port answers a plaintext Kafka request with a TLS record.
+
+    A TLS listener sends its alert and closes at once; a client library that reads the alert in the
+    same read as the close reports only "socket disconnected". A socket of our own reads the bytes
+    before the close, so the mismatch is named instead of waited out."""
+    import socket
+
+    if timeout_s <= 0:
+        return False
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(_PLAINTEXT_HELLO)
+            first = sock.recv(5)
+    except OSError:
+        return False
+    return len(first) >= 2 and first[0] in (0x15, 0x16) and first[1] == 0x03

@@ -96,3 +96,49 @@ def test_a_matching_protocol_keeps_the_old_words():
     with pytest.raises(AuthenticationError) as err:
         translator("SSL").translate(KafkaConnectionError("Handshake failed: certificate verify failed"), "connecting")
     assert "does not speak" not in str(err.value) and "certificate verify failed" in str(err.value)
+
+
+def test_a_tls_alert_that_arrives_with_the_close_is_still_named_at_once(tmp_path):
+    """A TLS listener answers a plaintext request with its alert and closes at once; a client that
+    reads both in one read reported "socket disconnected" until --timeout. This listener sends exactly
+    that (the alert and the close together), on every connection."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    alert = bytes.fromhex("15030300020250")  # TLS 1.2 alert record: fatal, protocol_version
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                try:
+                    conn.recv(1024)
+                    conn.sendall(alert)
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "kafkatxn", "hanging", "-b", f"127.0.0.1:{port}", "--timeout", "10s"],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert done.returncode == 3, done.stderr
+    assert f"the broker at 127.0.0.1:{port} speaks TLS: check security.protocol (PLAINTEXT here" in done.stderr, done.stderr
+    assert took < 8, f"{took:.1f}s of a 10s timeout: {done.stderr}"

@@ -14,7 +14,9 @@ from collections import defaultdict
 from typing import Any, Callable, Sequence
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.unreachable import FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, is_no_brokers_error, nothing_listens  # noqa: F401
+from kafkatxn.kafka.unreachable import (  # noqa: F401
+    FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, is_no_brokers_error, listener_answers_in_tls, nothing_listens,
+)
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata import _api_versions_response, _decode_metadata, _metadata
 from kafkatxn.model import BrokerInfo
@@ -25,6 +27,8 @@ Request = Any  # one of the request types of kafkatxn.kafka.protocol
 
 # Bootstrap logins the broker closes before they complete, in a row, taken for a refused login.
 LOGINS_CUT_SHORT = 3
+# A TLS alert record's first four bytes (0x15 0x03 0x03 0x00), as a plaintext client reads them: a frame size.
+TLS_ALERT_AS_FRAME_LENGTH = 0x15030300
 
 
 # Per-leader requests over thousands of partitions take 15 ms each to build as kafka-python objects
@@ -137,6 +141,8 @@ class Wire:
             attempt = 0
             logins_cut = 0
             sasl = str(manager.config["security_protocol"]).upper().startswith("SASL")
+            tls = str(manager.config["security_protocol"]).upper().endswith("SSL")
+            probed: set = set()  # servers whose listener was checked for TLS by a socket of our own
             while time.monotonic() < deadline:
                 server = servers[attempt % len(servers)]
                 attempt += 1
@@ -156,6 +162,13 @@ class Wire:
                     conn.close(exc)
                     if is_refusal(exc):
                         raise
+                    if not tls and server.node_id not in probed and not isinstance(exc, TimeoutError) \
+                            and "Timeout" not in type(exc).__name__:
+                        # Cut off before any answer: a TLS listener's alert may have been read with the close.
+                        probed.add(server.node_id)
+                        if listener_answers_in_tls(server.host, server.port, min(1.0, deadline - time.monotonic())):
+                            raise Errors.KafkaConnectionError(
+                                f"invalid frame length {TLS_ALERT_AS_FRAME_LENGTH} (a TLS alert record)") from exc
                     # A broker closes the connection after refusing a login, and kafka-python drops the
                     # refusal when it arrives in the same read as the close ("socket disconnected").
                     # A login cut short again and again is taken for what it almost always is.
