@@ -251,11 +251,13 @@ def settle_pins(
     if tracked:
         return {_pin_key(c): c for c in classified}, max_transaction_timeout_ms, cleanup_ms
     timeout = max_transaction_timeout_ms
-    young = [c for c in classified if c.verdict is verdicts.Verdict.HANGING and verdicts.is_due(c, now_ms, timeout) is False]
-    # The hanging pass of the same command asked those it found untracked again already.
-    asked = {_pin_key(c) for c in young if (e := (settled or {}).get(_pin_key(c))) is not None
-             and e.verdict is verdicts.Verdict.UNTRACKED and _same_transaction(e.open_txn, c.open_txn)}
-    ended = still_open(cluster, [c for c in young if _pin_key(c) not in asked], missing)
+    # A transaction its coordinator does not track is asked about once more while young, or when its
+    # coordinator has just ended one of its producer's; the hanging pass of the command asked those already.
+    untracked = [c for c in classified if c.verdict is verdicts.Verdict.HANGING
+                 and (verdicts.is_due(c, now_ms, timeout) is False or verdicts.may_have_just_ended(c))]
+    asked = {_pin_key(c) for c in untracked if (e := (settled or {}).get(_pin_key(c))) is not None
+             and e.verdict in (verdicts.Verdict.UNTRACKED, verdicts.Verdict.HANGING) and _same_transaction(e.open_txn, c.open_txn)}
+    ended = still_open(cluster, [c for c in untracked if _pin_key(c) not in asked], missing)
     classified = [_ended(c) if _pin_key(c) in ended else c for c in classified]
     # The log is read for the transactions past their deadline only, as hanging reads it.
     candidates = [c for c in classified if c.verdict is not verdicts.Verdict.LONG_RUNNING and verdicts.is_due(c, now_ms, timeout)]
@@ -282,9 +284,9 @@ def _ended(c: verdicts.Classification) -> verdicts.Classification:
 
 
 def still_open(cluster: Cluster, untracked: Sequence[verdicts.Classification], missing: list[Missing]) -> set[tuple[TopicPartition, int]]:
-    """Of transactions the coordinators do not track though their producers wrote lately, the
-    ``(partition, producer id)`` of those that ended since DescribeProducers showed them: asked once
-    more, after the coordinators answered. A coordinator starts a producer's next transaction only
+    """Of transactions the coordinators do not track, the ``(partition, producer id)`` of those that
+    ended since DescribeProducers showed them: asked once more, after the coordinators answered. A
+    coordinator forgets a transaction's partitions, and starts its producer's next transaction, only
     after the markers of the last one are written, so one still open at the same offset now was
     open, untracked, when its coordinator answered. One that could not be asked again stays as it is."""
     if not untracked:
@@ -340,7 +342,11 @@ def classify_open_transactions(
     due = [c for c in classified if verdicts.is_due(c, now_ms, max_transaction_timeout_ms)]
     waiting = [verdicts.with_deadline(c, now_ms, max_transaction_timeout_ms) for c in classified
                if c.verdict is verdicts.Verdict.HANGING and verdicts.is_due(c, now_ms, max_transaction_timeout_ms) is False]
-    ended = still_open(cluster, waiting, missing)
+    # Due or not, one its coordinator does not track may have ended since DescribeProducers: a
+    # coordinator aborts a timed-out transaction by writing the markers, then forgets the partitions.
+    ended = still_open(cluster, waiting + [c for c in due if c.verdict is verdicts.Verdict.HANGING and verdicts.may_have_just_ended(c)],
+                       missing)
+    due = [c for c in due if _pin_key(c) not in ended]
     untracked = [c for c in waiting if _pin_key(c) not in ended]
     return Scan(all_open, [c.open_txn for c in due], due, missing, untracked)
 

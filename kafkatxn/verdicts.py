@@ -239,6 +239,18 @@ def hanging_deadline_ms(c: Classification, max_transaction_timeout_ms: int | Non
     return c.open_txn.last_timestamp_ms + min(bounds)
 
 
+# A coordinator in these states for the producer has ended (or is ending) a transaction: the markers
+# of one that timed out may land between DescribeProducers and its answer.
+ENDING_STATES = frozenset({"PrepareCommit", "PrepareAbort", "PrepareEpochFence", "CompleteCommit", "CompleteAbort"})
+
+
+def may_have_just_ended(c: Classification) -> bool:
+    """An untracked transaction whose coordinator describes its producer as having just ended one:
+    it is asked about once more before it is called hanging (a young untracked one always is)."""
+    d = c.description
+    return d is not None and d.producer_id == c.open_txn.producer_id and d.state in ENDING_STATES
+
+
 def is_due(c: Classification, now_ms: int, max_transaction_timeout_ms: int | None) -> bool | None:
     """Whether ``c`` is past its :func:`hanging_deadline_ms` (None: the deadline is not known). A
     transaction its coordinator tracks is due once idle past the maximum (``hanging`` lists it as

@@ -177,6 +177,32 @@ def test_a_transaction_that_ended_between_two_answers_is_asked_again_not_reporte
     assert len(fake.called("describe_producers")) == 2  # the scan, and the one question again
 
 
+def test_one_past_its_timeout_its_coordinator_just_aborted_is_asked_again_never_paged():
+    """The coordinator's rollback of a timed-out transaction lands between DescribeProducers and
+    DescribeTransactions: the partition looked open, its coordinator no longer lists it (seen on Kafka
+    4.4: check paged CRITICAL at the moment the broker logged the rollback)."""
+    def cluster():
+        fake = untracked_cluster(idle_ms=OWN + 1_000)
+        fake.model.transactions["app"] = description([], state="CompleteAbort", timeout_ms=OWN)
+        describe = fake.describe_transactions
+
+        def answered_after_the_markers(transactional_ids):
+            for tp in (A0, A1):  # CompleteAbort: its markers are written by the time it answers so
+                fake.model.close_transaction(tp, 7)
+            return describe(transactional_ids)
+
+        fake.describe_transactions = answered_after_the_markers
+        return fake
+
+    fake = cluster()
+    result = hanging.find_hanging(fake)
+    assert result.hanging == [] and result.untracked == [] and not result.missing
+    assert len(fake.called("describe_producers")) == 2  # the scan, and the one question again
+    checked = check.evaluate(snapshot.gather_snapshot(cluster()))
+    assert checked.exit_code != 2, checked.nagios_text()
+    assert not [f for f in checked.findings if "hanging" in f.kind], checked.nagios_text()
+
+
 def test_check_warns_and_names_it_and_the_exporters_oldest_age_counts_it():
     snap = snapshot.gather_snapshot(untracked_cluster())
     result = check.evaluate(snap)
