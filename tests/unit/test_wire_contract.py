@@ -332,6 +332,15 @@ def test_request_fields_reach_the_wire():
     assert [(t.name, list(t.partition_indexes)) for t in marker.topics] == [("orders", [1])]
 
 
+def test_a_marker_declares_transaction_version_0_at_v2_so_the_leader_takes_the_transactions_own_epoch():
+    # KIP-1228 (Kafka 4.3+): a leader checks a version-2 marker's epoch strictly (> the partition's);
+    # kafkatxn's markers carry the open transaction's own epoch, which only the >= check accepts.
+    request = wire.Wire(None)._encode(p.WriteAbortMarker(TP1, 7, 3, 2, commit=True))
+    assert 2 in versions(request)
+    (marker,) = type(request).decode(request.encode(version=2), version=2).markers
+    assert (marker.transaction_version, marker.producer_epoch, marker.transaction_result) == (0, 3, True)
+
+
 def test_api_versions_request_uses_the_managers_client_software_settings():
     manager = _Manager(None)
     request = wire.Wire(type("Client", (), {"_manager": manager})())._encode(p.ApiVersions())

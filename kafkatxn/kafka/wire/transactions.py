@@ -9,6 +9,9 @@ from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.wire.names import error_name
 from kafkatxn.model import TopicPartition
 
+# The transaction version kafkatxn's markers declare (WriteTxnMarkers v2+): see _write_abort_marker.
+MARKER_TRANSACTION_VERSION = 0
+
 
 def _list_transactions(_wire: Any, request: p.ListTransactions) -> Any:
     from kafka.protocol.admin.transactions import ListTransactionsRequest
@@ -66,6 +69,10 @@ def _write_abort_marker(_wire: Any, request: p.WriteAbortMarker) -> Any:
         transaction_result=request.commit,
         topics=[marker_cls.WritableTxnMarkerTopic(name=request.tp.topic, partition_indexes=[request.tp.partition])],
         coordinator_epoch=request.coordinator_epoch,
+        # v2 (KIP-1228) says which transaction version the marker ends. 0 asks the leader for the
+        # check a marker of the open transaction's own epoch passes (epoch >= the partition's); a
+        # version-2 marker must carry a bumped epoch, which would fence the producer on this partition.
+        transaction_version=MARKER_TRANSACTION_VERSION,
     )
     return WriteTxnMarkersRequest(markers=[marker])
 

@@ -1,10 +1,14 @@
 // Transactional traffic from Kafka's own Java client, driven by a script on stdin (tests/support/java_traffic.py).
 //
+//   timeout MS       transaction.timeout.ms of the instances made from now on (60000 until set)
 //   init NAME ID     a new producer instance NAME with transactional.id ID: InitProducerId
-//   txn NAME         begin, send one record, commit; a fenced instance does what applications do:
-//                    closes its producer, makes a new one with the same id, initialises it, retries
-//   abort NAME       begin, send one record, abort
-//   open NAME        begin, send one record, flush, leave the transaction open
+//   txn NAME [V]     begin, send one record (value V, "x" by default), commit; a fenced instance does
+//                    what applications do: closes its producer, makes a new one with the same id,
+//                    initialises it, retries
+//   abort NAME [V]   begin, send one record, abort
+//   open NAME [V]    begin, send one record, flush, leave the transaction open
+//   commit NAME      commit the open transaction; prints "fenced NAME" instead of "ok" when the
+//                    coordinator fenced the instance (it is then closed)
 //   close NAME       close the instance (a clean shutdown; an open transaction stays open)
 //   crash NAME       drop the instance without closing it (its transaction stays open)
 //   sleep MS
@@ -20,6 +24,8 @@ import java.util.Properties;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public class TxnTraffic {
@@ -27,21 +33,29 @@ public class TxnTraffic {
     static String topic;
     static final Map<String, KafkaProducer<byte[], byte[]>> producers = new HashMap<>();
     static final Map<String, String> ids = new HashMap<>();
+    static String transactionTimeoutMs = "60000";
 
     static KafkaProducer<byte[], byte[]> create(String id) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("transactional.id", id);
-        p.put("transaction.timeout.ms", "60000");
+        p.put("transaction.timeout.ms", transactionTimeoutMs);
         p.put("max.block.ms", "30000");
         KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
         producer.initTransactions();
         return producer;
     }
 
-    static void send(KafkaProducer<byte[], byte[]> producer) throws Exception {
+    static void send(KafkaProducer<byte[], byte[]> producer, String[] w) throws Exception {
         producer.beginTransaction();
-        producer.send(new ProducerRecord<>(topic, 0, null, "x".getBytes())).get();
+        producer.send(new ProducerRecord<>(topic, 0, null, (w.length > 2 ? w[2] : "x").getBytes())).get();
+    }
+
+    static boolean fenced(Throwable e) {
+        for (; e != null; e = e.getCause()) {
+            if (e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException) return true;
+        }
+        return false;
     }
 
     public static void main(String[] args) throws Exception {
@@ -52,30 +66,43 @@ public class TxnTraffic {
         while ((line = in.readLine()) != null) {
             String[] w = line.trim().split("\\s+");
             if (w.length == 0 || w[0].isEmpty()) continue;
+            String answer = "ok ";
             switch (w[0]) {
+                case "timeout":
+                    transactionTimeoutMs = w[1];
+                    break;
+                case "commit":
+                    try {
+                        producers.get(w[1]).commitTransaction();
+                    } catch (KafkaException e) {
+                        if (!fenced(e)) throw e;
+                        producers.remove(w[1]).close(Duration.ZERO);
+                        answer = "fenced ";
+                    }
+                    break;
                 case "init":
                     ids.put(w[1], w[2]);
                     producers.put(w[1], create(w[2]));
                     break;
                 case "txn": {
                     try {
-                        send(producers.get(w[1]));
+                        send(producers.get(w[1]), w);
                         producers.get(w[1]).commitTransaction();
                     } catch (Exception e) {  // fenced by the other holder of the id: start again, as applications do
                         producers.get(w[1]).close(Duration.ZERO);
                         KafkaProducer<byte[], byte[]> again = create(ids.get(w[1]));
                         producers.put(w[1], again);
-                        send(again);
+                        send(again, w);
                         again.commitTransaction();
                     }
                     break;
                 }
                 case "abort":
-                    send(producers.get(w[1]));
+                    send(producers.get(w[1]), w);
                     producers.get(w[1]).abortTransaction();
                     break;
                 case "open":
-                    send(producers.get(w[1]));
+                    send(producers.get(w[1]), w);
                     producers.get(w[1]).flush();
                     break;
                 case "close":
@@ -90,7 +117,7 @@ public class TxnTraffic {
                 default:
                     throw new IllegalArgumentException("unknown command: " + line);
             }
-            System.out.println("ok " + line);
+            System.out.println(answer + line);
             System.out.flush();
         }
         for (KafkaProducer<byte[], byte[]> p : producers.values()) p.close(Duration.ZERO);

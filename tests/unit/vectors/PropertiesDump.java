@@ -2,7 +2,7 @@
 // org.apache.kafka.common.utils.Utils.loadProps calls it (ISO-8859-1), and, for sasl.jaas.config,
 // the options Kafka's JAAS parser reads. Used by tests/unit/test_properties_java_parity.py:
 //
-//   java -cp "$HOME/.cache/kafkatxn/kafka-4.3.1/libs/*" tests/unit/vectors/PropertiesDump.java FILE...
+//   java -cp "$HOME/.cache/kafkatxn/kafka-4.4.0/libs/*" tests/unit/vectors/PropertiesDump.java FILE...
 //
 // Output per file: "F <path>", then "E <key> <value>" per entry (sorted), "X" when load() refused the
 // file, and "J <username> <password>" or "JX" for a sasl.jaas.config. Strings are hex of UTF-16BE ("-": empty).
