@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 from kafkatxn import verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
@@ -315,11 +315,13 @@ def gather_snapshot(
     clock: Callable[[], float] = time.time,
     groups: bool = False,
     group_regex: str | None = None,
+    spark_checkpoints: Sequence[str] = (),
 ) -> ClusterSnapshot:
     """One pass over the cluster. Unreachable, auth and deadline failures become ``error``; parts
     that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
-    also the transaction-aware lag of the consumer groups ``group_regex`` matches."""
-    from kafkatxn import gather, producers
+    also the transaction-aware lag of the consumer groups ``group_regex`` matches, and of the Spark
+    queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``)."""
+    from kafkatxn import gather, producers, spark_readers
 
     started = time.monotonic()
     taken_at_ms = int(clock() * 1000)
@@ -362,11 +364,12 @@ def gather_snapshot(
     # Listing groups waits for every broker: with one down it would take the whole deadline, so it
     # gets half of what is left and the offsets pass the rest.
     committed = None
-    if groups:
+    if groups or spark_checkpoints:
         share_s = max(cluster.deadline - time.monotonic(), 0.0) * GROUPS_SHARE
         try:
             with cluster.deadline_within(share_s):
-                committed = committed_group_offsets(cluster, group_regex)
+                committed = committed_group_offsets(cluster, group_regex) if groups else ({}, [])
+                committed = spark_readers.with_queries(cluster, committed, spark_checkpoints)
         except UsageError:
             raise
         except DeadlineExceeded:
@@ -458,7 +461,7 @@ def gather_snapshot(
                     and (topic_regex is None or any(tp.topic in scanned_topics for tp in d.partitions))
                 )
 
-    if groups:
+    if groups or spark_checkpoints:
         scanned = {p.topic for p in selected} if topic_regex else None
         gathered = None
         if committed is not None:

@@ -12,7 +12,7 @@ from kafkatxn import config as config_mod
 from kafkatxn import defaults
 from kafkatxn.cli.check_cmd import SCOPE, GroupRegex, OnlyLagging, PerTopic, TopicRegex
 from kafkatxn.cli.common import CommandContext, command
-from kafkatxn.cli.options import MaxTransactionTimeout, duration_option
+from kafkatxn.cli.options import MaxTransactionTimeout, SparkCheckpoints, duration_option
 from kafkatxn.errors import UsageError
 from kafkatxn.validation import compile_regex
 
@@ -48,6 +48,7 @@ def register(app: typer.Typer) -> None:
         per_family: Annotated[bool, typer.Option(
             "--per-family", help="Transactional-id churn (kafkatxn_transactional_ids, _new) per id family.",
             rich_help_panel=SCOPE)] = False,
+        spark_checkpoints: SparkCheckpoints = None,
     ) -> int:
         """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids, consumer-group lag; gathered
         at scrape time with a short cache. /metrics serves the cluster given here (-b, --profile, the
@@ -71,7 +72,8 @@ def register(app: typer.Typer) -> None:
         def collector_for(config: config_mod.ConnectionConfig):
             # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
             check_client_settings(config)
-            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex)
+            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex,
+                                                spark_checkpoints or ())
             return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
 
         metrics = close_metrics = None

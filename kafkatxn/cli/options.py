@@ -84,6 +84,14 @@ LagThreshold = Annotated[
 ]
 # kafka-transactions.sh spells it --transactional-id (describe) and --transactionalId
 # (force-terminate): runbooks written for Kafka's tool work here unchanged.
+SparkCheckpoints = Annotated[
+    Optional[list[str]],
+    typer.Option("--spark-checkpoint", metavar="[NAME=]PATH",
+                 help="A Structured Streaming query's checkpoint (repeatable; local, hdfs://, s3a://, gs://, abfs://): the query "
+                 "is a reader beside the groups, its position the Kafka offsets its last committed batch ended at. "
+                 "Spark keeps no query name in a checkpoint: NAME= gives one. With it, groups are read only when named.",
+                 show_default=False),
+]
 TransactionalIdOptions = Annotated[
     Optional[list[str]],
     typer.Option("--transactional-id", "--transactionalId", metavar="ID",
