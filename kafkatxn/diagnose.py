@@ -72,10 +72,11 @@ def take_snapshot(
     topics: Sequence[str] | None = None,
     probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None, readers: Mapping[str, dict[TopicPartition, int]] | None = None,
+    every_group: bool = False,
 ) -> DiagnosisSnapshot:
     """Group (and ``readers``': Spark queries) lag with probes, then — only where one is blocked — the
     producer states and what the coordinators say about the pinning producers."""
-    snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers)
+    snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
     missing = list(snap.missing)
     given = max_transaction_timeout_ms is not None  # 0 too: every idle transaction is checked now
     out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
@@ -452,15 +453,17 @@ def run(
     max_transaction_timeout_ms: int | None = None,
     lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD,
     spark_checkpoints: Sequence[str] = (),
+    every_group: bool = False,
 ) -> Diagnosis:
-    """Snapshot and decide: what ``kafkatxn diagnose`` shows (Spark queries beside the groups: spark_readers)."""
+    """Snapshot and decide: what ``kafkatxn diagnose`` shows; the Spark queries of ``spark_checkpoints``
+    beside the groups named (or every group with ``every_group``: lso.take_group_snapshot)."""
     from kafkatxn import history
 
     queries, unread = spark_readers.read_checkpoints(spark_checkpoints)  # before the offsets they are compared with
     readers = spark_readers.reader_positions(cluster, queries, topics) if spark_checkpoints else None
-    snapshot = take_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers)
+    snapshot = take_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
     snapshot.missing[:0] = unread
-    args = " ".join([f"--group {_quote(g)}" for g in groups or []] + [f"--spark-checkpoint {_quote(c)}" for c in spark_checkpoints])
+    args = " ".join([f"--group {_quote(g)}" for g in groups or []] + [f"--spark-checkpoint {_quote(c)}" for c in spark_checkpoints if not every_group])
     args += "".join(f" --topic {_quote(t)}" for t in topics or [])
     result = history.with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
     result.queries = spark_readers.query_rows(queries, result.partitions)

@@ -188,14 +188,14 @@ def take_group_snapshot(
     topics: Sequence[str] | None = None,
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
-    readers: Mapping[str, dict[TopicPartition, int]] | None = None,
+    readers: Mapping[str, dict[TopicPartition, int]] | None = None, every_group: bool = False,
 ) -> GroupSnapshot:
-    """Committed offsets of ``groups`` (default: every group, none when ``readers`` are given: Spark
-    queries' positions, spark_readers), the LSO snapshot of their partitions (pins decided with
+    """Committed offsets of ``groups`` (default: every group; none when ``readers`` are given, unless
+    ``every_group``) and ``readers`` (Spark queries: spark_readers), the LSO snapshot of their partitions (pins decided with
     ``max_transaction_timeout_ms``, the brokers' when not given), and read_committed probes of small
     gaps between a committed offset and the LSO."""
     named = list(dict.fromkeys(groups or []))
-    listed = cluster.list_groups_partial() if named or readers is None else Partial([])
+    listed = cluster.list_groups_partial() if named or readers is None or every_group else Partial([])
     if named:
         known = set(listed.value)
         # A name missing from an incomplete list may be coordinated by the broker that did not answer.
@@ -732,11 +732,11 @@ def group_report(
     watching: bool = False,
     previous: LsoSnapshot | None = None,
     lag_threshold: int = DEFAULT_LAG_THRESHOLD,
-    readers: Mapping[str, dict[TopicPartition, int]] | None = None,
+    readers: Mapping[str, dict[TopicPartition, int]] | None = None, every_group: bool = False,
 ) -> LsoReport:
     """Transaction-aware lag of ``groups`` (and ``readers``: take_group_snapshot) on the partitions they committed
     offsets for or, without a commit, are assigned."""
-    snapshot = take_group_snapshot(cluster, groups, topics, probe_max_gap, readers=readers)
+    snapshot = take_group_snapshot(cluster, groups, topics, probe_max_gap, readers=readers, every_group=every_group)
     rows = group_lags(snapshot, min_lag)
     code = groups_exit_code(rows, critical_age_ms, lag_threshold)
     report = _report(rows, snapshot.lso, snapshot.missing, code, sort, top, watching, previous)

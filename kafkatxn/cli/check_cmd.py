@@ -112,7 +112,8 @@ def register(app: typer.Typer) -> None:
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
         snapshot = gather_snapshot(ctx.cluster, topic_regex, max_transaction_timeout,
-                                   groups=groups, group_regex=group_regex, spark_checkpoints=spark_checkpoints or ())
+                                   groups=groups, group_regex=group_regex,
+                                   spark_checkpoints=spark_checkpoints or ctx.config.spark_checkpoints)
         result = check.evaluate(snapshot, thresholds)
         if textfile is not None:
             from kafkatxn import exporter

@@ -43,8 +43,10 @@ def register(app: typer.Typer) -> None:
         """
         for topic in topics or []:
             check_topic_name(topic)  # a name that cannot exist is a usage error before any request
+        # The profile's queries are read beside every group; those given here, beside the groups named.
+        from_profile = not spark_checkpoints and bool(ctx.config.spark_checkpoints)
         result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, max_transaction_timeout, lag_threshold,
-                              spark_checkpoints or ())
+                              spark_checkpoints or ctx.config.spark_checkpoints, every_group=from_profile)
         if ctx.output == "table":
             print(text_report(result, ctx.wide, terminal_width(sys.stdout)), end="")
         else:

@@ -72,13 +72,15 @@ def register(app: typer.Typer) -> None:
         def collector_for(config: config_mod.ConnectionConfig):
             # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
             check_client_settings(config)
-            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex,
-                                                spark_checkpoints or ())
+            # /probe?profile=NAME: that profile's queries; /metrics: those given here, else the profile's.
+            queries = spark_checkpoints if spark_checkpoints and config is given else config.spark_checkpoints
+            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex, queries)
             return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
 
-        metrics = close_metrics = None
+        metrics = close_metrics = given = None
         if _cluster_given(ctx):
-            metrics, close_metrics = collector_for(ctx.config)
+            given = ctx.config
+            metrics, close_metrics = collector_for(given)
         probes = exporter_http.ProbeTargets(lambda name: config_mod.resolve(profile=name), collector_for)
         app = exporter_http.ExporterApp(metrics, probes, web_config)
         exporter.pin_mmap_threshold()  # RSS stays flat over days of scrapes

@@ -149,11 +149,13 @@ def register(app: typer.Typer) -> None:
         def take_sample(previous: lso.LsoSnapshot | None) -> Sample:
             if groups:
                 # A query's position is read before the offsets it is compared with, as a group's commits are.
-                queries, unread = spark_readers.read_checkpoints(spark_checkpoints or [])
+                # The profile's queries are read beside every group; those given here, beside the groups named.
+                specs = spark_checkpoints or ctx.config.spark_checkpoints
+                queries, unread = spark_readers.read_checkpoints(specs)
                 report = lso.group_report(
                     cluster, group_names, topics, min_lag if min_lag is not None else 0, sort_key, top,
                     critical_age_ms, probe_max_gap, watching, previous, lag_threshold,
-                    spark_readers.reader_positions(cluster, queries, topics) if spark_checkpoints else None,
+                    spark_readers.reader_positions(cluster, queries, topics) if specs else None, not spark_checkpoints,
                 )
                 report.missing[:0] = unread
                 report.exit_code = exit_code(report.exit_code, unread)

@@ -135,7 +135,17 @@ def resolve(
     for key, value in settings.items():
         if is_secret(key):
             register_secret(value)
-    return ConnectionConfig(servers, settings, timeout_ms, profile_name, sources, warnings)
+    return ConnectionConfig(servers, settings, timeout_ms, profile_name, sources, warnings, _spark_checkpoints(prof, profile_name))
+
+
+def _spark_checkpoints(prof: Mapping, profile_name: str | None) -> tuple[str, ...]:
+    """A profile's ``spark_checkpoints``: a table of query name = checkpoint path, or a list of paths."""
+    value = prof.get("spark_checkpoints", {})
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return tuple(f"{name}={path}" for name, path in value.items())
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise UsageError(f"{profiles_file()} profiles.{profile_name}.spark_checkpoints: expected a table of name = \"path\" or a list of paths")
 
 
 def refuse_secret_argument(key: str, value: str) -> None:

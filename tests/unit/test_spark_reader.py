@@ -210,3 +210,19 @@ def test_a_damaged_checkpoint_alone_is_one_line_and_exit_3(tmp_path, capsys):
     d = diagnose.run(cluster, spark_checkpoints=[str(ck)])
     assert d.exit_code == 3 and d.partitions == [] and d.transactions == []
     assert any(str(ck) in str(m) and "v7" in str(m) for m in d.missing)
+
+
+def test_a_profile_names_its_queries(tmp_path, monkeypatch):
+    from kafkatxn.config import resolve
+    from kafkatxn.errors import UsageError
+
+    path = tmp_path / "config.toml"
+    monkeypatch.setenv("KAFKATXN_CONFIG", str(path))
+    path.write_text('[profiles.prod]\nbootstrap_servers = "k:9092"\n'
+                    '[profiles.prod.spark_checkpoints]\norders-etl = "s3a://ck/orders"\nbilling = "/ck/billing"\n')
+    assert resolve(profile="prod").spark_checkpoints == ("orders-etl=s3a://ck/orders", "billing=/ck/billing")
+    path.write_text('[profiles.prod]\nbootstrap_servers = "k:9092"\nspark_checkpoints = ["/ck/a"]\n')
+    assert resolve(profile="prod").spark_checkpoints == ("/ck/a",)
+    path.write_text('[profiles.prod]\nbootstrap_servers = "k:9092"\nspark_checkpoints = 3\n')
+    with pytest.raises(UsageError, match="spark_checkpoints"):
+        resolve(profile="prod")
