@@ -220,6 +220,9 @@ class QueryReader(str):
         self.query_name, self.query_id, self.checkpoint = query_name, query_id, checkpoint
         return self
 
+    def __reduce__(self) -> tuple:  # copies and pickles keep what the query is, not only its label
+        return (QueryReader, (self.query_name, self.query_id, self.checkpoint))
+
 
 @dataclass(frozen=True)
 class TransactionLogHistory:

@@ -202,6 +202,11 @@ def test_reader_label_is_a_string_that_names_its_query():
     q = QueryReader(None, QUERY_ID, "/ck")
     assert q == f"spark:{QUERY_ID}" and spark_readers.reader_option(q) == "--spark-checkpoint /ck"
     assert spark_readers.reader_option("billing") == "--group billing"
+    import copy
+    import pickle
+
+    for again in (copy.deepcopy(q), pickle.loads(pickle.dumps(q))):
+        assert type(again) is QueryReader and (again.query_id, again.checkpoint) == (QUERY_ID, "/ck")
 
 
 def test_a_damaged_checkpoint_alone_is_one_line_and_exit_3(tmp_path, capsys):
