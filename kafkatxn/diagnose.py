@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import defaults, gather, lost_commit, lso, spark_readers, untracked, verdicts
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
-from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
+from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exit_code, worst
 from kafkatxn.gaps import Gap, explain, gap_of
 from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionLogHistory
 from kafkatxn.output import Report
@@ -454,12 +454,15 @@ def run(
     lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD,
     spark_checkpoints: Sequence[str] = (),
     every_group: bool = False,
+    spark_writers: Sequence[spark_readers.WriterSpec] = (),
 ) -> Diagnosis:
     """Snapshot and decide: what ``kafkatxn diagnose`` shows; the Spark queries of ``spark_checkpoints``
     beside the groups named (or every group with ``every_group``: lso.take_group_snapshot)."""
     from kafkatxn import history
 
     queries, unread = spark_readers.read_checkpoints(spark_checkpoints)  # before the offsets they are compared with
+    queries, ledgers_unread = spark_readers.with_writers(cluster, queries, spark_writers)  # the ledger: after the checkpoint
+    unread += ledgers_unread
     readers = spark_readers.reader_positions(cluster, queries, topics) if spark_checkpoints else None
     snapshot = take_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
     snapshot.missing[:0] = unread
@@ -467,5 +470,8 @@ def run(
     args += "".join(f" --topic {_quote(t)}" for t in topics or [])
     result = history.with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
     result.queries = spark_readers.query_rows(queries, result.partitions)
+    # A writer whose ledger is behind its checkpoint lost output: a finding (one ahead is a replay about to be skipped).
+    if any(q.writer_state == "behind" for q in result.queries):
+        result.exit_code = int(worst([Status(result.exit_code), Status.WARNING]))
     return result
 

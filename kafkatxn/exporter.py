@@ -423,7 +423,7 @@ class ClusterGatherer:
         max_transaction_timeout_ms: int | None = None,
         groups: bool = False,
         group_regex: str | None = None,
-        spark_checkpoints: Sequence[str] = (),
+        spark_checkpoints: Sequence[str] = (), spark_writers: Sequence = (),
     ):
         # The scrape deadline is the command's deadline, so error messages name the right figure.
         self.config = dataclasses.replace(config, timeout_ms=int(scrape_timeout_s * 1000))
@@ -432,7 +432,7 @@ class ClusterGatherer:
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self._cluster: Cluster | None = None
         self.groups = groups
-        self.group_regex, self.spark_checkpoints = group_regex, tuple(spark_checkpoints)
+        self.group_regex, self.spark_checkpoints, self.spark_writers = group_regex, tuple(spark_checkpoints), tuple(spark_writers)
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")
         if group_regex:
@@ -443,8 +443,8 @@ class ClusterGatherer:
             self._cluster = Cluster(self.config)
         self._cluster.restart_deadline(self.scrape_timeout_s)
         try:
-            snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms,
-                                   groups=self.groups, group_regex=self.group_regex, spark_checkpoints=self.spark_checkpoints)
+            snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms, groups=self.groups,
+                                   group_regex=self.group_regex, spark_checkpoints=self.spark_checkpoints, spark_writers=self.spark_writers)
         except Exception:
             self.close()
             raise

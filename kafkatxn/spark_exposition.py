@@ -39,10 +39,11 @@ def _labels(reader: QueryReader) -> list[str]:
 
 
 def query_lag(snapshot: ClusterSnapshot, samples: Sequence[GroupSample], per_partition: bool = True) -> list[Metric]:
-    """``kafkatxn_spark_query_*``: per query, topic and partition (``per_partition``), and per query summed."""
+    """``kafkatxn_spark_query_*``: per query, topic and partition (``per_partition``), per query summed,
+    and its checkpoint's and its writer's batches."""
+    out: list[Metric] = batches(snapshot)
     if not samples:
-        return []
-    out: list[Metric] = []
+        return out
     stuck_of = [snapshot.group_stuck(s) if s.blocked else False for s in samples]
     if per_partition:
         place = [*QUERY_LABELS, "topic", "partition"]
@@ -94,3 +95,31 @@ def query_lag(snapshot: ClusterSnapshot, samples: Sequence[GroupSample], per_par
     out.append(GaugeMetricFamily("kafkatxn_spark_queries_blocked", "Spark queries blocked on at least one partition.",
                                  value=sum(1 for v in sums.values() if v[-3])))
     return out
+
+
+def batches(snapshot: ClusterSnapshot) -> list[Metric]:
+    """Per query: its checkpoint's last committed batch and the one in flight, and where it writes through
+    kafkatxn's exactly-once writer, the last batch the writer's ledger says was committed."""
+    rows = snapshot.spark_queries
+    if not rows:
+        return []
+    committed = GaugeMetricFamily("kafkatxn_spark_query_committed_batch_id", "The last batch the query's checkpoint "
+                                  "committed (commits/N); no series before its first.", labels=QUERY_LABELS)
+    in_flight = GaugeMetricFamily("kafkatxn_spark_query_in_flight_batch_id", "A batch the query planned (offsets/N) "
+                                  "and has not committed; no series when none is.", labels=QUERY_LABELS)
+    writer = GaugeMetricFamily("kafkatxn_spark_query_writer_batch_id", "The last batch the query's exactly-once writer's "
+                               "ledger says was committed (--spark-writer): ahead of the checkpoint is a replay about to be "
+                               "skipped, behind it is lost output.", labels=[*QUERY_LABELS, "writer"])
+    behind = GaugeMetricFamily("kafkatxn_spark_query_writer_behind", "1 while the writer's ledger is behind the "
+                               "checkpoint's last committed batch (their output is missing).", labels=[*QUERY_LABELS, "writer"])
+    for r in rows:
+        labels = [r.query_name or r.query_id or "", r.query_id or "", r.checkpoint]
+        if r.committed_batch_id is not None:
+            committed.add_metric(labels, r.committed_batch_id)
+        if r.in_flight_batch_id is not None:
+            in_flight.add_metric(labels, r.in_flight_batch_id)
+        if r.writer is not None and r.writer_state is not None:
+            if r.writer_batch_id is not None:
+                writer.add_metric([*labels, r.writer], r.writer_batch_id)
+            behind.add_metric([*labels, r.writer], 1 if r.writer_state == "behind" else 0)
+    return [committed, in_flight, writer, behind]

@@ -44,6 +44,9 @@ class SparkQuery:
     in_flight_end: dict[TopicPartition, int] = field(default_factory=dict)  # the batch in flight's end offsets
     kafka_sources: int = 0
     other_sources: int = 0  # sources that are not Kafka: not read here
+    writer: str | None = None  # its exactly-once writer (application/query), when named (--spark-writer)
+    writer_read: bool = False  # its ledger was read
+    writer_batch_id: int | None = None  # the newest batch a task's ledger entry says was committed
 
 
 class _Local:
@@ -223,6 +226,71 @@ class QueryRow:
     kafka_sources: int
     other_sources: int
     status: str | None  # caught_up, waiting, lagging, unknown or blocked; None when none of its partitions was measured
+    # Where it writes through kafkatxn's exactly-once writer (--spark-writer): the newest batch a task's
+    # ledger entry says was committed, and how that stands with the checkpoint's committed batch.
+    writer: str | None = None  # application/query, as the writer's ledger keys name it
+    writer_batch_id: int | None = None
+    writer_state: str | None = None  # in_step, ahead, behind (WRITER_STATES); None without a writer or its ledger
+
+
+# How the writer's ledger stands with the checkpoint. Spark writes a batch's commit entry after its
+# foreachBatch returned, so the writer is never behind a healthy checkpoint.
+WRITER_STATES = {
+    "in_step": "the ledger's last batch is the checkpoint's last committed batch",
+    "ahead": "the writer committed a batch the checkpoint has not: Spark replays it and the writer skips it",
+    "behind": "the checkpoint committed batches the writer's ledger does not have: their output is missing (a bug)",
+}
+
+
+@dataclass(frozen=True)
+class WriterSpec:
+    """``NAME=APPLICATION/QUERY[@LEDGER_TOPIC]``: the exactly-once writer of the query named NAME."""
+
+    query_name: str
+    application: str
+    query: str | None
+    ledger_topic: str
+
+    @property
+    def writer(self) -> str:
+        return f"{self.application}/{self.query or ''}"
+
+
+DEFAULT_LEDGER_TOPIC = "kafkatxn-spark-ledger"  # spark_eos's default (not imported: it loads pyspark)
+
+
+def parse_writer(spec: str) -> WriterSpec:
+    m = re.fullmatch(r"([A-Za-z0-9_.\-]+)=([^/@]+)/([^/@]*)(?:@(.+))?", spec)
+    if m is None:
+        raise ValueError(f"--spark-writer {spec!r}: expected NAME=APPLICATION/QUERY[@LEDGER_TOPIC]")
+    return WriterSpec(m.group(1), m.group(2), m.group(3) or None, m.group(4) or DEFAULT_LEDGER_TOPIC)
+
+
+def writer_state(committed_batch_id: int | None, writer_batch_id: int | None) -> str | None:
+    if writer_batch_id is None:
+        return None if committed_batch_id is None else "behind"
+    if committed_batch_id is None or writer_batch_id > committed_batch_id:
+        return "ahead"
+    return "in_step" if writer_batch_id == committed_batch_id else "behind"
+
+
+def with_writers(cluster: Cluster, queries: Sequence[SparkQuery], specs: Sequence[WriterSpec]) -> tuple[list[SparkQuery], list[Missing]]:
+    """``queries`` with their exactly-once writers' ledgers read (a query named by a spec): the newest
+    batch a task's entry says was committed; a ledger that could not be read is a missing part."""
+    from dataclasses import replace
+
+    by_name = {s.query_name: s for s in specs}
+    out, missing = [], []
+    for q in queries:
+        spec = by_name.get(q.reader.query_name or "")
+        if spec is None:
+            out.append(q)
+            continue
+        read = cluster.writer_batches(spec.ledger_topic, spec.application, spec.query)
+        missing += read.missing
+        out.append(replace(q, writer=spec.writer, writer_read=not read.missing,
+                           writer_batch_id=max(read.value.values(), default=None)))
+    return out, missing
 
 
 STATUS_ORDER = ("blocked", "lagging", "unknown", "waiting", "caught_up")
@@ -232,7 +300,7 @@ def query_rows(queries: Sequence[SparkQuery], places: Iterable[object] = ()) -> 
     """A row per query; ``places``: rows with ``group`` and ``verdict`` (its partitions), for its status."""
     verdicts: dict[str, set[str]] = {}
     for p in places:
-        verdicts.setdefault(str(getattr(p, "group")), set()).add(str(getattr(getattr(p, "verdict"), "value", getattr(p, "verdict"))))
+        verdicts.setdefault(str(getattr(p, "group")), set()).add(_status(p))
     rows = []
     for q in queries:
         found = verdicts.get(str(q.reader), set())
@@ -241,8 +309,19 @@ def query_rows(queries: Sequence[SparkQuery], places: Iterable[object] = ()) -> 
             q.committed_batch_timestamp_ms, q.in_flight_batch_id,
             ", ".join(f"{tp}@{off}" for tp, off in sorted(q.in_flight_end.items())) if q.in_flight_batch_id is not None else None,
             q.kafka_sources, q.other_sources, next((s for s in STATUS_ORDER if s in found), None),
+            q.writer, q.writer_batch_id, writer_state(q.committed_batch_id, q.writer_batch_id) if q.writer_read else None,
         ))
     return rows
+
+
+def _status(place: object) -> str:
+    """A place's verdict: a row's own, or a scrape's GroupSample's (blocked, waiting, lagging, caught up)."""
+    verdict = getattr(place, "verdict", None)
+    if verdict is not None:
+        return str(getattr(verdict, "value", verdict))
+    if getattr(place, "blocked"):
+        return "blocked"
+    return "waiting" if getattr(place, "waiting") else "lagging" if getattr(place, "lag_messages") > 0 else "caught_up"
 
 
 def query_notes(queries: Sequence[SparkQuery]) -> list[str]:
@@ -271,11 +350,15 @@ def reader_option(reader: str, group_flag: str = "--group ") -> str:
     return f"{group_flag}{shlex.quote(reader)}"
 
 
-def with_queries(cluster: Cluster, committed: tuple[dict, list[Missing]], specs: Sequence[str]) -> tuple[dict, list[Missing]]:
+def with_queries(cluster: Cluster, committed: tuple[dict, list[Missing]], specs: Sequence[str],
+                 writers: Sequence[WriterSpec] = ()) -> tuple[tuple[dict, list[Missing]], list[SparkQuery]]:
     """A group pass's committed offsets (``snapshot.committed_group_offsets``) with the Spark queries of
-    ``specs`` beside the groups, and the checkpoints that could not be read among the missing parts."""
+    ``specs`` beside the groups (the checkpoints and writers' ledgers that could not be read among the
+    missing parts), and the queries, their writers' last batches in ``writer_batches``."""
     if not specs:
-        return committed
+        return committed, []
     queries, unread = read_checkpoints(specs)
+    queries, ledgers_unread = with_writers(cluster, queries, writers)
+    unread += ledgers_unread
     by_group, missing = committed
-    return {**by_group, **reader_positions(cluster, queries)}, [*missing, *unread]
+    return ({**by_group, **reader_positions(cluster, queries)}, [*missing, *unread]), queries

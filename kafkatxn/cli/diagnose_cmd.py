@@ -9,7 +9,7 @@ import typer
 
 from kafkatxn import diagnose, lso
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
-from kafkatxn.cli.options import LagThreshold, MaxTransactionTimeout, ProbeMaxGap, SparkCheckpoints, Topics
+from kafkatxn.cli.options import LagThreshold, MaxTransactionTimeout, ProbeMaxGap, SparkCheckpoints, SparkWriters, Topics, spark_writers
 from kafkatxn.output import render_to_string, table_text, terminal_width
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.validation import check_topic_name
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         max_transaction_timeout: MaxTransactionTimeout = None,
         lag_threshold: LagThreshold = lso.DEFAULT_LAG_THRESHOLD,
         spark_checkpoints: SparkCheckpoints = None,
+        writers: SparkWriters = None,
     ) -> int:
         """Why has my read_committed consumer group (or Spark query: --spark-checkpoint) stopped, and what do I do?
 
@@ -46,7 +47,8 @@ def register(app: typer.Typer) -> None:
         # The profile's queries are read beside every group; those given here, beside the groups named.
         from_profile = not spark_checkpoints and bool(ctx.config.spark_checkpoints)
         result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, max_transaction_timeout, lag_threshold,
-                              spark_checkpoints or ctx.config.spark_checkpoints, every_group=from_profile)
+                              spark_checkpoints or ctx.config.spark_checkpoints, every_group=from_profile,
+                              spark_writers=spark_writers(writers, ctx.config.spark_writers))
         if ctx.output == "table":
             print(text_report(result, ctx.wide, terminal_width(sys.stdout)), end="")
         else:

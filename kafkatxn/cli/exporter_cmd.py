@@ -12,7 +12,7 @@ from kafkatxn import config as config_mod
 from kafkatxn import defaults
 from kafkatxn.cli.check_cmd import SCOPE, GroupRegex, OnlyLagging, PerTopic, TopicRegex
 from kafkatxn.cli.common import CommandContext, command
-from kafkatxn.cli.options import MaxTransactionTimeout, SparkCheckpoints, duration_option
+from kafkatxn.cli.options import MaxTransactionTimeout, SparkCheckpoints, SparkWriters, duration_option, spark_writers
 from kafkatxn.errors import UsageError
 from kafkatxn.validation import compile_regex
 
@@ -49,6 +49,7 @@ def register(app: typer.Typer) -> None:
             "--per-family", help="Transactional-id churn (kafkatxn_transactional_ids, _new) per id family.",
             rich_help_panel=SCOPE)] = False,
         spark_checkpoints: SparkCheckpoints = None,
+        writers: SparkWriters = None,
     ) -> int:
         """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids, consumer-group lag; gathered
         at scrape time with a short cache. /metrics serves the cluster given here (-b, --profile, the
@@ -73,8 +74,11 @@ def register(app: typer.Typer) -> None:
             # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
             check_client_settings(config)
             # /probe?profile=NAME: that profile's queries; /metrics: those given here, else the profile's.
-            queries = spark_checkpoints if spark_checkpoints and config is given else config.spark_checkpoints
-            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex, queries)
+            mine = bool(spark_checkpoints) and config is given
+            queries = spark_checkpoints if mine else config.spark_checkpoints
+            writing = spark_writers(writers if mine else None, config.spark_writers)
+            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex,
+                                                queries, writing)
             return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
 
         metrics = close_metrics = given = None

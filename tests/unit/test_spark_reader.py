@@ -231,3 +231,52 @@ def test_a_profile_names_its_queries(tmp_path, monkeypatch):
     path.write_text('[profiles.prod]\nbootstrap_servers = "k:9092"\nspark_checkpoints = 3\n')
     with pytest.raises(UsageError, match="spark_checkpoints"):
         resolve(profile="prod")
+
+
+@pytest.mark.parametrize("ledger, state, code", [({0: 7, 1: 8}, "ahead", 0), ({0: 7, 1: 7}, "in_step", 0), ({0: 6, 1: 6}, "behind", 1)])
+def test_the_writers_ledger_beside_the_checkpoint(tmp_path, ledger, state, code):
+    """Ahead: the writer committed batch 8, the checkpoint not (a replay the writer will skip); behind:
+    the checkpoint committed batch 7 the ledger does not have (lost output, a finding)."""
+    from kafkatxn.model import Partial
+
+    _, cluster = blocked_model()
+    asked = []
+    cluster.writer_batches = lambda topic, app, query: asked.append((topic, app, query)) or Partial(dict(ledger))
+    ck = write_checkpoint(tmp_path / "q", {7: offsets_v1(kafka({"audit": {0: 10}}))}, commits=(7,))
+    writers = [spark_readers.parse_writer("etl=orders-enricher/main")]
+    d = diagnose.run(cluster, spark_checkpoints=[f"etl={ck}"], spark_writers=writers)
+    (q,) = d.queries
+    assert asked == [("kafkatxn-spark-ledger", "orders-enricher", "main")]
+    assert (q.writer, q.writer_batch_id, q.committed_batch_id, q.writer_state) == ("orders-enricher/main", max(ledger.values()), 7, state)
+    assert d.exit_code == code
+    snap = gather_snapshot(cluster, spark_checkpoints=[f"etl={ck}"], spark_writers=writers)
+    families = {m.name: m for m in spark_exposition.batches(snap)}
+    assert families["kafkatxn_spark_query_writer_batch_id"].samples[0].value == max(ledger.values())
+    assert families["kafkatxn_spark_query_writer_behind"].samples[0].value == (1 if state == "behind" else 0)
+    assert families["kafkatxn_spark_query_committed_batch_id"].samples[0].value == 7
+
+
+def test_a_ledger_that_cannot_be_read_is_missing_not_in_step(tmp_path):
+    from kafkatxn.model import Missing, Part, Partial
+
+    _, cluster = blocked_model()
+    cluster.writer_batches = lambda topic, app, query: Partial({}, [Missing(Part(f"ledger topic {topic}"), "the ledger topic t does not exist")])
+    ck = write_checkpoint(tmp_path / "q", {7: offsets_v1(kafka({"audit": {0: 10}}))}, commits=(7,))
+    d = diagnose.run(cluster, spark_checkpoints=[f"etl={ck}"], spark_writers=[spark_readers.parse_writer("etl=app/q@t")])
+    (q,) = d.queries
+    assert q.writer_state is None and d.exit_code == 3 and any("ledger topic t" in str(m) for m in d.missing)
+
+
+def test_writer_specs_and_a_profiles_writers(tmp_path, monkeypatch):
+    from kafkatxn.config import resolve
+
+    assert spark_readers.parse_writer("etl=app/q@ledger") == spark_readers.WriterSpec("etl", "app", "q", "ledger")
+    assert spark_readers.parse_writer("etl=app/").query is None
+    with pytest.raises(ValueError, match="NAME=APPLICATION/QUERY"):
+        spark_readers.parse_writer("app/q")
+    path = tmp_path / "config.toml"
+    monkeypatch.setenv("KAFKATXN_CONFIG", str(path))
+    path.write_text('[profiles.prod]\nbootstrap_servers = "k:9092"\n[profiles.prod.spark_checkpoints]\n'
+                    'etl = {checkpoint = "/ck/etl", writer = "orders-enricher/main", ledger_topic = "ledger"}\nplain = "/ck/p"\n')
+    config = resolve(profile="prod")
+    assert config.spark_checkpoints == ("etl=/ck/etl", "plain=/ck/p") and config.spark_writers == ("etl=orders-enricher/main@ledger",)
