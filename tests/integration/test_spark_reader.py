@@ -131,3 +131,33 @@ def test_a_stalled_query_is_diagnosed_and_the_command_unblocks_it(broker, unique
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_the_writers_ledger_is_read_committed_per_task(broker, unique_name):
+    """The ledger as spark_eos writes it (key <application>/<query>/<task>, value {"batch": N}, in
+    transactions): an aborted entry and another writer's keys do not count, a tombstone removes a task."""
+    from confluent_kafka import Producer
+
+    from kafkatxn.config import ConnectionConfig
+    from kafkatxn.kafka import Cluster
+
+    bootstrap = broker.bootstrap_servers
+    ledger = broker.create_topic(f"{unique_name[:80]}-ledger", partitions=2)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{ledger}-w", "log_level": 0})
+    producer.init_transactions(30)
+
+    def transaction(entries: list[tuple[str, int | None]], commit: bool = True) -> None:
+        producer.begin_transaction()
+        for i, (key, batch) in enumerate(entries):
+            producer.produce(ledger, key=key, value=None if batch is None else json.dumps({"batch": batch}), partition=i % 2)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+
+    transaction([("app/main/0", 4), ("app/main/1", 4), ("app/other/0", 9)])
+    transaction([("app/main/0", 5), ("app/main/1", 5)])
+    transaction([("app/main/0", 6), ("app/main/1", 6)], commit=False)  # aborted: not committed by the writer
+    transaction([("app/main/2", 3), ("app/main/2", None)])  # a retired task's tombstone
+    with Cluster(ConnectionConfig(bootstrap, timeout_ms=20_000)) as cluster:
+        read = cluster.writer_batches(ledger, "app", "main")
+        assert read.missing == [] and read.value == {0: 5, 1: 5}
+        gone = cluster.writer_batches(f"{ledger}-none", "app", "main")
+        assert gone.value == {} and "does not exist" in gone.missing[0].reason
