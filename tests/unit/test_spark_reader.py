@@ -280,3 +280,18 @@ def test_writer_specs_and_a_profiles_writers(tmp_path, monkeypatch):
                     'etl = {checkpoint = "/ck/etl", writer = "orders-enricher/main", ledger_topic = "ledger"}\nplain = "/ck/p"\n')
     config = resolve(profile="prod")
     assert config.spark_checkpoints == ("etl=/ck/etl", "plain=/ck/p") and config.spark_writers == ("etl=orders-enricher/main@ledger",)
+
+
+def test_the_remote_path_reads_through_pyarrow_fs_as_the_local_one(tmp_path):
+    """hdfs/s3a/gs/abfs go through pyarrow.fs; its local filesystem (file://) runs the same code here."""
+    pytest.importorskip("pyarrow")
+    from kafkatxn.model import Part
+
+    ck = write_checkpoint(tmp_path / "q", {4: offsets_v1(kafka({"orders": {0: 10}})), 5: offsets_v1(kafka({"orders": {0: 12}}))},
+                          commits=(4,))
+    fs = spark_readers._Arrow(f"file://{ck}")
+    remote, missing = spark_readers._read(fs, fs.root, "etl", f"file://{ck}", Part("x"))
+    local, _ = spark_readers.read_checkpoint(f"etl={ck}")
+    assert missing == [] and (remote.position, remote.in_flight_end, remote.committed_batch_id) == \
+        (local.position, local.in_flight_end, local.committed_batch_id)
+    assert fs.list(str(tmp_path / "nowhere")) is None
