@@ -295,3 +295,18 @@ def test_the_remote_path_reads_through_pyarrow_fs_as_the_local_one(tmp_path):
     assert missing == [] and (remote.position, remote.in_flight_end, remote.committed_batch_id) == \
         (local.position, local.in_flight_end, local.committed_batch_id)
     assert fs.list(str(tmp_path / "nowhere")) is None
+
+
+def test_lso_groups_shows_the_query_alone_or_beside_every_group(tmp_path):
+    from kafkatxn import lso
+
+    _, cluster = blocked_model()
+    ck = write_checkpoint(tmp_path / "q", {0: offsets_v1(kafka({"orders": {0: 3}}))}, commits=(0,))
+    queries, _ = spark_readers.read_checkpoints([f"etl={ck}"])
+    readers = spark_readers.reader_positions(cluster, queries)
+    alone = lso.group_report(cluster, readers=readers)
+    assert [(r.group, r.committed_offset, r.verdict.value) for r in alone.rows] == [("spark:etl", 3, "waiting")]
+    beside = lso.group_report(cluster, readers=readers, every_group=True)
+    assert {r.group for r in beside.rows} == {"billing", "reports", "spark:etl"}
+    assert {r.verdict for r in beside.rows if r.group in ("billing", "spark:etl")} == {alone.rows[0].verdict}
+    assert spark_readers.query_notes(queries) == [f"spark:etl is query {QUERY_ID} (checkpoint {ck}): batch 0 committed"]
