@@ -29,7 +29,7 @@ from kafkatxn import defaults, gather, lost_commit, lso, spark_readers, untracke
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exit_code, worst
 from kafkatxn.gaps import Gap, explain, gap_of
-from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionLogHistory
+from kafkatxn.model import Missing, ProducerState, QueryReader, TopicPartition, TransactionLogHistory
 from kafkatxn.output import Report
 # The rows and words diagnose decides (its API too).
 from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict  # noqa: F401
@@ -438,7 +438,9 @@ def _summary(groups: Sequence[GroupSummary], transactions: Sequence[PinningTrans
     for g in groups:
         counts[g.status] += 1
     parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in ("blocked", "lagging", "unknown", "waiting", "caught_up") if counts[s]]
-    text = f"{len(groups)} group{'s' if len(groups) != 1 else ''}: " + ", ".join(parts)
+    queries = sum(1 for g in groups if isinstance(g.group, QueryReader))
+    counts = ((len(groups) - queries, "group", "groups"), (queries, "Spark query", "Spark queries"))
+    text = " and ".join(f"{n} {one if n == 1 else many}" for n, one, many in counts if n) + ": " + ", ".join(parts)
     if transactions:
         held = ", ".join(f"{t.transactional_id or f'producer {t.producer_id}'} ({t.verdict.value})" for t in transactions)
         text += f"; held by {held}"

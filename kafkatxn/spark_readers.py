@@ -19,7 +19,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
 
 from kafkatxn import spark_checkpoint as sc
 from kafkatxn.model import Missing, Part, QueryReader, TopicPartition
@@ -215,17 +215,19 @@ class QueryRow:
     """One Spark query among the readers: which query, where its checkpoint stands, and its status
     (the worst of its partitions' verdicts, as a group's)."""
 
+    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("committed_batch_id", "checkpoint")  # narrow tables keep them (output.py)
+
     reader: str  # spark:<name or id>: the "group" of its partition rows
-    query_name: str | None  # None: not given (Spark keeps none in the checkpoint)
+    status: str | None  # caught_up, waiting, lagging, unknown or blocked; None when none of its partitions was measured
+    committed_batch_id: int | None
+    in_flight_batch_id: int | None
     query_id: str | None
     checkpoint: str
-    committed_batch_id: int | None
+    query_name: str | None  # None: not given (Spark keeps none in the checkpoint)
     committed_batch_timestamp_ms: int | None
-    in_flight_batch_id: int | None
     in_flight_end_offsets: str | None  # "topic-partition@offset, ..." of the batch in flight
     kafka_sources: int
     other_sources: int
-    status: str | None  # caught_up, waiting, lagging, unknown or blocked; None when none of its partitions was measured
     # Where it writes through kafkatxn's exactly-once writer (--spark-writer): the newest batch a task's
     # ledger entry says was committed, and how that stands with the checkpoint's committed batch.
     writer: str | None = None  # application/query, as the writer's ledger keys name it
@@ -305,11 +307,13 @@ def query_rows(queries: Sequence[SparkQuery], places: Iterable[object] = ()) -> 
     for q in queries:
         found = verdicts.get(str(q.reader), set())
         rows.append(QueryRow(
-            str(q.reader), q.reader.query_name, q.reader.query_id, q.reader.checkpoint, q.committed_batch_id,
-            q.committed_batch_timestamp_ms, q.in_flight_batch_id,
-            ", ".join(f"{tp}@{off}" for tp, off in sorted(q.in_flight_end.items())) if q.in_flight_batch_id is not None else None,
-            q.kafka_sources, q.other_sources, next((s for s in STATUS_ORDER if s in found), None),
-            q.writer, q.writer_batch_id, writer_state(q.committed_batch_id, q.writer_batch_id) if q.writer_read else None,
+            reader=str(q.reader), status=next((s for s in STATUS_ORDER if s in found), None),
+            committed_batch_id=q.committed_batch_id, in_flight_batch_id=q.in_flight_batch_id, query_id=q.reader.query_id,
+            checkpoint=q.reader.checkpoint, query_name=q.reader.query_name, committed_batch_timestamp_ms=q.committed_batch_timestamp_ms,
+            in_flight_end_offsets=", ".join(f"{tp}@{off}" for tp, off in sorted(q.in_flight_end.items()))
+            if q.in_flight_batch_id is not None else None,
+            kafka_sources=q.kafka_sources, other_sources=q.other_sources, writer=q.writer, writer_batch_id=q.writer_batch_id,
+            writer_state=writer_state(q.committed_batch_id, q.writer_batch_id) if q.writer_read else None,
         ))
     return rows
 

@@ -55,7 +55,8 @@ def wait_for(what: str, condition, timeout_s: float, log: Path | None = None) ->
 
 def cli(capsys, *args: str):
     result = run_cli(capsys, *args)
-    print(f"$ kafkatxn {shlex.join(args)}\n{result.stdout}{result.stderr}(exit {result.code})\n")
+    with capsys.disabled():  # the transcript, shown with -s
+        print(f"$ kafkatxn {shlex.join(args)}\n{result.stdout}{result.stderr}(exit {result.code})\n")
     return result
 
 
