@@ -46,9 +46,9 @@ def register(app: typer.Typer) -> None:
             check_topic_name(topic)  # a name that cannot exist is a usage error before any request
         # The profile's queries are read beside every group; those given here, beside the groups named.
         from_profile = not spark_checkpoints and bool(ctx.config.spark_checkpoints)
+        writing = spark_writers(writers, ctx.config.spark_writers)  # a usage error before the cluster is asked
         result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, max_transaction_timeout, lag_threshold,
-                              spark_checkpoints or ctx.config.spark_checkpoints, every_group=from_profile,
-                              spark_writers=spark_writers(writers, ctx.config.spark_writers))
+                              spark_checkpoints or ctx.config.spark_checkpoints, every_group=from_profile, spark_writers=writing)
         if ctx.output == "table":
             print(text_report(result, ctx.wide, terminal_width(sys.stdout)), end="")
         else:

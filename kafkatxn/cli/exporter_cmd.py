@@ -70,13 +70,15 @@ def register(app: typer.Typer) -> None:
         max_timeout_ms = max_transaction_timeout  # milliseconds (options.MaxTransactionTimeout)
         options = exporter.ExportOptions(only_lagging, per_topic, per_group, per_family)
 
+        given_writers = spark_writers(writers)  # a usage error before anything listens
+
         def collector_for(config: config_mod.ConnectionConfig):
             # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
             check_client_settings(config)
             # /probe?profile=NAME: that profile's queries; /metrics: those given here, else the profile's.
             mine = bool(spark_checkpoints) and config is given
             queries = spark_checkpoints if mine else config.spark_checkpoints
-            writing = spark_writers(writers if mine else None, config.spark_writers)
+            writing = given_writers if mine and writers else spark_writers(None, config.spark_writers)
             gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex,
                                                 queries, writing)
             return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
