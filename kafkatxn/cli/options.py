@@ -89,7 +89,8 @@ SparkCheckpoints = Annotated[
     typer.Option("--spark-checkpoint", metavar="[NAME=]PATH",
                  help="A Structured Streaming query's checkpoint (repeatable; local, hdfs://, s3a://, gs://, abfs://): the query "
                  "is a reader beside the groups, its position the Kafka offsets its last committed batch ended at. "
-                 "Spark keeps no query name in a checkpoint: NAME= gives one. With it, groups are read only when named.",
+                 "Spark keeps no query name in a checkpoint: NAME= gives one. Given here, groups are read only when named (check: with "
+                 "--groups); a profile's spark_checkpoints are read beside every group.",
                  show_default=False),
 ]
 SparkWriters = Annotated[
