@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from kafkatxn import defaults, untracked, verdicts
-from kafkatxn.spark_readers import reader_option, reader_words
+from kafkatxn.spark_readers import reader_option, reader_words, readers_count
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.exitcodes import SEVERITY, Status, worst
@@ -352,14 +352,14 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         group_findings(waiting_groups, Status.WARNING, "warning", "group_waiting", lambda group, where: (
             f"{reader_words(group)} waits on {where} (kafkatxn diagnose {reader_option(group)})"), skip=blocked_groups)
         if blocked_groups:
-            summary.append(_plural(len(blocked_groups), "consumer group") + " blocked")
+            summary.append(readers_count(blocked_groups) + " blocked")
         unsure = set(unsure_groups) - set(blocked_groups)
         if unsure:
-            summary.append(_plural(len(unsure), "consumer group") + " blocked behind an undetermined transaction")
+            summary.append(readers_count(unsure) + " blocked behind an undetermined transaction")
         waiting = len((set(waiting_groups) | young) - set(blocked_groups))
         warned = set(waiting_groups) - set(blocked_groups)
         if warned:
-            summary.append(_plural(len(warned), "consumer group") + " waiting on a transaction")
+            summary.append(readers_count(warned) + " waiting on a transaction")
         group_counts = _threshold_findings(
             findings, ((f"{g.group} {g.topic}-{g.partition}", g.lag_messages) for g in sorted(groups, key=lambda g: -g.lag_messages)),
             thresholds.group_lag_warn, thresholds.group_lag_crit, "group_lag",

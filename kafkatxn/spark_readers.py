@@ -215,7 +215,7 @@ class QueryRow:
     """One Spark query among the readers: which query, where its checkpoint stands, and its status
     (the worst of its partitions' verdicts, as a group's)."""
 
-    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("committed_batch_id", "checkpoint")  # narrow tables keep them (output.py)
+    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("reader", "committed_batch_id", "checkpoint")  # narrow tables keep them (output.py)
 
     reader: str  # spark:<name or id>: the "group" of its partition rows
     status: str | None  # caught_up, waiting, lagging, unknown or blocked; None when none of its partitions was measured
@@ -343,6 +343,14 @@ def reader_words(reader: str) -> str:
     if isinstance(reader, QueryReader):
         return f"Spark query {reader.query_name or reader.query_id!r} (id {reader.query_id}, checkpoint {reader.checkpoint})"
     return f"consumer group {reader!r}"
+
+
+def readers_count(readers: Iterable[str]) -> str:
+    """``2 consumer groups``, ``1 Spark query``, ``1 consumer group and 1 Spark query``: for a summary."""
+    readers = list(readers)
+    queries = sum(1 for r in readers if isinstance(r, QueryReader))
+    counts = ((len(readers) - queries, "consumer group", "consumer groups"), (queries, "Spark query", "Spark queries"))
+    return " and ".join(f"{n} {one if n == 1 else many}" for n, one, many in counts if n) or "0 consumer groups"
 
 
 def reader_option(reader: str, group_flag: str = "--group ") -> str:

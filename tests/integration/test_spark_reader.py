@@ -92,6 +92,7 @@ def test_a_stalled_query_is_diagnosed_and_the_command_unblocks_it(broker, unique
 
         paged = cli(capsys, "-b", bootstrap, "check", *only, "--spark-checkpoint", spec)
         assert paged.code == 2 and "Spark query 'orders-etl'" in paged.stdout and f"--spark-checkpoint {spec}" in paged.stdout
+        assert "1 Spark query blocked" in paged.stdout.splitlines()[0]
         diagnosed = cli(capsys, "-b", bootstrap, "diagnose", "--spark-checkpoint", spec)
         assert diagnosed.code == 2
         as_json = json.loads(cli(capsys, "-b", bootstrap, "-o", "json", "diagnose", "--spark-checkpoint", spec).stdout)
@@ -144,7 +145,8 @@ def test_the_writers_ledger_is_read_committed_per_task(broker, unique_name):
 
     bootstrap = broker.bootstrap_servers
     ledger = broker.create_topic(f"{unique_name[:80]}-ledger", partitions=2)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{ledger}-w", "log_level": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{ledger}-w", "transaction.timeout.ms": 10_000,
+                         "log_level": 0})
     producer.init_transactions(30)
 
     def transaction(entries: list[tuple[str, int | None]], commit: bool = True) -> None:

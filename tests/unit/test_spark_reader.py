@@ -183,7 +183,7 @@ def test_check_pages_a_stuck_query_by_name_and_the_exporter_publishes_its_series
     ck = write_checkpoint(tmp_path / "q", {7: offsets_v1(kafka({"orders": {0: 3}}))}, commits=(7,))
     snap = gather_snapshot(cluster, spark_checkpoints=[f"etl={ck}"])
     result = check.evaluate(snap)
-    assert result.exit_code == 2
+    assert result.exit_code == 2 and "1 Spark query blocked" in result.summary
     (f,) = [f for f in result.findings if f.kind == "group_blocked"]
     assert f"Spark query 'etl' (id {QUERY_ID}, checkpoint {ck})" in f.message and f"diagnose --spark-checkpoint etl={ck}" in f.message
     groups, queries = spark_exposition.split(snap.groups)
