@@ -151,8 +151,9 @@ def test_the_writers_ledger_is_read_committed_per_task(broker, unique_name):
 
     def transaction(entries: list[tuple[str, int | None]], commit: bool = True) -> None:
         producer.begin_transaction()
-        for i, (key, batch) in enumerate(entries):
-            producer.produce(ledger, key=key, value=None if batch is None else json.dumps({"batch": batch}), partition=i % 2)
+        for key, batch in entries:  # a task's entries on one partition, as the writer keeps them (task % partitions)
+            producer.produce(ledger, key=key, value=None if batch is None else json.dumps({"batch": batch}),
+                             partition=int(key.rsplit("/", 1)[1]) % 2)
         producer.commit_transaction(30) if commit else producer.abort_transaction(30)
 
     transaction([("app/main/0", 4), ("app/main/1", 4), ("app/other/0", 9)])
