@@ -118,8 +118,8 @@ def test_a_stalled_query_is_diagnosed_and_the_command_unblocks_it(broker, unique
         assert {p: p.read_bytes() for p in damaged.rglob("*") if p.is_file()} == before
         assert (hm.end_offset(bootstrap, tp, True), hm.end_offset(bootstrap, tp, False)) == lso_before
 
-        # The command diagnose printed, as printed (with --yes: no terminal here).
-        fixed = cli(capsys, "-b", bootstrap, *shlex.split(t["command"])[1:], "--yes")
+        # The command diagnose printed, as printed (with --yes: no terminal here; its audit log in the test's directory).
+        fixed = cli(capsys, "-b", bootstrap, *shlex.split(t["command"])[1:], "--yes", "--audit-log", str(tmp_path / "audit.jsonl"))
         assert fixed.code == 0, fixed.stdout + fixed.stderr
         wait_for("the query's next batch reads the records behind the LSO",
                  lambda: read_values(out) == ["a0", "a1", "a2", "b0", "b1"], 60, log)
