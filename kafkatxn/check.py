@@ -2,8 +2,7 @@
 
 Three parts, as every capability has them:
 
-* the **snapshot** (:func:`kafkatxn.snapshot.gather_snapshot`, the only I/O), shared with the
-  exporter;
+* the **snapshot** (:func:`kafkatxn.snapshot.gather_snapshot`, the only I/O), shared with the exporter;
 * **pure decisions** over a :class:`ClusterSnapshot` (:func:`evaluate`), with thresholds written as
   monitoring-plugins range expressions (:class:`Range`);
 * the **output**: one plugin line with performance data, then details (:meth:`CheckResult.nagios_text`),
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from kafkatxn import defaults, untracked, verdicts
+from kafkatxn.spark_readers import reader_option, reader_words, readers_count
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.errors import UsageError
 from kafkatxn.exitcodes import SEVERITY, Status, worst
@@ -345,21 +345,21 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
                     findings.append((status, Finding(severity, kind, group, len(where), None, says(group, ", ".join(where)))))
 
         group_findings(blocked_groups, Status.CRITICAL, "critical", "group_blocked", lambda group, where: (
-            f"consumer group {group!r} blocked on {where} (kafkatxn diagnose --group {group})"))
+            f"{reader_words(group)} blocked on {where} (kafkatxn diagnose {reader_option(group)})"))
         group_findings(unsure_groups, Status.UNKNOWN, "unknown", "group_undetermined", lambda group, where: (
-            f"consumer group {group!r} blocked behind a transaction whose verdict is undetermined on {where}: "
-            f"whether it is stuck cannot be known (kafkatxn diagnose --group {group})"), skip=blocked_groups)
+            f"{reader_words(group)} blocked behind a transaction whose verdict is undetermined on {where}: "
+            f"whether it is stuck cannot be known (kafkatxn diagnose {reader_option(group)})"), skip=blocked_groups)
         group_findings(waiting_groups, Status.WARNING, "warning", "group_waiting", lambda group, where: (
-            f"consumer group {group!r} waits on {where} (kafkatxn diagnose --group {group})"), skip=blocked_groups)
+            f"{reader_words(group)} waits on {where} (kafkatxn diagnose {reader_option(group)})"), skip=blocked_groups)
         if blocked_groups:
-            summary.append(_plural(len(blocked_groups), "consumer group") + " blocked")
+            summary.append(readers_count(blocked_groups) + " blocked")
         unsure = set(unsure_groups) - set(blocked_groups)
         if unsure:
-            summary.append(_plural(len(unsure), "consumer group") + " blocked behind an undetermined transaction")
+            summary.append(readers_count(unsure) + " blocked behind an undetermined transaction")
         waiting = len((set(waiting_groups) | young) - set(blocked_groups))
         warned = set(waiting_groups) - set(blocked_groups)
         if warned:
-            summary.append(_plural(len(warned), "consumer group") + " waiting on a transaction")
+            summary.append(readers_count(warned) + " waiting on a transaction")
         group_counts = _threshold_findings(
             findings, ((f"{g.group} {g.topic}-{g.partition}", g.lag_messages) for g in sorted(groups, key=lambda g: -g.lag_messages)),
             thresholds.group_lag_warn, thresholds.group_lag_crit, "group_lag",

@@ -19,19 +19,20 @@ the snapshot; the row dataclasses are what the CLI renders (field names are the 
 
 from __future__ import annotations
 
-import enum
 import shlex
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from kafkatxn import defaults, gather, lost_commit, lso, untracked, verdicts
+from kafkatxn import defaults, gather, lost_commit, lso, spark_readers, untracked, verdicts
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
-from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
+from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exit_code, worst
 from kafkatxn.gaps import Gap, explain, gap_of
-from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionLogHistory
+from kafkatxn.model import Missing, ProducerState, QueryReader, TopicPartition, TransactionLogHistory
 from kafkatxn.output import Report
+# The rows and words diagnose decides (its API too).
+from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict  # noqa: F401
 from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, OpenTransaction, PinVerdict, Verdict
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
@@ -40,39 +41,6 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
 
 # A pinning transaction at least this old makes the diagnosis critical: check's --txn-age-crit default.
 CRITICAL_AGE_MS = parse_duration_ms(defaults.CHECK_TXN_AGE_CRIT)
-
-
-class TxnVerdict(str, enum.Enum):
-    """The pinning transaction, as :mod:`kafkatxn.hanging` decides it."""
-
-    hanging = "hanging"  # its coordinator does not track it: nothing will ever end it
-    long_running = "long_running"  # tracked, but past its own timeout or idle past transaction.max.timeout.ms
-    tracked = "tracked"  # tracked and within its timeout: the coordinator ends it by then
-    undetermined = "undetermined"  # the coordinators could not say
-    recent = "recent"  # its coordinator could not say, but it wrote within transaction.max.timeout.ms
-    untracked = "untracked"  # not tracked by its coordinator, not past its deadline: hanging then unless it ends
-    lost_commit = "lost_commit"  # its coordinator committed it; the partition lost the COMMIT marker (kafkatxn.lost_commit)
-
-
-class Action(str, enum.Enum):
-    wait = "wait"
-    fence = "fence"
-    abort = "abort"
-    restore_commit = "restore_commit"
-    undecided = "undecided"
-
-
-RISK = {
-    Action.wait: "nothing changes: the group stays blocked until then, unless the producer commits or aborts first",
-    Action.fence: "aborts the open transaction and fences its producer: its next send fails (ProducerFenced), "
-    "the application must recreate it; the aborted records are lost to read_committed consumers",
-    Action.abort: "writes an ABORT marker: read_committed consumers skip the transaction's records for good "
-    "(no coordinator would ever complete it)",
-    Action.restore_commit: "writes the COMMIT marker its coordinator's log shows was lost: read_committed consumers "
-    "read the transaction's records (an ABORT marker would make committed records disappear)",
-    Action.undecided: "acting blind could abort a transaction its coordinator is about to commit; "
-    "bring the coordinator back first",
-}
 
 
 # -- snapshot ------------------------------------------------------------------------------------
@@ -103,11 +71,12 @@ def take_snapshot(
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
     probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
-    max_transaction_timeout_ms: int | None = None,
+    max_transaction_timeout_ms: int | None = None, readers: Mapping[str, dict[TopicPartition, int]] | None = None,
+    every_group: bool = False,
 ) -> DiagnosisSnapshot:
-    """Group lag with probes, then — only where a group is blocked — the producer states and what
-    the coordinators say about the pinning producers."""
-    snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms)
+    """Group (and ``readers``': Spark queries) lag with probes, then — only where one is blocked — the
+    producer states and what the coordinators say about the pinning producers."""
+    snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
     missing = list(snap.missing)
     given = max_transaction_timeout_ms is not None  # 0 too: every idle transaction is checked now
     out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
@@ -161,65 +130,6 @@ def _pin(
 # -- rows ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class GroupSummary:
-    """One group: where it stands overall."""
-
-    group: str
-    status: str  # caught_up, waiting, unknown, lagging or blocked (the worst of its partitions)
-    partitions: int
-    blocked_partitions: int
-    lagging_partitions: int
-    lag_messages: int  # what a read_committed consumer still has to read (markers and aborted records left out where probed)
-    lag_to_hw_messages: int  # what high-watermark lag tools report
-    phantom_messages: int  # markers and aborted records counted by those tools, found by probing
-    pinned_by: tuple[str, ...]  # transactional ids (or "producer N") holding it
-
-
-@dataclass(frozen=True)
-class PartitionDiagnosis(lso.GroupPosition):
-    """One group on one partition."""
-
-    lag_messages: int
-    lag_to_lso_messages: int
-    lag_to_hw_messages: int
-    verdict: GroupVerdict
-    gap: Gap
-    explanation: str
-    producer_id: int | None  # the transaction blocking it
-    transactional_id: str | None
-
-
-@dataclass(frozen=True)
-class PinningTransaction:
-    """An open transaction that holds some group, what its coordinator says, and what to do."""
-
-    producer_id: int
-    producer_epoch: int
-    transactional_id: str | None
-    coordinator_id: int | None
-    coordinator_state: str | None
-    verdict: TxnVerdict
-    reason: str
-    age_ms: int | None  # verdicts.transaction_age: its coordinator's start, else its first record (see age_source)
-    age_source: str | None  # coordinator, first_record or last_write (a lower bound)
-    overdue: bool  # past its own timeout (verdicts.is_overdue)
-    last_write_age_ms: int | None  # since its producer last wrote to a pinned partition
-    transaction_timeout_ms: int | None
-    aborts_at_ms: int | None  # when the coordinator aborts it (start + timeout), if it will
-    partitions: tuple[str, ...]  # blast radius: "topic-partition@start_offset" it pins
-    groups: tuple[str, ...]  # blast radius: groups it blocks
-    lso_lag_messages: int  # summed over its partitions: HW - LSO
-    action: Action
-    command: str  # the next step, to copy
-    release_command: str | None  # releases the groups now (with the risk below), when the next step is to wait
-    until_ms: int | None  # with action wait: when to expect the release
-    risk: str
-    history: str | None = None  # its id's history in a line (kafkatxn/history.py), or "undetermined: why"
-    history_evidence: dict | None = None  # the counts behind it (timeline.HistorySummary)
-    release_risk: str | None = None  # what the release command risks (release_command)
-
-
 @dataclass
 class Diagnosis:
     taken_at_ms: int
@@ -230,11 +140,13 @@ class Diagnosis:
     missing: list[Missing]
     exit_code: int
     summary: str
+    queries: list = field(default_factory=list)  # the Spark queries among the readers (spark_readers.QueryRow)
 
     def report(self) -> Report:
         facts = {"summary": self.summary, "exit_code": self.exit_code, "taken_at_ms": self.taken_at_ms,
                  "max_transaction_timeout_ms": self.max_transaction_timeout_ms, "missing": [str(m) for m in self.missing]}
-        return Report(facts=facts, sections={"groups": self.groups, "partitions": self.partitions, "transactions": self.transactions})
+        return Report(facts=facts, sections={"groups": self.groups, "partitions": self.partitions, "transactions": self.transactions,
+                                                  **({"spark_queries": self.queries} if self.queries else {})})
 
 
 # -- pure decisions ------------------------------------------------------------------------------
@@ -344,7 +256,7 @@ def decide(
         why = f"its coordinator is ending it (state {state})"
         return TxnVerdict.tracked, why, Action.wait, rerun, fence, None, age, None
     why = f"open within its timeout ({format_duration_ms(d.timeout_ms)}): its coordinator aborts it at {_clock(aborts_at)}"
-    watch = f"kafkatxn lso --groups {' '.join(_quote(g) for g in sorted(pin.groups))} --watch"
+    watch = f"kafkatxn lso --groups {' '.join(spark_readers.reader_option(g, '') for g in sorted(pin.groups))} --watch"
     return TxnVerdict.tracked, why, Action.wait, watch, fence, aborts_at, age, aborts_at
 
 
@@ -526,7 +438,9 @@ def _summary(groups: Sequence[GroupSummary], transactions: Sequence[PinningTrans
     for g in groups:
         counts[g.status] += 1
     parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in ("blocked", "lagging", "unknown", "waiting", "caught_up") if counts[s]]
-    text = f"{len(groups)} group{'s' if len(groups) != 1 else ''}: " + ", ".join(parts)
+    queries = sum(1 for g in groups if isinstance(g.group, QueryReader))
+    counts = ((len(groups) - queries, "group", "groups"), (queries, "Spark query", "Spark queries"))
+    text = " and ".join(f"{n} {one if n == 1 else many}" for n, one, many in counts if n) + ": " + ", ".join(parts)
     if transactions:
         held = ", ".join(f"{t.transactional_id or f'producer {t.producer_id}'} ({t.verdict.value})" for t in transactions)
         text += f"; held by {held}"
@@ -540,11 +454,26 @@ def run(
     probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
     lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD,
+    spark_checkpoints: Sequence[str] = (),
+    every_group: bool = False,
+    spark_writers: Sequence[spark_readers.WriterSpec] = (),
 ) -> Diagnosis:
-    """Snapshot and decide: what ``kafkatxn diagnose`` shows."""
-    snapshot = take_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms)
-    args = " ".join(f"--group {_quote(g)}" for g in groups or []) + "".join(f" --topic {_quote(t)}" for t in topics or [])
+    """Snapshot and decide: what ``kafkatxn diagnose`` shows; the Spark queries of ``spark_checkpoints``
+    beside the groups named (or every group with ``every_group``: lso.take_group_snapshot)."""
     from kafkatxn import history
 
-    return history.with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
+    queries, unread = spark_readers.read_checkpoints(spark_checkpoints)  # before the offsets they are compared with
+    queries, ledgers_unread = spark_readers.with_writers(cluster, queries, spark_writers)  # the ledger: after the checkpoint
+    unread += ledgers_unread
+    readers = spark_readers.reader_positions(cluster, queries, topics) if spark_checkpoints else None
+    snapshot = take_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
+    snapshot.missing[:0] = unread
+    args = " ".join([f"--group {_quote(g)}" for g in groups or []] + [f"--spark-checkpoint {_quote(c)}" for c in spark_checkpoints if not every_group])
+    args += "".join(f" --topic {_quote(t)}" for t in topics or [])
+    result = history.with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
+    result.queries = spark_readers.query_rows(queries, result.partitions)
+    # A writer whose ledger is behind its checkpoint lost output: a finding (one ahead is a replay about to be skipped).
+    if any(q.writer_state == "behind" for q in result.queries):
+        result.exit_code = int(worst([Status(result.exit_code), Status.WARNING]))
+    return result
 

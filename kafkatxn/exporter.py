@@ -1,10 +1,9 @@
 """Prometheus metrics from the same snapshot ``kafkatxn check`` decides on.
 
-:func:`metric_families` turns a :class:`~kafkatxn.snapshot.ClusterSnapshot` into metric families (pure,
-tested over fake snapshots). :class:`SnapshotCollector` is a prometheus_client custom collector that
-gathers at scrape time, keeps the result for ``cache_ttl_s`` and lets only one gather run at a
-time: a scrape that arrives while another is gathering waits for it and answers with its result,
-so a slow cluster never piles up gathers. :func:`build_registry` gives a collector a registry of
+:func:`metric_families` turns a :class:`~kafkatxn.snapshot.ClusterSnapshot` into metric families (pure).
+:class:`SnapshotCollector` is a prometheus_client custom collector that gathers at scrape time, keeps
+the result for ``cache_ttl_s`` and lets only one gather run at a time: a scrape that arrives while
+another is gathering waits for it and answers with its result, so a slow cluster never piles up gathers. :func:`build_registry` gives a collector a registry of
 its own (no process-global state); :mod:`kafkatxn.exporter_http` serves it over HTTP(S);
 :func:`write_textfile` writes the same metrics for node_exporter's textfile collector.
 
@@ -25,7 +24,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -42,7 +41,7 @@ from kafkatxn.validation import compile_regex
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import KafkatxnError, UsageError
 
-from kafkatxn import defaults
+from kafkatxn import defaults, spark_exposition
 from kafkatxn.durations import parse_duration_ms
 
 log = logging.getLogger("kafkatxn.exporter")
@@ -162,8 +161,9 @@ def metric_families(
         out.append(gauge("kafkatxn_max_transaction_timeout_seconds",
                          "The brokers' transaction.max.timeout.ms, the age past which an open transaction is checked for hanging.",
                          snapshot.max_transaction_timeout_ms / 1000))
-    if snapshot.groups is not None and has(PART_GROUPS):
-        out += _group_lag(snapshot, options)
+    if snapshot.groups is not None and has(PART_GROUPS):  # the Spark queries among the readers have series of their own
+        group_samples, query_samples = spark_exposition.split(snapshot.groups)
+        out += _group_lag(snapshot, options, group_samples) + spark_exposition.query_lag(snapshot, query_samples, not options.per_group)
     producers = gauge("kafkatxn_active_producer_ids",
                       "Distinct producer ids with state on the partitions each broker leads (producer-state memory).",
                       labels=["broker"])
@@ -238,10 +238,9 @@ GROUP_FIGURES = (
 )
 
 
-def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
+def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions, samples: Sequence[GroupSample]) -> list[Metric]:
     """Transaction-aware consumer-group lag: per group, topic and partition (unless ``per_group``),
     and per-group sums, which stay whatever the cardinality options."""
-    samples = snapshot.groups or ()
     # 100,000 samples at 5,000 groups x 20 partitions: taken apart into columns (GroupSample is a
     # tuple), each family's values are a column, not 100,000 attribute reads per family.
     columns = dict(zip(GroupSample._fields, zip(*samples))) if samples else {f: () for f in GroupSample._fields}
@@ -424,6 +423,7 @@ class ClusterGatherer:
         max_transaction_timeout_ms: int | None = None,
         groups: bool = False,
         group_regex: str | None = None,
+        spark_checkpoints: Sequence[str] = (), spark_writers: Sequence = (),
     ):
         # The scrape deadline is the command's deadline, so error messages name the right figure.
         self.config = dataclasses.replace(config, timeout_ms=int(scrape_timeout_s * 1000))
@@ -432,7 +432,7 @@ class ClusterGatherer:
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self._cluster: Cluster | None = None
         self.groups = groups
-        self.group_regex = group_regex
+        self.group_regex, self.spark_checkpoints, self.spark_writers = group_regex, tuple(spark_checkpoints), tuple(spark_writers)
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")
         if group_regex:
@@ -443,8 +443,8 @@ class ClusterGatherer:
             self._cluster = Cluster(self.config)
         self._cluster.restart_deadline(self.scrape_timeout_s)
         try:
-            snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms,
-                                   groups=self.groups, group_regex=self.group_regex)
+            snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms, groups=self.groups,
+                                   group_regex=self.group_regex, spark_checkpoints=self.spark_checkpoints, spark_writers=self.spark_writers)
         except Exception:
             self.close()
             raise

@@ -6,9 +6,7 @@ Here it comes from two ListOffsets passes (read_committed gives the LSO, read_un
 one request per leader each; DescribeProducers only for partitions whose LSO trails the HW.
 
 Snapshot steps (:func:`take_snapshot`, :func:`take_group_snapshot`) are the only I/O; the rest are
-pure functions over the snapshots: :func:`partition_lags`, :func:`group_verdict`,
-:func:`group_lags`, :func:`lso_moved`, :func:`sort_rows`, the exit-code rules.
-:func:`partition_report` and :func:`group_report` do both for the command.
+pure functions over them (rows, :func:`lso_moved`, :func:`sort_rows`, the exit-code rules).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from kafkatxn import gather, lost_commit
 from kafkatxn.gather import probe_rounds  # noqa: F401 - also lso's API (tests, bench)
 from kafkatxn.errors import NotFoundError
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
-from kafkatxn.model import Missing, Part, TopicPartition
+from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition
 # One definition of each answer, shared with hanging, check, diagnose and the exporter.
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
     CONSUMER_OFFSETS_TOPIC, DEFAULT_LAG_THRESHOLD, BlockVerdict, Classification, GroupVerdict, Offsets, OpenTransaction,
@@ -36,9 +34,8 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
     from kafkatxn.kafka import Cluster
 
 
-
-# Committed-offset gaps below the LSO up to this many offsets are read to tell markers and aborted
-# records from real lag; larger gaps count as lag unread (reading them costs their size).
+# Committed-offset gaps below the LSO up to this many are read to tell markers and aborted records
+# from lag; larger gaps count as lag unread.
 DEFAULT_PROBE_MAX_GAP = 1000
 
 # A pinning transaction older than this makes the finding critical (exit 2). Producers default to a
@@ -191,12 +188,14 @@ def take_group_snapshot(
     topics: Sequence[str] | None = None,
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
+    readers: Mapping[str, dict[TopicPartition, int]] | None = None, every_group: bool = False,
 ) -> GroupSnapshot:
-    """Committed offsets of ``groups`` (default: every group), the LSO snapshot of their partitions
-    (its pins decided with ``max_transaction_timeout_ms``, the brokers' when not given), and
-    read_committed probes of small gaps between a committed offset and the LSO."""
+    """Committed offsets of ``groups`` (default: every group; none when ``readers`` are given, unless
+    ``every_group``) and ``readers`` (Spark queries: spark_readers), the LSO snapshot of their partitions (pins decided with
+    ``max_transaction_timeout_ms``, the brokers' when not given), and read_committed probes of small
+    gaps between a committed offset and the LSO."""
     named = list(dict.fromkeys(groups or []))
-    listed = cluster.list_groups_partial()
+    listed = cluster.list_groups_partial() if named or readers is None or every_group else Partial([])
     if named:
         known = set(listed.value)
         # A name missing from an incomplete list may be coordinated by the broker that did not answer.
@@ -213,6 +212,7 @@ def take_group_snapshot(
     # Committed offsets before the LSO: a read_committed consumer's commit cannot pass the LSO of
     # that moment, and the LSO read afterwards can only be larger.
     by_group, missing = committed_offsets(cluster, named, topics)
+    by_group.update(readers or {})
     return finish_group_snapshot(cluster, by_group, list(listed.missing) + missing, probe_max_gap,
                                  max_transaction_timeout_ms=max_transaction_timeout_ms)
 
@@ -273,7 +273,7 @@ def group_offsets_partitions(cluster: Cluster, groups: Iterable[str]) -> dict[st
     count = sum(1 for p in cluster.metadata().partitions if p.topic == CONSUMER_OFFSETS_TOPIC)
     if not count:
         return {}
-    return {g: TopicPartition(CONSUMER_OFFSETS_TOPIC, offsets_partition(g, count)) for g in groups}
+    return {g: TopicPartition(CONSUMER_OFFSETS_TOPIC, offsets_partition(g, count)) for g in groups if not isinstance(g, QueryReader)}
 
 
 def unstable_offsets(
@@ -288,7 +288,7 @@ def unstable_offsets(
         o = lso.offsets.get(tp) if tp is not None else None
         return o is not None and o.lag > 0
 
-    asked = {g: tps for g, tps in by_group.items() if tps and (not offsets_of or open_there(g))}
+    asked = {g: tps for g, tps in by_group.items() if tps and not isinstance(g, QueryReader) and (not offsets_of or open_there(g))}
     if not asked:
         return {}
     fetched = cluster.unstable_offsets(asked)
@@ -561,7 +561,6 @@ def read_committed_lag(row: GroupLag) -> int:
     return readable_lag(row.verdict, row.committed_offset, row.last_stable_offset, row.lag_to_lso_messages, row.lag_to_hw_messages)
 
 
-
 # -- watching ----------------------------------------------------------------------------------
 
 
@@ -733,10 +732,11 @@ def group_report(
     watching: bool = False,
     previous: LsoSnapshot | None = None,
     lag_threshold: int = DEFAULT_LAG_THRESHOLD,
+    readers: Mapping[str, dict[TopicPartition, int]] | None = None, every_group: bool = False,
 ) -> LsoReport:
-    """Transaction-aware lag of ``groups`` (default: every group) on the partitions they committed
+    """Transaction-aware lag of ``groups`` (and ``readers``: take_group_snapshot) on the partitions they committed
     offsets for or, without a commit, are assigned."""
-    snapshot = take_group_snapshot(cluster, groups, topics, probe_max_gap)
+    snapshot = take_group_snapshot(cluster, groups, topics, probe_max_gap, readers=readers, every_group=every_group)
     rows = group_lags(snapshot, min_lag)
     code = groups_exit_code(rows, critical_age_ms, lag_threshold)
     report = _report(rows, snapshot.lso, snapshot.missing, code, sort, top, watching, previous)

@@ -207,6 +207,23 @@ class Part:
 Subject = Union[TopicPartition, Broker, TransactionalId, Part]
 
 
+class QueryReader(str):
+    """A reader that is not a consumer group: a Spark query, keyed beside the groups by its label
+    (``spark:<name>``, or ``spark:<id>`` unnamed). It has no ``__consumer_offsets`` partition and no group API."""
+
+    query_name: str | None
+    query_id: str | None
+    checkpoint: str
+
+    def __new__(cls, query_name: str | None, query_id: str | None, checkpoint: str) -> "QueryReader":
+        self = super().__new__(cls, f"spark:{query_name or query_id or checkpoint}")
+        self.query_name, self.query_id, self.checkpoint = query_name, query_id, checkpoint
+        return self
+
+    def __reduce__(self) -> tuple:  # copies and pickles keep what the query is, not only its label
+        return (QueryReader, (self.query_name, self.query_id, self.checkpoint))
+
+
 @dataclass(frozen=True)
 class TransactionLogHistory:
     """What ``__transaction_state`` still holds of one transactional id: its records in log order

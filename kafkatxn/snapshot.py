@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 from kafkatxn import verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
@@ -169,6 +169,7 @@ class ClusterSnapshot:
     missing: tuple[Missing, ...] = ()  # parts that did not answer
     transactional_ids: tuple[str, ...] | None = None  # every id ListTransactions returned; None unless all answered
     groups: tuple[GroupSample, ...] | None = None  # None when group lag was not gathered
+    spark_queries: tuple = ()  # the Spark queries among the readers (spark_readers.QueryRow), with their writers
     not_gathered: frozenset[str] = frozenset()  # PART_* whose figures are absent (why: ``missing``)
 
     @property
@@ -315,11 +316,14 @@ def gather_snapshot(
     clock: Callable[[], float] = time.time,
     groups: bool = False,
     group_regex: str | None = None,
+    spark_checkpoints: Sequence[str] = (),
+    spark_writers: Sequence = (),
 ) -> ClusterSnapshot:
     """One pass over the cluster. Unreachable, auth and deadline failures become ``error``; parts
     that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
-    also the transaction-aware lag of the consumer groups ``group_regex`` matches."""
-    from kafkatxn import gather, producers
+    also the transaction-aware lag of the consumer groups ``group_regex`` matches, and of the Spark
+    queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``)."""
+    from kafkatxn import gather, producers, spark_readers
 
     started = time.monotonic()
     taken_at_ms = int(clock() * 1000)
@@ -361,12 +365,13 @@ def gather_snapshot(
     # offsets pass below then serves both (no second ListOffsets pass over the groups' partitions).
     # Listing groups waits for every broker: with one down it would take the whole deadline, so it
     # gets half of what is left and the offsets pass the rest.
-    committed = None
-    if groups:
+    committed, queries = None, ()
+    if groups or spark_checkpoints:
         share_s = max(cluster.deadline - time.monotonic(), 0.0) * GROUPS_SHARE
         try:
             with cluster.deadline_within(share_s):
-                committed = committed_group_offsets(cluster, group_regex)
+                committed = committed_group_offsets(cluster, group_regex) if groups else ({}, [])
+                committed, queries = spark_readers.with_queries(cluster, committed, spark_checkpoints, spark_writers)
         except UsageError:
             raise
         except DeadlineExceeded:
@@ -458,13 +463,14 @@ def gather_snapshot(
                     and (topic_regex is None or any(tp.topic in scanned_topics for tp in d.partitions))
                 )
 
-    if groups:
+    if groups or spark_checkpoints:
         scanned = {p.topic for p in selected} if topic_regex else None
         gathered = None
         if committed is not None:
             gathered = step("consumer groups", lambda: group_samples(
                 cluster, committed, scanned, missing, offsets, snapshot.max_transaction_timeout_ms, settled))
         snapshot.groups = gathered if gathered is not None else ()
+        snapshot.spark_queries = tuple(spark_readers.query_rows(queries, snapshot.groups)) if queries else ()
         if gathered is None:
             not_gathered.add(PART_GROUPS)
 

@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "producers": ("producers_cmd", "Active producers per partition: ids, epochs, sequences, last write and its age, open transaction start."),
     "transactions": ("transactions_cmd", "Transactions as their coordinators see them (ListTransactions, DescribeTransactions)."),
     "lso": ("lso_cmd", "Last stable offset lag: per partition, HW - LSO and the open transaction pinning the LSO."),
-    "diagnose": ("diagnose_cmd", "Why has my read_committed consumer group stopped, and what do I do?"),
+    "diagnose": ("diagnose_cmd", "Why has my read_committed consumer group (or Spark query: --spark-checkpoint) stopped, and what do I do?"),
     "hanging": ("hanging_cmd", "Find hanging transactions: open on a partition, but not tracked by their coordinator."),
     "abort": ("remedy_cmd", "Abort a hanging transaction by writing an ABORT marker to its partition."),
     "fence": ("remedy_cmd", "Fence transactional ids: bump their epoch, aborting any open transaction."),

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kafkatxn import check, defaults
-from kafkatxn.cli.options import MaxTransactionTimeout
+from kafkatxn.cli.options import MaxTransactionTimeout, SparkCheckpoints
 from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.validation import compile_regex
 from kafkatxn.errors import UsageError
@@ -96,6 +96,7 @@ def register(app: typer.Typer) -> None:
             "--group-lag-warn", metavar="RANGE", help="With --groups: read_committed lag per group and partition (messages).",
             rich_help_panel=THRESHOLDS)] = None,
         group_lag_crit: Annotated[Optional[str], typer.Option("--group-lag-crit", metavar="RANGE", rich_help_panel=THRESHOLDS)] = None,
+        spark_checkpoints: SparkCheckpoints = None,
     ) -> int:
         """One status line for cron, Nagios/Icinga and runbooks: hanging transactions (critical), LSO lag,
         transaction age, active producer ids. Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."""
@@ -111,7 +112,8 @@ def register(app: typer.Typer) -> None:
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
         snapshot = gather_snapshot(ctx.cluster, topic_regex, max_transaction_timeout,
-                                   groups=groups, group_regex=group_regex)
+                                   groups=groups, group_regex=group_regex,
+                                   spark_checkpoints=spark_checkpoints or ctx.config.spark_checkpoints)
         result = check.evaluate(snapshot, thresholds)
         if textfile is not None:
             from kafkatxn import exporter

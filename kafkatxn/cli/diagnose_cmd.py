@@ -9,7 +9,7 @@ import typer
 
 from kafkatxn import diagnose, lso
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
-from kafkatxn.cli.options import LagThreshold, MaxTransactionTimeout, ProbeMaxGap, Topics
+from kafkatxn.cli.options import LagThreshold, MaxTransactionTimeout, ProbeMaxGap, SparkCheckpoints, SparkWriters, Topics, spark_writers
 from kafkatxn.output import render_to_string, table_text, terminal_width
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.validation import check_topic_name
@@ -27,8 +27,10 @@ def register(app: typer.Typer) -> None:
         probe_max_gap: ProbeMaxGap = lso.DEFAULT_PROBE_MAX_GAP,
         max_transaction_timeout: MaxTransactionTimeout = None,
         lag_threshold: LagThreshold = lso.DEFAULT_LAG_THRESHOLD,
+        spark_checkpoints: SparkCheckpoints = None,
+        writers: SparkWriters = None,
     ) -> int:
-        """Why has my read_committed consumer group stopped, and what do I do?
+        """Why has my read_committed consumer group (or Spark query: --spark-checkpoint) stopped, and what do I do?
 
         Per group and partition: committed offset, LSO, high watermark, messages behind, and whether
         the gap is real lag, phantom lag (transaction markers, aborted records) or a block behind an
@@ -42,7 +44,11 @@ def register(app: typer.Typer) -> None:
         """
         for topic in topics or []:
             check_topic_name(topic)  # a name that cannot exist is a usage error before any request
-        result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, max_transaction_timeout, lag_threshold)
+        # The profile's queries are read beside every group; those given here, beside the groups named.
+        from_profile = not spark_checkpoints and bool(ctx.config.spark_checkpoints)
+        writing = spark_writers(writers, ctx.config.spark_writers)  # a usage error before the cluster is asked
+        result = diagnose.run(ctx.cluster, groups, topics, probe_max_gap, max_transaction_timeout, lag_threshold,
+                              spark_checkpoints or ctx.config.spark_checkpoints, every_group=from_profile, spark_writers=writing)
         if ctx.output == "table":
             print(text_report(result, ctx.wide, terminal_width(sys.stdout)), end="")
         else:
@@ -76,6 +82,9 @@ def text_report(d: diagnose.Diagnosis, wide: bool = False, width: int = 120) -> 
     out = textwrap.wrap(d.summary, width) + [""]
     if d.groups:
         out.append(render_to_string(d.groups, "table", wide=wide, width=width).rstrip("\n"))
+        out.append("")
+    if d.queries:  # the Spark queries among the readers: which query each spark:<name> row is
+        out.append(render_to_string(d.queries, "table", wide=wide, width=width).rstrip("\n"))
         out.append("")
     shown = [p for p in d.partitions if p.gap is not diagnose.Gap.none]
     if shown:

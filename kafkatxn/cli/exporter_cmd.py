@@ -12,7 +12,7 @@ from kafkatxn import config as config_mod
 from kafkatxn import defaults
 from kafkatxn.cli.check_cmd import SCOPE, GroupRegex, OnlyLagging, PerTopic, TopicRegex
 from kafkatxn.cli.common import CommandContext, command
-from kafkatxn.cli.options import MaxTransactionTimeout, duration_option
+from kafkatxn.cli.options import MaxTransactionTimeout, SparkCheckpoints, SparkWriters, duration_option, spark_writers
 from kafkatxn.errors import UsageError
 from kafkatxn.validation import compile_regex
 
@@ -48,6 +48,8 @@ def register(app: typer.Typer) -> None:
         per_family: Annotated[bool, typer.Option(
             "--per-family", help="Transactional-id churn (kafkatxn_transactional_ids, _new) per id family.",
             rich_help_panel=SCOPE)] = False,
+        spark_checkpoints: SparkCheckpoints = None,
+        writers: SparkWriters = None,
     ) -> int:
         """Prometheus exporter: LSO lag, transactions, hanging transactions, active producer ids, consumer-group lag; gathered
         at scrape time with a short cache. /metrics serves the cluster given here (-b, --profile, the
@@ -68,15 +70,23 @@ def register(app: typer.Typer) -> None:
         max_timeout_ms = max_transaction_timeout  # milliseconds (options.MaxTransactionTimeout)
         options = exporter.ExportOptions(only_lagging, per_topic, per_group, per_family)
 
+        given_writers = spark_writers(writers)  # a usage error before anything listens
+
         def collector_for(config: config_mod.ConnectionConfig):
             # Client settings librdkafka refuses: a scrape could only answer them with HTTP 500.
             check_client_settings(config)
-            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex)
+            # /probe?profile=NAME: that profile's queries; /metrics: those given here, else the profile's.
+            mine = bool(spark_checkpoints) and config is given
+            queries = spark_checkpoints if mine else config.spark_checkpoints
+            writing = given_writers if mine and writers else spark_writers(None, config.spark_writers)
+            gatherer = exporter.ClusterGatherer(config, scrape_timeout_s, topic_regex, max_timeout_ms, group_lag, group_regex,
+                                                queries, writing)
             return exporter.SnapshotCollector(gatherer, options, cache_ttl_s), gatherer.close
 
-        metrics = close_metrics = None
+        metrics = close_metrics = given = None
         if _cluster_given(ctx):
-            metrics, close_metrics = collector_for(ctx.config)
+            given = ctx.config
+            metrics, close_metrics = collector_for(given)
         probes = exporter_http.ProbeTargets(lambda name: config_mod.resolve(profile=name), collector_for)
         app = exporter_http.ExporterApp(metrics, probes, web_config)
         exporter.pin_mmap_threshold()  # RSS stays flat over days of scrapes

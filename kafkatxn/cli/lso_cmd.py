@@ -8,10 +8,11 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kafkatxn import lso
-from kafkatxn.cli.options import LagThreshold, ProbeMaxGap, duration_option, parse_duration
+from kafkatxn import lso, spark_readers
+from kafkatxn.cli.options import LagThreshold, ProbeMaxGap, SparkCheckpoints, duration_option, parse_duration
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
+from kafkatxn.exitcodes import exit_code
 from kafkatxn.model import Missing
 from kafkatxn.output import render_to_string
 
@@ -123,6 +124,7 @@ def register(app: typer.Typer) -> None:
         samples: Annotated[
             Optional[int], typer.Option("--samples", min=1, metavar="N", help="Stop after N samples (implies --watch).")
         ] = None,
+        spark_checkpoints: SparkCheckpoints = None,
     ) -> int:
         """Last stable offset lag: per partition, HW - LSO and the open transaction pinning the LSO.
 
@@ -134,8 +136,8 @@ def register(app: typer.Typer) -> None:
         answer, or a pinning transaction whose verdict could not be determined.
         With --watch, the code of the last sample.
         """
-        if group_names and not groups:
-            raise UsageError(f"group names ({' '.join(group_names)}) need --groups")
+        if (group_names or spark_checkpoints) and not groups:
+            raise UsageError(f"{'group names (' + ' '.join(group_names) + ')' if group_names else '--spark-checkpoint'} need --groups")
         critical_age_ms = critical_age
         interval_ms = interval if interval is not None else parse_duration(DEFAULT_INTERVAL)
         if interval_ms <= 0:
@@ -146,12 +148,21 @@ def register(app: typer.Typer) -> None:
 
         def take_sample(previous: lso.LsoSnapshot | None) -> Sample:
             if groups:
+                # A query's position is read before the offsets it is compared with, as a group's commits are.
+                # The profile's queries are read beside every group; those given here, beside the groups named.
+                specs = spark_checkpoints or ctx.config.spark_checkpoints
+                queries, unread = spark_readers.read_checkpoints(specs)
                 report = lso.group_report(
                     cluster, group_names, topics, min_lag if min_lag is not None else 0, sort_key, top,
                     critical_age_ms, probe_max_gap, watching, previous, lag_threshold,
+                    spark_readers.reader_positions(cluster, queries, topics) if specs else None, not spark_checkpoints,
                 )
+                report.missing[:0] = unread
+                report.exit_code = exit_code(report.exit_code, unread)
+                report.hints[:0] = spark_readers.query_notes(queries)
                 row_type: type = lso.WatchedGroupLag if watching else lso.GroupLag
-                empty = "no committed offsets" + (f" for group {', '.join(group_names)}" if group_names else " in any group")
+                empty = "no committed offsets" + (f" for group {', '.join(group_names)}" if group_names else
+                                                  " of the Spark queries named" if spark_checkpoints else " in any group")
                 if report.measured:  # there were rows: the filter removed every one
                     empty = (f"none of the {report.measured} group partitions measured has a lag_to_lso_messages of "
                              f"{min_lag} or more (--min-lag), nor is blocked")

@@ -84,6 +84,34 @@ LagThreshold = Annotated[
 ]
 # kafka-transactions.sh spells it --transactional-id (describe) and --transactionalId
 # (force-terminate): runbooks written for Kafka's tool work here unchanged.
+SparkCheckpoints = Annotated[
+    Optional[list[str]],
+    typer.Option("--spark-checkpoint", metavar="[NAME=]PATH",
+                 help="A Structured Streaming query's checkpoint (repeatable; local, hdfs://, s3a://, gs://, abfs://): the query "
+                 "is a reader beside the groups, its position the Kafka offsets its last committed batch ended at. "
+                 "Spark keeps no query name in a checkpoint: NAME= gives one. Given here, groups are read only when named (check: with "
+                 "--groups); a profile's spark_checkpoints are read beside every group.",
+                 show_default=False),
+]
+SparkWriters = Annotated[
+    Optional[list[str]],
+    typer.Option("--spark-writer", metavar="NAME=APPLICATION/QUERY[@LEDGER_TOPIC]",
+                 help="The query NAME (--spark-checkpoint NAME=PATH) writes through kafkatxn's exactly-once writer: its "
+                 "ledger's last committed batch is shown beside the checkpoint's (repeatable; the ledger topic defaults "
+                 "to kafkatxn-spark-ledger).", show_default=False),
+]
+
+
+def spark_writers(specs: list[str] | None, profile: tuple[str, ...] = ()) -> list:
+    """``--spark-writer`` values (else the profile's), parsed; a malformed one is a usage error."""
+    from kafkatxn import spark_readers
+
+    try:
+        return [spark_readers.parse_writer(s) for s in (specs or profile)]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 TransactionalIdOptions = Annotated[
     Optional[list[str]],
     typer.Option("--transactional-id", "--transactionalId", metavar="ID",

@@ -35,6 +35,8 @@ class ConnectionConfig:
     profile: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # for people, on stderr (e.g. a secrets file others can read)
+    spark_checkpoints: tuple[str, ...] = ()  # the profile's Spark queries (spark_readers: NAME=PATH), read beside the groups
+    spark_writers: tuple[str, ...] = ()  # their exactly-once writers (NAME=APPLICATION/QUERY[@LEDGER_TOPIC])
 
     @property
     def timeout_s(self) -> float:

@@ -135,7 +135,23 @@ def resolve(
     for key, value in settings.items():
         if is_secret(key):
             register_secret(value)
-    return ConnectionConfig(servers, settings, timeout_ms, profile_name, sources, warnings)
+    return ConnectionConfig(servers, settings, timeout_ms, profile_name, sources, warnings, *_spark_queries(prof, profile_name))
+
+
+def _spark_queries(prof: Mapping, profile_name: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A profile's ``spark_checkpoints``: a list of paths, or a table of query name = checkpoint path, or
+    name = {checkpoint = path, writer = "application/query", ledger_topic = topic} (its exactly-once writer);
+    as ``--spark-checkpoint`` and ``--spark-writer`` values."""
+    value = prof.get("spark_checkpoints", {})
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value), ()
+    if isinstance(value, dict) and all(isinstance(v, str) or isinstance(v, dict) and isinstance(v.get("checkpoint"), str)
+                                       for v in value.values()):
+        checkpoints = tuple(f"{n}={v if isinstance(v, str) else v['checkpoint']}" for n, v in value.items())
+        writers = tuple(f"{n}={v['writer']}" + (f"@{v['ledger_topic']}" if v.get("ledger_topic") else "")
+                        for n, v in value.items() if isinstance(v, dict) and isinstance(v.get("writer"), str))
+        return checkpoints, writers
+    raise UsageError(f"{profiles_file()} profiles.{profile_name}.spark_checkpoints: expected a table of name = \"path\" or a list of paths")
 
 
 def refuse_secret_argument(key: str, value: str) -> None:

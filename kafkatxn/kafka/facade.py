@@ -15,6 +15,7 @@ costs one deadline, not one per part.
 
 from __future__ import annotations
 
+import time
 from typing import Iterable
 
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
@@ -27,7 +28,7 @@ from kafkatxn.kafka.producer_state import DESCRIBE_PRODUCERS_BATCH, ProducerStat
 from kafkatxn.kafka.session import LEADERSHIP_ERRORS, Session
 from kafkatxn.kafka.transaction_log import TransactionLogApi
 from kafkatxn.kafka.transactions import TransactionsApi
-from kafkatxn.model import PartitionInfo
+from kafkatxn.model import Missing, Part, Partial, PartitionInfo
 
 __all__ = ["Cluster", "check_client_settings", "DESCRIBE_PRODUCERS_BATCH", "LEADERSHIP_ERRORS"]
 
@@ -50,6 +51,19 @@ class Cluster(
 
         selection.check_selection(topics, partition, topic_pattern)
         return selection.select_partitions(self.metadata(), topics, partition, include_internal, topic_pattern)
+
+    def writer_batches(self, ledger_topic: str, application: str, query: str | None) -> Partial[dict[int, int]]:
+        """Per task of kafkatxn's exactly-once writer ``application``/``query``, the batch its ledger
+        says it committed last (``ledger.writer_batches``, read_committed, within the deadline); what
+        could not be read is a missing part naming the ledger topic."""
+        from kafkatxn.kafka import ledger
+
+        prefix = f"{application}/{query or ''}/"
+        try:
+            found = ledger.writer_batches(self.config.librdkafka(), ledger_topic, prefix, max(self.deadline - time.monotonic(), 0.1))
+        except (TimeoutError, RuntimeError, ValueError, KeyError) as exc:
+            return Partial({}, [Missing(Part(f"ledger topic {ledger_topic}"), str(exc) or type(exc).__name__)])
+        return Partial({int(key[len(prefix):]): batch for key, batch in found.items() if key[len(prefix):].isdigit()})
 
 
 def check_client_settings(config: ConnectionConfig) -> None:

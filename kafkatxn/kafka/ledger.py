@@ -306,3 +306,40 @@ def _probe(kept: _Kept, ledger_entry: Mapping[str, Any], timeout_s: float) -> No
     if delivered.get("error") is not None or "error" not in delivered:
         kept.abort(timeout_s)
         raise _NotUsable(str(delivered.get("error")))
+
+
+def writer_batches(connection: Mapping[str, Any], topic: str, prefix: str, timeout_s: float) -> dict[str, int]:
+    """Per task key starting with ``prefix`` (``<application>/<query>/``), the batch its ledger entry
+    says was committed last: the whole compacted topic read with ``read_committed`` to its end
+    (a deleted entry, a tombstone, is left out). Raises TimeoutError or RuntimeError, in words."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    deadline = time.monotonic() + timeout_s
+    consumer = Consumer(routed(consumer_settings(connection)))
+    found: dict[str, int] = {}
+    try:
+        meta = consumer.list_topics(topic, timeout=max(deadline - time.monotonic(), 0.1)).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise RuntimeError(f"the ledger topic {topic} does not exist")
+        consumer.assign([TopicPartition(topic, p, -2) for p in meta.partitions])  # -2: the beginning
+        left = set(meta.partitions)
+        while left:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading the ledger topic {topic} did not finish within {timeout_s:g}s")
+            msg = consumer.poll(min(max(deadline - time.monotonic(), 0.01), 0.5))
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    left.discard(msg.partition())
+                    continue
+                raise RuntimeError(f"reading the ledger topic {topic} failed: {clean(msg.error())}")
+            key = (msg.key() or b"").decode("utf-8", "replace")
+            if key.startswith(prefix):
+                if msg.value() is None:
+                    found.pop(key, None)
+                else:
+                    found[key] = int(json.loads(msg.value())["batch"])
+    finally:
+        consumer.close()
+    return found

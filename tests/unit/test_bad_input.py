@@ -313,6 +313,10 @@ PARTITION = opt("--partition", ints_within(0, 1000), ints_outside(0, INT32_MAX))
 BROKER_ID = opt("--broker-id", ints_within(0, 1000), ints_outside(0, INT32_MAX))
 TOPICS = opt("--topic", VALID_TOPIC, BAD_TOPIC)
 MAX_TXN_TIMEOUT = opt("--max-transaction-timeout", VALID_DURATION, BAD_DURATION)
+# A checkpoint path is only read (one that is not a checkpoint is a missing part, exit 3): any of the module's files.
+SPARK_CHECKPOINT = path_opt("--spark-checkpoint", ["missing", "dir", "good_properties"], [])
+SPARK_WRITER = opt("--spark-writer", st.sampled_from(["etl=orders-enricher/main", "etl=app/@ledger"]),
+                   st.one_of(st.sampled_from(["app/q", "etl=noslash", "=app/q", "etl=a/b/c"]), SAFE_VALUE.filter(lambda v: "/" not in v)))
 
 BOOTSTRAP = Opt("-b", VALID_BOOTSTRAP.map(lambda v: ["-b", v]), BAD_BOOTSTRAP.map(lambda v: ["-b", v]))
 TIMEOUT = Opt("--timeout", VALID_TIMEOUT.map(lambda v: ["--timeout", v]), BAD_TIMEOUT.map(lambda v: ["--timeout", v]))
@@ -349,8 +353,9 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             Opt("--samples", st.sampled_from([["--samples", "1"], ["--samples", "2", "--interval", "10ms"], ["--watch", "--samples", "1"]]),
                 ints_outside(1, None).map(lambda v: ["--samples", v])),
             Opt("--interval", st.nothing(), st.one_of(BAD_DURATION, st.just("0")).map(lambda v: ["--interval", v, "--samples", "1"])),
+            SPARK_CHECKPOINT,
         ],
-        [["g1"], ["g1", "g2"]],  # group names without --groups
+        [["g1"], ["g1", "g2"], ["--spark-checkpoint", "ck"]],  # group names or a checkpoint without --groups
     ),
     ("hanging",): (
         [],
@@ -408,6 +413,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             flag("--only-lagging"), flag("--per-topic"), MAX_TXN_TIMEOUT,
             flag("--groups"), opt("--group-regex", VALID_REGEX, BAD_REGEX),
             *(opt(f"--{name}", VALID_RANGE, BAD_RANGE) for name in ("group-lag-warn", "group-lag-crit")),
+            SPARK_CHECKPOINT,
         ],
         [],
     ),
@@ -417,6 +423,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             Opt("--group", SAFE_VALUE.map(lambda v: ["--group", v])), TOPICS,
             opt("--probe-max-gap", ints_within(0, 10**6), ints_outside(0, None)), MAX_TXN_TIMEOUT,
             opt("--lag-threshold", ints_within(1, 10**6), ints_outside(1, None)),
+            SPARK_CHECKPOINT, SPARK_WRITER,
         ],
         [],
     ),
@@ -431,7 +438,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], list[Opt], list[list[str]]]] = 
             path_opt("--web-config-file", ["web_config"], ["missing", "dir", "binary_properties", "good_properties"]),
             flag("--only-lagging"), flag("--per-topic"), flag("--per-family"), MAX_TXN_TIMEOUT,
             Opt("--group-lag", st.sampled_from([["--group-lag"], ["--no-group-lag"]])),
-            opt("--group-regex", VALID_REGEX, BAD_REGEX), flag("--per-group"),
+            opt("--group-regex", VALID_REGEX, BAD_REGEX), flag("--per-group"), SPARK_CHECKPOINT, SPARK_WRITER,
         ],
         [],
     ),

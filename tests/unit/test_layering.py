@@ -22,6 +22,7 @@ PURE = (
     "kafkatxn.audit.families", "kafkatxn.audit.txnlog", "kafkatxn.audit.txnlog_encode",
     "kafkatxn.timeline",  # the events of transactions history
     "kafkatxn.lost_commit",  # how the log says a transaction ended (a lost COMMIT marker)
+    "kafkatxn.spark_checkpoint", "kafkatxn.spark_readers",  # a Spark query's checkpoint (pyarrow only for remote paths)
 )
 
 

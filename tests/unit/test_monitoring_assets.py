@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kafkatxn.model import QueryReader
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample, HangingSample, PartitionSample, TransactionSample
 from kafkatxn.exporter import ExportOptions, SnapshotCollector, render_text, write_textfile
 from tests.support.prometheus import ALERTS_TEST, SCRAPE_EXAMPLE, promtool
@@ -171,7 +172,7 @@ def busy_snapshot() -> ClusterSnapshot:
         hanging=(HangingSample("t", 0, 1, 5, "a", "why"),),
         max_transaction_timeout_ms=900_000,
         missing=("u-0: no leader",),
-        groups=(GroupSample("g", "t", 0, 0, 0, 5, True),),
+        groups=(GroupSample("g", "t", 0, 0, 0, 5, True), GroupSample(QueryReader("etl", "id", "/ck"), "t", 0, 0, 0, 5, True)),
     )
 
 
@@ -251,7 +252,7 @@ def test_the_quiet_cluster_test_names_every_alert():
     tested_firing = {case["alertname"] for t in doc["tests"] for case in t["alert_rule_test"] if case["exp_alerts"]}
     assert {"KafkatxnHangingTransaction", "KafkatxnExporterDown", "KafkatxnClusterUnreachable",
             "KafkatxnConsumerGroupBlocked", "KafkatxnConsumerGroupBlockedPerGroup",
-            "KafkatxnConsumerGroupStuck", "KafkatxnGroupsStuck"} <= tested_firing
+            "KafkatxnConsumerGroupStuck", "KafkatxnGroupsStuck", "KafkatxnSparkQueryStuck", "KafkatxnSparkQueryStuckPerQuery"} <= tested_firing
 
 
 def copy_of_the_rules(tmp_path: Path, edit) -> Path:

@@ -1,0 +1,102 @@
+"""The rows ``kafkatxn diagnose`` shows and the words it decides in (what :mod:`kafkatxn.diagnose` makes)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from kafkatxn import lso
+from kafkatxn.gaps import Gap
+from kafkatxn.verdicts import GroupVerdict
+
+
+class TxnVerdict(str, enum.Enum):
+    """The pinning transaction, as :mod:`kafkatxn.hanging` decides it."""
+
+    hanging = "hanging"  # its coordinator does not track it: nothing will ever end it
+    long_running = "long_running"  # tracked, but past its own timeout or idle past transaction.max.timeout.ms
+    tracked = "tracked"  # tracked and within its timeout: the coordinator ends it by then
+    undetermined = "undetermined"  # the coordinators could not say
+    recent = "recent"  # its coordinator could not say, but it wrote within transaction.max.timeout.ms
+    untracked = "untracked"  # not tracked by its coordinator, not past its deadline: hanging then unless it ends
+    lost_commit = "lost_commit"  # its coordinator committed it; the partition lost the COMMIT marker (kafkatxn.lost_commit)
+
+
+class Action(str, enum.Enum):
+    wait = "wait"
+    fence = "fence"
+    abort = "abort"
+    restore_commit = "restore_commit"
+    undecided = "undecided"
+
+
+RISK = {
+    Action.wait: "nothing changes: the group stays blocked until then, unless the producer commits or aborts first",
+    Action.fence: "aborts the open transaction and fences its producer: its next send fails (ProducerFenced), "
+    "the application must recreate it; the aborted records are lost to read_committed consumers",
+    Action.abort: "writes an ABORT marker: read_committed consumers skip the transaction's records for good "
+    "(no coordinator would ever complete it)",
+    Action.restore_commit: "writes the COMMIT marker its coordinator's log shows was lost: read_committed consumers "
+    "read the transaction's records (an ABORT marker would make committed records disappear)",
+    Action.undecided: "acting blind could abort a transaction its coordinator is about to commit; "
+    "bring the coordinator back first",
+}
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One group: where it stands overall."""
+
+    group: str
+    status: str  # caught_up, waiting, unknown, lagging or blocked (the worst of its partitions)
+    partitions: int
+    blocked_partitions: int
+    lagging_partitions: int
+    lag_messages: int  # what a read_committed consumer still has to read (markers and aborted records left out where probed)
+    lag_to_hw_messages: int  # what high-watermark lag tools report
+    phantom_messages: int  # markers and aborted records counted by those tools, found by probing
+    pinned_by: tuple[str, ...]  # transactional ids (or "producer N") holding it
+
+
+@dataclass(frozen=True)
+class PartitionDiagnosis(lso.GroupPosition):
+    """One group on one partition."""
+
+    lag_messages: int
+    lag_to_lso_messages: int
+    lag_to_hw_messages: int
+    verdict: GroupVerdict
+    gap: Gap
+    explanation: str
+    producer_id: int | None  # the transaction blocking it
+    transactional_id: str | None
+
+
+@dataclass(frozen=True)
+class PinningTransaction:
+    """An open transaction that holds some group, what its coordinator says, and what to do."""
+
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str | None
+    coordinator_id: int | None
+    coordinator_state: str | None
+    verdict: TxnVerdict
+    reason: str
+    age_ms: int | None  # verdicts.transaction_age: its coordinator's start, else its first record (see age_source)
+    age_source: str | None  # coordinator, first_record or last_write (a lower bound)
+    overdue: bool  # past its own timeout (verdicts.is_overdue)
+    last_write_age_ms: int | None  # since its producer last wrote to a pinned partition
+    transaction_timeout_ms: int | None
+    aborts_at_ms: int | None  # when the coordinator aborts it (start + timeout), if it will
+    partitions: tuple[str, ...]  # blast radius: "topic-partition@start_offset" it pins
+    groups: tuple[str, ...]  # blast radius: groups it blocks
+    lso_lag_messages: int  # summed over its partitions: HW - LSO
+    action: Action
+    command: str  # the next step, to copy
+    release_command: str | None  # releases the groups now (with the risk below), when the next step is to wait
+    until_ms: int | None  # with action wait: when to expect the release
+    risk: str
+    history: str | None = None  # its id's history in a line (kafkatxn/history.py), or "undetermined: why"
+    history_evidence: dict | None = None  # the counts behind it (timeline.HistorySummary)
+    release_risk: str | None = None  # what the release command risks (release_command)
