@@ -174,8 +174,10 @@ def scraper(exp: Exporter, stop: threading.Event, counts: Counter) -> None:
         base = exp.base
         try:
             body = urllib.request.urlopen(f"{base}/metrics", timeout=SCRAPE_TIMEOUT_S + 10).read().decode()
-        except (urllib.error.URLError, OSError, ConnectionError):
-            counts[f"{exp.name}_scrape_failed"] += 1  # an exporter restarting: refused or reset
+        except (urllib.error.URLError, OSError, ConnectionError) as exc:
+            # Refused or reset while an exporter restarts after its SIGTERM; a timeout would be a hang.
+            reason = getattr(exc, "reason", exc)
+            counts[f"{exp.name}_scrape_failed_{type(reason).__name__}"] += 1
             time.sleep(0.2)
             continue
         up = next((line.rsplit(" ", 1)[1] for line in body.splitlines() if line.startswith("kafkatxn_up")), None)
