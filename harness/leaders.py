@@ -13,7 +13,6 @@ def rotate_leaders(bootstrap: str, topics: Iterable[str], timeout: float = 20) -
     from confluent_kafka import ElectionType
     from confluent_kafka import TopicPartition as CkTopicPartition
     from confluent_kafka.admin import AdminClient
-    from kafka.admin import KafkaAdminClient
     from kafka.structs import TopicPartition as KTP
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -25,7 +24,7 @@ def rotate_leaders(bootstrap: str, topics: Iterable[str], timeout: float = 20) -
     }
     if not moves:
         return {}
-    client = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    client = _kafka_python_admin(bootstrap, timeout)
     try:
         client.alter_partition_reassignments(moves)
     finally:
@@ -44,3 +43,36 @@ def leaders(bootstrap: str, topics: Iterable[str], timeout: float = 10) -> dict[
 
     md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(timeout=timeout)
     return {(name, p.id): p.leader for name in topics if name in md.topics for p in md.topics[name].partitions.values()}
+
+
+def wait_for_full_isr(bootstrap: str, topics: Iterable[str], timeout: float = 60) -> None:
+    """Return once every partition of ``topics`` has all its replicas in sync: a broker just
+    started again is a replica a preferred election may not choose before it has caught up."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    names = list(topics)
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(timeout=10)
+        parts = [p for n in names if n in md.topics for p in md.topics[n].partitions.values()]
+        if parts and all(set(p.isrs) == set(p.replicas) for p in parts):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"replicas of {names} not all in sync after {timeout} s")
+        time.sleep(0.3)
+
+
+def _kafka_python_admin(bootstrap: str, timeout: float):
+    """kafka-python's admin client (confluent-kafka has no partition reassignment) from the first
+    server that answers: its bootstrap gives up on a stopped broker instead of trying the next."""
+    from kafka.admin import KafkaAdminClient
+
+    last: Exception | None = None
+    for server in bootstrap.split(","):
+        try:
+            return KafkaAdminClient(bootstrap_servers=server, request_timeout_ms=int(timeout * 1000))
+        except Exception as exc:  # noqa: BLE001 - the next server
+            last = exc
+    assert last is not None
+    raise last
