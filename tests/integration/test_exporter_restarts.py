@@ -53,6 +53,13 @@ class Scrapers:
             t.join(SCRAPE_TIMEOUT_S + 35)
 
 
+def _stderr(exporter: ExporterProcess) -> str:
+    """What the exporter wrote so far: after a native crash, faulthandler's stacks of every thread."""
+    while not exporter._stderr.empty():
+        exporter.stderr_lines.append(exporter._stderr.get())
+    return "".join(exporter.stderr_lines)
+
+
 def _whole(metrics: dict) -> bool:
     return metrics.get(("kafkatxn_up", ())) == 1 and metrics.get(("kafkatxn_scrape_incomplete", ())) == 0 and all(
         metrics.get(("kafkatxn_broker_up", (("broker", str(b)),))) == 1 for b in (1, 2, 3))
@@ -103,13 +110,13 @@ def test_exporter_scrapes_through_broker_restarts_and_a_leader_move(kafka_factor
         wait_for_full_isr(bootstrap, [unique_name])  # else the election may find the new first replica behind
         moved = rotate_leaders(bootstrap, [unique_name])
         assert moved, "no leader moved"
-        assert exporter.proc.poll() is None
+        assert exporter.proc.poll() is None, _stderr(exporter)
 
         after = _wait_whole(exporter)
         scrapers.close()
         assert _whole(after), after
         assert _figures(after, unique_name) == _figures(before, unique_name)
-        assert exporter.proc.poll() is None
+        assert exporter.proc.poll() is None, _stderr(exporter)
         # Every scrape under the faults was answered (none refused or cut: the process served throughout).
         assert scrapers.failures == [], scrapers.failures[:5]
         assert len(scrapers.answers) >= 4
@@ -121,8 +128,6 @@ def test_exporter_scrapes_through_broker_restarts_and_a_leader_move(kafka_factor
         with contextlib.suppress(Exception):  # cleanup only: the coordinator aborts it at its timeout anyway
             open_run.abort()
     time.sleep(0.2)  # the last lines of stderr reach the reader thread
-    stderr = "".join(exporter.stderr_lines)
-    while not exporter._stderr.empty():
-        stderr += exporter._stderr.get()
+    stderr = _stderr(exporter)
     assert code == 0, stderr
     assert not [mark for mark in FATAL if mark in stderr], stderr
