@@ -52,10 +52,6 @@ def parse_listen(text: str) -> tuple[str, int]:
 # -- the application ---------------------------------------------------------------------------
 
 
-class UnknownProfile(UsageError):
-    pass
-
-
 @dataclass
 class _Target:
     collector: SnapshotCollector

@@ -117,18 +117,11 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
     return view, unsupported + list_missing + list(describe_missing)
 
 
-def described_open_transactions(
-    cluster: Cluster, partitions: Sequence[TopicPartition], missing: list[Missing]
-) -> dict[TopicPartition, list[OpenTransaction]]:
-    """The open transactions on ``partitions`` (DescribeProducers), each with its coordinator's
-    view; what did not answer is appended to ``missing``."""
-    return describe_open(cluster, partitions, missing)[0]
-
-
 def describe_open(
     cluster: Cluster, partitions: Sequence[TopicPartition], missing: list[Missing]
 ) -> tuple[dict[TopicPartition, list[OpenTransaction]], CoordinatorView]:
-    """:func:`described_open_transactions`, and the coordinators' view they were given."""
+    """The open transactions on ``partitions`` (DescribeProducers), each with its coordinator's view,
+    and that view; what did not answer is appended to ``missing``."""
     if not partitions:
         return {}, CoordinatorView()
     try:
@@ -138,13 +131,6 @@ def describe_open(
         return {}, CoordinatorView()
     missing.extend(described.missing)
     return _with_view(cluster, described.value, missing)
-
-
-def open_transactions_with_view(
-    cluster: Cluster, states: Mapping[TopicPartition, Sequence[ProducerState]], missing: list[Missing]
-) -> dict[TopicPartition, list[OpenTransaction]]:
-    """The open transactions in described producer states, each with what its coordinator says."""
-    return _with_view(cluster, states, missing)[0]
 
 
 def _with_view(

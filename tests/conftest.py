@@ -61,7 +61,8 @@ SLOW_MODULES = {
     "test_secrets.py": 260, "test_pipx_install.py": 200, "test_audit.py": 190, "test_faults.py": 150,
     "test_broker_loss.py": 140, "test_audit_patterns.py": 130, "test_harness.py": 120,
     "test_audit_installed.py": 110, "test_declared_deps.py": 100, "test_old_brokers.py": 60,
-    "test_cluster.py": 50, "test_bad_input.py": 45,
+    "test_cluster.py": 50, "test_spark_reader.py": 50, "test_remedy_tv2.py": 50, "test_exporter_restarts.py": 45,
+    "test_bad_input.py": 45,
 }
 
 
