@@ -66,6 +66,32 @@ SLOW_MODULES = {
 }
 
 
+try:  # the [test] extra has pytest-xdist; without it the suite runs in one process
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:  # pragma: no cover
+    LoadFileScheduling = None
+
+if LoadFileScheduling is not None:
+    class _SlowestModulesFirst(LoadFileScheduling):
+        """xdist's `loadfile`, handing modules out in collection order (the slowest first, above)
+        rather than by their number of tests, which put the one-test modules (the nemesis, the
+        Spark crash test) last, each running alone at the end."""
+
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "_in_collection_order", False):
+                order = {scope: i for i, scope in enumerate(dict.fromkeys(map(self._split_scope, self.collection)))}
+                units = sorted(self.workqueue.items(), key=lambda unit: order[unit[0]])
+                self.workqueue.clear()
+                self.workqueue.update(units)
+                self._in_collection_order = True
+            super()._assign_work_unit(node)
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log):
+        if config.getoption("dist") == "loadfile":
+            return _SlowestModulesFirst(config, log)
+        return None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: needs a real Kafka broker (started by the harness)")
     config.addinivalue_line("markers", "cluster3: needs the 3-broker cluster")
