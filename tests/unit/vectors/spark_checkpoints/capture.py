@@ -5,10 +5,11 @@ tests/unit/test_spark_checkpoint_vectors.py. Run by hand (not in the suite), fro
     PYTHONPATH=$PWD nice -n 19 python3 tests/unit/vectors/spark_checkpoints/capture.py /tmp/spark-venv-4.0.5/bin/python
 
 It starts a one-node broker (harness; or --bootstrap), writes records in transactions (one aborted),
-and runs in that venv's Python (capture_job.py) four queries reading read_committed through Spark's
+and runs in that venv's Python (capture_job.py) queries reading read_committed through Spark's
 Kafka connector, twice (more records between), so each has committed batches 0 and 1:
 subscribe (two topics), subscribePattern, assign, and subscribe unioned with a text file source (a
-source that is not Kafka). A copy of the subscribe checkpoint without commits/1 is the batch in flight.
+source that is not Kafka; on 4.2+ also with both sources named, source evolution on). Derived copies:
+batch_in_flight (subscribe without commits/1) and no_commit (Kafka + files with batch 0 planned only).
 Each checkpoint's metadata, offsets/, commits/ and sources/ (no .crc, no state/) go to
 <spark version>/<shape>/ with expected.json: the read_committed end offsets the broker reported after
 each round of writes, which Spark's progress must agree with.
