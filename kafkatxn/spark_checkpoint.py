@@ -9,12 +9,14 @@ The files (Spark 3.x and 4.x):
 - ``metadata``: ``{"id":"<query id>"}`` (one JSON line).
 - ``offsets/<batch id>`` (``OffsetSeqLog``): a version line, ``v1`` or ``v2``; a metadata line
   (``OffsetSeqMetadata`` JSON, possibly empty); then per source its end offset for the batch: in v1
-  one line per source in the query's source order, in v2 ``<source id>:<offset>``; ``-`` is a source
+  one line per source in the query's source order, in v2 (Spark 4.3, sources named with source
+  evolution on; 4.2 writes v1 for them) ``<source name>:<offset>``; ``-`` is a source
   without an offset. A Kafka source's offset (``KafkaSourceOffset``) is
   ``{"topic":{"0":23,"1":-1}}``, whichever of subscribe, subscribePattern and assign chose the topics.
 - ``commits/<batch id>`` (``CommitLog``): ``v1`` or ``v2`` (state checkpoint format 2), then a JSON line.
-- ``sources/<n>/0``: the Kafka source's initial offsets, a zero byte (Spark 2.1 compatibility), ``v1``
-  and the same JSON: where a query that has committed no batch starts.
+- ``sources/<n>/0`` (``sources/<name>/0`` for a named source, Spark 4.2+): the Kafka source's initial
+  offsets, a zero byte (Spark 2.1 compatibility), ``v1`` and the same JSON: where a query that has
+  committed no batch starts. A file source keeps its log of files there (``v1``, a JSON line per file).
 
 A batch is planned when its offsets file is written and done when its commit file is: the newest
 commit's offsets are where the query stands (the next batch reads from there); a newer offsets file is
@@ -30,7 +32,7 @@ from typing import Any
 
 from kafkatxn.model import TopicPartition
 
-OFFSET_LOG_VERSIONS = (1, 2)  # OffsetSeqLog: v1 positional sources, v2 named sources (Spark 4.1)
+OFFSET_LOG_VERSIONS = (1, 2)  # OffsetSeqLog: v1 positional sources, v2 named sources (Spark 4.3)
 COMMIT_LOG_VERSIONS = (1, 2)  # CommitLog: v2 with the state checkpoint format 2 (Spark 4.0)
 NO_OFFSET = "-"  # OffsetSeqLog.SERIALIZED_VOID_OFFSET
 _VERSION = re.compile(r"v(\d+)")
@@ -168,11 +170,15 @@ def kafka_position(entry: OffsetLogEntry) -> KafkaPosition:
 
 
 def parse_initial_offsets(text: str) -> dict[TopicPartition, int] | None:
-    """A ``sources/<n>/0`` file: a Kafka source's initial offsets, or None when the source is not Kafka."""
+    """A ``sources/<n>/0`` file: a Kafka source's initial offsets (one JSON line), or None when the source
+    is not Kafka (a file source keeps its log here: a JSON line per file it read in batch 0)."""
     text = text.lstrip("\x00")
     lines = _lines(text, "initial offsets file")
     _version(lines[0], (1,), "initial offsets file")
-    if len(lines) < 2 or not lines[1].strip():
+    body = [line.strip() for line in lines[1:] if line.strip()]
+    if not body:
         raise CheckpointError("its initial offsets file ends after the version line (truncated, or being written)")
-    value = _json("\n".join(lines[1:]).strip(), "initial offsets file")
+    if len(body) > 1:
+        return None
+    value = _json(body[0], "initial offsets file")
     return kafka_offsets(value) if is_kafka_offset(value) else None
