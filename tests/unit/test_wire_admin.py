@@ -170,3 +170,16 @@ def test_fence_with_a_timeout_over_the_brokers_maximum_says_which_setting():
     model.init_producer_id_errors = ["INVALID_TRANSACTION_TIMEOUT"]
     with pytest.raises(ClusterError, match="larger than the brokers' transaction.max.timeout.ms"):
         FakeCluster(model).fence_transactional_id_retrying("app-1", 60_000_000)
+
+
+def test_a_broker_newer_than_kafka_pythons_newest_release_is_that_release_or_newer():
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+
+    from kafkatxn.kafka.wire.metadata import _api_versions_response
+
+    newest = max(BROKER_API_VERSIONS)
+    known = dict(BROKER_API_VERSIONS[newest])
+    name = ".".join(map(str, newest))
+    assert _api_versions_response(known).inferred_version == name
+    newer = {**known, 0: (known[0][0], known[0][1] + 1)}  # one more Produce version than that release
+    assert _api_versions_response(newer).inferred_version == f"{name}+"

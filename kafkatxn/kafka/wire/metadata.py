@@ -33,7 +33,7 @@ def _decode_api_versions(_request: p.ApiVersions, resp: Any) -> p.ApiVersionsRes
 
 def _api_versions_response(by_key: dict[int, tuple[int, int]]) -> p.ApiVersionsResponse:
     from kafka.protocol.api_key import ApiKey
-    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker_version_from_api_versions
 
     versions = {}
     for key, span in sorted(by_key.items()):
@@ -42,7 +42,14 @@ def _api_versions_response(by_key: dict[int, tuple[int, int]]) -> p.ApiVersionsR
         except ValueError:
             name = f"api_{key}"
         versions[name] = span
-    inferred = ".".join(str(x) for x in infer_broker_version_from_api_versions(by_key))
+    release = infer_broker_version_from_api_versions(by_key)
+    inferred = ".".join(str(x) for x in release)
+    # kafka-python knows releases up to its own; a broker that speaks more than the newest of them
+    # is that release or newer ("4.3+"), never said to be that release.
+    newest = max(BROKER_API_VERSIONS)
+    if tuple(release) == newest and any(key not in BROKER_API_VERSIONS[newest] or span[1] > BROKER_API_VERSIONS[newest][key][1]
+                                        for key, span in by_key.items()):
+        inferred += "+"
     return p.ApiVersionsResponse(versions, inferred)
 
 
