@@ -162,8 +162,7 @@ class Wire:
                     conn.close(exc)
                     if is_refusal(exc):
                         raise
-                    if not tls and server.node_id not in probed and not isinstance(exc, TimeoutError) \
-                            and "Timeout" not in type(exc).__name__:
+                    if not tls and server.node_id not in probed and "Timeout" not in type(exc).__name__:
                         # Cut off before any answer: a TLS listener's alert may have been read with the close.
                         probed.add(server.node_id)
                         if listener_answers_in_tls(server.host, server.port, min(1.0, deadline - time.monotonic())):
