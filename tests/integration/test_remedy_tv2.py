@@ -60,6 +60,19 @@ def _producer(bootstrap: str, tp: TopicPartition, producer_id: int | None = None
     return next(s for s in states if s.producer_id == producer_id)
 
 
+def _committed(bootstrap: str, tp: TopicPartition, producer_id: int | None = None):
+    """The producer's state once its last commit's marker is in the log. The Java producer's commit
+    returns when the coordinator has the decision; the leader appends the marker (which carries the
+    bumped epoch on transaction version 2) a moment later, so reading at once can see the old epoch."""
+    deadline = time.monotonic() + 20
+    while True:
+        stable, high = _offsets(bootstrap, tp)
+        state = _producer(bootstrap, tp, producer_id)
+        if (stable == high and state.current_txn_start_offset == -1) or time.monotonic() > deadline:
+            return state
+        time.sleep(0.1)
+
+
 def _read_committed(bootstrap: str, tp: TopicPartition) -> list[bytes]:
     """Every value a read_committed consumer gets from offset 0 up to the LSO (the partition's end for it)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"tv2-{time.monotonic_ns()}", "log_level": 0,
@@ -105,7 +118,7 @@ def test_a_hanging_transaction_under_a_tv2_producer_is_aborted_at_the_epoch_its_
         first = None
         for value in ("c0", "c1"):
             java.send(f"txn app {value}")
-            state = _producer(bootstrap, tp)
+            state = _committed(bootstrap, tp)
             first = state.producer_epoch if first is None else first
         assert state.producer_epoch == first + 1  # transaction version 2: the commit marker bumped the epoch
         java.send("close app")
@@ -140,6 +153,7 @@ def test_a_hanging_transaction_under_a_tv2_producer_is_aborted_at_the_epoch_its_
         # The id goes on: its next producer commits on the partition.
         java.send(f"init again {tid}")
         java.send("txn again c2")
+        _committed(bootstrap, tp)
     assert _read_committed(bootstrap, tp) == [b"c0", b"c1", b"c2"]
     assert _offsets(bootstrap, tp) == (start + 6, start + 6)
 
@@ -154,9 +168,9 @@ def test_a_live_tv2_producer_is_fenced_and_its_open_transaction_never_becomes_vi
     with Session(kafka, topic) as java:
         java.send(f"init live {tid}")
         java.send("txn live c0")
-        first = _producer(bootstrap, tp)
+        first = _committed(bootstrap, tp)
         java.send("txn live c1")
-        second = _producer(bootstrap, tp)
+        second = _committed(bootstrap, tp)
         assert second.producer_epoch == first.producer_epoch + 1  # TV2: each commit bumps the epoch
         java.send("open live doomed")
         opened = _producer(bootstrap, tp)
@@ -219,8 +233,8 @@ def test_a_lost_tv2_commit_marker_is_restored_and_the_id_goes_on(capsys, kafka_f
         java.send("txn app c0")
         java.send("txn app c1")
         java.send("close app")
+        data_epoch = _committed(bootstrap, tp).producer_epoch - 1  # c1's: TV2's COMMIT marker carries it bumped
         assert _offsets(bootstrap, tp) == (4, 4)  # c0, its marker, c1, its marker
-        data_epoch = _producer(bootstrap, tp).producer_epoch - 1  # c1's: TV2's COMMIT marker carries it bumped
 
         cluster.kill_broker(1)
         assert _cut_last_batch(cluster.node_dir(1) / "data" / f"{topic}-0") == 3
@@ -248,5 +262,6 @@ def test_a_lost_tv2_commit_marker_is_restored_and_the_id_goes_on(capsys, kafka_f
         # The id's next producer (InitProducerId bumps past every epoch used) commits after it.
         java.send(f"init again {tid}")
         java.send("txn again c2")
+        _committed(bootstrap, tp)
     assert _read_committed(bootstrap, tp) == [b"c0", b"c1", b"c2"]
     assert _offsets(bootstrap, tp) == (6, 6)
