@@ -49,6 +49,9 @@ TOOL_JVM_OPTIONS: tuple[str, ...] = (
     "-Xshare:auto",
 )
 
+# The key of a node's JMX port among its listener ports (not a listener: no broker config names it).
+JMX_PORT = "JMX"
+
 STOP_GRACE_SECONDS = 5.0
 _PORT_ATTEMPTS = 3
 _PROBE_TOPIC = "_kafkatxn_harness_probe"
@@ -129,6 +132,7 @@ class KafkaCluster:
         jvm_options: Sequence[str] | None = None,
         format_arguments: Sequence[str] = (),
         metadata_mode: str | None = None,
+        jmx: bool = False,
     ):
         if n_brokers < 1:
             raise ValueError("n_brokers must be at least 1")
@@ -142,6 +146,8 @@ class KafkaCluster:
         self.version = kafka_version or default_kafka_version()
         self.name = name
         self.jvm_options = list(FAST_START_JVM_OPTIONS if jvm_options is None else jvm_options)
+        # A JMX port per broker (harness/jmx.py reads the brokers' own request counters through it).
+        self.jmx = jmx
         # Extra `kafka-storage format` arguments, e.g. --add-scram: SCRAM users exist from the first start.
         self.format_arguments = list(format_arguments)
         self.broker_ids = list(range(1, n_brokers + 1))
@@ -162,6 +168,11 @@ class KafkaCluster:
     @property
     def bootstrap_servers(self) -> str:
         return self.bootstrap_servers_for(self.listeners[0].name)
+
+    def jmx_port(self, node_id: int) -> int:
+        """The node's JMX port (a cluster made with ``jmx=True``)."""
+        self._require_nodes()
+        return self._nodes[node_id].ports[JMX_PORT]
 
     def bootstrap_servers_for(self, listener_name: str) -> str:
         self._require_nodes()
@@ -359,6 +370,8 @@ class KafkaCluster:
     def _prepare_nodes(self, libs_dir: Path) -> None:
         """Fresh directories, fresh ports, configs, and formatted storage for every node."""
         listener_names = [listener.name for listener in self.listeners] + [CONTROLLER_LISTENER]
+        if self.jmx:
+            listener_names.append(JMX_PORT)
         ports = iter(_free_ports(len(listener_names) * self.n_brokers))
         self._nodes = {}
         for node_id in self.broker_ids:
@@ -466,6 +479,7 @@ class KafkaCluster:
             *_parent_death_signal_prefix(),
             _java(),
             *self.jvm_options,
+            *(_jmx_options(node.ports[JMX_PORT]) if JMX_PORT in node.ports else ()),
             _logging_option(libs_dir, node.directory / _BROKER_LOGGING_FILE[flavour]),
             "-cp",
             f"{libs_dir}/*",
@@ -651,6 +665,19 @@ def _logging_option(libs_dir: Path, config: Path) -> str:
     if log4j_flavour(libs_dir) == "reload4j":
         return f"-Dlog4j.configuration=file:{config}"
     return f"-Dlog4j2.configurationFile={config}"
+
+
+def _jmx_options(port: int) -> tuple[str, ...]:
+    """Remote JMX on loopback without authentication: a test cluster's counters, read by JmxTool."""
+    return (
+        "-Dcom.sun.management.jmxremote",
+        f"-Dcom.sun.management.jmxremote.port={port}",
+        f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+        "-Dcom.sun.management.jmxremote.authenticate=false",
+        "-Dcom.sun.management.jmxremote.ssl=false",
+        "-Dcom.sun.management.jmxremote.local.only=false",
+        f"-Djava.rmi.server.hostname={LOOPBACK}",
+    )
 
 
 def _java() -> str:

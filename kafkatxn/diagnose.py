@@ -34,6 +34,7 @@ from kafkatxn.output import Report
 # The rows and words diagnose decides (its API too).
 from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict  # noqa: F401
 from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, OpenTransaction, PinVerdict, Verdict
+from kafkatxn.gather import in_one_run
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -447,6 +448,7 @@ def _summary(groups: Sequence[GroupSummary], transactions: Sequence[PinningTrans
     return text
 
 
+@in_one_run
 def run(
     cluster: Cluster,
     groups: Sequence[str] | None = None,

@@ -10,6 +10,7 @@ coordinator's description) is gathered by :func:`coordinator_view` alone, for ``
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
@@ -32,6 +33,21 @@ class TransactionConfigs:
     max_transaction_timeout_ms: int | None  # the largest transaction.max.timeout.ms
     abort_cleanup_interval_ms: int | None  # the longest cleanup interval: the slowest coordinator's
     missing: tuple[Missing, ...] = ()
+
+
+def in_one_run(entry):
+    """A library entry point (a command's, an exporter scrape's) whose questions share one run of
+    answers (:meth:`kafkatxn.kafka.session.Session.one_run`): each key goes down to the brokers once."""
+
+    @functools.wraps(entry)
+    def one_run(cluster, *args, **kwargs):
+        run = getattr(cluster, "one_run", None)  # a test's stand-in for the facade has none
+        if run is None:
+            return entry(cluster, *args, **kwargs)
+        with run():
+            return entry(cluster, *args, **kwargs)
+
+    return one_run
 
 
 def cluster_transaction_configs(cluster: Cluster) -> TransactionConfigs:
@@ -88,17 +104,19 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
     silent = {m.subject.id for m in list_missing if isinstance(m.subject, Broker)}
     gaps = unsupported or (verdicts.transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else [])
     hidden: tuple[Missing, ...] = ()
-    if not gaps and set(wanted) - set(tids):
-        # A producer id not listed: hanging only if the principal sees every transactional id
-        # (ListTransactions leaves out those it may not DESCRIBE, and says nothing of it).
-        visibility = cluster.transactional_id_visibility()
-        hidden = verdicts.hidden_ids(visibility.value, visibility.missing)
     found: dict[str, TransactionDescription] = {}
     not_found: dict[str, str] = {}
     unanswered: dict[str, tuple[Missing, ...]] = {}
     describe_missing: list[Missing] = []
-    if tids:
+    if not gaps and set(wanted) - set(tids):
+        # A producer id not listed: hanging only if the principal sees every transactional id
+        # (ListTransactions leaves out those it may not DESCRIBE, and says nothing of it). The
+        # probe goes with the ids described.
+        described, visibility = cluster.describe_with_visibility(sorted(set(tids.values())))
+        hidden = verdicts.hidden_ids(visibility.value, visibility.missing)
+    elif tids:
         described = cluster.describe_transactions(sorted(set(tids.values())))
+    if tids:
         found, not_found, describe_missing = described.value.found, described.value.not_found, described.missing
         for tid in set(tids.values()):
             if tid not in found and tid not in not_found:
@@ -278,7 +296,8 @@ def still_open(cluster: Cluster, untracked: Sequence[verdicts.Classification], m
     if not untracked:
         return set()
     try:
-        described = cluster.describe_producers(sorted({c.open_txn.tp for c in untracked}))
+        with cluster.afresh():  # the question is whether it ended since: the run's answer will not do
+            described = cluster.describe_producers(sorted({c.open_txn.tp for c in untracked}))
     except KafkatxnError as exc:
         missing.append(Missing(Part("open transactions"), f"could not ask again whether they ended: {exc}"))
         return set()

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
 from kafkatxn import gather, producers, verdicts
+from kafkatxn.gather import in_one_run
 from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout, coordinator_view  # noqa: F401 - also hanging's API
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.output import Report
@@ -269,6 +270,7 @@ def select_partitions(
     return [p.tp for p in chosen]
 
 
+@in_one_run
 def find_hanging(
     cluster: Cluster,
     broker_id: int | None = None,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
 from kafkatxn import gather, lost_commit
+from kafkatxn.gather import in_one_run
 from kafkatxn.gather import probe_rounds  # noqa: F401 - also lso's API (tests, bench)
 from kafkatxn.errors import NotFoundError
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
@@ -155,7 +156,8 @@ def take_snapshot(
     )
     if again:
         if not any(isinstance(subject, Part) for subject in unanswered):  # DescribeProducers was answered
-            _ask_again(cluster, snapshot, [tp for tp in lagging if tp not in unanswered], settled)
+            with cluster.afresh():  # whether a transaction ended since: the run's answers will not do
+                _ask_again(cluster, snapshot, [tp for tp in lagging if tp not in unanswered], settled)
     return snapshot
 
 
@@ -703,6 +705,7 @@ class LsoReport:
     measured: int | None = None  # group partitions measured before --min-lag and --top (groups only)
 
 
+@in_one_run
 def partition_report(
     cluster: Cluster,
     topics: Sequence[str] | None = None,
@@ -720,6 +723,7 @@ def partition_report(
     return _report(rows, snapshot, snapshot.missing, code, sort, top, watching, previous)
 
 
+@in_one_run
 def group_report(
     cluster: Cluster,
     groups: Sequence[str] | None = None,

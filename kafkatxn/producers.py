@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from kafkatxn.model import Missing, Part, Partial, PartitionInfo, ProducerState, TopicPartition
 from kafkatxn.errors import NotFoundError, UnsupportedBrokerError
+from kafkatxn.gather import in_one_run
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -154,6 +155,7 @@ def summarize(snapshot: ProducerSnapshot, per_topic: bool = True) -> list[Produc
     return rows
 
 
+@in_one_run
 def describe_producers(
     cluster: Cluster,
     partitions: Iterable[PartitionInfo | TopicPartition],

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 from kafkatxn import verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
+from kafkatxn.gather import in_one_run
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -309,6 +310,7 @@ def group_samples(
     return tuple(samples)
 
 
+@in_one_run
 def gather_snapshot(
     cluster: Cluster,
     topic_regex: str | None = None,
@@ -396,6 +398,33 @@ def gather_snapshot(
     if tps and not offsets:
         not_gathered.add(PART_OFFSETS)
 
+    # Every transaction the coordinators hold, first: the hanging pass below asks them of the
+    # producer ids it finds, and is answered from this listing (one ListTransactions a broker).
+    listed = step("transactions", lambda: cluster.list_transactions()[0])
+    if listed is None:
+        not_gathered |= {PART_TRANSACTION_STATES, PART_TRANSACTION_AGES}
+    else:
+        missing += [m.within("transactions") for m in listed.missing]
+        snapshot.transaction_states = dict(Counter(t.state for t in listed.value))
+        if not listed.missing:
+            snapshot.transactional_ids = tuple(t.transactional_id for t in listed.value)
+        open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
+        if open_ids:
+            # The visibility probe rides along: the hanging pass needs it when a producer id is not listed.
+            descriptions = step("open transactions", lambda: cluster.describe_with_visibility(open_ids)[0])
+            if descriptions is None:
+                not_gathered.add(PART_TRANSACTION_AGES)
+            else:
+                found_txns = descriptions.value.found
+                missing += [m.within("transactions") for m in descriptions.missing]
+                scanned_topics = {p.topic for p in selected}
+                snapshot.open_transactions = tuple(
+                    _transaction_sample(d) for d in found_txns.values()
+                    if d.state in OPEN_TRANSACTION_STATES
+                    # With --topic-regex, ages count only for transactions on the topics chosen.
+                    and (topic_regex is None or any(tp.topic in scanned_topics for tp in d.partitions))
+                )
+
     # Pins the hanging pass settles by the coordinator's log: the group pass takes them as they are.
     settled: dict[tuple[TopicPartition, int], verdicts.Classification] = {}
 
@@ -438,30 +467,6 @@ def gather_snapshot(
                 not_gathered.add(PART_VERDICTS)
         else:
             not_gathered.add(PART_VERDICTS)
-
-    listed = step("transactions", lambda: cluster.list_transactions()[0])
-    if listed is None:
-        not_gathered |= {PART_TRANSACTION_STATES, PART_TRANSACTION_AGES}
-    else:
-        missing += [m.within("transactions") for m in listed.missing]
-        snapshot.transaction_states = dict(Counter(t.state for t in listed.value))
-        if not listed.missing:
-            snapshot.transactional_ids = tuple(t.transactional_id for t in listed.value)
-        open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
-        if open_ids:
-            described = step("open transactions", lambda: cluster.describe_transactions(open_ids))
-            if described is None:
-                not_gathered.add(PART_TRANSACTION_AGES)
-            else:
-                found_txns = described.value.found
-                missing += [m.within("transactions") for m in described.missing]
-                scanned_topics = {p.topic for p in selected}
-                snapshot.open_transactions = tuple(
-                    _transaction_sample(d) for d in found_txns.values()
-                    if d.state in OPEN_TRANSACTION_STATES
-                    # With --topic-regex, ages count only for transactions on the topics chosen.
-                    and (topic_regex is None or any(tp.topic in scanned_topics for tp in d.partitions))
-                )
 
     if groups or spark_checkpoints:
         scanned = {p.topic for p in selected} if topic_regex else None

@@ -23,6 +23,7 @@ from kafkatxn import verdicts
 from kafkatxn.validation import compile_regex
 from kafkatxn.model import Missing, TransactionalId, OPEN_TRANSACTION_STATES, TRANSACTION_STATES, ListTransactionsSupport, TransactionDescription, TransactionListing
 from kafkatxn.errors import UsageError
+from kafkatxn.gather import in_one_run
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -215,6 +216,7 @@ def describe_transactions(cluster: Cluster, transactional_ids: Sequence[str]) ->
     return TransactionsResult(rows, list(described.missing))
 
 
+@in_one_run
 def list_transactions(
     cluster: Cluster,
     states: Iterable[str] = (),
@@ -236,20 +238,21 @@ def list_transactions(
     descriptions: dict[str, TransactionDescription] = {}
     gone: set[str] = set()
     need_descriptions = describe or (min_duration_ms is not None and not support.duration_on_broker)
+    candidates: list = []
     if need_descriptions:
         # Only the ids that can still pass the other filters are worth a DescribeTransactions.
         candidates = select_listings(listings, support, pattern=pattern)
         if min_duration_ms is not None:
             candidates = [t for t in candidates if t.state in OPEN_STATES]
-        if candidates:
-            described = cluster.describe_transactions([t.transactional_id for t in candidates])
-            descriptions = described.value.found
-            missing += described.missing
-            gone = set(described.value.not_found)
-            if gone:
-                notes.append(f"gone between ListTransactions and DescribeTransactions: {', '.join(sorted(gone))}")
-    # ListTransactions leaves out, silently, the ids this principal may not DESCRIBE: say so.
-    visibility = cluster.transactional_id_visibility()
+    # ListTransactions leaves out, silently, the ids this principal may not DESCRIBE: say so. The
+    # probe that tells goes with the ids described.
+    described, visibility = cluster.describe_with_visibility([t.transactional_id for t in candidates])
+    if candidates:
+        descriptions = described.value.found
+        missing += described.missing
+        gone = set(described.value.not_found)
+        if gone:
+            notes.append(f"gone between ListTransactions and DescribeTransactions: {', '.join(sorted(gone))}")
     missing += verdicts.hidden_ids(visibility.value, visibility.missing)
     now_ms = _now_ms()
     selected = select_listings(

@@ -247,9 +247,11 @@ class OffsetsApi:
         tps = list(dict.fromkeys(partitions))
         if self.wire.max_version("DescribeProducers") < 0:
             return self.stable_and_high_offsets(tps), None
-        producer_requests, producers_missing = self._producer_requests(sorted(tps), None)
+        known, ask = self.remembered("DescribeProducers", sorted(tps))
+        producer_requests, producers_missing = self._producer_requests(ask, None) if ask else ([], [])
         pairs, responses = self._latest_offsets(tps, (True, False), producer_requests)
-        return pairs, self._producer_answers(producer_requests, responses, producers_missing)  # type: ignore[return-value]
+        producers = self._producer_answers(producer_requests, responses, producers_missing) if ask else Partial({})
+        return pairs, self.with_remembered_producers(known, producers)  # type: ignore[return-value]
 
     def _latest_offsets(
         self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...], also: Sequence[tuple[int, Any]] = (),
@@ -258,10 +260,11 @@ class OffsetsApi:
         """The offsets at ``levels`` (the latest, or with ``earliest`` the log start offsets), and the
         answers to ``also``: other requests sent in the first round trip, after the ListOffsets ones."""
         tps = list(dict.fromkeys(partitions))
+        known = self._remembered_offsets(tps, levels, earliest)
         also_answers: list[Any] = []
         found: list[dict[TopicPartition, int]] = [{} for _ in levels]  # per level
         errors: dict[TopicPartition, str] = {}
-        pending = tps
+        pending = [tp for tp in tps if tp not in known] if known else tps
         for attempt in range(LEADER_ATTEMPTS):
             # After a leadership error or a broker that did not answer, another try with fresh
             # metadata: a leader moved, or is being elected (a short pause lets the election finish).
@@ -320,5 +323,23 @@ class OffsetsApi:
             out = {tp: (offset, second[tp]) for tp, offset in first.items() if tp in second}
         else:
             out = {tp: (offset,) for tp, offset in first.items()}
+        self.remember("ListOffsets", {(tp, levels, earliest): offsets for tp, offsets in out.items()})
+        if known:
+            out = {tp: known[tp] if tp in known else out[tp] for tp in tps if tp in known or tp in out}
         missing = [part_missing(tp, errors.get(tp, "no answer"), f"DESCRIBE on Topic {tp.topic}") for tp in tps if tp not in out]
         return Partial(out, missing), also_answers  # type: ignore[arg-type]
+
+    def _remembered_offsets(
+        self, tps: list[TopicPartition], levels: tuple[bool, ...], earliest: bool
+    ) -> dict[TopicPartition, tuple[int, ...]]:
+        """What this run was answered for these levels; one level is also read from a pair of both,
+        but a pair is never made of two answers (it must come from one leader, LSO <= HW)."""
+        if self._answers is None:
+            return {}
+        known, _ = self.remembered("ListOffsets", [(tp, levels, earliest) for tp in tps])
+        out = {key[0]: offsets for key, offsets in known.items()}
+        if len(levels) == 1:
+            position = 0 if levels[0] else 1
+            pairs, _ = self.remembered("ListOffsets", [(tp, (True, False), earliest) for tp in tps if tp not in out])
+            out.update({key[0]: (pair[position],) for key, pair in pairs.items()})
+        return out

@@ -37,8 +37,21 @@ class ProducerStateApi:
             return Partial({})
         if self.wire.max_version("DescribeProducers") < 0:
             raise UnsupportedBrokerError("the broker does not support DescribeProducers (needs Apache Kafka 2.8 or newer)")
-        requests, missing = self._producer_requests(tps, broker_id)
-        return self._producer_answers(requests, self._send_all(requests), missing, retry=broker_id is None)
+        if broker_id is not None:  # a broker's own view, whoever leads: not the run's facts
+            requests, missing = self._producer_requests(tps, broker_id)
+            return self._producer_answers(requests, self._send_all(requests), missing, retry=False)
+        known, ask = self.remembered("DescribeProducers", tps)
+        if not ask:
+            return Partial(known)
+        requests, missing = self._producer_requests(ask, None)
+        return self.with_remembered_producers(known, self._producer_answers(requests, self._send_all(requests), missing))
+
+    def with_remembered_producers(
+        self, known: dict[TopicPartition, list[ProducerState]], answer: Partial[dict[TopicPartition, list[ProducerState]]]
+    ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
+        """``answer`` kept for the run, with what the run knew already."""
+        self.remember("DescribeProducers", answer.value)
+        return Partial({**known, **answer.value}, answer.missing) if known else answer
 
     def _producer_requests(
         self, tps: list[TopicPartition], broker_id: int | None

@@ -38,6 +38,9 @@ MIN_BROKER_BUDGET_S = 1.0
 PERSON_PAUSE_S = 1.0
 
 
+_NOT_ANSWERED = object()
+
+
 class BrokerSilent(DeadlineExceeded):
     """A broker that did not answer within its share of the deadline; later requests to it in the
     same command fail at once with this, instead of waiting again."""
@@ -70,6 +73,8 @@ class Session:
         self.failed: set[int] = set()  # brokers a request failed at (refused, closed): asked last for "any broker"
         # (when, answer) of the last topic-visibility probe: kept across scrapes (MetadataApi.topic_list_filtered)
         self._topics_filtered_cache: tuple[float, bool] | None = None
+        # What this run was answered, by (API, key): see one_run. None outside a run.
+        self._answers: dict[tuple, Any] | None = None
 
     def __enter__(self) -> "Session":
         return self
@@ -101,10 +106,66 @@ class Session:
         have changed meanwhile (``--yes`` costs no time and keeps it)."""
         self.deadline += seconds
         if seconds >= PERSON_PAUSE_S:
+            if self._answers is not None:
+                self._answers = {}
             self._metadata = None
             self._api_versions.clear()
             self.silent.clear()
             self.failed.clear()
+
+    @contextlib.contextmanager
+    def one_run(self):
+        """Within the block, a key (a partition, a transactional id, a broker) asked of an API again
+        is answered from the first answer instead of the brokers: the paths of one command or one
+        scrape share their facts, and agree. Only answers are kept (a part that did not answer is
+        asked again); a run inside a run is the outer one. A question that must see the cluster as
+        it is now (whether a transaction ended since, a recheck before acting) is asked
+        :meth:`afresh`, and ``abort``, ``fence`` and ``restore-commit`` act outside any run."""
+        if self._answers is not None:
+            yield
+            return
+        self._answers = {}
+        try:
+            yield
+        finally:
+            self._answers = None
+
+    @contextlib.contextmanager
+    def afresh(self):
+        """Calls in the block ask the brokers, whatever this run was answered; their answers are
+        then the run's."""
+        kept, self._answers = self._answers, None
+        try:
+            yield
+        finally:
+            if kept is not None:
+                self._answers = kept
+
+    def remembered(self, api: str, keys: Sequence[Any]) -> tuple[dict[Any, Any], list[Any]]:
+        """Of ``keys`` asked of ``api``, the answers this run has (by key), and the keys to ask."""
+        if self._answers is None:
+            return {}, list(keys)
+        known: dict[Any, Any] = {}
+        ask: list[Any] = []
+        for key in keys:
+            answer = self._answers.get((api, key), _NOT_ANSWERED)
+            if answer is _NOT_ANSWERED:
+                ask.append(key)
+            else:
+                known[key] = answer
+        return known, ask
+
+    def remember(self, api: str, answers: dict[Any, Any]) -> None:
+        """Keep ``answers`` (by key) of ``api`` for the rest of the run (nothing outside a run)."""
+        if self._answers is not None:
+            for key, answer in answers.items():
+                self._answers[(api, key)] = answer
+
+    def forget(self, api: str, keys: Sequence[Any]) -> None:
+        """Drop what the run was answered for ``keys`` (a coordinator that moved since)."""
+        if self._answers is not None:
+            for key in keys:
+                self._answers.pop((api, key), None)
 
     @contextlib.contextmanager
     def deadline_within(self, seconds: float):

@@ -61,9 +61,11 @@ class TransactionsApi:
         )
         out: list[TransactionListing] = []
         missing: list[Missing] = []
-        asked = ids
+        for listing in self._remembered_listings(ids, request).values():
+            out.extend(listing)
+        asked = [i for i in ids if not self._remembered_listings([i], request)]
         backoff = Backoff(self.deadline)
-        while True:
+        while asked:
             loading: dict[int, str] = {}  # a coordinator loading or moving its part of the log: asked again
             for broker_id, resp in zip(asked, self._send_all([(i, request) for i in asked])):
                 if not self._arrived(resp, Broker(broker_id), missing):
@@ -74,7 +76,9 @@ class TransactionsApi:
                     else:
                         missing.append(Missing(Broker(broker_id), resp.error))
                     continue
-                out.extend(TransactionListing(t.transactional_id, t.producer_id, t.state, broker_id) for t in resp.transactions)
+                listing = [TransactionListing(t.transactional_id, t.producer_id, t.state, broker_id) for t in resp.transactions]
+                self.remember("ListTransactions", {(broker_id, request): listing})
+                out.extend(listing)
             if not loading:
                 break
             if not backoff.pause():
@@ -83,6 +87,20 @@ class TransactionsApi:
             asked = list(loading)
         out.sort(key=lambda t: t.transactional_id)
         return Partial(out, missing), support
+
+    def _remembered_listings(self, ids: list[int], request: proto.ListTransactions) -> dict[int, list[TransactionListing]]:
+        """Per broker, its listing for ``request`` this run: asked as is, or kept from an unfiltered
+        listing (every transaction) and filtered here by producer id and state."""
+        if self._answers is None:
+            return {}
+        exact, rest = self.remembered("ListTransactions", [(i, request) for i in ids])
+        out = {key[0]: listing for key, listing in exact.items()}
+        if request.min_duration_ms is None and request.pattern is None and rest:
+            everything, _ = self.remembered("ListTransactions", [(key[0], proto.ListTransactions()) for key in rest])
+            pids, states = set(request.producer_ids), set(request.states)
+            for (broker_id, _), listing in everything.items():
+                out[broker_id] = [t for t in listing if (not pids or t.producer_id in pids) and (not states or t.state in states)]
+        return out
 
     def require_transaction_apis(self) -> None:
         """Raise :class:`UnsupportedBrokerError` when the brokers have no ListTransactions (before
@@ -102,7 +120,9 @@ class TransactionsApi:
         if not tids:
             return Partial({})
         missing: list[Missing] = []
-        out: dict[str, int] = {}
+        out, tids = self.remembered("FindCoordinator", tids)
+        if not tids:
+            return Partial(out)
         if self.wire.max_version("FindCoordinator") >= 4:
             requests = [(None, proto.FindTransactionCoordinators(tuple(tids)))]
         else:
@@ -117,6 +137,7 @@ class TransactionsApi:
                     missing.append(part_missing(TransactionalId(c.transactional_id), c.error, describe_acl(c.transactional_id)))
                 else:
                     out[c.transactional_id] = c.node_id
+                    self.remember("FindCoordinator", {c.transactional_id: c.node_id})
         return Partial(out, missing)
 
     def describe_transactions(self, transactional_ids: Iterable[str]) -> Partial[DescribedTransactions]:
@@ -135,10 +156,19 @@ class TransactionsApi:
             raise UnsupportedBrokerError("the brokers do not support DescribeTransactions (needs Apache Kafka 3.0 or newer)")
         result = DescribedTransactions()
         missing: list[Missing] = []
-        asked = list(dict.fromkeys(transactional_ids))
+        known, asked = self.remembered("DescribeTransactions", list(dict.fromkeys(transactional_ids)))
+        for tid, (description, error) in known.items():
+            if description is not None:
+                result.found[tid] = description
+            else:
+                result.not_found[tid] = error
+        if not asked:
+            return Partial(result)
         backoff = Backoff(self.deadline)
         while True:
             answer = self._describe_transactions_once(asked)
+            self.remember("DescribeTransactions", {tid: (d, None) for tid, d in answer.value.found.items()})
+            self.remember("DescribeTransactions", {tid: (None, e) for tid, e in answer.value.not_found.items()})
             result.found.update(answer.value.found)
             result.not_found.update(answer.value.not_found)
             # "Not yet" is asked again while the backoff allows; no answer at all, once (a frozen
@@ -148,6 +178,7 @@ class TransactionsApi:
                 return Partial(result, missing + list(answer.missing))
             missing.extend(m for m in answer.missing if not (isinstance(m.subject, TransactionalId) and m.subject.id in again))
             asked = sorted(again)
+            self.forget("FindCoordinator", asked)
 
     def _describe_transactions_once(self, transactional_ids: Iterable[str]) -> "_Described":
         coordinators = self.find_transaction_coordinators(transactional_ids)
@@ -212,11 +243,35 @@ class TransactionsApi:
         while the coordinator says "not yet" (on a cluster that never had a transaction, the first
         FindCoordinator creates ``__transaction_state``: NOT_COORDINATOR until it is loaded).
         """
+        return self.describe_with_visibility(())[1]
+
+    def describe_with_visibility(
+        self, transactional_ids: Iterable[str]
+    ) -> tuple[Partial[DescribedTransactions], Partial[str]]:
+        """:meth:`describe_transactions` of the ids and :meth:`transactional_id_visibility`, the
+        probe asked in the same requests (it is one more id); the visibility is asked once a run."""
+        tids = list(dict.fromkeys(transactional_ids))
+        kept, _ = self.remembered("Visibility", [None])
+        if kept:
+            return (self.describe_transactions(tids) if tids else Partial(DescribedTransactions())), kept[None]
         probe = self._probe_id()
         try:
-            described = self._describe_transactions([probe])
+            described = self._describe_transactions([*tids, probe])
         except UnsupportedBrokerError as exc:
-            return Partial(IDS_UNKNOWN, [Missing(Part("transactional id visibility"), str(exc))])
+            if tids:
+                raise
+            return Partial(DescribedTransactions()), Partial(IDS_UNKNOWN, [Missing(Part("transactional id visibility"), str(exc))])
+        self.forget("DescribeTransactions", [probe])
+        self.forget("FindCoordinator", [probe])
+        visibility = self._visibility(probe, described)
+        if visibility.value != IDS_UNKNOWN:  # a probe that did not answer is asked again
+            self.remember("Visibility", {None: visibility})
+        found = DescribedTransactions({t: d for t, d in described.value.found.items() if t != probe},
+                                      {t: e for t, e in described.value.not_found.items() if t != probe})
+        others = [m for m in described.missing if m.subject != TransactionalId(probe)]
+        return Partial(found, others), visibility
+
+    def _visibility(self, probe: str, described: Partial[DescribedTransactions]) -> Partial[str]:
         if probe in described.value.not_found or probe in described.value.found:
             return Partial(IDS_ALL)
         gaps = described.missing_for(TransactionalId(probe))

@@ -553,9 +553,9 @@ class FakeCluster(Cluster):
         self.calls.append(("broker_configs",))
         return super().broker_configs(names, broker_ids)  # DescribeConfigs on the fake wire
 
-    def transactional_id_visibility(self):
-        self.calls.append(("transactional_id_visibility",))
-        return super().transactional_id_visibility()
+    def describe_with_visibility(self, transactional_ids):
+        self.calls.append(("transactional_id_visibility",))  # the probe, whatever else is described with it
+        return super().describe_with_visibility(transactional_ids)
 
     def list_groups(self) -> list[str]:
         self.calls.append(("list_groups",))

@@ -8,6 +8,7 @@ from kafkatxn import transactions as tx
 from kafkatxn.cli.app import main
 from kafkatxn.model import Missing, TransactionalId, ListTransactionsSupport, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import UsageError
+from kafkatxn.kafka.transactions import PROBE_ID_PREFIX
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 NOW = 1_700_000_000_000
@@ -173,7 +174,10 @@ def test_client_side_duration_describes_only_open_candidates_and_says_so():
     # The brokers (v0) took neither filter: both ran on the client.
     assert {(r.min_duration_ms, r.pattern) for _n, r in cluster.model.sent if type(r).__name__ == "ListTransactions"} == {(None, None)}
     # x-old fails the pattern and app-done is closed: neither is worth a DescribeTransactions.
-    assert calls[1][0] == "describe_transactions" and sorted(calls[1][1]) == ["app-new", "app-old"]
+    # (asked with the visibility probe, in the same DescribeTransactions)
+    described = [t for _n, r in cluster.model.sent if type(r).__name__ == "DescribeTransactions" for t in r.transactional_ids]
+    assert sorted(t for t in described if not t.startswith(PROBE_ID_PREFIX)) == ["app-new", "app-old"]
+    assert len(described) == 3
     assert any("on the client" in n and "--min-duration" in n for n in result.notes)
 
 

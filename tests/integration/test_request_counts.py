@@ -1,0 +1,132 @@
+"""Each command, and a warm exporter scrape, goes down to each broker once per API (issue 35).
+
+Counted by the brokers themselves: the JMX request counters of a 3-broker cluster
+(harness/jmx.py, Kafka's JmxTool), read before and after one command at a time. The cluster holds
+what makes every path of the commands ask: 8 topics over 3 leaders, committed, aborted, open and
+hanging transactions, an idempotent producer, and 3 consumer groups, one of them blocked behind the
+open transaction. Allowed: connection set-up (ApiVersions, SASL), Metadata twice (bootstrap, then
+the cluster's), ListOffsets once per isolation level; every other API at most once per broker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTP
+
+from harness import hanging_maker as hm
+from harness import scenarios
+from harness.broker import KafkaCluster
+from harness.jmx import counts_between, request_counts
+from tests.support.exporter_process import ExporterProcess
+
+pytestmark = [pytest.mark.integration]
+
+TOPICS = 8
+# Requests a broker receives from other brokers and controllers, not from the command.
+CLUSTER_INTERNAL = {"BrokerHeartbeat", "BrokerRegistration", "ControllerRegistration", "Vote", "BeginQuorumEpoch",
+                    "EndQuorumEpoch", "FetchSnapshot", "FetchFollower", "UpdateRaftVoter", "AddRaftVoter"}
+CONNECTION_SET_UP = {"ApiVersions", "SaslHandshake", "SaslAuthenticate"}
+ALLOWED = {"Metadata": 2, "ListOffsets": 2}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    # Verification off, so a transaction its coordinator never heard of can be written by hand;
+    # the brokers' default transaction.max.timeout.ms otherwise (commands are told a short one).
+    kafka = KafkaCluster(tmp_path_factory.mktemp("counts"), n_brokers=3, jmx=True, name="counts",
+                         broker_config={"transaction.partition.verification.enable": "false"})
+    kafka.start(timeout=120)
+    yield kafka
+    kafka.stop()
+
+
+@pytest.fixture(scope="module")
+def world(cluster):
+    bootstrap = cluster.bootstrap_servers
+    prefix = scenarios.unique("counts")
+    topics = [f"{prefix}-{i}" for i in range(TOPICS)]
+    for topic in topics:
+        cluster.create_topic(topic, partitions=3)
+    scenario = scenarios.inspect_scenario(bootstrap, prefix=f"{prefix}-inspect")
+    hanging = hm.make_hanging_transaction(bootstrap, f"{prefix}-hanging", topics[0], partition=1)
+    for i, topic in enumerate(topics[1:4]):
+        scenarios.run_transaction(bootstrap, topic, [0, 1, 2], "committed", f"{prefix}-app-{i}")
+    groups = [f"{prefix}-group-{i}" for i in range(3)]
+    # Two groups at the end of committed topics, one at the start of the open transaction's partition.
+    for group, tp in zip(groups, [(topics[1], 0), (topics[2], 1), (scenario.topic, 3)]):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        consumer.commit(offsets=[CTP(tp[0], tp[1], 0 if tp[0] == scenario.topic else 2)], asynchronous=False)
+        consumer.close()
+    time.sleep(2)  # the hand-written transaction is older than the --max-transaction-timeout below
+    yield {"bootstrap": bootstrap, "groups": groups, "scenario": scenario, "hanging": hanging}
+    scenario.close()
+
+
+def _per_api(cluster, run) -> dict[int, Counter]:
+    before = request_counts(cluster)
+    run()
+    after = request_counts(cluster)
+    counted = counts_between(before, after)
+    for counts in counted.values():
+        # A consumer's Fetch is counted apart (FetchConsumer); Fetch adds replication's and the quorum's.
+        counts["Fetch"] = counts.pop("FetchConsumer", 0)
+        for api in [*CLUSTER_INTERNAL, *CONNECTION_SET_UP]:
+            counts.pop(api, None)
+    return {node: +c for node, c in counted.items()}
+
+
+def _over(counted: dict[int, Counter]) -> dict[str, dict[int, int]]:
+    over: dict[str, dict[int, int]] = {}
+    for node, counts in counted.items():
+        for api, n in counts.items():
+            if n > ALLOWED.get(api, 1):
+                over.setdefault(api, {})[node] = n
+    return over
+
+
+COMMANDS = {
+    "lso": ["lso"],
+    "lso --groups": ["lso", "--groups"],
+    "producers": ["producers"],
+    "transactions": ["transactions"],
+    "hanging": ["hanging", "--max-transaction-timeout", "1s"],
+    "check": ["check", "--max-transaction-timeout", "1s"],
+    "check --groups": ["check", "--groups", "--max-transaction-timeout", "1s"],
+    "diagnose": ["diagnose", "--max-transaction-timeout", "1s"],
+    "cluster": ["cluster"],
+}
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_each_command_asks_each_broker_once_per_api(cluster, world, name, record_property):
+    args = COMMANDS[name]
+    done: list[subprocess.CompletedProcess] = []
+    counted = _per_api(cluster, lambda: done.append(subprocess.run(
+        [sys.executable, "-m", "kafkatxn", "-b", world["bootstrap"], *args, "--timeout", "30s", "-o", "json"],
+        capture_output=True, text=True, timeout=120)))
+    (run,) = done
+    assert run.returncode in (0, 1, 2), run.stderr  # it answered (findings are expected: a hanging transaction)
+    print(name, json.dumps({node: dict(c) for node, c in counted.items()}, sort_keys=True))
+    record_property("requests", json.dumps({node: dict(c) for node, c in counted.items()}, sort_keys=True))
+    assert _over(counted) == {}, f"{name}: {json.dumps({n: dict(c) for n, c in counted.items()}, sort_keys=True)}"
+
+
+def test_a_warm_exporter_scrape_asks_each_broker_once_per_api(cluster, world):
+    exporter = ExporterProcess("-b", world["bootstrap"], "--max-transaction-timeout", "1s", "--cache-ttl", "0s")
+    try:
+        exporter.scrape()  # cold: metadata, configs and the broker's API versions are learnt here
+        samples: list[dict] = []
+        counted = _per_api(cluster, lambda: samples.append(exporter.scrape()[0]))
+    finally:
+        exporter.stop()
+    (metrics,) = samples
+    assert any(name == "kafkatxn_hanging_transactions" for name, _ in metrics), sorted({n for n, _ in metrics})[:20]
+    print("scrape", json.dumps({node: dict(c) for node, c in counted.items()}, sort_keys=True))
+    assert _over(counted) == {}, json.dumps({n: dict(c) for n, c in counted.items()}, sort_keys=True)

@@ -1,0 +1,124 @@
+"""One run (a command, a scrape): a key asked of an API again is answered from the run, not the brokers.
+
+Over the facade with a fake wire (tests/support/fake_kafka.py): what each call sends is in
+``model.sent``. What must be asked afresh (a recheck, whether a transaction ended since) is.
+"""
+
+from __future__ import annotations
+
+from kafkatxn import gather, hanging, snapshot
+from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
+from tests.support.fake_kafka import FakeCluster, KafkaModel
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+MAX = 60_000
+
+
+def world() -> FakeCluster:
+    model = KafkaModel(brokers=(1, 2))
+    model.add_partition("a", 0, lso=10, hw=20, leader=1)
+    model.add_partition("a", 1, lso=5, hw=5, leader=2)
+    model.add_partition("b", 0, lso=3, hw=8, leader=2)
+    model.add_transaction_log([1, 2])
+    model.producers[A0] = [ProducerState(7, 0, 3, 0, -1, 10)]
+    model.producers[B0] = [ProducerState(9, 0, 1, 0, -1, 3)]  # no coordinator knows it
+    model.transactions["app-1"] = TransactionDescription("app-1", 1, "Ongoing", 7, 0, 3_600_000, 0, frozenset({A0}))
+    return FakeCluster(model)
+
+
+def sent(cluster: FakeCluster, name: str) -> list:
+    return [(node, r) for node, r in cluster.model.sent if type(r).__name__ == name]
+
+
+def test_outside_a_run_every_call_asks_the_brokers():
+    cluster = world()
+    cluster.describe_producers([A0, B0])
+    cluster.describe_producers([A0, B0])
+    assert len(sent(cluster, "DescribeProducers")) == 4  # two leaders, twice
+
+
+def test_in_a_run_a_partition_is_described_once_and_only_the_new_ones_are_asked():
+    cluster = world()
+    with cluster.one_run():
+        first = cluster.describe_producers([A0, B0])
+        again = cluster.describe_producers([A0, A1, B0])
+    assert again.value[A0] == first.value[A0] and again.value[B0] == first.value[B0]
+    asked = [tp for _node, r in sent(cluster, "DescribeProducers") for tp in r.partitions]
+    assert sorted(asked) == [A0, A1, B0]
+
+
+def test_afresh_asks_again_and_a_new_run_forgets():
+    cluster = world()
+    with cluster.one_run():
+        cluster.describe_producers([A0])
+        with cluster.afresh():
+            cluster.describe_producers([A0])
+        cluster.describe_producers([A0])
+    with cluster.one_run():
+        cluster.describe_producers([A0])
+    assert len(sent(cluster, "DescribeProducers")) == 3
+
+
+def test_a_part_that_did_not_answer_is_asked_again_in_the_run():
+    cluster = world()
+    cluster.model.down.add(2)
+    with cluster.one_run():
+        first = cluster.describe_producers([B0])
+        assert first.missing
+        cluster.model.down.clear()
+        cluster.silent.clear()
+        second = cluster.describe_producers([B0])
+    assert B0 in second.value and not second.missing
+
+
+def test_one_isolation_level_is_read_from_a_pair_but_a_pair_is_never_made_of_two_answers():
+    cluster = world()
+    with cluster.one_run():
+        pairs = cluster.stable_and_high_offsets([A0, B0])
+        assert cluster.list_offsets([A0, B0], read_committed=True).value == {tp: p[0] for tp, p in pairs.value.items()}
+        assert cluster.list_offsets([A0], read_committed=False).value == {A0: pairs.value[A0][1]}
+        before = len(sent(cluster, "ListOffsets"))
+        assert before == 4  # both levels, two leaders
+    other = world()
+    with other.one_run():
+        other.list_offsets([A0], read_committed=True)
+        other.list_offsets([A0], read_committed=False)
+        other.stable_and_high_offsets([A0])
+    assert len(sent(other, "ListOffsets")) == 4  # the pair asked as a pair
+
+
+def test_an_unfiltered_listing_answers_a_listing_by_producer_id():
+    cluster = world()
+    with cluster.one_run():
+        everything, _ = cluster.list_transactions()
+        mine, _ = cluster.list_transactions(producer_ids=[7])
+        states, _ = cluster.list_transactions(states=["Ongoing"])
+    assert len(sent(cluster, "ListTransactions")) == 2  # once per broker
+    assert [t.transactional_id for t in mine.value] == ["app-1"]
+    assert [t.transactional_id for t in states.value] == [t.transactional_id for t in everything.value] == ["app-1"]
+
+
+def test_transactions_and_their_coordinators_are_asked_once_and_the_probe_rides_along():
+    cluster = world()
+    with cluster.one_run():
+        view, _ = gather.coordinator_view(cluster, [7, 9])  # 9 is listed nowhere: the visibility probe is asked
+        again, _ = gather.coordinator_view(cluster, [7, 9])
+    assert view == again and view.descriptions["app-1"].producer_id == 7
+    described = sent(cluster, "DescribeTransactions")  # app-1 and the probe, each once; a coordinator asked once
+    assert sorted(tid[:8] for _node, r in described for tid in r.transactional_ids) == ["app-1", "~kafkatx"]
+    assert len({node for node, _r in described}) == len(described)
+    assert len(sent(cluster, "FindCoordinator")) + len(sent(cluster, "FindTransactionCoordinators")) <= 1
+
+
+def test_the_hanging_command_and_check_each_ask_each_api_once_per_broker():
+    for run in (lambda c: hanging.find_hanging(c, max_transaction_timeout_ms=MAX),
+                lambda c: snapshot.gather_snapshot(c, max_transaction_timeout_ms=MAX)):
+        cluster = world()
+        run(cluster)
+        per_broker: dict[tuple[str, int | None], int] = {}
+        for node, request in cluster.model.sent:
+            key = (type(request).__name__, node)
+            per_broker[key] = per_broker.get(key, 0) + 1
+        allowed = {"Metadata": 2, "ListOffsets": 2}
+        over = {k: n for k, n in per_broker.items() if n > allowed.get(k[0], 1)}
+        assert over == {}, per_broker
