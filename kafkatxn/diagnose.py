@@ -460,8 +460,6 @@ def run(
 ) -> Diagnosis:
     """Snapshot and decide: what ``kafkatxn diagnose`` shows; the Spark queries of ``spark_checkpoints``
     beside the groups named (or every group with ``every_group``: lso.take_group_snapshot)."""
-    from kafkatxn import history
-
     queries, unread = spark_readers.read_checkpoints(spark_checkpoints)  # before the offsets they are compared with
     queries, ledgers_unread = spark_readers.with_writers(cluster, queries, spark_writers)  # the ledger: after the checkpoint
     unread += ledgers_unread
@@ -470,10 +468,25 @@ def run(
     snapshot.missing[:0] = unread
     args = " ".join([f"--group {_quote(g)}" for g in groups or []] + [f"--spark-checkpoint {_quote(c)}" for c in spark_checkpoints if not every_group])
     args += "".join(f" --topic {_quote(t)}" for t in topics or [])
-    result = history.with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
+    result = with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
     result.queries = spark_readers.query_rows(queries, result.partitions)
     # A writer whose ledger is behind its checkpoint lost output: a finding (one ahead is a replay about to be skipped).
     if any(q.writer_state == "behind" for q in result.queries):
         result.exit_code = int(worst([Status(result.exit_code), Status.WARNING]))
     return result
 
+
+def with_history(cluster: Cluster, d: Diagnosis) -> Diagnosis:
+    """Each pinning transaction's history from its coordinator's log; undetermined (and why) when the
+    log cannot be read, which changes no verdict and no exit code."""
+    from kafkatxn import history
+
+    tids = sorted({t.transactional_id for t in d.transactions if t.transactional_id})
+    if tids:
+        found, why = history.summaries(cluster, tids, d.taken_at_ms)
+        d.transactions = [
+            replace(t, history=found[t.transactional_id].line, history_evidence=history.evidence(found[t.transactional_id]))
+            if t.transactional_id in found else replace(t, history=f"undetermined: {why}") if t.transactional_id else t
+            for t in d.transactions
+        ]
+    return d

@@ -529,8 +529,8 @@ class FakeCluster(Cluster):
     def read_log_partition(self, partition, *, start_time_ms=None, topic="__transaction_state", transactional_ids=None,
                            counts=None, next_offsets=None, timeout_s=None):
         """The model's log partition, as the real reader yields it (kafkatxn/kafka/log_reader.py)."""
-        from kafkatxn.audit.txnlog_records import TxnLogEntry
-        from kafkatxn.kafka.log_reader import LogReadError
+        from kafkatxn.txnlog_records import TxnLogEntry
+        from kafkatxn.kafka.log_fetch import LogReadError
 
         self.calls.append(("read_log_partition", partition))
         if self.model.transaction_log_error:
@@ -594,7 +594,7 @@ class FakeCluster(Cluster):
         return Partial(out, missing)
 
     def transaction_log_histories(self, transactional_ids) -> Partial[dict[str, TransactionLogHistory]]:
-        from kafkatxn.audit.txnlog_records import TxnLogRecord
+        from kafkatxn.txnlog_records import TxnLogRecord
 
         tids = sorted(set(transactional_ids))
         self.calls.append(("transaction_log_histories", tuple(tids)))

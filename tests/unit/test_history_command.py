@@ -7,8 +7,8 @@ import dataclasses
 import json
 
 from kafkatxn import diagnose, history
-from kafkatxn.audit.txnlog import coordinator_partition
-from kafkatxn.audit.txnlog_records import KIND_UNKNOWN_VERSION, TxnLogRecord, UndecodedRecord
+from kafkatxn.verdicts import coordinator_partition
+from kafkatxn.txnlog_records import KIND_UNKNOWN_VERSION, TxnLogRecord, UndecodedRecord
 from tests.support.blocked_group import blocked_model, now_ms
 from tests.support.cli_helpers import run_cli
 from tests.support.coordinator import MIN, S, Coordinator

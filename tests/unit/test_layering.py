@@ -19,7 +19,7 @@ PURE = (
     "kafkatxn.model", "kafkatxn.verdicts", "kafkatxn.hanging", "kafkatxn.lso", "kafkatxn.check", "kafkatxn.remedy",
     # the auditor's rules (families, the per-id state machine, findings, inventory, the result) and its decoder
     "kafkatxn.audit.rules", "kafkatxn.audit.history", "kafkatxn.audit.findings", "kafkatxn.audit.inventory",
-    "kafkatxn.audit.families", "kafkatxn.audit.txnlog", "kafkatxn.audit.txnlog_encode",
+    "kafkatxn.audit.families", "kafkatxn.txnlog_records",  # the log decoder is kafkatxn.kafka.txnlog, beside the wire
     "kafkatxn.timeline",  # the events of transactions history
     "kafkatxn.lost_commit",  # how the log says a transaction ended (a lost COMMIT marker)
     "kafkatxn.spark_checkpoint", "kafkatxn.spark_readers",  # a Spark query's checkpoint (pyarrow only for remote paths)

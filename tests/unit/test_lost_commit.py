@@ -10,7 +10,7 @@ import time
 import pytest
 
 from kafkatxn import auditlog, hanging, remedy, verdicts
-from kafkatxn.audit.txnlog_records import TxnLogRecord
+from kafkatxn.txnlog_records import TxnLogRecord
 from kafkatxn.errors import InputError
 from kafkatxn.lost_commit import CLOCK_ALLOWANCE_MS, Ending, ending, settle, settle_all
 from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionListing, TransactionLogHistory
@@ -263,7 +263,7 @@ def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused
     """Over the fake wire's Fetch: the owner's partition is read and decoded (a neighbour's record
     left out, a record of an unknown version counted), a partition whose leader refuses the read
     (TOPIC_AUTHORIZATION_FAILED) is a Missing naming the ACL it needs."""
-    from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v1
+    from kafkatxn.kafka.txnlog_encode import encode_key, encode_value_v1
     from kafkatxn.kafka import protocol as p
     from kafkatxn.kafka.transaction_log import TransactionLogApi
 

@@ -32,7 +32,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkatxn import gather, verdicts
-from kafkatxn.audit.txnlog_records import TxnLogRecord
+from kafkatxn.txnlog_records import TxnLogRecord
 from kafkatxn.cli.common import CommandContext
 from kafkatxn.exporter import ExportOptions, render_text
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
