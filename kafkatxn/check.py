@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from kafkatxn import defaults, untracked, verdicts
+from kafkatxn import defaults, untracked, verdicts_groups
 from kafkatxn.spark_readers import reader_option, reader_words, readers_count
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.errors import UsageError
@@ -329,11 +329,11 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
                 where = f"{g.topic}-{g.partition}" + (f" (through {g.blocked_through})" if g.blocked_through else "")
                 at = g.blocked_through.rsplit("-", 1) if g.blocked_through else (g.topic, g.partition)
                 held = holders.get((at[0], int(at[1])))
-                if severity is verdicts.Severity.critical:
+                if severity is verdicts_groups.Severity.critical:
                     blocked_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
                 elif g.txn_hanging is None:  # whether it is stuck cannot be known: neither critical nor OK
                     unsure_groups[g.group].append(where)
-                elif severity is verdicts.Severity.warning:
+                elif severity is verdicts_groups.Severity.warning:
                     waiting_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
                 else:
                     young.add(g.group)
@@ -439,12 +439,12 @@ def _past(g: GroupSample, rng: Range | None) -> bool:
     return rng is not None and g.txn_age_ms is not None and rng.alerts(g.txn_age_ms / 1000)
 
 
-def group_block_severity(g: GroupSample, thresholds: Thresholds) -> verdicts.Severity:
-    """:func:`kafkatxn.verdicts.blocked_severity` of a blocked group: ``--txn-age-crit`` is the
+def group_block_severity(g: GroupSample, thresholds: Thresholds) -> verdicts_groups.Severity:
+    """:func:`kafkatxn.verdicts_groups.blocked_severity` of a blocked group: ``--txn-age-crit`` is the
     critical age, ``--txn-age-warn`` the warning one."""
-    return verdicts.blocked_severity(g.txn_hanging, g.txn_overdue, _past(g, thresholds.txn_age_crit),
+    return verdicts_groups.blocked_severity(g.txn_hanging, g.txn_overdue, _past(g, thresholds.txn_age_crit),
                                      _past(g, thresholds.txn_age_warn), lost_commit=g.txn_lost_commit,
-                                     waiting=g.txn_verdict in verdicts.WAITING_BLOCKS)
+                                     waiting=g.txn_verdict in verdicts_groups.WAITING_BLOCKS)
 
 
 def blocking_words(g: GroupSample, thresholds: Thresholds, holder: object | None = None) -> str:
@@ -454,16 +454,16 @@ def blocking_words(g: GroupSample, thresholds: Thresholds, holder: object | None
     pid = getattr(holder, "producer_id", None)
     who = f" {tid}" if tid else f" producer {pid}" if pid is not None else ""
     age = f", open {format_duration_ms(g.txn_age_ms)}" if g.txn_age_ms is not None else ""
-    if g.txn_hanging or v is verdicts.BlockVerdict.hanging:
+    if g.txn_hanging or v is verdicts_groups.BlockVerdict.hanging:
         return f"hanging transaction{who}{age}; abort releases it"
-    if g.txn_lost_commit or v is verdicts.BlockVerdict.lost_commit:
+    if g.txn_lost_commit or v is verdicts_groups.BlockVerdict.lost_commit:
         return f"lost COMMIT marker{who}; restore-commit releases it"
-    if g.txn_overdue or v is verdicts.BlockVerdict.overdue:
+    if g.txn_overdue or v is verdicts_groups.BlockVerdict.overdue:
         return f"overdue transaction{who}{age}: past its own timeout, and its coordinator has not aborted it"
-    if v is verdicts.BlockVerdict.untracked:
+    if v is verdicts_groups.BlockVerdict.untracked:
         at = getattr(holder, "hanging_at_ms", None)
         return f"untracked transaction{who}{age}: {untracked.state(at)}"
-    if v is verdicts.BlockVerdict.past_timeout:
+    if v is verdicts_groups.BlockVerdict.past_timeout:
         return f"transaction{who} past its own timeout{age}: its coordinator aborts it at its next cleanup"
     if _past(g, thresholds.txn_age_crit):
         return f"old transaction{who}{age} ({thresholds.txn_age_crit.describe()})"

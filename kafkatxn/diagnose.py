@@ -25,7 +25,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from kafkatxn import defaults, gather, lost_commit, lso, spark_readers, untracked, verdicts
+from kafkatxn import (
+    defaults, gather, lost_commit, lso, spark_readers, untracked, verdicts, verdicts_age, verdicts_groups,
+)
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exit_code, worst
 from kafkatxn.gaps import Gap, explain, gap_of
@@ -33,7 +35,8 @@ from kafkatxn.model import Missing, ProducerState, QueryReader, TopicPartition, 
 from kafkatxn.output import Report
 # The rows and words diagnose decides (its API too).
 from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict  # noqa: F401
-from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, OpenTransaction, PinVerdict, Verdict
+from kafkatxn.verdicts import Classification, CoordinatorView, OpenTransaction, PinVerdict, Verdict
+from kafkatxn.verdicts_groups import GroupVerdict
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -180,7 +183,7 @@ def decide(
     max_timeout_ms: int,
     groups_arg: str,
     bound: str = "",
-    grace_ms: int = verdicts.overdue_grace_ms(),
+    grace_ms: int = verdicts_age.overdue_grace_ms(),
 ) -> tuple[TxnVerdict, str, Action, str, str | None, int | None, int | None, int | None]:
     """Verdict, reason, action, command, release command, until, age, aborts-at for one pinning producer.
 
@@ -265,10 +268,10 @@ def _clock(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(ms / 1000))
 
 
-def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts.TransactionAge | None:
-    """Its coordinator's age (:func:`verdicts.transaction_age`), else the oldest of its partitions' first records."""
-    ages = [a for c in classifications if (a := verdicts.transaction_age(c.transaction, now_ms))]
-    return max(ages, key=lambda a: (a.source == verdicts.AGE_FROM_COORDINATOR, a.ms), default=None)
+def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts_age.TransactionAge | None:
+    """Its coordinator's age (:func:`verdicts_age.transaction_age`), else the oldest of its partitions' first records."""
+    ages = [a for c in classifications if (a := verdicts_age.transaction_age(c.transaction, now_ms))]
+    return max(ages, key=lambda a: (a.source == verdicts_age.AGE_FROM_COORDINATOR, a.ms), default=None)
 
 
 def _held_at(gs: lso.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
@@ -278,7 +281,7 @@ def _held_at(gs: lso.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
 
 
 def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms: int | None = CRITICAL_AGE_MS,
-             lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD) -> Diagnosis:
+             lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD) -> Diagnosis:
     """Decide over ``snapshot``; ``groups_arg`` names the groups as the user did (for commands to copy)."""
     gs = snapshot.groups
     now = snapshot.taken_at_ms
@@ -318,7 +321,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
             pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
             # abort decides hanging by the same rule: with the threshold this diagnosis used
             _bound(max_timeout) if snapshot.max_timeout_given and max_timeout is not None else "",
-            verdicts.overdue_grace_ms(snapshot.abort_cleanup_interval_ms),
+            verdicts_age.overdue_grace_ms(snapshot.abort_cleanup_interval_ms),
         )
         tid = next((c.transactional_id for c in classifications if c.transactional_id), None)
         d = next((c.description for c in classifications if c.description is not None), None)
@@ -335,7 +338,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
                 reason=reason,
                 age_ms=age,
                 age_source=a.source if (a := _age(classifications, now)) else None,
-                overdue=any(verdicts.is_overdue(c.transaction, now, snapshot.abort_cleanup_interval_ms) for c in classifications),
+                overdue=any(verdicts_age.is_overdue(c.transaction, now, snapshot.abort_cleanup_interval_ms) for c in classifications),
                 last_write_age_ms=max(0, now - p.last_timestamp_ms) if p.last_timestamp_ms >= 0 else None,
                 transaction_timeout_ms=d.timeout_ms if d else None,
                 aborts_at_ms=aborts_at,
@@ -408,20 +411,20 @@ def group_summaries(partitions: Iterable[PartitionDiagnosis], holder_of: dict[in
 
 
 def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[PinningTransaction], critical_age_ms: int | None,
-              lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD) -> tuple[int, bool]:
+              lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD) -> tuple[int, bool]:
     """0 nothing blocked, waiting on a transaction in flight, or lagging by less than
-    ``lag_threshold`` (:func:`verdicts.lag_is_finding`); 1 lagging by more, blocked, or of unknown
+    ``lag_threshold`` (:func:`verdicts_groups.lag_is_finding`); 1 lagging by more, blocked, or of unknown
     start; 2 blocked (or waiting) by a hanging, overdue or too old transaction
-    (:func:`verdicts.blocked_severity`); undetermined when a pinning transaction could not be
+    (:func:`verdicts_groups.blocked_severity`); undetermined when a pinning transaction could not be
     decided, or a blocked partition's transaction was not found."""
     code = EXIT_OK
     if any(p.verdict is GroupVerdict.blocked or p.verdict is GroupVerdict.unknown
-           or verdicts.lag_is_finding(p.verdict, p.lag_messages, lag_threshold) for p in partitions):
+           or verdicts_groups.lag_is_finding(p.verdict, p.lag_messages, lag_threshold) for p in partitions):
         code = EXIT_WARNING
     if any(
-        verdicts.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts.is_too_old(t.age_ms, critical_age_ms),
+        verdicts_groups.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts_groups.is_too_old(t.age_ms, critical_age_ms),
                                  lost_commit=t.verdict is TxnVerdict.lost_commit)
-        is verdicts.Severity.critical
+        is verdicts_groups.Severity.critical
         for t in transactions
     ):
         code = EXIT_CRITICAL
@@ -453,7 +456,7 @@ def run(
     topics: Sequence[str] | None = None,
     probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
-    lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD,
+    lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD,
     spark_checkpoints: Sequence[str] = (),
     every_group: bool = False,
     spark_writers: Sequence[spark_readers.WriterSpec] = (),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kafkatxn import lso
 from kafkatxn.gaps import Gap
-from kafkatxn.verdicts import GroupVerdict
+from kafkatxn.verdicts_groups import GroupVerdict
 
 
 class TxnVerdict(str, enum.Enum):

@@ -40,7 +40,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
-from kafkatxn import gather, producers, verdicts
+from kafkatxn import gather, producers, verdicts, verdicts_age
 from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout, coordinator_view  # noqa: F401 - also hanging's API
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.output import Report
@@ -80,7 +80,7 @@ class HangingRow:
     high_watermark: int | None
     lso_lag_messages: int | None  # high watermark minus LSO: what read_committed consumers cannot read
     holds_lso: bool | None  # this transaction is the one pinning the partition's LSO
-    transaction_age_ms: int | None = None  # verdicts.transaction_age: since its first record on the partition
+    transaction_age_ms: int | None = None  # verdicts_age.transaction_age: since its first record on the partition
     transaction_age_source: str | None = None  # first_record, or last_write (a lower bound) when it could not be read
 
 
@@ -180,7 +180,7 @@ def hanging_row(
     """``dated``: the transaction with its first record's timestamp (:func:`kafkatxn.gather.with_first_records`)."""
     p = c.open_txn.producer
     tp = c.open_txn.tp
-    age = verdicts.transaction_age(dated or c.transaction, now_ms)
+    age = verdicts_age.transaction_age(dated or c.transaction, now_ms)
     return HangingRow(
         **_row_fields(c, now_ms, lso, hw),
         coordinator_epoch=p.coordinator_epoch,
@@ -208,7 +208,7 @@ def long_running_row(
     return LongRunningRow(
         **_row_fields(c, now_ms, lso, hw),
         transaction_timeout_ms=d.timeout_ms if d else None,
-        transaction_age_ms=verdicts.transaction_age_ms(c.transaction, now_ms),
+        transaction_age_ms=verdicts_age.transaction_age_ms(c.transaction, now_ms),
         two_phase_commit=c.two_phase_commit,
     )
 

@@ -23,12 +23,14 @@ from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition
 # One definition of each answer, shared with hanging, check, diagnose and the exporter.
 from kafkatxn.verdicts import (  # noqa: F401 - also lso's API
-    CONSUMER_OFFSETS_TOPIC, DEFAULT_LAG_THRESHOLD, BlockVerdict, Classification, GroupVerdict, Offsets, OpenTransaction,
-    PinVerdict, Severity, best_age_ms, block_severity, block_verdict, blocked_severity, group_verdict, held_verdict, is_overdue,
-    is_too_old, lag_is_finding, last_write_age_ms, may_have_ended, offsets_partition, pin_flags, pin_verdict,
-    pinning_transaction, readable_before_lso, stable_verdict,
-    transaction_age, transaction_age_ms, uncommitted_verdict, Verdict,
+    Classification, OpenTransaction, PinVerdict, pin_flags, pin_verdict, pinning_transaction, Verdict,
 )
+from kafkatxn.verdicts_groups import (
+    CONSUMER_OFFSETS_TOPIC, DEFAULT_LAG_THRESHOLD, BlockVerdict, GroupVerdict, Offsets, Severity, block_severity,
+    block_verdict, blocked_severity, group_verdict, held_verdict, is_too_old, lag_is_finding, may_have_ended,
+    offsets_partition, readable_before_lso, stable_verdict, uncommitted_verdict,
+)
+from kafkatxn.verdicts_age import best_age_ms, is_overdue, last_write_age_ms, transaction_age, transaction_age_ms
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -161,7 +163,7 @@ def take_snapshot(
 
 def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[TopicPartition],
                settled: Mapping[tuple[TopicPartition, int], Classification] | None) -> None:
-    """A transaction that ended between two requests (:func:`kafkatxn.verdicts.may_have_ended`) is
+    """A transaction that ended between two requests (:func:`kafkatxn.verdicts_groups.may_have_ended`) is
     asked again, once: those partitions' offsets are read again, and the ones whose LSO moved are
     measured anew (the rest stay as they were: a transaction whose coordinator no longer holds the
     partition and that still pins its LSO is one the verdicts decide)."""
@@ -268,7 +270,7 @@ def finish_group_snapshot(
 
 
 def group_offsets_partitions(cluster: Cluster, groups: Iterable[str]) -> dict[str, TopicPartition]:
-    """Each group's ``__consumer_offsets`` partition (:func:`kafkatxn.verdicts.offsets_partition`);
+    """Each group's ``__consumer_offsets`` partition (:func:`kafkatxn.verdicts_groups.offsets_partition`);
     none when the topic is not in the metadata (not created, or not visible to this principal)."""
     count = sum(1 for p in cluster.metadata().partitions if p.topic == CONSUMER_OFFSETS_TOPIC)
     if not count:
@@ -461,12 +463,12 @@ def pin_facts(snapshot: LsoSnapshot, tp: TopicPartition) -> PinFacts:
 
 def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[GroupPlace]:
     """Per group and partition with a committed offset, or assigned without one (see
-    :func:`kafkatxn.verdicts.uncommitted_verdict`), in group, topic and partition order: where it stands.
+    :func:`kafkatxn.verdicts_groups.uncommitted_verdict`), in group, topic and partition order: where it stands.
     Places with ``lag_to_lso_messages < min_lag`` are left out unless blocked (a blocked group has no
     LSO lag, and is the finding) or unknown. The one definition behind :func:`group_lags` and the
     exporter's and check's group samples; 100,000 places a scrape at 5,000 groups, so kept lean.
     A place held by an open transaction (at its LSO, or through the group's offsets partition) is
-    **waiting** or **blocked** by :func:`kafkatxn.verdicts.held_verdict` of that transaction."""
+    **waiting** or **blocked** by :func:`kafkatxn.verdicts_groups.held_verdict` of that transaction."""
     offsets = snapshot.lso.offsets
     get_offsets = offsets.get
     first_readable = snapshot.first_readable
@@ -606,7 +608,7 @@ def sort_rows(rows: Sequence[R], sort: str | None = None, top: int | None = None
 
 
 def blocked_row_severity(row: GroupLag, critical_age_ms: int | None) -> Severity:
-    """:func:`kafkatxn.verdicts.blocked_severity` of a blocked row (the one answer check, diagnose
+    """:func:`kafkatxn.verdicts_groups.blocked_severity` of a blocked row (the one answer check, diagnose
     and the exporter give too)."""
     too_old = is_too_old(row.txn_age_ms, critical_age_ms)
     if row.txn_verdict is not None:
@@ -630,7 +632,7 @@ def partitions_exit_code(rows: Iterable[PartitionLag], critical_age_ms: int | No
 def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS,
                      lag_threshold: int = DEFAULT_LAG_THRESHOLD) -> int:
     """0 every row caught up, waiting on a transaction in flight, or lagging by less than
-    ``lag_threshold`` messages (:func:`kafkatxn.verdicts.lag_is_finding`); 1 a group blocked, of
+    ``lag_threshold`` messages (:func:`kafkatxn.verdicts_groups.lag_is_finding`); 1 a group blocked, of
     unknown start, or lagging by more; 2 a group blocked (or waiting) behind a transaction that
     hangs, lost its COMMIT marker, is past its own timeout, or is at least ``critical_age_ms`` old.
     (A block behind a transaction whose verdict is undetermined is :func:`undetermined_pins`.)"""

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
-from kafkatxn import verdicts
+from kafkatxn import verdicts, verdicts_age, verdicts_groups
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
 
@@ -94,7 +94,7 @@ class HangingSample(CandidateSample):
     """Hanging: the cluster positively says no coordinator will complete it."""
 
     lso_lag_messages: int | None = None
-    age_ms: int | None = None  # verdicts.transaction_age: from its first record (no coordinator dates it)
+    age_ms: int | None = None  # verdicts_age.transaction_age: from its first record (no coordinator dates it)
     age_source: str | None = None
 
 
@@ -129,16 +129,16 @@ class GroupSample(NamedTuple):
     txn_hanging: bool | None = False
     txn_overdue: bool = False
     txn_lost_commit: bool | None = False  # it lost its COMMIT marker: nothing but restore-commit releases the group
-    waiting: bool = False  # held by a transaction in flight (verdicts.held_verdict): it reads on at its commit
+    waiting: bool = False  # held by a transaction in flight (verdicts_groups.held_verdict): it reads on at its commit
     blocked_through: str | None = None  # "__consumer_offsets-N": held through its offsets partition (GroupLag's)
-    txn_verdict: verdicts.BlockVerdict | None = None  # what the holding transaction is (verdicts.block_verdict); None unless held
+    txn_verdict: verdicts_groups.BlockVerdict | None = None  # what the holding transaction is (verdicts_groups.block_verdict); None unless held
 
     @property
     def stuck(self) -> bool:
         """Blocked behind a transaction that hangs, lost its COMMIT marker or is past its own timeout
         (critical whatever the age threshold)."""
-        return self.blocked and verdicts.blocked_severity(
-            self.txn_hanging, self.txn_overdue, False, lost_commit=self.txn_lost_commit) is verdicts.Severity.critical
+        return self.blocked and verdicts_groups.blocked_severity(
+            self.txn_hanging, self.txn_overdue, False, lost_commit=self.txn_lost_commit) is verdicts_groups.Severity.critical
 
 
 @dataclass
@@ -201,7 +201,7 @@ class ClusterSnapshot:
         return {b: b in registered for b in sorted(registered | set(self.replica_brokers))}
 
     def transaction_age_s(self, txn: TransactionSample) -> float | None:
-        age_ms = verdicts.coordinator_age_ms(txn.start_time_ms, self.taken_at_ms)
+        age_ms = verdicts_age.coordinator_age_ms(txn.start_time_ms, self.taken_at_ms)
         return age_ms / 1000 if age_ms is not None else None
 
     def oldest_transaction_age_s(self) -> float:
@@ -235,7 +235,7 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
         if c.verdict in dated_kinds:
             tp = c.open_txn.tp
             lag = max(hw[tp] - lso[tp], 0) if tp in lso and tp in hw else None
-            age = verdicts.transaction_age(dated.get((tp, c.open_txn.producer_id)), now_ms)
+            age = verdicts_age.transaction_age(dated.get((tp, c.open_txn.producer_id)), now_ms)
             fields = (tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
                       c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
             if c.verdict is verdicts.Verdict.UNTRACKED:

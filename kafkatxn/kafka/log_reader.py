@@ -13,7 +13,6 @@ the one decoder (:func:`decoded`). Records it cannot decode come through as
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
 
 from kafkatxn.kafka.errors import clean

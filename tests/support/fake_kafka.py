@@ -198,7 +198,7 @@ class KafkaModel:
         ]
         still = [p.current_txn_start_offset for p in self.producers[tp] if p.current_txn_start_offset >= 0]
         if tp.topic == "__consumer_offsets":  # the marker settles the offset commits pending there
-            from kafkatxn.verdicts import offsets_partition
+            from kafkatxn.verdicts_groups import offsets_partition
 
             count = sum(1 for p in self.partitions if p.topic == tp.topic)
             for group in [g for g in self.pending_offsets if offsets_partition(g, count) == tp.partition]:

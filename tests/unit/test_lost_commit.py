@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kafkatxn import auditlog, hanging, remedy, verdicts
+from kafkatxn import auditlog, hanging, remedy, verdicts, verdicts_groups
 from kafkatxn.txnlog_records import TxnLogRecord
 from kafkatxn.errors import InputError
 from kafkatxn.lost_commit import CLOCK_ALLOWANCE_MS, Ending, ending, settle, settle_all
@@ -364,8 +364,8 @@ def test_lso_calls_a_lost_commit_what_hanging_calls_it_and_says_restore_commit(c
     from kafkatxn import lso as lso_mod
 
     (group_row,) = lso_mod.group_lags(lso_mod.take_group_snapshot(fake, ["billing"]))
-    assert lso_mod.blocked_row_severity(group_row, None) is verdicts.Severity.critical
-    assert verdicts.blocked_severity(False, False, False, old=False, lost_commit=True) is verdicts.Severity.critical
+    assert lso_mod.blocked_row_severity(group_row, None) is verdicts_groups.Severity.critical
+    assert verdicts_groups.blocked_severity(False, False, False, old=False, lost_commit=True) is verdicts_groups.Severity.critical
 
 
 def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
