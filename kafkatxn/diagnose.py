@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import (
-    defaults, gather, lost_commit, lso, spark_readers, untracked, verdicts, verdicts_age, verdicts_groups,
+    defaults, gather, group_positions, lost_commit, lso, lso_snapshot, spark_readers, untracked, verdicts,
+    verdicts_age, verdicts_groups,
 )
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exit_code, worst
@@ -54,7 +55,7 @@ class DiagnosisSnapshot:
     """Everything :func:`diagnose` decides on."""
 
     taken_at_ms: int
-    groups: lso.GroupSnapshot
+    groups: lso_snapshot.GroupSnapshot
     # Producer states of the partitions where some group is blocked (open transactions only).
     producers: dict[TopicPartition, list[ProducerState]] = field(default_factory=dict)
     view: CoordinatorView = field(default_factory=CoordinatorView)
@@ -73,20 +74,20 @@ def take_snapshot(
     cluster: Cluster,
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
-    probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
+    probe_max_gap: int = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None, readers: Mapping[str, dict[TopicPartition, int]] | None = None,
     every_group: bool = False,
 ) -> DiagnosisSnapshot:
     """Group (and ``readers``': Spark queries) lag with probes, then — only where one is blocked — the
     producer states and what the coordinators say about the pinning producers."""
-    snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
+    snap = lso_snapshot.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
     missing = list(snap.missing)
     given = max_transaction_timeout_ms is not None  # 0 too: every idle transaction is checked now
     out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
                             max_transaction_timeout_ms=max_transaction_timeout_ms if given else snap.lso.max_transaction_timeout_ms,
                             max_timeout_given=given)
     # Where a group is held (blocked or waiting): its partition, or its offsets partition.
-    blocked = sorted({place.held_at for place in lso.group_positions(snap) if place.held_at is not None})
+    blocked = sorted({place.held_at for place in group_positions.group_positions(snap) if place.held_at is not None})
     if not blocked:
         return out
     # The open transactions the group snapshot described (asked again there, once, where one had
@@ -274,7 +275,7 @@ def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts_age
     return max(ages, key=lambda a: (a.source == verdicts_age.AGE_FROM_COORDINATOR, a.ms), default=None)
 
 
-def _held_at(gs: lso.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
+def _held_at(gs: lso_snapshot.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
     """The partition whose open transaction holds the row's group: the row's own, or its offsets partition."""
     tp = TopicPartition(r.topic, r.partition)
     return gs.held_at(r.group, tp, r.blocked_through is not None)
@@ -454,7 +455,7 @@ def run(
     cluster: Cluster,
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
-    probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
+    probe_max_gap: int = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
     lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD,
     spark_checkpoints: Sequence[str] = (),
@@ -462,7 +463,7 @@ def run(
     spark_writers: Sequence[spark_readers.WriterSpec] = (),
 ) -> Diagnosis:
     """Snapshot and decide: what ``kafkatxn diagnose`` shows; the Spark queries of ``spark_checkpoints``
-    beside the groups named (or every group with ``every_group``: lso.take_group_snapshot)."""
+    beside the groups named (or every group with ``every_group``: lso_snapshot.take_group_snapshot)."""
     queries, unread = spark_readers.read_checkpoints(spark_checkpoints)  # before the offsets they are compared with
     queries, ledgers_unread = spark_readers.with_writers(cluster, queries, spark_writers)  # the ledger: after the checkpoint
     unread += ledgers_unread

@@ -55,7 +55,7 @@ class PartitionSample(NamedTuple):
         hw, lso = self.high_watermark, self.last_stable_offset
         if hw is None or lso is None:
             return None
-        # lso.Offsets.lag, without an Offsets per partition: clamped at 0 in case a leader moved between.
+        # verdicts_groups.Offsets.lag, without an Offsets per partition: clamped at 0 in case a leader moved between.
         return hw - lso if hw > lso else 0
 
 
@@ -113,7 +113,7 @@ class UndeterminedSample(CandidateSample):
 
 
 class GroupSample(NamedTuple):
-    """Transaction-aware lag of one consumer group on one partition (a :func:`kafkatxn.lso.group_positions`
+    """Transaction-aware lag of one consumer group on one partition (a :func:`kafkatxn.group_positions.group_positions`
     place). A tuple: a scrape at 5,000 groups x 20 partitions holds 100,000 of them."""
 
     group: str
@@ -255,7 +255,7 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
     """Committed offsets of the groups ``group_regex`` matches (searched; every group without it):
     the first step of :func:`group_samples`, taken before the offsets pass (a commit cannot pass
     the LSO of its moment, and the LSO read afterwards can only be larger)."""
-    from kafkatxn import lso
+    from kafkatxn import lso_snapshot
     from kafkatxn.validation import compile_regex
 
     listed = cluster.list_groups_partial()  # a broker that did not list its groups: named, the rest go on
@@ -269,7 +269,7 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
             missing.append(Missing(Part("--group-regex"), f"no consumer group matches {group_regex!r}"))
     if not names:
         return {}, missing
-    committed, more = lso.committed_offsets(cluster, names)
+    committed, more = lso_snapshot.committed_offsets(cluster, names)
     return committed, missing + more
 
 
@@ -281,25 +281,25 @@ def group_samples(
     """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; ``known`` (LSO,
     HW) pairs of the offsets pass are used, not read again, and so are the pins the hanging pass
     ``settled`` by the coordinator's log."""
-    from kafkatxn import lso
+    from kafkatxn import group_positions, lso_snapshot, verdicts_groups
 
     by_group, group_missing = committed
     if not by_group and not group_missing:
         return ()
-    snap = lso.finish_group_snapshot(cluster, by_group, list(group_missing), known=known,
+    snap = lso_snapshot.finish_group_snapshot(cluster, by_group, list(group_missing), known=known,
                                      max_transaction_timeout_ms=max_transaction_timeout_ms, settled=settled)
     missing.extend(m.within("group lag") for m in snap.missing)
     samples = []
     append, sample = samples.append, tuple.__new__  # 100,000 a scrape
-    for group, tp, _committed, _offsets, verdict, _readable, lag_to_lso, lag_to_hw, lag, held in lso.group_positions(snap):
+    for group, tp, _committed, _offsets, verdict, _readable, lag_to_lso, lag_to_hw, lag, held in group_positions.group_positions(snap):
         topic, partition = tp
         if topics is not None and topic not in topics:
             continue
         if held is not None:  # blocked or waiting
-            facts = lso.pin_facts(snap.lso, held)
+            facts = group_positions.pin_facts(snap.lso, held)
             pinned = facts.pin is not None  # its blocking transaction was found
             # The blocking transaction's verdict as lso gives it (None: undetermined).
-            waiting = verdict is lso.GroupVerdict.waiting
+            waiting = verdict is verdicts_groups.GroupVerdict.waiting
             append(GroupSample(group, topic, partition, lag, lag_to_lso, lag_to_hw, not waiting, facts.age_ms,
                                facts.hanging if pinned else False, bool(facts.overdue), facts.lost_commit if pinned else False,
                                waiting, str(held) if held != tp else None, facts.verdict))
