@@ -295,13 +295,13 @@ def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused
 def test_check_and_the_exporter_call_a_lost_commit_what_hanging_calls_it():
     """One truth: the snapshot check and the exporter share settles hanging verdicts by the log too,
     so a lost COMMIT marker is neither counted as hanging (whose runbook says abort) nor left out."""
-    from kafkatxn import check, exporter
+    from kafkatxn import check, exitcodes, exporter
     from kafkatxn.snapshot import gather_snapshot
 
     snap = gather_snapshot(lost_commit_cluster(committed()))
     assert snap.hanging == () and [(s.topic, s.partition, s.start_offset) for s in snap.lost_commits] == [("orders", 0, 10)]
     result = check.evaluate(snap)
-    assert result.status is check.Status.CRITICAL
+    assert result.status is exitcodes.Status.CRITICAL
     assert [f.kind for f in result.findings] == ["lost_commit_marker"] and "never abort" in result.findings[0].message
     perf = {p.label: p.value for p in result.perfdata}
     assert (perf["hanging_transactions"], perf["lost_commit_markers"]) == (0, 1)
@@ -369,7 +369,7 @@ def test_lso_calls_a_lost_commit_what_hanging_calls_it_and_says_restore_commit(c
 
 
 def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
-    from kafkatxn import check, exporter
+    from kafkatxn import check, exitcodes, exporter
     from kafkatxn.snapshot import gather_snapshot
 
     fake = lost_commit_cluster(committed())
@@ -381,7 +381,7 @@ def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
     assert sample.stuck and snap.group_stuck(sample) is True
     # Stuck whatever the age thresholds: no --txn-age-crit.
     result = check.evaluate(snap, check.thresholds_from_options(None, None, "none", "none", None, None))
-    assert result.status is check.Status.CRITICAL
+    assert result.status is exitcodes.Status.CRITICAL
     assert [f.kind for f in result.findings] == ["lost_commit_marker", "group_blocked"], result.findings
     families = {f.name: f for f in exporter.metric_families(snap)}
     assert [s.value for s in families["kafkatxn_group_stuck"].samples] == [1]
@@ -408,7 +408,7 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
     """A verdict that was not determined (its coordinator's log could not be read, or its coordinator
     did not answer) is missing (null) in lso's rows, the answer is undetermined (exit 3: never
     critical, never OK), and check and the exporter say the group's block cannot be known."""
-    from kafkatxn import check, exporter
+    from kafkatxn import check, exitcodes, exporter, monitoring_plugin
     from kafkatxn.snapshot import gather_snapshot
 
     fake = lost_commit_cluster(committed(), timeout_s=3)  # a coordinator that stays loading costs half the time left
@@ -427,8 +427,8 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
     (sample,) = snap.groups
     assert sample.blocked and sample.txn_hanging is None and not sample.stuck and snap.group_stuck(sample) is None
     result = check.evaluate(snap, check.thresholds_from_options(None, None, "none", "none", None, None))
-    assert result.status is check.Status.UNKNOWN, result.findings
+    assert result.status is exitcodes.Status.UNKNOWN, result.findings
     assert "group_undetermined" in [f.kind for f in result.findings] and "group_blocked" not in [f.kind for f in result.findings]
-    assert "groups_waiting=0" in check.format_perfdata(result.perfdata)  # nor counted as a group waiting in flight
+    assert "groups_waiting=0" in monitoring_plugin.format_perfdata(result.perfdata)  # nor counted as a group waiting in flight
     families = {f.name: f for f in exporter.metric_families(snap)}
     assert [s.value for s in families["kafkatxn_group_stuck"].samples] == []  # no series: never a reassuring 0

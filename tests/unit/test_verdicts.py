@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kafkatxn import auditlog, check, exporter, hanging, remedy
+from kafkatxn import auditlog, check, exporter, hanging, monitoring_plugin, remedy
 from kafkatxn.model import TWO_PHASE_COMMIT_TIMEOUT_MS, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.remedy import Outcome
 from kafkatxn.snapshot import gather_snapshot
@@ -162,7 +162,7 @@ def test_two_phase_commit_transaction_is_long_running_and_marked():
     assert row.two_phase_commit is True and hanging.REASON_TWO_PHASE_COMMIT in row.reason
     snap = gather_snapshot(FakeCluster(m), topic_regex="^orders$", max_transaction_timeout_ms=MAX)
     assert snap.oldest_transaction_age_s() == 0.0  # its age is no alarm
-    assert check.evaluate(snap, check.Thresholds(txn_age_warn=check.Range.parse("60"))).exit_code == 0
+    assert check.evaluate(snap, check.Thresholds(txn_age_warn=monitoring_plugin.Range.parse("60"))).exit_code == 0
 
 
 # -- abort --all-hanging under a fault writes exactly the markers it should ----------------------
