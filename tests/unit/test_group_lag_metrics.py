@@ -4,7 +4,8 @@ metric families and the check findings over snapshots."""
 from __future__ import annotations
 
 from kafkatxn import check, exitcodes, monitoring_plugin
-from kafkatxn.exporter import ExportOptions, render_text
+from kafkatxn.exporter import render_text
+from kafkatxn.exporter_metrics import ExportOptions
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample, gather_snapshot
 from tests.support.blocked_group import blocked_model
 

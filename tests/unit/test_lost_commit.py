@@ -295,7 +295,7 @@ def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused
 def test_check_and_the_exporter_call_a_lost_commit_what_hanging_calls_it():
     """One truth: the snapshot check and the exporter share settles hanging verdicts by the log too,
     so a lost COMMIT marker is neither counted as hanging (whose runbook says abort) nor left out."""
-    from kafkatxn import check, exitcodes, exporter
+    from kafkatxn import check, exitcodes, exporter_metrics
     from kafkatxn.snapshot import gather_snapshot
 
     snap = gather_snapshot(lost_commit_cluster(committed()))
@@ -305,7 +305,7 @@ def test_check_and_the_exporter_call_a_lost_commit_what_hanging_calls_it():
     assert [f.kind for f in result.findings] == ["lost_commit_marker"] and "never abort" in result.findings[0].message
     perf = {p.label: p.value for p in result.perfdata}
     assert (perf["hanging_transactions"], perf["lost_commit_markers"]) == (0, 1)
-    families = {f.name: f for f in exporter.metric_families(snap)}
+    families = {f.name: f for f in exporter_metrics.metric_families(snap)}
     assert families["kafkatxn_lost_commit_markers"].samples[0].value == 1
     assert families["kafkatxn_hanging_transactions"].samples[0].value == 0
     # The log says aborted: hanging, as hanging says.
@@ -369,7 +369,7 @@ def test_lso_calls_a_lost_commit_what_hanging_calls_it_and_says_restore_commit(c
 
 
 def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
-    from kafkatxn import check, exitcodes, exporter
+    from kafkatxn import check, exitcodes, exporter_metrics
     from kafkatxn.snapshot import gather_snapshot
 
     fake = lost_commit_cluster(committed())
@@ -383,7 +383,7 @@ def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
     result = check.evaluate(snap, check.thresholds_from_options(None, None, "none", "none", None, None))
     assert result.status is exitcodes.Status.CRITICAL
     assert [f.kind for f in result.findings] == ["lost_commit_marker", "group_blocked"], result.findings
-    families = {f.name: f for f in exporter.metric_families(snap)}
+    families = {f.name: f for f in exporter_metrics.metric_families(snap)}
     assert [s.value for s in families["kafkatxn_group_stuck"].samples] == [1]
     assert families["kafkatxn_groups_stuck"].samples[0].value == 1
 
@@ -408,7 +408,7 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
     """A verdict that was not determined (its coordinator's log could not be read, or its coordinator
     did not answer) is missing (null) in lso's rows, the answer is undetermined (exit 3: never
     critical, never OK), and check and the exporter say the group's block cannot be known."""
-    from kafkatxn import check, exitcodes, exporter, monitoring_plugin
+    from kafkatxn import check, exitcodes, exporter_metrics, monitoring_plugin
     from kafkatxn.snapshot import gather_snapshot
 
     fake = lost_commit_cluster(committed(), timeout_s=3)  # a coordinator that stays loading costs half the time left
@@ -430,5 +430,5 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
     assert result.status is exitcodes.Status.UNKNOWN, result.findings
     assert "group_undetermined" in [f.kind for f in result.findings] and "group_blocked" not in [f.kind for f in result.findings]
     assert "groups_waiting=0" in monitoring_plugin.format_perfdata(result.perfdata)  # nor counted as a group waiting in flight
-    families = {f.name: f for f in exporter.metric_families(snap)}
+    families = {f.name: f for f in exporter_metrics.metric_families(snap)}
     assert [s.value for s in families["kafkatxn_group_stuck"].samples] == []  # no series: never a reassuring 0

@@ -34,7 +34,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from kafkatxn import gather, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.txnlog_records import TxnLogRecord
 from kafkatxn.cli.common import CommandContext
-from kafkatxn.exporter import ExportOptions, render_text
+from kafkatxn.exporter import render_text
+from kafkatxn.exporter_metrics import ExportOptions
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.snapshot import gather_snapshot
 from tests.support.cli_helpers import run_cli

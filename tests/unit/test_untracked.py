@@ -211,7 +211,7 @@ def test_check_warns_and_names_it_and_the_exporters_oldest_age_counts_it():
     assert "a-0" in finding.message and "(app)" in finding.message and "hanging from" in finding.message
     assert result.facts["untracked_transactions"] == 1
     assert result.facts["transaction_age_max_ms"] >= 2_000  # not 0: it is the oldest open one
-    from kafkatxn.exporter import metric_families
+    from kafkatxn.exporter_metrics import metric_families
 
     text = {m.name: m for m in metric_families(snap)}
     assert text["kafkatxn_untracked_transactions"].samples[0].value == 1

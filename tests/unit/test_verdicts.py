@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kafkatxn import auditlog, check, exporter, hanging, monitoring_plugin, remedy
+from kafkatxn import auditlog, check, exporter_metrics, hanging, monitoring_plugin, remedy
 from kafkatxn.model import TWO_PHASE_COMMIT_TIMEOUT_MS, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.remedy import Outcome
 from kafkatxn.snapshot import gather_snapshot
@@ -125,7 +125,7 @@ def test_check_and_exporter_count_undetermined_apart_from_hanging():
     perf = {p.label: p.value for p in result.perfdata}
     assert (perf["hanging_transactions"], perf["undetermined_transactions"]) == (0, 1)
     assert result.exit_code == 3 and result.facts["undetermined_transactions"] == 1
-    families = {f.name: f for f in exporter.metric_families(snap)}
+    families = {f.name: f for f in exporter_metrics.metric_families(snap)}
     assert families["kafkatxn_undetermined_transactions"].samples[0].value == 1
     assert families["kafkatxn_hanging_transactions"].samples[0].value == 0
 
