@@ -34,8 +34,7 @@ from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exi
 from kafkatxn.gaps import Gap, explain, gap_of
 from kafkatxn.model import Missing, ProducerState, QueryReader, TopicPartition, TransactionLogHistory
 from kafkatxn.output import Report
-# The rows and words diagnose decides (its API too).
-from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict  # noqa: F401
+from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict
 from kafkatxn.verdicts import Classification, CoordinatorView, OpenTransaction, PinVerdict, Verdict
 from kafkatxn.verdicts_groups import GroupVerdict
 

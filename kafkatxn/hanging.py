@@ -41,17 +41,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
 from kafkatxn import gather, producers, verdicts, verdicts_age
-from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout, coordinator_view  # noqa: F401 - also hanging's API
+from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.output import Report
-# The rule itself lives in kafkatxn.verdicts, which every command asks; these names stay importable here.
-from kafkatxn.verdicts import (  # noqa: F401
-    COMPLETING_STATES, MAX_TIMEOUT_CONFIG, REASON_COMPLETING, REASON_LOG_UNANSWERED, REASON_NO_TRANSACTIONAL_ID,
-    REASON_NOT_TRACKED, REASON_OTHER_PRODUCER, REASON_TWO_PHASE_COMMIT, REASON_UNKNOWN_TO_COORDINATOR, Classification,
-    CoordinatorView, OpenTransaction, Verdict, classify, classify_all, coordinator_partition, find_candidates,
-    is_candidate, is_two_phase_commit, java_string_hash, max_timeout_from_configs, open_transactions,
-    transaction_log_gaps,
-)
+from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, OpenTransaction, Verdict
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster

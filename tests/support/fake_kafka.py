@@ -186,7 +186,7 @@ class KafkaModel:
             return d.coordinator_id
         log = sorted(p.partition for p in self.partitions.values() if p.topic == "__transaction_state")
         if log:
-            from kafkatxn.hanging import coordinator_partition
+            from kafkatxn.verdicts import coordinator_partition
 
             return self.partitions[TopicPartition("__transaction_state", coordinator_partition(transactional_id, len(log)))].leader
         return self.brokers[zlib.crc32(transactional_id.encode()) % len(self.brokers)]

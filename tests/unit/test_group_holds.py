@@ -12,7 +12,8 @@ import pytest
 
 from kafkatxn import check, diagnose, exporter, lso, verdicts, verdicts_groups
 from kafkatxn.cli.common import CommandContext
-from kafkatxn.diagnose import Action, Gap, TxnVerdict
+from kafkatxn.gaps import Gap
+from kafkatxn.diagnose_rows import Action, TxnVerdict
 from kafkatxn.model import TWO_PHASE_COMMIT_TIMEOUT_MS, Partial, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.snapshot import gather_snapshot
 from kafkatxn.verdicts import Classification, OpenTransaction, Verdict

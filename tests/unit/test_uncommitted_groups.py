@@ -7,7 +7,8 @@ import json
 import pytest
 
 from kafkatxn import diagnose, lso, verdicts_groups
-from kafkatxn.diagnose import Gap, TxnVerdict
+from kafkatxn.gaps import Gap
+from kafkatxn.diagnose_rows import TxnVerdict
 from kafkatxn.model import ProducerState, TopicPartition
 from kafkatxn.snapshot import gather_snapshot
 from kafkatxn import check

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kafkatxn import check, diagnose, hanging, snapshot, verdicts, verdicts_age, verdicts_groups
+from kafkatxn import check, diagnose, diagnose_rows, hanging, snapshot, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.model import PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.remedy import decide
@@ -240,7 +240,7 @@ def test_diagnose_offers_abort_never_fence_for_an_untracked_transaction():
     fake.model.groups = {"billing": {A0: 5}}
     result = diagnose.run(fake, ["billing"])
     (t,) = result.transactions
-    assert t.verdict is diagnose.TxnVerdict.untracked and t.action is diagnose.Action.abort
+    assert t.verdict is diagnose_rows.TxnVerdict.untracked and t.action is diagnose_rows.Action.abort
     assert t.command == "kafkatxn abort --topic a --partition 0 --start-offset 5"
     assert t.release_command == "kafkatxn abort --topic a --partition 0 --start-offset 5 --max-transaction-timeout 0"
     assert t.until_ms == fake.model.producers[A0][0].last_timestamp_ms + OWN + 1
