@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from kafkatxn import gather, remedy, transactions
+from kafkatxn import gather, remedy, transaction_listing
 from kafkatxn.kafka import facade, producer_state
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import IDS_ALL, Broker, ProducerState, TransactionalId, TransactionDescription
@@ -169,11 +169,11 @@ def test_an_unanswered_app_10_gives_app_1_its_own_row_in_transactions():
     model = coordinated_model()
     model.transaction_errors["app-10"] = "COORDINATOR_LOAD_IN_PROGRESS"
     model.transactions.pop("app")
-    result = transactions.describe_transactions(FakeCluster(model, timeout_s=2), ["app-1", "app-10", "app"])
+    result = transaction_listing.describe_transactions(FakeCluster(model, timeout_s=2), ["app-1", "app-10", "app"])
     rows = {r.transactional_id: r for r in result.rows}
     assert (rows["app-1"].status, rows["app-1"].state, rows["app-1"].error) == ("found", "Ongoing", None)
-    assert rows["app"].status == transactions.NOT_FOUND
-    assert rows["app-10"].status == transactions.UNKNOWN and "COORDINATOR_LOAD_IN_PROGRESS" in rows["app-10"].error
+    assert rows["app"].status == transaction_listing.NOT_FOUND
+    assert rows["app-10"].status == transaction_listing.UNKNOWN and "COORDINATOR_LOAD_IN_PROGRESS" in rows["app-10"].error
     assert [m.subject for m in result.missing] == [TransactionalId("app-10")]
 
 

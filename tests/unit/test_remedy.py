@@ -699,13 +699,13 @@ def test_a_terminal_user_is_asked_and_only_yes_acts(capsys, cli_env, monkeypatch
 def test_ids_can_be_named_as_kafka_transactions_sh_names_them(capsys, cli_env, monkeypatch):
     """Runbooks written for kafka-transactions.sh (--transactional-id, force-terminate's
     --transactionalId) work unchanged; ids given both ways are fenced once each, in order."""
-    from kafkatxn import transactions
+    from kafkatxn import transaction_listing
 
     _, path = cli_env
     fenced, described = [], []
     monkeypatch.setattr(remedy, "fence", lambda cluster, ids, **kw: fenced.append(list(ids)) or remedy.RemedyResult([], []))
-    monkeypatch.setattr(transactions, "describe_transactions",
-                        lambda cluster, ids: described.append(list(ids)) or transactions.TransactionsResult([]))
+    monkeypatch.setattr(transaction_listing, "describe_transactions",
+                        lambda cluster, ids: described.append(list(ids)) or transaction_listing.TransactionsResult([]))
     result = run_cli(capsys, "fence", "-b", "f:1", "a", "--transactional-id", "b", "--transactionalId", "a", "--yes", "--audit-log", path)
     assert result.code == 0, result.stderr
     assert run_cli(capsys, "transactions", "describe", "-b", "f:1", "--transactional-id", "c").code == 0
