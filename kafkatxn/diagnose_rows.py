@@ -83,9 +83,9 @@ class PinningTransaction:
     coordinator_state: str | None
     verdict: TxnVerdict
     reason: str
-    age_ms: int | None  # verdicts.transaction_age: its coordinator's start, else its first record (see age_source)
+    age_ms: int | None  # verdicts_age.transaction_age: its coordinator's start, else its first record (see age_source)
     age_source: str | None  # coordinator, first_record or last_write (a lower bound)
-    overdue: bool  # past its own timeout (verdicts.is_overdue)
+    overdue: bool  # past its own timeout (verdicts_age.is_overdue)
     last_write_age_ms: int | None  # since its producer last wrote to a pinned partition
     transaction_timeout_ms: int | None
     aborts_at_ms: int | None  # when the coordinator aborts it (start + timeout), if it will

@@ -36,7 +36,7 @@ class GroupPlace(NamedTuple):
     lag_to_hw_messages: int
     read_committed_lag: int  # readable_lag of the above
     # Blocked or waiting: the partition whose open transaction holds it (the row's own, or the
-    # group's __consumer_offsets partition: verdicts.stable_verdict); None otherwise.
+    # group's __consumer_offsets partition: verdicts_groups.stable_verdict); None otherwise.
     held_at: TopicPartition | None = None
 
 
@@ -49,7 +49,7 @@ class PinFacts:
     age_source: str | None
     hanging: bool | None  # by hanging's whole rule and its coordinator's log; None when undetermined
     lost_commit: bool | None  # it lost its COMMIT marker (restore-commit releases it); None when undetermined
-    overdue: bool | None  # past its own timeout and its coordinator's chance to abort it (verdicts.is_overdue)
+    overdue: bool | None  # past its own timeout and its coordinator's chance to abort it (verdicts_age.is_overdue)
     last_write_age_ms: int | None
     verdict: BlockVerdict | None = None  # what it is, in the one word every page names (verdicts.block_verdict)
 

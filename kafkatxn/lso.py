@@ -60,7 +60,7 @@ class PartitionLag:
     producer_epoch: int | None
     transactional_id: str | None  # None when no coordinator maps the producer id (e.g. hanging)
     txn_start_offset: int | None
-    txn_age_ms: int | None  # verdicts.transaction_age: None only when it could not be read (see missing)
+    txn_age_ms: int | None  # verdicts_age.transaction_age: None only when it could not be read (see missing)
     txn_age_source: str | None  # coordinator, first_record or last_write (a lower bound)
     # The pinning transaction hangs, by hanging's whole rule and its coordinator's log (verdicts.pin_verdict):
     # None when that is undetermined (a coordinator or its log did not answer), or nothing pins the LSO.
@@ -106,12 +106,12 @@ class GroupLag(GroupPosition):
     txn_age_source: str | None  # coordinator, first_record or last_write (a lower bound)
     txn_hanging: bool | None  # the blocking transaction hangs (as PartitionLag's: None when undetermined)
     txn_lost_commit: bool | None  # it lost its COMMIT marker: the group is stuck until restore-commit
-    txn_overdue: bool | None  # the blocking transaction is past its own timeout and its coordinator's abort (verdicts.is_overdue)
+    txn_overdue: bool | None  # the blocking transaction is past its own timeout and its coordinator's abort (verdicts_age.is_overdue)
     last_write_age_ms: int | None
     # "__consumer_offsets-N" when the transaction holding the group is on its offsets partition (its
     # stable offset fetch answers UNSTABLE_OFFSET_COMMIT here); None when on this partition, or not held.
     blocked_through: str | None
-    # What the holding transaction is (verdicts.BlockVerdict): hanging, lost_commit, overdue,
+    # What the holding transaction is (verdicts_groups.BlockVerdict): hanging, lost_commit, overdue,
     # past_timeout, untracked, in_flight or undetermined; None when the group is not held.
     txn_verdict: BlockVerdict | None = None
 
