@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO))
 
 from kafkatxn.audit import rules, source  # noqa: E402
 from bench import spark_metrics  # noqa: E402
-from kafkatxn.audit.txnlog import decode_record  # noqa: E402
-from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v0, encode_value_v1  # noqa: E402
+from kafkatxn.kafka.txnlog import decode_record  # noqa: E402
+from kafkatxn.kafka.txnlog_encode import encode_key, encode_value_v0, encode_value_v1  # noqa: E402
 
 LOG_PARTITIONS = 50
 

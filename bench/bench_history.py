@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness import KafkaCluster  # noqa: E402
-from kafkatxn.audit.txnlog import coordinator_partition  # noqa: E402
-from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v1  # noqa: E402
+from kafkatxn.verdicts import coordinator_partition  # noqa: E402
+from kafkatxn.kafka.txnlog_encode import encode_key, encode_value_v1  # noqa: E402
 from bench.benchlib import kafkatxn, run_measured  # noqa: E402
 
 LOG_PARTITIONS = 50

@@ -4,165 +4,29 @@ Three parts, as every capability has them:
 
 * the **snapshot** (:func:`kafkatxn.snapshot.gather_snapshot`, the only I/O), shared with the exporter;
 * **pure decisions** over a :class:`ClusterSnapshot` (:func:`evaluate`), with thresholds written as
-  monitoring-plugins range expressions (:class:`Range`);
+  monitoring-plugins range expressions (:class:`kafkatxn.monitoring_plugin.Range`);
 * the **output**: one plugin line with performance data, then details (:meth:`CheckResult.nagios_text`),
   or a :class:`~kafkatxn.output.Report` for ``-o json``.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from kafkatxn import defaults, untracked, verdicts
-from kafkatxn.spark_readers import reader_option, reader_words, readers_count
-from kafkatxn.durations import format_duration_ms, parse_duration_ms
-from kafkatxn.errors import UsageError
+from kafkatxn import defaults, untracked, verdicts_groups
+from kafkatxn.durations import format_duration_ms
 from kafkatxn.exitcodes import SEVERITY, Status, worst
 from kafkatxn.model import TopicPartition
+from kafkatxn.monitoring_plugin import (
+    PerfDatum, Range, number_text, duration_seconds, format_perfdata, parse_count_range, parse_duration_range,
+)
 from kafkatxn.output import Report
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_VERDICTS, ClusterSnapshot, GroupSample,
 )
-
-# ------------------------------------------------------------------------------------------------
-# Range expressions (https://www.monitoring-plugins.org/doc/guidelines.html#THRESHOLDFORMAT)
-# ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Range:
-    """A monitoring-plugins threshold: alert when the value is outside ``start:end`` (inside with ``@``).
-
-    ``10`` → outside 0..10, ``10:`` → below 10, ``~:10`` → above 10, ``10:20`` → outside 10..20,
-    ``@10:20`` → within 10..20 (ends included).
-    """
-
-    start: float
-    end: float
-    inside: bool = False
-    text: str = ""  # as written, for perfdata and messages
-    start_text: str = "0"
-    end_text: str = ""
-
-    @classmethod
-    def parse(cls, text: str, number: Callable[[str], float] | None = None, what: str = "threshold") -> "Range":
-        """Parse ``text``; ``number`` converts one endpoint (default: a plain number)."""
-        convert = number or _plain_number
-        raw = str(text).strip()
-        if not raw:
-            raise UsageError(f"empty {what}; use a range such as 10, 10:, ~:10, 10:20 or @10:20")
-        body = raw
-        inside = body.startswith("@")
-        if inside:
-            body = body[1:]
-        if ":" in body:
-            start_text, end_text = body.split(":", 1)
-        else:
-            start_text, end_text = "0", body
-        try:
-            start = -math.inf if start_text == "~" else convert(start_text) if start_text else 0.0
-            end = math.inf if end_text == "" and ":" in body else convert(end_text)
-        except (ValueError, UsageError):
-            raise UsageError(
-                f"bad {what} {raw!r}; use a range such as 10, 10:, ~:10, 10:20 or @10:20"
-            ) from None
-        if start > end:
-            raise UsageError(f"bad {what} {raw!r}: the start of the range is above its end")
-        return cls(start, end, inside, raw, start_text or "0", end_text)
-
-    def alerts(self, value: float) -> bool:
-        """True when ``value`` should raise this threshold's state."""
-        within = self.start <= value <= self.end
-        return within if self.inside else not within
-
-    def perfdata(self) -> str:
-        """The range in perfdata, in the perfdata's unit (durations become seconds)."""
-        start = "~" if self.start == -math.inf else _number_text(self.start)
-        end = "" if self.end == math.inf else _number_text(self.end)
-        prefix = "@" if self.inside else ""
-        if not self.inside and self.start == 0 and self.end != math.inf:
-            return end
-        return f"{prefix}{start}:{end}"
-
-    def describe(self) -> str:
-        """For messages: ``> 1000``, ``< 10``, ``outside 10:20``, ``within 10:20``."""
-        if self.inside:
-            return f"within {self.text.lstrip('@')}"
-        if self.end == math.inf:
-            return f"< {self.start_text}"
-        if self.start == -math.inf or self.start == 0:  # counts and ages are never negative
-            return f"> {self.end_text}"
-        return f"outside {self.text}"
-
-
-def _plain_number(text: str) -> float:
-    value = float(text)
-    if math.isnan(value):  # every comparison with NaN is false: the threshold would always alert
-        raise ValueError("not a number")
-    return value
-
-
-def duration_seconds(text: str) -> float:
-    """A range endpoint given as a duration (``90s``, ``15m``, bare number = seconds), in seconds."""
-    return parse_duration_ms(text) / 1000
-
-
-def parse_count_range(text: str | None, what: str) -> Range | None:
-    return None if text is None or str(text).strip().lower() in ("", "none", "off") else Range.parse(text, what=what)
-
-
-def parse_duration_range(text: str | None, what: str) -> Range | None:
-    if text is None or str(text).strip().lower() in ("", "none", "off"):
-        return None
-    return Range.parse(text, number=duration_seconds, what=what)
-
-
-def _number_text(value: float | int) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, float):
-        return f"{value:.3f}".rstrip("0").rstrip(".")
-    return str(value)
-
-
-# ------------------------------------------------------------------------------------------------
-# Performance data
-# ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PerfDatum:
-    """One ``'label'=value[UOM];warn;crit;min;max`` item."""
-
-    label: str
-    value: float | int
-    uom: str = ""
-    warn: str = ""  # a range expression in the perfdata's unit, or empty
-    crit: str = ""
-    min: float | int | None = None
-    max: float | int | None = None
-
-    def format(self) -> str:
-        label = self.label.replace("'", "''")
-        if re.search(r"[\s'=]", self.label):
-            label = f"'{label}'"
-        fields = [
-            f"{label}={_number_text(self.value)}{self.uom}",
-            self.warn,
-            self.crit,
-            "" if self.min is None else _number_text(self.min),
-            "" if self.max is None else _number_text(self.max),
-        ]
-        return ";".join(fields).rstrip(";")
-
-
-def format_perfdata(items: Iterable[PerfDatum]) -> str:
-    return " ".join(item.format() for item in items)
-
+from kafkatxn.spark_readers import reader_option, reader_words, readers_count
 
 # ------------------------------------------------------------------------------------------------
 # Decision
@@ -275,7 +139,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     for u in snapshot.untracked:
         tid = f" ({u.transactional_id})" if u.transactional_id else ""
         lag = f", LSO lag {u.lso_lag_messages}" if u.lso_lag_messages is not None else ""
-        age = f", open {_number_text(round(u.age_ms / 1000, 1))}s" if u.age_ms is not None else ""
+        age = f", open {number_text(round(u.age_ms / 1000, 1))}s" if u.age_ms is not None else ""
         findings.append((Status.WARNING, Finding(
             "warning", "untracked_transaction", f"{u.topic}-{u.partition}", u.start_offset, None,
             f"untracked transaction on {u.topic}-{u.partition} from offset {u.start_offset}, producer {u.producer_id}{tid}: "
@@ -301,7 +165,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     age_counts = _threshold_findings(
         findings, ((t.transactional_id, a) for t, a in sorted(ages, key=lambda x: -x[1])),
         thresholds.txn_age_warn, thresholds.txn_age_crit, "transaction_age",
-        lambda subject, value, rng: f"transaction {subject!r} open for {_number_text(round(value, 1))}s ({rng.describe()})",
+        lambda subject, value, rng: f"transaction {subject!r} open for {number_text(round(value, 1))}s ({rng.describe()})",
     )
     for status, rng in age_counts:
         summary.append(f"{_plural(age_counts[(status, rng)], 'transaction')} open {rng.describe()}")
@@ -329,11 +193,11 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
                 where = f"{g.topic}-{g.partition}" + (f" (through {g.blocked_through})" if g.blocked_through else "")
                 at = g.blocked_through.rsplit("-", 1) if g.blocked_through else (g.topic, g.partition)
                 held = holders.get((at[0], int(at[1])))
-                if severity is verdicts.Severity.critical:
+                if severity is verdicts_groups.Severity.critical:
                     blocked_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
                 elif g.txn_hanging is None:  # whether it is stuck cannot be known: neither critical nor OK
                     unsure_groups[g.group].append(where)
-                elif severity is verdicts.Severity.warning:
+                elif severity is verdicts_groups.Severity.warning:
                     waiting_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
                 else:
                     young.add(g.group)
@@ -439,12 +303,12 @@ def _past(g: GroupSample, rng: Range | None) -> bool:
     return rng is not None and g.txn_age_ms is not None and rng.alerts(g.txn_age_ms / 1000)
 
 
-def group_block_severity(g: GroupSample, thresholds: Thresholds) -> verdicts.Severity:
-    """:func:`kafkatxn.verdicts.blocked_severity` of a blocked group: ``--txn-age-crit`` is the
+def group_block_severity(g: GroupSample, thresholds: Thresholds) -> verdicts_groups.Severity:
+    """:func:`kafkatxn.verdicts_groups.blocked_severity` of a blocked group: ``--txn-age-crit`` is the
     critical age, ``--txn-age-warn`` the warning one."""
-    return verdicts.blocked_severity(g.txn_hanging, g.txn_overdue, _past(g, thresholds.txn_age_crit),
+    return verdicts_groups.blocked_severity(g.txn_hanging, g.txn_overdue, _past(g, thresholds.txn_age_crit),
                                      _past(g, thresholds.txn_age_warn), lost_commit=g.txn_lost_commit,
-                                     waiting=g.txn_verdict in verdicts.WAITING_BLOCKS)
+                                     waiting=g.txn_verdict in verdicts_groups.WAITING_BLOCKS)
 
 
 def blocking_words(g: GroupSample, thresholds: Thresholds, holder: object | None = None) -> str:
@@ -454,16 +318,16 @@ def blocking_words(g: GroupSample, thresholds: Thresholds, holder: object | None
     pid = getattr(holder, "producer_id", None)
     who = f" {tid}" if tid else f" producer {pid}" if pid is not None else ""
     age = f", open {format_duration_ms(g.txn_age_ms)}" if g.txn_age_ms is not None else ""
-    if g.txn_hanging or v is verdicts.BlockVerdict.hanging:
+    if g.txn_hanging or v is verdicts_groups.BlockVerdict.hanging:
         return f"hanging transaction{who}{age}; abort releases it"
-    if g.txn_lost_commit or v is verdicts.BlockVerdict.lost_commit:
+    if g.txn_lost_commit or v is verdicts_groups.BlockVerdict.lost_commit:
         return f"lost COMMIT marker{who}; restore-commit releases it"
-    if g.txn_overdue or v is verdicts.BlockVerdict.overdue:
+    if g.txn_overdue or v is verdicts_groups.BlockVerdict.overdue:
         return f"overdue transaction{who}{age}: past its own timeout, and its coordinator has not aborted it"
-    if v is verdicts.BlockVerdict.untracked:
+    if v is verdicts_groups.BlockVerdict.untracked:
         at = getattr(holder, "hanging_at_ms", None)
         return f"untracked transaction{who}{age}: {untracked.state(at)}"
-    if v is verdicts.BlockVerdict.past_timeout:
+    if v is verdicts_groups.BlockVerdict.past_timeout:
         return f"transaction{who} past its own timeout{age}: its coordinator aborts it at its next cleanup"
     if _past(g, thresholds.txn_age_crit):
         return f"old transaction{who}{age} ({thresholds.txn_age_crit.describe()})"

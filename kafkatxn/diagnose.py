@@ -25,15 +25,18 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from kafkatxn import defaults, gather, lost_commit, lso, spark_readers, untracked, verdicts
+from kafkatxn import (
+    defaults, gather, group_positions, lost_commit, lso, lso_snapshot, spark_readers, untracked, verdicts,
+    verdicts_age, verdicts_groups,
+)
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exit_code, worst
 from kafkatxn.gaps import Gap, explain, gap_of
 from kafkatxn.model import Missing, ProducerState, QueryReader, TopicPartition, TransactionLogHistory
 from kafkatxn.output import Report
-# The rows and words diagnose decides (its API too).
-from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict  # noqa: F401
-from kafkatxn.verdicts import Classification, CoordinatorView, GroupVerdict, OpenTransaction, PinVerdict, Verdict
+from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict
+from kafkatxn.verdicts import Classification, CoordinatorView, OpenTransaction, PinVerdict, Verdict
+from kafkatxn.verdicts_groups import GroupVerdict
 from kafkatxn.gather import in_one_run
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
@@ -52,7 +55,7 @@ class DiagnosisSnapshot:
     """Everything :func:`diagnose` decides on."""
 
     taken_at_ms: int
-    groups: lso.GroupSnapshot
+    groups: lso_snapshot.GroupSnapshot
     # Producer states of the partitions where some group is blocked (open transactions only).
     producers: dict[TopicPartition, list[ProducerState]] = field(default_factory=dict)
     view: CoordinatorView = field(default_factory=CoordinatorView)
@@ -71,20 +74,20 @@ def take_snapshot(
     cluster: Cluster,
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
-    probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
+    probe_max_gap: int = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None, readers: Mapping[str, dict[TopicPartition, int]] | None = None,
     every_group: bool = False,
 ) -> DiagnosisSnapshot:
     """Group (and ``readers``': Spark queries) lag with probes, then — only where one is blocked — the
     producer states and what the coordinators say about the pinning producers."""
-    snap = lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
+    snap = lso_snapshot.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
     missing = list(snap.missing)
     given = max_transaction_timeout_ms is not None  # 0 too: every idle transaction is checked now
     out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
                             max_transaction_timeout_ms=max_transaction_timeout_ms if given else snap.lso.max_transaction_timeout_ms,
                             max_timeout_given=given)
     # Where a group is held (blocked or waiting): its partition, or its offsets partition.
-    blocked = sorted({place.held_at for place in lso.group_positions(snap) if place.held_at is not None})
+    blocked = sorted({place.held_at for place in group_positions.group_positions(snap) if place.held_at is not None})
     if not blocked:
         return out
     # The open transactions the group snapshot described (asked again there, once, where one had
@@ -181,7 +184,7 @@ def decide(
     max_timeout_ms: int,
     groups_arg: str,
     bound: str = "",
-    grace_ms: int = verdicts.overdue_grace_ms(),
+    grace_ms: int = verdicts_age.overdue_grace_ms(),
 ) -> tuple[TxnVerdict, str, Action, str, str | None, int | None, int | None, int | None]:
     """Verdict, reason, action, command, release command, until, age, aborts-at for one pinning producer.
 
@@ -266,20 +269,20 @@ def _clock(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(ms / 1000))
 
 
-def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts.TransactionAge | None:
-    """Its coordinator's age (:func:`verdicts.transaction_age`), else the oldest of its partitions' first records."""
-    ages = [a for c in classifications if (a := verdicts.transaction_age(c.transaction, now_ms))]
-    return max(ages, key=lambda a: (a.source == verdicts.AGE_FROM_COORDINATOR, a.ms), default=None)
+def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts_age.TransactionAge | None:
+    """Its coordinator's age (:func:`verdicts_age.transaction_age`), else the oldest of its partitions' first records."""
+    ages = [a for c in classifications if (a := verdicts_age.transaction_age(c.transaction, now_ms))]
+    return max(ages, key=lambda a: (a.source == verdicts_age.AGE_FROM_COORDINATOR, a.ms), default=None)
 
 
-def _held_at(gs: lso.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
+def _held_at(gs: lso_snapshot.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
     """The partition whose open transaction holds the row's group: the row's own, or its offsets partition."""
     tp = TopicPartition(r.topic, r.partition)
     return gs.held_at(r.group, tp, r.blocked_through is not None)
 
 
 def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms: int | None = CRITICAL_AGE_MS,
-             lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD) -> Diagnosis:
+             lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD) -> Diagnosis:
     """Decide over ``snapshot``; ``groups_arg`` names the groups as the user did (for commands to copy)."""
     gs = snapshot.groups
     now = snapshot.taken_at_ms
@@ -319,7 +322,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
             pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
             # abort decides hanging by the same rule: with the threshold this diagnosis used
             _bound(max_timeout) if snapshot.max_timeout_given and max_timeout is not None else "",
-            verdicts.overdue_grace_ms(snapshot.abort_cleanup_interval_ms),
+            verdicts_age.overdue_grace_ms(snapshot.abort_cleanup_interval_ms),
         )
         tid = next((c.transactional_id for c in classifications if c.transactional_id), None)
         d = next((c.description for c in classifications if c.description is not None), None)
@@ -336,7 +339,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
                 reason=reason,
                 age_ms=age,
                 age_source=a.source if (a := _age(classifications, now)) else None,
-                overdue=any(verdicts.is_overdue(c.transaction, now, snapshot.abort_cleanup_interval_ms) for c in classifications),
+                overdue=any(verdicts_age.is_overdue(c.transaction, now, snapshot.abort_cleanup_interval_ms) for c in classifications),
                 last_write_age_ms=max(0, now - p.last_timestamp_ms) if p.last_timestamp_ms >= 0 else None,
                 transaction_timeout_ms=d.timeout_ms if d else None,
                 aborts_at_ms=aborts_at,
@@ -409,20 +412,20 @@ def group_summaries(partitions: Iterable[PartitionDiagnosis], holder_of: dict[in
 
 
 def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[PinningTransaction], critical_age_ms: int | None,
-              lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD) -> tuple[int, bool]:
+              lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD) -> tuple[int, bool]:
     """0 nothing blocked, waiting on a transaction in flight, or lagging by less than
-    ``lag_threshold`` (:func:`verdicts.lag_is_finding`); 1 lagging by more, blocked, or of unknown
+    ``lag_threshold`` (:func:`verdicts_groups.lag_is_finding`); 1 lagging by more, blocked, or of unknown
     start; 2 blocked (or waiting) by a hanging, overdue or too old transaction
-    (:func:`verdicts.blocked_severity`); undetermined when a pinning transaction could not be
+    (:func:`verdicts_groups.blocked_severity`); undetermined when a pinning transaction could not be
     decided, or a blocked partition's transaction was not found."""
     code = EXIT_OK
     if any(p.verdict is GroupVerdict.blocked or p.verdict is GroupVerdict.unknown
-           or verdicts.lag_is_finding(p.verdict, p.lag_messages, lag_threshold) for p in partitions):
+           or verdicts_groups.lag_is_finding(p.verdict, p.lag_messages, lag_threshold) for p in partitions):
         code = EXIT_WARNING
     if any(
-        verdicts.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts.is_too_old(t.age_ms, critical_age_ms),
+        verdicts_groups.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts_groups.is_too_old(t.age_ms, critical_age_ms),
                                  lost_commit=t.verdict is TxnVerdict.lost_commit)
-        is verdicts.Severity.critical
+        is verdicts_groups.Severity.critical
         for t in transactions
     ):
         code = EXIT_CRITICAL
@@ -453,17 +456,15 @@ def run(
     cluster: Cluster,
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
-    probe_max_gap: int = lso.DEFAULT_PROBE_MAX_GAP,
+    probe_max_gap: int = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
-    lag_threshold: int = verdicts.DEFAULT_LAG_THRESHOLD,
+    lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD,
     spark_checkpoints: Sequence[str] = (),
     every_group: bool = False,
     spark_writers: Sequence[spark_readers.WriterSpec] = (),
 ) -> Diagnosis:
     """Snapshot and decide: what ``kafkatxn diagnose`` shows; the Spark queries of ``spark_checkpoints``
-    beside the groups named (or every group with ``every_group``: lso.take_group_snapshot)."""
-    from kafkatxn import history
-
+    beside the groups named (or every group with ``every_group``: lso_snapshot.take_group_snapshot)."""
     queries, unread = spark_readers.read_checkpoints(spark_checkpoints)  # before the offsets they are compared with
     queries, ledgers_unread = spark_readers.with_writers(cluster, queries, spark_writers)  # the ledger: after the checkpoint
     unread += ledgers_unread
@@ -472,10 +473,25 @@ def run(
     snapshot.missing[:0] = unread
     args = " ".join([f"--group {_quote(g)}" for g in groups or []] + [f"--spark-checkpoint {_quote(c)}" for c in spark_checkpoints if not every_group])
     args += "".join(f" --topic {_quote(t)}" for t in topics or [])
-    result = history.with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
+    result = with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
     result.queries = spark_readers.query_rows(queries, result.partitions)
     # A writer whose ledger is behind its checkpoint lost output: a finding (one ahead is a replay about to be skipped).
     if any(q.writer_state == "behind" for q in result.queries):
         result.exit_code = int(worst([Status(result.exit_code), Status.WARNING]))
     return result
 
+
+def with_history(cluster: Cluster, d: Diagnosis) -> Diagnosis:
+    """Each pinning transaction's history from its coordinator's log; undetermined (and why) when the
+    log cannot be read, which changes no verdict and no exit code."""
+    from kafkatxn import transaction_history
+
+    tids = sorted({t.transactional_id for t in d.transactions if t.transactional_id})
+    if tids:
+        found, why = transaction_history.summaries(cluster, tids, d.taken_at_ms)
+        d.transactions = [
+            replace(t, history=found[t.transactional_id].line, history_evidence=transaction_history.evidence(found[t.transactional_id]))
+            if t.transactional_id in found else replace(t, history=f"undetermined: {why}") if t.transactional_id else t
+            for t in d.transactions
+        ]
+    return d

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kafkatxn import lso
 from kafkatxn.gaps import Gap
-from kafkatxn.verdicts import GroupVerdict
+from kafkatxn.verdicts_groups import GroupVerdict
 
 
 class TxnVerdict(str, enum.Enum):
@@ -83,9 +83,9 @@ class PinningTransaction:
     coordinator_state: str | None
     verdict: TxnVerdict
     reason: str
-    age_ms: int | None  # verdicts.transaction_age: its coordinator's start, else its first record (see age_source)
+    age_ms: int | None  # verdicts_age.transaction_age: its coordinator's start, else its first record (see age_source)
     age_source: str | None  # coordinator, first_record or last_write (a lower bound)
-    overdue: bool  # past its own timeout (verdicts.is_overdue)
+    overdue: bool  # past its own timeout (verdicts_age.is_overdue)
     last_write_age_ms: int | None  # since its producer last wrote to a pinned partition
     transaction_timeout_ms: int | None
     aborts_at_ms: int | None  # when the coordinator aborts it (start + timeout), if it will
@@ -97,6 +97,6 @@ class PinningTransaction:
     release_command: str | None  # releases the groups now (with the risk below), when the next step is to wait
     until_ms: int | None  # with action wait: when to expect the release
     risk: str
-    history: str | None = None  # its id's history in a line (kafkatxn/history.py), or "undetermined: why"
+    history: str | None = None  # its id's history in a line (kafkatxn/transaction_history.py), or "undetermined: why"
     history_evidence: dict | None = None  # the counts behind it (timeline.HistorySummary)
     release_risk: str | None = None  # what the release command risks (release_command)

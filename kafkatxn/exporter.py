@@ -1,326 +1,43 @@
-"""Prometheus metrics from the same snapshot ``kafkatxn check`` decides on.
+"""The exporter's gathering and serving, over the metric families of one snapshot
+(:mod:`kafkatxn.exporter_metrics`, pure; the same snapshot ``kafkatxn check`` decides on).
 
-:func:`metric_families` turns a :class:`~kafkatxn.snapshot.ClusterSnapshot` into metric families (pure).
 :class:`SnapshotCollector` is a prometheus_client custom collector that gathers at scrape time, keeps
 the result for ``cache_ttl_s`` and lets only one gather run at a time: a scrape that arrives while
 another is gathering waits for it and answers with its result, so a slow cluster never piles up gathers. :func:`build_registry` gives a collector a registry of
 its own (no process-global state); :mod:`kafkatxn.exporter_http` serves it over HTTP(S);
 :func:`write_textfile` writes the same metrics for node_exporter's textfile collector.
-
-Names: one ``kafkatxn_`` prefix, base units (``_seconds``, ``_messages``), and no ``cluster`` or
-``instance``/``job`` label, which would clash with Prometheus target labels.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import os
 import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from kafkatxn.exposition import LabelRows, TableGauge
 from kafkatxn.audit.churn import ChurnSample, IdChurn, churn_metric_families
-from kafkatxn.snapshot import (
-    PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS, ClusterSnapshot,
-    GroupSample, gather_snapshot,
-)
-from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
+from kafkatxn.exporter_metrics import ExportOptions, metric_families
+from kafkatxn.snapshot import ClusterSnapshot, gather_snapshot
 from kafkatxn.kafka import Cluster
 from kafkatxn.validation import compile_regex
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import KafkatxnError, UsageError
 
-from kafkatxn import defaults, spark_exposition
+from kafkatxn import defaults
 from kafkatxn.durations import parse_duration_ms
 
 log = logging.getLogger("kafkatxn.exporter")
 
 DEFAULT_CACHE_TTL_S = parse_duration_ms(defaults.EXPORTER_CACHE_TTL) / 1000
 DEFAULT_SCRAPE_TIMEOUT_S = parse_duration_ms(defaults.EXPORTER_SCRAPE_TIMEOUT) / 1000
-
-
-@dataclass(frozen=True)
-class ExportOptions:
-    """Cardinality controls. The partition scan itself is narrowed by ``topic_regex`` in the gatherer."""
-
-    only_lagging: bool = False  # per-partition series only where the LSO lags the high watermark
-    per_topic: bool = False  # per-topic sums instead of per-partition series
-    per_group: bool = False  # consumer-group lag: per-group sums only, no per-partition series
-    per_family: bool = False  # transactional-id churn per id family instead of cluster-wide
-
-
-def metric_families(
-    snapshot: ClusterSnapshot, options: ExportOptions = ExportOptions(), snapshot_age_s: float = 0.0
-) -> list[Metric]:
-    """The metrics for one snapshot. Cluster-wide figures are always there, so alerts keep working
-    whatever the cardinality options; ``kafkatxn_up`` is 0 and little else when nothing was read."""
-    def gauge(name: str, doc: str, value: float | None = None, labels: Iterable[str] | None = None) -> GaugeMetricFamily:
-        return GaugeMetricFamily(name, doc, value=value, labels=list(labels) if labels is not None else None)
-
-    out: list[Metric] = [
-        gauge("kafkatxn_up", "1 when the cluster answered the last gather, 0 when it could not be reached.",
-              1 if snapshot.up else 0),
-        gauge("kafkatxn_scrape_duration_seconds", "Wall time of the gather behind these metrics.", snapshot.duration_s),
-        gauge("kafkatxn_snapshot_age_seconds", "Age of the cached snapshot served (0 when gathered for this scrape).",
-              max(snapshot_age_s, 0.0)),
-        gauge("kafkatxn_scrape_incomplete", "1 when some part of the cluster did not answer (see kafkatxn_scrape_missing_parts).",
-              1 if snapshot.missing or not snapshot.up else 0),
-        gauge("kafkatxn_scrape_missing_parts", "Number of parts (brokers, partitions, requests) that did not answer.",
-              len(snapshot.missing)),
-    ]
-    if not snapshot.up:
-        return out
-    # A figure whose part was not gathered has no series (never a 0); this says which parts those are.
-    has = snapshot.gathered
-    not_gathered = gauge("kafkatxn_scrape_part_missing", "1 for each part of the gather that did not arrive: its "
-                         "figures have no series in this scrape (the reason is logged with the missing parts).", labels=["part"])
-    for part in sorted(snapshot.not_gathered):
-        not_gathered.add_metric([part], 1)
-    out.append(not_gathered)
-
-    brokers = gauge("kafkatxn_broker_up", "1 for a broker registered in metadata, 0 for one only named as a replica.",
-                    labels=["broker"])
-    for broker_id, up in snapshot.broker_up().items():
-        brokers.add_metric([str(broker_id)], 1 if up else 0)
-    out.append(brokers)
-
-    lags = [p.lso_lag_messages for p in snapshot.partitions if p.lso_lag_messages is not None]
-    out.append(gauge("kafkatxn_partitions", "Partitions scanned (after --topic-regex).", len(snapshot.partitions)))
-    if has(PART_OFFSETS):
-        out += [
-            gauge("kafkatxn_lso_lag_max_messages", "Largest high watermark minus last stable offset over the partitions scanned.",
-                  max(lags, default=0)),
-            gauge("kafkatxn_lagging_partitions", "Partitions whose last stable offset is behind the high watermark.",
-                  sum(1 for lag in lags if lag > 0)),
-        ]
-
-    if options.per_topic:
-        out += _per_topic(snapshot, options)
-    else:
-        out += _per_partition(snapshot, options)
-
-    states = gauge("kafkatxn_transactions", "Transactional ids per coordinator state (ListTransactions).", labels=["state"])
-    for state in sorted(set(TRANSACTION_STATES) | set(snapshot.transaction_states)) if has(PART_TRANSACTION_STATES) else ():
-        states.add_metric([state], snapshot.transaction_states.get(state, 0))
-    out.append(states)
-    if has(PART_TRANSACTION_AGES):
-        out.append(gauge(
-            "kafkatxn_transaction_oldest_age_seconds",
-            f"Age of the oldest open transaction ({', '.join(sorted(OPEN_TRANSACTION_STATES))} at its coordinator, or "
-            "hanging or untracked: dated by its first record); 0 when none.",
-            snapshot.oldest_transaction_age_s(),
-        ))
-    if snapshot.open_transaction_count is not None:
-        out.append(gauge("kafkatxn_open_transactions", "Open transactions on the partitions scanned (DescribeProducers): "
-                         "the count hanging and check give.", snapshot.open_transaction_count))
-    if has(PART_VERDICTS):
-        out.append(gauge(
-            "kafkatxn_hanging_transactions",
-            "Open transactions on partitions that their coordinator does not track (never completed; the LSO is stuck).",
-            len(snapshot.hanging),
-        ))
-        out.append(gauge(
-            "kafkatxn_lost_commit_markers",
-            "Open transactions their coordinator's log shows committed: the partition lost the COMMIT marker "
-            "(restore-commit releases them; aborting would drop committed data).",
-            len(snapshot.lost_commits),
-        ))
-        out.append(gauge(
-            "kafkatxn_untracked_transactions",
-            "Open transactions their coordinator does not track, not yet past their deadline (their producer's own "
-            "transaction timeout since their last write): hanging then unless they end. They hold the LSO meanwhile.",
-            len(snapshot.untracked),
-        ))
-        until = GaugeMetricFamily(
-            "kafkatxn_untracked_transaction_seconds_until_hanging",
-            "Per untracked transaction: seconds until it counts as hanging (0 once due), unless it ends first.",
-            labels=["topic", "partition", "transactional_id"])
-        for u in snapshot.untracked:
-            if u.hanging_at_ms is not None:
-                until.add_metric([u.topic, str(u.partition), u.transactional_id or ""],
-                                 max(u.hanging_at_ms - snapshot.taken_at_ms, 0) / 1000)
-        out.append(until)
-        out.append(gauge(
-            "kafkatxn_undetermined_transactions",
-            "Open transactions past the maximum timeout that could not be decided: a coordinator that could own "
-            "their transactional id did not answer (not counted as hanging).",
-            len(snapshot.undetermined),
-        ))
-    if snapshot.max_transaction_timeout_ms is not None:
-        out.append(gauge("kafkatxn_max_transaction_timeout_seconds",
-                         "The brokers' transaction.max.timeout.ms, the age past which an open transaction is checked for hanging.",
-                         snapshot.max_transaction_timeout_ms / 1000))
-    if snapshot.groups is not None and has(PART_GROUPS):  # the Spark queries among the readers have series of their own
-        group_samples, query_samples = spark_exposition.split(snapshot.groups)
-        out += _group_lag(snapshot, options, group_samples) + spark_exposition.query_lag(snapshot, query_samples, not options.per_group)
-    producers = gauge("kafkatxn_active_producer_ids",
-                      "Distinct producer ids with state on the partitions each broker leads (producer-state memory).",
-                      labels=["broker"])
-    for broker_id, count in sorted(snapshot.active_producer_ids.items()) if has(PART_PRODUCERS) else ():
-        producers.add_metric([str(broker_id)], count)
-    out.append(producers)
-    return out
-
-
-def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
-    # 3 series per partition, 90,000 at 30,000 partitions: rows of one label table the three share.
-    rows = LabelRows(["topic", "partition"])
-    hw = TableGauge("kafkatxn_partition_high_watermark", "High watermark (read_uncommitted end offset).", rows)
-    lso = TableGauge("kafkatxn_partition_last_stable_offset", "Last stable offset (read_committed end offset).", rows)
-    lag = TableGauge("kafkatxn_partition_lso_lag_messages",
-                     "High watermark minus last stable offset: records read_committed consumers cannot read yet.", rows)
-    # A partition whose offsets did not arrive has no lag series, and an absent series alerts on
-    # nothing: name it instead. Only missing partitions get a series, so the cost follows the outage.
-    missing = GaugeMetricFamily("kafkatxn_partition_offsets_missing",
-                                "1 for a scanned partition whose offsets did not arrive (its lag series is absent).",
-                                labels=["topic", "partition"])
-    for p in snapshot.partitions:
-        value = p.lso_lag_messages
-        if value is None:
-            missing.add_metric([p.topic, str(p.partition)], 1)
-        if value is None or options.only_lagging and value == 0:
-            continue
-        rows.append((p.topic, str(p.partition)))
-        hw.values.append(p.high_watermark)
-        lso.values.append(p.last_stable_offset)
-        lag.values.append(value)
-    return [hw, lso, lag, missing]
-
-
-def _per_topic(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
-    lag_sum: dict[str, int] = defaultdict(int)
-    lag_max: dict[str, int] = defaultdict(int)
-    lagging: dict[str, int] = defaultdict(int)
-    unanswered: dict[str, int] = defaultdict(int)
-    for p in snapshot.partitions:
-        value = p.lso_lag_messages
-        if value is None:
-            unanswered[p.topic] += 1
-            continue
-        lag_sum[p.topic] += value
-        lag_max[p.topic] = max(lag_max[p.topic], value)
-        lagging[p.topic] += 1 if value > 0 else 0
-    total = GaugeMetricFamily("kafkatxn_topic_lso_lag_messages", "Sum over the topic's partitions of high watermark minus LSO.",
-                              labels=["topic"])
-    largest = GaugeMetricFamily("kafkatxn_topic_lso_lag_max_messages", "Largest partition LSO lag in the topic.", labels=["topic"])
-    count = GaugeMetricFamily("kafkatxn_topic_lagging_partitions", "Partitions of the topic whose LSO is behind the high watermark.",
-                              labels=["topic"])
-    for topic in sorted(lag_sum):
-        if options.only_lagging and lagging[topic] == 0:
-            continue
-        total.add_metric([topic], lag_sum[topic])
-        largest.add_metric([topic], lag_max[topic])
-        count.add_metric([topic], lagging[topic])
-    missing = GaugeMetricFamily("kafkatxn_topic_offsets_missing_partitions",
-                                "Partitions of the topic whose offsets did not arrive (left out of its sums).", labels=["topic"])
-    for topic in sorted(unanswered):
-        missing.add_metric([topic], unanswered[topic])
-    return [total, largest, count, missing]
-
-
-GROUP_FIGURES = (
-    ("lag_messages", "lag_messages",
-     "What a read_committed consumer still has to read: transaction markers and aborted records left out where the gap was probed."),
-    ("lag_to_lso_messages", "lag_to_lso_messages", "Last stable offset minus the committed offset (markers included)."),
-    ("lag_to_high_watermark_messages", "lag_to_hw_messages",
-     "High watermark minus the committed offset: the lag high-watermark tools report (phantom lag included)."),
-)
-
-
-def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions, samples: Sequence[GroupSample]) -> list[Metric]:
-    """Transaction-aware consumer-group lag: per group, topic and partition (unless ``per_group``),
-    and per-group sums, which stay whatever the cardinality options."""
-    # 100,000 samples at 5,000 groups x 20 partitions: taken apart into columns (GroupSample is a
-    # tuple), each family's values are a column, not 100,000 attribute reads per family.
-    columns = dict(zip(GroupSample._fields, zip(*samples))) if samples else {f: () for f in GroupSample._fields}
-    groups = columns["group"]
-    # Only a blocked sample can be stuck, and few are: the flags start at 0 and the blocked are looked at.
-    blocked_of = [0] * len(samples)
-    stuck_of: list[bool | None] = [False] * len(samples)  # True, False, or None (cannot be known)
-    for i in itertools.compress(range(len(samples)), columns["blocked"]):
-        blocked_of[i] = 1
-        stuck_of[i] = snapshot.group_stuck(samples[i])
-    out: list[Metric] = []
-    if not options.per_group:
-        rows = LabelRows(["group", "topic", "partition"])
-        rows.extend(zip(groups, columns["topic"], map(str, columns["partition"])))
-        for name, field, doc in GROUP_FIGURES:
-            family = TableGauge(f"kafkatxn_group_{name}", doc, rows)
-            family.values = list(columns[field])
-            out.append(family)
-        blocked = TableGauge("kafkatxn_group_blocked",
-                             "1 while the group is held by an open transaction not in flight: at a last stable offset it pins, or "
-                             "through the group's __consumer_offsets partition (UNSTABLE_OFFSET_COMMIT).", rows)
-        blocked.values = blocked_of
-        stuck = TableGauge("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction, one that "
-                           "lost its COMMIT marker or one past its own timeout (check --groups' critical, whatever the age "
-                           "threshold).", rows)
-        # unknown: no series, never a reassuring 0
-        stuck.values = [None if is_stuck is None else 1 if is_stuck else 0 for is_stuck in stuck_of]
-        # Which verdict blocks each blocked place, so an alert names it (few places: only the blocked).
-        blocked_by = GaugeMetricFamily(
-            "kafkatxn_group_blocked_by",
-            "1 per place where the group is blocked, labelled with what blocks it: hanging, lost_commit, overdue "
-            "(past its own timeout and its coordinator's abort), past_timeout, untracked (hanging from its deadline "
-            "unless it ends), in_flight or undetermined.", labels=["group", "topic", "partition", "verdict"])
-        for i in itertools.compress(range(len(samples)), columns["blocked"]):
-            verdict = samples[i].txn_verdict
-            blocked_by.add_metric([groups[i], samples[i].topic, str(samples[i].partition),
-                                   verdict.value if verdict is not None else "undetermined"], 1)
-        out += [blocked, stuck, blocked_by]
-    stuck_ones = [1 if is_stuck else 0 for is_stuck in stuck_of]
-    waiting_of = [1 if w else 0 for w in columns["waiting"]]
-    summed = [columns[field] for _name, field, _doc in GROUP_FIGURES] + [blocked_of, stuck_ones, waiting_of]
-    blocked_at, stuck_at, waiting_at = len(GROUP_FIGURES), len(GROUP_FIGURES) + 1, len(GROUP_FIGURES) + 2
-    sums: dict[str, list[int]] = {}  # group -> the GROUP_FIGURES' sums, blocked, stuck and waiting partitions
-    # A group's samples come one after another (group_positions' order): each run is summed in
-    # slices, not 100,000 rows one by one. A group met again later adds to its sums all the same.
-    start = 0
-    for group, run in itertools.groupby(groups):
-        end = start + sum(1 for _ in run)
-        acc = sums.get(group)
-        if acc is None:
-            acc = sums[group] = [0] * len(summed)
-        for j, column in enumerate(summed):
-            acc[j] += sum(column[start:end])
-        start = end
-    stuck_known = None not in stuck_of
-    ordered = sorted(sums)
-    by_group = LabelRows(["group"])
-    by_group.extend((group,) for group in ordered)
-    for j, (name, _field, doc) in enumerate(GROUP_FIGURES):
-        family = TableGauge(f"kafkatxn_group_summed_{name}", f"Sum over the group's partitions. {doc}", by_group)
-        family.values = [sums[group][j] for group in ordered]
-        out.append(family)
-    blocked_partitions = TableGauge("kafkatxn_group_blocked_partitions",
-                                    "Partitions where the group is blocked (kafkatxn_group_blocked).", by_group)
-    blocked_partitions.values = [sums[group][blocked_at] for group in ordered]
-    out.append(blocked_partitions)
-    # Held by a transaction in flight (tracked by its coordinator, within its timeout): no alarm, a count.
-    waiting_partitions = TableGauge("kafkatxn_group_waiting_partitions", "Partitions where the group waits on a "
-                                    "transaction in flight (tracked by its coordinator, within its own timeout).", by_group)
-    waiting_partitions.values = [sums[group][waiting_at] for group in ordered]
-    out.append(waiting_partitions)
-    out.append(GaugeMetricFamily("kafkatxn_groups_blocked", "Consumer groups blocked on at least one partition.",
-                                 value=sum(1 for v in sums.values() if v[blocked_at])))
-    out.append(GaugeMetricFamily("kafkatxn_groups_waiting", "Consumer groups waiting on a transaction in flight on "
-                                 "some partition, and blocked on none.",
-                                 value=sum(1 for v in sums.values() if v[waiting_at] and not v[blocked_at])))
-    if stuck_known:
-        out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging, lost-commit or overdue "
-                                     "transaction on at least one partition.", value=sum(1 for v in sums.values() if v[stuck_at])))
-    return out
 
 
 # glibc's default first mmap threshold; a pinned one stays there.

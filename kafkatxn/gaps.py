@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 
 from kafkatxn.lso import GroupLag
-from kafkatxn.verdicts import GroupVerdict
+from kafkatxn.verdicts_groups import GroupVerdict
 
 
 class Gap(str, enum.Enum):
@@ -63,7 +63,7 @@ def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
 
 def _explain_uncommitted(row: GroupLag, gap: Gap, holder: str | None) -> str:
     """:func:`explain` for a partition the group is assigned with no committed offset
-    (:func:`kafkatxn.verdicts.uncommitted_verdict`)."""
+    (:func:`kafkatxn.verdicts_groups.uncommitted_verdict`)."""
     l, h = row.last_stable_offset, row.high_watermark
     none = f"{row.group} has no committed offsets on {row.topic}-{row.partition}"
     if gap is Gap.blocked or gap is Gap.waiting:

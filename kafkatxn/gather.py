@@ -15,12 +15,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from kafkatxn import lost_commit, verdicts
+from kafkatxn import lost_commit, verdicts, verdicts_age
 from kafkatxn.errors import ClusterError, KafkatxnError, UnsupportedBrokerError
 from kafkatxn.model import (
     Broker, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionLogHistory,
 )
-from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, CoordinatorView, Offsets, OpenTransaction
+from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, CoordinatorView, OpenTransaction
+from kafkatxn.verdicts_groups import Offsets
 
 if TYPE_CHECKING:  # handed the facade; not imported
     from kafkatxn.kafka import Cluster
@@ -52,7 +53,7 @@ def in_one_run(entry):
 
 def cluster_transaction_configs(cluster: Cluster) -> TransactionConfigs:
     """The brokers' ``transaction.max.timeout.ms`` and abort cleanup interval, asked together."""
-    names = (MAX_TIMEOUT_CONFIG, verdicts.ABORT_CLEANUP_INTERVAL_CONFIG)
+    names = (MAX_TIMEOUT_CONFIG, verdicts_age.ABORT_CLEANUP_INTERVAL_CONFIG)
     configs = cluster.broker_configs(names)
     largest = [verdicts.max_timeout_from_configs(entries[name].value for entries in configs.value.values() if name in entries)
                for name in names]
@@ -167,7 +168,7 @@ def with_first_records(cluster: Cluster, txns: Iterable[OpenTransaction], missin
     txns = list(txns)
     starts: dict[TopicPartition, int] = {}
     for t in txns:
-        if verdicts.needs_first_record(t) and t.tp not in starts:
+        if verdicts_age.needs_first_record(t) and t.tp not in starts:
             starts[t.tp] = t.start_offset  # one start per partition: the earliest (the one pinning the LSO)
     if not starts:
         return txns
@@ -179,7 +180,7 @@ def with_first_records(cluster: Cluster, txns: Iterable[OpenTransaction], missin
     missing.extend(m.within("transaction ages (DescribeProducers' last timestamp used, a lower bound)") for m in read.missing)
     return [
         dataclasses.replace(t, first_record_timestamp_ms=read.value[t.tp])
-        if t.tp in read.value and starts.get(t.tp) == t.start_offset and verdicts.needs_first_record(t) else t
+        if t.tp in read.value and starts.get(t.tp) == t.start_offset and verdicts_age.needs_first_record(t) else t
         for t in txns
     ]
 
@@ -241,7 +242,7 @@ def settle_pins(
     cleanup_ms = None
     # The brokers' configs only where a verdict needs them: a pin not shown to be tracked (its
     # deadline), or one past its own timeout (when its coordinator's abort is late).
-    if (not tracked and max_transaction_timeout_ms is None) or any(verdicts.is_past_timeout(t, now_ms) for t in pins):
+    if (not tracked and max_transaction_timeout_ms is None) or any(verdicts_age.is_past_timeout(t, now_ms) for t in pins):
         try:
             configs = cluster_transaction_configs(cluster)
         except KafkatxnError as exc:

@@ -40,19 +40,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
-from kafkatxn import gather, producers, verdicts
+from kafkatxn import gather, producers, verdicts, verdicts_age
 from kafkatxn.gather import in_one_run
-from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout, coordinator_view  # noqa: F401 - also hanging's API
+from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.output import Report
-# The rule itself lives in kafkatxn.verdicts, which every command asks; these names stay importable here.
-from kafkatxn.verdicts import (  # noqa: F401
-    COMPLETING_STATES, MAX_TIMEOUT_CONFIG, REASON_COMPLETING, REASON_LOG_UNANSWERED, REASON_NO_TRANSACTIONAL_ID,
-    REASON_NOT_TRACKED, REASON_OTHER_PRODUCER, REASON_TWO_PHASE_COMMIT, REASON_UNKNOWN_TO_COORDINATOR, Classification,
-    CoordinatorView, OpenTransaction, Verdict, classify, classify_all, coordinator_partition, find_candidates,
-    is_candidate, is_two_phase_commit, java_string_hash, max_timeout_from_configs, open_transactions,
-    transaction_log_gaps,
-)
+from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, OpenTransaction, Verdict
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -81,7 +74,7 @@ class HangingRow:
     high_watermark: int | None
     lso_lag_messages: int | None  # high watermark minus LSO: what read_committed consumers cannot read
     holds_lso: bool | None  # this transaction is the one pinning the partition's LSO
-    transaction_age_ms: int | None = None  # verdicts.transaction_age: since its first record on the partition
+    transaction_age_ms: int | None = None  # verdicts_age.transaction_age: since its first record on the partition
     transaction_age_source: str | None = None  # first_record, or last_write (a lower bound) when it could not be read
 
 
@@ -181,7 +174,7 @@ def hanging_row(
     """``dated``: the transaction with its first record's timestamp (:func:`kafkatxn.gather.with_first_records`)."""
     p = c.open_txn.producer
     tp = c.open_txn.tp
-    age = verdicts.transaction_age(dated or c.transaction, now_ms)
+    age = verdicts_age.transaction_age(dated or c.transaction, now_ms)
     return HangingRow(
         **_row_fields(c, now_ms, lso, hw),
         coordinator_epoch=p.coordinator_epoch,
@@ -209,7 +202,7 @@ def long_running_row(
     return LongRunningRow(
         **_row_fields(c, now_ms, lso, hw),
         transaction_timeout_ms=d.timeout_ms if d else None,
-        transaction_age_ms=verdicts.transaction_age_ms(c.transaction, now_ms),
+        transaction_age_ms=verdicts_age.transaction_age_ms(c.transaction, now_ms),
         two_phase_commit=c.two_phase_commit,
     )
 

@@ -227,7 +227,7 @@ class QueryReader(str):
 @dataclass(frozen=True)
 class TransactionLogHistory:
     """What ``__transaction_state`` still holds of one transactional id: its records in log order
-    (``kafkatxn.audit.txnlog_records.TxnLogRecord``), a contiguous tail of the id's history (the
+    (``kafkatxn.txnlog_records.TxnLogRecord``), a contiguous tail of the id's history (the
     cleaner keeps only a key's latest record in the segments it compacted), and how many records of
     its log partition could not be decoded (any of them may be this id's)."""
 

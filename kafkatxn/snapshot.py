@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
-from kafkatxn import verdicts
+from kafkatxn import verdicts, verdicts_age, verdicts_groups
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
 from kafkatxn.gather import in_one_run
@@ -56,7 +56,7 @@ class PartitionSample(NamedTuple):
         hw, lso = self.high_watermark, self.last_stable_offset
         if hw is None or lso is None:
             return None
-        # lso.Offsets.lag, without an Offsets per partition: clamped at 0 in case a leader moved between.
+        # verdicts_groups.Offsets.lag, without an Offsets per partition: clamped at 0 in case a leader moved between.
         return hw - lso if hw > lso else 0
 
 
@@ -95,7 +95,7 @@ class HangingSample(CandidateSample):
     """Hanging: the cluster positively says no coordinator will complete it."""
 
     lso_lag_messages: int | None = None
-    age_ms: int | None = None  # verdicts.transaction_age: from its first record (no coordinator dates it)
+    age_ms: int | None = None  # verdicts_age.transaction_age: from its first record (no coordinator dates it)
     age_source: str | None = None
 
 
@@ -114,7 +114,7 @@ class UndeterminedSample(CandidateSample):
 
 
 class GroupSample(NamedTuple):
-    """Transaction-aware lag of one consumer group on one partition (a :func:`kafkatxn.lso.group_positions`
+    """Transaction-aware lag of one consumer group on one partition (a :func:`kafkatxn.group_positions.group_positions`
     place). A tuple: a scrape at 5,000 groups x 20 partitions holds 100,000 of them."""
 
     group: str
@@ -130,16 +130,16 @@ class GroupSample(NamedTuple):
     txn_hanging: bool | None = False
     txn_overdue: bool = False
     txn_lost_commit: bool | None = False  # it lost its COMMIT marker: nothing but restore-commit releases the group
-    waiting: bool = False  # held by a transaction in flight (verdicts.held_verdict): it reads on at its commit
+    waiting: bool = False  # held by a transaction in flight (verdicts_groups.held_verdict): it reads on at its commit
     blocked_through: str | None = None  # "__consumer_offsets-N": held through its offsets partition (GroupLag's)
-    txn_verdict: verdicts.BlockVerdict | None = None  # what the holding transaction is (verdicts.block_verdict); None unless held
+    txn_verdict: verdicts_groups.BlockVerdict | None = None  # what the holding transaction is (verdicts_groups.block_verdict); None unless held
 
     @property
     def stuck(self) -> bool:
         """Blocked behind a transaction that hangs, lost its COMMIT marker or is past its own timeout
         (critical whatever the age threshold)."""
-        return self.blocked and verdicts.blocked_severity(
-            self.txn_hanging, self.txn_overdue, False, lost_commit=self.txn_lost_commit) is verdicts.Severity.critical
+        return self.blocked and verdicts_groups.blocked_severity(
+            self.txn_hanging, self.txn_overdue, False, lost_commit=self.txn_lost_commit) is verdicts_groups.Severity.critical
 
 
 @dataclass
@@ -202,7 +202,7 @@ class ClusterSnapshot:
         return {b: b in registered for b in sorted(registered | set(self.replica_brokers))}
 
     def transaction_age_s(self, txn: TransactionSample) -> float | None:
-        age_ms = verdicts.coordinator_age_ms(txn.start_time_ms, self.taken_at_ms)
+        age_ms = verdicts_age.coordinator_age_ms(txn.start_time_ms, self.taken_at_ms)
         return age_ms / 1000 if age_ms is not None else None
 
     def oldest_transaction_age_s(self) -> float:
@@ -236,7 +236,7 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
         if c.verdict in dated_kinds:
             tp = c.open_txn.tp
             lag = max(hw[tp] - lso[tp], 0) if tp in lso and tp in hw else None
-            age = verdicts.transaction_age(dated.get((tp, c.open_txn.producer_id)), now_ms)
+            age = verdicts_age.transaction_age(dated.get((tp, c.open_txn.producer_id)), now_ms)
             fields = (tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
                       c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
             if c.verdict is verdicts.Verdict.UNTRACKED:
@@ -256,7 +256,7 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
     """Committed offsets of the groups ``group_regex`` matches (searched; every group without it):
     the first step of :func:`group_samples`, taken before the offsets pass (a commit cannot pass
     the LSO of its moment, and the LSO read afterwards can only be larger)."""
-    from kafkatxn import lso
+    from kafkatxn import lso_snapshot
     from kafkatxn.validation import compile_regex
 
     listed = cluster.list_groups_partial()  # a broker that did not list its groups: named, the rest go on
@@ -270,7 +270,7 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
             missing.append(Missing(Part("--group-regex"), f"no consumer group matches {group_regex!r}"))
     if not names:
         return {}, missing
-    committed, more = lso.committed_offsets(cluster, names)
+    committed, more = lso_snapshot.committed_offsets(cluster, names)
     return committed, missing + more
 
 
@@ -282,25 +282,25 @@ def group_samples(
     """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; ``known`` (LSO,
     HW) pairs of the offsets pass are used, not read again, and so are the pins the hanging pass
     ``settled`` by the coordinator's log."""
-    from kafkatxn import lso
+    from kafkatxn import group_positions, lso_snapshot, verdicts_groups
 
     by_group, group_missing = committed
     if not by_group and not group_missing:
         return ()
-    snap = lso.finish_group_snapshot(cluster, by_group, list(group_missing), known=known,
+    snap = lso_snapshot.finish_group_snapshot(cluster, by_group, list(group_missing), known=known,
                                      max_transaction_timeout_ms=max_transaction_timeout_ms, settled=settled)
     missing.extend(m.within("group lag") for m in snap.missing)
     samples = []
     append, sample = samples.append, tuple.__new__  # 100,000 a scrape
-    for group, tp, _committed, _offsets, verdict, _readable, lag_to_lso, lag_to_hw, lag, held in lso.group_positions(snap):
+    for group, tp, _committed, _offsets, verdict, _readable, lag_to_lso, lag_to_hw, lag, held in group_positions.group_positions(snap):
         topic, partition = tp
         if topics is not None and topic not in topics:
             continue
         if held is not None:  # blocked or waiting
-            facts = lso.pin_facts(snap.lso, held)
+            facts = group_positions.pin_facts(snap.lso, held)
             pinned = facts.pin is not None  # its blocking transaction was found
             # The blocking transaction's verdict as lso gives it (None: undetermined).
-            waiting = verdict is lso.GroupVerdict.waiting
+            waiting = verdict is verdicts_groups.GroupVerdict.waiting
             append(GroupSample(group, topic, partition, lag, lag_to_lso, lag_to_hw, not waiting, facts.age_ms,
                                facts.hanging if pinned else False, bool(facts.overdue), facts.lost_commit if pinned else False,
                                waiting, str(held) if held != tp else None, facts.verdict))

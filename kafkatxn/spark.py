@@ -128,12 +128,3 @@ def foreach_batch_writer(
 
     return each_batch
 
-
-def __getattr__(name: str) -> Any:
-    """``from kafkatxn.spark import ExactlyOnceWriter``: the exactly-once writer lives in
-    :mod:`kafkatxn.spark_eos` (which builds on this module's ids), loaded when asked for."""
-    if name in ("ExactlyOnceWriter", "BatchResult"):
-        from kafkatxn import spark_eos
-
-        return getattr(spark_eos, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

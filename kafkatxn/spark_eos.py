@@ -6,7 +6,7 @@ written but before its commit entry reached the checkpoint) is written again. Th
 the gap with a **ledger**, a compacted Kafka topic holding, per writing task, the last batch it
 committed::
 
-    from kafkatxn.spark_eos import ExactlyOnceWriter     # or: from kafkatxn.spark import ExactlyOnceWriter
+    from kafkatxn.spark_eos import ExactlyOnceWriter
 
     writer = ExactlyOnceWriter(
         {"bootstrap.servers": "broker:9092"}, "orders-enriched",

@@ -1,7 +1,7 @@
 """The exporter's series of the Spark queries among the readers (``--spark-checkpoint``).
 
 A query's places are decided by the group pass (``snapshot.group_samples`` over
-``lso.group_positions``), the one definition a group's are decided by; here they are published as
+``group_positions.group_positions``), the one definition a group's are decided by; here they are published as
 series of their own, labelled with the query (name, id, checkpoint) where a group's carry ``group``:
 per partition unless ``--per-group``, and the per-query sums always.
 """

@@ -1,6 +1,6 @@
 """What happened to a transactional id, read off its ``__transaction_state`` records: pure, no broker.
 
-:class:`Timeline` walks decoded records (:mod:`kafkatxn.audit.txnlog`) in log order, one id at a time
+:class:`Timeline` walks decoded records (:mod:`kafkatxn.kafka.txnlog`) in log order, one id at a time
 or many interleaved, and makes one :class:`HistoryRow` per record with the **events** it implies.
 What the coordinator writes (Kafka 3.x/4.x ``TransactionCoordinator``/``TransactionMetadata``):
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
-from kafkatxn.audit.txnlog_records import TxnLogEntry, TxnLogRecord, UndecodedRecord
+from kafkatxn.txnlog_records import TxnLogEntry, TxnLogRecord, UndecodedRecord
 
 INITIALISED = "initialised"
 PARTITIONS_ADDED = "partitions_added"

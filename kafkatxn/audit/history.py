@@ -35,12 +35,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Protocol, Sequence
 
 from kafkatxn.audit.families import family_of
 
-if TYPE_CHECKING:
-    from kafkatxn.audit.inventory import InventoryIndex
+
+class DeclarationIndex(Protocol):
+    """What the per-id state machine asks of the inventory (:class:`kafkatxn.audit.inventory.InventoryIndex`,
+    which builds on this module's severities and stats): the indexes of the declarations covering an id."""
+
+    def match(self, tid: str) -> list[int]: ...
+
 
 SEVERITY_CRITICAL = "critical"
 SEVERITY_WARNING = "warning"
@@ -180,7 +185,7 @@ def storm_evidence(stats: IdStats, inits: list[tuple[int, int, bool, int]], para
 
 
 def summarize_id(
-    records: Sequence[Any], params: AuditParams = AuditParams(), inventory: "InventoryIndex | None" = None
+    records: Sequence[Any], params: AuditParams = AuditParams(), inventory: DeclarationIndex | None = None
 ) -> IdStats:
     """Walk one id's records in log order (log_offset) and count what happened to it."""
     first = records[0]

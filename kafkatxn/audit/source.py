@@ -41,8 +41,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from kafkatxn.audit.txnlog import TOPIC
-from kafkatxn.audit.txnlog_records import KIND_CORRUPT, KIND_RECORD, KIND_UNKNOWN_VERSION, TxnLogEntry, UndecodedRecord
+from kafkatxn.kafka.txnlog import TOPIC
+from kafkatxn.txnlog_records import KIND_CORRUPT, KIND_RECORD, KIND_UNKNOWN_VERSION, TxnLogEntry, UndecodedRecord
 
 FORMAT = "kafkatxn_txnlog"
 OPTION_PREFIX = "kafka."

@@ -116,9 +116,9 @@ def register(app: typer.Typer) -> None:
                                    spark_checkpoints=spark_checkpoints or ctx.config.spark_checkpoints)
         result = check.evaluate(snapshot, thresholds)
         if textfile is not None:
-            from kafkatxn import exporter
+            from kafkatxn import exporter, exporter_metrics
 
-            exporter.write_textfile(textfile, snapshot, exporter.ExportOptions(only_lagging, per_topic))
+            exporter.write_textfile(textfile, snapshot, exporter_metrics.ExportOptions(only_lagging, per_topic))
         if ctx.output == "table":
             text = result.nagios_text()
             sys.stdout.write(for_terminal(text, terminal_width(sys.stdout)) if sys.stdout.isatty() else text)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kafkatxn import diagnose, lso
+from kafkatxn import diagnose, diagnose_rows, gaps, lso_snapshot, verdicts_groups
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.cli.options import LagThreshold, MaxTransactionTimeout, ProbeMaxGap, SparkCheckpoints, SparkWriters, Topics, spark_writers
 from kafkatxn.output import render_to_string, table_text, terminal_width
@@ -24,9 +24,9 @@ def register(app: typer.Typer) -> None:
             typer.Option("--group", "-g", metavar="GROUP", help="Only this consumer group (repeatable; default: every group)."),
         ] = None,
         topics: Topics = None,
-        probe_max_gap: ProbeMaxGap = lso.DEFAULT_PROBE_MAX_GAP,
+        probe_max_gap: ProbeMaxGap = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
         max_transaction_timeout: MaxTransactionTimeout = None,
-        lag_threshold: LagThreshold = lso.DEFAULT_LAG_THRESHOLD,
+        lag_threshold: LagThreshold = verdicts_groups.DEFAULT_LAG_THRESHOLD,
         spark_checkpoints: SparkCheckpoints = None,
         writers: SparkWriters = None,
     ) -> int:
@@ -86,7 +86,7 @@ def text_report(d: diagnose.Diagnosis, wide: bool = False, width: int = 120) -> 
     if d.queries:  # the Spark queries among the readers: which query each spark:<name> row is
         out.append(render_to_string(d.queries, "table", wide=wide, width=width).rstrip("\n"))
         out.append("")
-    shown = [p for p in d.partitions if p.gap is not diagnose.Gap.none]
+    shown = [p for p in d.partitions if p.gap is not gaps.Gap.none]
     if shown:
         cells = [dict(zip(_PARTITION_COLUMNS, (p.group, f"{p.topic}-{p.partition}", p.committed_offset, p.last_stable_offset,
                                                p.high_watermark, p.lag_messages, p.lag_to_hw_messages, p.gap.value)))
@@ -116,17 +116,17 @@ def text_report(d: diagnose.Diagnosis, wide: bool = False, width: int = 120) -> 
         out += _field("holds", f"{', '.join(t.groups)} on {', '.join(t.partitions)} (LSO lag {t.lso_lag_messages})", width)
         if t.history:
             out += _field("history", t.history, width)
-        if t.action is diagnose.Action.wait and t.until_ms is not None:
+        if t.action is diagnose_rows.Action.wait and t.until_ms is not None:
             out += _command("next step", f"wait until {_local(t.until_ms)}; watch it with", t.command, width)
-        elif t.action is diagnose.Action.abort and t.until_ms is not None:
+        elif t.action is diagnose_rows.Action.abort and t.until_ms is not None:
             out += _command("next step", f"from {_local(t.until_ms)}, when it hangs unless it ends, run", t.command, width)
-        elif t.action is diagnose.Action.undecided:
+        elif t.action is diagnose_rows.Action.undecided:
             out += _field("next step", t.command, width)
         else:
             out += _command("next step", "", t.command, width)
         out += _field("risk", t.risk, width)
         if t.release_command:
             out += _command("release now", "", t.release_command, width)
-            out += _field("its risk", t.release_risk or diagnose.RISK[diagnose.Action.fence], width)
+            out += _field("its risk", t.release_risk or diagnose_rows.RISK[diagnose_rows.Action.fence], width)
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"

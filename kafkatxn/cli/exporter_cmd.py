@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
         at scrape time with a short cache. /metrics serves the cluster given here (-b, --profile, the
         default profile); /probe?profile=NAME serves the cluster of any kafkatxn profile. Runs until
         interrupted; kafkatxn_up is 0 while a cluster cannot be reached."""
-        from kafkatxn import exporter, exporter_http
+        from kafkatxn import exporter, exporter_http, exporter_metrics
         from kafkatxn.kafka import check_client_settings
 
         # Everything that can be wrong is a usage error before anything listens.
@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError("--scrape-timeout must be more than 0")
         cache_ttl_s, scrape_timeout_s = cache_ttl / 1000, scrape_timeout / 1000
         max_timeout_ms = max_transaction_timeout  # milliseconds (options.MaxTransactionTimeout)
-        options = exporter.ExportOptions(only_lagging, per_topic, per_group, per_family)
+        options = exporter_metrics.ExportOptions(only_lagging, per_topic, per_group, per_family)
 
         given_writers = spark_writers(writers)  # a usage error before anything listens
 

@@ -4,7 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kafkatxn import transactions
+from kafkatxn import transaction_listing
 from kafkatxn.cli.options import TransactionalIdOptions, duration_option, merge_transactional_ids
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.errors import EXIT_WARNING, INT64_MAX, UsageError
@@ -16,7 +16,7 @@ app = typer.Typer(
 
 def _complete_state(incomplete: str) -> list[str]:
     """The states (not file names) for ``--state <TAB>``; the option takes them in any case."""
-    return [s for s in transactions.TRANSACTION_STATES if s.lower().startswith(incomplete.lower())]
+    return [s for s in transaction_listing.TRANSACTION_STATES if s.lower().startswith(incomplete.lower())]
 
 
 @command(app, "list")
@@ -26,7 +26,7 @@ def list_command(
         Optional[list[str]],
         typer.Option(
             "--state", "-s", metavar="STATE", autocompletion=_complete_state,
-            help=f"Only these states (repeatable): {', '.join(transactions.TRANSACTION_STATES)}.",
+            help=f"Only these states (repeatable): {', '.join(transaction_listing.TRANSACTION_STATES)}.",
         ),
     ] = None,
     producer_id: Annotated[
@@ -54,7 +54,7 @@ def list_command(
     can; otherwise this client does (--debug says which). Exit 3 when a broker did not answer.
     """
     min_duration_ms = min_duration
-    result = transactions.list_transactions(
+    result = transaction_listing.list_transactions(
         ctx.cluster,
         states=state or [],
         producer_ids=producer_id or [],
@@ -64,7 +64,7 @@ def list_command(
     )
     for note in result.notes:
         ctx.debug_note(note)
-    row_type = transactions.TransactionDetailRow if describe else transactions.TransactionRow
+    row_type = transaction_listing.TransactionDetailRow if describe else transaction_listing.TransactionRow
     ctx.render(result.rows, row_type, empty_message="no transactions match", missing=result.missing)
     return fail_if_missing(ctx, result.missing, "transaction list")
 
@@ -84,8 +84,8 @@ def describe_command(
     transactional_ids = merge_transactional_ids(transactional_ids, transactional_id_options)
     if not transactional_ids:
         raise UsageError("name the transactional ids to describe (as arguments or with --transactional-id)")
-    result = transactions.describe_transactions(ctx.cluster, transactional_ids)
-    ctx.render(result.rows, transactions.TransactionDetailRow)
+    result = transaction_listing.describe_transactions(ctx.cluster, transactional_ids)
+    ctx.render(result.rows, transaction_listing.TransactionDetailRow)
     code = fail_if_missing(ctx, result.missing, "transaction descriptions")
     if code is not None:
         return code
@@ -116,7 +116,7 @@ def history_command(
     Exit 0 when every id has records, 1 when some have none, 3 when a log
     partition could not be read.
     """
-    from kafkatxn import history
+    from kafkatxn import transaction_history
     from kafkatxn.timeline import HistoryRow
     from kafkatxn.validation import compile_regex
 
@@ -124,7 +124,7 @@ def history_command(
         raise UsageError("name the transactional ids (as arguments) or give --pattern REGEX")
     if pattern is not None:
         compile_regex(pattern, "--pattern")
-    result = history.read_history(ctx.cluster, transactional_ids or [], pattern, since, topic=log_topic)
+    result = transaction_history.read_history(ctx.cluster, transactional_ids or [], pattern, since, topic=log_topic)
     ctx.render(result.rows, HistoryRow, empty_message="no record of these ids in the transaction log", missing=result.missing)
     undecoded = result.counts.unknown_version + result.counts.corrupt
     if undecoded:
@@ -144,14 +144,14 @@ def _follow(ctx: CommandContext, result) -> int | None:
     """New rows as they come, each batch rendered alone (json: one object a line), flushed at once."""
     import sys
 
-    from kafkatxn import history
+    from kafkatxn import transaction_history
     from kafkatxn.output import render
     from kafkatxn.timeline import HistoryRow
 
     fmt = "jsonl" if ctx.output == "json" else ctx.output
     sys.stdout.flush()
     try:
-        for rows in history.follow(ctx.cluster, result):
+        for rows in transaction_history.follow(ctx.cluster, result):
             if rows:
                 render(rows, fmt, no_headers=True, row_type=HistoryRow, wide=ctx.wide)
                 sys.stdout.flush()

@@ -11,6 +11,16 @@ import logging
 from typing import Any, Mapping
 
 LOGGER = "kafkatxn.librdkafka"
+# A consumer that only reads what it is assigned: settings that must hold whatever the user's
+# properties say (no group joined, nothing committed; the log reader's and the ledger reader's).
+ASSIGN_ONLY_CONSUMER = {
+    "group.id": "kafkatxn-audit-reader",  # librdkafka requires one; assign() never joins it
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": True,
+    "isolation.level": "read_uncommitted",
+    "auto.offset.reset": "earliest",
+}
 # librdkafka's syslog level for what --debug shows: informational and more severe (not its debug contexts).
 DEBUG_LOG_LEVEL = 6
 

@@ -18,9 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from kafkatxn.kafka.client_logs import routed
+from kafkatxn.kafka.client_logs import ASSIGN_ONLY_CONSUMER, routed
 from kafkatxn.kafka.errors import clean, kafka_error_code
-from kafkatxn.kafka.log_reader import _CONSUMER_FIXED
 from kafkatxn.kafka.transactional_writer import abort_quietly, produce_all, transactional_producer
 
 # The ledger reader: assign-only (no group joined, nothing committed), committed records only, and an
@@ -28,7 +27,7 @@ from kafkatxn.kafka.transactional_writer import abort_quietly, produce_all, tran
 # fetch.wait.max.ms: the broker answers an empty fetch at once, so the end of the partition (reached
 # past the commit markers, which a consumer never sees as records) is known in milliseconds, not the
 # 500 ms librdkafka's default makes a reader wait there.
-_READER_FIXED = {**_CONSUMER_FIXED, "group.id": "kafkatxn-ledger-reader", "isolation.level": "read_committed",
+_READER_FIXED = {**ASSIGN_ONLY_CONSUMER, "group.id": "kafkatxn-ledger-reader", "isolation.level": "read_committed",
                  "fetch.wait.max.ms": 5}
 # Producer and admin settings a consumer must not be given (librdkafka warns or refuses).
 _NOT_FOR_CONSUMERS = ("transactional.id", "transaction.timeout.ms", "enable.idempotence", "acks", "linger.ms",

@@ -1,79 +1,32 @@
 """The one reader of ``__transaction_state``: given partitions, from given offsets or a start time, up
-to their end, under one deadline, yielding decoded records (:mod:`kafkatxn.audit.txnlog`).
+to their end, under one deadline, yielding decoded records (:mod:`kafkatxn.kafka.txnlog`).
 
 The Spark auditor's executors call it for one log partition each (``kafkatxn/audit/source.py``); a
 one-process command calls it for the partition that holds one id
-(:func:`kafkatxn.audit.txnlog.coordinator_partition`) and needs no Spark. Given connection settings
+(:func:`kafkatxn.verdicts.coordinator_partition`) and needs no Spark. Given connection settings
 (an executor has no facade) it reads with a plain assign-only librdkafka consumer (no group is joined,
 nothing is committed), read_uncommitted; given a :class:`FetchedLog` (the facade's, one Fetch per
 page) it reads over the wire. Either way with a deadline of its own, and every record goes through
 the one decoder (:func:`decoded`). Records it cannot decode come through as
-:class:`~kafkatxn.audit.txnlog_records.UndecodedRecord`, counted, never raised.
+:class:`~kafkatxn.txnlog_records.UndecodedRecord`, counted, never raised.
 """
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
 
-from kafkatxn.audit.txnlog import TOPIC, decode
-from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogEntry
 from kafkatxn.kafka.errors import clean
-from kafkatxn.kafka.protocol import UnreadableRecords
-
-if TYPE_CHECKING:
-    from kafkatxn.kafka.protocol import FetchedPartition
-
-EARLIEST = -2  # librdkafka's OFFSET_BEGINNING
-DEFAULT_TIMEOUT_MS = 60_000
-DEFAULT_BATCH = 10_000
-
-# Settings that must hold whatever the user's properties say: no group, no commits.
-_CONSUMER_FIXED = {
-    "group.id": "kafkatxn-audit-reader",  # librdkafka requires one; assign() never joins it
-    "enable.auto.commit": False,
-    "enable.auto.offset.store": False,
-    "enable.partition.eof": True,
-    "isolation.level": "read_uncommitted",
-    "auto.offset.reset": "earliest",
-}
-
-
-class LogReadError(RuntimeError):
-    """Reading the log failed; ``code`` is Kafka's error name when the broker or librdkafka gave one
-    (``TOPIC_AUTHORIZATION_FAILED``), so a caller can tell a missing ACL without reading the message."""
-
-    def __init__(self, message: str, code: str | None = None):
-        super().__init__(message)
-        self.code = code
+from kafkatxn.kafka.log_fetch import (
+    DEFAULT_BATCH, DEFAULT_TIMEOUT_MS, EARLIEST, FetchedLog, LogReadError, ReadDeadline, decoded, follow_fetched, key_filter, read_fetched,
+)
+from kafkatxn.kafka.txnlog import TOPIC
+from kafkatxn.txnlog_records import DecodeCounts, TxnLogEntry
 
 
 def _failed(what: str, exc: Any) -> LogReadError:
     err = exc.args[0] if exc.args else None
     code = err.name() if hasattr(err, "name") else None
     return LogReadError(f"{what} failed: {clean(err.str() if hasattr(err, 'str') else exc)}", code)
-
-
-def key_filter(transactional_ids: Collection[str] | None) -> frozenset[bytes] | None:
-    """The record keys (key version 0) of ``transactional_ids``: a read given them skips every other
-    id's record before decoding it. Keys of another version are always decoded (and counted)."""
-    if transactional_ids is None:
-        return None
-    return frozenset(b"\x00\x00" + len(t.encode()).to_bytes(2, "big") + t.encode() for t in transactional_ids)
-
-
-def decoded(
-    rows: Iterable[tuple[bytes | None, bytes | None, int, int]], p: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None
-) -> list[TxnLogEntry]:
-    """``(key, value, offset, timestamp)`` records of log partition ``p`` decoded by the one decoder
-    (:func:`kafkatxn.audit.txnlog.decode`), whichever client read them; with ``keys``, other ids'
-    records skipped undecoded."""
-    out = []
-    for key, value, offset, timestamp in rows:
-        if keys is not None and key is not None and key[:2] == b"\x00\x00" and key not in keys:
-            continue
-        out.append(TxnLogEntry(decode(key, value, p, offset, counts), timestamp))
-    return out
 
 
 def _decoded(messages: list[Any], p: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None) -> list[TxnLogEntry]:
@@ -83,23 +36,9 @@ def _decoded(messages: list[Any], p: int, keys: frozenset[bytes] | None, counts:
 def _consumer(conf: Mapping[str, Any]) -> Any:
     from confluent_kafka import Consumer
 
-    from kafkatxn.kafka.client_logs import routed
+    from kafkatxn.kafka.client_logs import ASSIGN_ONLY_CONSUMER, routed
 
-    return Consumer(routed({**conf, **_CONSUMER_FIXED}))
-
-
-class _Deadline:
-    def __init__(self, topic: str, timeout_ms: int):
-        self.topic = topic
-        self.timeout_ms = timeout_ms
-        self.at = time.monotonic() + timeout_ms / 1000
-
-    def left(self, doing: str) -> float:
-        """Seconds left, or TimeoutError naming what did not finish."""
-        left = self.at - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"{doing} did not finish within {self.timeout_ms / 1000:g}s")
-        return left
+    return Consumer(routed({**conf, **ASSIGN_ONLY_CONSUMER}))
 
 
 def read_transaction_log(
@@ -129,7 +68,7 @@ def read_transaction_log(
     """
     if start_offsets is not None and start_time_ms is not None:
         raise ValueError("give start offsets or a start time, not both")
-    deadline = _Deadline(topic, timeout_ms)
+    deadline = ReadDeadline(topic, timeout_ms)
     if isinstance(conf, Mapping) and needs_wire(conf):  # librdkafka cannot log in: an own facade, over Fetch
         yield from _read_over_own_wire(conf, partitions, topic, timeout_ms, start_offsets=start_offsets, start_time_ms=start_time_ms,
                                        end_offsets=end_offsets, batch_size=batch_size, counts=counts,
@@ -138,9 +77,9 @@ def read_transaction_log(
     if not isinstance(conf, Mapping):  # the wire's Fetch
         if partitions is None:
             raise ValueError("a read over Fetch names its partitions")
-        for p in sorted(partitions):
-            yield from _read_fetched(conf, topic, p, start_offsets, start_time_ms, (end_offsets or {}).get(p), deadline,
-                                     batch_size, key_filter(transactional_ids), counts, next_offsets)
+        yield from read_fetched(conf, partitions, start_offsets=start_offsets, start_time_ms=start_time_ms, end_offsets=end_offsets,
+                                deadline=deadline, batch_size=batch_size, topic=topic, counts=counts,
+                                transactional_ids=transactional_ids, next_offsets=next_offsets)
         return
     from confluent_kafka import KafkaException
 
@@ -166,7 +105,7 @@ def read_transaction_log(
         consumer.close()
 
 
-def _partitions(consumer: Any, topic: str, deadline: _Deadline) -> list[int]:
+def _partitions(consumer: Any, topic: str, deadline: ReadDeadline) -> list[int]:
     from confluent_kafka import KafkaException
 
     metadata = consumer.list_topics(topic, timeout=deadline.left(f"reading the partitions of {topic}"))
@@ -178,7 +117,7 @@ def _partitions(consumer: Any, topic: str, deadline: _Deadline) -> list[int]:
     return sorted(found.partitions)
 
 
-def _ends(consumer: Any, topic: str, parts: list[int], deadline: _Deadline) -> dict[int, int]:
+def _ends(consumer: Any, topic: str, parts: list[int], deadline: ReadDeadline) -> dict[int, int]:
     """Each partition's end (high watermark) now."""
     from confluent_kafka import TopicPartition
 
@@ -190,7 +129,7 @@ def _ends(consumer: Any, topic: str, parts: list[int], deadline: _Deadline) -> d
 
 
 def _starts_at(
-    consumer: Any, topic: str, parts: list[int], time_ms: int, ends: Mapping[int, int], deadline: _Deadline
+    consumer: Any, topic: str, parts: list[int], time_ms: int, ends: Mapping[int, int], deadline: ReadDeadline
 ) -> dict[int, int]:
     """Each partition's first offset at or after ``time_ms``; its end when no record is that recent."""
     from confluent_kafka import KafkaException, TopicPartition
@@ -208,7 +147,7 @@ def _starts_at(
 
 
 def _read(
-    consumer: Any, topic: str, partition: int, start: int, end: int, deadline: _Deadline, batch_size: int
+    consumer: Any, topic: str, partition: int, start: int, end: int, deadline: ReadDeadline, batch_size: int
 ) -> Iterator[list[Any]]:
     """The messages of ``topic``-``partition`` from ``start`` up to ``end`` (exclusive), in chunks."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -258,7 +197,7 @@ def follow_transaction_log(
     at most ``poll_s`` seconds, so the caller can flush and check its own clock between them.
     Raises :class:`LogReadError` on a client error."""
     if not isinstance(conf, Mapping):  # the wire's Fetch
-        yield from _follow_fetched(conf, start_offsets, topic, key_filter(transactional_ids), counts, poll_s, stop)
+        yield from follow_fetched(conf, start_offsets, topic=topic, counts=counts, transactional_ids=transactional_ids, poll_s=poll_s, stop=stop)
         return
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -280,89 +219,6 @@ def follow_transaction_log(
         raise _failed(f"following {topic}", exc) from None
     finally:
         consumer.close()
-
-
-# -- over the wire's Fetch -------------------------------------------------------------------------
-
-LATEST = -1  # ListOffsets' timestamp for the high watermark
-
-
-class FetchedLog(Protocol):
-    """Where :func:`read_transaction_log` and :func:`follow_transaction_log` over Fetch get a log's records: the facade's Fetch
-    (leaders, deadline, retries; :mod:`kafkatxn.kafka.transaction_log`), or an executor's own wire.
-    Both raise :class:`LogReadError` for what cannot be read, except OFFSET_OUT_OF_RANGE, which is
-    the answer's ``error``."""
-
-    def fetch(self, positions: Mapping[int, int], max_wait_ms: int = 0) -> dict[int, FetchedPartition]: ...
-
-    def offset_at(self, partition: int, timestamp_ms: int) -> int: ...
-
-
-def _read_fetched(
-    source: FetchedLog, topic: str, p: int, start_offsets: Mapping[int, int] | None, start_time_ms: int | None,
-    end: int | None, deadline: _Deadline, batch_size: int, keys: frozenset[bytes] | None, counts: DecodeCounts | None,
-    next_offsets: dict[int, int] | None,
-) -> Iterator[list[TxnLogEntry]]:
-    """One partition over Fetch: from its start (its log start, ``start_offsets[p]`` or the first offset
-    at or after ``start_time_ms``: ListOffsets by time) up to ``end`` or the high watermark of its first
-    answer, page after page (each a Fetch of at most the source's bytes)."""
-    if start_time_ms is not None:
-        pos = source.offset_at(p, start_time_ms)
-        if pos < 0:  # no record that recent: nothing to read, and the end is where a follow goes on
-            pos = end if end is not None else source.offset_at(p, LATEST)
-    else:
-        pos = (start_offsets or {}).get(p, EARLIEST)
-    pos = max(pos, 0)
-    reset = False
-    while end is None or pos < end:
-        deadline.left(f"reading {topic}-{p}" + (f" up to offset {end}" if end is not None else ""))
-        part = source.fetch({p: pos})[p]
-        if part.error == "OFFSET_OUT_OF_RANGE" and not reset:  # below the log start (or past the end)
-            reset = True
-            first = source.offset_at(p, EARLIEST)
-            if pos < first:
-                pos = first
-                continue
-            end = pos if end is None else end
-            break
-        if part.error is not None:
-            raise LogReadError(f"reading {topic}-{p} failed: {part.error}", part.error)
-        end = part.high_watermark if end is None else end
-        try:
-            rows = [(r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
-                    for r in b.records if pos <= r.offset < end]
-        except UnreadableRecords as exc:
-            raise LogReadError(f"reading {topic}-{p} failed: {exc}", str(exc)) from None
-        after = max([pos, *(b.last_offset + 1 for b in part.batches)])
-        for i in range(0, len(rows), batch_size):
-            yield decoded(rows[i : i + batch_size], p, keys, counts)
-        if after == pos:  # nothing past pos below the end any more (the log was truncated)
-            break
-        pos = after
-    if next_offsets is not None:
-        next_offsets[p] = max(end if end is not None else pos, pos)
-
-
-def _follow_fetched(
-    source: FetchedLog, start_offsets: Mapping[int, int], topic: str, keys: frozenset[bytes] | None,
-    counts: DecodeCounts | None, poll_s: float, stop: Callable[[], bool] | None,
-) -> Iterator[list[TxnLogEntry]]:
-    """Every partition in one Fetch per leader a poll, the broker holding each for up to ``poll_s``
-    until a record comes."""
-    positions = dict(start_offsets)
-    while stop is None or not stop():
-        chunk: list[TxnLogEntry] = []
-        for p, part in sorted(source.fetch(positions, max_wait_ms=int(poll_s * 1000)).items()):
-            if part.error is not None:
-                raise LogReadError(f"following {topic}-{p} failed: {part.error}", part.error)
-            try:
-                fetched = [(r.key, r.value, r.offset, r.timestamp) for b in part.batches if not b.is_control
-                           for r in b.records if r.offset >= positions[p]]
-            except UnreadableRecords as exc:
-                raise LogReadError(f"following {topic}-{p} failed: {exc}", str(exc)) from None
-            chunk.extend(decoded(fetched, p, keys, counts))
-            positions[p] = max([positions[p], *(b.last_offset + 1 for b in part.batches)])
-        yield chunk
 
 
 def needs_wire(conf: Mapping[str, Any]) -> bool:

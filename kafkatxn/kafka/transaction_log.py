@@ -1,7 +1,7 @@
 """What ``__transaction_state`` holds: one log partition read or followed over the wire's Fetch, and
 the records of given transactional ids in the partitions that own them, read under the command's
-deadline by the one reader of the log (:func:`kafkatxn.kafka.log_reader.read_transaction_log` over Fetch, decoding with
-the audit's decoder). Mixed into :class:`kafkatxn.kafka.facade.Cluster`.
+deadline by the one reader of the log (:func:`kafkatxn.kafka.log_fetch.read_fetched`, decoding with
+:mod:`kafkatxn.kafka.txnlog`). Mixed into :class:`kafkatxn.kafka.facade.Cluster`.
 
 Reading needs READ on Topic ``__transaction_state`` (DESCRIBE to see its partitions in the metadata);
 an id whose partition could not be read is a :class:`Missing` (naming the partition), never an error
@@ -17,7 +17,7 @@ from kafkatxn.kafka.errors import authorization_error, clean
 from kafkatxn.model import TRANSACTION_STATE_TOPIC, Missing, Partial, TopicPartition, TransactionalId, TransactionLogHistory
 
 if TYPE_CHECKING:
-    from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogEntry
+    from kafkatxn.txnlog_records import DecodeCounts, TxnLogEntry
     from kafkatxn.kafka.protocol import FetchedPartition
 
 ACL_READ_LOG = f"READ on Topic {TRANSACTION_STATE_TOPIC}"
@@ -73,7 +73,7 @@ class FacadeLog:
 
 
 def _failure(tp: object, code: str | None, reason: str) -> Exception:
-    from kafkatxn.kafka.log_reader import LogReadError
+    from kafkatxn.kafka.log_fetch import LogReadError
 
     return LogReadError(f"reading {tp} failed: {clean(reason)}", code)
 
@@ -86,12 +86,12 @@ class TransactionLogApi:
     ) -> Iterator[list[TxnLogEntry]]:
         """One ``__transaction_state`` partition, decoded, from its beginning or ``start_time_ms`` to its
         end now, within the command's deadline and ``timeout_s`` (when given), by
-        :func:`kafkatxn.kafka.log_reader.read_transaction_log` (over Fetch; its LogReadError carries Kafka's
+        :func:`kafkatxn.kafka.log_fetch.read_fetched` (over Fetch; its LogReadError carries Kafka's
         error name)."""
-        from kafkatxn.kafka.log_reader import read_transaction_log
+        from kafkatxn.kafka.log_fetch import read_fetched
 
         self.requests["ReadTransactionLog"] += 1
-        return read_transaction_log(
+        return read_fetched(
             FacadeLog(self, topic), [partition], start_time_ms=start_time_ms, topic=topic,
             timeout_ms=max(1, int(min(self.remaining_s(), timeout_s or float("inf")) * 1000)),
             transactional_ids=transactional_ids, counts=counts, next_offsets=next_offsets,
@@ -103,16 +103,16 @@ class TransactionLogApi:
     ) -> Iterator[list[TxnLogEntry]]:
         """Records written to these log partitions from these offsets on, as they come: no deadline
         (``stop`` or the caller ends it); one chunk per poll, maybe empty."""
-        from kafkatxn.kafka.log_reader import follow_transaction_log
+        from kafkatxn.kafka.log_fetch import follow_fetched
 
-        return follow_transaction_log(FacadeLog(self, topic, follow=True), start_offsets, topic=topic, counts=counts,
+        return follow_fetched(FacadeLog(self, topic, follow=True), start_offsets, topic=topic, counts=counts,
                               transactional_ids=transactional_ids, stop=stop)
 
     def transaction_log_histories(self, transactional_ids: Iterable[str]) -> Partial[dict[str, TransactionLogHistory]]:
         """Per id, its records in the log partition that owns it (``abs(hashCode) % partitions``)."""
-        from kafkatxn.audit.txnlog import coordinator_partition
-        from kafkatxn.audit.txnlog_records import TxnLogRecord
-        from kafkatxn.kafka.log_reader import read_transaction_log
+        from kafkatxn.verdicts import coordinator_partition
+        from kafkatxn.txnlog_records import TxnLogRecord
+        from kafkatxn.kafka.log_fetch import read_fetched
 
         tids = sorted(set(transactional_ids))
         if not tids:
@@ -135,7 +135,7 @@ class TransactionLogApi:
             records: dict[str, list[TxnLogRecord]] = {tid: [] for tid in ids}
             undecoded = 0
             try:
-                for chunk in read_transaction_log(FacadeLog(self, TRANSACTION_STATE_TOPIC), [part], timeout_ms=left_ms):
+                for chunk in read_fetched(FacadeLog(self, TRANSACTION_STATE_TOPIC), [part], timeout_ms=left_ms):
                     for entry in chunk:
                         r = entry.record
                         if type(r) is not TxnLogRecord:

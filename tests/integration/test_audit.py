@@ -23,7 +23,7 @@ from confluent_kafka import Producer  # noqa: E402
 
 from kafkatxn.audit import rules, source  # noqa: E402
 from kafkatxn.audit.job import Inputs, audit  # noqa: E402
-from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v1  # noqa: E402
+from kafkatxn.kafka.txnlog_encode import encode_key, encode_value_v1  # noqa: E402
 from kafkatxn.config import ConnectionConfig  # noqa: E402
 from kafkatxn.spark import foreach_batch_writer, transactional_id  # noqa: E402
 from tests.support.spark_audit import StandaloneCluster, dedicated_broker, spark  # noqa: E402,F401 - spark: a fixture

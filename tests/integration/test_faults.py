@@ -20,7 +20,7 @@ import pytest
 
 from harness import hanging_maker as hm
 from harness import KafkaCluster
-from kafkatxn import auditlog, hanging
+from kafkatxn import auditlog, verdicts
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
@@ -59,7 +59,7 @@ def log_leaders(cluster: KafkaCluster) -> dict[int, int]:
 
 
 def tid_on(partition: int, stem: str) -> str:
-    return next(t for t in (f"{stem}-{i}" for i in range(10_000)) if hanging.coordinator_partition(t, LOG_PARTITIONS) == partition)
+    return next(t for t in (f"{stem}-{i}" for i in range(10_000)) if verdicts.coordinator_partition(t, LOG_PARTITIONS) == partition)
 
 
 def offsets(cluster: KafkaCluster, tp: TopicPartition) -> tuple[int, int]:
@@ -453,7 +453,7 @@ def test_stuck_in_prepare_commit_is_long_running_and_not_aborted(capsys, faults:
         assert result.code == 1, (result.stdout, result.stderr)
         (row,) = rows["long_running"]
         assert row["transactional_id"] == tid, row
-        assert hanging.REASON_COMPLETING in row["reason"] and "PrepareCommit" in row["reason"], row
+        assert verdicts.REASON_COMPLETING in row["reason"] and "PrepareCommit" in row["reason"], row
 
         audit = tmp_path / "audit.jsonl"
         refused = cli(capsys, faults, "abort", "--max-transaction-timeout", "0s", "-t", stuck.topic, "-p", "0", "--start-offset", str(before[0]), "--yes",

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from harness import hanging_maker as hm
-from kafkatxn import hanging
+from kafkatxn import verdicts
 from kafkatxn.model import TopicPartition
 from tests.support.cli_helpers import run_cli
 
@@ -109,7 +109,7 @@ def test_hanging_is_reported_and_an_ordinary_transaction_within_its_timeout_is_n
         time.sleep(1.5)
         result, doc = scan(capsys, broker, "--topic", made.topic, "--max-transaction-timeout", "1s")
     assert result.code == 2, result.stderr
-    assert [(r["partition"], r["reason"]) for r in doc["hanging"]] == [(0, hanging.REASON_NOT_TRACKED)]
+    assert [(r["partition"], r["reason"]) for r in doc["hanging"]] == [(0, verdicts.REASON_NOT_TRACKED)]
     assert [(r["partition"], r["transactional_id"], r["coordinator_state"]) for r in doc["long_running"]] == [
         (1, f"{made.topic}-ordinary", "Ongoing")
     ]

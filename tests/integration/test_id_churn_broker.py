@@ -8,7 +8,8 @@ from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry, generate_latest
 
 from kafkatxn.config import ConnectionConfig
-from kafkatxn.exporter import ClusterGatherer, ExportOptions, SnapshotCollector
+from kafkatxn.exporter import ClusterGatherer, SnapshotCollector
+from kafkatxn.exporter_metrics import ExportOptions
 
 
 def _commit_one(bootstrap: str, topic: str, tid: str) -> None:

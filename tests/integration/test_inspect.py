@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kafkatxn import transactions
+from kafkatxn import transaction_listing
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import ListTransactionsSupport, TopicPartition
 from kafkatxn.config import resolve
@@ -282,12 +282,12 @@ def test_client_side_filters_select_the_same_as_the_brokers(kafka, scenario, pre
     config = resolve(bootstrap_servers=kafka.bootstrap_servers, timeout="20s")
     with Cluster(config) as cluster:
         for kwargs in ({"min_duration_ms": 1000, "pattern": prefix_pattern}, {"pattern": prefix_pattern}, {"min_duration_ms": 3_600_000}):
-            on_brokers = transactions.list_transactions(cluster, **kwargs)
-            on_client = transactions.list_transactions(OldBrokers(cluster), **kwargs)
+            on_brokers = transaction_listing.list_transactions(cluster, **kwargs)
+            on_client = transaction_listing.list_transactions(OldBrokers(cluster), **kwargs)
             assert on_client.rows == on_brokers.rows, kwargs
             assert any("on the client" in n for n in on_client.notes)
             assert not any("on the client" in n for n in on_brokers.notes)
-        only_open = transactions.list_transactions(OldBrokers(cluster), min_duration_ms=1000, pattern=prefix_pattern)
+        only_open = transaction_listing.list_transactions(OldBrokers(cluster), min_duration_ms=1000, pattern=prefix_pattern)
         assert [r.transactional_id for r in only_open.rows] == [scenario.open.transactional_id]
 
 

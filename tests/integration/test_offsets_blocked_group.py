@@ -27,7 +27,7 @@ from harness.scenarios import create_topic, run_idempotent, unique
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
-from kafkatxn.verdicts import offsets_partition
+from kafkatxn.verdicts_groups import offsets_partition
 from tests.support.cli_helpers import run_cli
 
 pytestmark = pytest.mark.integration

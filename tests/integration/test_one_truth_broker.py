@@ -21,7 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness import hanging_maker as hm
 from harness.scenarios import run_transaction, unique
 from kafkatxn.config import ConnectionConfig
-from kafkatxn.exporter import ExportOptions, render_text
+from kafkatxn.exporter import render_text
+from kafkatxn.exporter_metrics import ExportOptions
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
 from kafkatxn.snapshot import gather_snapshot

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 EXECUTOR_READ = """
 import json, sys
 from kafkatxn.audit import source
-from kafkatxn.audit.txnlog import coordinator_partition
+from kafkatxn.verdicts import coordinator_partition
 from kafkatxn.config.resolution import resolve
 config = resolve(sys.argv[1], sys.argv[2], timeout="20s")
 options = source.reader_options(config)

@@ -9,8 +9,9 @@ import time
 from confluent_kafka.admin import AdminClient
 
 from kafkatxn.audit import rules
-from kafkatxn.audit.txnlog import TOPIC, coordinator_partition
-from kafkatxn.audit.txnlog_records import DecodeCounts, TxnLogRecord
+from kafkatxn.kafka.txnlog import TOPIC
+from kafkatxn.verdicts import coordinator_partition
+from kafkatxn.txnlog_records import DecodeCounts, TxnLogRecord
 from kafkatxn.kafka.log_reader import read_transaction_log
 from harness.scenarios import run_transaction, unique
 

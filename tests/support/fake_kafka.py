@@ -186,7 +186,7 @@ class KafkaModel:
             return d.coordinator_id
         log = sorted(p.partition for p in self.partitions.values() if p.topic == "__transaction_state")
         if log:
-            from kafkatxn.hanging import coordinator_partition
+            from kafkatxn.verdicts import coordinator_partition
 
             return self.partitions[TopicPartition("__transaction_state", coordinator_partition(transactional_id, len(log)))].leader
         return self.brokers[zlib.crc32(transactional_id.encode()) % len(self.brokers)]
@@ -198,7 +198,7 @@ class KafkaModel:
         ]
         still = [p.current_txn_start_offset for p in self.producers[tp] if p.current_txn_start_offset >= 0]
         if tp.topic == "__consumer_offsets":  # the marker settles the offset commits pending there
-            from kafkatxn.verdicts import offsets_partition
+            from kafkatxn.verdicts_groups import offsets_partition
 
             count = sum(1 for p in self.partitions if p.topic == tp.topic)
             for group in [g for g in self.pending_offsets if offsets_partition(g, count) == tp.partition]:
@@ -529,8 +529,8 @@ class FakeCluster(Cluster):
     def read_log_partition(self, partition, *, start_time_ms=None, topic="__transaction_state", transactional_ids=None,
                            counts=None, next_offsets=None, timeout_s=None):
         """The model's log partition, as the real reader yields it (kafkatxn/kafka/log_reader.py)."""
-        from kafkatxn.audit.txnlog_records import TxnLogEntry
-        from kafkatxn.kafka.log_reader import LogReadError
+        from kafkatxn.txnlog_records import TxnLogEntry
+        from kafkatxn.kafka.log_fetch import LogReadError
 
         self.calls.append(("read_log_partition", partition))
         if self.model.transaction_log_error:
@@ -594,7 +594,7 @@ class FakeCluster(Cluster):
         return Partial(out, missing)
 
     def transaction_log_histories(self, transactional_ids) -> Partial[dict[str, TransactionLogHistory]]:
-        from kafkatxn.audit.txnlog_records import TxnLogRecord
+        from kafkatxn.txnlog_records import TxnLogRecord
 
         tids = sorted(set(transactional_ids))
         self.calls.append(("transaction_log_histories", tuple(tids)))

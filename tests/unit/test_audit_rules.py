@@ -16,8 +16,8 @@ import pytest
 
 from kafkatxn.audit import rules
 from kafkatxn.audit.rules import AuditParams, Declaration, HistoryRecord, audit_local, family_of
-from kafkatxn.audit.txnlog import decode_record
-from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v0, encode_value_v1
+from kafkatxn.kafka.txnlog import decode_record
+from kafkatxn.kafka.txnlog_encode import encode_key, encode_value_v0, encode_value_v1
 from kafkatxn.errors import UsageError
 from tests.support.coordinator import MIN, S, Coordinator, shared_storm, taking_turns, well_behaved
 

@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from kafkatxn import config, durations, redact
 from kafkatxn.audit import rules
-from kafkatxn.check import Range
+from kafkatxn.monitoring_plugin import Range
 from kafkatxn.cli.app import main
 from kafkatxn.errors import KafkatxnError, UsageError
 

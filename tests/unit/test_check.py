@@ -7,8 +7,10 @@ import math
 
 import pytest
 
-from kafkatxn import check
-from kafkatxn.check import PerfDatum, Range, Status, Thresholds, evaluate
+from kafkatxn import check, monitoring_plugin
+from kafkatxn.check import Thresholds, evaluate
+from kafkatxn.monitoring_plugin import PerfDatum, Range
+from kafkatxn.exitcodes import Status
 from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample, gather_snapshot
 from kafkatxn.model import Broker, Missing, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.errors import UsageError
@@ -56,15 +58,15 @@ def test_range_in_perfdata_and_messages(text, perfdata, describe):
 
 
 def test_duration_ranges_are_seconds_in_perfdata_and_keep_the_users_words_in_messages():
-    rng = check.parse_duration_range("5m:1h", "--txn-age-warn")
+    rng = monitoring_plugin.parse_duration_range("5m:1h", "--txn-age-warn")
     assert (rng.start, rng.end) == (300, 3600)
     assert rng.perfdata() == "300:3600"
     assert rng.alerts(299) and rng.alerts(3601) and not rng.alerts(600)
-    simple = check.parse_duration_range("90s", "--txn-age-crit")
+    simple = monitoring_plugin.parse_duration_range("90s", "--txn-age-crit")
     assert simple.perfdata() == "90" and simple.describe() == "> 90s"
-    assert check.parse_duration_range("none", "x") is None
+    assert monitoring_plugin.parse_duration_range("none", "x") is None
     with pytest.raises(UsageError, match="--txn-age-warn"):
-        check.parse_duration_range("5 minutes", "--txn-age-warn")
+        monitoring_plugin.parse_duration_range("5 minutes", "--txn-age-warn")
 
 
 # -- perfdata -----------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ import pytest
 
 from kafkatxn import diagnose
 from kafkatxn.cli.common import CommandContext
-from kafkatxn.diagnose import Action, Gap, TxnVerdict
-from kafkatxn.lso import GroupVerdict
+from kafkatxn.gaps import Gap
+from kafkatxn.diagnose_rows import Action, TxnVerdict
+from kafkatxn.verdicts_groups import GroupVerdict
 from kafkatxn.model import ProducerState, TransactionDescription
 from tests.support.blocked_group import AUDIT, ORDERS, blocked_model, now_ms
 from tests.support.cli_helpers import run_cli

@@ -14,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from kafkatxn import exporter
 from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
 from kafkatxn.errors import UsageError
-from kafkatxn.exporter import ExportOptions, SnapshotCollector, metric_families, render_text
+from kafkatxn.exporter import SnapshotCollector, render_text
+from kafkatxn.exporter_metrics import ExportOptions, metric_families
 
 NOW_MS = 1_700_000_000_000
 

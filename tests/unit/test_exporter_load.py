@@ -16,8 +16,9 @@ import zlib
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkatxn import exporter, exporter_http, exporter_server, exposition, exposition_shared
-from kafkatxn.exporter import ExportOptions, SnapshotCollector, build_registry
+from kafkatxn import exporter, exporter_http, exporter_metrics, exporter_server, exposition, exposition_shared
+from kafkatxn.exporter import SnapshotCollector, build_registry
+from kafkatxn.exporter_metrics import ExportOptions
 from kafkatxn.exporter_http import ExporterApp
 from kafkatxn.snapshot import ClusterSnapshot, PartitionSample
 
@@ -92,7 +93,7 @@ def test_a_client_that_never_finishes_its_request_head_is_let_go_at_the_deadline
 
 def test_concurrent_scrapes_of_one_snapshot_render_it_once(serving, monkeypatch):
     rendered = []
-    real = exporter.metric_families
+    real = exporter_metrics.metric_families
     monkeypatch.setattr(exporter, "metric_families", lambda *a, **k: rendered.append(1) or real(*a, **k))
     gathers = []
     url, _port = serving(ExporterApp(SnapshotCollector(lambda: gathers.append(1) or snapshot(), cache_ttl_s=60)))

@@ -18,7 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
 from kafkatxn import exposition
-from kafkatxn.exporter import ExportOptions, _StaticCollector, metric_families
+from kafkatxn.exporter import _StaticCollector
+from kafkatxn.exporter_metrics import ExportOptions, metric_families
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample, PartitionSample, UndeterminedSample
 
 ODD_VALUES = ['plain', 'quo"te', 'back\\slash', 'new\nline', 'ünïcödé', '', 'a,b=c}{']

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from kafkatxn import hanging, remedy, transactions
+from kafkatxn import gather, remedy, transaction_listing
 from kafkatxn.kafka import facade, producer_state
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import IDS_ALL, Broker, ProducerState, TransactionalId, TransactionDescription
@@ -157,7 +157,7 @@ def test_a_dead_coordinators_ids_are_missing_by_id():
 def test_an_unanswered_app_10_leaves_app_1_and_app_answered_in_the_hanging_rule():
     model = coordinated_model()
     model.transaction_errors["app-10"] = "COORDINATOR_LOAD_IN_PROGRESS"
-    view, missing = hanging.coordinator_view(FakeCluster(model, timeout_s=2), [10, 11, 12])
+    view, missing = gather.coordinator_view(FakeCluster(model, timeout_s=2), [10, 11, 12])
     assert view.transactional_ids == {10: "app", 11: "app-1", 12: "app-10"} and view.ids_complete
     assert set(view.unanswered_ids) == {"app-10"}
     assert [m.reason for m in view.unanswered_ids["app-10"]] == ["COORDINATOR_LOAD_IN_PROGRESS"]
@@ -169,11 +169,11 @@ def test_an_unanswered_app_10_gives_app_1_its_own_row_in_transactions():
     model = coordinated_model()
     model.transaction_errors["app-10"] = "COORDINATOR_LOAD_IN_PROGRESS"
     model.transactions.pop("app")
-    result = transactions.describe_transactions(FakeCluster(model, timeout_s=2), ["app-1", "app-10", "app"])
+    result = transaction_listing.describe_transactions(FakeCluster(model, timeout_s=2), ["app-1", "app-10", "app"])
     rows = {r.transactional_id: r for r in result.rows}
     assert (rows["app-1"].status, rows["app-1"].state, rows["app-1"].error) == ("found", "Ongoing", None)
-    assert rows["app"].status == transactions.NOT_FOUND
-    assert rows["app-10"].status == transactions.UNKNOWN and "COORDINATOR_LOAD_IN_PROGRESS" in rows["app-10"].error
+    assert rows["app"].status == transaction_listing.NOT_FOUND
+    assert rows["app-10"].status == transaction_listing.UNKNOWN and "COORDINATOR_LOAD_IN_PROGRESS" in rows["app-10"].error
     assert [m.subject for m in result.missing] == [TransactionalId("app-10")]
 
 

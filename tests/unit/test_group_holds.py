@@ -10,12 +10,14 @@ import json
 
 import pytest
 
-from kafkatxn import check, diagnose, exporter, lso, verdicts
+from kafkatxn import check, diagnose, exporter, lso, verdicts, verdicts_groups
 from kafkatxn.cli.common import CommandContext
-from kafkatxn.diagnose import Action, Gap, TxnVerdict
+from kafkatxn.gaps import Gap
+from kafkatxn.diagnose_rows import Action, TxnVerdict
 from kafkatxn.model import TWO_PHASE_COMMIT_TIMEOUT_MS, Partial, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.snapshot import gather_snapshot
-from kafkatxn.verdicts import Classification, GroupVerdict, OpenTransaction, Verdict
+from kafkatxn.verdicts import Classification, OpenTransaction, Verdict
+from kafkatxn.verdicts_groups import GroupVerdict
 from tests.support.blocked_group import ORDERS, blocked_model, now_ms
 from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
@@ -29,14 +31,14 @@ NOW = 1_700_000_000_000
 
 def test_offsets_partition_is_kafkas_partition_for():
     # "a".hashCode() == 97; Utils.abs(Integer.MIN_VALUE) is 0 (coordinator_partition's rule).
-    assert verdicts.offsets_partition("a", 50) == 47
-    assert verdicts.offsets_partition("billing", 50) == abs(verdicts.java_string_hash("billing")) % 50
+    assert verdicts_groups.offsets_partition("a", 50) == 47
+    assert verdicts_groups.offsets_partition("billing", 50) == abs(verdicts.java_string_hash("billing")) % 50
 
 
 @pytest.mark.parametrize("verdict", list(GroupVerdict))
 def test_an_unstable_offset_fetch_blocks_whatever_the_offsets_say(verdict):
-    assert verdicts.stable_verdict(verdict, True) is GroupVerdict.blocked
-    assert verdicts.stable_verdict(verdict, False) is verdict
+    assert verdicts_groups.stable_verdict(verdict, True) is GroupVerdict.blocked
+    assert verdicts_groups.stable_verdict(verdict, False) is verdict
 
 
 def _classification(verdict=Verdict.LONG_RUNNING, started_ago_ms=10_000, timeout_ms=60_000, state="Ongoing"):
@@ -56,14 +58,14 @@ def _classification(verdict=Verdict.LONG_RUNNING, started_ago_ms=10_000, timeout
     (None, GroupVerdict.blocked),  # its transaction was not found or not classified
 ])
 def test_held_verdict(classification, expected):
-    assert verdicts.held_verdict(classification, NOW) is expected
+    assert verdicts_groups.held_verdict(classification, NOW) is expected
 
 
 def test_lag_is_a_finding_from_the_threshold_on():
-    assert not verdicts.lag_is_finding(GroupVerdict.lagging, 2)  # a 1 s auto-commit's lag
-    assert verdicts.lag_is_finding(GroupVerdict.lagging, verdicts.DEFAULT_LAG_THRESHOLD)
-    assert verdicts.lag_is_finding(GroupVerdict.lagging, 2, threshold=2)
-    assert not verdicts.lag_is_finding(GroupVerdict.blocked, 5_000)  # a block is its own finding
+    assert not verdicts_groups.lag_is_finding(GroupVerdict.lagging, 2)  # a 1 s auto-commit's lag
+    assert verdicts_groups.lag_is_finding(GroupVerdict.lagging, verdicts_groups.DEFAULT_LAG_THRESHOLD)
+    assert verdicts_groups.lag_is_finding(GroupVerdict.lagging, 2, threshold=2)
+    assert not verdicts_groups.lag_is_finding(GroupVerdict.blocked, 5_000)  # a block is its own finding
 
 
 # -- blocked through the offsets partition -----------------------------------------------------------
@@ -76,7 +78,7 @@ def offsets_blocked_model(*, tracked=False, idle_ms=20 * 60_000, other_group="re
     model.add_transaction_log([1, 2])
     model.add_partition("orders", 0, leader=1, lso=10, hw=10)
     offsets_tps = [model.add_partition("__consumer_offsets", n, leader=1 + n % 2, lso=0, hw=0) for n in range(OFFSETS_PARTITIONS)]
-    held = offsets_tps[verdicts.offsets_partition("billing", OFFSETS_PARTITIONS)]
+    held = offsets_tps[verdicts_groups.offsets_partition("billing", OFFSETS_PARTITIONS)]
     model.offsets[held] = [40, 42]
     now = now_ms()
     model.producers[held] = [ProducerState(6000, 2, 1, now - idle_ms, -1, 40)]
@@ -153,7 +155,7 @@ def test_check_and_exporter_count_the_group_held_through_its_offsets_partition()
 def test_a_group_sharing_the_offsets_partition_without_a_pending_commit_is_not_held():
     # Same offsets partition (a group name hashing there), nothing pending for it: stable.
     name = next(f"g{i}" for i in range(1000)
-                if verdicts.offsets_partition(f"g{i}", OFFSETS_PARTITIONS) == verdicts.offsets_partition("billing", OFFSETS_PARTITIONS))
+                if verdicts_groups.offsets_partition(f"g{i}", OFFSETS_PARTITIONS) == verdicts_groups.offsets_partition("billing", OFFSETS_PARTITIONS))
     _, cluster, _held = offsets_blocked_model(other_group=name)
     rows = {r.group: r for r in lso.group_report(cluster).rows}
     assert rows[name].verdict is GroupVerdict.caught_up and rows["billing"].verdict is GroupVerdict.blocked
@@ -285,8 +287,8 @@ def test_a_transaction_whose_coordinator_moved_on_between_two_requests_is_asked_
 def test_may_have_ended():
     c = _classification(Verdict.HANGING)
     pin = c.open_txn
-    assert verdicts.may_have_ended(None, None)  # a lag with nothing open
-    assert not verdicts.may_have_ended(pin, _classification())  # tracked
-    assert not verdicts.may_have_ended(pin, c)  # hanging with no description: nothing says it ended
+    assert verdicts_groups.may_have_ended(None, None)  # a lag with nothing open
+    assert not verdicts_groups.may_have_ended(pin, _classification())  # tracked
+    assert not verdicts_groups.may_have_ended(pin, c)  # hanging with no description: nothing says it ended
     moved_on = dataclasses.replace(_classification(), verdict=Verdict.HANGING)
-    assert verdicts.may_have_ended(pin, moved_on)
+    assert verdicts_groups.may_have_ended(pin, moved_on)

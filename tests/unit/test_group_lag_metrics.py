@@ -3,8 +3,9 @@ metric families and the check findings over snapshots."""
 
 from __future__ import annotations
 
-from kafkatxn import check
-from kafkatxn.exporter import ExportOptions, render_text
+from kafkatxn import check, exitcodes, monitoring_plugin
+from kafkatxn.exporter import render_text
+from kafkatxn.exporter_metrics import ExportOptions
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample, gather_snapshot
 from tests.support.blocked_group import blocked_model
 
@@ -95,19 +96,19 @@ def test_check_blocked_group_is_critical_and_lag_thresholds_apply():
     groups = (GroupSample("billing", "orders", 0, 0, 0, 4, True, 20_000, txn_hanging=True),
               GroupSample("reports", "audit", 0, 500, 500, 503, False))
     result = check.evaluate(snapshot_with(groups), check.thresholds_from_options("1000", "10000", "5m", "15m", None, None, "100", None))
-    assert result.status is check.Status.CRITICAL
+    assert result.status is exitcodes.Status.CRITICAL
     assert "1 consumer group blocked" in result.summary and "1 group partition with lag > 100" in result.summary
     assert {f.kind for f in result.findings} == {"group_blocked", "group_lag"}
-    perf = check.format_perfdata(result.perfdata)
+    perf = monitoring_plugin.format_perfdata(result.perfdata)
     assert "groups_blocked=1;;0;0" in perf and "group_lag_max=500;100;;0" in perf
     assert result.facts["groups_blocked"] == 1
 
 
 def test_check_without_groups_has_no_group_perfdata():
     result = check.evaluate(snapshot_with(None))
-    assert result.status is check.Status.OK and "groups_blocked" not in check.format_perfdata(result.perfdata)
+    assert result.status is exitcodes.Status.OK and "groups_blocked" not in monitoring_plugin.format_perfdata(result.perfdata)
     caught_up = check.evaluate(snapshot_with((GroupSample("reports", "audit", 0, 0, 0, 3, False),)))
-    assert caught_up.status is check.Status.OK and "groups_blocked=0" in check.format_perfdata(caught_up.perfdata)
+    assert caught_up.status is exitcodes.Status.OK and "groups_blocked=0" in monitoring_plugin.format_perfdata(caught_up.perfdata)
 
 
 def test_group_lag_reuses_the_offsets_pass_and_reads_commits_before_it():

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from kafkatxn import hanging
+from kafkatxn import hanging, verdicts
 from kafkatxn.model import Broker, TransactionalId, Missing, PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import NotFoundError
 from tests.support.cli_helpers import run_cli
@@ -30,9 +30,9 @@ def description(tid, pid, partitions=(), state="Ongoing", epoch=0):
 
 
 def test_candidate_needs_an_open_transaction_idle_strictly_longer_than_the_max_timeout():
-    assert hanging.is_candidate(producer(1, idle_ms=MAX + 1), NOW, MAX)
-    assert not hanging.is_candidate(producer(1, idle_ms=MAX), NOW, MAX)  # Kafka's tool: strictly greater
-    assert not hanging.is_candidate(producer(1, idle_ms=MAX * 10, start=-1), NOW, MAX)  # no open transaction
+    assert verdicts.is_candidate(producer(1, idle_ms=MAX + 1), NOW, MAX)
+    assert not verdicts.is_candidate(producer(1, idle_ms=MAX), NOW, MAX)  # Kafka's tool: strictly greater
+    assert not verdicts.is_candidate(producer(1, idle_ms=MAX * 10, start=-1), NOW, MAX)  # no open transaction
 
 
 def test_find_candidates_keeps_old_open_transactions_only():
@@ -40,7 +40,7 @@ def test_find_candidates_keeps_old_open_transactions_only():
         A0: [producer(1), producer(2, idle_ms=1000), producer(3, start=-1)],
         A1: [producer(4, start=0)],
     }
-    found = hanging.find_candidates(states, NOW, MAX)
+    found = verdicts.find_candidates(states, NOW, MAX)
     assert [(c.tp, c.producer.producer_id) for c in found] == [(A0, 1), (A1, 4)]
     assert found[1].start_offset == 0  # offset 0 is an open transaction, not "none"
 
@@ -49,70 +49,70 @@ def test_find_candidates_keeps_old_open_transactions_only():
 
 
 def classify(view, tp=A0, pid=7, **kw):
-    return hanging.classify(hanging.OpenTransaction(tp, producer(pid, **kw)), view)
+    return verdicts.classify(verdicts.OpenTransaction(tp, producer(pid, **kw)), view)
 
 
 def test_no_transactional_id_for_the_producer_is_hanging():
-    c = classify(hanging.CoordinatorView())
-    assert c.verdict is hanging.Verdict.HANGING
-    assert c.reason == hanging.REASON_NO_TRANSACTIONAL_ID
+    c = classify(verdicts.CoordinatorView())
+    assert c.verdict is verdicts.Verdict.HANGING
+    assert c.reason == verdicts.REASON_NO_TRANSACTIONAL_ID
 
 
 def test_missing_listing_from_a_broker_makes_an_unmapped_producer_undetermined_not_hanging():
     gap = Missing(TopicPartition("__transaction_state", 3), "no leader: its coordinator is unavailable")
-    c = classify(hanging.CoordinatorView(ids_missing=(gap,)))
-    assert c.verdict is hanging.Verdict.UNDETERMINED
+    c = classify(verdicts.CoordinatorView(ids_missing=(gap,)))
+    assert c.verdict is verdicts.Verdict.UNDETERMINED
     assert c.missing == (gap,)  # typed: which coordinator's partition did not answer
     assert "__transaction_state-3" in c.reason
 
 
 def test_id_unknown_to_its_coordinator_is_hanging():
-    view = hanging.CoordinatorView(transactional_ids={7: "app"}, unknown_ids=frozenset({"app"}))
+    view = verdicts.CoordinatorView(transactional_ids={7: "app"}, unknown_ids=frozenset({"app"}))
     c = classify(view)
-    assert (c.verdict, c.reason, c.transactional_id) == (hanging.Verdict.HANGING, hanging.REASON_UNKNOWN_TO_COORDINATOR, "app")
+    assert (c.verdict, c.reason, c.transactional_id) == (verdicts.Verdict.HANGING, verdicts.REASON_UNKNOWN_TO_COORDINATOR, "app")
 
 
 def test_coordinator_transaction_without_this_partition_is_hanging():
-    view = hanging.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A1], "Empty")})
+    view = verdicts.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A1], "Empty")})
     c = classify(view, tp=A0)
-    assert (c.verdict, c.reason) == (hanging.Verdict.HANGING, hanging.REASON_NOT_TRACKED)
+    assert (c.verdict, c.reason) == (verdicts.Verdict.HANGING, verdicts.REASON_NOT_TRACKED)
     assert c.description.state == "Empty"
 
 
 def test_coordinator_tracking_the_partition_is_long_running_not_hanging():
-    view = hanging.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A0, A1])})
-    assert classify(view, tp=A0).verdict is hanging.Verdict.TRACKED
+    view = verdicts.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A0, A1])})
+    assert classify(view, tp=A0).verdict is verdicts.Verdict.TRACKED
 
 
 def test_newer_epoch_at_the_coordinator_still_tracks_the_partition():
     # Transaction version 2 bumps the epoch when the transaction ends; its marker (newer epoch,
     # same producer id) still closes the partition's transaction, so this is not hanging.
-    view = hanging.CoordinatorView(
+    view = verdicts.CoordinatorView(
         transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A0], "PrepareCommit", epoch=4)}
     )
-    assert classify(view, tp=A0, epoch=3).verdict is hanging.Verdict.TRACKED
+    assert classify(view, tp=A0, epoch=3).verdict is verdicts.Verdict.TRACKED
 
 
 def test_coordinator_transaction_of_another_producer_id_is_hanging():
-    view = hanging.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 8, [A0])})
+    view = verdicts.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 8, [A0])})
     c = classify(view, tp=A0, pid=7)
-    assert c.verdict is hanging.Verdict.HANGING
-    assert c.reason.startswith(hanging.REASON_OTHER_PRODUCER) and "8" in c.reason
+    assert c.verdict is verdicts.Verdict.HANGING
+    assert c.reason.startswith(verdicts.REASON_OTHER_PRODUCER) and "8" in c.reason
 
 
 def test_unanswered_coordinator_is_undetermined_with_its_reason():
     gap = Missing(TransactionalId("app"), "timed out")
-    view = hanging.CoordinatorView(transactional_ids={7: "app"}, unanswered_ids={"app": (gap,)})
+    view = verdicts.CoordinatorView(transactional_ids={7: "app"}, unanswered_ids={"app": (gap,)})
     c = classify(view)
-    assert (c.verdict, c.reason, c.missing) == (hanging.Verdict.UNDETERMINED, "its coordinator did not answer: timed out", (gap,))
+    assert (c.verdict, c.reason, c.missing) == (verdicts.Verdict.UNDETERMINED, "its coordinator did not answer: timed out", (gap,))
 
 
 # -- rows ---------------------------------------------------------------------------------------
 
 
 def test_hanging_row_carries_the_lso_lag_and_whether_it_holds_the_lso():
-    c = hanging.Classification(hanging.OpenTransaction(A0, producer(7, start=5, idle_ms=MAX + 60_000, coord=2)),
-                               hanging.Verdict.HANGING, hanging.REASON_NOT_TRACKED, "app", description("app", 7, [], "Empty"))
+    c = verdicts.Classification(verdicts.OpenTransaction(A0, producer(7, start=5, idle_ms=MAX + 60_000, coord=2)),
+                               verdicts.Verdict.HANGING, verdicts.REASON_NOT_TRACKED, "app", description("app", 7, [], "Empty"))
     row = hanging.hanging_row(c, NOW, lso={A0: 5}, hw={A0: 42})
     assert (row.start_offset, row.last_stable_offset, row.high_watermark, row.lso_lag_messages) == (5, 5, 42, 37)
     assert row.holds_lso is True
@@ -125,8 +125,8 @@ def test_hanging_row_carries_the_lso_lag_and_whether_it_holds_the_lso():
 
 
 def test_max_timeout_is_the_largest_broker_value():
-    assert hanging.max_timeout_from_configs(["60000", None, "120000", "junk"]) == 120_000
-    assert hanging.max_timeout_from_configs([None]) is None
+    assert verdicts.max_timeout_from_configs(["60000", None, "120000", "junk"]) == 120_000
+    assert verdicts.max_timeout_from_configs([None]) is None
 
 
 # -- snapshot flow over a fake cluster ----------------------------------------------------------
@@ -189,7 +189,7 @@ def test_scan_reports_hanging_long_running_and_untracked_separately():
     fake = mixed_cluster()
     result = hanging.find_hanging(fake)
     assert [(r.topic, r.partition, r.producer_id, r.reason) for r in result.hanging] == [
-        ("a", 0, 1, hanging.REASON_UNKNOWN_TO_COORDINATOR)
+        ("a", 0, 1, verdicts.REASON_UNKNOWN_TO_COORDINATOR)
     ]
     assert [(r.topic, r.partition, r.producer_id, r.transactional_id) for r in result.long_running] == [("a", 1, 3, "busy")]
     assert result.hanging[0].lso_lag_messages == 10
@@ -217,7 +217,7 @@ def test_whole_cluster_scan_includes_internal_topics():
     result = hanging.find_hanging(fake)
     (scan,) = fake.called("describe_producers")
     assert offsets_tp in scan[1]
-    assert [(r.topic, r.reason) for r in result.hanging] == [("__consumer_offsets", hanging.REASON_NO_TRANSACTIONAL_ID)]
+    assert [(r.topic, r.reason) for r in result.hanging] == [("__consumer_offsets", verdicts.REASON_NO_TRANSACTIONAL_ID)]
 
 
 def test_broker_id_scans_its_replicas_and_asks_that_broker():
@@ -256,7 +256,7 @@ def test_incomplete_listing_makes_unmapped_producers_undetermined_instead_of_han
     (u,) = result.undetermined
     assert (u.topic, u.partition, u.producer_id) == ("b", 0, 5)
     assert u.missing == ["__transaction_state-0: leader broker 2 did not answer ListTransactions"]
-    (c,) = [c for c in result.classifications if c.verdict is hanging.Verdict.UNDETERMINED]
+    (c,) = [c for c in result.classifications if c.verdict is verdicts.Verdict.UNDETERMINED]
     assert [m.subject for m in c.missing] == [TopicPartition("__transaction_state", 0)]
 
 
@@ -297,7 +297,7 @@ def test_command_exits_2_on_hanging_and_prints_its_reason(capsys, fake_cli):
     result = run_cli(capsys, "hanging", "-b", "fake:9092", "-o", "jsonl")
     assert result.code == 2, result.stderr
     hanging_rows = [r for r in result.records("jsonl") if r["section"] == "hanging"]
-    assert [(r["topic"], r["partition"], r["reason"]) for r in hanging_rows] == [("a", "0", hanging.REASON_UNKNOWN_TO_COORDINATOR)]
+    assert [(r["topic"], r["partition"], r["reason"]) for r in hanging_rows] == [("a", "0", verdicts.REASON_UNKNOWN_TO_COORDINATOR)]
 
 
 def test_command_exits_1_for_long_running_only_and_0_for_nothing(capsys, fake_cli):

@@ -3,7 +3,7 @@ tests/support/coordinator.py with Kafka's epoch rules, and hand-made ones for wh
 
 from __future__ import annotations
 
-from kafkatxn.audit.txnlog_records import KIND_UNKNOWN_VERSION, TxnLogEntry, TxnLogRecord, UndecodedRecord
+from kafkatxn.txnlog_records import KIND_UNKNOWN_VERSION, TxnLogEntry, TxnLogRecord, UndecodedRecord
 from kafkatxn.timeline import (
     ABORTED_BY_CLIENT, COMMITTED, EPOCH_EXHAUSTED, EXPIRED, FENCED, HOUR_MS, INITIALISED, PARTITIONS_ADDED, TIMED_OUT,
     UNKNOWN_RECORD, Timeline, summarize, timeline,

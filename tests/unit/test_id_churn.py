@@ -6,7 +6,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kafkatxn.audit.churn import IdChurn, churn_metric_families
 from kafkatxn.snapshot import ClusterSnapshot
-from kafkatxn.exporter import ExportOptions, SnapshotCollector
+from kafkatxn.exporter import SnapshotCollector
+from kafkatxn.exporter_metrics import ExportOptions
 
 
 def _samples(families) -> dict[tuple[str, tuple], float]:

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from kafkatxn import auditlog, hanging, remedy, verdicts
-from kafkatxn.audit.txnlog_records import TxnLogRecord
+from kafkatxn import auditlog, hanging, remedy, verdicts, verdicts_groups
+from kafkatxn.txnlog_records import TxnLogRecord
 from kafkatxn.errors import InputError
 from kafkatxn.lost_commit import CLOCK_ALLOWANCE_MS, Ending, ending, settle, settle_all
 from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionListing, TransactionLogHistory
@@ -263,7 +263,7 @@ def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused
     """Over the fake wire's Fetch: the owner's partition is read and decoded (a neighbour's record
     left out, a record of an unknown version counted), a partition whose leader refuses the read
     (TOPIC_AUTHORIZATION_FAILED) is a Missing naming the ACL it needs."""
-    from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v1
+    from kafkatxn.kafka.txnlog_encode import encode_key, encode_value_v1
     from kafkatxn.kafka import protocol as p
     from kafkatxn.kafka.transaction_log import TransactionLogApi
 
@@ -295,17 +295,17 @@ def test_the_facade_reads_only_the_partitions_owning_the_ids_and_names_a_refused
 def test_check_and_the_exporter_call_a_lost_commit_what_hanging_calls_it():
     """One truth: the snapshot check and the exporter share settles hanging verdicts by the log too,
     so a lost COMMIT marker is neither counted as hanging (whose runbook says abort) nor left out."""
-    from kafkatxn import check, exporter
+    from kafkatxn import check, exitcodes, exporter_metrics
     from kafkatxn.snapshot import gather_snapshot
 
     snap = gather_snapshot(lost_commit_cluster(committed()))
     assert snap.hanging == () and [(s.topic, s.partition, s.start_offset) for s in snap.lost_commits] == [("orders", 0, 10)]
     result = check.evaluate(snap)
-    assert result.status is check.Status.CRITICAL
+    assert result.status is exitcodes.Status.CRITICAL
     assert [f.kind for f in result.findings] == ["lost_commit_marker"] and "never abort" in result.findings[0].message
     perf = {p.label: p.value for p in result.perfdata}
     assert (perf["hanging_transactions"], perf["lost_commit_markers"]) == (0, 1)
-    families = {f.name: f for f in exporter.metric_families(snap)}
+    families = {f.name: f for f in exporter_metrics.metric_families(snap)}
     assert families["kafkatxn_lost_commit_markers"].samples[0].value == 1
     assert families["kafkatxn_hanging_transactions"].samples[0].value == 0
     # The log says aborted: hanging, as hanging says.
@@ -361,15 +361,15 @@ def test_lso_calls_a_lost_commit_what_hanging_calls_it_and_says_restore_commit(c
         if "--groups" in args:
             assert row["verdict"] == "blocked" and result.code == 2, (args, result.code, result.stderr)
     # The library's rows: the group blocked behind it is critical whatever the age threshold.
-    from kafkatxn import lso as lso_mod
+    from kafkatxn import lso as lso_mod, lso_snapshot
 
-    (group_row,) = lso_mod.group_lags(lso_mod.take_group_snapshot(fake, ["billing"]))
-    assert lso_mod.blocked_row_severity(group_row, None) is verdicts.Severity.critical
-    assert verdicts.blocked_severity(False, False, False, old=False, lost_commit=True) is verdicts.Severity.critical
+    (group_row,) = lso_mod.group_lags(lso_snapshot.take_group_snapshot(fake, ["billing"]))
+    assert lso_mod.blocked_row_severity(group_row, None) is verdicts_groups.Severity.critical
+    assert verdicts_groups.blocked_severity(False, False, False, old=False, lost_commit=True) is verdicts_groups.Severity.critical
 
 
 def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
-    from kafkatxn import check, exporter
+    from kafkatxn import check, exitcodes, exporter_metrics
     from kafkatxn.snapshot import gather_snapshot
 
     fake = lost_commit_cluster(committed())
@@ -381,9 +381,9 @@ def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
     assert sample.stuck and snap.group_stuck(sample) is True
     # Stuck whatever the age thresholds: no --txn-age-crit.
     result = check.evaluate(snap, check.thresholds_from_options(None, None, "none", "none", None, None))
-    assert result.status is check.Status.CRITICAL
+    assert result.status is exitcodes.Status.CRITICAL
     assert [f.kind for f in result.findings] == ["lost_commit_marker", "group_blocked"], result.findings
-    families = {f.name: f for f in exporter.metric_families(snap)}
+    families = {f.name: f for f in exporter_metrics.metric_families(snap)}
     assert [s.value for s in families["kafkatxn_group_stuck"].samples] == [1]
     assert families["kafkatxn_groups_stuck"].samples[0].value == 1
 
@@ -408,7 +408,7 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
     """A verdict that was not determined (its coordinator's log could not be read, or its coordinator
     did not answer) is missing (null) in lso's rows, the answer is undetermined (exit 3: never
     critical, never OK), and check and the exporter say the group's block cannot be known."""
-    from kafkatxn import check, exporter
+    from kafkatxn import check, exitcodes, exporter_metrics, monitoring_plugin
     from kafkatxn.snapshot import gather_snapshot
 
     fake = lost_commit_cluster(committed(), timeout_s=3)  # a coordinator that stays loading costs half the time left
@@ -427,8 +427,8 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
     (sample,) = snap.groups
     assert sample.blocked and sample.txn_hanging is None and not sample.stuck and snap.group_stuck(sample) is None
     result = check.evaluate(snap, check.thresholds_from_options(None, None, "none", "none", None, None))
-    assert result.status is check.Status.UNKNOWN, result.findings
+    assert result.status is exitcodes.Status.UNKNOWN, result.findings
     assert "group_undetermined" in [f.kind for f in result.findings] and "group_blocked" not in [f.kind for f in result.findings]
-    assert "groups_waiting=0" in check.format_perfdata(result.perfdata)  # nor counted as a group waiting in flight
-    families = {f.name: f for f in exporter.metric_families(snap)}
+    assert "groups_waiting=0" in monitoring_plugin.format_perfdata(result.perfdata)  # nor counted as a group waiting in flight
+    families = {f.name: f for f in exporter_metrics.metric_families(snap)}
     assert [s.value for s in families["kafkatxn_group_stuck"].samples] == []  # no series: never a reassuring 0

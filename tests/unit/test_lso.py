@@ -12,11 +12,13 @@ import pytest
 from tests.support import fake_kafka
 from tests.support.fake_kafka import KafkaModel
 
-from kafkatxn import lso
+from kafkatxn import exitcodes, gather, lso, lso_snapshot, verdicts, verdicts_groups
 from kafkatxn.cli import lso_cmd
 from kafkatxn.model import Broker, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.errors import DeadlineExceeded
-from kafkatxn.lso import GroupVerdict, Offsets, OpenTransaction
+from kafkatxn.verdicts_groups import GroupVerdict
+from kafkatxn.verdicts_groups import Offsets
+from kafkatxn.verdicts import OpenTransaction
 
 TP0 = TopicPartition("orders", 0)
 TP1 = TopicPartition("orders", 1)
@@ -34,7 +36,7 @@ def txn(pid, start, last_ts=NOW - 1_000, tid=None, started=None, epoch=0, tp=TP0
 
 
 def snap(offsets, open_txns=None, taken_at_ms=NOW):
-    return lso.LsoSnapshot(taken_at_ms, {tp: Offsets(hw, l) for tp, (l, hw) in offsets.items()}, open_txns or {})
+    return lso_snapshot.LsoSnapshot(taken_at_ms, {tp: Offsets(hw, l) for tp, (l, hw) in offsets.items()}, open_txns or {})
 
 
 # -- group verdict --------------------------------------------------------------------------------
@@ -63,14 +65,14 @@ def snap(offsets, open_txns=None, taken_at_ms=NOW):
     ],
 )
 def test_group_verdict(committed, lso_, hw, readable, expected):
-    assert lso.group_verdict(committed, lso_, hw, readable) is expected
+    assert verdicts_groups.group_verdict(committed, lso_, hw, readable) is expected
 
 
 def test_readable_before_lso_ignores_records_the_lso_passed_later():
     # The probe ran after the snapshot; a record at or above the snapshot's LSO does not count.
-    assert lso.readable_before_lso(9, 10) is True
-    assert lso.readable_before_lso(10, 10) is False
-    assert lso.readable_before_lso(None, 10) is False
+    assert verdicts_groups.readable_before_lso(9, 10) is True
+    assert verdicts_groups.readable_before_lso(10, 10) is False
+    assert verdicts_groups.readable_before_lso(None, 10) is False
 
 
 # -- partition rows -------------------------------------------------------------------------------
@@ -78,10 +80,10 @@ def test_readable_before_lso_ignores_records_the_lso_passed_later():
 
 def test_pinning_transaction_is_the_one_starting_at_the_lso():
     a, b = txn(1, 40), txn(2, 25)
-    assert lso.pinning_transaction([a, b], 25) is b
+    assert verdicts.pinning_transaction([a, b], 25) is b
     # LSO moved between the requests: the earliest open transaction pins it now.
-    assert lso.pinning_transaction([a, b], 20) is b
-    assert lso.pinning_transaction([], 20) is None
+    assert verdicts.pinning_transaction([a, b], 20) is b
+    assert verdicts.pinning_transaction([], 20) is None
 
 
 def test_partition_lags_rows_pinning_transaction_and_ages():
@@ -122,7 +124,7 @@ def test_lag_never_negative():
 
 
 def group_snap(offsets, committed, first_readable=None, open_txns=None):
-    return lso.GroupSnapshot(snap(offsets, open_txns), committed, first_readable or {})
+    return lso_snapshot.GroupSnapshot(snap(offsets, open_txns), committed, first_readable or {})
 
 
 def test_group_lags_joins_probe_and_pinning_transaction():
@@ -169,10 +171,10 @@ def test_group_lags_skips_partitions_without_offsets():
 def test_probe_rounds_only_small_gaps_and_one_start_per_partition_a_round():
     offsets = {TP0: Offsets(130, 100), TP1: Offsets(60, 60), TP2: Offsets(5000, 5000)}
     committed = {"a": {TP0: 98, TP1: 60, TP2: 1}, "b": {TP0: 90}, "c": {TP0: 98}}
-    rounds = lso.probe_rounds(committed, offsets, max_gap=1000)
+    rounds = gather.probe_rounds(committed, offsets, max_gap=1000)
     assert rounds == [{TP0: 90}, {TP0: 98}]
-    assert lso.probe_rounds(committed, offsets, max_gap=0) == []
-    assert lso.probe_rounds(committed, offsets, max_gap=10_000)[0] == {TP0: 90, TP2: 1}
+    assert gather.probe_rounds(committed, offsets, max_gap=0) == []
+    assert gather.probe_rounds(committed, offsets, max_gap=10_000)[0] == {TP0: 90, TP2: 1}
 
 
 # -- watching -------------------------------------------------------------------------------------
@@ -278,10 +280,10 @@ def test_groups_exit_code():
 
 
 def test_incomplete_answers_exit_3_unless_critical():
-    assert lso.exit_code(0, ["x: timed out"]) == 3
-    assert lso.exit_code(1, ["x: timed out"]) == 3
-    assert lso.exit_code(2, ["x: timed out"]) == 2
-    assert lso.exit_code(1, []) == 1
+    assert exitcodes.exit_code(0, ["x: timed out"]) == 3
+    assert exitcodes.exit_code(1, ["x: timed out"]) == 3
+    assert exitcodes.exit_code(2, ["x: timed out"]) == 2
+    assert exitcodes.exit_code(1, []) == 1
 
 
 # -- snapshot over a fake cluster -----------------------------------------------------------------
@@ -321,7 +323,7 @@ def test_snapshot_describes_only_lagging_partitions_and_trusts_only_matching_coo
         ],
         silent=[gone],
     )
-    s = lso.take_snapshot(cluster, [TP0, TP1, TP2, gone])
+    s = lso_snapshot.take_snapshot(cluster, [TP0, TP1, TP2, gone])
     assert cluster.called("describe_producers") == [("describe_producers", [TP0, TP2], None)]
     # Broker 2 used up its share on ListOffsets: it is silent for the rest of the command, so its
     # slice of the transaction log and its configs are not asked (and named) instead of costing a second wait.

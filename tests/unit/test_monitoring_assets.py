@@ -17,7 +17,8 @@ import yaml
 
 from kafkatxn.model import QueryReader
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample, HangingSample, PartitionSample, TransactionSample
-from kafkatxn.exporter import ExportOptions, SnapshotCollector, render_text, write_textfile
+from kafkatxn.exporter import SnapshotCollector, render_text, write_textfile
+from kafkatxn.exporter_metrics import ExportOptions
 from tests.support.prometheus import ALERTS_TEST, SCRAPE_EXAMPLE, promtool
 
 ROOT = Path(__file__).resolve().parents[2]

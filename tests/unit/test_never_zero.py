@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkatxn import check, exporter, producers, snapshot
+from kafkatxn import check, exporter_metrics, producers, snapshot
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.model import Part
 from kafkatxn.snapshot import gather_snapshot
@@ -74,11 +74,11 @@ def _published(snap):
     result = check.evaluate(snap)
     perf = {p.label: p.value for p in result.perfdata}
     series: dict[str, list[float]] = {}
-    for family in exporter.metric_families(snap):
+    for family in exporter_metrics.metric_families(snap):
         for sample in family.samples:
             series.setdefault(family.name, []).append(sample.value)
         series.setdefault(family.name, [])
-    parts_missing = {s.labels["part"] for f in exporter.metric_families(snap) if f.name == "kafkatxn_scrape_part_missing"
+    parts_missing = {s.labels["part"] for f in exporter_metrics.metric_families(snap) if f.name == "kafkatxn_scrape_part_missing"
                      for s in f.samples if s.value == 1}
     return perf, series, parts_missing
 
@@ -147,7 +147,7 @@ def test_whether_a_blocked_group_is_stuck_is_not_published_when_it_cannot_be_kno
     assert blocked and all(snap.group_stuck(g) is None for g in blocked)
     _perf, series, _parts = _published(snap)
     assert not series.get("kafkatxn_groups_stuck")
-    stuck_labels = [s.labels for f in exporter.metric_families(snap) if f.name == "kafkatxn_group_stuck" for s in f.samples]
+    stuck_labels = [s.labels for f in exporter_metrics.metric_families(snap) if f.name == "kafkatxn_group_stuck" for s in f.samples]
     assert not any(labels["group"] == "billing" for labels in stuck_labels), stuck_labels
     # Not blocked: determined not stuck, whatever the coordinator's side.
     assert all(snap.group_stuck(g) is False for g in snap.groups if not g.blocked)

@@ -31,10 +31,11 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkatxn import gather, verdicts
-from kafkatxn.audit.txnlog_records import TxnLogRecord
+from kafkatxn import gather, verdicts, verdicts_age, verdicts_groups
+from kafkatxn.txnlog_records import TxnLogRecord
 from kafkatxn.cli.common import CommandContext
-from kafkatxn.exporter import ExportOptions, render_text
+from kafkatxn.exporter import render_text
+from kafkatxn.exporter_metrics import ExportOptions
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.snapshot import gather_snapshot
 from tests.support.cli_helpers import run_cli
@@ -308,10 +309,10 @@ def test_every_command_calls_a_lost_commit_what_hanging_calls_it(capsys, fake):
 
 def test_blocked_means_stuck():
     """The one definition: critical only for hanging, overdue or too old."""
-    assert verdicts.blocked_severity(False, False, False) is verdicts.Severity.warning
-    assert verdicts.blocked_severity(False, False, False, old=False) is verdicts.Severity.ok
+    assert verdicts_groups.blocked_severity(False, False, False) is verdicts_groups.Severity.warning
+    assert verdicts_groups.blocked_severity(False, False, False, old=False) is verdicts_groups.Severity.ok
     for hanging, overdue, too_old in ((True, False, False), (False, True, False), (False, False, True)):
-        assert verdicts.blocked_severity(hanging, overdue, too_old, old=False) is verdicts.Severity.critical
+        assert verdicts_groups.blocked_severity(hanging, overdue, too_old, old=False) is verdicts_groups.Severity.critical
 
 
 def open_txn(start_ms: int | None = None, timeout_ms: int = MAX, last_ms: int = 1_000, first_ms: int | None = None,
@@ -322,22 +323,22 @@ def open_txn(start_ms: int | None = None, timeout_ms: int = MAX, last_ms: int = 
 
 def test_a_transactions_age_is_its_coordinators_else_its_first_records_else_its_last_write():
     now = 100_000
-    assert verdicts.transaction_age(open_txn(start_ms=10_000, first_ms=5_000), now) == verdicts.TransactionAge(90_000, "coordinator")
+    assert verdicts_age.transaction_age(open_txn(start_ms=10_000, first_ms=5_000), now) == verdicts_age.TransactionAge(90_000, "coordinator")
     # The coordinator's transaction is another producer's: not this one's start.
     other = open_txn(start_ms=10_000, first_ms=5_000, producer_id=8)
-    assert verdicts.transaction_age(other, now) == verdicts.TransactionAge(95_000, "first_record")
-    assert verdicts.transaction_age(open_txn(last_ms=60_000), now) == verdicts.TransactionAge(40_000, "last_write")
-    assert verdicts.transaction_age(open_txn(last_ms=-1), now) is None
-    assert verdicts.needs_first_record(open_txn()) and not verdicts.needs_first_record(open_txn(start_ms=1))
+    assert verdicts_age.transaction_age(other, now) == verdicts_age.TransactionAge(95_000, "first_record")
+    assert verdicts_age.transaction_age(open_txn(last_ms=60_000), now) == verdicts_age.TransactionAge(40_000, "last_write")
+    assert verdicts_age.transaction_age(open_txn(last_ms=-1), now) is None
+    assert verdicts_age.needs_first_record(open_txn()) and not verdicts_age.needs_first_record(open_txn(start_ms=1))
 
 
 def test_overdue_is_past_its_own_timeout_and_its_coordinators_abort_as_its_coordinator_dates_it():
-    assert verdicts.is_past_timeout(open_txn(start_ms=0, timeout_ms=60_000), 60_001)
-    assert not verdicts.is_past_timeout(open_txn(start_ms=0, timeout_ms=60_000), 60_000)
-    grace = verdicts.overdue_grace_ms()
-    assert not verdicts.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_000 + grace)
-    assert verdicts.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_001 + grace)
-    assert not verdicts.is_overdue(open_txn(first_ms=0), 10 * MAX)  # no coordinator: hanging decides, not overdue
+    assert verdicts_age.is_past_timeout(open_txn(start_ms=0, timeout_ms=60_000), 60_001)
+    assert not verdicts_age.is_past_timeout(open_txn(start_ms=0, timeout_ms=60_000), 60_000)
+    grace = verdicts_age.overdue_grace_ms()
+    assert not verdicts_age.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_000 + grace)
+    assert verdicts_age.is_overdue(open_txn(start_ms=0, timeout_ms=60_000), 60_001 + grace)
+    assert not verdicts_age.is_overdue(open_txn(first_ms=0), 10 * MAX)  # no coordinator: hanging decides, not overdue
 
 
 def test_hanging_needs_the_whole_rule():
@@ -360,7 +361,7 @@ def test_an_unreadable_first_record_keeps_the_lower_bound_and_says_why(fake):
                                                 verdicts.OpenTransaction(ORDERS2, gone)], missing)
     assert one.first_record_timestamp_ms == 1_000 and two.first_record_timestamp_ms is None
     assert [str(m.subject) for m in missing] == ["orders-2"] and "lower bound" in str(missing[0]), missing
-    assert verdicts.transaction_age(two, 2_000).source == "last_write"
+    assert verdicts_age.transaction_age(two, 2_000).source == "last_write"
     assert [c[0] for c in fake.calls].count("first_record_timestamps") == 1  # one read for both partitions
 
 

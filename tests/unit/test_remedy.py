@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from kafkatxn import auditlog, hanging, remedy
+from kafkatxn import auditlog, remedy, verdicts
 from kafkatxn.remedy import driver
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.cli.app import FLAGS
@@ -106,12 +106,12 @@ def test_incomplete_targets_are_usage_errors(kw):
 
 
 def test_only_hanging_transactions_may_get_a_marker():
-    open_txn = hanging.OpenTransaction(A0, state(7, start=0))
-    tracked = hanging.Classification(open_txn, hanging.Verdict.TRACKED, "", "app", desc("app", 7, [A0]))
+    open_txn = verdicts.OpenTransaction(A0, state(7, start=0))
+    tracked = verdicts.Classification(open_txn, verdicts.Verdict.TRACKED, "", "app", desc("app", 7, [A0]))
     assert "kafkatxn fence 'app'" in remedy.coordinator_refusal(tracked)
-    undetermined = hanging.Classification(open_txn, hanging.Verdict.UNDETERMINED, "coordinator 2: timed out")
+    undetermined = verdicts.Classification(open_txn, verdicts.Verdict.UNDETERMINED, "coordinator 2: timed out")
     assert "timed out" in remedy.coordinator_refusal(undetermined)
-    hanging_one = hanging.Classification(open_txn, hanging.Verdict.HANGING, hanging.REASON_NOT_TRACKED)
+    hanging_one = verdicts.Classification(open_txn, verdicts.Verdict.HANGING, verdicts.REASON_NOT_TRACKED)
     assert remedy.coordinator_refusal(hanging_one) is None
 
 
@@ -699,13 +699,13 @@ def test_a_terminal_user_is_asked_and_only_yes_acts(capsys, cli_env, monkeypatch
 def test_ids_can_be_named_as_kafka_transactions_sh_names_them(capsys, cli_env, monkeypatch):
     """Runbooks written for kafka-transactions.sh (--transactional-id, force-terminate's
     --transactionalId) work unchanged; ids given both ways are fenced once each, in order."""
-    from kafkatxn import transactions
+    from kafkatxn import transaction_listing
 
     _, path = cli_env
     fenced, described = [], []
     monkeypatch.setattr(remedy, "fence", lambda cluster, ids, **kw: fenced.append(list(ids)) or remedy.RemedyResult([], []))
-    monkeypatch.setattr(transactions, "describe_transactions",
-                        lambda cluster, ids: described.append(list(ids)) or transactions.TransactionsResult([]))
+    monkeypatch.setattr(transaction_listing, "describe_transactions",
+                        lambda cluster, ids: described.append(list(ids)) or transaction_listing.TransactionsResult([]))
     result = run_cli(capsys, "fence", "-b", "f:1", "a", "--transactional-id", "b", "--transactionalId", "a", "--yes", "--audit-log", path)
     assert result.code == 0, result.stderr
     assert run_cli(capsys, "transactions", "describe", "-b", "f:1", "--transactional-id", "c").code == 0

@@ -63,12 +63,6 @@ def test_the_connector_falls_back_to_the_newest_release_not_newer_than_pyspark()
     assert closest_release("4.3.0.dev0", published) is None
 
 
-def test_the_writer_is_also_found_in_kafkatxn_spark():
-    from kafkatxn.spark import ExactlyOnceWriter as FromSpark
-
-    assert FromSpark is ExactlyOnceWriter
-
-
 def test_arrow_columns_become_bytes_without_a_python_call_per_value():
     import pyarrow as pa
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafkatxn import check, diagnose, spark_checkpoint as sc, spark_exposition, spark_readers
-from kafkatxn.diagnose import Action, TxnVerdict
+from kafkatxn.diagnose_rows import Action, TxnVerdict
 from kafkatxn.model import QueryReader, TopicPartition
 from kafkatxn.snapshot import gather_snapshot
 from tests.support.blocked_group import ORDERS, blocked_model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkatxn import transactions as tx
+from kafkatxn import transaction_listing as tx
 from kafkatxn.cli.app import main
 from kafkatxn.model import Missing, TransactionalId, ListTransactionsSupport, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.errors import UsageError

@@ -1,4 +1,4 @@
-"""Decoder for __transaction_state records (kafkatxn.audit.txnlog), checked against bytes not made by it.
+"""Decoder for __transaction_state records (kafkatxn.kafka.txnlog), checked against bytes not made by it.
 
 Three independent sources of truth:
   * hex written by hand from TransactionLogKey.json / TransactionLogValue.json (below);
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkatxn.audit import txnlog
-from kafkatxn.audit.txnlog import (
+from kafkatxn.kafka import txnlog
+from kafkatxn.kafka.txnlog import (
     STATES,
     TxnLogDecodeError,
     TxnLogRecord,
@@ -28,7 +28,7 @@ from kafkatxn.audit.txnlog import (
     decode_record,
     decode_value,
 )
-from kafkatxn.audit.txnlog_encode import encode_key, encode_value_v0, encode_value_v1
+from kafkatxn.kafka.txnlog_encode import encode_key, encode_value_v0, encode_value_v1
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "kafka_txnlog_vectors.json").read_text())["vectors"]
 KAFKA = {v["name"]: v for v in VECTORS}

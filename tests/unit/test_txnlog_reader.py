@@ -12,8 +12,9 @@ import pytest
 from confluent_kafka import KafkaError
 
 from kafkatxn.audit import rules
-from kafkatxn.audit.txnlog import coordinator_partition, decode
-from kafkatxn.audit.txnlog_records import (
+from kafkatxn.kafka.txnlog import decode
+from kafkatxn.verdicts import coordinator_partition
+from kafkatxn.txnlog_records import (
     KIND_CORRUPT, KIND_UNKNOWN_VERSION, DecodeCounts, TxnLogEntry, TxnLogRecord, UndecodedRecord,
 )
 from kafkatxn.kafka import log_reader

@@ -6,13 +6,14 @@ import json
 
 import pytest
 
-from kafkatxn import diagnose, lso, verdicts
-from kafkatxn.diagnose import Gap, TxnVerdict
+from kafkatxn import diagnose, lso, verdicts_groups
+from kafkatxn.gaps import Gap
+from kafkatxn.diagnose_rows import TxnVerdict
 from kafkatxn.model import ProducerState, TopicPartition
 from kafkatxn.snapshot import gather_snapshot
 from kafkatxn import check
 from kafkatxn.cli.common import CommandContext
-from kafkatxn.verdicts import GroupVerdict
+from kafkatxn.verdicts_groups import GroupVerdict
 from tests.support.blocked_group import now_ms
 from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
@@ -34,7 +35,7 @@ MAX = 900_000
     ],
 )
 def test_uncommitted_verdict(log_start, lso_, hw, expected):
-    assert verdicts.uncommitted_verdict(log_start, lso_, hw) is expected
+    assert verdicts_groups.uncommitted_verdict(log_start, lso_, hw) is expected
 
 
 def hanging_model(log_start: int = 0, lso_: int = 0, committed: dict | None = None) -> tuple[KafkaModel, FakeCluster]:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kafkatxn import check, diagnose, hanging, snapshot, verdicts
+from kafkatxn import check, diagnose, diagnose_rows, hanging, snapshot, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.model import PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.remedy import decide
@@ -93,22 +93,22 @@ def test_an_untracked_transaction_is_untracked_until_its_deadline_then_hanging()
 def test_past_its_own_timeout_is_a_warning_until_its_coordinator_had_its_chance():
     start = 1_700_000_000_000
     txn = verdicts.OpenTransaction(A0, producer(now=start), "app", description([A0], start_ms=start, timeout_ms=OWN))
-    grace = verdicts.overdue_grace_ms()
-    assert grace == verdicts.DEFAULT_ABORT_CLEANUP_INTERVAL_MS + verdicts.OVERDUE_MARGIN_MS
+    grace = verdicts_age.overdue_grace_ms()
+    assert grace == verdicts_age.DEFAULT_ABORT_CLEANUP_INTERVAL_MS + verdicts_age.OVERDUE_MARGIN_MS
     within = start + OWN + 1
-    assert verdicts.is_past_timeout(txn, within) and not verdicts.is_overdue(txn, within)
-    assert verdicts.is_overdue(txn, start + OWN + grace + 1)
-    assert not verdicts.is_overdue(txn, start + OWN + grace + 1, abort_cleanup_interval_ms=30_000)  # a slower coordinator
-    P, B = verdicts.PinVerdict, verdicts.BlockVerdict
-    assert verdicts.block_verdict(P.NOT_HANGING, txn, start + 1) is B.in_flight
-    assert verdicts.block_verdict(P.NOT_HANGING, txn, within) is B.past_timeout
-    assert verdicts.block_verdict(P.NOT_HANGING, txn, start + OWN + grace + 1) is B.overdue
-    S = verdicts.Severity
-    assert verdicts.block_severity(B.in_flight, False, old=False) is S.ok
-    assert verdicts.block_severity(B.past_timeout, False, old=False) is S.warning
-    assert verdicts.block_severity(B.untracked, False, old=False) is S.warning
-    assert verdicts.block_severity(B.overdue, False, old=False) is S.critical
-    assert verdicts.block_severity(B.hanging, False, old=False) is S.critical
+    assert verdicts_age.is_past_timeout(txn, within) and not verdicts_age.is_overdue(txn, within)
+    assert verdicts_age.is_overdue(txn, start + OWN + grace + 1)
+    assert not verdicts_age.is_overdue(txn, start + OWN + grace + 1, abort_cleanup_interval_ms=30_000)  # a slower coordinator
+    P, B = verdicts.PinVerdict, verdicts_groups.BlockVerdict
+    assert verdicts_groups.block_verdict(P.NOT_HANGING, txn, start + 1) is B.in_flight
+    assert verdicts_groups.block_verdict(P.NOT_HANGING, txn, within) is B.past_timeout
+    assert verdicts_groups.block_verdict(P.NOT_HANGING, txn, start + OWN + grace + 1) is B.overdue
+    S = verdicts_groups.Severity
+    assert verdicts_groups.block_severity(B.in_flight, False, old=False) is S.ok
+    assert verdicts_groups.block_severity(B.past_timeout, False, old=False) is S.warning
+    assert verdicts_groups.block_severity(B.untracked, False, old=False) is S.warning
+    assert verdicts_groups.block_severity(B.overdue, False, old=False) is S.critical
+    assert verdicts_groups.block_severity(B.hanging, False, old=False) is S.critical
 
 
 # -- over a fake cluster -------------------------------------------------------------------------
@@ -211,7 +211,7 @@ def test_check_warns_and_names_it_and_the_exporters_oldest_age_counts_it():
     assert "a-0" in finding.message and "(app)" in finding.message and "hanging from" in finding.message
     assert result.facts["untracked_transactions"] == 1
     assert result.facts["transaction_age_max_ms"] >= 2_000  # not 0: it is the oldest open one
-    from kafkatxn.exporter import metric_families
+    from kafkatxn.exporter_metrics import metric_families
 
     text = {m.name: m for m in metric_families(snap)}
     assert text["kafkatxn_untracked_transactions"].samples[0].value == 1
@@ -240,7 +240,7 @@ def test_diagnose_offers_abort_never_fence_for_an_untracked_transaction():
     fake.model.groups = {"billing": {A0: 5}}
     result = diagnose.run(fake, ["billing"])
     (t,) = result.transactions
-    assert t.verdict is diagnose.TxnVerdict.untracked and t.action is diagnose.Action.abort
+    assert t.verdict is diagnose_rows.TxnVerdict.untracked and t.action is diagnose_rows.Action.abort
     assert t.command == "kafkatxn abort --topic a --partition 0 --start-offset 5"
     assert t.release_command == "kafkatxn abort --topic a --partition 0 --start-offset 5 --max-transaction-timeout 0"
     assert t.until_ms == fake.model.producers[A0][0].last_timestamp_ms + OWN + 1

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kafkatxn import auditlog, check, exporter, hanging, remedy
+from kafkatxn import auditlog, check, exporter_metrics, hanging, monitoring_plugin, remedy, verdicts
 from kafkatxn.model import TWO_PHASE_COMMIT_TIMEOUT_MS, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.remedy import Outcome
 from kafkatxn.snapshot import gather_snapshot
@@ -27,7 +27,7 @@ TWO_PC = TWO_PHASE_COMMIT_TIMEOUT_MS
 
 def tid_on(partition: int, stem: str = "app") -> str:
     """A transactional id that hashes to this ``__transaction_state`` partition (of three)."""
-    return next(t for t in (f"{stem}-{i}" for i in range(1000)) if hanging.coordinator_partition(t, 3) == partition)
+    return next(t for t in (f"{stem}-{i}" for i in range(1000)) if verdicts.coordinator_partition(t, 3) == partition)
 
 
 def now_ms() -> int:
@@ -50,7 +50,7 @@ def scan(m: KafkaModel) -> hanging.HangingResult:
     return hanging.find_hanging(FakeCluster(m), topics=["orders"], max_transaction_timeout_ms=MAX)
 
 
-def verdicts(result: hanging.HangingResult) -> dict[int, hanging.Verdict]:
+def verdicts_by_producer(result: hanging.HangingResult) -> dict[int, verdicts.Verdict]:
     return {c.open_txn.producer.producer_id: c.verdict for c in result.classifications}
 
 
@@ -58,18 +58,16 @@ def verdicts(result: hanging.HangingResult) -> dict[int, hanging.Verdict]:
 
 
 def test_coordinator_partition_is_javas_abs_hash_modulo_partitions():
-    assert hanging.java_string_hash("abc") == 96354
-    assert hanging.java_string_hash("") == 0
-    assert hanging.java_string_hash("polygenelubricants") == -(2**31)  # Utils.abs maps it to 0
-    assert hanging.coordinator_partition("polygenelubricants", 50) == 0
-    assert hanging.coordinator_partition("abc", 50) == 96354 % 50
-    assert hanging.java_string_hash("é") == 233  # UTF-16 code units, not bytes
-    assert hanging.java_string_hash("😀") == (31 * 0xD83D + 0xDE00)
+    assert verdicts.java_string_hash("abc") == 96354
+    assert verdicts.java_string_hash("") == 0
+    assert verdicts.java_string_hash("polygenelubricants") == -(2**31)  # Utils.abs maps it to 0
+    assert verdicts.coordinator_partition("polygenelubricants", 50) == 0
+    assert verdicts.coordinator_partition("abc", 50) == 96354 % 50
+    assert verdicts.java_string_hash("é") == 233  # UTF-16 code units, not bytes
+    assert verdicts.java_string_hash("😀") == (31 * 0xD83D + 0xDE00)
     # A lone surrogate is a code unit of its own in Java; hanging's copy of the hash raised on it
     # while the audit's had its own: there is one now, which history and the log reader use too.
-    assert hanging.java_string_hash("\ud800x") == 31 * 0xD800 + ord("x")
-    from kafkatxn.audit import txnlog
-    assert txnlog.coordinator_partition is hanging.coordinator_partition
+    assert verdicts.java_string_hash("\ud800x") == 31 * 0xD800 + ord("x")
 
 
 # -- 1: undetermined when a coordinator that could own the id did not answer -------------------
@@ -77,10 +75,10 @@ def test_coordinator_partition_is_javas_abs_hash_modulo_partitions():
 
 def test_unmapped_producer_is_hanging_only_while_every_log_partition_answers():
     m = model_with(old(7, start=10))
-    assert verdicts(scan(m)) == {7: hanging.Verdict.HANGING}
+    assert verdicts_by_producer(scan(m)) == {7: verdicts.Verdict.HANGING}
     m.stop_broker(2)  # leads __transaction_state-1; every broker in the metadata still answers
     result = scan(m)
-    assert verdicts(result) == {7: hanging.Verdict.UNDETERMINED}
+    assert verdicts_by_producer(result) == {7: verdicts.Verdict.UNDETERMINED}
     (c,) = result.classifications
     assert [mi.subject for mi in c.missing] == [TopicPartition(LOG, 1)]
     assert result.hanging == [] and [u.producer_id for u in result.undetermined] == [7]
@@ -90,7 +88,7 @@ def test_a_log_leader_that_times_out_makes_it_undetermined_too():
     m = model_with(old(7, start=10))
     m.down.add(2)  # still in the metadata, leading __transaction_state-1, but silent
     (c,) = scan(m).classifications
-    assert c.verdict is hanging.Verdict.UNDETERMINED
+    assert c.verdict is verdicts.Verdict.UNDETERMINED
     assert [mi.subject for mi in c.missing] == [TopicPartition(LOG, 1)]
 
 
@@ -100,8 +98,8 @@ def test_a_known_id_whose_coordinator_answered_is_still_decided_with_a_log_parti
     m.listings = [(gone, 8, "Empty")]  # listed by its coordinator (broker 1), no longer described
     m.stop_broker(2)
     result = scan(m)
-    assert verdicts(result) == {7: hanging.Verdict.UNDETERMINED, 8: hanging.Verdict.HANGING}
-    assert result.hanging[0].reason == hanging.REASON_UNKNOWN_TO_COORDINATOR
+    assert verdicts_by_producer(result) == {7: verdicts.Verdict.UNDETERMINED, 8: verdicts.Verdict.HANGING}
+    assert result.hanging[0].reason == verdicts.REASON_UNKNOWN_TO_COORDINATOR
 
 
 def test_hanging_command_lists_undetermined_and_exits_3(capsys, monkeypatch):
@@ -127,7 +125,7 @@ def test_check_and_exporter_count_undetermined_apart_from_hanging():
     perf = {p.label: p.value for p in result.perfdata}
     assert (perf["hanging_transactions"], perf["undetermined_transactions"]) == (0, 1)
     assert result.exit_code == 3 and result.facts["undetermined_transactions"] == 1
-    families = {f.name: f for f in exporter.metric_families(snap)}
+    families = {f.name: f for f in exporter_metrics.metric_families(snap)}
     assert families["kafkatxn_undetermined_transactions"].samples[0].value == 1
     assert families["kafkatxn_hanging_transactions"].samples[0].value == 0
 
@@ -143,8 +141,8 @@ def test_prepare_states_are_long_running_whatever_producer_id_the_coordinator_sh
     m.transactions[tid] = TransactionDescription(tid, 3, state, 9, 0, 60_000, now_ms() - 2 * MAX, frozenset({ORDERS}))
     m.listings = [(tid, 7, state)]
     result = scan(m)
-    assert verdicts(result) == {7: hanging.Verdict.LONG_RUNNING}
-    assert state in result.long_running[0].reason and hanging.REASON_COMPLETING in result.long_running[0].reason
+    assert verdicts_by_producer(result) == {7: verdicts.Verdict.LONG_RUNNING}
+    assert state in result.long_running[0].reason and verdicts.REASON_COMPLETING in result.long_running[0].reason
     audit = auditlog.AuditLog(tmp_path / "audit.jsonl")
     out = remedy.abort(FakeCluster(m), [remedy.AbortTarget("orders", 0, start_offset=10)], audit=audit, confirm=lambda r: True)
     assert [r.outcome for r in out.rows] == [Outcome.REFUSED] and "completing it" in out.rows[0].reason
@@ -161,10 +159,10 @@ def test_two_phase_commit_transaction_is_long_running_and_marked():
     m.transactions[tid] = TransactionDescription(tid, 1, "Ongoing", 7, 0, TWO_PC, now_ms() - 10 * MAX, frozenset({ORDERS}))
     result = scan(m)
     (row,) = result.long_running
-    assert row.two_phase_commit is True and hanging.REASON_TWO_PHASE_COMMIT in row.reason
+    assert row.two_phase_commit is True and verdicts.REASON_TWO_PHASE_COMMIT in row.reason
     snap = gather_snapshot(FakeCluster(m), topic_regex="^orders$", max_transaction_timeout_ms=MAX)
     assert snap.oldest_transaction_age_s() == 0.0  # its age is no alarm
-    assert check.evaluate(snap, check.Thresholds(txn_age_warn=check.Range.parse("60"))).exit_code == 0
+    assert check.evaluate(snap, check.Thresholds(txn_age_warn=monitoring_plugin.Range.parse("60"))).exit_code == 0
 
 
 # -- abort --all-hanging under a fault writes exactly the markers it should ----------------------

@@ -1,4 +1,4 @@
-// Golden vectors for kafkatxn.audit.txnlog, written and read by Apache Kafka's own code.
+// Golden vectors for kafkatxn.kafka.txnlog, written and read by Apache Kafka's own code.
 //
 // The bytes come from Kafka's generated TransactionLogKey/TransactionLogValue classes and
 // MessageUtil.toVersionPrefixedBytes, i.e. exactly what TransactionLog.keyToBytes/valueToBytes

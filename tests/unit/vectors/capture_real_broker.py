@@ -20,7 +20,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from harness import KafkaCluster
-from kafkatxn.audit.txnlog import decode_record
+from kafkatxn.kafka.txnlog import decode_record
 
 
 def capture(version: str) -> list[dict]:

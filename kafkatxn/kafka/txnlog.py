@@ -61,16 +61,15 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from kafkatxn.audit.txnlog_records import (
+from kafkatxn.txnlog_records import (
     _FAST_RECORDS, KIND_CORRUPT, KIND_UNKNOWN_VERSION, DecodeCounts, TxnLogRecord, UndecodedRecord, _RecordBuilder,
 )
 from kafkatxn.model import TRANSACTION_STATES
-from kafkatxn.verdicts import coordinator_partition  # the one definition; exported here for the audit and history
 
 __all__ = [
     "KEY_VERSION", "STATES", "TAG_CLIENT_TRANSACTION_VERSION", "TAG_NEXT_PRODUCER_EPOCH", "TAG_NEXT_PRODUCER_ID",
     "TAG_PREVIOUS_PRODUCER_ID", "TOPIC", "VALUE_VERSIONS", "TxnLogDecodeError", "TxnLogRecord", "UndecodedRecord",
-    "coordinator_partition", "decode", "decode_key", "decode_record", "decode_value",
+    "decode", "decode_key", "decode_record", "decode_value",
 ]
 
 # TransactionState ids: index = status byte (the facade keeps the one list, in id order).

@@ -1,12 +1,12 @@
 """Encoder for ``__transaction_state`` keys and values (tests and benchmarks; the broker is the only
-real writer), the inverse of :mod:`kafkatxn.audit.txnlog`, whose module docstring gives the format."""
+real writer), the inverse of :mod:`kafkatxn.kafka.txnlog`, whose module docstring gives the format."""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
 
-from kafkatxn.audit.txnlog import (
+from kafkatxn.kafka.txnlog import (
     _FIXED, _I16, _I32, _I64, _KEY_HEAD, _KNOWN_TAGS, _STATE_IDS, _TIMES, KEY_VERSION, STATES,
     TAG_CLIENT_TRANSACTION_VERSION, TAG_NEXT_PRODUCER_EPOCH, TAG_NEXT_PRODUCER_ID, TAG_PREVIOUS_PRODUCER_ID,
 )

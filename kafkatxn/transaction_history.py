@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from kafkatxn.audit.txnlog import TOPIC, coordinator_partition
-from kafkatxn.audit.txnlog_records import DecodeCounts
+from kafkatxn.kafka.txnlog import TOPIC
+from kafkatxn.verdicts import coordinator_partition
+from kafkatxn.txnlog_records import DecodeCounts
 from kafkatxn.model import Missing, Part
 from kafkatxn.timeline import HistoryRow, HistorySummary, Timeline, summarize
 
 if TYPE_CHECKING:
-    from kafkatxn.diagnose import Diagnosis
     from kafkatxn.kafka.facade import Cluster
 
 READ_ACL = f"READ on Topic {TOPIC}"
@@ -171,17 +171,3 @@ def evidence(summary: HistorySummary) -> dict:
     from dataclasses import asdict
 
     return {k: v for k, v in asdict(summary).items() if k not in ("line", "transactional_id")}
-
-
-def with_history(cluster: Cluster, d: Diagnosis) -> Diagnosis:
-    """Each pinning transaction's history from its coordinator's log; undetermined (and why) when the
-    log cannot be read, which changes no verdict and no exit code."""
-    tids = sorted({t.transactional_id for t in d.transactions if t.transactional_id})
-    if tids:
-        found, why = summaries(cluster, tids, d.taken_at_ms)
-        d.transactions = [
-            replace(t, history=found[t.transactional_id].line, history_evidence=evidence(found[t.transactional_id]))
-            if t.transactional_id in found else replace(t, history=f"undetermined: {why}") if t.transactional_id else t
-            for t in d.transactions
-        ]
-    return d

@@ -1,0 +1,136 @@
+"""Where each consumer group stands on each partition, made once over a group snapshot
+(:class:`kafkatxn.lso_snapshot.GroupSnapshot`): its offsets, the transaction pinning the LSO
+(:func:`pin_facts`) and the verdicts of :mod:`kafkatxn.verdicts_groups`. ``lso --groups``' rows,
+``diagnose``, ``check --groups`` and the exporter's group series are all made from these places.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, NamedTuple
+
+from kafkatxn.model import TopicPartition
+from kafkatxn.verdicts import OpenTransaction, pin_flags
+from kafkatxn.verdicts_age import is_overdue, last_write_age_ms, transaction_age
+from kafkatxn.verdicts_groups import (
+    BlockVerdict, GroupVerdict, Offsets, block_verdict, group_verdict, held_verdict, readable_before_lso,
+    stable_verdict, uncommitted_verdict,
+)
+
+if TYPE_CHECKING:
+    from kafkatxn.lso_snapshot import GroupSnapshot, LsoSnapshot
+
+
+class GroupPlace(NamedTuple):
+    """Where one group stands on one partition (:func:`group_positions`): the facts every group-lag row
+    is made of, whichever command makes it. A tuple: a scrape at 5,000 groups makes 100,000 of them."""
+
+    group: str
+    tp: TopicPartition
+    committed_offset: int | None  # None: none committed (the group is assigned the partition)
+    offsets: Offsets
+    verdict: GroupVerdict
+    readable_before_lso: bool | None  # probe result for committed < LSO; None when not probed
+    lag_to_lso_messages: int
+    lag_to_hw_messages: int
+    read_committed_lag: int  # readable_lag of the above
+    # Blocked or waiting: the partition whose open transaction holds it (the row's own, or the
+    # group's __consumer_offsets partition: verdicts_groups.stable_verdict); None otherwise.
+    held_at: TopicPartition | None = None
+
+
+@dataclass(frozen=True)
+class PinFacts:
+    """What is known of the transaction pinning a partition's LSO (all None without a pin)."""
+
+    pin: OpenTransaction | None
+    age_ms: int | None
+    age_source: str | None
+    hanging: bool | None  # by hanging's whole rule and its coordinator's log; None when undetermined
+    lost_commit: bool | None  # it lost its COMMIT marker (restore-commit releases it); None when undetermined
+    overdue: bool | None  # past its own timeout and its coordinator's chance to abort it (verdicts_age.is_overdue)
+    last_write_age_ms: int | None
+    verdict: BlockVerdict | None = None  # what it is, in the one word every page names (verdicts.block_verdict)
+
+
+NO_PIN = PinFacts(None, None, None, None, None, None, None)
+
+
+NOT_PROBED = object()  # no probe result for a committed offset (None is a result: no record before the LSO)
+
+
+def pin_facts(snapshot: LsoSnapshot, tp: TopicPartition) -> PinFacts:
+    """The transaction pinning ``tp``'s LSO and what the verdicts say of it, at the snapshot's time."""
+    pin = snapshot.pin(tp)
+    if pin is None:
+        return NO_PIN
+    now = snapshot.taken_at_ms
+    age = transaction_age(pin, now)
+    pinned = snapshot.pin_verdict(pin)
+    hanging, lost_commit = pin_flags(pinned)
+    cleanup = snapshot.abort_cleanup_interval_ms
+    return PinFacts(pin, age.ms if age else None, age.source if age else None, hanging, lost_commit,
+                    is_overdue(pin, now, cleanup), last_write_age_ms(pin, now), block_verdict(pinned, pin, now, cleanup))
+
+
+def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[GroupPlace]:
+    """Per group and partition with a committed offset, or assigned without one (see
+    :func:`kafkatxn.verdicts_groups.uncommitted_verdict`), in group, topic and partition order: where it stands.
+    Places with ``lag_to_lso_messages < min_lag`` are left out unless blocked (a blocked group has no
+    LSO lag, and is the finding) or unknown. The one definition behind :func:`kafkatxn.lso.group_lags` and the
+    exporter's and check's group samples; 100,000 places a scrape at 5,000 groups, so kept lean.
+    A place held by an open transaction (at its LSO, or through the group's offsets partition) is
+    **waiting** or **blocked** by :func:`kafkatxn.verdicts_groups.held_verdict` of that transaction."""
+    offsets = snapshot.lso.offsets
+    get_offsets = offsets.get
+    first_readable = snapshot.first_readable
+    log_start = snapshot.log_start
+    blocked, unknown = GroupVerdict.blocked, GroupVerdict.unknown
+    place = tuple.__new__  # GroupPlace's own __new__ is a Python function; 100,000 calls
+    committed_of = snapshot.committed
+    for group in sorted(committed_of):
+        unstable = snapshot.unstable.get(group, ())
+        for tp, c in sorted(committed_of[group].items()):
+            o = get_offsets(tp)
+            if o is None:
+                continue  # its offsets did not arrive: named in missing
+            hw, lso = o  # Offsets(high_watermark, last_stable_offset)
+            if c < 0:  # none committed: where it stands is where its auto.offset.reset starts
+                readable = None
+                verdict = uncommitted_verdict(log_start.get(tp), lso, hw)
+                at = log_start.get(tp, lso) if verdict is unknown else lso
+                committed = None
+            else:
+                probed = first_readable.get((tp, c), NOT_PROBED) if c < lso else NOT_PROBED
+                readable = None if probed is NOT_PROBED else readable_before_lso(probed, lso)  # type: ignore[arg-type]
+                verdict = group_verdict(c, lso, hw, readable)
+                at = committed = c
+            held = None
+            if unstable and tp in unstable:
+                verdict = stable_verdict(verdict, True)
+            if verdict is blocked:
+                held = snapshot.held_at(group, tp, tp in unstable)
+                verdict = held_verdict(snapshot.lso.pin_classification(held), snapshot.lso.taken_at_ms)
+            lag_to_lso = lso - at if lso > at else 0
+            if lag_to_lso < min_lag and verdict is not blocked and verdict is not unknown:
+                continue
+            lag_to_hw = hw - at if hw > at else 0
+            yield place(GroupPlace, (group, tp, committed, o, verdict, readable, lag_to_lso, lag_to_hw,
+                                     readable_lag(verdict, committed, lso, lag_to_lso, lag_to_hw), held))
+
+
+def readable_lag(verdict: GroupVerdict, committed: int | None, lso: int, lag_to_lso: int, lag_to_hw: int) -> int:
+    """What a read_committed consumer still has to read on this partition now.
+
+    Gaps that the probe found hold only markers and aborted records count 0; a group blocked at the
+    LSO can read nothing until the transaction ends (0, its block is the finding); a group past the
+    LSO (reading uncommitted) has ``HW - committed``; otherwise the gap to the LSO (markers included
+    when it was not probed). A group without a commit whose start is unknown: at most the gap
+    from the log start to the LSO (``earliest``).
+    """
+    if verdict is GroupVerdict.caught_up or verdict is GroupVerdict.blocked or verdict is GroupVerdict.waiting:
+        return 0
+    if committed is not None and committed > lso:
+        return lag_to_hw
+    return lag_to_lso

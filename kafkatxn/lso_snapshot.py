@@ -1,0 +1,281 @@
+"""The LSO snapshot: the one read of the cluster behind ``lso``, its ``--groups`` and the group
+questions of ``diagnose`` — each partition's last stable offset (read_committed ListOffsets) and high
+watermark (read_uncommitted), the open transactions pinning the LSOs that trail (DescribeProducers
+only there, classified and settled by the coordinators' log), and for groups their committed offsets,
+the ``__consumer_offsets`` partitions that hold them and what lies below each LSO.
+
+These are the only I/O of the lso questions; the rows and verdicts over a snapshot are pure
+(:mod:`kafkatxn.lso`, :mod:`kafkatxn.group_positions`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+
+from kafkatxn import gather
+from kafkatxn.errors import NotFoundError
+from kafkatxn.gather import probe_rounds
+from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition
+from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, pin_verdict, pinning_transaction
+from kafkatxn.verdicts_groups import CONSUMER_OFFSETS_TOPIC, Offsets, may_have_ended, offsets_partition
+
+if TYPE_CHECKING:
+    from kafkatxn.kafka import Cluster
+
+
+# Committed-offset gaps below the LSO up to this many are read to tell markers and aborted records
+# from lag; larger gaps count as lag unread.
+DEFAULT_PROBE_MAX_GAP = 1000
+
+
+# In a group's committed offsets: a partition its members are assigned that it has no commit on.
+NO_COMMIT = -1
+
+
+@dataclass
+class LsoSnapshot:
+    taken_at_ms: int  # wall clock, for ages
+    offsets: dict[TopicPartition, Offsets]
+    # Only for partitions whose LSO trails the HW; a partition may hold several open transactions.
+    open_transactions: dict[TopicPartition, list[OpenTransaction]] = field(default_factory=dict)
+    missing: list[Missing] = field(default_factory=list)
+    # Each pinning transaction's classification by (partition, producer id), settled by its
+    # coordinator's log where the whole rule calls it hanging (gather.settle_pins), as hanging settles it.
+    classifications: dict[tuple[TopicPartition, int], Classification] = field(default_factory=dict)
+    max_transaction_timeout_ms: int | None = None  # read only when a pinning transaction may hang
+    abort_cleanup_interval_ms: int | None = None  # read only when one is past its own timeout (None: Kafka's default)
+
+    def pin(self, tp: TopicPartition) -> OpenTransaction | None:
+        """The open transaction pinning ``tp``'s LSO (None when its LSO does not trail the HW)."""
+        o = self.offsets.get(tp)
+        if o is None or o.lag <= 0:
+            return None
+        return pinning_transaction(self.open_transactions.get(tp, []), o.last_stable_offset)
+
+    def pin_verdict(self, pin: OpenTransaction | None) -> PinVerdict | None:
+        """Hanging, lost commit, undetermined or not hanging (:func:`kafkatxn.verdicts.pin_verdict`);
+        None without a pinning transaction."""
+        if pin is None:
+            return None
+        return pin_verdict(self.classifications.get((pin.tp, pin.producer_id)), self.taken_at_ms, self.max_transaction_timeout_ms)
+
+    def pin_classification(self, tp: TopicPartition) -> Classification | None:
+        """The classification of the transaction pinning ``tp``'s LSO (None: no pin, or not classified)."""
+        pin = self.pin(tp)
+        return self.classifications.get((tp, pin.producer_id)) if pin is not None else None
+
+    def undetermined_reason(self, pin: OpenTransaction) -> str:
+        """Why ``pin``'s verdict is undetermined."""
+        c = self.classifications.get((pin.tp, pin.producer_id))
+        if c is None:
+            return "its coordinator's view was not gathered"
+        if c.verdict is not Verdict.UNDETERMINED and self.max_transaction_timeout_ms is None:
+            return f"{c.reason}, but transaction.max.timeout.ms could not be read"
+        return c.reason
+
+
+@dataclass
+class GroupSnapshot:
+    lso: LsoSnapshot
+    committed: dict[str, dict[TopicPartition, int]]  # group -> partition -> committed offset (or NO_COMMIT)
+    # (partition, start offset) -> offset of the first record a read_committed consumer gets from
+    # there, or None when it reached the LSO without one. Only gaps that were probed are present.
+    first_readable: dict[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
+    missing: list[Missing] = field(default_factory=list)
+    # Log start offsets of the partitions some group is assigned but has no commit on.
+    log_start: dict[TopicPartition, int] = field(default_factory=dict)
+    # Each group's __consumer_offsets partition (where its commits, transactional ones too, are written).
+    offsets_partitions: dict[str, TopicPartition] = field(default_factory=dict)
+    # Per group, the partitions its stable offset fetch answered UNSTABLE_OFFSET_COMMIT (asked only
+    # of groups whose offsets partition holds an open transaction).
+    unstable: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
+
+    def held_at(self, group: str, tp: TopicPartition, unstable: bool) -> TopicPartition:
+        """The partition whose open transaction holds ``group`` on ``tp``: its offsets partition
+        when its offsets there are unstable, else ``tp`` itself."""
+        return self.offsets_partitions.get(group, tp) if unstable else tp
+
+
+def take_snapshot(
+    cluster: Cluster, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, tuple[int, int]] | None = None,
+    max_transaction_timeout_ms: int | None = None, settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
+    again: bool = True,
+) -> LsoSnapshot:
+    """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags.
+
+    ``known``: ``(LSO, HW)`` pairs already read in this pass (the exporter's offsets pass); only the
+    partitions not in it are asked for. The pinning transactions their coordinator does not date
+    are dated by their first record, and decided hanging or not (``max_transaction_timeout_ms``
+    is read from the brokers only when one may hang and it is not given).
+    """
+    tps = sorted(set(partitions))
+    taken_at_ms = int(time.time() * 1000)
+    known = known or {}
+    rest: list[TopicPartition] = []
+    offsets: dict[TopicPartition, Offsets] = {}
+    for tp in tps:  # 30,000 partitions a scrape: one lookup each
+        pair = known.get(tp)
+        if pair is None:
+            rest.append(tp)
+        else:
+            offsets[tp] = Offsets(pair[1], pair[0])  # (high_watermark, last_stable_offset) from (LSO, HW)
+    missing: list[Missing] = []
+    if rest:
+        pairs = cluster.stable_and_high_offsets(rest)
+        offsets.update({tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in pairs.value.items()})
+        missing += pairs.missing
+    lagging = [tp for tp, o in offsets.items() if o.lag > 0]
+    before = len(missing)
+    open_txns, view = gather.describe_open(cluster, lagging, missing)
+    unanswered = {m.subject for m in missing[before:]}
+    snapshot = LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
+    pins = gather.with_first_records(cluster, [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None], missing)
+    for t in pins:
+        open_txns[t.tp] = [t if (o.producer_id, o.start_offset) == (t.producer_id, t.start_offset) else o for o in open_txns[t.tp]]
+    snapshot.classifications, snapshot.max_transaction_timeout_ms, snapshot.abort_cleanup_interval_ms = gather.settle_pins(
+        cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing, settled,
+    )
+    if again:
+        if not any(isinstance(subject, Part) for subject in unanswered):  # DescribeProducers was answered
+            with cluster.afresh():  # whether a transaction ended since: the run's answers will not do
+                _ask_again(cluster, snapshot, [tp for tp in lagging if tp not in unanswered], settled)
+    return snapshot
+
+
+def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[TopicPartition],
+               settled: Mapping[tuple[TopicPartition, int], Classification] | None) -> None:
+    """A transaction that ended between two requests (:func:`kafkatxn.verdicts_groups.may_have_ended`) is
+    asked again, once: those partitions' offsets are read again, and the ones whose LSO moved are
+    measured anew (the rest stay as they were: a transaction whose coordinator no longer holds the
+    partition and that still pins its LSO is one the verdicts decide)."""
+    suspects = [tp for tp in described if may_have_ended(snapshot.pin(tp), snapshot.pin_classification(tp))]
+    if not suspects:
+        return
+    fresh = cluster.stable_and_high_offsets(suspects)
+    moved = {tp: pair for tp, pair in fresh.value.items() if pair[0] != snapshot.offsets[tp].last_stable_offset}
+    if not moved:
+        return
+    again = take_snapshot(cluster, moved, moved, snapshot.max_transaction_timeout_ms, settled, again=False)
+    snapshot.offsets.update(again.offsets)
+    for tp in moved:
+        snapshot.open_transactions.pop(tp, None)
+    snapshot.open_transactions.update(again.open_transactions)
+    snapshot.classifications = {key: c for key, c in snapshot.classifications.items() if key[0] not in moved}
+    snapshot.classifications.update(again.classifications)
+    snapshot.missing.extend(m for m in again.missing if m not in snapshot.missing)
+
+
+def take_group_snapshot(
+    cluster: Cluster,
+    groups: Sequence[str] | None = None,
+    topics: Sequence[str] | None = None,
+    probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
+    max_transaction_timeout_ms: int | None = None,
+    readers: Mapping[str, dict[TopicPartition, int]] | None = None, every_group: bool = False,
+) -> GroupSnapshot:
+    """Committed offsets of ``groups`` (default: every group; none when ``readers`` are given, unless
+    ``every_group``) and ``readers`` (Spark queries: spark_readers), the LSO snapshot of their partitions (pins decided with
+    ``max_transaction_timeout_ms``, the brokers' when not given), and read_committed probes of small
+    gaps between a committed offset and the LSO."""
+    named = list(dict.fromkeys(groups or []))
+    listed = cluster.list_groups_partial() if named or readers is None or every_group else Partial([])
+    if named:
+        known = set(listed.value)
+        # A name missing from an incomplete list may be coordinated by the broker that did not answer.
+        unknown = [g for g in named if g not in known] if not listed.missing else []
+        if unknown:
+            # ListGroups leaves out, silently, the groups this principal may not DESCRIBE: a group
+            # it is refused is not unknown (its committed offsets are then a missing part naming the ACL).
+            refused = {m.subject for m in cluster.group_offsets(unknown).missing if m.not_authorized}
+            unknown = [g for g in unknown if Part(f"group {g}") not in refused]
+        if unknown:
+            raise NotFoundError(f"unknown consumer group {', '.join(repr(g) for g in unknown)}")
+    else:
+        named = listed.value
+    # Committed offsets before the LSO: a read_committed consumer's commit cannot pass the LSO of
+    # that moment, and the LSO read afterwards can only be larger.
+    by_group, missing = committed_offsets(cluster, named, topics)
+    by_group.update(readers or {})
+    return finish_group_snapshot(cluster, by_group, list(listed.missing) + missing, probe_max_gap,
+                                 max_transaction_timeout_ms=max_transaction_timeout_ms)
+
+
+def committed_offsets(
+    cluster: Cluster, groups: Sequence[str], topics: Sequence[str] | None = None
+) -> tuple[dict[str, dict[TopicPartition, int]], list[Missing]]:
+    """The first step of :func:`take_group_snapshot`: committed offsets per group, on partitions
+    that exist (of ``topics`` when given), and ``NO_COMMIT`` on the partitions a Stable group's
+    members are assigned without a commit. Read them before the offsets they are compared with."""
+    committed = cluster.group_offsets(groups)
+    missing = list(committed.missing)
+    uncommitted = gather.uncommitted_assignments(cluster, committed.value, groups, missing)
+    existing = {p.tp for p in cluster.select_partitions(topics)} if topics else cluster.metadata().leaders.keys()
+    # Offsets of deleted topics stay committed until they expire; there is nothing to measure there.
+    # Usually every partition exists: a group's dict is then kept as it is (one set comparison, in C).
+    by_group = {
+        g: offsets if offsets.keys() <= existing else {tp: off for tp, off in offsets.items() if tp in existing}
+        for g, offsets in committed.value.items()
+    }
+    for g, tps in uncommitted.items():
+        by_group.setdefault(g, {}).update((tp, NO_COMMIT) for tp in tps if tp in existing)
+    return by_group, missing
+
+
+def finish_group_snapshot(
+    cluster: Cluster,
+    by_group: dict[str, dict[TopicPartition, int]],
+    missing: list[Missing],
+    probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
+    known: Mapping[TopicPartition, tuple[int, int]] | None = None,
+    max_transaction_timeout_ms: int | None = None,
+    settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
+) -> GroupSnapshot:
+    """The rest of :func:`take_group_snapshot` after :func:`committed_offsets`: the LSO snapshot of
+    the groups' partitions (``known`` pairs, read after the committed offsets, are not asked again;
+    ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
+    and the probes."""
+    offsets_of = group_offsets_partitions(cluster, by_group)
+    lso = take_snapshot(cluster, set().union(*by_group.values(), offsets_of.values()), known, max_transaction_timeout_ms, settled)
+    missing.extend(lso.missing)
+    unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
+    first_readable: dict[tuple[TopicPartition, int], int | None] = {}
+    for starts in probe_rounds(by_group, lso.offsets, probe_max_gap):
+        probed = cluster.first_readable_offsets(starts)
+        missing.extend(probed.missing)
+        first_readable.update({(tp, starts[tp]): off for tp, off in probed.value.items()})
+    # Only places without a commit (NO_COMMIT, < 0) need the log start; most groups have none.
+    uncommitted = {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0
+                   for tp, c in offsets.items() if c < 0}
+    log_start = gather.log_starts(cluster, uncommitted, missing)
+    return GroupSnapshot(lso, by_group, first_readable, missing, log_start, offsets_of, unstable)
+
+
+def group_offsets_partitions(cluster: Cluster, groups: Iterable[str]) -> dict[str, TopicPartition]:
+    """Each group's ``__consumer_offsets`` partition (:func:`kafkatxn.verdicts_groups.offsets_partition`);
+    none when the topic is not in the metadata (not created, or not visible to this principal)."""
+    count = sum(1 for p in cluster.metadata().partitions if p.topic == CONSUMER_OFFSETS_TOPIC)
+    if not count:
+        return {}
+    return {g: TopicPartition(CONSUMER_OFFSETS_TOPIC, offsets_partition(g, count)) for g in groups if not isinstance(g, QueryReader)}
+
+
+def unstable_offsets(
+    cluster: Cluster, by_group: Mapping[str, Mapping[TopicPartition, int]], offsets_of: Mapping[str, TopicPartition],
+    lso: LsoSnapshot, missing: list[Missing],
+) -> dict[str, frozenset[TopicPartition]]:
+    """The stable offset fetch (as read_committed consumers make it) of the groups whose offsets
+    partition holds an open transaction now (its LSO trails its HW), or of every group when the
+    offsets partitions are not known; a group whose coordinator did not answer is named in ``missing``."""
+    def open_there(group: str) -> bool:
+        tp = offsets_of.get(group)
+        o = lso.offsets.get(tp) if tp is not None else None
+        return o is not None and o.lag > 0
+
+    asked = {g: tps for g, tps in by_group.items() if tps and not isinstance(g, QueryReader) and (not offsets_of or open_there(g))}
+    if not asked:
+        return {}
+    fetched = cluster.unstable_offsets(asked)
+    missing.extend(m.within("stable offset fetch") for m in fetched.missing)
+    return {g: tps for g, tps in fetched.value.items() if tps}
