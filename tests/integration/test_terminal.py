@@ -37,13 +37,25 @@ class Terminal:
 
     def __init__(self) -> None:
         self.socket = f"kafkatxn-test-{uuid.uuid4().hex[:8]}"
+        self._kept = False
 
     def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], check=True, capture_output=True,
-                              text=True, timeout=30).stdout
+        done = subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args[:1])} failed ({done.returncode}): {done.stderr.strip()}")
+        return done.stdout
+
+    def _keep_server(self) -> None:
+        """An idle session for the terminal's whole life: without it the server exits with each
+        command's session, and the next new-session can meet the server still shutting down (CI:
+        new-session failed once, mid-test)."""
+        if not self._kept:
+            self.tmux("new-session", "-d", "-s", "keep", "sleep 3600")
+            self._kept = True
 
     def run(self, args: list[str], width: int, errors: Path) -> tuple[list[str], list[str]]:
         """``kafkatxn args`` in a ``width``-column pane (stderr to ``errors``): the lines as displayed and joined."""
+        self._keep_server()
         name = uuid.uuid4().hex[:8]
         command = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(sys.executable)} -m kafkatxn "
                    f"{' '.join(map(shlex.quote, args))} 2>>{shlex.quote(str(errors))}; echo {DONE}; sleep 300")
