@@ -174,7 +174,10 @@ def test_fence_killed_after_its_intent_changes_nothing_and_is_reported(broker, t
         assert not described.missing
         return described.value.found[tid]
 
-    before = described()
+    # The commit returns once the coordinator decided (PrepareCommit); it completes after the markers.
+    deadline = time.monotonic() + 20
+    while (before := described()).state.startswith("Prepare") and time.monotonic() < deadline:
+        time.sleep(0.1)
     audit_path = tmp_path / "audit.jsonl"
     proc, action_id = start_paused("fence", tid, "--yes", "-b", broker.bootstrap_servers, "--timeout", "30s",
                                    "--audit-log", str(audit_path))
