@@ -61,9 +61,10 @@ class TransactionsApi:
         )
         out: list[TransactionListing] = []
         missing: list[Missing] = []
-        for listing in self._remembered_listings(ids, request).values():
+        remembered = self._remembered_listings(ids, request)
+        for listing in remembered.values():
             out.extend(listing)
-        asked = [i for i in ids if not self._remembered_listings([i], request)]
+        asked = [i for i in ids if i not in remembered]
         backoff = Backoff(self.deadline)
         while asked:
             loading: dict[int, str] = {}  # a coordinator loading or moving its part of the log: asked again
