@@ -158,15 +158,31 @@ def _with_view(
     return verdicts.by_partition(verdicts.open_transactions(states, view)), view
 
 
+def first_record_starts(txns: Iterable[OpenTransaction]) -> dict[TopicPartition, int]:
+    """Where :func:`with_first_records` reads: per partition, the start offset of its first
+    transaction (the one pinning the LSO) that no coordinator dates."""
+    starts: dict[TopicPartition, int] = {}
+    for t in txns:
+        if verdicts_age.needs_first_record(t) and t.tp not in starts:
+            starts[t.tp] = t.start_offset
+    return starts
+
+
+def fetch_ahead(cluster: Cluster, classifications: Iterable[verdicts.Classification]) -> None:
+    """The log reads the verdicts of ``classifications`` will make (the first records of those that
+    may hang, and their coordinators' log), sent ahead in one Fetch per leader."""
+    maybe = [c for c in classifications if c.verdict in (verdicts.Verdict.HANGING, verdicts.Verdict.UNTRACKED)]
+    if maybe:
+        cluster.fetch_ahead_for_verdicts(first_record_starts(c.transaction for c in maybe),
+                                         {c.transactional_id for c in maybe if lost_commit.needs_log(c)})
+
+
 def with_first_records(cluster: Cluster, txns: Iterable[OpenTransaction], missing: list[Missing]) -> list[OpenTransaction]:
     """``txns``, those without a coordinator start dated by the timestamp of the partition's first
     record of the transaction (the batch at its start offset, read_uncommitted). What could not be
     read keeps DescribeProducers' last timestamp, a lower bound, and is named in ``missing``."""
     txns = list(txns)
-    starts: dict[TopicPartition, int] = {}
-    for t in txns:
-        if verdicts_age.needs_first_record(t) and t.tp not in starts:
-            starts[t.tp] = t.start_offset  # one start per partition: the earliest (the one pinning the LSO)
+    starts = first_record_starts(txns)
     if not starts:
         return txns
     try:

@@ -18,7 +18,7 @@ from kafkatxn import gather
 from kafkatxn.errors import NotFoundError
 from kafkatxn.gather import probe_rounds
 from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition
-from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, pin_verdict, pinning_transaction
+from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, classify, pin_verdict, pinning_transaction
 from kafkatxn.verdicts_groups import CONSUMER_OFFSETS_TOPIC, Offsets, may_have_ended, offsets_partition
 
 if TYPE_CHECKING:
@@ -131,7 +131,9 @@ def take_snapshot(
     open_txns, view = gather.describe_open(cluster, lagging, missing)
     unanswered = {m.subject for m in missing[before:]}
     snapshot = LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
-    pins = gather.with_first_records(cluster, [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None], missing)
+    pins = [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None]
+    gather.fetch_ahead(cluster, [classify(t, view) for t in pins])  # dating, and the log settle_pins may read
+    pins = gather.with_first_records(cluster, pins, missing)
     for t in pins:
         open_txns[t.tp] = [t if (o.producer_id, o.start_offset) == (t.producer_id, t.start_offset) else o for o in open_txns[t.tp]]
     snapshot.classifications, snapshot.max_transaction_timeout_ms, snapshot.abort_cleanup_interval_ms = gather.settle_pins(
@@ -139,8 +141,7 @@ def take_snapshot(
     )
     if again:
         if not any(isinstance(subject, Part) for subject in unanswered):  # DescribeProducers was answered
-            with cluster.afresh():  # whether a transaction ended since: the run's answers will not do
-                _ask_again(cluster, snapshot, [tp for tp in lagging if tp not in unanswered], settled)
+            _ask_again(cluster, snapshot, [tp for tp in lagging if tp not in unanswered], settled)
     return snapshot
 
 
@@ -153,11 +154,16 @@ def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[Topi
     suspects = [tp for tp in described if may_have_ended(snapshot.pin(tp), snapshot.pin_classification(tp))]
     if not suspects:
         return
-    fresh = cluster.stable_and_high_offsets(suspects)
-    moved = {tp: pair for tp, pair in fresh.value.items() if pair[0] != snapshot.offsets[tp].last_stable_offset}
-    if not moved:
-        return
-    again = take_snapshot(cluster, moved, moved, snapshot.max_transaction_timeout_ms, settled, again=False)
+    # A partition fetched ahead (its first record dated) was read after the coordinators answered:
+    # the LSO that Fetch answered with is the offsets asked again. The rest are asked afresh.
+    fresh = cluster.offsets_fetched_ahead(suspects)
+    with cluster.afresh():  # whether a transaction ended since: the run's answers will not do
+        if rest := [tp for tp in suspects if tp not in fresh]:
+            fresh |= cluster.stable_and_high_offsets(rest).value
+        moved = {tp: pair for tp, pair in fresh.items() if pair[0] != snapshot.offsets[tp].last_stable_offset}
+        if not moved:
+            return
+        again = take_snapshot(cluster, moved, moved, snapshot.max_transaction_timeout_ms, settled, again=False)
     snapshot.offsets.update(again.offsets)
     for tp in moved:
         snapshot.open_transactions.pop(tp, None)

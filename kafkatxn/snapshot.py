@@ -224,6 +224,7 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
 
     scan = gather.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
     missing.extend(scan.missing)
+    gather.fetch_ahead(cluster, [*scan.classifications, *scan.untracked])  # the dating and log reads below, together
     classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
     settled.update({(c.open_txn.tp, c.open_txn.producer_id): c
                     for raw, c in zip(scan.classifications, classifications) if lost_commit.needs_log(raw)})
@@ -409,9 +410,14 @@ def gather_snapshot(
         if not listed.missing:
             snapshot.transactional_ids = tuple(t.transactional_id for t in listed.value)
         open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
-        if open_ids:
+        # The ids of the producers DescribeProducers shows in a transaction ride along too, whatever
+        # their coordinator's state: the hanging pass asks about them, and is answered from this.
+        pinning = {s.producer_id for states in (described.value.values() if described is not None else ())
+                   for s in states if s.current_txn_start_offset >= 0}
+        asked_ids = sorted(set(open_ids) | {t.transactional_id for t in listed.value if t.producer_id in pinning})
+        if asked_ids:
             # The visibility probe rides along: the hanging pass needs it when a producer id is not listed.
-            descriptions = step("open transactions", lambda: cluster.describe_with_visibility(open_ids)[0])
+            descriptions = step("open transactions", lambda: cluster.describe_with_visibility(asked_ids)[0])
             if descriptions is None:
                 not_gathered.add(PART_TRANSACTION_AGES)
             else:

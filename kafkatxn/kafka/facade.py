@@ -20,6 +20,7 @@ from typing import Iterable
 
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
 from kafkatxn.kafka.configs import ConfigsApi
+from kafkatxn.kafka.fetch_ahead import FetchAheadApi
 from kafkatxn.kafka.groups import GroupsApi
 from kafkatxn.kafka.markers import MarkersApi
 from kafkatxn.kafka.metadata import MetadataApi
@@ -34,7 +35,8 @@ __all__ = ["Cluster", "check_client_settings", "DESCRIBE_PRODUCERS_BATCH", "LEAD
 
 
 class Cluster(
-    MetadataApi, OffsetsApi, ProducerStateApi, TransactionsApi, GroupsApi, ConfigsApi, MarkersApi, TransactionLogApi, Session
+    MetadataApi, OffsetsApi, ProducerStateApi, TransactionsApi, GroupsApi, ConfigsApi, MarkersApi, TransactionLogApi, FetchAheadApi,
+    Session,
 ):
     """Facade over both Kafka clients for one command run. Use as a context manager."""
 

@@ -162,7 +162,14 @@ class OffsetsApi:
         refresh: bool = False, max_wait_ms: int = 0,
     ) -> tuple[dict[TopicPartition, proto.FetchedPartition], dict[TopicPartition, Missing]]:
         """One Fetch per leader, all in flight together, each partition from ``positions[tp]``: the
-        answers, and a :class:`Missing` for each partition whose leader is unknown, silent or did not answer."""
+        answers, and a :class:`Missing` for each partition whose leader is unknown, silent or did not answer.
+        A read this run fetched ahead (:meth:`~kafkatxn.kafka.fetch_ahead.FetchAheadApi.fetch_ahead`) is answered from it."""
+        if not max_wait_ms:
+            ahead, ask = self.remembered("Fetch", [(tp, offset, read_committed) for tp, offset in positions.items()])
+            if ahead:
+                positions = {tp: offset for tp, offset, _ in ask}
+                answers, failed = self.fetch_from_leaders(positions, read_committed, partition_max_bytes, refresh) if positions else ({}, {})
+                return {key[0]: part for key, part in ahead.items()} | answers, failed
         by_node, failed = self._by_leader(positions, refresh)
         requests = [
             (node, proto.Fetch(tuple(proto.FetchOffset(tp, positions[tp]) for tp in tps), read_committed, FETCH_MAX_BYTES,

@@ -240,6 +240,7 @@ REQUEST_NAMES.update({
 class FetchOffset(NamedTuple):
     tp: TopicPartition
     offset: int
+    max_bytes: int | None = None  # this partition's limit, when not the request's partition_max_bytes
 
 
 class Fetch(NamedTuple):

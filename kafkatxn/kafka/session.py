@@ -41,6 +41,13 @@ PERSON_PAUSE_S = 1.0
 _NOT_ANSWERED = object()
 
 
+def request_label(request: Any) -> str:
+    """A request as ``--debug`` names it: its API, and the isolation level where the API has one."""
+    name = proto.REQUEST_NAMES.get(type(request), type(request).__name__)
+    level = getattr(request, "read_committed", None)
+    return name if level is None else f"{name} ({'read_committed' if level else 'read_uncommitted'})"
+
+
 class BrokerSilent(DeadlineExceeded):
     """A broker that did not answer within its share of the deadline; later requests to it in the
     same command fail at once with this, instead of waiting again."""
@@ -271,6 +278,10 @@ class Session:
 
         def count(name: str) -> None:
             self.requests[name] += 1
+
+        if log.isEnabledFor(logging.DEBUG):  # the requests a command sends, in order (--debug)
+            for _, node, request in to_send:
+                log.debug("request %s to broker %s", request_label(request), node)
 
         try:
             answers = wire.send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, count)

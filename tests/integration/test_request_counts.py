@@ -5,14 +5,17 @@ Counted by the brokers themselves: the JMX request counters of a 3-broker cluste
 what makes every path of the commands ask: 8 topics over 3 leaders, committed, aborted, open and
 hanging transactions, an idempotent producer, and 3 consumer groups, one of them blocked behind the
 open transaction. Allowed: connection set-up (ApiVersions, SASL), Metadata twice (bootstrap, then
-the cluster's), ListOffsets once per isolation level; every other API at most once per broker,
-but for the few ``NOT_YET_ONCE`` names with why (the rest of issue 35). On the code before the run
-memo, ``check --groups`` and the scrape sent ListTransactions 3 times to every broker.
+the cluster's); every other API at most once per broker and isolation level (ListOffsets and
+Fetch carry one level per request). The brokers count requests per API only, so each command also
+runs with ``--debug``, whose log names every request it sends with its level: the log must add up
+to the brokers' counts, API by API and broker by broker, and splits them by level. On the code
+before the run memo, ``check --groups`` and the scrape sent ListTransactions 3 times to every broker.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -36,7 +39,9 @@ TOPICS = 8
 CLUSTER_INTERNAL = {"BrokerHeartbeat", "BrokerRegistration", "ControllerRegistration", "Vote", "BeginQuorumEpoch",
                     "EndQuorumEpoch", "FetchSnapshot", "FetchFollower", "UpdateRaftVoter", "AddRaftVoter"}
 CONNECTION_SET_UP = {"ApiVersions", "SaslHandshake", "SaslAuthenticate"}
-ALLOWED = {"Metadata": 2, "ListOffsets": 2}
+# The bootstrap's Metadata is the client's own, before the command's log starts.
+ALLOWED = {"Metadata": 2}
+LOGGED = re.compile(r"request (\w+)(?: \((read_committed|read_uncommitted)\))? to broker (\d+)")
 
 
 @pytest.fixture(scope="module")
@@ -91,23 +96,39 @@ def _clean(counted: dict[int, Counter]) -> dict[int, Counter]:
     return {node: +c for node, c in counted.items()}
 
 
-# What a command may still send twice to one broker, until the fact layer of issue 35 batches it:
-# - Fetch: the first record of a transaction (its age), __transaction_state (did its coordinator
-#   commit it) and a blocked group's read_committed probe are three Fetches, which share a broker
-#   when their partitions' leaders do (CI: 3 on one broker in check --groups and the scrape);
-# - FindCoordinator, DescribeTransactions: a transactional id listed after the first description
-#   (a pinning producer's, found by the hanging pass) is described on its own;
-# - ListOffsets, DescribeProducers: lso and diagnose ask the offsets again, afresh, where a pinning
-#   transaction may have ended between two requests, and describe anew the partitions whose LSO
-#   moved (being right before the facts settle comes first).
-NOT_YET_ONCE = {"Fetch": 3, "FindCoordinator": 2, "DescribeTransactions": 2, "ListOffsets": 4, "DescribeProducers": 2}
+def _logged(stderr: str) -> dict[int, Counter]:
+    """Per broker, the requests the command's --debug log names, by API and by ``API level``."""
+    out: dict[int, Counter] = {}
+    for api, level, node in LOGGED.findall(stderr):
+        if api in CONNECTION_SET_UP:
+            continue
+        counts = out.setdefault(int(node), Counter())
+        counts[api] += 1
+        if level:
+            counts[f"{api} {level}"] += 1
+    return out
 
 
-def _over(counted: dict[int, Counter]) -> dict[str, dict[int, int]]:
+def _disagree(counted: dict[int, Counter], logged: dict[int, Counter]) -> dict[int, dict[str, tuple[int, int]]]:
+    """Where the log and the brokers' counters differ: ``{broker: {api: (counted, logged)}}``
+    (Metadata aside: the bootstrap's is sent before the log)."""
+    out: dict[int, dict[str, tuple[int, int]]] = {}
+    for node in set(counted) | set(logged):
+        c, g = counted.get(node, Counter()), logged.get(node, Counter())
+        for api in {a for a in [*c, *g] if " " not in a and a != "Metadata"}:
+            if c[api] != g[api]:
+                out.setdefault(node, {})[api] = (c[api], g[api])
+    return out
+
+
+def _over(counted: dict[int, Counter], logged: dict[int, Counter]) -> dict[str, dict[int, int]]:
+    """Per API (per API and level where it has levels), the brokers asked more than once."""
     over: dict[str, dict[int, int]] = {}
     for node, counts in counted.items():
-        for api, n in counts.items():
-            if n > max(ALLOWED.get(api, 1), NOT_YET_ONCE.get(api, 1)):
+        by_level = {a: n for a, n in logged.get(node, Counter()).items() if " " in a}
+        leveled = {a.split(" ")[0] for a in by_level}
+        for api, n in [*((a, n) for a, n in counts.items() if a not in leveled), *by_level.items()]:
+            if n > ALLOWED.get(api, 1):
                 over.setdefault(api, {})[node] = n
     return over
 
@@ -129,24 +150,32 @@ def test_each_command_and_a_warm_scrape_ask_each_broker_once_per_api(cluster, wo
     """One command at a time, the counters read between them (a JmxTool per broker per reading)."""
     bootstrap = world["bootstrap"]
     per_command: dict[str, dict[int, Counter]] = {}
+    logs: dict[str, dict[int, Counter]] = {}
     readings = [request_counts(cluster)]
     for name, args in COMMANDS.items():
-        run = subprocess.run([sys.executable, "-m", "kafkatxn", "-b", bootstrap, *args, "--timeout", "30s", "-o", "json"],
+        run = subprocess.run([sys.executable, "-m", "kafkatxn", "-b", bootstrap, *args, "--timeout", "30s", "-o", "json", "--debug"],
                              capture_output=True, text=True, timeout=120)
         readings.append(request_counts(cluster))
-        assert run.returncode in (0, 1, 2), f"{name}: {run.stderr}"  # it answered (a hanging transaction is a finding)
+        assert run.returncode in (0, 1, 2), f"{name}: {run.stderr[-3000:]}"  # it answered (a hanging transaction is a finding)
         per_command[name] = _clean(counts_between(readings[-2], readings[-1]))
-    exporter = ExporterProcess("-b", bootstrap, "--max-transaction-timeout", "1s", "--cache-ttl", "0s")
+        logs[name] = _logged(run.stderr)
+    exporter = ExporterProcess("-b", bootstrap, "--max-transaction-timeout", "1s", "--cache-ttl", "0s", "--debug")
     try:
         exporter.scrape()  # cold: metadata, configs and the brokers' API versions are learnt here
+        exporter.new_stderr()
         before = request_counts(cluster)
         metrics, _took = exporter.scrape()
         per_command["exporter scrape (warm)"] = _clean(counts_between(before, request_counts(cluster)))
+        logs["exporter scrape (warm)"] = _logged(exporter.new_stderr())
     finally:
         exporter.stop()
     assert any(name == "kafkatxn_hanging_transactions" for name, _ in metrics), sorted({n for n, _ in metrics})[:20]
-    shown = {name: {node: dict(sorted(c.items())) for node, c in counts.items()} for name, counts in per_command.items()}
+    shown = {name: {node: dict(sorted((c + Counter({a: n for a, n in logs[name].get(node, Counter()).items() if " " in a})).items()))
+                    for node, c in counts.items()} for name, counts in per_command.items()}
     print(json.dumps(shown, sort_keys=True))
     record_property("requests_per_command", json.dumps(shown, sort_keys=True))
-    over = {name: found for name, counts in per_command.items() if (found := _over(counts))}
+    # The log is the brokers' count: what it splits by level is what was sent.
+    disagree = {name: found for name, counts in per_command.items() if (found := _disagree(counts, logs[name]))}
+    assert disagree == {}, f"--debug's log and the brokers' counters differ ((counted, logged)): {disagree}"
+    over = {name: found for name, counts in per_command.items() if (found := _over(counts, logs[name]))}
     assert over == {}, json.dumps(shown, sort_keys=True)

@@ -32,6 +32,7 @@ class ExporterProcess:
         self._stderr: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._drain, daemon=True).start()
         self.stderr_lines: list[str] = []
+        self._taken = 0
         self.url = self._wait_for_url(30)
 
     def _drain(self) -> None:
@@ -51,6 +52,17 @@ class ExporterProcess:
             if "serving http://" in line or "serving https://" in line:
                 return line.split("serving ", 1)[1].strip()
         raise AssertionError(f"exporter did not start: {self.stderr_lines}")
+
+    def new_stderr(self, settle_s: float = 0.5) -> str:
+        """What the exporter wrote to stderr since the last call (after ``settle_s`` for the pipe)."""
+        time.sleep(settle_s)
+        while True:
+            try:
+                self.stderr_lines.append(self._stderr.get_nowait())
+            except queue.Empty:
+                break
+        taken, self._taken = "".join(self.stderr_lines[self._taken:]), len(self.stderr_lines)
+        return taken
 
     @property
     def base(self) -> str:

@@ -122,3 +122,48 @@ def test_the_hanging_command_and_check_each_ask_each_api_once_per_broker():
         allowed = {"Metadata": 2, "ListOffsets": 2}
         over = {k: n for k, n in per_broker.items() if n > allowed.get(k[0], 1)}
         assert over == {}, per_broker
+
+
+# -- reads fetched ahead ---------------------------------------------------------------------------
+
+
+def _with_batches(cluster: FakeCluster) -> FakeCluster:
+    from kafkatxn.kafka import protocol as p
+
+    records = tuple(p.FetchedRecord(offset, 1_000 + offset, None, b"v") for offset in (10, 11, 12))
+    cluster.model.batches[A0] = [p.FetchedBatch(10, 12, 7, 0, True, None, records, 3)]
+    return cluster
+
+
+def test_reads_fetched_ahead_go_down_in_one_fetch_per_leader_and_answer_the_readers():
+    cluster = _with_batches(world())
+    with cluster.one_run():
+        cluster.fetch_ahead({A0: (10, 1024), B0: (3, 1024)})
+        assert len(sent(cluster, "Fetch")) == 2  # leaders 1 and 2
+        answers, failed = cluster.fetch_from_leaders({A0: 10}, False, 64 * 1024)
+        assert len(sent(cluster, "Fetch")) == 2 and not failed
+        assert answers[A0].batches[0].base_offset == 10
+        assert cluster.offsets_fetched_ahead([A0, A1, B0]) == {A0: (10, 20), B0: (3, 8)}
+        # Another offset, or the other isolation level, is not what was read: asked of the leader.
+        cluster.fetch_from_leaders({A0: 11}, False, 64 * 1024)
+        cluster.fetch_from_leaders({A0: 10}, True, 64 * 1024)
+        assert len(sent(cluster, "Fetch")) == 4
+
+
+def test_an_answer_with_no_records_short_of_the_end_is_not_kept_and_nothing_is_fetched_outside_a_run():
+    cluster = world()  # no batches: B0 answers empty at offset 3 while its high watermark is 8
+    cluster.fetch_ahead({B0: (3, 1024)})
+    assert sent(cluster, "Fetch") == []
+    with cluster.one_run():
+        cluster.fetch_ahead({B0: (3, 1024)})
+        cluster.fetch_from_leaders({B0: 3}, False, 64 * 1024)
+    assert len(sent(cluster, "Fetch")) == 2
+
+
+def test_a_partition_fetched_ahead_carries_its_own_byte_limit():
+    cluster = _with_batches(world())
+    with cluster.one_run():
+        cluster.fetch_ahead({A1: (0, 4096), B0: (3, 1024)})  # one leader
+    (node, request), = sent(cluster, "Fetch")
+    assert node == 2
+    assert [(f.tp, f.max_bytes) for f in request.partitions] == [(B0, 1024), (A1, 4096)]  # the small one first

@@ -39,7 +39,7 @@ def _fetch(_wire: Any, request: p.Fetch) -> Any:
         topics=[
             topic_cls(topic=t, partitions=[
                 partition_cls(partition=f.tp.partition, current_leader_epoch=-1, fetch_offset=f.offset, last_fetched_epoch=-1,
-                              log_start_offset=-1, partition_max_bytes=request.partition_max_bytes)
+                              log_start_offset=-1, partition_max_bytes=f.max_bytes or request.partition_max_bytes)
                 for f in parts
             ])
             for t, parts in by_topic.items()
