@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
 
-FORMATS = ("table", "json", "jsonl", "csv", "tsv")
-
 # Tables are for people at a terminal: without --wide they keep to its width (this one when stdout is
 # not a terminal and COLUMNS is not set), showing the columns an engineer acts on; ages and timestamps
 # read as "3m12s" and local time. Structured formats keep every field under its key, in raw units.
