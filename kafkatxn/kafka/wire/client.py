@@ -15,8 +15,8 @@ from collections import defaultdict
 from typing import Any, Callable, Sequence
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.unreachable import (  # noqa: F401
-    FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, is_no_brokers_error, listener_answers_in_tls, nothing_listens,
+from kafkatxn.kafka.unreachable import (
+    FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, listener_answers_in_tls, nothing_listens,
 )
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata import _api_versions_response, _decode_metadata, _metadata
