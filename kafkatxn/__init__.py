@@ -3,7 +3,7 @@
 
 
 def __getattr__(name: str) -> str:
-    # Read when asked for (importlib.metadata costs every command start ~10 ms): the installed
+    # Read when asked for (importlib.metadata is costly at every command start): the installed
     # distribution's metadata (pyproject.toml's version), so a wheel, a pipx install and an
     # editable checkout all report what was installed.
     if name != "__version__":

@@ -49,9 +49,8 @@ def pin_mmap_threshold(size: int = MMAP_THRESHOLD_BYTES, environ: Mapping[str, s
 
     glibc serves a large block from mmap and returns it on free, but each time such a block is
     freed it raises the threshold to that block's size (up to 32 MB): from then on blocks of that
-    size come from the heap, and the heap's top stays in RSS after they are freed. The soak showed
-    it as a one-time ~1.9 MB step of the exporter's RSS after ~1,000 scrapes; with the threshold
-    fixed the step was gone (bench/README.md, ``bench_soak.py``). Returns whether it was pinned:
+    size come from the heap, and the heap's top stays in RSS after they are freed: a step in a
+    long-running exporter's RSS (``bench/bench_soak.py`` watches it). Returns whether it was pinned:
     not on other C libraries, nor when ``MALLOC_MMAP_THRESHOLD_`` already sets it.
     """
     if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in environ:

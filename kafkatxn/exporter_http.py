@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 from urllib.parse import parse_qs
 
-from kafkatxn import defaults
 from kafkatxn.errors import KafkatxnError, UsageError
 from kafkatxn.exporter import SnapshotCollector, build_registry
 from kafkatxn.exporter_server import ExporterServer, raise_open_files_limit
@@ -36,7 +35,6 @@ from kafkatxn.web_config import BasicAuth, WebConfigError, WebConfigFile  # noqa
 
 log = logging.getLogger("kafkatxn.exporter")
 
-DEFAULT_LISTEN = defaults.EXPORTER_LISTEN
 PROBE_PATH = "/probe"
 
 

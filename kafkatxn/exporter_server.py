@@ -8,7 +8,7 @@ got in shared the interpreter with a couple of thousand threads. Here one thread
 deadline per connection (:data:`HEAD_TIMEOUT_S` from accept to the blank line that ends the head),
 so a slow or silent client costs a socket, never a thread. A connection whose head is complete goes
 to one of at most :data:`WORKERS` threads, which run the WSGI application with wsgiref's handler
-(one request per connection, as before) on a blocking socket with :data:`REQUEST_TIMEOUT_S` per read
+(one request per connection) on a blocking socket with :data:`REQUEST_TIMEOUT_S` per read
 or write.
 """
 
@@ -300,7 +300,7 @@ class ExporterServer:
         except Exception:  # noqa: BLE001 - one client's failure must not end the worker
             log.warning("error serving %s", conn.address[0], exc_info=log.isEnabledFor(logging.DEBUG))
         finally:
-            if not isinstance(sock, ssl.SSLSocket):  # TLS: closed without close_notify, as before
+            if not isinstance(sock, ssl.SSLSocket):  # TLS: closed without close_notify
                 try:
                     sock.shutdown(socket.SHUT_WR)
                 except OSError:

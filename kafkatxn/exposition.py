@@ -1,8 +1,8 @@
 """The exporter's HTTP exposition: prometheus_client's formats, byte for byte, at a fraction of the cost.
 
-At 30,000 partitions a scrape carries 90,000 per-partition samples. prometheus_client formats each
-one generically (label names validated and escaped, labels sorted, per sample): 0.3–0.5 s of the 1 s a
-scrape may take (bench/bench_scale.py). :func:`encode` writes the same text for the families kafkatxn
+At tens of thousands of partitions a scrape carries three samples per partition. prometheus_client
+formats each one generically (label names validated and escaped, labels sorted, per sample): a large
+share of the time a scrape may take. :func:`encode` writes the same text for the families kafkatxn
 makes (gauges with legacy-valid metric and label names, no timestamps, units or exemplars) with the
 per-family work done once per family, and hands every other family to prometheus_client's own
 encoder, so the output is prometheus_client's whatever the registry holds
@@ -278,14 +278,13 @@ def choose_encoder(accept_header: str | None) -> tuple[Callable[[Collector], byt
     return encoder, content_type  # a format this module does not know: prometheus_client's own
 
 
-# A scrape at 30,000 partitions makes about a million objects that live until it ends (offsets,
+# A scrape of a large cluster makes about a million objects that live until it ends (offsets,
 # producer states, samples); Python's collector, triggered by allocation counts, would walk them
-# dozens of times while the scrape runs: 0.3-0.5 s of a 1 s budget (bench/bench_scale.py). So
-# cyclic collection waits while scrapes run, and a full collection follows each scrape once its
-# body has been written: nothing cyclic outlives a scrape (made rarer or left to the
-# allocation counts instead, bench/bench_soak.py's RSS crept twice as fast). A body shared by the
-# scrapes of one snapshot (exposition_shared) pauses and collects once, for its render: a full
-# collection per scrape made 200 concurrent scrapes take 200 of them (bench_exporter_load.py).
+# dozens of times while the scrape runs. So cyclic collection waits while scrapes run, and a full
+# collection follows each scrape once its body has been written: nothing cyclic outlives a scrape
+# (made rarer, or left to the allocation counts, RSS grows faster: bench/bench_soak.py). A body
+# shared by the scrapes of one snapshot (exposition_shared) pauses and collects once, for its
+# render, not once per concurrent scrape.
 _gc_lock = threading.Lock()
 _gc_scrapes = 0  # scrapes in flight
 _gc_was_enabled = [True]  # collection was on when the first of them began
@@ -308,7 +307,7 @@ def _resume_collection() -> None:
             gc.enable()
     # Every scrape that ends collects, not only the last of overlapping ones: scrapers that keep
     # overlapping (two Prometheus replicas, a short interval) would otherwise keep the collector
-    # paused for good while cyclic garbage piles up (bench_soak: RSS +10.3 % over 2,000 scrapes).
+    # paused for good while cyclic garbage piles up.
     gc.collect()
 
 
@@ -334,9 +333,8 @@ def _gzip_parts(parts: list[bytes]) -> list[bytes]:
     return [chunk for chunk in out if chunk]
 
 
-# Prometheus always asks for gzip. The 60 MB body of 5,000 groups x 20 partitions compressed in
-# 0.095 s at level 1 (2.37 MB) against 0.379 s at level 6 (2.06 MB): a fifth of the time for a body
-# 15 % larger, which a scrape over any network carries in milliseconds.
+# Prometheus always asks for gzip. Level 1 takes a fraction of level 6's time for a body only a
+# little larger, which a scrape over any network carries in milliseconds.
 GZIP_LEVEL = 1
 
 

@@ -1,5 +1,5 @@
-"""``/metrics`` bodies shared by the scrapes of one snapshot (issue 39: 200 concurrent scrapes of a
-cached snapshot each rendered it, and each ended in a full garbage collection).
+"""``/metrics`` bodies shared by the scrapes of one snapshot, so that concurrent scrapes of a cached
+snapshot render it once (and collect garbage once), not once each.
 
 A snapshot is rendered once per format by :mod:`kafkatxn.exposition`'s encoder; the one family
 that changes between its scrapes (the snapshot's age) is written per scrape. In gzip the body is

@@ -11,7 +11,7 @@ applies it:
    id, the coordinator does not know the id, or the coordinator's transaction does not include the
    partition. Otherwise its coordinator still tracks it: **long-running**, listed separately.
 
-Three verdicts, and only the cluster's positive answer makes one hanging (issue 13):
+Three verdicts, and only the cluster's positive answer makes one hanging:
 
 - ``hanging``: every coordinator that could own the transactional id answered and none tracks this
   transaction on this partition. "No transactional id for the producer" needs *every*

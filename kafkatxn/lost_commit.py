@@ -13,7 +13,8 @@ transactional id is called hanging, :func:`settle` reads what the id's log parti
   partition): :attr:`~kafkatxn.verdicts.Verdict.LOST_COMMIT`: abort refuses, ``kafkatxn
   restore-commit`` writes the COMMIT marker;
 - **aborted** (a ``PrepareAbort``), or **never included** (the log reaches back before the
-  transaction began and no transaction of its epoch listed this partition): hanging, as before;
+  transaction began and no transaction of its epoch listed this partition): hanging, as the
+  coordinators' answers alone say;
 - anything else (the log no longer shows how it ended: compacted; both a commit and an abort since
   its first record; records newer than the commit; records that could not be decoded; the log could
   not be read): **undetermined**, because... A marker of either kind is written only when the log

@@ -37,8 +37,8 @@ class BrokerInfo:
 
 
 # PartitionInfo and ProducerState are named tuples, not frozen dataclasses: a metadata answer at
-# 30,000 partitions makes 30,000 of each, and a frozen dataclass costs about 1.2 us to make (its
-# __init__ goes through object.__setattr__ per field) against 0.4 us (bench/bench_groups.py's scrape).
+# tens of thousands of partitions makes as many of each, and a frozen dataclass's __init__ goes
+# through object.__setattr__ per field, several times the cost of a named tuple.
 # ``_object_in_json``: output.to_plain shows them as objects, like the other records, not lists.
 class PartitionInfo(NamedTuple):
     topic: str

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
 
-FORMATS = ("table", "json", "jsonl", "csv", "tsv")
-
 # Tables are for people at a terminal: without --wide they keep to its width (this one when stdout is
 # not a terminal and COLUMNS is not set), showing the columns an engineer acts on; ages and timestamps
 # read as "3m12s" and local time. Structured formats keep every field under its key, in raw units.
@@ -71,8 +69,8 @@ class Report:
 # Exact types that are already JSON-ready (an enum of str or int has its own type, so is not here).
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 # Per record type (a dataclass, or a named tuple marked ``_object_in_json``): its field names and a
-# getter of their values, found once (100,000 rows: 1.4 s -> 0.3 s), and a plain value not passed
-# through to_plain again.
+# getter of their values, found once rather than per row, and a plain value not passed through
+# to_plain again.
 _RECORDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple]]] = {}
 
 
@@ -111,7 +109,7 @@ def to_plain(value: Any) -> Any:
 
 
 # ``json.dump(indent=2)`` runs Python's own encoder (the C one only writes without indent), token by
-# token: 100,000 rows of ``lso --groups -o json`` took most of its 10 s. :func:`json_text` writes the
+# token: most of the time of a large ``lso --groups -o json``. :func:`json_text` writes the
 # same text with the C encoder: a list of flat objects (rows of plain values) in one call, its
 # separators carrying the newline and indent of a row's fields. A raw newline appears only in those
 # separators (JSON escapes it in strings), so ``}<separator>{`` is exactly where one row ends and the

@@ -205,11 +205,6 @@ def reader_positions(cluster: Cluster | None, queries: Sequence[SparkQuery],
     return out
 
 
-def query_of(queries: Sequence[SparkQuery]) -> dict[str, SparkQuery]:
-    """Each query by its reader label, to name it in rows."""
-    return {str(q.reader): q for q in queries}
-
-
 @dataclass(frozen=True)
 class QueryRow:
     """One Spark query among the readers: which query, where its checkpoint stands, and its status
@@ -232,16 +227,14 @@ class QueryRow:
     # ledger entry says was committed, and how that stands with the checkpoint's committed batch.
     writer: str | None = None  # application/query, as the writer's ledger keys name it
     writer_batch_id: int | None = None
-    writer_state: str | None = None  # in_step, ahead, behind (WRITER_STATES); None without a writer or its ledger
+    writer_state: str | None = None  # in_step, ahead, behind (below); None without a writer or its ledger
 
 
-# How the writer's ledger stands with the checkpoint. Spark writes a batch's commit entry after its
-# foreachBatch returned, so the writer is never behind a healthy checkpoint.
-WRITER_STATES = {
-    "in_step": "the ledger's last batch is the checkpoint's last committed batch",
-    "ahead": "the writer committed a batch the checkpoint has not: Spark replays it and the writer skips it",
-    "behind": "the checkpoint committed batches the writer's ledger does not have: their output is missing (a bug)",
-}
+# How the writer's ledger stands with the checkpoint (``writer_state``). Spark writes a batch's commit
+# entry after its foreachBatch returned, so the writer is never behind a healthy checkpoint.
+#   in_step: the ledger's last batch is the checkpoint's last committed batch;
+#   ahead: the writer committed a batch the checkpoint has not: Spark replays it and the writer skips it;
+#   behind: the checkpoint committed batches the writer's ledger does not have: their output is missing (a bug).
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,6 @@ COMPLETING_STATES = frozenset({"PrepareCommit", "PrepareAbort"})
 class Verdict(str, enum.Enum):
     HANGING = "hanging"  # the cluster positively says no coordinator will complete it
     LONG_RUNNING = "long_running"  # its coordinator tracks it and will complete or abort it
-    TRACKED = "long_running"  # alias of LONG_RUNNING (its earlier name)
     UNDETERMINED = "undetermined"  # a coordinator that could own it did not answer: see ``missing``
     LOST_COMMIT = "lost_commit"  # its coordinator's log shows it committed: the partition lost the COMMIT marker (kafkatxn.lost_commit)
     # No coordinator tracks it on this partition, but it is not past its deadline yet
@@ -139,12 +138,6 @@ class Classification:
 def is_candidate(producer: ProducerState, now_ms: int, max_transaction_timeout_ms: int) -> bool:
     """Open transaction whose last write is older than any transaction timeout allows (Kafka: strictly)."""
     return producer.current_txn_start_offset >= 0 and now_ms - producer.last_timestamp_ms > max_transaction_timeout_ms
-
-
-def find_candidates(
-    producers: dict[TopicPartition, list[ProducerState]], now_ms: int, max_transaction_timeout_ms: int
-) -> list[OpenTransaction]:
-    return [t for t in open_transactions(producers) if is_candidate(t.producer, now_ms, max_transaction_timeout_ms)]
 
 
 def classify(open_txn: OpenTransaction, view: CoordinatorView) -> Classification:

@@ -108,7 +108,6 @@ class BlockVerdict(str, enum.Enum):
 
 # The blocks that are no page yet but never "OK": the reader waits on something no producer is ending now.
 WAITING_BLOCKS = frozenset({BlockVerdict.untracked, BlockVerdict.past_timeout})
-STUCK_BLOCKS = frozenset({BlockVerdict.hanging, BlockVerdict.lost_commit, BlockVerdict.overdue})
 
 
 def block_verdict(pin: PinVerdict | None, txn: OpenTransaction | None, now_ms: int,

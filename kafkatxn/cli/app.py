@@ -42,7 +42,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("audit_cmd", "Audit transactional ids in the transaction log: shared ids, unstable ids, inventory conflicts."),
     "config": ("config_cmd", "Connection settings: flags > environment > profile."),
 }
-COMMAND_MODULES = tuple(dict.fromkeys(module for module, _help in COMMANDS.values()))
 
 
 def load_commands(module_name: str) -> dict:

@@ -139,10 +139,9 @@ def settle_heap() -> None:
     The modules, classes and protocol tables imported so far live until the process ends, yet
     every full collection walks them again: during a scan that builds tens of thousands of objects
     (``lso`` over 10,000 partitions) and once more at exit, when the interpreter collects before it
-    tears the modules down. Frozen (``gc.freeze``), they are skipped: ``lso`` at 10,000 partitions
-    ran ~0.09 s faster (bench/README.md). Objects made afterwards are collected as always; at exit
-    the collector no longer runs (the process ends; streams are still flushed and atexit handlers
-    still run).
+    tears the modules down. Frozen (``gc.freeze``), they are skipped. Objects made afterwards are
+    collected as always; at exit the collector does not run (the process ends; streams are still
+    flushed and atexit handlers still run).
     """
     global _HEAP_SETTLED
     if _HEAP_SETTLED:

@@ -94,7 +94,7 @@ def read_stores(lines: list[PropertyLine], warnings: list[str] | None = None) ->
         found = store_format(data)
         if found == "PEM":
             if declared_type is None:
-                continue  # read as PEM, as before (Java's JKS default would not open it)
+                continue  # read as PEM when no type is declared (Java's JKS default would not open it)
             raise location.error(f"{shown} is a PEM file, not a {declared_type} store: set {type_key}=PEM")
         if found is None:
             raise location.error(f"{shown} is not a JKS, JCEKS or PKCS12 store, nor a PEM file")

@@ -71,7 +71,7 @@ class ReadDeadline:
 
 
 class FetchedLog(Protocol):
-    """Where :func:`read_transaction_log` and :func:`follow_transaction_log` over Fetch get a log's records: the facade's Fetch
+    """Where :func:`read_transaction_log` and :func:`follow_fetched` over Fetch get a log's records: the facade's Fetch
     (leaders, deadline, retries; :mod:`kafkatxn.kafka.transaction_log`), or an executor's own wire.
     Both raise :class:`LogReadError` for what cannot be read, except OFFSET_OUT_OF_RANGE, which is
     the answer's ``error``."""
@@ -185,5 +185,5 @@ def follow_fetched(
     stop: Callable[[], bool] | None = None,
 ) -> Iterator[list[TxnLogEntry]]:
     """New records of the partitions in ``start_offsets`` over ``source``'s Fetch, one chunk per poll:
-    what :func:`kafkatxn.kafka.log_reader.follow_transaction_log` reads given a :class:`FetchedLog`."""
+    what ``transactions history --follow`` reads through the facade."""
     yield from _follow_fetched(source, start_offsets, topic, key_filter(transactional_ids), counts, poll_s, stop)

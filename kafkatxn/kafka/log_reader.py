@@ -13,11 +13,11 @@ the one decoder (:func:`decoded`). Records it cannot decode come through as
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
+from typing import Any, Collection, Iterable, Iterator, Mapping
 
 from kafkatxn.kafka.errors import clean
 from kafkatxn.kafka.log_fetch import (
-    DEFAULT_BATCH, DEFAULT_TIMEOUT_MS, EARLIEST, FetchedLog, LogReadError, ReadDeadline, decoded, follow_fetched, key_filter, read_fetched,
+    DEFAULT_BATCH, DEFAULT_TIMEOUT_MS, EARLIEST, FetchedLog, LogReadError, ReadDeadline, decoded, key_filter, read_fetched,
 )
 from kafkatxn.kafka.txnlog import TOPIC
 from kafkatxn.txnlog_records import DecodeCounts, TxnLogEntry
@@ -179,46 +179,6 @@ def _read(
                 break
         if chunk:
             yield chunk
-
-
-def follow_transaction_log(
-    conf: Mapping[str, Any] | FetchedLog,
-    start_offsets: Mapping[int, int],
-    *,
-    topic: str = TOPIC,
-    counts: DecodeCounts | None = None,
-    transactional_ids: Collection[str] | None = None,
-    poll_s: float = 0.2,
-    batch_size: int = DEFAULT_BATCH,
-    stop: Callable[[], bool] | None = None,
-) -> Iterator[list[TxnLogEntry]]:
-    """New records of the partitions in ``start_offsets`` (each from its offset), as they are written,
-    until ``stop()`` says so or the caller stops iterating; one chunk (possibly empty) per poll of
-    at most ``poll_s`` seconds, so the caller can flush and check its own clock between them.
-    Raises :class:`LogReadError` on a client error."""
-    if not isinstance(conf, Mapping):  # the wire's Fetch
-        yield from follow_fetched(conf, start_offsets, topic=topic, counts=counts, transactional_ids=transactional_ids, poll_s=poll_s, stop=stop)
-        return
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-    consumer = _consumer(conf)
-    keys = key_filter(transactional_ids)
-    try:
-        consumer.assign([TopicPartition(topic, p, o) for p, o in sorted(start_offsets.items())])
-        while stop is None or not stop():
-            chunk: list[TxnLogEntry] = []
-            for m in consumer.consume(num_messages=batch_size, timeout=poll_s):
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise KafkaException(err)
-                chunk.extend(_decoded([m], m.partition(), keys, counts))
-            yield chunk
-    except KafkaException as exc:
-        raise _failed(f"following {topic}", exc) from None
-    finally:
-        consumer.close()
 
 
 def needs_wire(conf: Mapping[str, Any]) -> bool:

@@ -46,8 +46,8 @@ class ListOffsets(NamedTuple):
     earliest: bool = False
 
 
-# One per partition in a response (60,000 per pass at 30,000 partitions): named tuples, which are
-# made several times faster than frozen dataclasses and compare alike.
+# One per partition in a response (two per partition a pass): named tuples, which are made several
+# times faster than frozen dataclasses and compare alike.
 class PartitionOffset(NamedTuple):
     tp: TopicPartition
     error: str | None

@@ -35,14 +35,14 @@ def test_candidate_needs_an_open_transaction_idle_strictly_longer_than_the_max_t
     assert not verdicts.is_candidate(producer(1, idle_ms=MAX * 10, start=-1), NOW, MAX)  # no open transaction
 
 
-def test_find_candidates_keeps_old_open_transactions_only():
+def test_open_transactions_are_the_producers_with_a_start_offset():
     states = {
         A0: [producer(1), producer(2, idle_ms=1000), producer(3, start=-1)],
         A1: [producer(4, start=0)],
     }
-    found = verdicts.find_candidates(states, NOW, MAX)
-    assert [(c.tp, c.producer.producer_id) for c in found] == [(A0, 1), (A1, 4)]
-    assert found[1].start_offset == 0  # offset 0 is an open transaction, not "none"
+    found = verdicts.open_transactions(states)
+    assert [(c.tp, c.producer.producer_id) for c in found] == [(A0, 1), (A0, 2), (A1, 4)]
+    assert found[2].start_offset == 0  # offset 0 is an open transaction, not "none"
 
 
 # -- classification -----------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_coordinator_transaction_without_this_partition_is_hanging():
 
 def test_coordinator_tracking_the_partition_is_long_running_not_hanging():
     view = verdicts.CoordinatorView(transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A0, A1])})
-    assert classify(view, tp=A0).verdict is verdicts.Verdict.TRACKED
+    assert classify(view, tp=A0).verdict is verdicts.Verdict.LONG_RUNNING
 
 
 def test_newer_epoch_at_the_coordinator_still_tracks_the_partition():
@@ -90,7 +90,7 @@ def test_newer_epoch_at_the_coordinator_still_tracks_the_partition():
     view = verdicts.CoordinatorView(
         transactional_ids={7: "app"}, descriptions={"app": description("app", 7, [A0], "PrepareCommit", epoch=4)}
     )
-    assert classify(view, tp=A0, epoch=3).verdict is verdicts.Verdict.TRACKED
+    assert classify(view, tp=A0, epoch=3).verdict is verdicts.Verdict.LONG_RUNNING
 
 
 def test_coordinator_transaction_of_another_producer_id_is_hanging():

@@ -61,7 +61,8 @@ def test_no_module_asks_librdkafka_for_committed_offsets():
 
 def test_only_the_wire_touches_kafka_python_internals():
     # kafka-python is imported only inside the wire package (one module per API family builds and
-    # reads its protocol objects); its private connection manager only by the wire's client.
+    # reads its protocol objects); its connection manager and IO loop (kafka.net) and its admin
+    # client only by the wire's client, whose private names test_wire_contract.py lists and scans.
     users = sorted(
         str(path.relative_to(PACKAGE.parent))
         for path in PACKAGE.rglob("*.py")
@@ -71,7 +72,7 @@ def test_only_the_wire_touches_kafka_python_internals():
     internals = sorted(
         str(path.relative_to(PACKAGE.parent))
         for path in PACKAGE.rglob("*.py")
-        if "_manager" in path.read_text() or any(m.startswith(("kafka.net", "kafka.admin")) for m in imported_modules(path))
+        if any(m.startswith(("kafka.net", "kafka.admin", "kafka.cluster", "kafka.future")) for m in imported_modules(path))
     )
     assert internals == ["kafkatxn/kafka/wire/client.py"]
 
@@ -341,3 +342,87 @@ def test_every_module_contributing_names_exists():
     bare = set(re.findall(r"`(?:[\w]+/)*([\w]+\.py)`", text))
     files = {p.name for d in ("kafkatxn", "tests", "harness", "bench", "scripts") for p in (ROOT / d).rglob("*.py")}
     assert sorted(b for b in bare if b not in files) == []
+
+
+# Modules outside kafka/ and cli/ that import the Kafka package at run time (every other one is handed
+# the facade and imports it only under TYPE_CHECKING), each with what it takes from there.
+KAFKA_AT_RUN_TIME = {
+    "kafkatxn.exporter": "opens a Cluster per scrape target",
+    "kafkatxn.audit.job": "the audit's driver opens a Cluster to plan",
+    "kafkatxn.audit.source": "the Spark executors read the log (log_reader) or open a Cluster of their own",
+    "kafkatxn.remedy.abort": "the facade's leadership errors, when it acts",
+    "kafkatxn.transaction_history": "kafka/errors.py's part_missing and the log's topic name",
+    "kafkatxn.spark": "the exactly-once writer's producer, in the executors",
+    "kafkatxn.spark_eos": "the exactly-once writer's ledger, in the executors",
+}
+
+
+def test_only_the_listed_capability_modules_import_the_kafka_package_at_run_time():
+    """CONTRIBUTING: a capability module is handed the facade and imports it only under TYPE_CHECKING,
+    but for the ones it names (the same as KAFKA_AT_RUN_TIME)."""
+    importers = {
+        _module_name(p) for p in PACKAGE.rglob("*.py")
+        if p.relative_to(PACKAGE).parts[0] not in ("kafka", "cli")
+        and any(m == "kafkatxn.kafka" or m.startswith("kafkatxn.kafka.") for m in _runtime_imports(p))
+    }
+    assert sorted(importers) == sorted(KAFKA_AT_RUN_TIME)
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    for name in KAFKA_AT_RUN_TIME:
+        if name != "kafkatxn.exporter":  # "the exporter"
+            assert f"`{name.rsplit('.', 1)[-1]}.py`" in text, f"CONTRIBUTING does not name {name} among them"
+
+
+def test_no_module_is_a_re_export_shim():
+    """A module (not a package's __init__) that only imports names from elsewhere is a shim: import
+    from where the names live."""
+    shims = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        body = ast.parse(path.read_text()).body
+        doc = 1 if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) else 0
+        rest = body[doc:]
+        if rest and all(isinstance(n, (ast.Import, ast.ImportFrom)) or (
+                isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"]) for n in rest):
+            shims.append(str(path.relative_to(ROOT)))
+    assert sorted(shims) == []
+
+
+LOGGER_NAMES = {"kafkatxn.librdkafka"}
+
+
+def test_every_dotted_name_contributing_gives_resolves():
+    """CONTRIBUTING's ``module.name`` references (``gather.coordinator_view``, ``retry.Backoff``) name
+    attributes that exist, the module found by its dotted tail among kafkatxn's."""
+    import importlib
+    import importlib.util
+
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    checked, broken = 0, []
+    for token in sorted(set(re.findall(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", text))):
+        parts = token.split(".")
+        if parts[-1] == "py" or token in LOGGER_NAMES:
+            continue  # a file (checked above) or a logger
+        if parts[0] != "kafkatxn" and (parts[0] in sys.stdlib_module_names or importlib.util.find_spec(parts[0]) is not None):
+            continue  # another package's name (kafka.net, ...)
+        for i in range(len(parts) - 1, 0, -1):
+            prefix = ".".join(parts[:i])
+            candidates = sorted(m for m in modules if m == prefix or m.endswith("." + prefix))
+            if candidates:
+                break
+        else:
+            continue  # not a module's name (a logger's, a file's)
+        checked += 1
+
+        def resolves(module: str) -> bool:
+            obj = importlib.import_module(module)
+            for attr in parts[i:]:
+                if not hasattr(obj, attr):
+                    return False
+                obj = getattr(obj, attr)
+            return True
+
+        if not any(resolves(m) for m in candidates):
+            broken.append(token)
+    assert checked > 20 and broken == []

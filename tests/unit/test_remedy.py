@@ -107,7 +107,7 @@ def test_incomplete_targets_are_usage_errors(kw):
 
 def test_only_hanging_transactions_may_get_a_marker():
     open_txn = verdicts.OpenTransaction(A0, state(7, start=0))
-    tracked = verdicts.Classification(open_txn, verdicts.Verdict.TRACKED, "", "app", desc("app", 7, [A0]))
+    tracked = verdicts.Classification(open_txn, verdicts.Verdict.LONG_RUNNING, "", "app", desc("app", 7, [A0]))
     assert "kafkatxn fence 'app'" in remedy.coordinator_refusal(tracked)
     undetermined = verdicts.Classification(open_txn, verdicts.Verdict.UNDETERMINED, "coordinator 2: timed out")
     assert "timed out" in remedy.coordinator_refusal(undetermined)

@@ -209,23 +209,3 @@ def test_given_ids_only_their_records_are_decoded_and_the_read_says_where_it_end
     assert [e.record.kind for e in entries] == [KIND_UNKNOWN_VERSION, KIND_CORRUPT]  # the tombstone is another id's
     consumer.logs[3].append((bytes.fromhex("0001" "0001") + b"x", b"", T0 + 103))  # key version 1
     assert [e.record.kind for e in _read(partitions=[3], transactional_ids=["y"])] == [KIND_UNKNOWN_VERSION]
-
-
-def test_follow_yields_what_is_written_after_the_start_and_a_chunk_per_poll(monkeypatch):
-    class Following(FakeConsumer):
-        def assign(self, tps):
-            self.at = {tp.partition: tp.offset for tp in tps}
-
-        def consume(self, num_messages, timeout):
-            out = []
-            for p, o in self.at.items():
-                out += [_Message(p, i, *self.logs[p][i]) for i in range(o, len(self.logs[p]))]
-                self.at[p] = len(self.logs[p])
-            return out
-
-    fake = Following(_broker_log())
-    monkeypatch.setattr(log_reader, "_consumer", lambda conf: fake)
-    polls = iter([False, False, True])
-    chunks = list(log_reader.follow_transaction_log({}, {0: len(fake.logs[0]), 3: 2}, stop=lambda: next(polls)))
-    assert [[(e.record.log_partition, e.record.log_offset) for e in c] for c in chunks] == [[(3, 2)], []]
-    assert fake.closed

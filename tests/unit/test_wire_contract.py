@@ -1,68 +1,222 @@
 """What kafkatxn/kafka/wire/ relies on in kafka-python, checked without a broker.
 
-The wire uses kafka-python's private connection manager and builds protocol objects by field name.
-A kafka-python release that renames a class, a nested class, a field or a manager method breaks
-kafkatxn only at run time against a broker; this file makes it break here instead: every request
-wire.py builds is encoded at every version it may be sent at, and a response of each type, built by
-field name and put through the binary encoding, is decoded by wire.py's own decoders.
+The wire uses kafka-python's connection manager, a few of its private names (each listed in
+PRIVATE_NAMES with the test that exercises it; a scan of the wire package fails on any other) and
+builds protocol objects by field name. A kafka-python release that renames a class, a nested class,
+a field or a manager method breaks kafkatxn only at run time against a broker; this file makes it
+break here instead: every request the wire builds is encoded at every version it may be sent at, and
+a response of each type, built by field name and put through the binary encoding, is decoded by the
+wire's own decoders.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
+from pathlib import Path
 
 import pytest
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka import wire
-from kafkatxn.model import ProducerState, TopicPartition
+from kafkatxn.kafka.wire import client as wire_client
+from kafkatxn.model import BrokerInfo, ProducerState, TopicPartition
 
 TP0, TP1, OTHER = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 3)
 
 
-# -- the connection manager and the admin client ---------------------------------------------------
+# -- the private names the wire uses: scanned, each one exercised ------------------------------------
+
+WIRE_PACKAGE = Path(wire.__file__).parent
+
+# Every use of another object's private parts in kafkatxn/kafka/wire/ (see private_uses), with the
+# test below that exercises it. A new one fails test_the_wire_uses_only_the_private_names_listed_here
+# until it is listed with a test of its own.
+PRIVATE_NAMES = {
+    "_bootstrap_future =": "test_the_manager_marked_bootstrapped_starts_no_bootstrap_of_its_own",
+    "_conns": "test_the_bootstrap_connection_is_kept_as_the_brokers_and_forgotten_when_it_closes",
+    "node_id =": "test_the_bootstrap_connection_is_kept_as_the_brokers_and_forgotten_when_it_closes",
+    "_version =": "test_a_kept_request_negotiates_its_version_again",
+    "__class__ =": "test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_encoded_once",
+}
+
+
+def private_uses(source: str) -> set[str]:
+    """What ``source`` uses of other objects' insides: ``_name`` for an attribute whose name starts
+    with ``_`` read on anything but ``self``/``cls`` (Python's own ``__dunders__`` aside), ``name =``
+    for any attribute set on such an object (monkey-patching; ``__class__ =`` included), ``del name``,
+    ``setattr``/``delattr`` for those calls, and ``_name`` for a private name imported from kafka."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            if isinstance(node.ctx, ast.Store):
+                found.add(f"{node.attr} =")
+            elif isinstance(node.ctx, ast.Del):
+                found.add(f"del {node.attr}")
+            elif node.attr.startswith("_") and not (node.attr.startswith("__") and node.attr.endswith("__")):
+                found.add(node.attr)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+            found.add(node.func.id)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "kafka":
+            found.update(alias.name for alias in node.names if alias.name.startswith("_"))
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names
+                         if alias.name.split(".")[0] == "kafka" and any(part.startswith("_") for part in alias.name.split(".")))
+    return found
+
+
+def test_the_scan_finds_private_names_and_patches_but_not_ones_own():
+    source = (
+        "import kafka.net._hidden_module\n"
+        "from kafka.net import _hidden, public\n"
+        "from kafkatxn.kafka.wire.metadata import _ours\n"
+        "def f(manager, conn):\n"
+        "    manager._new_thing.pop(1)\n"
+        "    manager.cluster._brokers[1] = 2\n"
+        "    conn.__class__ = int\n"
+        "    conn.send = print\n"
+        "    del conn.other\n"
+        "    setattr(conn, 'x', 1)\n"
+        "    return type(conn).__name__, conn.public\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        self._fine = self._also_fine\n"
+        "    @classmethod\n"
+        "    def k(cls):\n"
+        "        return cls._fine_too\n"
+    )
+    assert private_uses(source) == {
+        "kafka.net._hidden_module", "_hidden", "_new_thing", "_brokers", "__class__ =", "send =", "del other", "setattr",
+    }
+
+
+def test_the_wire_uses_only_the_private_names_listed_here():
+    used: dict[str, list[str]] = {}
+    for path in sorted(WIRE_PACKAGE.glob("*.py")):
+        for name in private_uses(path.read_text()):
+            used.setdefault(name, []).append(path.name)
+    assert {name: files for name, files in used.items() if name not in PRIVATE_NAMES} == {}, "list it in PRIVATE_NAMES with a test"
+    assert sorted(set(PRIVATE_NAMES) - set(used)) == [], "no longer used: drop it from PRIVATE_NAMES"
+    for name, test in PRIVATE_NAMES.items():
+        assert test.startswith("test_") and callable(globals().get(test)), (name, test)
+
+
+@pytest.fixture
+def manager():
+    """A real connection manager on an IO loop that is never started: its attributes, no broker."""
+    from kafka.net.manager import KafkaConnectionManager
+    from kafka.net.selector import NetworkSelector
+
+    net = NetworkSelector()
+    made = KafkaConnectionManager(net, bootstrap_servers="127.0.0.1:1")
+    yield made
+    made.close()
+    net.close()
+
+
+def test_the_manager_marked_bootstrapped_starts_no_bootstrap_of_its_own(manager):
+    from kafka.cluster import ClusterMetadata
+
+    assert manager._bootstrap_future is None and not manager.bootstrapped
+    wire_client._mark_bootstrapped(manager)
+    assert manager.bootstrapped
+    assert manager.bootstrap_async(refresh=False) is manager._bootstrap_future  # nothing started
+    # The metadata refresh loop (started by a lost connection) bootstraps only a manager that is not.
+    assert "if not self._manager.bootstrapped" in inspect.getsource(ClusterMetadata._refresh_loop)
+
+
+def test_the_bootstrap_connection_is_kept_as_the_brokers_and_forgotten_when_it_closes(manager):
+    import kafka.errors as Errors
+
+    bootstrap_id = manager.cluster.bootstrap_brokers()[0].node_id
+    conn = manager.get_connection(bootstrap_id, timeout_ms=1000, refresh_metadata_on_err=False, reset_backoff_on_connect=False)
+    assert manager._conns == {bootstrap_id: conn}  # a dict by node id
+    wire_client._keep_as(manager, conn, bootstrap_id, 7)
+    assert manager._conns == {7: conn} and conn.node_id == 7
+    assert manager.get_connection(7) is conn  # what the manager sends to broker 7 goes on it
+    assert wire_client._open_connection(manager, 7) is None  # not open yet: not among the open connections
+    conn.close(Errors.KafkaConnectionError("gone"))  # closed with an error: at once
+    assert manager._conns == {}
+
+
+def test_failed_bootstrap_connections_are_forgotten_when_closed(manager):
+    """Wire.bootstrap closes a failed connection with its error and relies on the manager dropping it."""
+    import kafka.errors as Errors
+
+    bootstrap_id = manager.cluster.bootstrap_brokers()[0].node_id
+    conn = manager.get_connection(bootstrap_id, timeout_ms=1000, refresh_metadata_on_err=False, reset_backoff_on_connect=False)
+    conn.close(Errors.KafkaConnectionError("refused"))
+    assert manager.least_used_connections() == [] and manager.get_connection(bootstrap_id) is not conn
+
+
+def test_a_kept_request_negotiates_its_version_again():
+    from kafka.net.connection import KafkaConnection
+
+    request = wire.Wire(None)._encode(p.ListOffsets((TP0,), True))
+    request.API_VERSION = 4
+    with pytest.raises(TypeError):
+        request.API_VERSION = None  # why the wire clears the private _version
+    wire_client._negotiate_again(request)
+    assert request.API_VERSION is None
+    # The connection picks the version of a request that has none, and only then.
+    assert "if request.API_VERSION is None:" in inspect.getsource(KafkaConnection._send_request)
+
+
+def test_brokers_become_known_to_kafka_pythons_cluster_metadata(manager):
+    w = wire.Wire(manager)
+    wire_client._know_brokers(manager, [BrokerInfo(1, "a", 9092, None)])
+    w.learn_brokers([BrokerInfo(1, "moved", 1, None), BrokerInfo(2, "b", 9093, "r1")])
+    got = sorted((b.node_id, b.host, b.port, b.rack) for b in manager.cluster.brokers())
+    assert got == [(1, "a", 9092, None), (2, "b", 9093, "r1")]  # a known broker is kept as it was
+    assert manager.cluster.broker_metadata(2).port == 9093  # where get_connection looks a broker up
+
+
+# -- the connection manager ---------------------------------------------------------------------------
 
 
 def params(fn) -> dict[str, inspect.Parameter]:
     return dict(inspect.signature(fn).parameters)
 
 
-@pytest.fixture
-def admin(monkeypatch):
-    """A real KafkaAdminClient whose bootstrap is skipped: its attributes, no broker."""
-    from kafka.admin import KafkaAdminClient
-    from kafka.net.manager import KafkaConnectionManager
+def test_the_connection_manager_has_what_the_wire_uses(manager):
+    from kafka.net.selector import NetworkSelector
 
-    monkeypatch.setattr(KafkaConnectionManager, "bootstrap", lambda self, *a, **kw: None)
-    client = KafkaAdminClient(bootstrap_servers="127.0.0.1:1")
-    yield client
-    client.close()
-
-
-def test_the_admin_client_exposes_the_connection_manager_wire_uses(admin):
-    manager = admin._manager
     send = params(manager.send)
     assert {"request", "node_id", "request_timeout_ms"} <= set(send)
     assert list(params(manager.wait_for)) == ["future", "timeout_ms"]
     assert inspect.iscoroutinefunction(manager.wait_for)
     assert "coro" in params(manager.run)
-    for key in ("max_in_flight_requests_per_connection", "client_software_name", "client_software_version"):
+    assert {"node_id", "timeout_ms", "refresh_metadata_on_err", "reset_backoff_on_connect"} <= set(params(manager.get_connection))
+    for name in ("reset_backoff", "least_used_connections", "close"):
+        assert callable(getattr(manager, name)), name
+    assert manager.closed is False
+    for name in ("bootstrap_brokers", "brokers", "update_metadata", "broker_metadata"):
+        assert callable(getattr(manager.cluster, name)), name
+    for key in ("max_in_flight_requests_per_connection", "client_software_name", "client_software_version",
+                "security_protocol", "sasl_mechanism", "request_timeout_ms", "receive_message_max_bytes"):
         assert key in manager.config, key
     # Set once a broker has answered ApiVersions; wire.max_version reads its api_versions.
     assert hasattr(manager, "broker_version_data")
-    assert callable(admin.describe_features)
+    for name in ("start", "close", "sleep"):
+        assert callable(getattr(NetworkSelector, name)), name
 
 
-def test_the_settings_kafkatxn_passes_are_all_known_to_the_admin_client():
-    from kafka.admin import KafkaAdminClient
+def test_the_settings_kafkatxn_passes_are_all_known_to_the_connection_manager():
+    """The manager ignores a setting it does not know: a renamed one would be dropped silently."""
+    from kafka.net.manager import KafkaConnectionManager
 
     from kafkatxn.config import ConnectionConfig
 
-    settings = ConnectionConfig(bootstrap_servers="h:1").kafka_python()
-    known = set(KafkaAdminClient.DEFAULT_CONFIG)
-    # Wire.bootstrap adds these two.
-    assert set(settings) | {"kafka_client", "request_timeout_ms"} <= known
+    settings = ConnectionConfig(bootstrap_servers="h:1", settings={
+        "security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN", "sasl.username": "u", "sasl.password": "p",
+        "ssl.ca.location": "/ca", "ssl.certificate.location": "/c", "ssl.key.location": "/k", "ssl.key.password": "x",
+        "ssl.endpoint.identification.algorithm": "none",
+    }).kafka_python()
+    assert set(settings) | {"receive_message_max_bytes"} <= set(KafkaConnectionManager.DEFAULT_CONFIG)
+    assert {"sasl_oauth_token_provider", "sasl_kerberos_service_name", "ssl_context"} <= set(KafkaConnectionManager.DEFAULT_CONFIG)
 
 
 def test_max_version_reads_the_broker_version_data_by_api_key():
@@ -70,8 +224,7 @@ def test_max_version_reads_the_broker_version_data_by_api_key():
     from kafka.protocol.broker_version_data import BrokerVersionData
 
     data = BrokerVersionData(api_versions={ApiKey["DescribeProducers"].value: (0, 0), ApiKey["FindCoordinator"].value: (0, 6)})
-    client = type("Client", (), {"_manager": type("M", (), {"broker_version_data": data})()})()
-    w = wire.Wire(client)
+    w = wire.Wire(type("M", (), {"broker_version_data": data})())
     assert (w.max_version("DescribeProducers"), w.max_version("FindCoordinator"), w.max_version("ListTransactions")) == (0, 6, -1)
     for name in p.REQUEST_NAMES.values():
         ApiKey[name]  # every request name the wire counts is an ApiKey member
@@ -142,12 +295,12 @@ def api_versions_response():
     ), 3)
 
 
-def test_finalized_features_through_kafka_pythons_describe_features():
-    from kafka.admin import KafkaAdminClient
-
-    client = KafkaAdminClient.__new__(KafkaAdminClient)  # describe_features as released, on a stand-in manager
-    client._manager = _Manager(lambda request: _Answer(api_versions_response()))
-    assert wire.Wire(client).finalized_features() == {"transaction.version": 2}
+def test_finalized_features_from_api_versions_v3():
+    manager = _Manager(lambda request: _Answer(api_versions_response()))
+    assert wire.Wire(manager).finalized_features() == {"transaction.version": 2}
+    (node, request), = manager.sent
+    assert node is None and request.client_software_name == manager.config["client_software_name"]
+    assert request._min_version == 3  # finalized features came with v3
 
 
 def test_send_all_sends_through_the_manager_and_decodes():
@@ -158,9 +311,8 @@ def test_send_all_sends_through_the_manager_and_decodes():
         return _Answer(roundtrip(R(topics=[R.ListOffsetsTopicResponse(name="orders", partitions=[part])]), 4))
 
     manager = _Manager(answer)
-    client = type("Client", (), {"_manager": manager})()
     counted = []
-    (resp,) = wire.Wire(client).send_all([(1, p.ListOffsets((TP0,), True))], deadline=1e12, count=counted.append)
+    (resp,) = wire.Wire(manager).send_all([(1, p.ListOffsets((TP0,), True))], deadline=1e12, count=counted.append)
     assert resp == p.ListOffsetsResponse((p.PartitionOffset(TP0, None, 42),))
     assert counted == ["ListOffsets"] and manager.sent[0][0] == 1
 
@@ -169,7 +321,7 @@ def test_the_big_per_leader_requests_are_built_once_and_reused_within_a_limit():
     from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
 
     manager = _Manager(lambda request: _Answer(roundtrip(R(topics=[]), 4)))
-    w = wire.Wire(type("Client", (), {"_manager": manager})())
+    w = wire.Wire(manager)
     offsets = [(1, p.ListOffsets((TP0, TP1), True)), (1, p.ListOffsets((TP0, TP1), False)), (2, p.ListOffsets((OTHER,), True))]
     w.send_all(offsets, deadline=1e12)
     w.send_all([(1, p.ListTransactions())] + offsets, deadline=1e12)
@@ -343,7 +495,7 @@ def test_a_marker_declares_transaction_version_0_at_v2_so_the_leader_takes_the_t
 
 def test_api_versions_request_uses_the_managers_client_software_settings():
     manager = _Manager(None)
-    request = wire.Wire(type("Client", (), {"_manager": manager})())._encode(p.ApiVersions())
+    request = wire.Wire(manager)._encode(p.ApiVersions())
     assert request.client_software_name == manager.config["client_software_name"]
     for version in versions(request):
         request.encode(version=version)
@@ -645,7 +797,7 @@ def test_an_earliest_list_offsets_is_not_reused_for_a_latest_one():
     from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
 
     manager = _Manager(lambda request: _Answer(roundtrip(R(topics=[]), 4)))
-    w = wire.Wire(type("Client", (), {"_manager": manager})())
+    w = wire.Wire(manager)
     w.send_all([(1, p.ListOffsets((TP0,), False)), (1, p.ListOffsets((TP0,), False, earliest=True))], deadline=1e12)
     latest, earliest = (r for _, r in manager.sent)
     assert latest is not earliest and latest.topics[0].partitions[0].timestamp == -1

@@ -1,12 +1,13 @@
-"""The wire layer: the only package that touches kafka-python, and its internals.
+"""The wire layer: the only package that touches kafka-python.
 
 kafka-python 3.x serves what librdkafka lacks (the KIP-664 APIs: DescribeProducers, ListTransactions,
 DescribeTransactions, WriteTxnMarkers) and ListOffsets (one request per leader, where librdkafka's admin
-API makes a future per partition). :mod:`.client` holds the connection manager (kafka-python's private
-API: the one way to have many requests to many brokers in flight at once); one module per API family
-converts the typed requests of :mod:`kafkatxn.kafka.protocol` to kafka-python's protocol objects and
-back (:mod:`.codecs` gathers them). ``tests/unit/test_wire_contract.py`` fails if a kafka-python
-release changes what is used here.
+API makes a future per partition). :mod:`.client` holds the connection manager (the one way to have
+many requests to many brokers in flight at once) and the few private names of kafka-python it needs;
+one module per API family converts the typed requests of :mod:`kafkatxn.kafka.protocol` to
+kafka-python's protocol objects and back (:mod:`.codecs` gathers them).
+``tests/unit/test_wire_contract.py`` fails if a kafka-python release changes what is used here, or if
+a private name is used here that it does not list and exercise.
 """
 
 from kafkatxn.kafka.wire.client import LOGINS_CUT_SHORT, REUSED_LIMIT, REUSED_REQUESTS, Wire, is_refusal

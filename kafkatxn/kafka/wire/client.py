@@ -1,9 +1,10 @@
 """The wire's client: bootstrap on one kept connection, and sending typed requests many at once.
 
-Requests go through the admin client's connection manager (``KafkaAdminClient._manager``, private
-API): the one way to have many requests to many brokers in flight at once. This module is the only
-one that touches kafka-python's internals; the API families' modules beside it only build and read
-its protocol objects.
+Requests go through kafka-python's connection manager (``kafka.net.manager.KafkaConnectionManager``
+on its own ``NetworkSelector`` IO thread): the one way to have many requests to many brokers in
+flight at once. This module is the only one that touches kafka-python's objects beyond its protocol
+classes; each private name it uses says in a comment why no public one does the job, and
+``tests/unit/test_wire_contract.py`` scans this package and exercises every one of them.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections import defaultdict
 from typing import Any, Callable, Sequence
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.unreachable import (  # noqa: F401
-    FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, is_no_brokers_error, listener_answers_in_tls, nothing_listens,
+from kafkatxn.kafka.unreachable import (
+    FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, listener_answers_in_tls, nothing_listens,
 )
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata import _api_versions_response, _decode_metadata, _metadata
@@ -31,17 +32,20 @@ LOGINS_CUT_SHORT = 3
 TLS_ALERT_AS_FRAME_LENGTH = 0x15030300
 
 
-# Per-leader requests over thousands of partitions take 15 ms each to build as kafka-python objects
-# (10,000 partitions), and as long again to encode (ListOffsets: a struct with tagged fields per
-# partition). The exporter sends the same ones every scrape, so the Wire keeps the last few it
-# built, each encoding its body once per version (:func:`_encoding_body_once`); kafka-python sets
-# only the header and version on a request as it sends it.
-# A batched OffsetFetch (all of a coordinator's groups, v8+) too: 1,700 groups took 23 ms to build
-# and encode, per coordinator and scrape. One per group (older brokers) is not kept: thousands of
-# them would push the others out.
+# The per-leader requests over thousands of partitions are costly to build as kafka-python objects
+# and as costly again to encode (ListOffsets: a struct with tagged fields per partition). The
+# exporter sends the same ones every scrape, so the Wire keeps the last few it built, each encoding
+# its body once per version (:func:`_encoding_body_once`); kafka-python sets only the header and
+# version on a request as it sends it. A batched OffsetFetch (all of a coordinator's groups, v8+)
+# too. One per group (older brokers) is not kept: thousands of them would push the others out.
 REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers, p.OffsetFetch)
 # 2 ListOffsets, 1-2 DescribeProducers and an OffsetFetch per broker of a few brokers
 REUSED_LIMIT = 24
+
+
+# The largest response frame taken: kafka-python's admin client's default (the connection manager's
+# own, 1 MB, is less than a big cluster's Metadata or a Fetch of the transaction log).
+RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
 
 
 def _encoding_body_once(built: Any, bodies: dict[int, dict[int, bytes]], classes: dict[type, type]) -> Any:
@@ -49,7 +53,11 @@ def _encoding_body_once(built: Any, bodies: dict[int, dict[int, bytes]], classes
     (the Wire's, by ``id(built)``), and its header (a new correlation id each send) every time: the
     bytes are what kafka-python's ``encode`` writes (tests/unit/test_wire_contract.py compares them).
     Its class becomes a subclass with the same slots (one per Wire and class, in ``classes``), made
-    with ``init=False`` as kafka-python makes its versioned classes, so no registry sees it."""
+    with ``init=False`` as kafka-python makes its versioned classes, so no registry sees it.
+
+    The class is swapped on the built object (``__class__``): kafka-python has no way to reuse an
+    encoded body, the codecs build its own classes, and its connection writes what ``encode(header=True,
+    framed=True)`` returns, which is what the subclass overrides."""
     from kafka.protocol.api_message import ApiMessage
 
     cls = type(built)
@@ -72,6 +80,53 @@ def _encoding_body_once(built: Any, bodies: dict[int, dict[int, bytes]], classes
     return built
 
 
+def _negotiate_again(built: Any) -> None:
+    """A kept request's version cleared, so the connection negotiates it again as for a new request
+    (the broker may have been upgraded since). Private ``_version``: kafka-python's ``API_VERSION``
+    setter refuses None, and its connection picks a version only for a request without one."""
+    built._version = None
+
+
+def _mark_bootstrapped(manager: Any) -> None:
+    """The manager told its bootstrap is done (:meth:`Wire.bootstrap` does it on its own connection).
+    Private ``_bootstrap_future``: kafka-python has no public way to say so, and a manager that thinks
+    itself unbootstrapped runs its own bootstrap (a new connection, a Metadata, a close) in the
+    background when its metadata refresh first starts (at the first lost connection)."""
+    from kafka.future import Future
+
+    manager._bootstrap_future = Future().success(True)
+
+
+def _know_brokers(manager: Any, brokers: Sequence[BrokerInfo]) -> None:
+    """kafka-python's cluster metadata names exactly ``brokers`` (the manager connects only to a
+    broker it names), through its public ``update_metadata`` over a broker-only answer."""
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    listed = [M.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack, version=1) for b in brokers]
+    manager.cluster.update_metadata(M(brokers=listed, topics=[], controller_id=-1, version=1))
+
+
+def _open_connection(manager: Any, node_id: int) -> Any:
+    """The open connection to ``node_id``, or None (from kafka-python's list of open ones)."""
+    return next((c for c in manager.least_used_connections() if c.node_id == node_id), None)
+
+
+def _keep_as(manager: Any, conn: Any, bootstrap_id: str, node_id: int) -> None:
+    """The bootstrap connection kept as broker ``node_id``'s (no second connection, login and
+    ApiVersions to the broker that answered the bootstrap). Private ``_conns``: kafka-python keys a
+    connection by the id it was opened for and has no public way to give it another; it is a dict
+    by node id, which ``get_connection`` reads before opening one."""
+    manager._conns.pop(bootstrap_id, None)
+    conn.node_id = node_id
+    manager._conns[node_id] = conn
+
+    def forget(_: Any) -> None:
+        if manager._conns.get(node_id) is conn:
+            manager._conns.pop(node_id, None)
+
+    conn.close_future.add_both(forget)
+
+
 def is_refusal(exc: BaseException) -> bool:
     """A bootstrap failure no retry cures: the broker refused the login or the TLS handshake."""
     import kafka.errors as Errors
@@ -86,10 +141,11 @@ def is_refusal(exc: BaseException) -> bool:
 
 
 class Wire:
-    """kafka-python's admin client for one command run: send typed requests, many at once."""
+    """kafka-python's connection manager for one command run: send typed requests, many at once."""
 
-    def __init__(self, client: Any):
-        self._client = client
+    def __init__(self, manager: Any, net: Any = None):
+        self._manager = manager
+        self._net = net  # the manager's IO loop (kafka.net.selector.NetworkSelector), stopped by close()
         self._built: dict[tuple[int | None, Request], Any] = {}  # least recently used first
         self._bodies: dict[int, dict[int, bytes]] = {}  # id of a kept request -> its body per version
         self._encoding_once: dict[type, type] = {}
@@ -107,30 +163,20 @@ class Wire:
         refused login or handshake is raised at once (:func:`is_refusal`); a server that does not
         answer gets its share of ``budget_ms`` and the next one is tried."""
         import kafka.errors as Errors
-        from kafka.admin import KafkaAdminClient
-        from kafka.future import Future
-        from kafka.net.compat import KafkaNetClient
+        from kafka.net.manager import KafkaConnectionManager
         from kafka.net.sasl.oauth import AbstractTokenProvider
+        from kafka.net.selector import NetworkSelector
 
-        def unbootstrapped_client(**configs: Any) -> Any:
-            client = KafkaNetClient(**configs)
-            manager = client._manager
-
-            def bootstrap(timeout_ms: int | None = None, refresh: bool = True) -> None:
-                manager._bootstrap_future = Future().success(True)  # done below, on our own connection
-
-            manager.bootstrap = bootstrap
-            return client
-
-        kw = dict(settings)
+        kw = {"receive_message_max_bytes": RECEIVE_MESSAGE_MAX_BYTES, **settings}
         provider = kw.get("sasl_oauth_token_provider")  # OAUTHBEARER: kafkatxn.config.sasl_oauth's, as kafka-python's type
         if provider is not None:  # a token now: a refused client or unreachable endpoint ends the command at once
             AbstractTokenProvider.register(type(provider))
             provider.token()
-        kw["kafka_client"] = unbootstrapped_client
         kw["request_timeout_ms"] = max(min(request_timeout_ms, budget_ms), 1)
-        admin = KafkaAdminClient(**kw)
-        manager = admin._manager
+        net = NetworkSelector(**kw)
+        manager = KafkaConnectionManager(net, **kw)
+        _mark_bootstrapped(manager)  # done below, on our own connection
+        net.start()
         deadline = time.monotonic() + max(budget_ms, 1) / 1000
 
         async def first_answer() -> tuple[Any, Any, Any]:
@@ -157,9 +203,8 @@ class Wire:
                     await manager.wait_for(conn.init_future, share_ms)
                     response = await manager.wait_for(conn.send_request(_metadata(None, p.Metadata())), max(int((deadline - time.monotonic()) * 1000), 1))
                 except Exception as exc:  # noqa: BLE001 - a refusal is final, anything else: the next server
-                    manager._conns.pop(server.node_id, None)
                     during_login = sasl and conn.broker_version_data is not None and not conn.connected
-                    conn.close(exc)
+                    conn.close(exc)  # at once, given an error: the manager forgets it (get_connection's pop_on_close)
                     if is_refusal(exc):
                         raise
                     if not tls and server.node_id not in probed and "Timeout" not in type(exc).__name__:
@@ -187,17 +232,19 @@ class Wire:
                     else:
                         refused_since = None
                     if attempt % len(servers) == 0:
-                        await manager._net.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+                        await net.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
                     continue
                 return server, conn, response
             raise NoBrokersAvailable([f"{s.host}:{s.port}" for s in servers], last, reasons)
 
+        wire = cls(manager, net)
         try:
             server, conn, response = manager.run(first_answer)
         except BaseException:
-            admin.close()
+            wire.close()
             raise
-        manager.cluster._brokers = {b.node_id: b for b in response.brokers}
+        md = _decode_metadata(p.Metadata(), response)
+        _know_brokers(manager, md.brokers)
         # The connection is the bootstrap server's; if that address is a broker's advertised one,
         # it becomes that broker's connection (no second connection, no second ApiVersions).
         peer_host = None
@@ -207,28 +254,16 @@ class Wire:
             pass
         matches = [b.node_id for b in response.brokers if b.port == server.port and b.host in (server.host, peer_host)]
         answered = matches[0] if len(matches) == 1 else None
-        manager._conns.pop(server.node_id, None)
-        if answered is not None and answered not in manager._conns:
-            conn.node_id = answered
-            manager._conns[answered] = conn
-
-            def forget(_: Any, node_id: int = answered, c: Any = conn) -> None:
-                if manager._conns.get(node_id) is c:
-                    manager._conns.pop(node_id, None)
-
-            conn.close_future.add_both(forget)
+        if answered is not None and _open_connection(manager, answered) is None:
+            _keep_as(manager, conn, server.node_id, answered)
         else:
             conn.close()
-        return cls(admin), _decode_metadata(p.Metadata(), response), answered
+        return wire, md, answered
 
     def close(self) -> None:
-        """Close the connections on the IO thread that owns them, then stop it.
-
-        kafka-python's own close shuts the sockets from the calling thread while the IO thread
-        still runs its loop over them: a TLS socket could be shut and freed on one thread while
-        the other reads it. The exporter closes from its main thread at SIGTERM, where CI once saw
-        it abort with "double free" (not reproduced; this race is the suspect, not a proven cause).
-        """
+        """Close the connections on the IO thread that owns them, then stop it: closed from the
+        calling thread while the IO thread still reads them, a TLS socket could be shut and freed on
+        one thread while the other reads it (the exporter closes from its main thread at SIGTERM)."""
         self._built.clear()
         self._bodies.clear()
         manager = self._manager
@@ -239,20 +274,18 @@ class Wire:
         try:
             if not manager.closed:
                 manager.run(close_connections)
-        except Exception:  # noqa: BLE001 - a stopped or crashed loop: kafka-python's close below still runs
+        except Exception:  # noqa: BLE001 - a stopped or crashed loop: the closes below still run
             log.debug("closing the connections on the IO thread failed", exc_info=True)
-        self._client.close()
+        manager.close()
+        if self._net is not None:
+            self._net.close()
 
     def learn_brokers(self, brokers: Sequence[BrokerInfo]) -> None:
         """Brokers of fresh metadata become connectable (one fenced at bootstrap may lead again now)."""
-        from kafka.protocol.metadata import MetadataResponse
-
-        known = self._manager.cluster._brokers
-        known.update({b.id: MetadataResponse.MetadataResponseBroker(b.id, b.host, b.port, b.rack) for b in brokers if b.id not in known})
-
-    @property
-    def _manager(self) -> Any:
-        return self._client._manager
+        known = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in self._manager.cluster.brokers()}
+        new = [b for b in brokers if b.id not in known]
+        if new:
+            _know_brokers(self._manager, [*known.values(), *new])
 
     def max_version(self, api_name: str) -> int:
         """The highest version of ``api_name`` the bootstrap broker supports, -1 if none."""
@@ -264,15 +297,23 @@ class Wire:
 
     def known_api_versions(self, node_id: int) -> p.ApiVersionsResponse | None:
         """The API versions broker ``node_id`` gave when its open connection was made, or None."""
-        conn = self._manager._conns.get(node_id)
-        data = getattr(conn, "broker_version_data", None) if conn is not None and conn.connected else None
+        data = getattr(_open_connection(self._manager, node_id), "broker_version_data", None)
         if data is None or not data.api_versions:
             return None
         return _api_versions_response(data.api_versions)
 
     def finalized_features(self) -> dict[str, int]:
-        features = self._client.describe_features()
-        return {name: f["finalized"][1] for name, f in features.items() if f.get("finalized")}
+        """The cluster's finalized feature levels, from ApiVersions v3+ to any broker (as kafka-python's
+        ``KafkaAdminClient.describe_features`` reads them)."""
+        import kafka.errors as Errors
+
+        timeout_ms = int(self._manager.config["request_timeout_ms"])
+        (response,) = self.send_all([(None, self._encode(p.ApiVersions()))], time.monotonic() + timeout_ms / 1000)
+        if isinstance(response, BaseException):
+            raise response
+        if response.error_code:
+            raise Errors.for_code(response.error_code)(f"ApiVersionsRequest failed: {response}")
+        return {f.name: f.max_version_level for f in response.finalized_features or ()}
 
     def send_all(
         self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None] = lambda name: None
@@ -332,7 +373,7 @@ class Wire:
         if built is None:
             built = _encoding_body_once(self._encode(request), self._bodies, self._encoding_once)
         else:
-            built._version = None  # negotiated again on sending, as for a new request (the broker may have changed)
+            _negotiate_again(built)
         self._built[key] = built
         while len(self._built) > REUSED_LIMIT:
             self._forget(self._built.pop(next(iter(self._built))))

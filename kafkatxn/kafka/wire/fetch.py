@@ -115,7 +115,7 @@ def batches(records: Any) -> tuple[p.FetchedBatch, ...]:
                 code = int.from_bytes(kind[2:4], "big", signed=True) if kind is not None and len(kind) >= 4 else -1
                 control = CONTROL_TYPES.get(code, f"TYPE_{code}")
             elif batch.compression_type != batch.CODEC_NONE:
-                rows = _rows(batch)  # uncompressed now: a codec that fails is this partition's answer, as before
+                rows = _rows(batch)  # decompressed here: a codec that fails is this partition's answer
             else:
                 rows = BatchRecords(batch)
             out.append(p.FetchedBatch(batch.base_offset, batch.last_offset, batch.producer_id, batch.producer_epoch,
