@@ -306,16 +306,24 @@ def still_open(cluster: Cluster, untracked: Sequence[verdicts.Classification], m
     ended since DescribeProducers showed them: asked once more, after the coordinators answered. A
     coordinator forgets a transaction's partitions, and starts its producer's next transaction, only
     after the markers of the last one are written, so one still open at the same offset now was
-    open, untracked, when its coordinator answered. One that could not be asked again stays as it is."""
+    open, untracked, when its coordinator answered. One that could not be asked again stays as it is.
+
+    The Fetch that dates them (:func:`fetch_ahead`, sent after the coordinators answered) answers
+    first: its LSO past the start offset means the transaction ended; at the start offset, that it
+    is still open. Only a partition pinned lower by another transaction is described again."""
     if not untracked:
         return set()
+    fetched = cluster.offsets_fetched_ahead({c.open_txn.tp for c in untracked})
+    ended = {_pin_key(c) for c in untracked if c.open_txn.tp in fetched and fetched[c.open_txn.tp][0] > c.open_txn.start_offset}
+    untracked = [c for c in untracked if c.open_txn.tp not in fetched or fetched[c.open_txn.tp][0] < c.open_txn.start_offset]
+    if not untracked:
+        return ended
     try:
         with cluster.afresh():  # the question is whether it ended since: the run's answer will not do
             described = cluster.describe_producers(sorted({c.open_txn.tp for c in untracked}))
     except KafkatxnError as exc:
         missing.append(Missing(Part("open transactions"), f"could not ask again whether they ended: {exc}"))
-        return set()
-    ended = set()
+        return ended
     for c in untracked:
         states = described.value.get(c.open_txn.tp)
         if states is None:
@@ -363,6 +371,8 @@ def classify_open_transactions(
                if c.verdict is verdicts.Verdict.HANGING and verdicts.is_due(c, now_ms, max_transaction_timeout_ms) is False]
     # Due or not, one its coordinator does not track may have ended since DescribeProducers: a
     # coordinator aborts a timed-out transaction by writing the markers, then forgets the partitions.
+    # The Fetch that dates them (and reads their coordinators' log) says so, sent now.
+    fetch_ahead(cluster, classified)
     ended = still_open(cluster, waiting + [c for c in due if c.verdict is verdicts.Verdict.HANGING and verdicts.may_have_just_ended(c)],
                        missing)
     due = [c for c in due if _pin_key(c) not in ended]

@@ -151,7 +151,9 @@ def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[Topi
     asked again, once: those partitions' offsets are read again, and the ones whose LSO moved are
     measured anew (the rest stay as they were: a transaction whose coordinator no longer holds the
     partition and that still pins its LSO is one the verdicts decide)."""
-    suspects = [tp for tp in described if may_have_ended(snapshot.pin(tp), snapshot.pin_classification(tp))]
+    # With those settle_pins found ended: their partitions' offsets are read again too.
+    suspects = [tp for tp in described if may_have_ended(snapshot.pin(tp), c := snapshot.pin_classification(tp))
+                or (c is not None and c.reason == gather.REASON_ENDED)]
     if not suspects:
         return
     # A partition fetched ahead (its first record dated) was read after the coordinators answered:

@@ -30,7 +30,8 @@ class FetchAheadApi:
         and names it: an answer kept is one it would have taken."""
         if self._answers is None or not reads:
             return
-        _known, ask = self.remembered("Fetch", [(tp, offset, read_committed) for tp, (offset, _) in reads.items()])
+        # Once a run: a read fetched ahead already (kept or not) is not sent again.
+        _known, ask = self.remembered("FetchAhead", [(tp, offset, read_committed) for tp, (offset, _) in reads.items()])
         by_node, _unplaced = self._by_leader([tp for tp, _, _ in ask])
         requests = []
         for node, tps in by_node.items():
@@ -44,6 +45,8 @@ class FetchAheadApi:
                 continue
             self.remember("Fetch", {(part.tp, reads[part.tp][0], read_committed): part for part in resp.partitions
                                     if part.tp in reads and _complete(part, reads[part.tp][0], read_committed)})
+            self.remember("FetchAhead", {(part.tp, reads[part.tp][0], read_committed): True for part in resp.partitions
+                                         if part.tp in reads and part.error is None})
             # Every answer carries its partition's LSO and high watermark of that moment, whatever the level.
             self.remember("FetchedOffsets", {part.tp: (part.last_stable_offset, part.high_watermark) for part in resp.partitions
                                              if part.error is None and 0 <= part.last_stable_offset <= part.high_watermark})

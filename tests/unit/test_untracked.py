@@ -170,11 +170,18 @@ def test_past_its_own_timeout_it_is_hanging_though_the_maximum_is_fifteen_minute
     assert result.untracked == []
 
 
+def _asked_again_by_the_dating_fetch(fake) -> bool:
+    """The one question again is the Fetch that dates the transaction, sent after the coordinators
+    answered (its LSO moved past the start offset): DescribeProducers is asked once."""
+    fetches = [r for _node, r in fake.model.sent if type(r).__name__ == "Fetch"]
+    return len(fake.called("describe_producers")) == 1 and len(fetches) == 1 and fetches[0].partitions[0].tp == A0
+
+
 def test_a_transaction_that_ended_between_two_answers_is_asked_again_not_reported():
     fake = untracked_cluster(closes_after_first_look=True)
     result = hanging.find_hanging(fake)
     assert result.untracked == [] and result.hanging == [] and not result.missing
-    assert len(fake.called("describe_producers")) == 2  # the scan, and the one question again
+    assert _asked_again_by_the_dating_fetch(fake)
 
 
 def test_one_past_its_timeout_its_coordinator_just_aborted_is_asked_again_never_paged():
@@ -197,7 +204,7 @@ def test_one_past_its_timeout_its_coordinator_just_aborted_is_asked_again_never_
     fake = cluster()
     result = hanging.find_hanging(fake)
     assert result.hanging == [] and result.untracked == [] and not result.missing
-    assert len(fake.called("describe_producers")) == 2  # the scan, and the one question again
+    assert _asked_again_by_the_dating_fetch(fake)
     checked = check.evaluate(snapshot.gather_snapshot(cluster()))
     assert checked.exit_code != 2, checked.nagios_text()
     assert not [f for f in checked.findings if "hanging" in f.kind], checked.nagios_text()
@@ -297,4 +304,19 @@ def test_diagnose_drops_a_pin_the_group_snapshot_found_ended_without_describing_
     fake.model.groups = {"billing": {A0: 5}}
     result = diagnose.run(fake, ["billing"])
     assert [t.verdict for t in result.transactions] == []  # it ended: no untracked transaction to act on
-    assert len(fake.called("describe_producers")) == 2  # the snapshot's look and its one question again
+    assert _asked_again_by_the_dating_fetch(fake)
+
+
+def test_still_open_at_its_start_offset_is_not_described_again_and_lower_it_is():
+    """The dating Fetch's LSO at the transaction's start offset: still open, nothing asked again. A
+    LSO below it (another transaction pins the partition lower) says nothing of this one:
+    DescribeProducers is asked again, afresh."""
+    fake = untracked_cluster()
+    assert fake.model.offsets[A0][0] == producer().current_txn_start_offset  # pinned at its start
+    result = hanging.find_hanging(fake)
+    assert [r.partition for r in result.untracked] == [0]
+    assert len(fake.called("describe_producers")) == 1
+    lower = untracked_cluster()
+    lower.model.offsets[A0] = [3, 30]
+    hanging.find_hanging(lower)
+    assert len(lower.called("describe_producers")) == 2
