@@ -69,8 +69,8 @@ NO_ANSWER = "(no answer)"
 
 
 class How(NamedTuple):
-    """How an error is asked again: what comes first, and how many asks of one key it allows in all
-    (None: as long as the :class:`Backoff` allows)."""
+    """How an error is asked again: what comes first, and how many asks of one key the errors of
+    this rule allow together (None: as long as the :class:`Backoff` allows)."""
 
     then: str
     asks: int | None = None
@@ -181,7 +181,7 @@ def ask(
     pending = list(dict.fromkeys(keys))
     out: Asked[K] = Asked()
     answers, failed = out.answers, out.failed
-    asked: Counter[K] = Counter()
+    asked: Counter[tuple[K, How]] = Counter()
     backoff: Backoff | None = None
     while pending:
         if backoff is None:
@@ -197,10 +197,13 @@ def ask(
         retried: list[Failed] = []
         for k, failure in failures.items():
             failed[k] = failure.last
-            asked[k] += 1
             rule = how(failure.api or api, failure.error, table)
-            if rule is None or (rule.asks is not None and asked[k] >= rule.asks):
+            if rule is None:
                 continue
+            if rule.asks is not None:  # counted per rule: a key loading twice may still be asked again once unanswered
+                asked[k, rule] += 1
+                if asked[k, rule] >= rule.asks:
+                    continue
             again.append(k)
             retried.append(failure)
             if rule.then == REFIND:
