@@ -13,24 +13,18 @@ translation are the :class:`kafkatxn.kafka.session.Session`'s.
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from kafkatxn.errors import ClusterError, DeadlineExceeded
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.errors import is_timeout, part_missing
-from kafkatxn.kafka.retry import Backoff
+from kafkatxn.kafka import retry
+from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.model import Missing, Part, Partial, TopicPartition
-
-log = logging.getLogger("kafkatxn.cluster")
 
 # The groups a consumer's tools list: consumer groups and those that only commit offsets ("").
 CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
-# A coordinator that moved (or whose log partition is between leaders): its groups' coordinator is
-# found again, once. One loading its part of __consumer_offsets: asked again as retry.Backoff allows.
-COORDINATOR_MOVED = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"})
-COORDINATOR_LOADING = "COORDINATOR_LOAD_IN_PROGRESS"
 STABLE = "Stable"
 
 
@@ -57,34 +51,30 @@ class GroupsApi:
 
     def list_groups_partial(self) -> Partial[list[str]]:
         """The consumer groups the brokers listed (ListGroups on every broker: each lists the groups
-        it coordinates). A broker that answers with an error (COORDINATOR_LOAD_IN_PROGRESS right
-        after ``__consumer_offsets`` is created) is asked again as ``retry.Backoff`` allows (within
-        half the time left); a broker that still does not list its groups then (an error, frozen,
-        dead) leaves them out, named in the missing part ``consumer groups`` (a group missing from
-        an incomplete list is not unknown). When no broker answers at all, the error that ends the
-        command."""
+        it coordinates). A broker that answers "not yet" (COORDINATOR_LOAD_IN_PROGRESS right after
+        ``__consumer_offsets`` is created) is asked again on the one policy (``retry.RETRIES``); a
+        broker that still does not list its groups then (an error, frozen, dead) leaves them out,
+        named in the missing part ``consumer groups`` (a group missing from an incomplete list is
+        not unknown). When no broker answers at all, the error that ends the command."""
         brokers = [b.id for b in self.metadata().brokers]
-        backoff = Backoff(self.deadline)
-        listed: dict[str, int] = {}
-        unlisted: dict[int, str] = {}  # broker -> why its groups are not listed
         failures: list[BaseException] = []
-        asked = brokers
-        while True:
-            answered_with_error: list[int] = []
+
+        def send(asked: list[int]) -> tuple[dict[int, list[Any]], dict[int, Failed]]:
+            listed: dict[int, list[Any]] = {}
+            failed: dict[int, Failed] = {}
             for broker, resp in zip(asked, self._send_all([(b, proto.ListGroups()) for b in asked])):
                 if isinstance(resp, BaseException):
-                    unlisted[broker] = self.errors.reason(resp)  # authentication failures end the command
+                    failed[broker] = Failed(NO_ANSWER, self.errors.reason(resp))  # authentication failures end the command
                     failures.append(resp)
                 elif resp.error:
-                    unlisted[broker] = resp.error
-                    answered_with_error.append(broker)
+                    failed[broker] = Failed(resp.error, resp.error)
                 else:
-                    unlisted.pop(broker, None)
-                    listed.update((g.group_id, broker) for g in resp.groups if g.protocol_type in CONSUMER_PROTOCOL_TYPES)
-            if not answered_with_error or not backoff.pause():
-                break
-            log.debug("listing consumer groups: asking brokers %s again", answered_with_error)
-            asked = answered_with_error
+                    listed[broker] = [g.group_id for g in resp.groups if g.protocol_type in CONSUMER_PROTOCOL_TYPES]
+            return listed, failed
+
+        asked = retry.ask(brokers, send, "ListGroups", self.deadline)
+        listed = {g: broker for broker, groups in asked.answers.items() for g in groups}
+        unlisted: dict[int, str] = asked.failed  # broker -> why its groups are not listed
         self._learn_coordinators(listed)
         names = sorted(listed)
         if not unlisted:
@@ -108,7 +98,7 @@ class GroupsApi:
         def requests(node_groups: tuple[str, ...]) -> list[proto.OffsetFetch]:
             return [proto.OffsetFetch(node_groups)] if batched else [proto.OffsetFetch((g,), batched=False) for g in node_groups]
 
-        answered = self._at_coordinators(groups, requests)
+        answered = self._at_coordinators(groups, "OffsetFetch", requests)
         return Partial({g: dict(a.offsets) for g, a in answered.value.items()}, answered.missing)
 
     def unstable_offsets(self, partitions: Mapping[str, Iterable[TopicPartition]]) -> Partial[dict[str, frozenset[TopicPartition]]]:
@@ -130,14 +120,14 @@ class GroupsApi:
                 return [proto.OffsetFetch(node_groups, stable=tuple(wanted[g] for g in node_groups))]
             return [proto.OffsetFetch((g,), batched=False, stable=(wanted[g],)) for g in node_groups]
 
-        answered = self._at_coordinators(wanted, requests)
+        answered = self._at_coordinators(wanted, "OffsetFetch", requests)
         return Partial({g: a.unstable for g, a in answered.value.items()}, answered.missing)
 
     def group_assignments(self, groups: Iterable[str]) -> Partial[dict[str, frozenset[TopicPartition]]]:
         """Per Stable group, the partitions its members are assigned (DescribeGroups, all of a
         coordinator's groups in one request); groups that are empty, rebalancing or dead are left
         out: their members hold no settled assignment."""
-        answered = self._at_coordinators(groups, lambda node_groups: [proto.DescribeGroups(node_groups)])
+        answered = self._at_coordinators(groups, "DescribeGroups", lambda node_groups: [proto.DescribeGroups(node_groups)])
         return Partial({g: d.assigned for g, d in answered.value.items() if d.state == STABLE}, answered.missing)
 
     def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, int]]:
@@ -161,54 +151,47 @@ class GroupsApi:
     def _learn_coordinators(self, coordinators: dict[str, int]) -> None:
         self._known_coordinators().update(coordinators)
 
-    def _find_group_coordinators(
-        self, groups: Sequence[str], why: dict[str, Missing], found_again: set[str]
-    ) -> tuple[dict[str, int], list[str]]:
+    def _find_group_coordinators(self, groups: Sequence[str], failed: dict[str, Failed]) -> dict[str, int]:
         """Each group's coordinator: the one known in this command, else FindCoordinator's answer.
-        Returns the placed groups and those to ask again (a coordinator loading, or not available
-        yet: once); the reasons of the rest are noted in ``why``."""
+        Returns the placed groups; the failures of the rest are noted in ``failed``."""
         known = self._known_coordinators()
         placed = {g: known[g] for g in groups if g in known}
         unknown = [g for g in groups if g not in known]
         if not unknown:
-            return placed, []
+            return placed
         if self.wire.max_version("FindCoordinator") >= 4:
             requests = [(None, proto.FindGroupCoordinators(tuple(unknown)))]
         else:
             requests = [(None, proto.FindGroupCoordinators((g,), batched=False)) for g in unknown]
-        again: list[str] = []
         for (_node, request), resp in zip(requests, self._send_all(requests)):
             if isinstance(resp, BaseException):
                 reason = f"FindCoordinator: {self.errors.reason(resp)}"
-                why.update((g, Missing(group_part(g), reason)) for g in request.group_ids)
+                failed.update((g, Failed(NO_ANSWER, Missing(group_part(g), reason), "FindCoordinator")) for g in request.group_ids)
                 continue
             for c in resp.coordinators:
                 if c.error is None:
                     placed[c.group_id] = known[c.group_id] = c.node_id
-                    continue
-                why[c.group_id] = part_missing(group_part(c.group_id), c.error, describe_group_acl(c.group_id))
-                if c.error == COORDINATOR_LOADING:
-                    again.append(c.group_id)
-                elif c.error in COORDINATOR_MOVED:
-                    again.extend(self._find_again((c.group_id,), found_again))
-        return placed, again
+                else:
+                    why = part_missing(group_part(c.group_id), c.error, describe_group_acl(c.group_id))
+                    failed[c.group_id] = Failed(c.error, why, "FindCoordinator")
+        return placed
 
-    def _at_coordinators(self, groups: Iterable[str], requests_for: Callable[[tuple[str, ...]], list[Any]]) -> Partial[dict[str, Any]]:
-        """Each group's answer from its coordinator (``requests_for`` makes the requests for one
-        coordinator's groups; each response's ``groups`` carry ``group_id`` and ``error``).
+    def _at_coordinators(
+        self, groups: Iterable[str], api: str, requests_for: Callable[[tuple[str, ...]], list[Any]]
+    ) -> Partial[dict[str, Any]]:
+        """Each group's answer from its coordinator (``requests_for`` makes the requests of ``api``
+        for one coordinator's groups; each response's ``groups`` carry ``group_id`` and ``error``).
 
-        A coordinator that moved (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) or did not answer: the
-        group's coordinator is found again, once. One loading its log (COORDINATOR_LOAD_IN_PROGRESS):
-        asked again as ``retry.Backoff`` allows. A refusal is the part's missing reason naming the ACL
-        (``DESCRIBE on Group g``); a silent coordinator makes each of its groups a missing part."""
+        Asked again on the one policy (``retry.RETRIES``): a coordinator that moved or did not answer
+        is found again, one loading its log is asked again after a pause. A refusal is the part's
+        missing reason naming the ACL (``DESCRIBE on Group g``); a silent coordinator makes each of
+        its groups a missing part."""
         wanted = list(dict.fromkeys(groups))
-        out: dict[str, Any] = {}
-        why: dict[str, Missing] = {}
-        found_again: set[str] = set()
-        pending = wanted
-        backoff = Backoff(self.deadline)
-        while pending:
-            placed, retry = self._find_group_coordinators(pending, why, found_again)
+
+        def send(pending: list[str]) -> tuple[dict[str, Any], dict[str, Failed]]:
+            out: dict[str, Any] = {}
+            failed: dict[str, Failed] = {}
+            placed = self._find_group_coordinators(pending, failed)
             by_node: dict[int, list[str]] = defaultdict(list)
             for g, node in placed.items():
                 by_node[node].append(g)
@@ -216,32 +199,21 @@ class GroupsApi:
             for (node, request), resp in zip(requests, self._send_all(requests) if requests else []):
                 if isinstance(resp, BaseException):
                     reason = f"coordinator {node}: {self.errors.reason(resp)}"
-                    why.update((g, Missing(group_part(g), reason)) for g in request.group_ids)
-                    retry.extend(self._find_again(request.group_ids, found_again))
+                    failed.update((g, Failed(NO_ANSWER, Missing(group_part(g), reason))) for g in request.group_ids)
                     continue
                 for answer in resp.groups:
                     g = answer.group_id
                     if answer.error is None:
                         out[g] = answer
-                        why.pop(g, None)
-                        continue
-                    why[g] = part_missing(group_part(g), answer.error, describe_group_acl(g))
-                    if answer.error == COORDINATOR_LOADING:
-                        retry.append(g)
-                    elif answer.error in COORDINATOR_MOVED:
-                        retry.extend(self._find_again((g,), found_again))
-            if not retry or not backoff.pause():
-                break
-            log.debug("groups: asking again for %d groups", len(retry))
-            pending = list(dict.fromkeys(retry))
-        return Partial(out, [why[g] for g in wanted if g in why and g not in out])
+                    else:
+                        failed[g] = Failed(answer.error, part_missing(group_part(g), answer.error, describe_group_acl(g)))
+            return out, failed
 
-    def _find_again(self, groups: Iterable[str], found_again: set[str]) -> list[str]:
-        """The groups whose coordinator is to be found again (each once per call of
-        :meth:`_at_coordinators`); their known coordinator is forgotten."""
+        asked = retry.ask(wanted, send, api, self.deadline, refind=self._forget_coordinators)
+        return Partial(asked.answers, asked.failed_in(wanted))
+
+    def _forget_coordinators(self, groups: Iterable[str]) -> None:
+        """The groups' coordinators are to be found again (they moved, or did not answer)."""
         known = self._known_coordinators()
-        again = [g for g in groups if g not in found_again]
-        for g in again:
+        for g in groups:
             known.pop(g, None)
-            found_again.add(g)
-        return again

@@ -14,6 +14,8 @@ import time
 
 from kafkatxn.errors import ClusterError
 from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka import retry
+from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.model import ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -22,10 +24,9 @@ log = logging.getLogger("kafkatxn.cluster")
 # marker and its verification. Brokers notice a dead leader within their session timeout (seconds).
 LEADER_WAIT_SHARE = 2 / 3
 LEADER_POLL_S = 0.5
-# What Admin.fenceProducers retries (KAFKA-16570): the coordinator is busy completing the previous
-# transaction, or is loading its log partition, or moved (found again). Retried within the deadline.
-BUSY_COORDINATOR_ERRORS = frozenset({"CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"})
-FENCE_RETRY_BACKOFF_S = 0.2
+# The share of the time left that a fence's retries may take (retry.RETRIES["InitProducerId"] says
+# which answers are retried): all of it but the last pauses, as the fence is the command's action.
+FENCE_SHARE = 1.0
 
 
 class MarkersApi:
@@ -67,23 +68,28 @@ class MarkersApi:
         return resp.error
 
     def fence_transactional_id_retrying(self, transactional_id: str, transaction_timeout_ms: int) -> list[str]:
-        """:meth:`fence_transactional_id` until it succeeds, fails with what a busy or moved
-        coordinator does not explain, or the deadline nears; returns what was retried (for the user
-        to see). A coordinator answering CONCURRENT_TRANSACTIONS is completing the abort this fence
-        started (or one before it): this returns only once InitProducerId succeeds, which means that
-        abort completed, as a transactional producer's init_transactions does. NOT_COORDINATOR (and a
-        coordinator that did not answer) is found again first."""
-        retried: list[str] = []
-        while True:
+        """:meth:`fence_transactional_id` until it succeeds, fails with what the one policy
+        (``retry.RETRIES["InitProducerId"]``) does not ask again, or the pauses near the deadline;
+        returns what was retried (for the user to see). A coordinator answering
+        CONCURRENT_TRANSACTIONS is completing the abort this fence started (or one before it): this
+        returns only once InitProducerId succeeds, which means that abort completed, as a
+        transactional producer's init_transactions does. NOT_COORDINATOR (and a coordinator that did
+        not answer) is found again first."""
+        tried: list[str] = []
+
+        def send(tids: list[str]) -> tuple[dict[str, None], dict[str, Failed]]:
             try:
                 self.fence_transactional_id(transactional_id, transaction_timeout_ms)
-                return retried
+                return {transactional_id: None}, {}
             except FenceNotDone as exc:
-                backoff = min(FENCE_RETRY_BACKOFF_S * 2 ** len(retried), 1.0)
-                if self.deadline - time.monotonic() < backoff + 1.0:
-                    raise
-                retried.append(exc.kafka_error)
-                time.sleep(backoff)
+                tried.append(exc.kafka_error)
+                return {}, {transactional_id: Failed(exc.error, exc, exc.api)}
+
+        # A fence is the action itself: its retries may take the whole deadline (verify asks anew).
+        fenced = retry.ask([transactional_id], send, "InitProducerId", self.deadline, share=FENCE_SHARE)
+        if transactional_id in fenced.failed:
+            raise fenced.failed[transactional_id]
+        return tried
 
     def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int) -> None:
         """Bump the epoch of ``transactional_id``: FindCoordinator, then InitProducerId at the
@@ -99,31 +105,35 @@ class MarkersApi:
         if node is None:
             gap = next(iter(coordinators.missing), None)
             reason = gap.reason if gap is not None else "no coordinator named"
-            # A Kafka error name, or "FindCoordinator: <why no broker answered>" (asked again).
-            if reason in BUSY_COORDINATOR_ERRORS or reason.startswith("FindCoordinator: "):
-                raise FenceNotDone(f"{what} failed: finding its coordinator: {reason}", reason)
+            # A Kafka error name, or "FindCoordinator: <why no broker answered>".
+            error = NO_ANSWER if reason.startswith("FindCoordinator: ") else reason
+            if retry.how("FindCoordinator", error) is not None:
+                raise FenceNotDone(f"{what} failed: finding its coordinator: {reason}", reason, error, "FindCoordinator")
             raise ClusterError(f"{what} failed: finding its coordinator: {reason}")
         (resp,) = self._send_all([(node, proto.InitProducerId(transactional_id, transaction_timeout_ms))])
         if isinstance(resp, BaseException):
             self.errors.raise_if_auth_in(resp)
             # The coordinator died or froze: another broker takes its log partition over; ask again.
-            raise FenceNotDone(f"{what} failed: coordinator {node}: {self.errors.reason(resp)}", f"no answer from broker {node}")
+            raise FenceNotDone(f"{what} failed: coordinator {node}: {self.errors.reason(resp)}", f"no answer from broker {node}", NO_ANSWER)
         if resp.error is None:
             log.debug("fenced %r: producer id %s epoch %s", transactional_id, resp.producer_id, resp.producer_epoch)
             return
-        if resp.error in BUSY_COORDINATOR_ERRORS:
-            raise FenceNotDone(f"{what} failed: coordinator {node} answered {resp.error}", resp.error)
+        if retry.how("InitProducerId", resp.error) is not None:
+            raise FenceNotDone(f"{what} failed: coordinator {node} answered {resp.error}", resp.error, resp.error)
         if resp.error == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED":
             raise ClusterError(f"{what} failed: not authorized: needs WRITE on TransactionalId {transactional_id}")
         raise ClusterError(f"{what} failed: {INIT_PRODUCER_ID_ERRORS.get(resp.error, resp.error)}")
 
 
 class FenceNotDone(ClusterError):
-    """InitProducerId not done, for a reason a later try cures (a busy, loading or moved coordinator)."""
+    """InitProducerId not done, for a reason a later try cures (a busy, loading or moved coordinator):
+    ``kafka_error`` in the user's words, ``error`` as the retry table names it, of ``api``."""
 
-    def __init__(self, message: str, kafka_error: str):
+    def __init__(self, message: str, kafka_error: str, error: str, api: str = "InitProducerId"):
         super().__init__(message)
         self.kafka_error = kafka_error
+        self.error = error
+        self.api = api
 
 
 # What InitProducerId's errors mean, in the user's terms (Kafka's name where it says enough).

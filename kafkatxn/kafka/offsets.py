@@ -16,16 +16,14 @@ from operator import attrgetter
 from typing import Any, Iterable, Mapping, Sequence
 
 from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka import retry
+from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.errors import part_missing
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
-from kafkatxn.kafka.session import LEADERSHIP_ERRORS
 
 log = logging.getLogger("kafkatxn.cluster")
 
 
-# Tries per partition while leaders move (the first, then with fresh metadata after a growing pause).
-LEADER_ATTEMPTS = 4
-LEADER_RETRY_PAUSE_S = 0.2
 _ERROR, _TP_AND_OFFSET = attrgetter("error"), attrgetter("tp", "offset")  # of a ListOffsets answer's partitions
 # What one Fetch round asks of each partition and in all (a probe stops at its first record).
 FETCH_PARTITION_BYTES = 64 * 1024
@@ -105,15 +103,17 @@ class OffsetsApi:
         positions = dict(starts)
         out: dict[TopicPartition, tuple[int, int] | None] = {}
         missing: list[Missing] = []
-        tries: dict[TopicPartition, int] = defaultdict(int)
+        asked: dict[TopicPartition, int] = defaultdict(int)
         reset: set[TopicPartition] = set()  # sent back to the log start once
         refresh = False
+        backoff: retry.Backoff | None = None
         why = "timed out reading from offset {}"
         while positions and time.monotonic() < self.deadline:
             before = dict(positions)
             answers, failed = self.fetch_from_leaders(positions, read_committed, FETCH_PARTITION_BYTES, refresh=refresh)
             refresh = False
             out_of_range = []
+            again: dict[TopicPartition, Missing] = {}  # asked again on the one policy, with fresh metadata
             for tp, part in [*failed.items(), *answers.items()]:
                 error = part if isinstance(part, Missing) else part.error
                 if error is None:
@@ -131,12 +131,19 @@ class OffsetsApi:
                         positions[tp] = after
                 elif error == "OFFSET_OUT_OF_RANGE" and tp not in reset:
                     out_of_range.append(tp)
-                elif (isinstance(error, Missing) or error in LEADERSHIP_ERRORS) and tries[tp] < LEADER_ATTEMPTS - 1:
-                    tries[tp] += 1  # a leader moved, left or did not answer: fresh metadata may name one that answers
-                    refresh = True
                 else:
-                    missing.append(error if isinstance(error, Missing) else part_missing(tp, error, f"READ on Topic {tp.topic}"))
-                    del positions[tp]
+                    # A leader moved, left or did not answer: fresh metadata may name one that answers.
+                    asked[tp] += 1
+                    if isinstance(error, Missing):
+                        code, last = (None if error.acl else NO_ANSWER), error
+                    else:
+                        code, last = error, part_missing(tp, error, f"READ on Topic {tp.topic}")
+                    if retry.retriable("Fetch", code, asked[tp]):
+                        again[tp] = last
+                        refresh = True
+                    else:
+                        missing.append(last)
+                        del positions[tp]
             if out_of_range:
                 reset.update(out_of_range)
                 log_starts = self.offsets_at(out_of_range, proto.EARLIEST)
@@ -150,7 +157,12 @@ class OffsetsApi:
                         out[tp] = None
                     del positions[tp]  # (its log start unknown: named missing above)
             if refresh:
-                time.sleep(min(LEADER_RETRY_PAUSE_S, max(0.0, self.deadline - time.monotonic())))
+                backoff = backoff or retry.Backoff(self.deadline)
+                if not backoff.pause():  # the pauses ran out: each keeps its last error
+                    for tp, error in again.items():
+                        missing.append(error)
+                        del positions[tp]
+                    refresh = False
             elif positions == before and not out_of_range:  # answers that moved nothing on: asking again repeats them
                 why = "no records returned from offset {} below the end"
                 break
@@ -255,9 +267,9 @@ class OffsetsApi:
         if self.wire.max_version("DescribeProducers") < 0:
             return self.stable_and_high_offsets(tps), None
         known, ask = self.remembered("DescribeProducers", sorted(tps))
-        producer_requests, producers_missing = self._producer_requests(ask, None) if ask else ([], [])
+        producer_requests, producers_missing = self._producer_requests(ask, None) if ask else ([], {})
         pairs, responses = self._latest_offsets(tps, (True, False), producer_requests)
-        producers = self._producer_answers(producer_requests, responses, producers_missing) if ask else Partial({})
+        producers = self._producer_answers(ask, (producer_requests, responses, producers_missing)) if ask else Partial({})
         return pairs, self.with_remembered_producers(known, producers)  # type: ignore[return-value]
 
     def _latest_offsets(
@@ -269,42 +281,38 @@ class OffsetsApi:
         tps = list(dict.fromkeys(partitions))
         known = self._remembered_offsets(tps, levels, earliest)
         also_answers: list[Any] = []
-        found: list[dict[TopicPartition, int]] = [{} for _ in levels]  # per level
-        errors: dict[TopicPartition, str] = {}
-        pending = [tp for tp in tps if tp not in known] if known else tps
-        for attempt in range(LEADER_ATTEMPTS):
-            # After a leadership error or a broker that did not answer, another try with fresh
-            # metadata: a leader moved, or is being elected (a short pause lets the election finish).
-            if attempt > 0:
-                time.sleep(LEADER_RETRY_PAUSE_S * attempt)
-            leaders = self.metadata(refresh=attempt > 0).leaders
+        extra = list(also)
+
+        def send(pending: list[TopicPartition]) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[TopicPartition, Failed]]:
+            nonlocal extra, also_answers
+            failed: dict[TopicPartition, Failed] = {}
+            leaders = self.metadata().leaders
             by_node: dict[int, list[TopicPartition]] = defaultdict(list)
             for tp in pending:
                 leader = leaders.get(tp)
                 if leader is None:
-                    errors[tp] = "unknown topic or partition"
+                    failed[tp] = Failed(None, "unknown topic or partition")
                 elif leader < 0:
-                    errors[tp] = "no leader"
+                    failed[tp] = Failed(None, "no leader")
                 elif leader in self.silent:  # still led by a broker that did not answer: not asked again
-                    errors[tp] = str(Missing(Broker(leader), self.silent[leader].plain_reason))
+                    failed[tp] = Failed(None, str(Missing(Broker(leader), self.silent[leader].plain_reason)))
                 else:
                     by_node[leader].append(tp)
             requests = [
                 (node, proto.ListOffsets(tuple(node_tps), committed, earliest))
                 for node, node_tps in by_node.items() for committed in levels
             ]
-            retry: list[TopicPartition] = []
-            extra = list(also) if attempt == 0 else []
             responses = self._send_all(requests + extra) if requests or extra else []
-            if extra:
+            if extra:  # sent with the first round only
                 responses, also_answers = responses[: len(requests)], responses[len(requests) :]
+                extra = []
+            found: list[dict[TopicPartition, int]] = [{} for _ in levels]  # per level
             for i, resp in enumerate(responses):
                 node, level = requests[i][0], i % len(levels)
-                failed: list[Missing] = []
-                if not self._arrived(resp, Broker(node), failed):
-                    for tp in by_node[node]:
-                        errors[tp] = str(failed[0])
-                    retry.extend(by_node[node])  # fresh metadata may name a leader that answers
+                arrived: list[Missing] = []
+                if not self._arrived(resp, Broker(node), arrived):
+                    # fresh metadata may name a leader that answers
+                    failed.update((tp, Failed(NO_ANSWER, str(arrived[0]))) for tp in by_node[node])
                     continue
                 at_level = found[level]
                 if not any(map(_ERROR, resp.partitions)):  # usually: 10,000 answers taken in C
@@ -312,27 +320,28 @@ class OffsetsApi:
                     continue
                 for part in resp.partitions:
                     if part.error:
-                        errors[part.tp] = part.error
-                        if part.error in LEADERSHIP_ERRORS:
-                            retry.append(part.tp)
+                        failed[part.tp] = Failed(part.error, part.error)
                     else:
                         at_level[part.tp] = part.offset
-            pending = list(dict.fromkeys(retry))
-            if not pending or time.monotonic() + LEADER_RETRY_PAUSE_S * (attempt + 1) >= self.deadline:
-                break
-            for tp in pending:
-                for at_level in found:  # ask again at every level: a pair must come from one leader
-                    at_level.pop(tp, None)
-        # A partition has its offsets when every level (one isolation level, or both) answered for it.
-        first, *others = found
-        if others:
-            (second,) = others
-            out = {tp: (offset, second[tp]) for tp, offset in first.items() if tp in second}
-        else:
-            out = {tp: (offset,) for tp, offset in first.items()}
+            # A partition has its offsets when every level (one isolation level, or both) answered
+            # for it in one round: a pair must come from one leader.
+            first, *others = found
+            if others:
+                (second,) = others
+                out = {tp: (offset, second[tp]) for tp, offset in first.items() if tp in second and tp not in failed}
+            else:
+                out = {tp: (offset,) for tp, offset in first.items()}
+            return out, failed
+
+        pending = [tp for tp in tps if tp not in known] if known else tps
+        asked = retry.ask(pending, send, "ListOffsets", self.deadline, refresh=lambda: self.metadata(refresh=True))
+        if extra:  # nothing was pending: the other requests still go
+            also_answers = self._send_all(extra)
+        out = asked.answers
         self.remember("ListOffsets", {(tp, levels, earliest): offsets for tp, offsets in out.items()})
         if known:
             out = {tp: known[tp] if tp in known else out[tp] for tp in tps if tp in known or tp in out}
+        errors = asked.failed
         missing = [part_missing(tp, errors.get(tp, "no answer"), f"DESCRIBE on Topic {tp.topic}") for tp in tps if tp not in out]
         return Partial(out, missing), also_answers  # type: ignore[arg-type]
 

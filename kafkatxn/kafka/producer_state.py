@@ -8,14 +8,14 @@ One Kafka API family per module (as kminion has one file per API), mixed into
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from typing import Any, Iterable
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka import retry
+from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.errors import part_missing
-from kafkatxn.kafka.session import LEADERSHIP_ERRORS
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -37,14 +37,14 @@ class ProducerStateApi:
             return Partial({})
         if self.wire.max_version("DescribeProducers") < 0:
             raise UnsupportedBrokerError("the broker does not support DescribeProducers (needs Apache Kafka 2.8 or newer)")
-        if broker_id is not None:  # a broker's own view, whoever leads: not the run's facts
+        if broker_id is not None:  # a broker's own view, whoever leads: not the run's facts (never asked elsewhere)
             requests, missing = self._producer_requests(tps, broker_id)
-            return self._producer_answers(requests, self._send_all(requests), missing, retry=False)
+            answers, failed = self._producer_split(requests, self._send_all(requests), missing)
+            return Partial(answers, [f.last for f in failed.values()])
         known, ask = self.remembered("DescribeProducers", tps)
         if not ask:
             return Partial(known)
-        requests, missing = self._producer_requests(ask, None)
-        return self.with_remembered_producers(known, self._producer_answers(requests, self._send_all(requests), missing))
+        return self.with_remembered_producers(known, self._producer_answers(ask))
 
     def with_remembered_producers(
         self, known: dict[TopicPartition, list[ProducerState]], answer: Partial[dict[TopicPartition, list[ProducerState]]]
@@ -55,8 +55,10 @@ class ProducerStateApi:
 
     def _producer_requests(
         self, tps: list[TopicPartition], broker_id: int | None
-    ) -> tuple[list[tuple[int, proto.DescribeProducers]], list[Missing]]:
-        missing: list[Missing] = []
+    ) -> tuple[list[tuple[int, proto.DescribeProducers]], dict[TopicPartition, Failed]]:
+        """The requests, one per leader (or to ``broker_id``) and batch; the partitions with no leader
+        to ask (none, or silent: not asked again)."""
+        missing: dict[TopicPartition, Failed] = {}
         by_node: dict[int, list[TopicPartition]] = defaultdict(list)
         if broker_id is not None:
             by_node[broker_id] = tps
@@ -65,9 +67,9 @@ class ProducerStateApi:
             for tp in tps:
                 leader = leaders.get(tp, -1)
                 if leader < 0:
-                    missing.append(Missing(tp, "no leader"))
+                    missing[tp] = Failed(None, Missing(tp, "no leader"))
                 elif leader in self.silent:  # a broker that did not answer earlier in this command
-                    missing.append(Missing(tp, f"{self.silent[leader].plain_reason} (broker {leader})"))
+                    missing[tp] = Failed(None, Missing(tp, f"{self.silent[leader].plain_reason} (broker {leader})"))
                 else:
                     by_node[leader].append(tp)
         requests = [
@@ -77,33 +79,41 @@ class ProducerStateApi:
         ]
         return requests, missing
 
-    def _producer_answers(
-        self, requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any], missing: list[Missing],
-        retry: bool = True,
-    ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
-        """The answers; with ``retry``, partitions whose leader did not answer, left or moved are
-        asked once more where fresh metadata says their leader is now."""
+    def _producer_split(
+        self, requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any], failed: dict[TopicPartition, Failed],
+    ) -> tuple[dict[TopicPartition, list[ProducerState]], dict[TopicPartition, Failed]]:
+        """One round's answers, and its failures added to ``failed``."""
         out: dict[TopicPartition, list[ProducerState]] = {}
-        again: list[TopicPartition] = []
         for (node, request), resp in zip(requests, responses):
-            if not self._arrived(resp, Broker(node), missing):
+            arrived: list[Missing] = []
+            if not self._arrived(resp, Broker(node), arrived):
                 # Each partition of the batch is missing, by name: verdicts look partitions up.
-                reason = f"{missing.pop().reason} (broker {node})"
-                missing.extend(Missing(tp, reason) for tp in request.partitions)
-                again.extend(request.partitions)
+                reason = f"{arrived[0].reason} (broker {node})"
+                failed.update((tp, Failed(NO_ANSWER, Missing(tp, reason))) for tp in request.partitions)
                 continue
             for part in resp.partitions:
                 if part.error:
-                    missing.append(part_missing(part.tp, part.error, f"READ on Topic {part.tp.topic}"))
-                    if part.error in LEADERSHIP_ERRORS:
-                        again.append(part.tp)
+                    failed[part.tp] = Failed(part.error, part_missing(part.tp, part.error, f"READ on Topic {part.tp.topic}"))
                 else:
                     out[part.tp] = list(part.producers)
-        if not (retry and again) or time.monotonic() >= self.deadline:
-            return Partial(out, missing)
-        self.metadata(refresh=True)
-        asked = set(again)
-        requests, second_missing = self._producer_requests(sorted(asked), None)
-        second = self._producer_answers(requests, self._send_all(requests), second_missing, retry=False)
-        out.update(second.value)
-        return Partial(out, [m for m in missing if m.subject not in asked] + list(second.missing))
+        return out, failed
+
+    def _producer_answers(
+        self, tps: list[TopicPartition], first: tuple[list[tuple[int, proto.DescribeProducers]], list[Any], dict[TopicPartition, Failed]] | None = None,
+    ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
+        """The producers of ``tps`` at their leaders, asked again on the one policy (a leader that
+        did not answer, left or moved: where fresh metadata says it is now). ``first``: the first
+        round's requests, their responses and the partitions without a leader, when already sent."""
+
+        def send(pending: list[TopicPartition]) -> tuple[dict[TopicPartition, list[ProducerState]], dict[TopicPartition, Failed]]:
+            nonlocal first
+            if first is not None:
+                requests, responses, failed = first
+                first = None
+            else:
+                requests, failed = self._producer_requests(pending, None)
+                responses = self._send_all(requests) if requests else []
+            return self._producer_split(requests, responses, failed)
+
+        asked = retry.ask(tps, send, "DescribeProducers", self.deadline, refresh=lambda: self.metadata(refresh=True))
+        return Partial(asked.answers, asked.failed_in(tps))

@@ -38,30 +38,37 @@ class FacadeLog:
         self.follow = follow  # no command deadline: each poll gets the connection timeout afresh
 
     def fetch(self, positions: Mapping[int, int], max_wait_ms: int = 0) -> dict[int, FetchedPartition]:
-        from kafkatxn.kafka.offsets import LEADER_ATTEMPTS, LEADER_RETRY_PAUSE_S
-        from kafkatxn.kafka.session import LEADERSHIP_ERRORS
+        """One Fetch per leader; a partition whose leader moved or did not answer is asked again on
+        the one policy (``retry.RETRIES["Fetch"]``). A refusal, or a partition still not answered,
+        is raised as a LogReadError."""
+        from kafkatxn.kafka import retry
+        from kafkatxn.kafka.retry import NO_ANSWER, Failed
 
         c = self.cluster
         if self.follow:
             c.deadline = time.monotonic() + c.config.timeout_s + max_wait_ms / 1000
             c.silent.clear()
-        pending = {TopicPartition(self.topic, p): o for p, o in positions.items()}
-        out: dict[int, FetchedPartition] = {}
-        for attempt in range(LEADER_ATTEMPTS):
-            answers, failed = c.fetch_from_leaders(pending, False, LOG_FETCH_BYTES, refresh=attempt > 0, max_wait_ms=max_wait_ms)
-            out.update((tp.partition, part) for tp, part in answers.items() if part.error not in LEADERSHIP_ERRORS)
-            again = {tp for tp, part in answers.items() if part.error in LEADERSHIP_ERRORS} | {tp for tp, m in failed.items() if not m.acl}
-            refused = [m for m in failed.values() if m.acl]
-            if refused:
-                raise _failure(refused[0].subject, "TOPIC_AUTHORIZATION_FAILED", f"not authorized: needs READ on Topic {self.topic}")
-            pending = {tp: o for tp, o in pending.items() if tp in again}
-            if not pending:
-                return out
-            if attempt < LEADER_ATTEMPTS - 1:
-                time.sleep(min(LEADER_RETRY_PAUSE_S * (attempt + 1), max(0.0, c.deadline - time.monotonic())))
-        tp = next(iter(pending))
-        part = answers.get(tp)
-        raise _failure(tp, part.error if part is not None else None, part.error if part is not None else failed[tp].reason)
+        wanted = {TopicPartition(self.topic, p): o for p, o in positions.items()}
+
+        def send(pending: list[TopicPartition]) -> tuple[dict[TopicPartition, Any], dict[TopicPartition, Failed]]:
+            answers, failed = c.fetch_from_leaders({tp: wanted[tp] for tp in pending}, False, LOG_FETCH_BYTES, max_wait_ms=max_wait_ms)
+            # Another error is the reader's to handle (an offset out of range, a refused partition).
+            out = {tp: part for tp, part in answers.items() if retry.how("Fetch", part.error) is None}
+            failures = {tp: Failed(part.error, part) for tp, part in answers.items() if tp not in out}
+            failures.update((tp, Failed(None if m.acl else NO_ANSWER, m)) for tp, m in failed.items())
+            return out, failures
+
+        fetched = retry.ask(wanted, send, "Fetch", c.deadline, refresh=lambda: c.metadata(refresh=True))
+        refused = [m for m in fetched.failed.values() if isinstance(m, Missing) and m.acl]
+        if refused:
+            raise _failure(refused[0].subject, "TOPIC_AUTHORIZATION_FAILED", f"not authorized: needs READ on Topic {self.topic}")
+        if fetched.failed:
+            tp = next(tp for tp in wanted if tp in fetched.failed)
+            last = fetched.failed[tp]
+            if isinstance(last, Missing):
+                raise _failure(tp, None, last.reason)
+            raise _failure(tp, last.error, last.error)
+        return {tp.partition: part for tp, part in fetched.answers.items()}
 
     def offset_at(self, partition: int, timestamp_ms: int) -> int:
         tp = TopicPartition(self.topic, partition)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.errors import part_missing
-from kafkatxn.kafka.retry import Backoff
+from kafkatxn.kafka import retry
+from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.model import (
     IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, Broker, DescribedTransactions, ListTransactionsSupport,
     Missing, Part, Partial, TransactionalId, TransactionDescription, TransactionListing,
@@ -65,27 +66,28 @@ class TransactionsApi:
         for listing in remembered.values():
             out.extend(listing)
         asked = [i for i in ids if i not in remembered]
-        backoff = Backoff(self.deadline)
-        while asked:
-            loading: dict[int, str] = {}  # a coordinator loading or moving its part of the log: asked again
-            for broker_id, resp in zip(asked, self._send_all([(i, request) for i in asked])):
-                if not self._arrived(resp, Broker(broker_id), missing):
-                    continue
-                if resp.error:
-                    if resp.error in COORDINATOR_ERRORS:
-                        loading[broker_id] = resp.error
-                    else:
-                        missing.append(Missing(Broker(broker_id), resp.error))
-                    continue
-                listing = [TransactionListing(t.transactional_id, t.producer_id, t.state, broker_id) for t in resp.transactions]
-                self.remember("ListTransactions", {(broker_id, request): listing})
+
+        def send(brokers: list[int]) -> tuple[dict[int, list[TransactionListing]], dict[int, Failed]]:
+            listings: dict[int, list[TransactionListing]] = {}
+            failed: dict[int, Failed] = {}
+            for broker_id, resp in zip(brokers, self._send_all([(i, request) for i in brokers])):
+                arrived: list[Missing] = []
+                if not self._arrived(resp, Broker(broker_id), arrived):
+                    failed[broker_id] = Failed(NO_ANSWER, arrived[0])
+                elif resp.error:  # "not yet" from a coordinator loading its part of the log: asked again
+                    failed[broker_id] = Failed(resp.error, Missing(Broker(broker_id), resp.error))
+                else:
+                    listings[broker_id] = [
+                        TransactionListing(t.transactional_id, t.producer_id, t.state, broker_id) for t in resp.transactions
+                    ]
+            return listings, failed
+
+        if asked:
+            listed = retry.ask(asked, send, "ListTransactions", self.deadline)
+            self.remember("ListTransactions", {(b, request): listing for b, listing in listed.answers.items()})
+            for listing in listed.answers.values():
                 out.extend(listing)
-            if not loading:
-                break
-            if not backoff.pause():
-                missing.extend(Missing(Broker(b), error) for b, error in loading.items())
-                break
-            asked = list(loading)
+            missing.extend(listed.failed_in(asked))
         out.sort(key=lambda t: t.transactional_id)
         return Partial(out, missing), support
 
@@ -147,73 +149,61 @@ class TransactionsApi:
         could not be asked.
 
         Ids whose coordinator moved, was loading or creating its log or did not answer are asked
-        again, after growing pauses while ``retry.Backoff`` allows, at the coordinator
-        FindCoordinator names then.
+        again on the one policy (``retry.RETRIES``), at the coordinator FindCoordinator names then.
         """
         return self._describe_transactions(transactional_ids)
 
     def _describe_transactions(self, transactional_ids: Iterable[str]) -> Partial[DescribedTransactions]:
         if self.wire.max_version("DescribeTransactions") < 0:  # before Kafka 3.0 (KIP-664)
             raise UnsupportedBrokerError("the brokers do not support DescribeTransactions (needs Apache Kafka 3.0 or newer)")
-        result = DescribedTransactions()
-        missing: list[Missing] = []
         known, asked = self.remembered("DescribeTransactions", list(dict.fromkeys(transactional_ids)))
-        for tid, (description, error) in known.items():
+        described = retry.ask(
+            asked, self._describe_transactions_once, "DescribeTransactions", self.deadline,
+            refind=lambda tids: self.forget("FindCoordinator", tids),
+        ) if asked else retry.Asked()
+        self.remember("DescribeTransactions", described.answers)
+        result = DescribedTransactions()
+        for tid, (description, error) in {**known, **described.answers}.items():
             if description is not None:
                 result.found[tid] = description
             else:
                 result.not_found[tid] = error
-        if not asked:
-            return Partial(result)
-        backoff = Backoff(self.deadline)
-        while True:
-            answer = self._describe_transactions_once(asked)
-            self.remember("DescribeTransactions", {tid: (d, None) for tid, d in answer.value.found.items()})
-            self.remember("DescribeTransactions", {tid: (None, e) for tid, e in answer.value.not_found.items()})
-            result.found.update(answer.value.found)
-            result.not_found.update(answer.value.not_found)
-            # "Not yet" is asked again while the backoff allows; no answer at all, once (a frozen
-            # coordinator stays frozen, and a moved one is named by the next FindCoordinator).
-            again = answer.transient | (answer.unanswered if backoff.tries == 1 else set())
-            if not again or not backoff.pause():
-                return Partial(result, missing + list(answer.missing))
-            missing.extend(m for m in answer.missing if not (isinstance(m.subject, TransactionalId) and m.subject.id in again))
-            asked = sorted(again)
-            self.forget("FindCoordinator", asked)
+        return Partial(result, described.failed_in(asked))
 
-    def _describe_transactions_once(self, transactional_ids: Iterable[str]) -> "_Described":
+    def _describe_transactions_once(
+        self, transactional_ids: list[str]
+    ) -> tuple[dict[str, tuple[TransactionDescription | None, str | None]], dict[str, Failed]]:
+        """One round: FindCoordinator, then DescribeTransactions at each coordinator. Per id its
+        ``(description, None)`` or ``(None, TRANSACTIONAL_ID_NOT_FOUND)``, or its failure."""
         coordinators = self.find_transaction_coordinators(transactional_ids)
-        missing = list(coordinators.missing)
-        # Any id FindCoordinator could not place may be placed on a later try, but for refusals.
-        transient: set[str] = set()
-        unanswered: set[str] = set()
+        failed: dict[str, Failed] = {}
         for m in coordinators.missing:
-            if isinstance(m.subject, TransactionalId) and not m.not_authorized:
-                (transient if m.reason in COORDINATOR_ERRORS else unanswered).add(m.subject.id)
+            if isinstance(m.subject, TransactionalId):
+                error = NO_ANSWER if m.reason.startswith("FindCoordinator: ") else m.reason
+                failed[m.subject.id] = Failed(None if m.not_authorized else error, m, "FindCoordinator")
         by_node: dict[int, list[str]] = defaultdict(list)
         for tid, node in coordinators.value.items():
             by_node[node].append(tid)
         requests = [(node, proto.DescribeTransactions(tuple(ids))) for node, ids in by_node.items()]
-        result = DescribedTransactions()
+        out: dict[str, tuple[TransactionDescription | None, str | None]] = {}
         for (node, request), resp in zip(requests, self._send_all(requests)):
-            if not self._arrived(resp, Broker(node), missing):
-                reason = f"coordinator {node}: {missing.pop().reason}"
-                missing.extend(Missing(TransactionalId(t), reason) for t in request.transactional_ids)
-                unanswered.update(request.transactional_ids)
+            arrived: list[Missing] = []
+            if not self._arrived(resp, Broker(node), arrived):
+                reason = f"coordinator {node}: {arrived[0].reason}"
+                failed.update((t, Failed(NO_ANSWER, Missing(TransactionalId(t), reason))) for t in request.transactional_ids)
                 continue
             for txn in resp.transactions:
                 if txn.error == "TRANSACTIONAL_ID_NOT_FOUND":
-                    result.not_found[txn.transactional_id] = txn.error
+                    out[txn.transactional_id] = (None, txn.error)
                 elif txn.error:
-                    missing.append(part_missing(TransactionalId(txn.transactional_id), txn.error, describe_acl(txn.transactional_id)))
-                    if txn.error in COORDINATOR_ERRORS:
-                        transient.add(txn.transactional_id)
+                    why = part_missing(TransactionalId(txn.transactional_id), txn.error, describe_acl(txn.transactional_id))
+                    failed[txn.transactional_id] = Failed(txn.error, why)
                 else:
-                    result.found[txn.transactional_id] = TransactionDescription(
+                    out[txn.transactional_id] = (TransactionDescription(
                         txn.transactional_id, node, txn.state, txn.producer_id, txn.producer_epoch,
                         txn.timeout_ms, txn.start_time_ms, txn.partitions,
-                    )
-        return _Described(result, missing, transient, unanswered)
+                    ), None)
+        return out, failed
 
     def transactional_id_visibility(self) -> Partial[str]:
         """Whether ListTransactions shows this principal every transactional id: ``IDS_ALL``,
@@ -295,15 +285,3 @@ class TransactionsApi:
                 break
             probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
         return probe
-
-
-# What a coordinator answers while its part of the log is created, moves or loads: asked again
-# as ``retry.Backoff`` allows.
-COORDINATOR_ERRORS = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"})
-
-
-class _Described(NamedTuple):
-    value: DescribedTransactions
-    missing: list[Missing]
-    transient: set[str]  # the coordinator said "not yet" (COORDINATOR_ERRORS)
-    unanswered: set[str]  # no answer, or an error a fresh FindCoordinator may cure

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 
 from kafkatxn import gather, remedy, transaction_listing
-from kafkatxn.kafka import facade, producer_state
+from kafkatxn.kafka import facade, producer_state, retry
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import IDS_ALL, Broker, ProducerState, TransactionalId, TransactionDescription
 from tests.support.fake_kafka import FakeCluster, KafkaModel
@@ -67,10 +67,12 @@ def test_a_dead_brokers_partitions_are_missing_each_by_its_own_subject():
 def test_a_partition_error_is_missing_for_that_partition_only():
     model = KafkaModel()
     tp0, tp1 = model.add_partition("t", 0), model.add_partition("t", 1)
-    model.partition_errors[(1, tp1)] = ["NOT_LEADER_OR_FOLLOWER"] * 2  # asked twice: fresh metadata names broker 1 again
+    # asked as often as the one policy allows: fresh metadata names broker 1 again each time
+    model.partition_errors[(1, tp1)] = ["NOT_LEADER_OR_FOLLOWER"] * retry.LEADER_ASKS
     result = FakeCluster(model).describe_producers([tp0, tp1])
     assert set(result.value) == {tp0}
     assert [(m.subject, m.reason) for m in result.missing] == [(tp1, "NOT_LEADER_OR_FOLLOWER")]
+    assert [r.partitions for _n, r in sent(model, proto.DescribeProducers)] == [(tp0, tp1)] + [(tp1,)] * (retry.LEADER_ASKS - 1)
 
 
 def test_a_partition_whose_leader_moved_is_asked_again_at_the_new_leader():

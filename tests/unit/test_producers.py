@@ -8,6 +8,7 @@ import pytest
 
 from kafkatxn.output import render_to_string
 from kafkatxn import producers
+from kafkatxn.kafka import retry
 from kafkatxn.model import Broker, Missing, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionListing
 from kafkatxn.errors import NotFoundError
 from kafkatxn.model import TransactionDescription
@@ -142,7 +143,7 @@ def test_snapshot_attributes_partitions_to_their_leader_or_to_the_named_broker()
     gone = partition("a", 2, 1, [1])
     cluster = fake_cluster(parts + [gone], {tp("a", 0): [state(7)], tp("a", 1): []},
                            listings=[TransactionListing("app-1", 7, "Ongoing", 1)])
-    cluster.model.partition_errors[(1, tp("a", 2))] = ["NOT_LEADER_OR_FOLLOWER"] * 2  # and again at fresh metadata
+    cluster.model.partition_errors[(1, tp("a", 2))] = ["NOT_LEADER_OR_FOLLOWER"] * retry.LEADER_ASKS  # and again at fresh metadata
 
     snap = producers.snapshot_producers(cluster, parts + [gone])
     assert snap.reported_by == {tp("a", 0): 1, tp("a", 1): 2}

@@ -151,8 +151,7 @@ def test_fence_not_authorized_names_the_acl_and_is_not_retried():
     assert model.init_producer_id_errors == ["CONCURRENT_TRANSACTIONS"]
 
 
-def test_a_coordinator_busy_until_the_deadline_ends_the_fence_within_it(monkeypatch):
-    monkeypatch.setattr(markers, "FENCE_RETRY_BACKOFF_S", 0.05)
+def test_a_coordinator_busy_until_the_deadline_ends_the_fence_within_it():
     model = KafkaModel(brokers=(1,))
     open_transaction(model, "app-1", coordinator=1)
     model.init_producer_id_errors = ["CONCURRENT_TRANSACTIONS"] * 1000
