@@ -45,6 +45,17 @@ from harness.sasl import SaslKafka, sasl_setup  # noqa: E402
 from harness.security import SaslUsers, SecureKafka, make_pki, secure_setup  # noqa: E402
 from harness.stores import ClientStores, client_stores  # noqa: E402
 
+# Spark's JVMs as the harness starts brokers (harness/broker.py): C1 only, the serial GC, CDS on. A
+# test-sized Spark job otherwise spends much of its CPU in C2 compiling and G1's threads (a small
+# local job: 35 CPU-seconds with the defaults, 20 with these); the suite is CPU-bound. The driver
+# reads SPARK_SUBMIT_OPTS (pyspark starts it through spark-submit: audits, the exactly-once job,
+# in-process sessions), a standalone cluster's master and workers SPARK_DAEMON_JAVA_OPTS. Set here,
+# at import, so every xdist worker and every process a test starts inherits them; a value already
+# in the environment wins.
+SPARK_TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_OPTIONS)
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", SPARK_TEST_JVM_OPTIONS)
+
 TEST_LOGS_DIR = REPO_ROOT / "test-logs"
 BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory", "kafka_secure", "kafka_sasl", "kafka_kerberos"})
 SINGLE_BROKER_START_TIMEOUT = 60
