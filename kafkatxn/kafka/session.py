@@ -42,8 +42,11 @@ _NOT_ANSWERED = object()
 
 
 def request_label(request: Any) -> str:
-    """A request as ``--debug`` names it: its API, and the isolation level where the API has one."""
+    """A request as ``--debug`` names it: its API, and the isolation level where the API has one
+    (a ListOffsets by timestamp, where the level changes nothing, says so instead)."""
     name = proto.REQUEST_NAMES.get(type(request), type(request).__name__)
+    if isinstance(request, proto.ListOffsetsAt):
+        return f"{name} (by time)"
     level = getattr(request, "read_committed", None)
     return name if level is None else f"{name} ({'read_committed' if level else 'read_uncommitted'})"
 

@@ -6,7 +6,7 @@ what makes every path of the commands ask: 8 topics over 3 leaders, committed, a
 hanging transactions, an idempotent producer, and 3 consumer groups, one of them blocked behind the
 open transaction. Allowed: connection set-up (ApiVersions, SASL), Metadata twice (bootstrap, then
 the cluster's); every other API at most once per broker and isolation level (ListOffsets and
-Fetch carry one level per request). The brokers count requests per API only, so each command also
+Fetch carry one level per request; a ListOffsets by timestamp is a kind of its own). The brokers count requests per API only, so each command also
 runs with ``--debug``, whose log names every request it sends with its level: the log must add up
 to the brokers' counts, API by API and broker by broker, and splits them by level. On the code
 before the run memo, ``check --groups`` and the scrape sent ListTransactions 3 times to every broker.
@@ -15,7 +15,6 @@ before the run memo, ``check --groups`` and the scrape sent ListTransactions 3 t
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from harness.broker import KafkaCluster
 from harness.jmx import counts_between, request_counts
 from kafkatxn.model import TopicPartition
 from tests.support.exporter_process import ExporterProcess
+from tests.support.request_log import LOGGED
 
 pytestmark = [pytest.mark.integration]
 
@@ -41,7 +41,6 @@ CLUSTER_INTERNAL = {"BrokerHeartbeat", "BrokerRegistration", "ControllerRegistra
 CONNECTION_SET_UP = {"ApiVersions", "SaslHandshake", "SaslAuthenticate"}
 # The bootstrap's Metadata is the client's own, before the command's log starts.
 ALLOWED = {"Metadata": 2}
-LOGGED = re.compile(r"request (\w+)(?: \((read_committed|read_uncommitted)\))? to broker (\d+)")
 
 
 @pytest.fixture(scope="module")

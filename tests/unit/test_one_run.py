@@ -167,3 +167,18 @@ def test_a_partition_fetched_ahead_carries_its_own_byte_limit():
     (node, request), = sent(cluster, "Fetch")
     assert node == 2
     assert [(f.tp, f.max_bytes) for f in request.partitions] == [(B0, 1024), (A1, 4096)]  # the small one first
+
+
+def test_debug_names_each_request_with_its_level_as_test_request_counts_reads_it():
+    import re
+
+    from kafkatxn.kafka import protocol as p
+    from kafkatxn.kafka.session import request_label
+    from tests.support.request_log import LOGGED
+
+    labels = [request_label(p.ListOffsets((A0,), True)), request_label(p.ListOffsetsAt((A0,), -2)),
+              request_label(p.Fetch((p.FetchOffset(A0, 0),), False)), request_label(p.DescribeProducers((A0,)))]
+    assert labels == ["ListOffsets (read_committed)", "ListOffsets (by time)", "Fetch (read_uncommitted)", "DescribeProducers"]
+    assert [m.groups() for m in (re.search(LOGGED, f"request {label} to broker 3") for label in labels)] == [
+        ("ListOffsets", "read_committed", "3"), ("ListOffsets", "by time", "3"), ("Fetch", "read_uncommitted", "3"),
+        ("DescribeProducers", None, "3")]
