@@ -43,7 +43,9 @@ class MarkersApi:
             if info is None or info.leader < 0:
                 why = f"{tp} has no leader"
             else:
-                described = self.describe_producers([tp])
+                # Asked of that broker only: the producers must be the ones the leader named reports
+                # (a retry elsewhere would answer for a new leader while this names the old one).
+                described = self.describe_producers([tp], broker_id=info.leader)
                 if tp in described.value:
                     return info.leader, described.value[tp], ""
                 why = "; ".join(map(str, described.missing)) or f"no answer from broker {info.leader}"

@@ -597,6 +597,18 @@ def test_the_kafka_layer_waits_for_a_leader_within_its_share_of_the_deadline():
     assert 0.4 < time.monotonic() - started < 1.5 * 2 / 3 + 0.2  # a share of the deadline, the rest kept to verify
 
 
+def test_the_leader_named_before_a_marker_is_the_broker_that_reported_the_producers():
+    """CI: the leader died after the intent; the metadata still named it, DescribeProducers' own retry
+    was answered by the new leader, and the marker went to the dead one again ("still its leader")."""
+    model = KafkaModel(brokers=(1, 2))
+    model.add_partition("a", 0, leader=2, replicas=(1, 2))
+    model.producers[A0] = open_txn = [state(7, start=10)]
+    model.down.add(2)
+    model.leader_moves[A0] = 1  # the second metadata request names the new leader
+    fake = FakeCluster(model, timeout_s=3)
+    assert fake.leader_and_producers(A0) == (1, open_txn, "")
+
+
 def test_fence_failed_without_an_answer_is_unknown_after_its_intent(audit, monkeypatch):
     from kafkatxn.errors import AuthenticationError
 
