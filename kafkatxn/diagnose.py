@@ -109,7 +109,7 @@ def take_snapshot(
         out.view, _view_missing = gather.coordinator_view(cluster, {p.producer_id for p in pins})
         # The group snapshot already asked again about pins no coordinator tracked (gather.settle_pins):
         # one it found ended is no pin here either, and is not described again.
-        ended = {key for key, c in snap.lso.classifications.items() if c.reason == gather.REASON_ENDED}
+        ended = {key for key, c in snap.lso.classifications.items() if gather.ended_while_asked(c)}
         for tp, pid in ended:
             out.producers[tp] = [s for s in out.producers.get(tp, []) if s.producer_id != pid]
         pins = [p for p in pins if (p.tp, p.producer_id) not in ended]

@@ -295,6 +295,11 @@ def settle_pins(
 REASON_ENDED = "ended while it was being asked about (its partition no longer shows it open)"
 
 
+def ended_while_asked(c: verdicts.Classification | None) -> bool:
+    """Whether :func:`still_open` found ``c``'s transaction ended between DescribeProducers and now."""
+    return c is not None and c.reason == REASON_ENDED
+
+
 def _ended(c: verdicts.Classification) -> verdicts.Classification:
     # Not hanging, nor anything to act on: its producer ended it between DescribeProducers and the
     # coordinators' answer. Reported as its coordinator's (LONG_RUNNING: someone completed it).

@@ -288,7 +288,6 @@ def find_hanging(
     scan = classify_open_transactions(cluster, snapshot.states, now_ms, max_transaction_timeout_ms)
     missing += scan.missing
     all_open, candidates = scan.open_transactions, scan.candidates
-    gather.fetch_ahead(cluster, [*scan.classifications, *scan.untracked])  # the dating and log reads below, together
     # Before anything is called hanging: did its coordinator commit it (a lost COMMIT marker)?
     classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
 

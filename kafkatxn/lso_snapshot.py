@@ -153,7 +153,7 @@ def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[Topi
     partition and that still pins its LSO is one the verdicts decide)."""
     # With those settle_pins found ended: their partitions' offsets are read again too.
     suspects = [tp for tp in described if may_have_ended(snapshot.pin(tp), c := snapshot.pin_classification(tp))
-                or (c is not None and c.reason == gather.REASON_ENDED)]
+                or gather.ended_while_asked(c)]
     if not suspects:
         return
     # A partition fetched ahead (its first record dated) was read after the coordinators answered:

@@ -224,7 +224,6 @@ def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int,
 
     scan = gather.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
     missing.extend(scan.missing)
-    gather.fetch_ahead(cluster, [*scan.classifications, *scan.untracked])  # the dating and log reads below, together
     classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
     settled.update({(c.open_txn.tp, c.open_txn.producer_id): c
                     for raw, c in zip(scan.classifications, classifications) if lost_commit.needs_log(raw)})
