@@ -465,7 +465,7 @@ def run(
 ) -> Diagnosis:
     """Snapshot and decide: what ``kafkatxn diagnose`` shows; the Spark queries of ``spark_checkpoints``
     beside the groups named (or every group with ``every_group``: lso_snapshot.take_group_snapshot)."""
-    queries, unread = spark_readers.read_checkpoints(spark_checkpoints)  # before the offsets they are compared with
+    queries, unread = spark_readers.read_checkpoints(spark_checkpoints, cluster.deadline)  # before the offsets they are compared with
     queries, ledgers_unread = spark_readers.with_writers(cluster, queries, spark_writers)  # the ledger: after the checkpoint
     unread += ledgers_unread
     readers = spark_readers.reader_positions(cluster, queries, topics) if spark_checkpoints else None

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
 
@@ -74,16 +76,28 @@ class _Arrow:
             raise sc.CheckpointError("reading it needs pyarrow (pip install 'kafkatxn[spark]')") from None
         scheme, rest = uri.split("://", 1)
         # s3a is Hadoop's name for S3; pyarrow's is s3.
-        self.fs, self.root = pafs.FileSystem.from_uri(("s3://" + rest) if scheme == "s3a" else uri)
+        try:
+            self.fs, self.root = pafs.FileSystem.from_uri(("s3://" + rest) if scheme == "s3a" else uri)
+        except ValueError as exc:  # pyarrow's ArrowInvalid: a location it cannot parse
+            raise sc.CheckpointError(f"not a location pyarrow can read: {_first_line(exc)}") from None
         self._pafs = pafs
 
     def list(self, path: str) -> list[str] | None:
-        infos = self.fs.get_file_info(self._pafs.FileSelector(path, allow_not_found=True))
-        return [i.base_name for i in infos] if infos or self.fs.get_file_info(path).type != self._pafs.FileType.NotFound else None
+        try:
+            infos = self.fs.get_file_info(self._pafs.FileSelector(path, allow_not_found=True))
+            return [i.base_name for i in infos] if infos or self.fs.get_file_info(path).type != self._pafs.FileType.NotFound else None
+        except UnicodeDecodeError:
+            raise
+        except ValueError as exc:  # ArrowInvalid: a path the store refuses
+            raise sc.CheckpointError(f"cannot be listed: {_first_line(exc)}") from None
 
     def read(self, path: str) -> str:
-        with self.fs.open_input_stream(path) as f:
-            return f.read().decode("utf-8")
+        try:
+            with self.fs.open_input_stream(path) as f:
+                data = f.read()
+        except ValueError as exc:
+            raise sc.CheckpointError(f"cannot be read: {_first_line(exc)}") from None
+        return data.decode("utf-8")
 
     def join(self, *parts: str) -> str:
         return "/".join(p.rstrip("/") for p in parts)
@@ -96,7 +110,7 @@ def parse_spec(spec: str) -> tuple[str | None, str]:
 
 
 def _filesystem(path: str) -> tuple[_Local | _Arrow, str]:
-    scheme = path.split("://", 1)[0].lower() if "://" in path else ""
+    scheme = _scheme(path)
     if scheme in ("", "file"):
         return _Local(), path[len("file://"):] if scheme else path
     if scheme not in REMOTE_SCHEMES:
@@ -105,11 +119,50 @@ def _filesystem(path: str) -> tuple[_Local | _Arrow, str]:
     return fs, fs.root
 
 
-def read_checkpoint(spec: str) -> tuple[SparkQuery | None, list[Missing]]:
+def read_checkpoint(spec: str, deadline: float | None = None) -> tuple[SparkQuery | None, list[Missing]]:
     """One query's checkpoint; what cannot be read is a missing part naming the path (and the query None
-    when its position cannot be read)."""
+    when its position cannot be read). A remote one is read within ``deadline`` (``time.monotonic()``),
+    the command's: a store that does not answer by then is a missing part too."""
     name, path = parse_spec(spec)
     subject = Part(f"spark checkpoint {path}")
+    if deadline is None or _scheme(path) in ("", "file"):
+        return _read_checkpoint(name, path, subject)
+    return _within(deadline, lambda: _read_checkpoint(name, path, subject), subject)
+
+
+def _within(deadline: float, read, subject: Part) -> tuple[SparkQuery | None, list[Missing]]:
+    """``read()`` in a thread of its own, waited for until ``deadline``: pyarrow's filesystems take no
+    deadline of their own. A store that has not answered by then is left to its daemon thread."""
+    done: list = []
+
+    def run() -> None:
+        try:
+            done.append((True, read()))
+        except BaseException as exc:  # raised again in the caller's thread
+            done.append((False, exc))
+
+    started_at = time.monotonic()
+    reader = threading.Thread(target=run, name="spark-checkpoint-read", daemon=True)
+    reader.start()
+    reader.join(max(deadline - started_at, 0.0))
+    if not done:
+        return None, [Missing(subject, f"its store did not answer within {max(deadline - started_at, 0.0):.1f}s (--timeout)")]
+    ok, value = done[0]
+    if not ok:
+        raise value
+    return value
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _scheme(path: str) -> str:
+    return path.split("://", 1)[0].lower() if "://" in path else ""
+
+
+def _read_checkpoint(name: str | None, path: str, subject: Part) -> tuple[SparkQuery | None, list[Missing]]:
     try:
         fs, root = _filesystem(path)
         return _read(fs, root, name, path, subject)
@@ -171,12 +224,13 @@ def _initial(fs: _Local | _Arrow, root: str) -> dict[TopicPartition, int]:
     return out
 
 
-def read_checkpoints(specs: Iterable[str]) -> tuple[list[SparkQuery], list[Missing]]:
-    """Every checkpoint named (``NAME=PATH`` or ``PATH``), in order; the missing parts of all."""
+def read_checkpoints(specs: Iterable[str], deadline: float | None = None) -> tuple[list[SparkQuery], list[Missing]]:
+    """Every checkpoint named (``NAME=PATH`` or ``PATH``), in order, remote ones within ``deadline``;
+    the missing parts of all."""
     queries: list[SparkQuery] = []
     missing: list[Missing] = []
     for spec in dict.fromkeys(specs):
-        query, lost = read_checkpoint(spec)
+        query, lost = read_checkpoint(spec, deadline)
         missing += lost
         if query is not None:
             queries.append(query)
@@ -362,7 +416,7 @@ def with_queries(cluster: Cluster, committed: tuple[dict, list[Missing]], specs:
     missing parts), and the queries, their writers' last batches in ``writer_batches``."""
     if not specs:
         return committed, []
-    queries, unread = read_checkpoints(specs)
+    queries, unread = read_checkpoints(specs, cluster.deadline)
     queries, ledgers_unread = with_writers(cluster, queries, writers)
     unread += ledgers_unread
     by_group, missing = committed

@@ -79,6 +79,8 @@ _PARTITION_COLUMNS = ("group", "partition", "committed", "lso", "hw", "lag", "la
 def text_report(d: diagnose.Diagnosis, wide: bool = False, width: int = 120) -> str:
     """What people read within ``width``: groups, the partitions that need attention, each pinning
     transaction and its next step (commands on lines of their own)."""
+    if not d.groups and d.missing:  # nothing was read: the one line on stderr says what to fix
+        return ""
     out = textwrap.wrap(d.summary, width) + [""]
     if d.groups:
         out.append(render_to_string(d.groups, "table", wide=wide, width=width).rstrip("\n"))

@@ -151,7 +151,7 @@ def register(app: typer.Typer) -> None:
                 # A query's position is read before the offsets it is compared with, as a group's commits are.
                 # The profile's queries are read beside every group; those given here, beside the groups named.
                 specs = spark_checkpoints or ctx.config.spark_checkpoints
-                queries, unread = spark_readers.read_checkpoints(specs)
+                queries, unread = spark_readers.read_checkpoints(specs, cluster.deadline)
                 report = lso.group_report(
                     cluster, group_names, topics, min_lag if min_lag is not None else 0, sort_key, top,
                     critical_age_ms, probe_max_gap, watching, previous, lag_threshold,

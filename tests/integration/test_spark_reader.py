@@ -114,6 +114,7 @@ def test_a_stalled_query_is_diagnosed_and_the_command_unblocks_it(broker, unique
         lso_before = (hm.end_offset(bootstrap, tp, True), hm.end_offset(bootstrap, tp, False))
         broken = cli(capsys, "-b", bootstrap, "diagnose", "--spark-checkpoint", str(damaged))
         assert broken.code == 3 and len(broken.stderr.strip().splitlines()) == 1, broken.stderr
+        assert broken.stdout == "", broken.stdout  # the one line is all
         assert str(offsets_file.parent.parent) in broken.stderr and "not complete JSON" in broken.stderr
         assert {p: p.read_bytes() for p in damaged.rglob("*") if p.is_file()} == before
         assert (hm.end_offset(bootstrap, tp, True), hm.end_offset(bootstrap, tp, False)) == lso_before

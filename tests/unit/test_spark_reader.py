@@ -215,6 +215,9 @@ def test_a_damaged_checkpoint_alone_is_one_line_and_exit_3(tmp_path, capsys):
     d = diagnose.run(cluster, spark_checkpoints=[str(ck)])
     assert d.exit_code == 3 and d.partitions == [] and d.transactions == []
     assert any(str(ck) in str(m) and "v7" in str(m) for m in d.missing)
+    # Nothing read: the table output adds no "no committed offsets" line to the one on stderr.
+    from kafkatxn.cli.diagnose_cmd import text_report
+    assert text_report(d) == ""
 
 
 def test_a_profile_names_its_queries(tmp_path, monkeypatch):
@@ -310,3 +313,49 @@ def test_lso_groups_shows_the_query_alone_or_beside_every_group(tmp_path):
     assert {r.group for r in beside.rows} == {"billing", "reports", "spark:etl"}
     assert {r.verdict for r in beside.rows if r.group in ("billing", "spark:etl")} == {alone.rows[0].verdict}
     assert spark_readers.query_notes(queries) == [f"spark:etl is query {QUERY_ID} (checkpoint {ck}): batch 0 committed"]
+
+
+@pytest.fixture
+def silent_store():
+    """A real S3 endpoint that takes connections and never answers (a store hung at 3 a.m.)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        try:
+            while True:
+                held.append(server.accept()[0])
+        except OSError:
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+def test_a_remote_checkpoint_whose_store_does_not_answer_is_missing_within_the_deadline(silent_store, monkeypatch):
+    pytest.importorskip("pyarrow")
+    import time
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "kafkatxn-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "kafkatxn-test")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    path = f"s3a://bucket/ck?endpoint_override={silent_store}&scheme=http"
+    started = time.monotonic()
+    query, missing = spark_readers.read_checkpoint(f"etl={path}", started + 1.0)
+    took = time.monotonic() - started
+    assert query is None and [str(m.subject) for m in missing] == [f"spark checkpoint {path}"]
+    assert "did not answer within 1.0s" in missing[0].reason and took < 3.0
+
+
+def test_a_remote_location_pyarrow_cannot_parse_is_one_missing_part_not_a_traceback():
+    pytest.importorskip("pyarrow")
+    query, missing = spark_readers.read_checkpoint("etl=s3a://bucket/ck?no_such_option=1")
+    assert query is None and len(missing) == 1 and "not a location pyarrow can read" in missing[0].reason
