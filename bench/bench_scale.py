@@ -21,7 +21,12 @@ Every kafkatxn figure is a process of its own (interpreter start included), with
 run of each. Findings are compared: lso's high watermarks against GetOffsetShell's, hanging
 transactions between kafkatxn, Kafka's tool and what was made. Exit 1 when findings differ or a
 target is missed: exporter scrape < 1 s, exporter peak RSS < 200 MB, requests per command
-<= 15 per broker (O(brokers)).
+<= 15 per broker (O(brokers)), ``lso`` and ``check`` within 1.3x their floor.
+
+Each command's floor (``*_vs_floor``): the CLI's start-up (``kafkatxn config show``, no broker) plus
+the time the busiest broker spent answering the command's requests, from the brokers' own
+``TotalTimeMs`` histograms (JMX) around one run. It is a lower bound: it does not add up the rounds a
+command must make one after another.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ BOUND_MINUTES = 1
 TARGET_SCRAPE_S = 1.0
 TARGET_RSS_MB = 200
 REQUESTS_PER_BROKER = 15
+# A command's time over its floor (start-up plus the busiest broker's time on its requests).
+FLOOR_TARGETS = {"lso": 1.3, "check": 1.3}
 
 COMMANDS = {
     "lso": ["lso", "-o", "json"],
@@ -145,6 +152,10 @@ def main() -> int:
                 note("get_offset_shell", shell.seconds)
                 shell_offsets = offsets_of_get_offset_shell(shell.stdout)
 
+            # The CLI's own start-up (interpreter, imports, configuration; no broker), part of each command's floor.
+            for _ in range(max(args.rounds, 3)):
+                note("startup", run_measured([sys.executable, "-m", "kafkatxn", "config", "show", "-b", "127.0.0.1:9"]).seconds)
+
             exporter, url = start_exporter(bootstrap, "--cache-ttl", "0s", "--scrape-timeout", "60s")
             scrape(url)  # warm-up: connections and the first metadata
             last: dict = {}
@@ -171,18 +182,23 @@ def main() -> int:
                 found["kafka_python"] = {(tp["topic"], tp["partition"], row["producer_id"])
                                          for row in kp for tp in row["topic_partitions"]}
 
-            # Broker-side requests, one more run of each between JMX reads (all nodes).
+            # Broker-side requests and the time the brokers spent answering them, one more run of
+            # each between JMX reads (all nodes).
             requests: dict[str, dict[str, int]] = {}
+            broker_ms: dict[str, float] = {}
             before = cluster.request_counts()
-            for name in COMMANDS:
-                run_command(bootstrap, name)
-                after = cluster.request_counts()
+            spent_before = cluster.request_time_ms()
+            for name in [*COMMANDS, "exporter_scrape"]:
+                if name == "exporter_scrape":
+                    scrape(url)
+                else:
+                    run_command(bootstrap, name)
+                after, spent_after = cluster.request_counts(), cluster.request_time_ms()
                 requests[name] = counted_delta(before, after)
-                before = after
-            scrape(url)
-            after = cluster.request_counts()
-            requests["exporter_scrape"] = counted_delta(before, after)
-            before = after
+                # The busiest broker's time: the brokers answer side by side, one request at a time
+                # on a connection.
+                broker_ms[name] = max(spent_after[port] - spent_before.get(port, 0.0) for port in spent_after)
+                before, spent_before = after, spent_after
             get_offset_shell(cluster, "--exclude-internal-topics")
             after = cluster.request_counts()
             requests["get_offset_shell"] = counted_delta(before, after)
@@ -226,6 +242,18 @@ def main() -> int:
         statistics.median(times["hanging"]) / statistics.median(times["find_hanging_per_broker"]), 2)
     figures["ratio_hanging_vs_kafka_python"] = round(
         statistics.median(times["hanging"]) / statistics.median(times["kafka_python_find_hanging"]), 2)
+    # The floor: start-up (not for a scrape: the exporter is running) plus the busiest broker's time
+    # answering the command's requests. A lower bound: the rounds a command needs one after another
+    # (metadata first) are not added up.
+    startup_s = statistics.median(times["startup"])
+    for name, ms in broker_ms.items():
+        floor_s = (0.0 if name == "exporter_scrape" else startup_s) + ms / 1000
+        figures[f"{name}_broker_time_s"] = round(ms / 1000, 3)
+        figures[f"{name}_floor_s"] = round(floor_s, 3)
+        figures[f"{name}_vs_floor"] = round(statistics.median(times[name]) / floor_s, 2) if floor_s > 0 else None
+    for name, target in FLOOR_TARGETS.items():
+        if figures.get(f"{name}_vs_floor") is not None and figures[f"{name}_vs_floor"] > target:
+            failures.append(f"{name}: {figures[f'{name}_vs_floor']}x its floor, target <= {target}x")
     for name, counts in requests.items():
         figures[f"requests_{name}"] = sum(counts.values())
         print(f"requests (broker-side) {name}: {json.dumps(counts, sort_keys=True)}")

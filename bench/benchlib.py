@@ -101,6 +101,9 @@ class JmxCluster(KafkaCluster):
     def request_counts(self) -> dict[str, int]:
         return broker_request_counts(self, list(self.jmx_ports.values()))
 
+    def request_time_ms(self) -> dict[int, float]:
+        return broker_request_time_ms(self, list(self.jmx_ports.values()))
+
 
 def create_topics_batched(bootstrap: str, names: list[str], partitions: int, per_create: int = 20) -> None:
     """Create topics ``per_create`` at a time in one CreateTopics each (the controller refuses one
@@ -152,6 +155,37 @@ def broker_request_counts(cluster: KafkaCluster, jmx_ports: list[int]) -> dict[s
                 continue
             counts[api] = counts.get(api, 0) + int(float(value))
     return counts
+
+
+REQUEST_TIMES = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=*"
+
+
+def broker_request_time_ms(cluster: KafkaCluster, jmx_ports: list[int]) -> dict[int, float]:
+    """Per broker (by JMX port), the milliseconds it has spent on client requests since it started:
+    for each API, ``Count`` x ``Mean`` of its ``TotalTimeMs`` histogram (Yammer's mean is the lifetime
+    sum over the count, not a decaying sample), summed; what the nodes send each other left out."""
+    spent: dict[int, float] = {}
+    for port in jmx_ports:
+        result = cluster.run_tool(
+            JMX_TOOL, "--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi",
+            "--object-name", REQUEST_TIMES, "--attributes", "Count,Mean", "--one-time", "true", "--report-format", "properties",
+            timeout=120,
+        )
+        if result.returncode != 0:
+            raise SystemExit(f"JmxTool failed: {result.stderr[-2000:]}")
+        count: dict[str, float] = {}
+        mean: dict[str, float] = {}
+        for line in result.stdout.splitlines():
+            # kafka.network:type=RequestMetrics,name=TotalTimeMs,request=ListOffsets:Mean=0.41
+            key, sep, value = line.rpartition("=")
+            if not sep or "request=" not in key:
+                continue
+            api, _, attribute = key.split("request=", 1)[1].partition(":")
+            if api in CONTROLLER_APIS or api in ("FetchFollower",):
+                continue
+            (count if attribute == "Count" else mean if attribute == "Mean" else {})[api] = float(value)
+        spent[port] = sum(count[api] * mean.get(api, 0.0) for api in count)
+    return spent
 
 
 def counted_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
