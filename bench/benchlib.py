@@ -134,26 +134,33 @@ def wait_until_every_partition_answers(bootstrap: str, expected: int, timeout_s:
         time.sleep(2)
 
 
+def _request_metrics(cluster: KafkaCluster, port: int, object_name: str, attributes: str):
+    """``(api, attribute, value)`` of each client API's request metric on one node (JmxTool, once);
+    what the nodes send each other left out."""
+    result = cluster.run_tool(
+        JMX_TOOL, "--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi",
+        "--object-name", object_name, "--attributes", attributes, "--one-time", "true", "--report-format", "properties",
+        timeout=120,
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"JmxTool failed: {result.stderr[-2000:]}")
+    for line in result.stdout.splitlines():
+        # kafka.network:type=RequestMetrics,name=RequestsPerSec,request=ListOffsets,version=10:Count=3
+        key, sep, value = line.rpartition("=")
+        if not sep or "request=" not in key or ":" not in key:
+            continue
+        name, _, attribute = key.rpartition(":")
+        api = name.split("request=", 1)[1].split(",", 1)[0]
+        if api not in CONTROLLER_APIS:
+            yield api, attribute, float(value)
+
+
 def broker_request_counts(cluster: KafkaCluster, jmx_ports: list[int]) -> dict[str, int]:
     """Requests the brokers have received since they started, per API, summed over brokers."""
     counts: dict[str, int] = {}
     for port in jmx_ports:
-        result = cluster.run_tool(
-            JMX_TOOL, "--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi",
-            "--object-name", REQUEST_METRICS, "--attributes", "Count", "--one-time", "true", "--report-format", "properties",
-            timeout=120,
-        )
-        if result.returncode != 0:
-            raise SystemExit(f"JmxTool failed: {result.stderr[-2000:]}")
-        for line in result.stdout.splitlines():
-            # kafka.network:type=RequestMetrics,name=RequestsPerSec,request=ListOffsets,version=10:Count=3
-            key, sep, value = line.rpartition("=")
-            if not sep or "request=" not in key or not key.endswith(":Count"):
-                continue
-            api = key.split("request=", 1)[1].split(",", 1)[0]
-            if api in CONTROLLER_APIS:
-                continue
-            counts[api] = counts.get(api, 0) + int(float(value))
+        for api, _, value in _request_metrics(cluster, port, REQUEST_METRICS, "Count"):
+            counts[api] = counts.get(api, 0) + int(value)
     return counts
 
 
@@ -163,28 +170,13 @@ REQUEST_TIMES = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=*"
 def broker_request_time_ms(cluster: KafkaCluster, jmx_ports: list[int]) -> dict[int, float]:
     """Per broker (by JMX port), the milliseconds it has spent on client requests since it started:
     for each API, ``Count`` x ``Mean`` of its ``TotalTimeMs`` histogram (Yammer's mean is the lifetime
-    sum over the count, not a decaying sample), summed; what the nodes send each other left out."""
+    sum over the count, not a decaying sample), summed."""
     spent: dict[int, float] = {}
     for port in jmx_ports:
-        result = cluster.run_tool(
-            JMX_TOOL, "--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi",
-            "--object-name", REQUEST_TIMES, "--attributes", "Count,Mean", "--one-time", "true", "--report-format", "properties",
-            timeout=120,
-        )
-        if result.returncode != 0:
-            raise SystemExit(f"JmxTool failed: {result.stderr[-2000:]}")
-        count: dict[str, float] = {}
-        mean: dict[str, float] = {}
-        for line in result.stdout.splitlines():
-            # kafka.network:type=RequestMetrics,name=TotalTimeMs,request=ListOffsets:Mean=0.41
-            key, sep, value = line.rpartition("=")
-            if not sep or "request=" not in key:
-                continue
-            api, _, attribute = key.split("request=", 1)[1].partition(":")
-            if api in CONTROLLER_APIS or api in ("FetchFollower",):
-                continue
-            (count if attribute == "Count" else mean if attribute == "Mean" else {})[api] = float(value)
-        spent[port] = sum(count[api] * mean.get(api, 0.0) for api in count)
+        seen: dict[str, dict[str, float]] = {}
+        for api, attribute, value in _request_metrics(cluster, port, REQUEST_TIMES, "Count,Mean"):
+            seen.setdefault(api, {})[attribute] = value
+        spent[port] = sum(a.get("Count", 0.0) * a.get("Mean", 0.0) for a in seen.values())
     return spent
 
 
