@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from kafkatxn.config import state_dir
 from kafkatxn.errors import UsageError
-from kafkatxn.output import to_plain
+from kafkatxn.plain import to_plain
 
 INTENT = "intent"
 RESULT = "result"

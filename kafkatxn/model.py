@@ -39,7 +39,7 @@ class BrokerInfo:
 # PartitionInfo and ProducerState are named tuples, not frozen dataclasses: a metadata answer at
 # tens of thousands of partitions makes as many of each, and a frozen dataclass's __init__ goes
 # through object.__setattr__ per field, several times the cost of a named tuple.
-# ``_object_in_json``: output.to_plain shows them as objects, like the other records, not lists.
+# ``_object_in_json``: plain.to_plain shows them as objects, like the other records, not lists.
 class PartitionInfo(NamedTuple):
     topic: str
     partition: int

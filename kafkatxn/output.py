@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import enum
 import io
 import json
-import operator
 import os
 import re
 import shutil
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO
+
+from kafkatxn.durations import format_duration_ms
+from kafkatxn.plain import to_plain, write_json
 
 
 # Tables are for people at a terminal: without --wide they keep to its width (this one when stdout is
@@ -66,118 +67,6 @@ class Report:
     sections: dict[str, Sequence[Any]] = field(default_factory=dict)
 
 
-# Exact types that are already JSON-ready (an enum of str or int has its own type, so is not here).
-_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
-# Per record type (a dataclass, or a named tuple marked ``_object_in_json``): its field names and a
-# getter of their values, found once rather than per row, and a plain value not passed through
-# to_plain again.
-_RECORDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple]]] = {}
-
-
-def _record(cls: type, value: Any) -> tuple[tuple[str, ...], Callable[[Any], tuple]] | None:
-    names: tuple[str, ...] | None = None
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = tuple(f.name for f in dataclasses.fields(value))
-    elif getattr(cls, "_object_in_json", False):  # records made as named tuples for speed (model.py)
-        names = cls._fields
-    if names is None:
-        return None
-    getter = operator.attrgetter(*names) if len(names) > 1 else lambda v: tuple(getattr(v, n) for n in names)
-    record = _RECORDS[cls] = (names, getter)
-    return record
-
-
-def to_plain(value: Any) -> Any:
-    """JSON-ready value: dataclasses to dicts, enums to their values, sets to sorted lists."""
-    cls = type(value)
-    if cls in _PLAIN_TYPES:
-        return value
-    record = _RECORDS.get(cls) or _record(cls, value)
-    if record is not None:
-        names, values_of = record
-        plain = _PLAIN_TYPES
-        return {name: v if type(v) in plain else to_plain(v) for name, v in zip(names, values_of(value))}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, dict):
-        return {str(k): to_plain(v) for k, v in value.items()}
-    if isinstance(value, (set, frozenset)):
-        return sorted(to_plain(v) for v in value)
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
-    return value
-
-
-# ``json.dump(indent=2)`` runs Python's own encoder (the C one only writes without indent), token by
-# token: most of the time of a large ``lso --groups -o json``. :func:`json_text` writes the
-# same text with the C encoder: a list of flat objects (rows of plain values) in one call, its
-# separators carrying the newline and indent of a row's fields. A raw newline appears only in those
-# separators (JSON escapes it in strings), so ``}<separator>{`` is exactly where one row ends and the
-# next begins, and is rewritten into indent's form.
-_FLAT_ENCODERS: dict[int, json.JSONEncoder] = {}
-_STR = frozenset({str})
-_ROWS_PER_PIECE = 2_000  # rows encoded in one call: the text is written a piece at a time, not held whole
-
-
-def _flat_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
-    """``rows`` as indent=2 writes them at ``depth``, in pieces, when every row is a non-empty object of
-    plain values; None otherwise."""
-    for row in rows:
-        if type(row) is not dict or not row or not _STR.issuperset(map(type, row)) \
-                or not _PLAIN_TYPES.issuperset(map(type, row.values())):
-            return None
-    row_pad, field_pad = "\n" + "  " * (depth + 1), "\n" + "  " * (depth + 2)
-    encoder = _FLAT_ENCODERS.get(depth)
-    if encoder is None:
-        encoder = _FLAT_ENCODERS[depth] = json.JSONEncoder(separators=("," + field_pad, ": "))
-    between = "}," + field_pad + "{"  # [{"a": 1,<field_pad>"b": 2},<field_pad>{...}]
-    rewritten = row_pad + "}," + row_pad + "{" + field_pad
-
-    def pieces() -> Iterator[str]:
-        for start in range(0, len(rows), _ROWS_PER_PIECE):
-            text = encoder.encode(rows[start:start + _ROWS_PER_PIECE])[2:-2].replace(between, rewritten)
-            yield ("[" if start == 0 else ",") + row_pad + "{" + field_pad + text + row_pad + "}"
-        yield "\n" + "  " * depth + "]"
-
-    return pieces()
-
-
-def _pieces(value: Any, depth: int) -> Iterator[str]:
-    cls = type(value)
-    if (cls is dict or cls is list) and value:
-        inner, close = "\n" + "  " * (depth + 1), "\n" + "  " * depth
-        if cls is list:
-            fast = _flat_rows_pieces(value, depth)
-            if fast is not None:
-                yield from fast
-                return
-            for i, item in enumerate(value):
-                yield ("[" if i == 0 else ",") + inner
-                yield from _pieces(item, depth + 1)
-            yield close + "]"
-            return
-        if _STR.issuperset(map(type, value)):
-            for i, (key, item) in enumerate(value.items()):
-                yield ("{" if i == 0 else ",") + inner + json.dumps(key) + ": "
-                yield from _pieces(item, depth + 1)
-            yield close + "}"
-            return
-    # Anything else (scalars, empty or other containers, keys that are not strings): json's own text.
-    yield json.dumps(value, indent=2).replace("\n", "\n" + "  " * depth)
-
-
-def json_text(value: Any) -> str:
-    """Exactly ``json.dumps(value, indent=2)``, many times faster for rows of plain values."""
-    return "".join(_pieces(value, 0))
-
-
-def write_json(value: Any, out: TextIO) -> None:
-    """:func:`json_text` of ``value`` and a newline, written to ``out`` a piece at a time."""
-    for piece in _pieces(value, 0):
-        out.write(piece)
-    out.write("\n")
-
-
 def _cell(value: Any) -> str:
     value = to_plain(value)
     if value is None:
@@ -203,8 +92,6 @@ def format_local_time(ms: int, now_ms: int | None = None) -> str:
 
 def _table_cell(column: str, value: Any) -> str:
     """A cell as a person reads it: durations and timestamps in human form, the rest as ``_cell``."""
-    from kafkatxn.durations import format_duration_ms
-
     if isinstance(value, int) and not isinstance(value, bool):
         if column.endswith(_DURATION_SUFFIXES):
             # negative: a clock ahead of ours ("-2s"); -1 is the protocol's "unknown"
@@ -212,6 +99,20 @@ def _table_cell(column: str, value: Any) -> str:
         if column.endswith(_TIME_SUFFIXES):
             return format_local_time(value) if value > 0 else ""
     return _cell(value)
+
+
+def column_cells(column: str, plain: Sequence[dict]) -> list[str]:
+    """``_table_cell`` of ``column`` in every row: a whole column at a time, strings and plain
+    integers of a column that is not a duration or a time without a call each."""
+    if column.endswith(_DURATION_SUFFIXES + _TIME_SUFFIXES):
+        return [_table_cell(column, row.get(column)) for row in plain]
+    cells = []
+    append = cells.append
+    for row in plain:
+        value = row.get(column)
+        kind = type(value)
+        append(value if kind is str else "" if value is None else str(value) if kind is int else _cell(value))
+    return cells
 
 
 _HEADER_WORDS = (("last_stable_offset", "lso"), ("high_watermark", "hw"), ("transaction_", "txn_"), ("committed_offset", "committed"))
@@ -255,17 +156,24 @@ def _raw_twin(column: str, columns: Sequence[str]) -> bool:
 
 
 def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = False, width: int = TABLE_WIDTH,
-                  keep: frozenset[str] = frozenset()) -> list[str]:
+                  keep: frozenset[str] = frozenset(), cells: Callable[[str], list[str]] | None = None) -> list[str]:
     """The columns a table shows: every one with ``wide``; otherwise raw twins of human columns
     (``age_ms`` next to ``age``) are left out, then secondary columns and then the rightmost
-    non-essential ones, until the table fits ``width``; never one in ``keep``."""
+    non-essential ones, until the table fits ``width``; never one in ``keep``. ``cells``: a
+    column's cells, when the caller keeps them."""
+    cells = cells or (lambda column: column_cells(column, plain))
     shown = list(columns)
     if wide:
         return shown
     shown = [c for c in shown if not _raw_twin(c, columns)]
 
+    widest: dict[str, int] = {}  # per column, measured once: dropping one does not change the others
+
     def table_width(cols: list[str]) -> int:
-        return _fits([max([len(table_header(c)) + 2] + [len(_table_cell(c, row.get(c))) for row in plain]) for c in cols])
+        for c in cols:
+            if c not in widest:
+                widest[c] = max([len(table_header(c)) + 2, *map(len, cells(c))])
+        return _fits([widest[c] for c in cols])
 
     droppable = [c for c in SECONDARY_COLUMNS if c in shown and c not in keep]
     droppable += [c for c in reversed(shown) if c not in ESSENTIAL_COLUMNS and c not in keep and c not in droppable]
@@ -352,6 +260,33 @@ def hidden_note(hidden: Sequence[str], width: int) -> str:
     return "\n".join(wrap_text(f"(left out to fit {width} columns: {', '.join(dict.fromkeys(hidden))}; --wide shows them)", width))
 
 
+_TABULATE_ONLY = re.compile(r"[^\x20-\x7e]")  # tabs, newlines, escapes, wide characters: tabulate measures them
+
+
+def simple_table_lines(headers: Sequence[str] | None, body: Sequence[Sequence[str]], pad: int = 2) -> list[str] | None:
+    """The lines tabulate's ``simple`` table (``plain`` without ``headers``) writes for text cells,
+    with ``disable_numparse``, in one pass: columns as wide as their widest cell (a header and ``pad``
+    at least), cells stripped and left-aligned, two spaces between, lines stripped at the right. None
+    when a cell or header is not printable ASCII (tabulate then measures it). At 100,000 rows tabulate
+    spends seconds guessing types the cells do not need."""
+    if headers is not None and _TABULATE_ONLY.search("".join(headers)):
+        return None
+    for row in body:
+        if _TABULATE_ONLY.search("".join(row)):
+            return None
+    rows = [[cell.strip() for cell in row] for row in body]
+    if headers is None:
+        widths = [max(map(len, column)) for column in zip(*rows)]
+        lines = []
+    else:
+        widths = [len(h) + pad for h in headers]
+        for row in rows:
+            widths = [w if w >= len(cell) else len(cell) for w, cell in zip(widths, row)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(), "  ".join("-" * w for w in widths).rstrip()]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    return lines
+
+
 def table_text(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = False, width: int | None = None,
                no_headers: bool = False, keep: frozenset[str] = frozenset(), hidden: list[str] | None = None) -> str:
     """A table of ``plain`` rows within ``width`` (the terminal's), then any command its cells name,
@@ -361,11 +296,21 @@ def table_text(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = Fa
     from tabulate import tabulate
 
     width = width or TABLE_WIDTH
-    shown = table_columns(columns, plain, wide, width, keep)
-    body = [[_table_cell(c, item.get(c)) for c in shown] for item in plain]
+    made: dict[str, list[str]] = {}
+
+    def cells(column: str) -> list[str]:
+        if column not in made:
+            made[column] = column_cells(column, plain)
+        return made[column]
+
+    shown = table_columns(columns, plain, wide, width, keep, cells)
+    body = [list(row) for row in zip(*map(cells, shown))] if shown else [[] for _ in plain]
     commands = _commands_out_of_cells(shown, body)
     wrap, short, pad = (None, False, 2) if wide else _wrap_widths(shown, body, width)
-    if no_headers:
+    fast = simple_table_lines(None if no_headers else _headers(shown, short), body, pad) if wrap is None else None
+    if fast is not None:
+        text = "\n".join(fast)
+    elif no_headers:
         text = tabulate(body, tablefmt="plain", disable_numparse=True, maxcolwidths=wrap)
     else:
         tabulate_module.MIN_PADDING, default = pad, tabulate_module.MIN_PADDING  # no argument for it

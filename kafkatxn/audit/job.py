@@ -158,7 +158,7 @@ def family_batches(batches: Iterator[Any], params: AuditParams) -> Iterator[Any]
     """
     import pyarrow as pa
 
-    from kafkatxn.output import to_plain
+    from kafkatxn.plain import to_plain
 
     out: list[tuple[str, str | None, str | None]] = []
     current: str | None = None
@@ -356,7 +356,7 @@ def audit(spark: Any, inputs: Inputs, params: AuditParams = AuditParams(),
 
 def write_report(spark: Any, done: SparkAudit, report_dir: str) -> None:
     """``report.json`` (the whole result), ``ids/`` (one row per id) and one Parquet directory per finding kind."""
-    from kafkatxn.output import to_plain
+    from kafkatxn.plain import to_plain
 
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -73,7 +73,7 @@ class AuditResult:
 
     def comparable(self) -> dict:
         """Everything but where the data came from: two runs over the same data compare equal."""
-        from kafkatxn.output import to_plain
+        from kafkatxn.plain import to_plain
 
         doc = to_plain(self)
         doc.pop("sources", None)

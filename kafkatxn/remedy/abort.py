@@ -18,7 +18,7 @@ from kafkatxn import gather, hanging, untracked, verdicts
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.errors import AuthenticationError, InputError, KafkatxnError
 from kafkatxn.model import Missing, ProducerState, TopicPartition
-from kafkatxn.output import to_plain
+from kafkatxn.plain import to_plain
 from kafkatxn.remedy.decide import (
     AbortDecision, AbortTarget, Action, Outcome, Verification, already_aborted, coordinator_refusal, decide_abort,
     decide_abort_again, marker_coordinator_epoch, verify_abort,

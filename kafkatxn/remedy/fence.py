@@ -14,7 +14,7 @@ from kafkatxn import gather, verdicts
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.errors import InputError, KafkatxnError
 from kafkatxn.model import Missing, TopicPartition, TransactionalId, TransactionDescription
-from kafkatxn.output import to_plain
+from kafkatxn.plain import to_plain
 from kafkatxn.remedy.decide import (
     Action, FenceDecision, Outcome, Verification, decide_fence, fence_timeout_ms, matching_ids, verify_fence,
 )

@@ -32,7 +32,7 @@ USED_FROM_OUTSIDE = {
     ("kafkatxn/exporter_server.py", "get_app"): "wsgiref's handler calls it",
     ("kafkatxn/kafka/groups.py", "list_groups"): "no caller: kafka/groups.py is rewritten by the retry consolidation, which removes it",
     ("kafkatxn/model.py", "complete"): "Partial's API, read by the integration tests",
-    ("kafkatxn/output.py", "json_text"): "write_json's text as one string, what test_output compares with json.dumps",
+    ("kafkatxn/plain.py", "json_text"): "write_json's text as one string, what test_output compares with json.dumps",
     ("kafkatxn/spark.py", "foreach_batch_writer"): "API for Spark jobs (the README's exactly-once writer)",
     ("kafkatxn/spark_eos.py", "ExactlyOnceWriter"): "API for Spark jobs (the exactly-once foreachBatch writer)",
 }

@@ -86,7 +86,7 @@ def test_records_made_as_named_tuples_are_objects_in_json():
     """PartitionInfo and ProducerState are named tuples for speed; in JSON (the audit log's states,
     ``-o json``) they stay objects with their field names, as when they were dataclasses."""
     from kafkatxn.model import PartitionInfo, ProducerState
-    from kafkatxn.output import to_plain
+    from kafkatxn.plain import to_plain
 
     state = ProducerState(7, 3, 12, 1_700_000_000_000, 5, 100)
     assert to_plain([state]) == [{"producer_id": 7, "producer_epoch": 3, "last_sequence": 12,
@@ -102,10 +102,10 @@ def test_json_text_is_exactly_what_json_writes_with_indent_2(monkeypatch, rows_p
     including strings that look like the row separators it rewrites, and across pieces."""
     import random
 
-    from kafkatxn import output
-    from kafkatxn.output import json_text, write_json
+    from kafkatxn import plain
+    from kafkatxn.plain import json_text, write_json
 
-    monkeypatch.setattr(output, "_ROWS_PER_PIECE", rows_per_piece)
+    monkeypatch.setattr(plain, "_ROWS_PER_PIECE", rows_per_piece)
 
     rng = random.Random(25)
     scalars = [None, True, False, 0, -1, 2**70, 1.5, float("nan"), float("inf"), -0.0, "", "x",
@@ -130,3 +130,50 @@ def test_json_text_is_exactly_what_json_writes_with_indent_2(monkeypatch, rows_p
     written = io.StringIO()
     write_json(v := {"facts": {"a": 1}, "rows": [{"group": "g", "n": i} for i in range(5)]}, written)
     assert written.getvalue() == json.dumps(v, indent=2) + "\n"
+
+
+# -- tables written in one pass ------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_TEXT = st.text(alphabet=st.sampled_from("ab -_.:09TrueFals \t\n\u00e9\u4e2d\x1b"), max_size=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(columns=st.integers(1, 5).flatmap(lambda n: st.tuples(
+           st.lists(_TEXT, min_size=n, max_size=n),
+           st.lists(st.lists(_TEXT, min_size=n, max_size=n), max_size=6))),
+       pad=st.sampled_from([0, 1, 2]), with_headers=st.booleans())
+def test_the_one_pass_table_is_tabulates_to_the_byte(columns, pad, with_headers):
+    """What simple_table_lines writes is exactly tabulate's simple (or headerless plain) table; cells it
+    cannot measure alone (tabs, newlines, escapes, wide characters) are left to tabulate."""
+    import tabulate as tabulate_module
+    from tabulate import tabulate
+
+    from kafkatxn.output import simple_table_lines
+
+    headers, body = columns
+    lines = simple_table_lines(headers if with_headers else None, body, pad)
+    printable = all(c.isascii() and c.isprintable() for c in "".join(headers if with_headers else []) + "".join(map("".join, body)))
+    assert (lines is not None) == printable
+    if lines is None:
+        return
+    tabulate_module.MIN_PADDING, default = pad, tabulate_module.MIN_PADDING
+    try:
+        expected = (tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True) if with_headers
+                    else tabulate(body, tablefmt="plain", disable_numparse=True))
+    finally:
+        tabulate_module.MIN_PADDING = default
+    assert "\n".join(lines) == expected
+
+
+def test_a_table_of_many_rows_measures_each_cell_once(monkeypatch):
+    """Choosing the columns that fit measures a column once, not once per column it tries to drop."""
+    from kafkatxn import output
+
+    calls = []
+    real = output.column_cells
+    monkeypatch.setattr(output, "column_cells", lambda column, plain: calls.append(column) or real(column, plain))
+    rows = [Row(f"topic-{i}", i, i * 1000, (i,), f"a-rather-long-transactional-id-{i}") for i in range(50)]
+    text = render_to_string(rows, "table", width=40)
+    assert text.startswith("topic") and sorted(calls) == sorted(set(calls))
