@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TextIO
 
 from kafkatxn.durations import format_duration_ms
-from kafkatxn.plain import to_plain, write_json
+from kafkatxn.plain import json_ready, to_plain, write_json
 
 
 # Tables are for people at a terminal: without --wide they keep to its width (this one when stdout is
@@ -362,10 +362,11 @@ def render(
         _render_report(rows, fmt, no_headers=no_headers, out=out, wide=wide, width=width, missing=missing)
         return
     columns = _columns(rows, row_type)
-    plain = [to_plain(r) for r in rows]
     if fmt == "json":
-        write_json(plain, out)
-    elif fmt == "jsonl":
+        write_json([json_ready(r) for r in rows], out)
+        return
+    plain = [to_plain(r) for r in rows]
+    if fmt == "jsonl":
         for item in plain:
             out.write(json.dumps(item, separators=(",", ":")) + "\n")
     elif fmt in ("csv", "tsv"):
@@ -400,7 +401,7 @@ def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, w
     if fmt == "json":
         doc = dict(to_plain(report.facts))
         for name, rows in report.sections.items():
-            doc[name] = to_plain(list(rows))
+            doc[name] = [json_ready(r) for r in rows]
         write_json(doc, out)
         return
     if fmt == "table":

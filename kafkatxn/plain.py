@@ -62,6 +62,41 @@ def to_plain(value: Any) -> Any:
     return value
 
 
+# Types json writes exactly as it writes their plain values: the plain types, and enums whose
+# members are a str (or int) equal to their own value (every verdict in every row). A record of
+# these needs no copy of each value for -o json (:func:`json_ready`).
+_JSON_SCALARS: set[type] = set(_PLAIN_TYPES)
+_NOT_JSON_SCALARS: set[type] = set()
+
+
+def _json_scalar(cls: type) -> bool:
+    if cls in _JSON_SCALARS:
+        return True
+    if cls in _NOT_JSON_SCALARS:
+        return False
+    scalar = isinstance(cls, enum.EnumMeta) and all(
+        (isinstance(m, str) and type(m.value) is str and str.__str__(m) == m.value)
+        or (isinstance(m, int) and not isinstance(m, bool) and type(m.value) is int and int.__repr__(m) == repr(m.value))
+        for m in cls)
+    (_JSON_SCALARS if scalar else _NOT_JSON_SCALARS).add(cls)
+    return scalar
+
+
+def json_ready(value: Any) -> Any:
+    """What :func:`to_plain` gives, for json's encoders: a record whose values are all JSON scalars
+    is one ``dict`` of them as they are (a str enum is written as its value), with no call per value."""
+    cls = type(value)
+    record = _RECORDS.get(cls, _UNSEEN)
+    if record is _UNSEEN:
+        record = _record(cls, value)
+    if record is not None:
+        names, values_of = record
+        values = values_of(value)
+        if _JSON_SCALARS.issuperset(map(type, values)) or all(map(_json_scalar, map(type, values))):
+            return dict(zip(names, values))
+    return to_plain(value)
+
+
 # ``json.dump(indent=2)`` runs Python's own encoder (the C one only writes without indent), token by
 # token: most of the time of a large ``lso --groups -o json``. :func:`json_text` writes the
 # same text with the C encoder: a list of flat objects (rows of plain values) in one call, its
@@ -78,7 +113,7 @@ def _flat_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
     plain values; None otherwise."""
     for row in rows:
         if type(row) is not dict or not row or not _STR.issuperset(map(type, row)) \
-                or not _PLAIN_TYPES.issuperset(map(type, row.values())):
+                or not _JSON_SCALARS.issuperset(map(type, row.values())):
             return None
     row_pad, field_pad = "\n" + "  " * (depth + 1), "\n" + "  " * (depth + 2)
     encoder = _FLAT_ENCODERS.get(depth)

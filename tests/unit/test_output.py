@@ -177,3 +177,25 @@ def test_a_table_of_many_rows_measures_each_cell_once(monkeypatch):
     rows = [Row(f"topic-{i}", i, i * 1000, (i,), f"a-rather-long-transactional-id-{i}") for i in range(50)]
     text = render_to_string(rows, "table", width=40)
     assert text.startswith("topic") and sorted(calls) == sorted(set(calls))
+
+
+def test_json_keeps_a_str_enum_as_its_value_and_a_record_of_scalars_in_one_dict():
+    """-o json of records whose verdicts are str enums: the text json.dumps writes of their values;
+    an enum whose member is not its own value is still converted (to_plain)."""
+    import enum
+
+    from kafkatxn.plain import json_ready, json_text, to_plain
+    from kafkatxn.verdicts_groups import GroupVerdict
+
+    class Odd(enum.Enum):
+        A = 1  # no str or int in it: json could not write the member itself
+
+    @dataclass(frozen=True)
+    class Verdicts:
+        topic: str
+        verdict: GroupVerdict
+        odd: Odd
+
+    rows = [Verdicts("orders", GroupVerdict.blocked, Odd.A), Verdicts("billing", GroupVerdict.caught_up, Odd.A)]
+    assert json_text([json_ready(r) for r in rows]) == json.dumps([to_plain(r) for r in rows], indent=2)
+    assert json.loads(render_to_string(rows, "json"))[0] == {"topic": "orders", "verdict": "blocked", "odd": 1}
