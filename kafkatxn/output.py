@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import enum
 import io
 import json
+import operator
 import os
 import re
 import shutil
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TextIO
 
 from kafkatxn.durations import format_duration_ms
-from kafkatxn.plain import json_ready, to_plain, write_json
+from kafkatxn.plain import json_ready, record_fields, to_plain, write_json
 
 
 # Tables are for people at a terminal: without --wide they keep to its width (this one when stdout is
@@ -101,18 +103,41 @@ def _table_cell(column: str, value: Any) -> str:
     return _cell(value)
 
 
-def column_cells(column: str, plain: Sequence[dict]) -> list[str]:
+_STR_ONLY, _INT_ONLY = frozenset({str}), frozenset({int})
+
+
+class RecordRows(list):
+    """Rows of one record type whose fields are the table's columns, handed to a table as they are:
+    a column's values are read off the records (a cell is the same whether its value is plain or not),
+    with no dict made per row."""
+
+
+def column_cells(column: str, plain: Sequence[dict] | RecordRows) -> list[str]:
     """``_table_cell`` of ``column`` in every row: a whole column at a time, strings and plain
     integers of a column that is not a duration or a time without a call each."""
+    values = list(map(operator.attrgetter(column), plain)) if type(plain) is RecordRows else [row.get(column) for row in plain]
     if column.endswith(_DURATION_SUFFIXES + _TIME_SUFFIXES):
-        return [_table_cell(column, row.get(column)) for row in plain]
-    cells = []
-    append = cells.append
-    for row in plain:
-        value = row.get(column)
-        kind = type(value)
-        append(value if kind is str else "" if value is None else str(value) if kind is int else _cell(value))
-    return cells
+        return [_table_cell(column, value) for value in values]
+    kinds = set(map(type, values))
+    if kinds <= _STR_ONLY:
+        return values
+    if kinds <= _INT_ONLY:
+        return list(map(str, values))
+    text_of = {kind: _CELL_TEXT.get(kind) or _enum_text(kind) or _cell for kind in kinds}
+    return [text_of[type(value)](value) for value in values]
+
+
+# What _cell writes, per type, where one call does it.
+_CELL_TEXT: dict[type, Callable[[Any], str]] = {
+    str: str.__str__, int: int.__repr__, type(None): lambda _: "", bool: lambda v: "true" if v else "false",
+}
+
+
+def _enum_text(kind: type) -> Callable[[Any], str] | None:
+    """An enum of strings is written as its value: the value itself."""
+    if isinstance(kind, enum.EnumMeta) and all(type(m.value) is str for m in kind):
+        return operator.attrgetter("_value_")
+    return None
 
 
 _HEADER_WORDS = (("last_stable_offset", "lso"), ("high_watermark", "hw"), ("transaction_", "txn_"), ("committed_offset", "committed"))
@@ -238,9 +263,12 @@ def _commands_out_of_cells(shown: Sequence[str], body: list[list[str]]) -> list[
         commands.append(match.group(0).strip())
         return f"[{len(commands)}]"
 
-    for row in body:
-        for i, column in enumerate(shown):
-            if column in _WRAPPABLE_COLUMNS or "kafkatxn " in row[i]:
+    # Only the columns that may hold one are looked at cell by cell, in the rows' order.
+    looked_at = [i for i, column in enumerate(shown)
+                 if column in _WRAPPABLE_COLUMNS or any("kafkatxn " in row[i] for row in body)]
+    for row in body if looked_at else ():
+        for i in looked_at:
+            if shown[i] in _WRAPPABLE_COLUMNS or "kafkatxn " in row[i]:
                 row[i] = _COMMAND_IN_TEXT.sub(lift, row[i])
                 row[i] = _QUOTED_COMMAND.sub(lambda m: m.group(0).replace(" ", _NBSP), row[i])
     return commands
@@ -271,19 +299,21 @@ def simple_table_lines(headers: Sequence[str] | None, body: Sequence[Sequence[st
     spends seconds guessing types the cells do not need."""
     if headers is not None and _TABULATE_ONLY.search("".join(headers)):
         return None
-    for row in body:
-        if _TABULATE_ONLY.search("".join(row)):
-            return None
-    rows = [[cell.strip() for cell in row] for row in body]
-    if headers is None:
-        widths = [max(map(len, column)) for column in zip(*rows)]
-        lines = []
-    else:
-        widths = [len(h) + pad for h in headers]
-        for row in rows:
-            widths = [w if w >= len(cell) else len(cell) for w, cell in zip(widths, row)]
+    if not (headers if headers is not None else body and body[0]):
+        return []  # no column: tabulate writes nothing
+    raw = list(zip(*body))  # a column at a time: the loops below are C's
+    if any(_TABULATE_ONLY.search("".join(column)) for column in raw):
+        return None
+    columns = [list(map(str.strip, column)) for column in raw]
+    widths = [max(map(len, column), default=0) for column in columns]
+    lines = []
+    if headers is not None:
+        widths = [max(w, len(h) + pad) for w, h in zip(widths, headers)] if columns else [len(h) + pad for h in headers]
         lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(), "  ".join("-" * w for w in widths).rstrip()]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    if not body:
+        return lines
+    row_format = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines += [row_format.format(*row).rstrip() for row in zip(*columns)]
     return lines
 
 
@@ -365,7 +395,10 @@ def render(
     if fmt == "json":
         write_json([json_ready(r) for r in rows], out)
         return
-    plain = [to_plain(r) for r in rows]
+    if fmt == "table" and rows and set(columns) <= record_fields(type(rows[0])) and all(type(r) is type(rows[0]) for r in rows):
+        plain: Sequence[dict] | RecordRows = RecordRows(rows)
+    else:
+        plain = [to_plain(r) for r in rows]
     if fmt == "jsonl":
         for item in plain:
             out.write(json.dumps(item, separators=(",", ":")) + "\n")

@@ -24,19 +24,27 @@ _RECORDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple]] | None] = {}
 _UNSEEN = object()
 
 
-def _record(cls: type, value: Any) -> tuple[tuple[str, ...], Callable[[Any], tuple]] | None:
+def _record(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple]] | None:
     names: tuple[str, ...] | None = None
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = tuple(f.name for f in dataclasses.fields(value))
+    if dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
     elif getattr(cls, "_object_in_json", False):  # records made as named tuples for speed (model.py)
         names = cls._fields
     if names is None:
-        if not isinstance(value, type):  # a class passed as a value is looked at each time
-            _RECORDS[cls] = None
+        _RECORDS[cls] = None
         return None
     getter = operator.attrgetter(*names) if len(names) > 1 else lambda v: tuple(getattr(v, n) for n in names)
     record = _RECORDS[cls] = (names, getter)
     return record
+
+
+def record_fields(cls: type) -> frozenset[str]:
+    """The fields of ``cls``'s records (:func:`to_plain` makes each a dict of them); empty when its
+    instances are not records."""
+    record = _RECORDS.get(cls, _UNSEEN)
+    if record is _UNSEEN:
+        record = _record(cls)
+    return frozenset(record[0]) if record is not None else frozenset()
 
 
 def to_plain(value: Any) -> Any:
@@ -46,7 +54,7 @@ def to_plain(value: Any) -> Any:
         return value
     record = _RECORDS.get(cls, _UNSEEN)
     if record is _UNSEEN:
-        record = _record(cls, value)
+        record = _record(cls)
     if record is not None:
         names, values_of = record
         plain = _PLAIN_TYPES
@@ -88,7 +96,7 @@ def json_ready(value: Any) -> Any:
     cls = type(value)
     record = _RECORDS.get(cls, _UNSEEN)
     if record is _UNSEEN:
-        record = _record(cls, value)
+        record = _record(cls)
     if record is not None:
         names, values_of = record
         values = values_of(value)
