@@ -53,6 +53,11 @@ def wait_for(what: str, condition, timeout_s: float, log: Path | None = None) ->
         time.sleep(0.3)
 
 
+def show(capsys, line: str) -> None:
+    with capsys.disabled():  # the transcript, shown with -s
+        print(line + "\n")
+
+
 def cli(capsys, *args: str):
     result = run_cli(capsys, *args)
     with capsys.disabled():  # the transcript, shown with -s
@@ -89,6 +94,8 @@ def test_a_stalled_query_is_diagnosed_and_the_command_unblocks_it(broker, unique
         # Hanging by hanging's rule once transaction.max.timeout.ms (10 s here) has passed since its write.
         time.sleep(hm.HANGING_BROKER_MAX_TIMEOUT_MS / 1000 + 1)
         assert read_values(out) == ["a0", "a1", "a2"] and len(batches(out)) == seen  # stalled: no batch, no record
+        show(capsys, f"-- the query stalled: {len(batches(out))} batch(es) with records, values {read_values(out)}, "
+                     f"LSO {hm.end_offset(bootstrap, tp, True)}, HW {hm.end_offset(bootstrap, tp, False)} --")
 
         paged = cli(capsys, "-b", bootstrap, "check", *only, "--spark-checkpoint", spec)
         assert paged.code == 2 and "Spark query 'orders-etl'" in paged.stdout and f"--spark-checkpoint {spec}" in paged.stdout
@@ -125,6 +132,8 @@ def test_a_stalled_query_is_diagnosed_and_the_command_unblocks_it(broker, unique
         wait_for("the query's next batch reads the records behind the LSO",
                  lambda: read_values(out) == ["a0", "a1", "a2", "b0", "b1"], 60, log)
         assert len(batches(out)) > seen
+        show(capsys, f"-- the query's next batch: {len(batches(out))} batch(es) with records, values {read_values(out)}, "
+                     f"LSO {hm.end_offset(bootstrap, tp, True)}, HW {hm.end_offset(bootstrap, tp, False)} --")
         after = cli(capsys, "-b", bootstrap, "check", *only, "--spark-checkpoint", spec)
         assert after.code == 0, after.stdout
     finally:
