@@ -217,26 +217,23 @@ class ClusterSnapshot:
 def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing],
                      undetermined: list[UndeterminedSample], lost_commits: list[HangingSample], settled: dict,
                      untracked: list[UntrackedSample]):
-    """The one hanging rule (:func:`kafkatxn.verdicts.classify`) over producer states already described,
-    settled by the coordinator's log as ``hanging`` settles it (a lost COMMIT marker is not hanging);
-    what the log settled goes into ``settled`` for the group pass."""
-    from kafkatxn import gather, lost_commit
+    """The one pins sequence (:func:`kafkatxn.facts.pins`, as ``hanging`` asks it) over producer states
+    already described; what it settled goes into ``settled`` for the group pass."""
+    from kafkatxn import facts, gather
 
-    scan = gather.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
-    missing.extend(scan.missing)
-    classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
-    settled.update({(c.open_txn.tp, c.open_txn.producer_id): c
-                    for raw, c in zip(scan.classifications, classifications) if lost_commit.needs_log(raw)})
-    settled.update({(c.open_txn.tp, c.open_txn.producer_id): c for c in scan.untracked})  # asked again already
+    all_open = verdicts.open_transactions(states)
+    if not all_open:
+        return ()
+    view, view_missing = gather.coordinator_view(cluster, {t.producer_id for t in all_open})
+    missing.extend(view_missing)
+    found = facts.pins(cluster, all_open, view, now_ms, max_timeout_ms, missing)
+    settled.update(found.settled())
     out = []
-    dated_kinds = (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT, verdicts.Verdict.UNTRACKED)
-    dating = [c.transaction for c in [*classifications, *scan.untracked] if c.verdict in dated_kinds]
-    dated = {(t.tp, t.producer_id): t for t in gather.with_first_records(cluster, dating, missing)}
-    for c in [*classifications, *scan.untracked]:
-        if c.verdict in dated_kinds:
+    for c in [*found.due(), *found.untracked()]:
+        if c.verdict in (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT, verdicts.Verdict.UNTRACKED):
             tp = c.open_txn.tp
             lag = max(hw[tp] - lso[tp], 0) if tp in lso and tp in hw else None
-            age = verdicts_age.transaction_age(dated.get((tp, c.open_txn.producer_id)), now_ms)
+            age = verdicts_age.transaction_age(c.transaction, now_ms)
             fields = (tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
                       c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
             if c.verdict is verdicts.Verdict.UNTRACKED:
@@ -325,7 +322,7 @@ def gather_snapshot(
     that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
     also the transaction-aware lag of the consumer groups ``group_regex`` matches, and of the Spark
     queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``)."""
-    from kafkatxn import gather, producers, spark_readers
+    from kafkatxn import facts, gather, spark_readers
 
     started = time.monotonic()
     taken_at_ms = int(clock() * 1000)
@@ -437,16 +434,14 @@ def gather_snapshot(
     # its error is the part's reason; or the offsets' round trip failed as a whole).
     produced = step(
         "producer state",
-        lambda: producers.snapshot_producers(cluster, tps, with_transactional_ids=False, described=described),
+        lambda: facts.producer_states(cluster, tps, with_transactional_ids=False, described=described),
     )
     if produced is None:
         not_gathered |= {PART_PRODUCERS, PART_VERDICTS}
     else:
         missing += [m.within("producer state") for m in produced.missing]
         snapshot.open_transaction_count = verdicts.open_transaction_count(produced.states)
-        snapshot.active_producer_ids = {
-            row.broker_id: row.active_producer_ids for row in producers.summarize(produced, per_topic=False)
-        }
+        snapshot.active_producer_ids = facts.active_producer_ids(produced)
         timeout_ms = max_transaction_timeout_ms
         if timeout_ms is None:
             found = step("transaction.max.timeout.ms", lambda: gather.cluster_max_transaction_timeout(cluster))
