@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import (
-    defaults, facts, gather, group_positions, lso, lso_snapshot, spark_readers, untracked, verdicts,
+    defaults, facts, gather, group_positions, lso, facts_lso, spark_readers, untracked, verdicts,
     verdicts_age, verdicts_groups,
 )
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
@@ -56,7 +56,7 @@ class DiagnosisSnapshot:
     log and dated by the one pins sequence, :func:`kafkatxn.facts.pins`) and the timeouts it dates by."""
 
     taken_at_ms: int
-    groups: lso_snapshot.GroupSnapshot
+    groups: facts_lso.GroupSnapshot
     max_transaction_timeout_ms: int | None = None
     max_timeout_given: bool = False  # by the caller (--max-transaction-timeout): the suggested abort carries it
     abort_cleanup_interval_ms: int | None = None  # the coordinators' (None: Kafka's default)
@@ -67,13 +67,13 @@ def take_snapshot(
     cluster: Cluster,
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
-    probe_max_gap: int = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
+    probe_max_gap: int = facts_lso.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None, readers: Mapping[str, dict[TopicPartition, int]] | None = None,
     every_group: bool = False,
 ) -> DiagnosisSnapshot:
     """Group (and ``readers``': Spark queries) lag with probes and the pins; where one is blocked, the
     brokers' maximum timeout when neither given nor read for the pins."""
-    snap = lso_snapshot.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
+    snap = facts_lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
     missing = list(snap.missing)
     given = max_transaction_timeout_ms is not None  # 0 too: every idle transaction is checked now
     out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
@@ -94,7 +94,7 @@ def take_snapshot(
     return out
 
 
-def _pin(gs: lso_snapshot.GroupSnapshot, tp: TopicPartition) -> OpenTransaction | None:
+def _pin(gs: facts_lso.GroupSnapshot, tp: TopicPartition) -> OpenTransaction | None:
     """The open transaction pinning ``tp``'s LSO (:func:`kafkatxn.verdicts.pinning_transaction`); one
     the pins sequence found ended while asked is no pin."""
     lso_snap = gs.lso
@@ -247,7 +247,7 @@ def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts_age
     return max(ages, key=lambda a: (a.source == verdicts_age.AGE_FROM_COORDINATOR, a.ms), default=None)
 
 
-def _held_at(gs: lso_snapshot.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
+def _held_at(gs: facts_lso.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
     """The partition whose open transaction holds the row's group: the row's own, or its offsets partition."""
     tp = TopicPartition(r.topic, r.partition)
     return gs.held_at(r.group, tp, r.blocked_through is not None)
@@ -425,7 +425,7 @@ def run(
     cluster: Cluster,
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
-    probe_max_gap: int = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
+    probe_max_gap: int = facts_lso.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
     lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD,
     spark_checkpoints: Sequence[str] = (),
@@ -433,7 +433,7 @@ def run(
     spark_writers: Sequence[spark_readers.WriterSpec] = (),
 ) -> Diagnosis:
     """Snapshot and decide: what ``kafkatxn diagnose`` shows; the Spark queries of ``spark_checkpoints``
-    beside the groups named (or every group with ``every_group``: lso_snapshot.take_group_snapshot)."""
+    beside the groups named (or every group with ``every_group``: facts_lso.take_group_snapshot)."""
     queries, unread = spark_readers.read_checkpoints(spark_checkpoints)  # before the offsets they are compared with
     queries, ledgers_unread = spark_readers.with_writers(cluster, queries, spark_writers)  # the ledger: after the checkpoint
     unread += ledgers_unread

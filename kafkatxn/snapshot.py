@@ -253,7 +253,7 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
     """Committed offsets of the groups ``group_regex`` matches (searched; every group without it):
     the first step of :func:`group_samples`, taken before the offsets pass (a commit cannot pass
     the LSO of its moment, and the LSO read afterwards can only be larger)."""
-    from kafkatxn import lso_snapshot
+    from kafkatxn import facts_lso
     from kafkatxn.validation import compile_regex
 
     listed = cluster.list_groups_partial()  # a broker that did not list its groups: named, the rest go on
@@ -267,25 +267,24 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
             missing.append(Missing(Part("--group-regex"), f"no consumer group matches {group_regex!r}"))
     if not names:
         return {}, missing
-    committed, more = lso_snapshot.committed_offsets(cluster, names)
+    committed, more = facts_lso.committed_offsets(cluster, names)
     return committed, missing + more
 
 
 def group_samples(
     cluster: Cluster, committed: tuple[dict, list[Missing]], topics: set[str] | None, missing: list[Missing],
-    known: dict[TopicPartition, tuple[int, int]] | None = None, max_transaction_timeout_ms: int | None = None,
-    settled: dict | None = None,
+    max_transaction_timeout_ms: int | None = None, settled: dict | None = None,
 ) -> tuple[GroupSample, ...]:
-    """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; ``known`` (LSO,
-    HW) pairs of the offsets pass are used, not read again, and so are the pins the hanging pass
-    ``settled`` by the coordinator's log."""
-    from kafkatxn import group_positions, lso_snapshot, verdicts_groups
+    """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; the offsets pass's
+    (LSO, HW) pairs are the run's answers (not read again), and the pins the hanging pass ``settled``
+    are taken as they are."""
+    from kafkatxn import group_positions, facts_lso, verdicts_groups
 
     by_group, group_missing = committed
     if not by_group and not group_missing:
         return ()
-    snap = lso_snapshot.finish_group_snapshot(cluster, by_group, list(group_missing), known=known,
-                                     max_transaction_timeout_ms=max_transaction_timeout_ms, settled=settled)
+    snap = facts_lso.finish_group_snapshot(cluster, by_group, list(group_missing),
+                                           max_transaction_timeout_ms=max_transaction_timeout_ms, settled=settled)
     missing.extend(m.within("group lag") for m in snap.missing)
     samples = []
     append, sample = samples.append, tuple.__new__  # 100,000 a scrape
@@ -473,7 +472,7 @@ def gather_snapshot(
         gathered = None
         if committed is not None:
             gathered = step("consumer groups", lambda: group_samples(
-                cluster, committed, scanned, missing, offsets, snapshot.max_transaction_timeout_ms, settled))
+                cluster, committed, scanned, missing, snapshot.max_transaction_timeout_ms, settled))
         snapshot.groups = gathered if gathered is not None else ()
         snapshot.spark_queries = tuple(spark_readers.query_rows(queries, snapshot.groups)) if queries else ()
         if gathered is None:

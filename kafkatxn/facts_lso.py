@@ -1,10 +1,11 @@
-"""The LSO snapshot: the one read of the cluster behind ``lso``, its ``--groups`` and the group
-questions of ``diagnose`` — each partition's last stable offset (read_committed ListOffsets) and high
+"""The fact layer's LSO facts (:mod:`kafkatxn.facts`): the one read of the cluster behind ``lso``, its
+``--groups``, the group questions of ``diagnose`` and the group pass of ``check --groups`` and the
+exporter — each partition's last stable offset (read_committed ListOffsets) and high
 watermark (read_uncommitted), the open transactions pinning the LSOs that trail (DescribeProducers
-only there, classified and settled by the coordinators' log), and for groups their committed offsets,
+only there, through the one pins sequence :func:`kafkatxn.facts.pins`), and for groups their committed offsets,
 the ``__consumer_offsets`` partitions that hold them and what lies below each LSO.
 
-These are the only I/O of the lso questions; the rows and verdicts over a snapshot are pure
+These are the only I/O of the LSO and group questions; the rows and verdicts over a snapshot are pure
 (:mod:`kafkatxn.lso`, :mod:`kafkatxn.group_positions`).
 """
 
@@ -106,8 +107,8 @@ def take_snapshot(
 ) -> LsoSnapshot:
     """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags.
 
-    ``known``: ``(LSO, HW)`` pairs already read in this pass (the exporter's offsets pass); only the
-    partitions not in it are asked for. The pinning transactions their coordinator does not date
+    ``known``: ``(LSO, HW)`` pairs just read afresh (:func:`_ask_again`); only the partitions not in
+    it are asked for. The pinning transactions their coordinator does not date
     are dated by their first record, and decided hanging or not (``max_transaction_timeout_ms``
     is read from the brokers only when one may hang and it is not given).
     """
@@ -239,16 +240,15 @@ def finish_group_snapshot(
     by_group: dict[str, dict[TopicPartition, int]],
     missing: list[Missing],
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
-    known: Mapping[TopicPartition, tuple[int, int]] | None = None,
     max_transaction_timeout_ms: int | None = None,
     settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
 ) -> GroupSnapshot:
     """The rest of :func:`take_group_snapshot` after :func:`committed_offsets`: the LSO snapshot of
-    the groups' partitions (``known`` pairs, read after the committed offsets, are not asked again;
+    the groups' partitions (offsets the run read after the committed offsets are its answers;
     ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
     and the probes."""
     offsets_of = group_offsets_partitions(cluster, by_group)
-    lso = take_snapshot(cluster, set().union(*by_group.values(), offsets_of.values()), known, max_transaction_timeout_ms, settled)
+    lso = take_snapshot(cluster, set().union(*by_group.values(), offsets_of.values()), None, max_transaction_timeout_ms, settled)
     missing.extend(lso.missing)
     unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     first_readable: dict[tuple[TopicPartition, int], int | None] = {}
