@@ -20,7 +20,7 @@ from kafkatxn import facts, gather
 from kafkatxn.errors import NotFoundError
 from kafkatxn.gather import probe_rounds
 from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition
-from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, classify, pin_verdict, pinning_transaction
+from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, pin_verdict, pinning_transaction
 from kafkatxn.verdicts_groups import CONSUMER_OFFSETS_TOPIC, Offsets, may_have_ended, offsets_partition
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from kafkatxn.gather import in_one_run
 from kafkatxn.gather import cluster_max_transaction_timeout
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.output import Report
-from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, OpenTransaction, Verdict
+from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, Verdict
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -167,14 +167,11 @@ def _row_fields(c: Classification, now_ms: int, lso: dict[TopicPartition, int], 
     )
 
 
-def hanging_row(
-    c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int],
-    dated: OpenTransaction | None = None,
-) -> HangingRow:
-    """``dated``: the transaction with its first record's timestamp (:func:`kafkatxn.gather.with_first_records`)."""
+def hanging_row(c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]) -> HangingRow:
+    """``c`` as :func:`kafkatxn.facts.pins` gives it: dated by its first record where no coordinator dates it."""
     p = c.open_txn.producer
     tp = c.open_txn.tp
-    age = verdicts_age.transaction_age(dated or c.transaction, now_ms)
+    age = verdicts_age.transaction_age(c.transaction, now_ms)
     return HangingRow(
         **_row_fields(c, now_ms, lso, hw),
         coordinator_epoch=p.coordinator_epoch,
@@ -186,9 +183,9 @@ def hanging_row(
 
 def untracked_row(
     c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int],
-    max_transaction_timeout_ms: int | None, dated: OpenTransaction | None = None,
+    max_transaction_timeout_ms: int | None,
 ) -> UntrackedRow:
-    row = hanging_row(c, now_ms, lso, hw, dated)
+    row = hanging_row(c, now_ms, lso, hw)
     values = {f.name: getattr(row, f.name) for f in dataclasses.fields(HangingRow)}
     at = c.hanging_at_ms
     return UntrackedRow(**values, hanging_at_ms=at, hanging_in_ms=max(at - now_ms, 0) if at is not None else None,
