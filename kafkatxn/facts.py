@@ -12,8 +12,9 @@ twice is answered from the run. The facts:
   classify by the coordinators' view (:func:`kafkatxn.verdicts.classify`), ask again those no
   coordinator tracks (one that ended meanwhile is no pin), settle the ones past their deadline by
   the coordinator's log (a lost COMMIT marker is not hanging), and date them by their first records.
-  ``hanging``, ``check`` and the exporter ask it of every open transaction they scan; ``lso``, its
-  ``--groups`` and ``diagnose`` of the transactions pinning an LSO.
+  ``hanging``, ``check`` and the exporter ask it of every open transaction they scan (:func:`scan`);
+  ``lso``, its ``--groups`` and ``diagnose`` of the transactions pinning an LSO
+  (:func:`kafkatxn.facts_lso.take_snapshot`).
 
 Nothing here decides: the verdicts over these facts are :mod:`kafkatxn.verdicts`'.
 """
@@ -222,6 +223,19 @@ def pins(
     known.update({_pin_key(c): c for c in gather.settle_by_transaction_log(cluster, fresh, missing)})
     by_key.update(known)
     return Pins(by_key, now_ms, timeout, cleanup_ms, frozenset(ended), frozenset(known))
+
+
+def scan(cluster: Cluster, states: Mapping[TopicPartition, Sequence[ProducerState]], now_ms: int, max_transaction_timeout_ms: int,
+         missing: list[Missing]) -> Pins:
+    """Every open transaction in described producer ``states`` (``hanging``'s scan, and ``check``'s
+    and the exporter's), with its coordinator's view (:func:`kafkatxn.gather.coordinator_view`),
+    through :func:`pins`."""
+    all_open = verdicts.open_transactions(states)
+    view = CoordinatorView()
+    if all_open:
+        view, view_missing = gather.coordinator_view(cluster, {t.producer_id for t in all_open})
+        missing.extend(view_missing)
+    return pins(cluster, all_open, view, now_ms, max_transaction_timeout_ms, missing)
 
 
 def still_open(cluster: Cluster, untracked: Sequence[Classification], missing: list[Missing]) -> set[PinKey]:

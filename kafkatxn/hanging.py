@@ -282,14 +282,10 @@ def find_hanging(
     described = facts.producer_states(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
     missing += described.missing
     now_ms = described.taken_at_ms
-    all_open = verdicts.open_transactions(described.states)
-    view, view_missing = gather.coordinator_view(cluster, {t.producer_id for t in all_open}) if all_open else (None, [])
-    missing += view_missing
     # The one pins sequence: classified, the untracked asked again, settled by the log (did its
     # coordinator commit it: a lost COMMIT marker?), dated by first records.
-    found = facts.pins(cluster, all_open, view, now_ms, max_transaction_timeout_ms, missing) if all_open else None
-    classifications = found.due() if found else []
-    untracked = found.untracked() if found else []
+    found = facts.scan(cluster, described.states, now_ms, max_transaction_timeout_ms, missing)
+    classifications, untracked = found.due(), found.untracked()
     affected = sorted({c.open_txn.tp for c in [*classifications, *untracked] if c.verdict is not Verdict.UNDETERMINED})
     lso: dict[TopicPartition, int] = {}
     hw: dict[TopicPartition, int] = {}
@@ -309,7 +305,7 @@ def find_hanging(
         max_transaction_timeout_ms=max_transaction_timeout_ms,
         max_transaction_timeout_source=source,
         partitions_scanned=len(tps),
-        open_transactions=len(all_open),
+        open_transactions=len(found.classifications),
         candidates=len(classifications),
         missing=missing,
         classifications=classifications,

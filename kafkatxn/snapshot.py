@@ -217,16 +217,11 @@ class ClusterSnapshot:
 def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing],
                      undetermined: list[UndeterminedSample], lost_commits: list[HangingSample], settled: dict,
                      untracked: list[UntrackedSample]):
-    """The one pins sequence (:func:`kafkatxn.facts.pins`, as ``hanging`` asks it) over producer states
+    """The one pins sequence (:func:`kafkatxn.facts.scan`, as ``hanging`` asks it) over producer states
     already described; what it settled goes into ``settled`` for the group pass."""
-    from kafkatxn import facts, gather
+    from kafkatxn import facts
 
-    all_open = verdicts.open_transactions(states)
-    if not all_open:
-        return ()
-    view, view_missing = gather.coordinator_view(cluster, {t.producer_id for t in all_open})
-    missing.extend(view_missing)
-    found = facts.pins(cluster, all_open, view, now_ms, max_timeout_ms, missing)
+    found = facts.scan(cluster, states, now_ms, max_timeout_ms, missing)
     settled.update(found.settled())
     out = []
     for c in [*found.due(), *found.untracked()]:
