@@ -453,13 +453,13 @@ def run(
 def with_history(cluster: Cluster, d: Diagnosis) -> Diagnosis:
     """Each pinning transaction's history from its coordinator's log; undetermined (and why) when the
     log cannot be read, which changes no verdict and no exit code."""
-    from kafkatxn import transaction_history
+    from kafkatxn import facts_history
 
     tids = sorted({t.transactional_id for t in d.transactions if t.transactional_id})
     if tids:
-        found, why = transaction_history.summaries(cluster, tids, d.taken_at_ms)
+        found, why = facts_history.summaries(cluster, tids, d.taken_at_ms)
         d.transactions = [
-            replace(t, history=found[t.transactional_id].line, history_evidence=transaction_history.evidence(found[t.transactional_id]))
+            replace(t, history=found[t.transactional_id].line, history_evidence=facts_history.evidence(found[t.transactional_id]))
             if t.transactional_id in found else replace(t, history=f"undetermined: {why}") if t.transactional_id else t
             for t in d.transactions
         ]

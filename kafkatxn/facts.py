@@ -16,7 +16,9 @@ twice is answered from the run. The facts:
   ``lso``, its ``--groups`` and ``diagnose`` of the transactions pinning an LSO
   (:func:`kafkatxn.facts_lso.take_snapshot`).
 
-Nothing here decides: the verdicts over these facts are :mod:`kafkatxn.verdicts`'.
+The LSO and group facts are :mod:`kafkatxn.facts_lso`'s, what the coordinators' log holds of
+transactional ids :mod:`kafkatxn.facts_history`'s. Nothing here decides: the verdicts over these
+facts are :mod:`kafkatxn.verdicts`'.
 """
 
 from __future__ import annotations
