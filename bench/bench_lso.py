@@ -6,7 +6,7 @@ Starts its own broker (harness/, 2 GB heap, JMX on a free loopback port), create
 100 partitions until each size is reached (creation timed separately, not part of any figure), leaves
 some transactions open so the scan also describes producers and transactions, then reports per size:
 
-- the library scan (``lso_snapshot.take_snapshot`` + ``lso.partition_lags`` on a fresh ``Cluster``) and the
+- the library scan (``facts_lso.take_snapshot`` + ``lso.partition_lags`` on a fresh ``Cluster``) and the
   CLI (``python -m kafkatxn lso -o json`` as a subprocess): median, min and max of ``--runs`` runs;
 - the reference, measured in the same run: Kafka's own ``kafka-get-offsets.sh``
   (``org.apache.kafka.tools.GetOffsetShell --time -1``) over the same partitions, and the ratios
@@ -45,7 +45,7 @@ from benchlib import (  # noqa: E402  (puts the repository on sys.path)
 )
 from harness import KafkaCluster  # noqa: E402
 from harness.scenarios import run_transaction  # noqa: E402
-from kafkatxn import lso, lso_snapshot  # noqa: E402
+from kafkatxn import lso, facts_lso  # noqa: E402
 from kafkatxn.config import resolve  # noqa: E402
 from kafkatxn.kafka.facade import Cluster  # noqa: E402
 
@@ -63,7 +63,7 @@ def create_topics(cluster: KafkaCluster, first: int, count: int) -> list[str]:
 def library_scan(bootstrap: str) -> tuple[float, list[lso.PartitionLag], dict[str, int], list[str]]:
     started = time.perf_counter()
     with Cluster(resolve(bootstrap_servers=bootstrap, timeout="60s")) as c:
-        snapshot = lso_snapshot.take_snapshot(c, [p.tp for p in c.select_partitions()])
+        snapshot = facts_lso.take_snapshot(c, [p.tp for p in c.select_partitions()])
         rows = lso.partition_lags(snapshot)
         elapsed = time.perf_counter() - started
         return elapsed, rows, dict(c.requests), snapshot.missing

@@ -26,16 +26,16 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import (
-    defaults, gather, group_positions, lost_commit, lso, lso_snapshot, spark_readers, untracked, verdicts,
+    defaults, facts, gather, group_positions, lso, facts_lso, spark_readers, untracked, verdicts,
     verdicts_age, verdicts_groups,
 )
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exit_code, worst
 from kafkatxn.gaps import Gap, explain, gap_of
-from kafkatxn.model import Missing, ProducerState, QueryReader, TopicPartition, TransactionLogHistory
+from kafkatxn.model import Missing, ProducerState, QueryReader, TopicPartition
 from kafkatxn.output import Report
 from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict
-from kafkatxn.verdicts import Classification, CoordinatorView, OpenTransaction, PinVerdict, Verdict
+from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict
 from kafkatxn.verdicts_groups import GroupVerdict
 from kafkatxn.gather import in_one_run
 
@@ -52,47 +52,36 @@ CRITICAL_AGE_MS = parse_duration_ms(defaults.CHECK_TXN_AGE_CRIT)
 
 @dataclass
 class DiagnosisSnapshot:
-    """Everything :func:`diagnose` decides on."""
+    """Everything :func:`diagnose` decides on: the group snapshot (its pins classified, settled by the
+    log and dated by the one pins sequence, :func:`kafkatxn.facts.pins`) and the timeouts it dates by."""
 
     taken_at_ms: int
-    groups: lso_snapshot.GroupSnapshot
-    # Producer states of the partitions where some group is blocked (open transactions only).
-    producers: dict[TopicPartition, list[ProducerState]] = field(default_factory=dict)
-    view: CoordinatorView = field(default_factory=CoordinatorView)
+    groups: facts_lso.GroupSnapshot
     max_transaction_timeout_ms: int | None = None
     max_timeout_given: bool = False  # by the caller (--max-transaction-timeout): the suggested abort carries it
     abort_cleanup_interval_ms: int | None = None  # the coordinators' (None: Kafka's default)
     missing: list[Missing] = field(default_factory=list)
-    # (partition, producer id) -> timestamp of the pinning transaction's first record, where its coordinator does not date it.
-    first_records: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
-    # What __transaction_state holds of the ids of pins the rule calls hanging, and what could not be read.
-    transaction_logs: dict[str, TransactionLogHistory] = field(default_factory=dict)
-    transaction_logs_unread: list[Missing] = field(default_factory=list)
 
 
 def take_snapshot(
     cluster: Cluster,
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
-    probe_max_gap: int = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
+    probe_max_gap: int = facts_lso.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None, readers: Mapping[str, dict[TopicPartition, int]] | None = None,
     every_group: bool = False,
 ) -> DiagnosisSnapshot:
-    """Group (and ``readers``': Spark queries) lag with probes, then — only where one is blocked — the
-    producer states and what the coordinators say about the pinning producers."""
-    snap = lso_snapshot.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
+    """Group (and ``readers``': Spark queries) lag with probes and the pins; where one is blocked, the
+    brokers' maximum timeout when neither given nor read for the pins."""
+    snap = facts_lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
     missing = list(snap.missing)
     given = max_transaction_timeout_ms is not None  # 0 too: every idle transaction is checked now
     out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
                             max_transaction_timeout_ms=max_transaction_timeout_ms if given else snap.lso.max_transaction_timeout_ms,
                             max_timeout_given=given)
     # Where a group is held (blocked or waiting): its partition, or its offsets partition.
-    blocked = sorted({place.held_at for place in group_positions.group_positions(snap) if place.held_at is not None})
-    if not blocked:
+    if not any(place.held_at is not None for place in group_positions.group_positions(snap)):
         return out
-    # The open transactions the group snapshot described (asked again there, once, where one had
-    # just ended): describing them anew would meet the next transaction, or none.
-    out.producers = {tp: [t.producer for t in snap.lso.open_transactions.get(tp, [])] for tp in blocked}
     out.abort_cleanup_interval_ms = snap.lso.abort_cleanup_interval_ms
     if out.max_transaction_timeout_ms is None:
         configs = gather.cluster_transaction_configs(cluster)
@@ -101,34 +90,17 @@ def take_snapshot(
         out.max_transaction_timeout_ms = configs.max_transaction_timeout_ms
         if out.max_transaction_timeout_ms is None:
             out.max_transaction_timeout_ms, config_missing = gather.cluster_max_transaction_timeout(cluster)  # raises, naming why
-    pins = [p for tp in blocked if (p := _pin(out.producers, tp, snap.lso.offsets[tp].last_stable_offset))]
-    if pins:
-        # What did not answer (a coordinator, a __transaction_state partition without a leader) is
-        # carried by the view and decided per transaction by the one rule; it is not a missing
-        # part of the whole answer.
-        out.view, _view_missing = gather.coordinator_view(cluster, {p.producer_id for p in pins})
-        # The group snapshot already asked again about pins no coordinator tracked (gather.settle_pins):
-        # one it found ended is no pin here either, and is not described again.
-        ended = {key for key, c in snap.lso.classifications.items() if gather.ended_while_asked(c)}
-        for tp, pid in ended:
-            out.producers[tp] = [s for s in out.producers.get(tp, []) if s.producer_id != pid]
-        pins = [p for p in pins if (p.tp, p.producer_id) not in ended]
-        # Before a pin is called hanging: did its coordinator commit it (a lost COMMIT marker)?
-        out.transaction_logs, out.transaction_logs_unread = gather.transaction_logs(
-            cluster, [verdicts.classify(p, out.view) for p in pins])
-    # The first records the group snapshot read for the pins their coordinators do not date.
-    out.first_records = {(tp, t.producer_id): t.first_record_timestamp_ms for tp in blocked
-                         if (t := snap.lso.pin(tp)) is not None and t.first_record_timestamp_ms is not None}
     out.taken_at_ms = int(time.time() * 1000)
     return out
 
 
-def _pin(
-    producers: dict[TopicPartition, list[ProducerState]], tp: TopicPartition, lso_offset: int,
-    view: CoordinatorView | None = None,
-) -> OpenTransaction | None:
-    """The open transaction pinning ``tp``'s LSO (:func:`kafkatxn.verdicts.pinning_transaction`)."""
-    return verdicts.pinning_transaction(verdicts.open_transactions({tp: producers.get(tp, [])}, view), lso_offset)
+def _pin(gs: facts_lso.GroupSnapshot, tp: TopicPartition) -> OpenTransaction | None:
+    """The open transaction pinning ``tp``'s LSO (:func:`kafkatxn.verdicts.pinning_transaction`); one
+    the pins sequence found ended while asked is no pin."""
+    lso_snap = gs.lso
+    txns = [t for t in lso_snap.open_transactions.get(tp, [])
+            if not facts.ended_while_asked(lso_snap.classifications.get((tp, t.producer_id)))]
+    return verdicts.pinning_transaction(txns, lso_snap.offsets[tp].last_stable_offset)
 
 
 # -- rows ----------------------------------------------------------------------------------------
@@ -275,7 +247,7 @@ def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts_age
     return max(ages, key=lambda a: (a.source == verdicts_age.AGE_FROM_COORDINATOR, a.ms), default=None)
 
 
-def _held_at(gs: lso_snapshot.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
+def _held_at(gs: facts_lso.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
     """The partition whose open transaction holds the row's group: the row's own, or its offsets partition."""
     tp = TopicPartition(r.topic, r.partition)
     return gs.held_at(r.group, tp, r.blocked_through is not None)
@@ -298,7 +270,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
             continue
         tp = _held_at(gs, r)
         held_at[(r.group, TopicPartition(r.topic, r.partition))] = tp
-        pinning = _pin(snapshot.producers, tp, gs.lso.offsets[tp].last_stable_offset, snapshot.view)
+        pinning = _pin(gs, tp)
         if pinning is None:
             continue
         state = pinning.producer
@@ -313,11 +285,8 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
     transactions: list[PinningTransaction] = []
     holder_of: dict[int, str] = {}
     for pid, pin in sorted(pins.items()):
-        classifications = lost_commit.settle_all([
-            verdicts.classify(OpenTransaction(tp, pin_of[tp], first_record_timestamp_ms=snapshot.first_records.get((tp, pid))),
-                              snapshot.view)
-            for tp in pin.tps
-        ], snapshot.transaction_logs, snapshot.transaction_logs_unread)
+        # What the pins sequence found of each (classified, settled by the log, dated): as lso has it.
+        classifications = [c for tp in pin.tps if (c := gs.lso.classifications.get((tp, pid))) is not None]
         verdict, reason, action, command, release, until, age, aborts_at = decide(
             pin, classifications, now, max_timeout if max_timeout is not None else 0, groups_arg,
             # abort decides hanging by the same rule: with the threshold this diagnosis used
@@ -456,7 +425,7 @@ def run(
     cluster: Cluster,
     groups: Sequence[str] | None = None,
     topics: Sequence[str] | None = None,
-    probe_max_gap: int = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
+    probe_max_gap: int = facts_lso.DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
     lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD,
     spark_checkpoints: Sequence[str] = (),
@@ -464,7 +433,7 @@ def run(
     spark_writers: Sequence[spark_readers.WriterSpec] = (),
 ) -> Diagnosis:
     """Snapshot and decide: what ``kafkatxn diagnose`` shows; the Spark queries of ``spark_checkpoints``
-    beside the groups named (or every group with ``every_group``: lso_snapshot.take_group_snapshot)."""
+    beside the groups named (or every group with ``every_group``: facts_lso.take_group_snapshot)."""
     queries, unread = spark_readers.read_checkpoints(spark_checkpoints, cluster.deadline)  # before the offsets they are compared with
     queries, ledgers_unread = spark_readers.with_writers(cluster, queries, spark_writers)  # the ledger: after the checkpoint
     unread += ledgers_unread
@@ -484,13 +453,13 @@ def run(
 def with_history(cluster: Cluster, d: Diagnosis) -> Diagnosis:
     """Each pinning transaction's history from its coordinator's log; undetermined (and why) when the
     log cannot be read, which changes no verdict and no exit code."""
-    from kafkatxn import transaction_history
+    from kafkatxn import facts_history
 
     tids = sorted({t.transactional_id for t in d.transactions if t.transactional_id})
     if tids:
-        found, why = transaction_history.summaries(cluster, tids, d.taken_at_ms)
+        found, why = facts_history.summaries(cluster, tids, d.taken_at_ms)
         d.transactions = [
-            replace(t, history=found[t.transactional_id].line, history_evidence=transaction_history.evidence(found[t.transactional_id]))
+            replace(t, history=found[t.transactional_id].line, history_evidence=facts_history.evidence(found[t.transactional_id]))
             if t.transactional_id in found else replace(t, history=f"undetermined: {why}") if t.transactional_id else t
             for t in d.transactions
         ]

@@ -97,6 +97,6 @@ class PinningTransaction:
     release_command: str | None  # releases the groups now (with the risk below), when the next step is to wait
     until_ms: int | None  # with action wait: when to expect the release
     risk: str
-    history: str | None = None  # its id's history in a line (kafkatxn/transaction_history.py), or "undetermined: why"
+    history: str | None = None  # its id's history in a line (kafkatxn/facts_history.py), or "undetermined: why"
     history_evidence: dict | None = None  # the counts behind it (timeline.HistorySummary)
     release_risk: str | None = None  # what the release command risks (release_command)

@@ -1,5 +1,5 @@
 """Where each consumer group stands on each partition, made once over a group snapshot
-(:class:`kafkatxn.lso_snapshot.GroupSnapshot`): its offsets, the transaction pinning the LSO
+(:class:`kafkatxn.facts_lso.GroupSnapshot`): its offsets, the transaction pinning the LSO
 (:func:`pin_facts`) and the verdicts of :mod:`kafkatxn.verdicts_groups`. ``lso --groups``' rows,
 ``diagnose``, ``check --groups`` and the exporter's group series are all made from these places.
 Pure: no I/O.
@@ -19,7 +19,7 @@ from kafkatxn.verdicts_groups import (
 )
 
 if TYPE_CHECKING:
-    from kafkatxn.lso_snapshot import GroupSnapshot, LsoSnapshot
+    from kafkatxn.facts_lso import GroupSnapshot, LsoSnapshot
 
 
 class GroupPlace(NamedTuple):

@@ -30,7 +30,7 @@ transaction belongs to a *different* producer id writes markers for that id only
 hanging too (Kafka's tool cannot see it: its producer-id lookup already rules it out, except in a
 race).
 
-Steps 1, 3 and 4 are gathered by :mod:`kafkatxn.gather`; deciding is pure, in :mod:`kafkatxn.verdicts`
+Steps 1, 3 and 4 are gathered by :mod:`kafkatxn.facts` (:func:`~kafkatxn.facts.pins`, the one sequence every command's verdicts go through); deciding is pure, in :mod:`kafkatxn.verdicts`
 (:func:`~kafkatxn.verdicts.classify`), the one definition every command uses; this module makes the rows.
 """
 
@@ -40,12 +40,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
-from kafkatxn import gather, producers, verdicts, verdicts_age
+from kafkatxn import facts, gather, verdicts, verdicts_age
 from kafkatxn.gather import in_one_run
-from kafkatxn.gather import classify_open_transactions, cluster_max_transaction_timeout
+from kafkatxn.gather import cluster_max_transaction_timeout
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.output import Report
-from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, OpenTransaction, Verdict
+from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, Verdict
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -167,14 +167,11 @@ def _row_fields(c: Classification, now_ms: int, lso: dict[TopicPartition, int], 
     )
 
 
-def hanging_row(
-    c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int],
-    dated: OpenTransaction | None = None,
-) -> HangingRow:
-    """``dated``: the transaction with its first record's timestamp (:func:`kafkatxn.gather.with_first_records`)."""
+def hanging_row(c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int]) -> HangingRow:
+    """``c`` as :func:`kafkatxn.facts.pins` gives it: dated by its first record where no coordinator dates it."""
     p = c.open_txn.producer
     tp = c.open_txn.tp
-    age = verdicts_age.transaction_age(dated or c.transaction, now_ms)
+    age = verdicts_age.transaction_age(c.transaction, now_ms)
     return HangingRow(
         **_row_fields(c, now_ms, lso, hw),
         coordinator_epoch=p.coordinator_epoch,
@@ -186,9 +183,9 @@ def hanging_row(
 
 def untracked_row(
     c: Classification, now_ms: int, lso: dict[TopicPartition, int], hw: dict[TopicPartition, int],
-    max_transaction_timeout_ms: int | None, dated: OpenTransaction | None = None,
+    max_transaction_timeout_ms: int | None,
 ) -> UntrackedRow:
-    row = hanging_row(c, now_ms, lso, hw, dated)
+    row = hanging_row(c, now_ms, lso, hw)
     values = {f.name: getattr(row, f.name) for f in dataclasses.fields(HangingRow)}
     at = c.hanging_at_ms
     return UntrackedRow(**values, hanging_at_ms=at, hanging_in_ms=max(at - now_ms, 0) if at is not None else None,
@@ -259,7 +256,7 @@ def select_partitions(
     with a replica on ``broker_id`` when given (as Kafka's tool selects them)."""
     chosen = cluster.select_partitions(topics=topics, partition=partition, include_internal=True)
     if broker_id is not None:
-        chosen = producers.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
+        chosen = facts.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
     return [p.tp for p in chosen]
 
 
@@ -282,16 +279,13 @@ def find_hanging(
         missing += config_missing
     else:
         source = "--max-transaction-timeout"
-    snapshot = producers.snapshot_producers(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
-    missing += snapshot.missing
-    now_ms = snapshot.taken_at_ms
-    scan = classify_open_transactions(cluster, snapshot.states, now_ms, max_transaction_timeout_ms)
-    missing += scan.missing
-    all_open, candidates = scan.open_transactions, scan.candidates
-    # Before anything is called hanging: did its coordinator commit it (a lost COMMIT marker)?
-    classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
-
-    untracked = scan.untracked
+    described = facts.producer_states(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
+    missing += described.missing
+    now_ms = described.taken_at_ms
+    # The one pins sequence: classified, the untracked asked again, settled by the log (did its
+    # coordinator commit it: a lost COMMIT marker?), dated by first records.
+    found = facts.scan(cluster, described.states, now_ms, max_transaction_timeout_ms, missing)
+    classifications, untracked = found.due(), found.untracked()
     affected = sorted({c.open_txn.tp for c in [*classifications, *untracked] if c.verdict is not Verdict.UNDETERMINED})
     lso: dict[TopicPartition, int] = {}
     hw: dict[TopicPartition, int] = {}
@@ -303,27 +297,20 @@ def find_hanging(
         missing += [m.within("offsets") for m in pairs.missing]
 
     def rows(verdict: Verdict) -> list[HangingRow]:
-        chosen = [c for c in classifications if c.verdict is verdict]
-        dated = gather.with_first_records(cluster, [c.transaction for c in chosen], missing)
-        return [hanging_row(c, now_ms, lso, hw, d) for c, d in zip(chosen, dated)]
+        return [hanging_row(c, now_ms, lso, hw) for c in classifications if c.verdict is verdict]
 
-    hanging = rows(Verdict.HANGING)
-    dated_untracked = gather.with_first_records(cluster, [c.transaction for c in untracked], missing)
-    untracked_rows = [untracked_row(c, now_ms, lso, hw, max_transaction_timeout_ms, d) for c, d in zip(untracked, dated_untracked)]
-    long_running = [long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.LONG_RUNNING]
-    undetermined = [undetermined_row(c, now_ms) for c in classifications if c.verdict is Verdict.UNDETERMINED]
     return HangingResult(
-        hanging=hanging,
-        long_running=long_running,
+        hanging=rows(Verdict.HANGING),
+        long_running=[long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.LONG_RUNNING],
         max_transaction_timeout_ms=max_transaction_timeout_ms,
         max_transaction_timeout_source=source,
         partitions_scanned=len(tps),
-        open_transactions=len(all_open),
-        candidates=len(candidates),
+        open_transactions=len(found.classifications),
+        candidates=len(classifications),
         missing=missing,
         classifications=classifications,
-        undetermined=undetermined,
+        undetermined=[undetermined_row(c, now_ms) for c in classifications if c.verdict is Verdict.UNDETERMINED],
         lost_commit=rows(Verdict.LOST_COMMIT),
-        untracked=untracked_rows,
+        untracked=[untracked_row(c, now_ms, lso, hw, max_transaction_timeout_ms) for c in untracked],
         untracked_classifications=untracked,
     )

@@ -5,7 +5,7 @@ The broker shows the gap only as the JMX gauge ``kafka.cluster:type=Partition,na
 Here it comes from two ListOffsets passes (read_committed gives the LSO, read_uncommitted the HW),
 one request per leader each; DescribeProducers only for partitions whose LSO trails the HW.
 
-The snapshots (:mod:`kafkatxn.lso_snapshot`) are the only I/O; this module's rows, :func:`lso_moved`,
+The snapshots (:mod:`kafkatxn.facts_lso`) are the only I/O; this module's rows, :func:`lso_moved`,
 :func:`sort_rows` and the exit-code rules are pure functions over them, a group's rows over where it
 stands (:mod:`kafkatxn.group_positions`).
 """
@@ -20,7 +20,7 @@ from kafkatxn import lost_commit
 from kafkatxn.gather import in_one_run
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.group_positions import NO_PIN, group_positions, pin_facts, readable_lag
-from kafkatxn.lso_snapshot import DEFAULT_PROBE_MAX_GAP, GroupSnapshot, LsoSnapshot, take_group_snapshot, take_snapshot
+from kafkatxn.facts_lso import DEFAULT_PROBE_MAX_GAP, GroupSnapshot, LsoSnapshot, take_group_snapshot, take_snapshot
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.verdicts_age import best_age_ms
 from kafkatxn.verdicts_groups import (

@@ -217,26 +217,18 @@ class ClusterSnapshot:
 def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing],
                      undetermined: list[UndeterminedSample], lost_commits: list[HangingSample], settled: dict,
                      untracked: list[UntrackedSample]):
-    """The one hanging rule (:func:`kafkatxn.verdicts.classify`) over producer states already described,
-    settled by the coordinator's log as ``hanging`` settles it (a lost COMMIT marker is not hanging);
-    what the log settled goes into ``settled`` for the group pass."""
-    from kafkatxn import gather, lost_commit
+    """The one pins sequence (:func:`kafkatxn.facts.scan`, as ``hanging`` asks it) over producer states
+    already described; what it settled goes into ``settled`` for the group pass."""
+    from kafkatxn import facts
 
-    scan = gather.classify_open_transactions(cluster, states, now_ms, max_timeout_ms)
-    missing.extend(scan.missing)
-    classifications = gather.settle_by_transaction_log(cluster, scan.classifications, missing)
-    settled.update({(c.open_txn.tp, c.open_txn.producer_id): c
-                    for raw, c in zip(scan.classifications, classifications) if lost_commit.needs_log(raw)})
-    settled.update({(c.open_txn.tp, c.open_txn.producer_id): c for c in scan.untracked})  # asked again already
+    found = facts.scan(cluster, states, now_ms, max_timeout_ms, missing)
+    settled.update(found.settled())
     out = []
-    dated_kinds = (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT, verdicts.Verdict.UNTRACKED)
-    dating = [c.transaction for c in [*classifications, *scan.untracked] if c.verdict in dated_kinds]
-    dated = {(t.tp, t.producer_id): t for t in gather.with_first_records(cluster, dating, missing)}
-    for c in [*classifications, *scan.untracked]:
-        if c.verdict in dated_kinds:
+    for c in [*found.due(), *found.untracked()]:
+        if c.verdict in (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT, verdicts.Verdict.UNTRACKED):
             tp = c.open_txn.tp
             lag = max(hw[tp] - lso[tp], 0) if tp in lso and tp in hw else None
-            age = verdicts_age.transaction_age(dated.get((tp, c.open_txn.producer_id)), now_ms)
+            age = verdicts_age.transaction_age(c.transaction, now_ms)
             fields = (tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
                       c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
             if c.verdict is verdicts.Verdict.UNTRACKED:
@@ -256,7 +248,7 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
     """Committed offsets of the groups ``group_regex`` matches (searched; every group without it):
     the first step of :func:`group_samples`, taken before the offsets pass (a commit cannot pass
     the LSO of its moment, and the LSO read afterwards can only be larger)."""
-    from kafkatxn import lso_snapshot
+    from kafkatxn import facts_lso
     from kafkatxn.validation import compile_regex
 
     listed = cluster.list_groups_partial()  # a broker that did not list its groups: named, the rest go on
@@ -270,25 +262,24 @@ def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[
             missing.append(Missing(Part("--group-regex"), f"no consumer group matches {group_regex!r}"))
     if not names:
         return {}, missing
-    committed, more = lso_snapshot.committed_offsets(cluster, names)
+    committed, more = facts_lso.committed_offsets(cluster, names)
     return committed, missing + more
 
 
 def group_samples(
     cluster: Cluster, committed: tuple[dict, list[Missing]], topics: set[str] | None, missing: list[Missing],
-    known: dict[TopicPartition, tuple[int, int]] | None = None, max_transaction_timeout_ms: int | None = None,
-    settled: dict | None = None,
+    max_transaction_timeout_ms: int | None = None, settled: dict | None = None,
 ) -> tuple[GroupSample, ...]:
-    """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; ``known`` (LSO,
-    HW) pairs of the offsets pass are used, not read again, and so are the pins the hanging pass
-    ``settled`` by the coordinator's log."""
-    from kafkatxn import group_positions, lso_snapshot, verdicts_groups
+    """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; the offsets pass's
+    (LSO, HW) pairs are the run's answers (not read again), and the pins the hanging pass ``settled``
+    are taken as they are."""
+    from kafkatxn import group_positions, facts_lso, verdicts_groups
 
     by_group, group_missing = committed
     if not by_group and not group_missing:
         return ()
-    snap = lso_snapshot.finish_group_snapshot(cluster, by_group, list(group_missing), known=known,
-                                     max_transaction_timeout_ms=max_transaction_timeout_ms, settled=settled)
+    snap = facts_lso.finish_group_snapshot(cluster, by_group, list(group_missing),
+                                           max_transaction_timeout_ms=max_transaction_timeout_ms, settled=settled)
     missing.extend(m.within("group lag") for m in snap.missing)
     samples = []
     append, sample = samples.append, tuple.__new__  # 100,000 a scrape
@@ -325,7 +316,7 @@ def gather_snapshot(
     that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
     also the transaction-aware lag of the consumer groups ``group_regex`` matches, and of the Spark
     queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``)."""
-    from kafkatxn import gather, producers, spark_readers
+    from kafkatxn import facts, gather, spark_readers
 
     started = time.monotonic()
     taken_at_ms = int(clock() * 1000)
@@ -437,16 +428,14 @@ def gather_snapshot(
     # its error is the part's reason; or the offsets' round trip failed as a whole).
     produced = step(
         "producer state",
-        lambda: producers.snapshot_producers(cluster, tps, with_transactional_ids=False, described=described),
+        lambda: facts.producer_states(cluster, tps, with_transactional_ids=False, described=described),
     )
     if produced is None:
         not_gathered |= {PART_PRODUCERS, PART_VERDICTS}
     else:
         missing += [m.within("producer state") for m in produced.missing]
         snapshot.open_transaction_count = verdicts.open_transaction_count(produced.states)
-        snapshot.active_producer_ids = {
-            row.broker_id: row.active_producer_ids for row in producers.summarize(produced, per_topic=False)
-        }
+        snapshot.active_producer_ids = facts.active_producer_ids(produced)
         timeout_ms = max_transaction_timeout_ms
         if timeout_ms is None:
             found = step("transaction.max.timeout.ms", lambda: gather.cluster_max_transaction_timeout(cluster))
@@ -478,7 +467,7 @@ def gather_snapshot(
         gathered = None
         if committed is not None:
             gathered = step("consumer groups", lambda: group_samples(
-                cluster, committed, scanned, missing, offsets, snapshot.max_transaction_timeout_ms, settled))
+                cluster, committed, scanned, missing, snapshot.max_transaction_timeout_ms, settled))
         snapshot.groups = gathered if gathered is not None else ()
         snapshot.spark_queries = tuple(spark_readers.query_rows(queries, snapshot.groups)) if queries else ()
         if gathered is None:

@@ -3,7 +3,7 @@
 A Structured Streaming query keeps its Kafka position in its checkpoint, not in a group
 (SPARK-27549). :func:`read_checkpoints` reads each checkpoint (``spark_checkpoint`` parses the files)
 into a :class:`SparkQuery`; :func:`reader_positions` turns them into the per-reader committed offsets
-``lso_snapshot.take_group_snapshot`` and ``snapshot.group_samples`` decide on, so one definition decides a
+``facts_lso.take_group_snapshot`` and ``snapshot.group_samples`` decide on, so one definition decides a
 query as it decides a group (``group_positions.group_positions``). A checkpoint that cannot be read, is empty or
 is being written is a missing part naming its path, never a position.
 

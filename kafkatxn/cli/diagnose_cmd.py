@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kafkatxn import diagnose, diagnose_rows, gaps, lso_snapshot, verdicts_groups
+from kafkatxn import diagnose, diagnose_rows, gaps, facts_lso, verdicts_groups
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.cli.options import LagThreshold, MaxTransactionTimeout, ProbeMaxGap, SparkCheckpoints, SparkWriters, Topics, spark_writers
 from kafkatxn.output import render_to_string, table_text, terminal_width
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
             typer.Option("--group", "-g", metavar="GROUP", help="Only this consumer group (repeatable; default: every group)."),
         ] = None,
         topics: Topics = None,
-        probe_max_gap: ProbeMaxGap = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
+        probe_max_gap: ProbeMaxGap = facts_lso.DEFAULT_PROBE_MAX_GAP,
         max_transaction_timeout: MaxTransactionTimeout = None,
         lag_threshold: LagThreshold = verdicts_groups.DEFAULT_LAG_THRESHOLD,
         spark_checkpoints: SparkCheckpoints = None,

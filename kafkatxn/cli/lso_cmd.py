@@ -8,7 +8,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kafkatxn import lso, lso_snapshot, spark_readers, verdicts_groups
+from kafkatxn import lso, facts_lso, spark_readers, verdicts_groups
 from kafkatxn.cli.options import LagThreshold, ProbeMaxGap, SparkCheckpoints, duration_option, parse_duration
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
@@ -33,14 +33,14 @@ class Sample:
     row_type: type
     exit_code: int
     missing: list[Missing]
-    snapshot: lso_snapshot.LsoSnapshot
+    snapshot: facts_lso.LsoSnapshot
     empty_message: str
     notes: list[str] = field(default_factory=list)
 
 
 
 def watch_loop(
-    take_sample: Callable[[lso_snapshot.LsoSnapshot | None], Sample],
+    take_sample: Callable[[facts_lso.LsoSnapshot | None], Sample],
     show: Callable[[int, Sample | None, str | None], None],
     interval_s: float,
     samples: int | None = None,
@@ -53,7 +53,7 @@ def watch_loop(
     watch goes on: the cluster may come back. The previous good snapshot stays the reference for
     ``lso_moved``.
     """
-    previous: lso_snapshot.LsoSnapshot | None = None
+    previous: facts_lso.LsoSnapshot | None = None
     code = EXIT_UNKNOWN
     number = 0
     try:
@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
         critical_age: Annotated[
             int, duration_option("--critical-age", help="Exit 2 when a pinning (or blocking) transaction is at least this old.")
         ] = lso.DEFAULT_CRITICAL_AGE,
-        probe_max_gap: ProbeMaxGap = lso_snapshot.DEFAULT_PROBE_MAX_GAP,
+        probe_max_gap: ProbeMaxGap = facts_lso.DEFAULT_PROBE_MAX_GAP,
         lag_threshold: LagThreshold = verdicts_groups.DEFAULT_LAG_THRESHOLD,
         watch: Annotated[
             bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C, showing whether each LSO moved since the previous sample.")
@@ -146,7 +146,7 @@ def register(app: typer.Typer) -> None:
         sort_key = sort.value if sort is not None else (None if groups else "lag")
         cluster = ctx.cluster
 
-        def take_sample(previous: lso_snapshot.LsoSnapshot | None) -> Sample:
+        def take_sample(previous: facts_lso.LsoSnapshot | None) -> Sample:
             if groups:
                 # A query's position is read before the offsets it is compared with, as a group's commits are.
                 # The profile's queries are read beside every group; those given here, beside the groups named.
@@ -187,7 +187,7 @@ def register(app: typer.Typer) -> None:
 
         is_tty = sys.stdout.isatty()
 
-        def take_watched_sample(previous: lso_snapshot.LsoSnapshot | None) -> Sample:
+        def take_watched_sample(previous: facts_lso.LsoSnapshot | None) -> Sample:
             cluster.restart_deadline()  # every sample gets a whole --timeout of its own
             return take_sample(previous)
 

@@ -116,7 +116,7 @@ def history_command(
     Exit 0 when every id has records, 1 when some have none, 3 when a log
     partition could not be read.
     """
-    from kafkatxn import transaction_history
+    from kafkatxn import facts_history
     from kafkatxn.timeline import HistoryRow
     from kafkatxn.validation import compile_regex
 
@@ -124,7 +124,7 @@ def history_command(
         raise UsageError("name the transactional ids (as arguments) or give --pattern REGEX")
     if pattern is not None:
         compile_regex(pattern, "--pattern")
-    result = transaction_history.read_history(ctx.cluster, transactional_ids or [], pattern, since, topic=log_topic)
+    result = facts_history.read_history(ctx.cluster, transactional_ids or [], pattern, since, topic=log_topic)
     ctx.render(result.rows, HistoryRow, empty_message="no record of these ids in the transaction log", missing=result.missing)
     undecoded = result.counts.unknown_version + result.counts.corrupt
     if undecoded:
@@ -144,14 +144,14 @@ def _follow(ctx: CommandContext, result) -> int | None:
     """New rows as they come, each batch rendered alone (json: one object a line), flushed at once."""
     import sys
 
-    from kafkatxn import transaction_history
+    from kafkatxn import facts_history
     from kafkatxn.output import render
     from kafkatxn.timeline import HistoryRow
 
     fmt = "jsonl" if ctx.output == "json" else ctx.output
     sys.stdout.flush()
     try:
-        for rows in transaction_history.follow(ctx.cluster, result):
+        for rows in facts_history.follow(ctx.cluster, result):
             if rows:
                 render(rows, fmt, no_headers=True, row_type=HistoryRow, wide=ctx.wide)
                 sys.stdout.flush()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from kafkatxn import diagnose, transaction_history
+from kafkatxn import diagnose, facts_history
 from kafkatxn.verdicts import coordinator_partition
 from kafkatxn.txnlog_records import KIND_UNKNOWN_VERSION, TxnLogRecord, UndecodedRecord
 from tests.support.blocked_group import blocked_model, now_ms
@@ -122,6 +122,6 @@ def test_a_pattern_reads_the_partitions_of_the_listed_ids_it_matches():
 
     model.transactions[TID] = TransactionDescription(TID, 1, "Empty", 1000, 8, 60_000, -1, frozenset())
     cluster = FakeCluster(model)
-    result = transaction_history.read_history(cluster, [], pattern="billing-.*")
+    result = facts_history.read_history(cluster, [], pattern="billing-.*")
     assert {r.transactional_id for r in result.rows} == {TID} and not result.missing
     assert cluster.called("read_log_partition") == [("read_log_partition", coordinator_partition(TID, 5))]

@@ -351,7 +351,7 @@ KAFKA_AT_RUN_TIME = {
     "kafkatxn.audit.job": "the audit's driver opens a Cluster to plan",
     "kafkatxn.audit.source": "the Spark executors read the log (log_reader) or open a Cluster of their own",
     "kafkatxn.remedy.abort": "the facade's leadership errors, when it acts",
-    "kafkatxn.transaction_history": "kafka/errors.py's part_missing and the log's topic name",
+    "kafkatxn.facts_history": "kafka/errors.py's part_missing and the log's topic name",
     "kafkatxn.spark": "the exactly-once writer's producer, in the executors",
     "kafkatxn.spark_eos": "the exactly-once writer's ledger, in the executors",
 }

@@ -12,7 +12,7 @@ import pytest
 from tests.support import fake_kafka
 from tests.support.fake_kafka import KafkaModel
 
-from kafkatxn import exitcodes, gather, lso, lso_snapshot, verdicts, verdicts_groups
+from kafkatxn import exitcodes, gather, lso, facts_lso, verdicts, verdicts_groups
 from kafkatxn.cli import lso_cmd
 from kafkatxn.model import Broker, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.errors import DeadlineExceeded
@@ -36,7 +36,7 @@ def txn(pid, start, last_ts=NOW - 1_000, tid=None, started=None, epoch=0, tp=TP0
 
 
 def snap(offsets, open_txns=None, taken_at_ms=NOW):
-    return lso_snapshot.LsoSnapshot(taken_at_ms, {tp: Offsets(hw, l) for tp, (l, hw) in offsets.items()}, open_txns or {})
+    return facts_lso.LsoSnapshot(taken_at_ms, {tp: Offsets(hw, l) for tp, (l, hw) in offsets.items()}, open_txns or {})
 
 
 # -- group verdict --------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def test_lag_never_negative():
 
 
 def group_snap(offsets, committed, first_readable=None, open_txns=None):
-    return lso_snapshot.GroupSnapshot(snap(offsets, open_txns), committed, first_readable or {})
+    return facts_lso.GroupSnapshot(snap(offsets, open_txns), committed, first_readable or {})
 
 
 def test_group_lags_joins_probe_and_pinning_transaction():
@@ -323,7 +323,7 @@ def test_snapshot_describes_only_lagging_partitions_and_trusts_only_matching_coo
         ],
         silent=[gone],
     )
-    s = lso_snapshot.take_snapshot(cluster, [TP0, TP1, TP2, gone])
+    s = facts_lso.take_snapshot(cluster, [TP0, TP1, TP2, gone])
     assert cluster.called("describe_producers") == [("describe_producers", [TP0, TP2], None)]
     # Broker 2 used up its share on ListOffsets: it is silent for the rest of the command, so its
     # slice of the transaction log and its configs are not asked (and named) instead of costing a second wait.

@@ -2,6 +2,10 @@
 exporter, run on one cluster at one moment, agree on how many transactions are open, which hang,
 how old each is, and whether a group is blocked (and how badly).
 
+Each takes what its verdicts decide on from one sequence, :func:`kafkatxn.facts.pins` (classify,
+ask again the untracked, settle by the coordinator's log, date), and nothing else does those steps:
+:func:`test_every_command_takes_its_pins_from_the_one_sequence` checks it.
+
 They used to gather and decide each their own way: ``check`` counted the coordinators' open
 transactions across the whole cluster while ``hanging`` counted those on the partitions it scanned;
 ``diagnose`` dated a transaction from a coordinator that no longer tracked it on that partition
@@ -31,7 +35,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkatxn import gather, verdicts, verdicts_age, verdicts_groups
+from kafkatxn import facts, gather, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.txnlog_records import TxnLogRecord
 from kafkatxn.cli.common import CommandContext
 from kafkatxn.exporter import render_text
@@ -383,3 +387,47 @@ def test_a_pins_verdict_is_the_whole_rule_settled_by_the_log():
     # The rows' (txn_hanging, txn_lost_commit): unknown is None, never a reassuring False.
     assert [verdicts.pin_flags(v) for v in (V.HANGING, V.LOST_COMMIT, V.NOT_HANGING, V.UNDETERMINED, None)] == [
         (True, False), (False, True), (False, False), (None, None), (None, None)]
+
+
+# The steps of the one pins sequence: outside facts.pins no command takes any of them.
+PIN_STEPS = ((gather, "fetch_ahead"), (gather, "with_first_records"), (gather, "settle_by_transaction_log"),
+             (gather, "transaction_logs"), (facts, "still_open"), (verdicts, "classify_all"))
+
+
+def test_every_command_takes_its_pins_from_the_one_sequence(capsys, fake, monkeypatch):
+    """Every command's verdicts on open transactions come from facts.pins, and no command takes one
+    of its steps on its own path (which is how they used to disagree: a second sequence settled
+    by the log, or dated, or asked again, differently)."""
+    add_lost_commit(fake.model)
+    inside, outside, asked = [0], [], []
+    real_pins = facts.pins
+
+    def pins(*args, **kwargs):
+        asked.append(1)
+        inside[0] += 1
+        try:
+            return real_pins(*args, **kwargs)
+        finally:
+            inside[0] -= 1
+
+    def spied(module, name):
+        real = getattr(module, name)
+
+        def step(*args, **kwargs):
+            if not inside[0]:
+                outside.append(name)
+            return real(*args, **kwargs)
+        return step
+
+    monkeypatch.setattr(facts, "pins", pins)
+    for module, name in PIN_STEPS:
+        monkeypatch.setattr(module, name, spied(module, name))
+    quiet = ("--txn-age-warn", "none", "--txn-age-crit", "none")
+    for command in (("hanging",), ("check", *quiet), ("check", "--groups", *quiet), ("lso",),
+                    ("lso", "--groups", "g", "h", "late", "restore"), ("diagnose", "--group", "g", "--group", "restore")):
+        asked.clear()
+        cli(capsys, *command, codes=(0, 1, 2, 3))
+        assert asked, f"{command}: its verdicts did not come from facts.pins"
+        assert outside == [], f"{command} took {outside} outside facts.pins"
+    exported = metrics(gather_snapshot(fake, max_transaction_timeout_ms=MAX, groups=True))
+    assert exported["kafkatxn_lost_commit_markers"] == 1 and outside == []

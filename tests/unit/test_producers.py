@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kafkatxn.output import render_to_string
-from kafkatxn import producers
+from kafkatxn import facts, producers
 from kafkatxn.kafka import retry
 from kafkatxn.model import Broker, Missing, Partial, PartitionInfo, ProducerState, TopicPartition, TransactionListing
 from kafkatxn.errors import NotFoundError
@@ -27,7 +27,7 @@ def tp(topic, partition):
 
 def snapshot(states, reported_by=None, tids=None, missing=()):
     reported_by = reported_by or {t: 1 for t in states}
-    return producers.ProducerSnapshot(NOW, states, reported_by, dict(tids or {}), list(missing))
+    return facts.ProducerStates(NOW, states, reported_by, dict(tids or {}), list(missing))
 
 
 def test_rows_carry_every_describe_producers_field_and_the_age():
@@ -92,13 +92,13 @@ def partition(topic, number, leader, replicas):
 
 def test_partitions_for_broker_keeps_those_it_holds_a_replica_of():
     parts = [partition("a", 0, 1, [1, 2]), partition("a", 1, 2, [2, 3]), partition("b", 0, 3, [3, 1])]
-    chosen = producers.partitions_for_broker(parts, 1, [1, 2, 3])
+    chosen = facts.partitions_for_broker(parts, 1, [1, 2, 3])
     assert [p.tp for p in chosen] == [tp("a", 0), tp("b", 0)]
 
 
 def test_partitions_for_an_unknown_broker_is_not_found():
     with pytest.raises(NotFoundError, match="unknown broker id 9"):
-        producers.partitions_for_broker([], 9, [1, 2])
+        facts.partitions_for_broker([], 9, [1, 2])
 
 
 def fake_cluster(partitions=(), described=None, listings=(), down=()):
@@ -123,8 +123,8 @@ def facade_calls(cluster):
 def test_transactional_ids_for_no_producers_sends_nothing():
     # An empty producer-id filter would list every transaction in the cluster.
     cluster = fake_cluster()
-    assert producers.transactional_ids_for(cluster, []) == {}
-    assert producers.transactional_ids_for(cluster, [-1]) == {}
+    assert facts.transactional_ids_for(cluster, []) == {}
+    assert facts.transactional_ids_for(cluster, [-1]) == {}
     assert cluster.calls == [] and cluster.model.sent == []
 
 
@@ -132,7 +132,7 @@ def test_transactional_ids_for_maps_ids_and_reports_brokers_that_did_not_answer(
     listings = [TransactionListing("app-1", 7, "Ongoing", 1), TransactionListing("app-2", 8, "Empty", 2)]
     cluster = fake_cluster(listings=listings, down=[3])
     missing: list[Missing] = []
-    assert producers.transactional_ids_for(cluster, [7, 11], missing) == {7: "app-1"}
+    assert facts.transactional_ids_for(cluster, [7, 11], missing) == {7: "app-1"}
     assert facade_calls(cluster) == [("list_transactions", [], [7, 11], None, None)]
     assert [m.subject for m in missing] == [Broker(3)]
     assert list(map(str, missing)) == ["transactional ids broker 3: timed out"]
@@ -145,12 +145,12 @@ def test_snapshot_attributes_partitions_to_their_leader_or_to_the_named_broker()
                            listings=[TransactionListing("app-1", 7, "Ongoing", 1)])
     cluster.model.partition_errors[(1, tp("a", 2))] = ["NOT_LEADER_OR_FOLLOWER"] * retry.LEADER_ASKS  # and again at fresh metadata
 
-    snap = producers.snapshot_producers(cluster, parts + [gone])
+    snap = facts.producer_states(cluster, parts + [gone])
     assert snap.reported_by == {tp("a", 0): 1, tp("a", 1): 2}
     assert snap.transactional_ids == {7: "app-1"}
     assert snap.missing == [Missing(tp("a", 2), "NOT_LEADER_OR_FOLLOWER")]
 
-    snap = producers.snapshot_producers(cluster, parts, broker_id=2)
+    snap = facts.producer_states(cluster, parts, broker_id=2)
     assert snap.reported_by == {tp("a", 0): 2, tp("a", 1): 2}
     assert cluster.called("describe_producers")[-1] == ("describe_producers", [tp("a", 0), tp("a", 1)], 2)
     assert {node for node, r in cluster.model.sent if type(r).__name__ == "DescribeProducers"} == {1, 2}

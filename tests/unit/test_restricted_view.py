@@ -184,16 +184,16 @@ def test_cluster_visibility_names_what_the_principal_cannot_see():
 def test_a_named_group_the_principal_may_not_describe_is_not_unknown_but_not_authorized():
     import pytest
 
-    from kafkatxn import lso_snapshot
+    from kafkatxn import facts_lso
     from kafkatxn.errors import NotFoundError
 
     fake = restricted_cluster()
     fake.model.groups["app"] = {A0: 10}
     fake.model.denied_groups = {"app"}
-    snap = lso_snapshot.take_group_snapshot(fake, ["app"])
+    snap = facts_lso.take_group_snapshot(fake, ["app"])
     assert [(m.subject, m.reason) for m in snap.missing] == [(Part("group app"), "not authorized: needs DESCRIBE on Group app")]
     with pytest.raises(NotFoundError, match="unknown consumer group 'nope'"):
-        lso_snapshot.take_group_snapshot(fake, ["nope"])
+        facts_lso.take_group_snapshot(fake, ["nope"])
 
 
 # -- a filtered topic list -------------------------------------------------------------------------

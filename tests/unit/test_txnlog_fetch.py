@@ -8,7 +8,7 @@ import pytest
 
 from kafkatxn.kafka.txnlog_encode import encode_key, encode_value_v1
 from kafkatxn.txnlog_records import KIND_UNKNOWN_VERSION, DecodeCounts, TxnLogRecord
-from kafkatxn.transaction_history import READ_ACL, _missing
+from kafkatxn.facts_history import READ_ACL, _missing
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.log_fetch import LogReadError
 from kafkatxn.kafka.transaction_log import TransactionLogApi

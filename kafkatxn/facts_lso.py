@@ -1,24 +1,26 @@
-"""The LSO snapshot: the one read of the cluster behind ``lso``, its ``--groups`` and the group
-questions of ``diagnose`` — each partition's last stable offset (read_committed ListOffsets) and high
+"""The fact layer's LSO facts (:mod:`kafkatxn.facts`): the one read of the cluster behind ``lso``, its
+``--groups``, the group questions of ``diagnose`` and the group pass of ``check --groups`` and the
+exporter — each partition's last stable offset (read_committed ListOffsets) and high
 watermark (read_uncommitted), the open transactions pinning the LSOs that trail (DescribeProducers
-only there, classified and settled by the coordinators' log), and for groups their committed offsets,
+only there, through the one pins sequence :func:`kafkatxn.facts.pins`), and for groups their committed offsets,
 the ``__consumer_offsets`` partitions that hold them and what lies below each LSO.
 
-These are the only I/O of the lso questions; the rows and verdicts over a snapshot are pure
+These are the only I/O of the LSO and group questions; the rows and verdicts over a snapshot are pure
 (:mod:`kafkatxn.lso`, :mod:`kafkatxn.group_positions`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from kafkatxn import gather
+from kafkatxn import facts, gather
 from kafkatxn.errors import NotFoundError
 from kafkatxn.gather import probe_rounds
 from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition
-from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, classify, pin_verdict, pinning_transaction
+from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, pin_verdict, pinning_transaction
 from kafkatxn.verdicts_groups import CONSUMER_OFFSETS_TOPIC, Offsets, may_have_ended, offsets_partition
 
 if TYPE_CHECKING:
@@ -42,7 +44,7 @@ class LsoSnapshot:
     open_transactions: dict[TopicPartition, list[OpenTransaction]] = field(default_factory=dict)
     missing: list[Missing] = field(default_factory=list)
     # Each pinning transaction's classification by (partition, producer id), settled by its
-    # coordinator's log where the whole rule calls it hanging (gather.settle_pins), as hanging settles it.
+    # coordinator's log where the whole rule calls it hanging (facts.pins), as hanging settles it.
     classifications: dict[tuple[TopicPartition, int], Classification] = field(default_factory=dict)
     max_transaction_timeout_ms: int | None = None  # read only when a pinning transaction may hang
     abort_cleanup_interval_ms: int | None = None  # read only when one is past its own timeout (None: Kafka's default)
@@ -105,8 +107,8 @@ def take_snapshot(
 ) -> LsoSnapshot:
     """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags.
 
-    ``known``: ``(LSO, HW)`` pairs already read in this pass (the exporter's offsets pass); only the
-    partitions not in it are asked for. The pinning transactions their coordinator does not date
+    ``known``: ``(LSO, HW)`` pairs just read afresh (:func:`_ask_again`); only the partitions not in
+    it are asked for. The pinning transactions their coordinator does not date
     are dated by their first record, and decided hanging or not (``max_transaction_timeout_ms``
     is read from the brokers only when one may hang and it is not given).
     """
@@ -132,13 +134,15 @@ def take_snapshot(
     unanswered = {m.subject for m in missing[before:]}
     snapshot = LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
     pins = [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None]
-    gather.fetch_ahead(cluster, [classify(t, view) for t in pins])  # dating, and the log settle_pins may read
-    pins = gather.with_first_records(cluster, pins, missing)
-    for t in pins:
-        open_txns[t.tp] = [t if (o.producer_id, o.start_offset) == (t.producer_id, t.start_offset) else o for o in open_txns[t.tp]]
-    snapshot.classifications, snapshot.max_transaction_timeout_ms, snapshot.abort_cleanup_interval_ms = gather.settle_pins(
-        cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing, settled,
-    )
+    # The one pins sequence (as hanging asks it), every pin dated: lso shows each one's age.
+    found = facts.pins(cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing, settled, date_all=True, cleanup=True)
+    for pin in pins:  # the pins dated by their first records, where the partition lists them
+        first = found.classifications[(pin.tp, pin.producer_id)].open_txn.first_record_timestamp_ms
+        if first is not None and pin.first_record_timestamp_ms is None:
+            t = dataclasses.replace(pin, first_record_timestamp_ms=first)
+            open_txns[t.tp] = [t if (o.producer_id, o.start_offset) == (t.producer_id, t.start_offset) else o for o in open_txns[t.tp]]
+    snapshot.classifications = found.classifications
+    snapshot.max_transaction_timeout_ms, snapshot.abort_cleanup_interval_ms = found.max_transaction_timeout_ms, found.abort_cleanup_interval_ms
     if again:
         if not any(isinstance(subject, Part) for subject in unanswered):  # DescribeProducers was answered
             _ask_again(cluster, snapshot, [tp for tp in lagging if tp not in unanswered], settled)
@@ -151,9 +155,9 @@ def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[Topi
     asked again, once: those partitions' offsets are read again, and the ones whose LSO moved are
     measured anew (the rest stay as they were: a transaction whose coordinator no longer holds the
     partition and that still pins its LSO is one the verdicts decide)."""
-    # With those settle_pins found ended: their partitions' offsets are read again too.
+    # With those the pins sequence found ended: their partitions' offsets are read again too.
     suspects = [tp for tp in described if may_have_ended(snapshot.pin(tp), c := snapshot.pin_classification(tp))
-                or gather.ended_while_asked(c)]
+                or facts.ended_while_asked(c)]
     if not suspects:
         return
     # A partition fetched ahead (its first record dated) was read after the coordinators answered:
@@ -236,16 +240,15 @@ def finish_group_snapshot(
     by_group: dict[str, dict[TopicPartition, int]],
     missing: list[Missing],
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
-    known: Mapping[TopicPartition, tuple[int, int]] | None = None,
     max_transaction_timeout_ms: int | None = None,
     settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
 ) -> GroupSnapshot:
     """The rest of :func:`take_group_snapshot` after :func:`committed_offsets`: the LSO snapshot of
-    the groups' partitions (``known`` pairs, read after the committed offsets, are not asked again;
+    the groups' partitions (offsets the run read after the committed offsets are its answers;
     ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
     and the probes."""
     offsets_of = group_offsets_partitions(cluster, by_group)
-    lso = take_snapshot(cluster, set().union(*by_group.values(), offsets_of.values()), known, max_transaction_timeout_ms, settled)
+    lso = take_snapshot(cluster, set().union(*by_group.values(), offsets_of.values()), None, max_transaction_timeout_ms, settled)
     missing.extend(lso.missing)
     unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     first_readable: dict[tuple[TopicPartition, int], int | None] = {}

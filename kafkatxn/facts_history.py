@@ -1,4 +1,5 @@
-"""``kafkatxn transactions history``: what happened to transactional ids, from their coordinator's log.
+"""The fact layer's log history (:mod:`kafkatxn.facts`): what happened to transactional ids, from
+their coordinator's log, for ``kafkatxn transactions history`` and ``diagnose``'s history line.
 
 Gather: the ``__transaction_state`` partitions that own the ids (``abs(hashCode(id)) % partitions``,
 the count from the cluster's metadata), each read in this process by the one reader of the log
