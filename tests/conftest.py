@@ -87,6 +87,17 @@ SLOW_MODULES = {
 }
 
 
+# Modules run one after the other by one worker (one xdist work unit): they share session clusters that
+# cost the most to start and to keep (kafka_secure with its key stores, kafka_sasl with its KDC and OIDC
+# provider; the 3-broker cluster), which another worker would start again. Only names: xdist's
+# controller sees node ids, not fixtures.
+SAME_WORKER = {
+    **dict.fromkeys(("test_security.py", "test_secrets.py", "test_command_config.py", "test_listener_mismatch.py",
+                     "test_stores.py", "test_sasl_gssapi.py", "test_sasl_oauth.py", "test_txnlog_gssapi.py"), "secured clusters"),
+    **dict.fromkeys(("test_harness.py", "test_groups_wire.py", "test_inspect.py", "test_lso.py"), "3-broker cluster"),
+}
+
+
 try:  # the [test] extra has pytest-xdist; without it the suite runs in one process
     from xdist.scheduler import LoadFileScheduling
 except ImportError:  # pragma: no cover
@@ -96,7 +107,11 @@ if LoadFileScheduling is not None:
     class _SlowestModulesFirst(LoadFileScheduling):
         """xdist's `loadfile`, handing modules out in collection order (the slowest first, above)
         rather than by their number of tests, which put the one-test modules (the nemesis, the
-        Spark crash test) last, each running alone at the end."""
+        Spark crash test) last, each running alone at the end; SAME_WORKER's modules as one unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return SAME_WORKER.get(module.rsplit("/", 1)[-1], module)
 
         def _assign_work_unit(self, node) -> None:
             if not getattr(self, "_in_collection_order", False):
@@ -136,7 +151,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: order[item.path])
 
 
-def _module_order(items: Sequence[pytest.Item]) -> dict[Path, tuple[int, int]]:
+def _module_order(items: Sequence[pytest.Item]) -> dict[Path, tuple[tuple[int, int], tuple[int, int]]]:
     """The slow modules first (SLOW_MODULES), slowest first. Each other module using a session cluster
     goes right after the last slow module using that cluster (the earliest such place, if it uses
     several), so a worker can let the cluster go soon (_SessionClusters); the rest after all those."""
@@ -149,7 +164,12 @@ def _module_order(items: Sequence[pytest.Item]) -> dict[Path, tuple[int, int]]:
     for path, names in used.items():
         if path not in order:
             order[path] = (min(anchor.get(n, len(slow) - 1) for n in names), 1) if names else (len(slow), 1)
-    return order
+    # A SAME_WORKER unit's modules together, where its first would be: xdist hands out units in this order.
+    unit_start: dict[str, tuple[int, int]] = {}
+    for path, key in order.items():
+        if path.name in SAME_WORKER:
+            unit_start[SAME_WORKER[path.name]] = min(key, unit_start.get(SAME_WORKER[path.name], key))
+    return {path: (unit_start.get(SAME_WORKER.get(path.name, ""), key), key) for path, key in order.items()}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
