@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from .jars import default_kafka_version, ensure_kafka_jars, log4j_flavour
 from . import zookeeper
+from .class_archive import ClassArchives
 
 LOOPBACK = "127.0.0.1"
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -48,6 +49,9 @@ TOOL_JVM_OPTIONS: tuple[str, ...] = (
     "-XX:TieredStopAtLevel=1",
     "-Xshare:auto",
 )
+
+# Kafka's classes for the broker JVMs from a CDS archive (harness/class_archive.py).
+_class_archives = ClassArchives()
 
 # The key of a node's JMX port among its listener ports (not a listener: no broker config names it).
 JMX_PORT = "JMX"
@@ -241,6 +245,7 @@ class KafkaCluster:
         if self.zookeeper is not None:
             zookeeper.settle(self, deadline)
         self.startup_seconds = time.monotonic() - started_at
+        _class_archives.dump_running()  # not counted in the startup time
         return self
 
     def stop(self) -> None:
@@ -258,6 +263,7 @@ class KafkaCluster:
                 break
             time.sleep(0.05)
         self._kill_all()
+        _class_archives.settle()
         if self.zookeeper is not None:
             self.zookeeper.stop()
         _live_clusters.discard(self)
@@ -437,29 +443,28 @@ class KafkaCluster:
         if self.zookeeper is not None:
             return  # a ZooKeeper-mode broker makes its storage itself
         # One JVM per node, in parallel: formatting is a noticeable part of the startup time.
-        formatters = {
-            node.node_id: subprocess.Popen(
-                [
-                    _java(),
-                    *TOOL_JVM_OPTIONS,
-                    _logging_option(libs_dir, self._tools_logging_config(libs_dir)),
-                    "-cp",
-                    f"{libs_dir}/*",
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "-t",
-                    self.cluster_id,
-                    "-c",
-                    str(node.server_properties),
-                    *self.format_arguments,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
+        formatters = {}
+        for node in self._nodes.values():
+            archive_options, archive_writer = _class_archives.options(libs_dir, _java(), "storage-tool", at_exit=True)
+            command = [
+                _java(),
+                *TOOL_JVM_OPTIONS,
+                *archive_options,
+                _logging_option(libs_dir, self._tools_logging_config(libs_dir)),
+                "-cp",
+                f"{libs_dir}/*",
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(node.server_properties),
+                *self.format_arguments,
+            ]
+            formatters[node.node_id] = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )
-            for node in self._nodes.values()
-        }
+            _class_archives.adopt(archive_writer, formatters[node.node_id])
         for node_id, formatter in formatters.items():
             output, _ = formatter.communicate(timeout=120)
             if formatter.returncode != 0:
@@ -475,10 +480,12 @@ class KafkaCluster:
 
     def _launch(self, node: _Node, libs_dir: Path) -> None:
         flavour = log4j_flavour(libs_dir)
+        archive_options, archive_writer = _class_archives.options(libs_dir, _java(), "broker")
         command = [
             *_parent_death_signal_prefix(),
             _java(),
             *self.jvm_options,
+            *archive_options,
             *(_jmx_options(node.ports[JMX_PORT]) if JMX_PORT in node.ports else ()),
             _logging_option(libs_dir, node.directory / _BROKER_LOGGING_FILE[flavour]),
             "-cp",
@@ -492,6 +499,7 @@ class KafkaCluster:
                 command, cwd=node.directory, stdin=subprocess.DEVNULL, stdout=stdout,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
+        _class_archives.adopt(archive_writer, node.process)
 
     def _wait_until_serving(self, node_ids: Iterable[int], deadline: float) -> None:
         """Wait until each node answers Metadata itself and lists every running node as a live broker."""

@@ -130,38 +130,6 @@ HANGING_BROKER_CONFIG = {
 HANGING_BROKER_MAX_TIMEOUT_MS = 10_000
 
 
-def shared_hanging_broker(pytest_config):
-    """One such single-broker cluster for the whole test session (the hanging and remedy tests share it)."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    import pytest
-
-    from .broker import KafkaCluster
-
-    key = _stash_key(pytest)
-    cluster = pytest_config.stash.get(key, None)
-    if cluster is None:
-        workdir = Path(tempfile.mkdtemp(prefix="kafkatxn-hanging-"))
-        cluster = KafkaCluster(workdir, n_brokers=1, broker_config=HANGING_BROKER_CONFIG, name="hanging")
-        pytest_config.add_cleanup(lambda: shutil.rmtree(workdir, ignore_errors=True))
-        pytest_config.add_cleanup(cluster.stop)
-        cluster.start(timeout=90)
-        pytest_config.stash[key] = cluster
-    return cluster
-
-
-_STASH_KEY = None
-
-
-def _stash_key(pytest):
-    global _STASH_KEY
-    if _STASH_KEY is None:
-        _STASH_KEY = pytest.StashKey()
-    return _STASH_KEY
-
-
 # -- independent views of a partition (librdkafka consumers, not kafkatxn) -----------------------
 
 

@@ -2,6 +2,8 @@
 
 kafka            session: one broker, started on first use
 kafka_cluster3   session: three brokers (3-voter quorum), started on first use
+kafka_hanging    session: one broker on which hanging transactions can be made (harness/hanging_maker.py:
+                 HANGING_BROKER_CONFIG), started on first use
 kafka_factory    per test: kafka_factory(n_brokers=1, **broker_settings) -> a dedicated cluster
 kafka_secure     session: one broker with SASL_SSL (SCRAM-SHA-512 + PLAIN) and mutual-TLS listeners,
                  certificates and users made by harness/security.py; started on first use
@@ -13,6 +15,11 @@ kafka_sasl       session: one broker with an OAUTHBEARER listener validating tok
                  harness/sasl.py; the KDC only where MIT's krb5-kdc is installed); started on first use
 figures          session: dict of figures printed at the end of the run (the issues' closing figures)
 unique_name      per test: a topic / transactional.id / group name no other test uses
+
+The session clusters (kafka, kafka_cluster3, kafka_hanging, kafka_secure with secure_stores, kafka_sasl)
+belong to the process (an xdist worker) rather than to pytest's session scope: each is stopped as soon
+as no module still to be handed out uses it (_SessionClusters), and the short modules using one run
+right after the last slow module using it (_module_order), so that happens early.
 
 When a test that used a broker fails, its brokers' logs are copied to test-logs/<test id>/.
 Set KAFKA_VERSION to test against another Kafka release (e.g. 3.9.1).
@@ -26,9 +33,9 @@ import shutil
 import sys
 import tempfile
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence, TypeVar
 
 import pytest
 
@@ -57,11 +64,14 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_OPTIONS)
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", SPARK_TEST_JVM_OPTIONS)
 
 TEST_LOGS_DIR = REPO_ROOT / "test-logs"
-BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_factory", "kafka_secure", "kafka_sasl", "kafka_kerberos"})
+BROKER_FIXTURES = frozenset({"kafka", "kafka_cluster3", "kafka_hanging", "kafka_factory", "kafka_secure", "kafka_sasl", "kafka_kerberos"})
 SINGLE_BROKER_START_TIMEOUT = 60
 CLUSTER3_START_TIMEOUT = 120
 _LOGS_SAVED = pytest.StashKey[bool]()
 _FIGURES = pytest.StashKey[dict]()
+_CLUSTERS = pytest.StashKey["_SessionClusters"]()
+# The session clusters: each stopped on a worker once no module still to be handed out uses it.
+SESSION_CLUSTERS = ("kafka", "kafka_cluster3", "kafka_hanging", "kafka_secure", "kafka_sasl")
 
 
 # Modules that take longest (seconds of one sequential CI run, rounded). Under pytest-xdist
@@ -77,6 +87,17 @@ SLOW_MODULES = {
 }
 
 
+# Modules run one after the other by one worker (one xdist work unit): they share session clusters that
+# cost the most to start and to keep (kafka_secure with its key stores, kafka_sasl with its KDC and OIDC
+# provider; the 3-broker cluster), which another worker would start again. Only names: xdist's
+# controller sees node ids, not fixtures.
+SAME_WORKER = {
+    **dict.fromkeys(("test_security.py", "test_secrets.py", "test_command_config.py", "test_listener_mismatch.py",
+                     "test_stores.py", "test_sasl_gssapi.py", "test_sasl_oauth.py", "test_txnlog_gssapi.py"), "secured clusters"),
+    **dict.fromkeys(("test_harness.py", "test_groups_wire.py", "test_inspect.py", "test_lso.py"), "3-broker cluster"),
+}
+
+
 try:  # the [test] extra has pytest-xdist; without it the suite runs in one process
     from xdist.scheduler import LoadFileScheduling
 except ImportError:  # pragma: no cover
@@ -86,7 +107,11 @@ if LoadFileScheduling is not None:
     class _SlowestModulesFirst(LoadFileScheduling):
         """xdist's `loadfile`, handing modules out in collection order (the slowest first, above)
         rather than by their number of tests, which put the one-test modules (the nemesis, the
-        Spark crash test) last, each running alone at the end."""
+        Spark crash test) last, each running alone at the end; SAME_WORKER's modules as one unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return SAME_WORKER.get(module.rsplit("/", 1)[-1], module)
 
         def _assign_work_unit(self, node) -> None:
             if not getattr(self, "_in_collection_order", False):
@@ -122,7 +147,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "kafka_cluster3" in fixtures:
             item.add_marker(pytest.mark.cluster3)
     # Stable: a module's tests keep their order; only whole modules move.
-    items.sort(key=lambda item: -SLOW_MODULES.get(item.path.name, 0))
+    order = _module_order(items)
+    items.sort(key=lambda item: order[item.path])
+
+
+def _module_order(items: Sequence[pytest.Item]) -> dict[Path, tuple[tuple[int, int], tuple[int, int]]]:
+    """The slow modules first (SLOW_MODULES), slowest first. Each other module using a session cluster
+    goes right after the last slow module using that cluster (the earliest such place, if it uses
+    several), so a worker can let the cluster go soon (_SessionClusters); the rest after all those."""
+    used: dict[Path, set[str]] = {}
+    for item in items:
+        used.setdefault(item.path, set()).update(n for n in SESSION_CLUSTERS if n in getattr(item, "fixturenames", ()))
+    slow = sorted((p for p in used if p.name in SLOW_MODULES), key=lambda p: -SLOW_MODULES[p.name])
+    anchor = {name: rank for rank, path in enumerate(slow) for name in used[path]}  # the last slow user's rank
+    order = {path: (rank, 0) for rank, path in enumerate(slow)}
+    for path, names in used.items():
+        if path not in order:
+            order[path] = (min(anchor.get(n, len(slow) - 1) for n in names), 1) if names else (len(slow), 1)
+    # A SAME_WORKER unit's modules together, where its first would be: xdist hands out units in this order.
+    unit_start: dict[str, tuple[int, int]] = {}
+    for path, key in order.items():
+        if path.name in SAME_WORKER:
+            unit_start[SAME_WORKER[path.name]] = min(key, unit_start.get(SAME_WORKER[path.name], key))
+    return {path: (unit_start.get(SAME_WORKER.get(path.name, ""), key), key) for path, key in order.items()}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config.stash[_CLUSTERS] = _SessionClusters(session.items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before the item's fixtures: the previous module's module-scoped fixtures are gone by now.
+    clusters = item.config.stash.get(_CLUSTERS, None)
+    if clusters is not None:
+        clusters.entering(item)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -188,56 +247,148 @@ def kafka_workroot() -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def kafka(kafka_workroot: Path) -> Iterator[KafkaCluster]:
-    with _session_cluster(kafka_workroot, "kafka", 1, SINGLE_BROKER_START_TIMEOUT) as cluster:
-        yield cluster
+T = TypeVar("T")
+
+
+class _SessionClusters:
+    """This process's session clusters, each started on first use and stopped (with what was started for
+    it) once no module still to be handed out to this process uses it. An idle cluster is not idle: its
+    JVMs keep the CPU busy, and the suite is CPU-bound.
+
+    xdist hands modules out in collection order (_SlowestModulesFirst), so when this process starts the
+    module at index i, every module before it has gone to some worker: a cluster whose last user is
+    before i is never needed here again. A test that asks for a cluster by getfixturevalue counts as a
+    user in its module; were a cluster needed again after all, it would be started again.
+    """
+
+    def __init__(self, items: Sequence[pytest.Item]) -> None:
+        self._module_index: dict[Path, int] = {}
+        self._last_user: dict[str, int] = {}
+        for item in items:
+            index = self._module_index.setdefault(item.path, len(self._module_index))
+            for name in SESSION_CLUSTERS + ("secure_stores",):
+                if name in getattr(item, "fixturenames", ()):
+                    self._last_user[name] = index
+        self._current = -1
+        self._open: dict[str, tuple[object, ExitStack]] = {}
+        self._dependents: dict[str, list[str]] = {}
+        self._failed: dict[str, BaseException] = {}  # a start that failed is not tried again for each module
+
+    def entering(self, item: pytest.Item) -> None:
+        index = self._module_index.get(item.path, self._current)
+        if index != self._current:
+            self._current = index
+            for name in [n for n in self._open if self._last_user.get(n, -1) < index]:
+                self.stop(name)
+
+    def get(self, name: str, start: Callable[[ExitStack], T], needs: Sequence[str] = ()) -> T:
+        """The cluster (or what else) `start` makes, which enters what is to be stopped with it in its stack."""
+        self._last_user[name] = max(self._last_user.get(name, -1), self._current)
+        if name in self._failed:
+            raise self._failed[name]
+        if name not in self._open:
+            with ExitStack() as stack:
+                try:
+                    value = start(stack)
+                except Exception as error:
+                    self._failed[name] = error
+                    raise
+                self._open[name] = (value, stack.pop_all())
+            for needed in needs:
+                self._dependents.setdefault(needed, []).append(name)
+        return self._open[name][0]  # type: ignore[return-value]
+
+    def stop(self, name: str) -> None:
+        for dependent in self._dependents.pop(name, []):
+            self.stop(dependent)
+        opened = self._open.pop(name, None)
+        if opened is not None:
+            opened[1].close()
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self._open)):
+            self.stop(name)
 
 
 @pytest.fixture(scope="session")
-def kafka_cluster3(kafka_workroot: Path) -> Iterator[KafkaCluster]:
-    with _session_cluster(kafka_workroot, "kafka3", 3, CLUSTER3_START_TIMEOUT) as cluster:
-        yield cluster
+def _session_clusters(kafka_workroot: Path, pytestconfig: pytest.Config) -> Iterator[_SessionClusters]:
+    clusters = pytestconfig.stash.get(_CLUSTERS, None) or pytestconfig.stash.setdefault(_CLUSTERS, _SessionClusters(()))
+    try:
+        yield clusters
+    finally:
+        clusters.stop_all()  # before kafka_workroot goes
 
 
-@pytest.fixture(scope="session")
-def kafka_secure(kafka_workroot: Path) -> Iterator[SecureKafka]:
-    pki = make_pki(kafka_workroot / "secure-pki")
-    users = SaslUsers.random()
-    setup = secure_setup(pki, users)
-    with _session_cluster(
-        kafka_workroot, "kafka-secure", 1, SINGLE_BROKER_START_TIMEOUT,
-        listeners=setup.listeners, format_arguments=setup.format_arguments, broker_config=setup.broker_config,
-    ) as cluster:
-        yield SecureKafka(cluster, pki, users, setup)
+# Module-scoped views of the session clusters (_SessionClusters decides when they stop), so a module
+# fixture may use them.
+@pytest.fixture(scope="module")
+def kafka(_session_clusters: _SessionClusters, kafka_workroot: Path) -> KafkaCluster:
+    return _session_clusters.get("kafka", lambda stack: stack.enter_context(
+        _session_cluster(kafka_workroot, "kafka", 1, SINGLE_BROKER_START_TIMEOUT)))
 
 
-@pytest.fixture(scope="session")
-def secure_stores(kafka_secure: SecureKafka, kafka_workroot: Path) -> ClientStores:
+@pytest.fixture(scope="module")
+def kafka_cluster3(_session_clusters: _SessionClusters, kafka_workroot: Path) -> KafkaCluster:
+    return _session_clusters.get("kafka_cluster3", lambda stack: stack.enter_context(
+        _session_cluster(kafka_workroot, "kafka3", 3, CLUSTER3_START_TIMEOUT)))
+
+
+@pytest.fixture(scope="module")
+def kafka_hanging(_session_clusters: _SessionClusters, kafka_workroot: Path) -> KafkaCluster:
+    from harness.hanging_maker import HANGING_BROKER_CONFIG
+
+    return _session_clusters.get("kafka_hanging", lambda stack: stack.enter_context(_session_cluster(
+        kafka_workroot, "hanging", 1, 90, broker_config=HANGING_BROKER_CONFIG)))
+
+
+@pytest.fixture(scope="module")
+def kafka_secure(_session_clusters: _SessionClusters, kafka_workroot: Path) -> SecureKafka:
+    def start(stack: ExitStack) -> SecureKafka:
+        workdir = Path(tempfile.mkdtemp(prefix="secure-", dir=kafka_workroot))  # a restart gets new files
+        pki = make_pki(workdir / "pki")
+        users = SaslUsers.random()
+        setup = secure_setup(pki, users)
+        cluster = stack.enter_context(_session_cluster(
+            workdir, "kafka-secure", 1, SINGLE_BROKER_START_TIMEOUT,
+            listeners=setup.listeners, format_arguments=setup.format_arguments, broker_config=setup.broker_config,
+        ))
+        return SecureKafka(cluster, pki, users, setup)
+
+    return _session_clusters.get("kafka_secure", start)
+
+
+@pytest.fixture(scope="module")
+def secure_stores(_session_clusters: _SessionClusters, kafka_secure: SecureKafka) -> ClientStores:
     import secrets
 
-    return client_stores(
-        kafka_secure.pki, kafka_workroot / "secure-stores", f"storePw-{secrets.token_hex(10)}", f"keyPw-{secrets.token_hex(10)}",
-    )
+    def start(stack: ExitStack) -> ClientStores:
+        return client_stores(
+            kafka_secure.pki, kafka_secure.pki.directory.parent / "stores",
+            f"storePw-{secrets.token_hex(10)}", f"keyPw-{secrets.token_hex(10)}",
+        )
+
+    return _session_clusters.get("secure_stores", start, needs=("kafka_secure",))
 
 
-@pytest.fixture(scope="session")
-def kafka_sasl(kafka_workroot: Path) -> Iterator[SaslKafka]:
-    kdc = Kdc(kafka_workroot / "kdc") if kerberos_available() else None
-    with OidcProvider(kafka_workroot / "oidc") as oidc:
-        try:
-            setup = sasl_setup(oidc, kdc.start() if kdc else None)
-            with _session_cluster(
-                kafka_workroot, "kafka-sasl", 1, SINGLE_BROKER_START_TIMEOUT,
-                listeners=setup.listeners, broker_config=setup.broker_config, jvm_options=setup.jvm_options,
-            ) as cluster:
-                yield SaslKafka(cluster, oidc, kdc)
-        finally:
-            if kdc is not None:
-                kdc.stop()
+@pytest.fixture(scope="module")
+def kafka_sasl(_session_clusters: _SessionClusters, kafka_workroot: Path) -> SaslKafka:
+    def start(stack: ExitStack) -> SaslKafka:
+        workdir = Path(tempfile.mkdtemp(prefix="sasl-", dir=kafka_workroot))
+        kdc = Kdc(workdir / "kdc") if kerberos_available() else None
+        oidc = stack.enter_context(OidcProvider(workdir / "oidc"))
+        if kdc is not None:
+            stack.callback(kdc.stop)
+        setup = sasl_setup(oidc, kdc.start() if kdc else None)
+        cluster = stack.enter_context(_session_cluster(
+            workdir, "kafka-sasl", 1, SINGLE_BROKER_START_TIMEOUT,
+            listeners=setup.listeners, broker_config=setup.broker_config, jvm_options=setup.jvm_options,
+        ))
+        return SaslKafka(cluster, oidc, kdc)
+
+    return _session_clusters.get("kafka_sasl", start)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_kerberos(kafka_sasl: SaslKafka) -> SaslKafka:
     """``kafka_sasl`` with its KDC: skipped where MIT Kerberos is not installed, failed in CI (scripts/test installs it)."""
     if kafka_sasl.kdc is None:

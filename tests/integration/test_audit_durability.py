@@ -38,8 +38,8 @@ FIGURES: collections.Counter[str] = collections.Counter()
 
 
 @pytest.fixture(scope="module")
-def broker(request):
-    yield hm.shared_hanging_broker(request.config)
+def broker(kafka_hanging, request):
+    yield kafka_hanging
     lost = FIGURES["intents written"] - FIGURES["intents with one result"]
     line = (f"audit durability: {FIGURES['kills between intent and result']} runs killed between intent and result, "
             f"{FIGURES['records written']} records written, {lost} audit records lost")

@@ -131,8 +131,8 @@ def test_open_transaction_blocks_one_group_the_other_is_caught_up_and_fence_rele
 
 
 @pytest.fixture(scope="module")
-def hanging_broker(request):
-    return hm.shared_hanging_broker(request.config)
+def hanging_broker(kafka_hanging):
+    return kafka_hanging
 
 
 def test_hanging_transaction_diagnose_suggests_abort_and_it_works(capsys, hanging_broker, unique_name, tmp_path):

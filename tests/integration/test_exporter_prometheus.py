@@ -24,8 +24,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def broker(request):
-    return hm.shared_hanging_broker(request.config)
+def broker(kafka_hanging):
+    return kafka_hanging
 
 
 def test_prometheus_fires_the_hanging_alert_and_it_resolves_after_abort(capsys, broker, unique_name, tmp_path, figures):

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def broker(request):
-    return hm.shared_hanging_broker(request.config)
+def broker(kafka_hanging):
+    return kafka_hanging
 
 
 @pytest.fixture(scope="module")

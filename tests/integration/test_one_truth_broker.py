@@ -35,8 +35,8 @@ TOLERANCE_MS = 5_000
 
 
 @pytest.fixture(scope="module")
-def broker(request):
-    return hm.shared_hanging_broker(request.config)
+def broker(kafka_hanging):
+    return kafka_hanging
 
 
 def test_every_command_answers_the_four_questions_alike_on_one_real_cluster(capsys, broker):

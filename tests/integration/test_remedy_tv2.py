@@ -40,10 +40,10 @@ TIMEOUT = ["--timeout", "30s"]
 
 
 @pytest.fixture(scope="module")
-def broker(request):
+def broker(kafka_hanging):
     # Verification off: the hanging transaction below is written by hand (harness/hanging_maker.py).
     # The Java producer's Produce v12+ is verified and added by its leader whatever this setting says.
-    return hm.shared_hanging_broker(request.config)
+    return kafka_hanging
 
 
 def _offsets(bootstrap: str, tp: TopicPartition) -> tuple[int, int]:

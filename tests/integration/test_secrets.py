@@ -20,7 +20,6 @@ import secrets as _secrets
 import select
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from harness.sasl import SaslKafka
 from kafkatxn.config.kerberos import LIBRDKAFKA_HAS_NO_GSSAPI
 from harness.security import SCRAM_MODULE, SecureKafka, write_properties
 from tests.support.secure_commands import COMMANDS, HAVE_PYSPARK, Run, make_traffic, problem, run_command, run_kafkatxn
+from tests.support.process_sampler import ArgvSampler
 from tests.support.secure_files import store_files
 
 pytestmark = pytest.mark.integration
@@ -169,103 +169,6 @@ def test_no_secret_in_any_output_log_or_file(kafka_secure: SecureKafka, traffic,
 # -- a secret given each allowed way: in no argv, output or file -----------------------------------
 
 
-class ArgvSampler:
-    """Reads every process's /proc/PID/cmdline over and over while a command runs.
-
-    With ``ours`` (a path only the runs' environment names, e.g. their TMPDIR's parent), it also reads
-    the open files of every process carrying it in /proc/PID/environ (kafkatxn, and what it starts:
-    Spark's JVM and Python workers), through /proc/PID/fd: a regular file written while sampling that
-    holds a needle, deleted or not, is key material on disk. A memfd (``/memfd:…``) is memory: counted, not read. Files under
-    ``skip`` (the user's own inputs) are not read.
-    """
-
-    def __init__(self, *needles: bytes, ours: Path | None = None, skip: tuple[Path, ...] = ()) -> None:
-        self.needles = needles
-        self.hits: dict[int, str] = {}  # pid -> program (the secret itself is not repeated)
-        self.rounds = 0
-        self.kafkatxn_pids: set[int] = set()  # processes seen running kafkatxn: the sampling covered them
-        self.ours = f"={ours}/".encode() if ours is not None else None
-        self.skip = tuple(f"{p}/" for p in skip)
-        self.our_pids: set[int] = set()
-        self.memfds: set[tuple[int, str]] = set()
-        self.files_read: set[tuple[int, str, int]] = set()  # (pid, target, size): read once per size
-        self.open_files_with_needles: dict[str, int] = {}  # target -> pid
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> "ArgvSampler":
-        self.since = time.time() - 1
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                        cmdline = f.read()
-                except OSError:
-                    continue
-                if b"-m\0kafkatxn\0" in cmdline:
-                    self.kafkatxn_pids.add(int(entry.name))
-                if any(needle in cmdline for needle in self.needles):
-                    program = cmdline.split(b"\0")[0].decode(errors="replace")
-                    self.hits.setdefault(int(entry.name), program)
-                if self.ours is not None:
-                    self._open_files(int(entry.name))
-            self.rounds += 1
-
-    def _open_files(self, pid: int) -> None:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if self.ours not in f.read():
-                    return
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            return
-        self.our_pids.add(pid)
-        for fd in fds:
-            path = f"/proc/{pid}/fd/{fd}"
-            try:
-                target = os.readlink(path)
-                if target.startswith("/memfd:"):
-                    self.memfds.add((pid, target))
-                    continue
-                if not target.startswith("/") or target.startswith(("/proc/", "/dev/", "/sys/")) or target.startswith(self.skip):
-                    continue  # sockets, pipes, anon inodes, devices; the user's own files
-                stat = os.stat(path)
-                size = stat.st_size
-                if (not os.path.isfile(path) or stat.st_mtime < self.since or size > 20_000_000
-                        or (pid, target, size) in self.files_read):
-                    continue  # not written while sampling (programs, libraries, jars), or read already
-                self.files_read.add((pid, target, size))
-                with open(path, "rb") as f:
-                    data = f.read()
-            except OSError:
-                continue
-            if any(needle in data for needle in self.needles):
-                self.open_files_with_needles.setdefault(target, pid)
-
-    def saw(self, pid: int) -> bool:
-        return pid in self.kafkatxn_pids
-
-    def leaks(self, what: str) -> list[str]:
-        """The sampled argv and open files that held a needle, in words."""
-        return [f"{what} in the argv of pid {pid} ({program})" for pid, program in self.hits.items()] + [
-            f"{what} in {target}, open in pid {pid}" for target, pid in self.open_files_with_needles.items()
-        ]
-
-    def coverage(self) -> str:
-        return (f"argv of every process sampled {self.rounds} times; {len(self.our_pids)} processes' open files, "
-                f"{len(self.files_read)} read, {len(self.memfds)} memfds")
-
-
 def _run_on_pty(argv: list[str], env: dict[str, str], cwd: Path, answer: str, sampler: ArgvSampler) -> tuple[int, str, int]:
     """Run kafkatxn with a pseudo-terminal as its controlling terminal; type `answer` at the prompt."""
     pid, master = pty.fork()
@@ -360,12 +263,13 @@ def test_a_secret_given_each_allowed_way_is_in_no_argv_output_or_file(kafka_secu
             failures.append(f"{way}: exit {code}\n{text[-2000:]}")
         if not sampler.saw(pid):
             failures.append(f"{way}: the sampler never saw the command's process (pid {pid}) in {sampler.rounds} rounds")
-        sampled.append(sampler.rounds)
+        sampled.append(sampler.argv_reads[0])
         leaks += [f"{way}: the secret in the argv of pid {pid} ({program})" for pid, program in sampler.hits.items()]
         leaks += [f"{way}: the secret in {name}" for name, value in streams.items() if password in value]
         leaks += [f"{way}: the secret in file {path}" for path in _files_with(root, password.encode())]
     figures["secret given each allowed way"] = (
-        f"{len(ways)} ways, {len(leaks)} leaks (argv of every process sampled {min(sampled)}-{max(sampled)} times per run)"
+        f"{len(ways)} ways, {len(leaks)} leaks (argv of every process read at each of {min(sampled)}-{max(sampled)}"
+        f" {sampler.argv_reads[1]} per run)"
     )
     assert not failures, "\n\n".join(failures)
     assert not leaks, "\n".join(leaks)

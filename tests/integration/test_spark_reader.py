@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def broker(request):
-    return hm.shared_hanging_broker(request.config)
+def broker(kafka_hanging):
+    return kafka_hanging
 
 
 def batches(out: Path) -> list[dict]:

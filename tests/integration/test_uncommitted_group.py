@@ -24,8 +24,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def hanging_broker(request):
-    return hm.shared_hanging_broker(request.config)
+def hanging_broker(kafka_hanging):
+    return kafka_hanging
 
 
 def subscribed_consumer(bootstrap: str, topic: str, group: str, partitions: int) -> Consumer:
