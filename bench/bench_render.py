@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, run_measured
+from benchlib import ROOT, print_table, run_measured
 
 TARGET_S = 1.0
 KINDS = ("kafkatxn_json", "json_dumps", "kafkatxn_table", "tabulate", "kafkatxn_csv")
@@ -118,10 +118,7 @@ def main() -> int:
             failures.append(f"{kind}: {figures[f'{kind}_median_s']} s for {args.rows:,} rows, target <= {TARGET_S} s")
     figures["load_average_1m"] = round(os.getloadavg()[0], 2)
     figures["failures"] = failures
-    width = max(map(len, figures))
-    for key, value in figures.items():
-        print(f"{key.ljust(width)}  {value}")
-    print(json.dumps(figures))
+    print_table(figures)
     return 1 if failures else 0
 
 

@@ -49,6 +49,7 @@ from benchlib import (  # noqa: E402
     get_offset_shell,
     kafkatxn,
     peak_rss_mb,
+    print_table,
     run_measured,
     scrape,
     start_exporter,
@@ -268,10 +269,7 @@ def main() -> int:
     figures["load_average_1m"] = round(os.getloadavg()[0], 2)
     figures["failures"] = failures
 
-    width = max(map(len, figures))
-    for key, value in figures.items():
-        print(f"{key.ljust(width)}  {value}")
-    print(json.dumps(figures))
+    print_table(figures)
     return 1 if failures else 0
 
 
