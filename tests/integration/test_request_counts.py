@@ -21,7 +21,7 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CTP
 
 from harness import hanging_maker as hm
@@ -79,7 +79,15 @@ def world(cluster):
     # Two groups at the end of committed topics, one at the start of the open transaction's partition.
     for group, tp in zip(groups, [(topics[1], 0), (topics[2], 1), (scenario.topic, 3)]):
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-        consumer.commit(offsets=[CTP(tp[0], tp[1], 0 if tp[0] == scenario.topic else 2)], asynchronous=False)
+        for attempt in range(40):  # a fresh cluster's __consumer_offsets partition may still be loading
+            try:
+                consumer.commit(offsets=[CTP(tp[0], tp[1], 0 if tp[0] == scenario.topic else 2)], asynchronous=False)
+                break
+            except KafkaException as exc:
+                if attempt == 39 or exc.args[0].code() not in (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
+                                                                KafkaError.COORDINATOR_NOT_AVAILABLE):
+                    raise
+                time.sleep(0.5)
         consumer.close()
     time.sleep(2)  # the hand-written transaction is older than the --max-transaction-timeout below
     yield {"bootstrap": bootstrap, "groups": groups, "scenario": scenario, "hanging": hanging}
