@@ -50,10 +50,10 @@ from benchlib import (  # noqa: E402  (puts the repository on sys.path)
     JmxCluster,
     counted_delta,
     create_topics_batched,
+    finish,
     kafka_tool,
     kafkatxn,
     peak_rss_mb,
-    print_table,
     run_measured,
     start_exporter,
     wait_until_every_partition_answers,
@@ -483,10 +483,7 @@ def main() -> int:
     for name, counts in requests.items():
         figures[f"requests_{name}"] = sum(counts.values())
         print(f"requests (broker-side) {name}: {json.dumps(counts, sort_keys=True)}")
-    figures["load_average_1m"] = round(os.getloadavg()[0], 2)
-    figures["failures"] = failures
-    print_table(figures)
-    return 1 if failures else 0
+    return finish(figures, failures)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, print_table, run_measured
+from benchlib import ROOT, finish, run_measured
 
 TARGET_S = 1.0
 KINDS = ("kafkatxn_json", "json_dumps", "kafkatxn_table", "tabulate", "kafkatxn_csv")
@@ -116,10 +116,7 @@ def main() -> int:
     for kind in ("kafkatxn_json", "kafkatxn_table"):
         if figures[f"{kind}_median_s"] > TARGET_S:
             failures.append(f"{kind}: {figures[f'{kind}_median_s']} s for {args.rows:,} rows, target <= {TARGET_S} s")
-    figures["load_average_1m"] = round(os.getloadavg()[0], 2)
-    figures["failures"] = failures
-    print_table(figures)
-    return 1 if failures else 0
+    return finish(figures, failures)
 
 
 if __name__ == "__main__":

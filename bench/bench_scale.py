@@ -46,10 +46,10 @@ from benchlib import (  # noqa: E402
     counted_delta,
     create_topics_batched,
     find_hanging_per_broker,
+    finish,
     get_offset_shell,
     kafkatxn,
     peak_rss_mb,
-    print_table,
     run_measured,
     scrape,
     start_exporter,
@@ -266,11 +266,7 @@ def main() -> int:
         failures.append(f"exporter scrape {scrape_s:.3f} s, target < {TARGET_SCRAPE_S} s")
     if rss["exporter_scrape"] >= TARGET_RSS_MB:
         failures.append(f"exporter peak RSS {rss['exporter_scrape']:.1f} MB, target < {TARGET_RSS_MB} MB")
-    figures["load_average_1m"] = round(os.getloadavg()[0], 2)
-    figures["failures"] = failures
-
-    print_table(figures)
-    return 1 if failures else 0
+    return finish(figures, failures)
 
 
 if __name__ == "__main__":

@@ -320,3 +320,12 @@ def print_table(result: dict) -> None:
     for key, value in result.items():
         print(f"{key.ljust(width)}  {value}")
     print(json.dumps(result))
+
+
+def finish(figures: dict, failures: list[str]) -> int:
+    """A benchmark's last step: the machine's load and the failures added to its figures, all
+    printed, and its exit code (1 when a finding differed or a target was missed)."""
+    figures["load_average_1m"] = round(os.getloadavg()[0], 2)
+    figures["failures"] = failures
+    print_table(figures)
+    return 1 if failures else 0
