@@ -24,6 +24,12 @@ _RECORDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple]] | None] = {}
 _UNSEEN = object()
 
 
+def _record_of(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple]] | None:
+    """``cls``'s field names and their getter when its instances are records, else None; found once."""
+    record = _RECORDS.get(cls, _UNSEEN)
+    return _record(cls) if record is _UNSEEN else record
+
+
 def _record(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple]] | None:
     names: tuple[str, ...] | None = None
     if dataclasses.is_dataclass(cls):
@@ -41,9 +47,7 @@ def _record(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple]] | None:
 def record_fields(cls: type) -> frozenset[str]:
     """The fields of ``cls``'s records (:func:`to_plain` makes each a dict of them); empty when its
     instances are not records."""
-    record = _RECORDS.get(cls, _UNSEEN)
-    if record is _UNSEEN:
-        record = _record(cls)
+    record = _record_of(cls)
     return frozenset(record[0]) if record is not None else frozenset()
 
 
@@ -52,9 +56,7 @@ def to_plain(value: Any) -> Any:
     cls = type(value)
     if cls in _PLAIN_TYPES:
         return value
-    record = _RECORDS.get(cls, _UNSEEN)
-    if record is _UNSEEN:
-        record = _record(cls)
+    record = _record_of(cls)
     if record is not None:
         names, values_of = record
         plain = _PLAIN_TYPES
@@ -94,9 +96,7 @@ def json_ready(value: Any) -> Any:
     """What :func:`to_plain` gives, for json's encoders: a record whose values are all JSON scalars
     is one ``dict`` of them as they are (a str enum is written as its value), with no call per value."""
     cls = type(value)
-    record = _RECORDS.get(cls, _UNSEEN)
-    if record is _UNSEEN:
-        record = _record(cls)
+    record = _record_of(cls)
     if record is not None:
         names, values_of = record
         values = values_of(value)

@@ -141,12 +141,12 @@ def _within(deadline: float, read, subject: Part) -> tuple[SparkQuery | None, li
         except BaseException as exc:  # raised again in the caller's thread
             done.append((False, exc))
 
-    started_at = time.monotonic()
+    wait_s = max(deadline - time.monotonic(), 0.0)
     reader = threading.Thread(target=run, name="spark-checkpoint-read", daemon=True)
     reader.start()
-    reader.join(max(deadline - started_at, 0.0))
+    reader.join(wait_s)
     if not done:
-        return None, [Missing(subject, f"its store did not answer within {max(deadline - started_at, 0.0):.1f}s (--timeout)")]
+        return None, [Missing(subject, f"its store did not answer within {wait_s:.1f}s (--timeout)")]
     ok, value = done[0]
     if not ok:
         raise value
