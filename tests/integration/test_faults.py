@@ -53,6 +53,38 @@ def faults(kafka_workroot: Path):
     cluster.stop()
 
 
+@pytest.fixture(autouse=True)
+def whole_cluster(faults: KafkaCluster):
+    """Each test starts from a whole cluster: every broker back and every partition led, with its
+    replicas in sync. An earlier test's victim may have rejoined while the controller still brings
+    its partitions back online (ZooKeeper mode: seconds, during which CreateTopics waits)."""
+    for node_id in faults.broker_ids:
+        if node_id not in faults.running_broker_ids():
+            faults.start_broker(node_id)
+    wait_until_whole(faults)
+
+
+def wait_until_whole(cluster: KafkaCluster, timeout: float = 90) -> None:
+    from confluent_kafka import KafkaException
+
+    admin = cluster.admin_client()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            md = admin.list_topics(timeout=5)
+            parts = [p for t in md.topics.values() for p in t.partitions.values()]
+            if set(md.brokers) == set(cluster.broker_ids) and all(p.leader >= 0 and set(p.isrs) == set(p.replicas) for p in parts):
+                return
+            waiting = f"brokers {sorted(md.brokers)}, partitions not whole: " + ", ".join(
+                f"{t.topic}-{p.id}" for t in md.topics.values() for p in t.partitions.values()
+                if p.leader < 0 or set(p.isrs) != set(p.replicas))[:300]
+        except KafkaException as exc:
+            waiting = str(exc)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{cluster.name} not whole after {timeout} s: {waiting}")
+        time.sleep(0.3)
+
+
 def log_leaders(cluster: KafkaCluster) -> dict[int, int]:
     with Cluster(ConnectionConfig(cluster.bootstrap_servers, timeout_ms=10_000)) as c:
         return {p.partition: p.leader for p in c.metadata(refresh=True).partitions if p.topic == LOG}
