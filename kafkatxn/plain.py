@@ -10,7 +10,8 @@ import dataclasses
 import enum
 import json
 import operator
-from typing import Any, Callable, Iterator, TextIO
+from itertools import chain
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 
 # Exact types that are already JSON-ready (an enum of str or int has its own type, so is not here).
@@ -139,12 +140,46 @@ def _flat_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
     return pieces()
 
 
+# Records of one type (what every command's rows are) are written without a dict per row: a piece of
+# rows' values, flattened, is one C encoding with a newline between values (a raw newline is never
+# inside a JSON scalar's text), split there, and put into the rows' text, keys and all, by one %.
+_VALUES_ENCODER = json.JSONEncoder(separators=("\n", ": "))
+
+
+def _record_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
+    """What indent=2 writes of ``[to_plain(r) for r in rows]`` at ``depth``, in pieces, when ``rows``
+    are records of one type with fields; None otherwise."""
+    cls = type(rows[0])
+    record = _record_of(cls)
+    if record is None or not record[0] or len(set(map(type, rows))) != 1:
+        return None
+    names, values_of = record
+    row_pad, field_pad = "\n" + "  " * (depth + 1), "\n" + "  " * (depth + 2)
+    row = "{" + field_pad + ("," + field_pad).join(json.dumps(n).replace("%", "%%") + ": %s" for n in names) + row_pad + "}"
+    between = "," + row_pad
+    full = between.join([row] * _ROWS_PER_PIECE)
+
+    def pieces() -> Iterator[str]:
+        for start in range(0, len(rows), _ROWS_PER_PIECE):
+            part = rows[start:start + _ROWS_PER_PIECE]
+            values = list(chain.from_iterable(map(values_of, part)))
+            if _JSON_SCALARS.issuperset(map(type, values)) or all(map(_json_scalar, set(map(type, values)))):
+                template = full if len(part) == _ROWS_PER_PIECE else between.join([row] * len(part))
+                text = template % tuple(_VALUES_ENCODER.encode(values)[1:-1].split("\n"))
+            else:  # a value to convert (a list, a set, an enum that is not its value): row by row
+                text = between.join("".join(_pieces(json_ready(r), depth + 1)) for r in part)
+            yield ("[" if start == 0 else ",") + row_pad + text
+        yield "\n" + "  " * depth + "]"
+
+    return pieces()
+
+
 def _pieces(value: Any, depth: int) -> Iterator[str]:
     cls = type(value)
     if (cls is dict or cls is list) and value:
         inner, close = "\n" + "  " * (depth + 1), "\n" + "  " * depth
         if cls is list:
-            fast = _flat_rows_pieces(value, depth)
+            fast = _flat_rows_pieces(value, depth) or _record_rows_pieces(value, depth)
             if fast is not None:
                 yield from fast
                 return
@@ -161,6 +196,15 @@ def _pieces(value: Any, depth: int) -> Iterator[str]:
             return
     # Anything else (scalars, empty or other containers, keys that are not strings): json's own text.
     yield json.dumps(value, indent=2).replace("\n", "\n" + "  " * depth)
+
+
+def json_rows(rows: Sequence[Any]) -> list:
+    """``rows`` ready for :func:`write_json`: records of one type as they are (written without a dict
+    each), anything else :func:`json_ready` row by row."""
+    rows = rows if type(rows) is list else list(rows)
+    if rows and _record_of(type(rows[0])) is not None and len(set(map(type, rows))) == 1:
+        return rows
+    return [json_ready(r) for r in rows]
 
 
 def json_text(value: Any) -> str:
