@@ -107,3 +107,11 @@ def test_a_streamed_table_is_the_table_of_every_cell_at_once(rows, simple, per_p
         assert render_to_string(rows, "table", row_type=Record, **layout) == _whole_table(rows, **layout)
     finally:
         cells.ROWS_PER_PIECE = default
+
+
+def test_json_writes_equal_values_of_different_kinds_each_as_its_own():
+    """A column of few distinct values is encoded once per value: 1 and True, 0.0 and -0.0 are equal
+    (one dict key) but json writes them differently."""
+    for pair in ([1, True], [0, False], [0.0, -0.0], [1, 1.0], [GroupVerdict.blocked, "blocked"]):
+        rows = [Tuple("t", i, pair[i % 2]) for i in range(40)]
+        assert render_to_string(rows, "json") == json.dumps([to_plain(r) for r in rows], indent=2) + "\n"
