@@ -74,8 +74,16 @@ def column_cells(column: str, plain: Sequence[dict] | RecordRows) -> list[str]:
     return _cells(column, _values(column, plain, type(plain) is RecordRows))
 
 
-def _cells(column: str, values: list) -> list[str]:
-    if column.endswith(DURATION_SUFFIXES + TIME_SUFFIXES):
+def text_rows(columns: Sequence[str], plain: Sequence[dict] | RecordRows) -> Iterator[Iterator[tuple[str, ...]]]:
+    """:func:`cell_text` of ``columns`` in every row (csv, tsv), made a column at a time, rows a piece at a time."""
+    record = type(plain) is RecordRows
+    for start in range(0, len(plain), ROWS_PER_PIECE):
+        part = plain[start:start + ROWS_PER_PIECE]
+        yield zip(*(_cells(column, _values(column, part, record), human=False) for column in columns))
+
+
+def _cells(column: str, values: list, human: bool = True) -> list[str]:
+    if human and column.endswith(DURATION_SUFFIXES + TIME_SUFFIXES):
         return [table_cell(column, value) for value in values]
     kinds = set(map(type, values))
     if kinds <= _STR_ONLY:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from kafkatxn.cells import (
     DURATION_SUFFIXES, TIME_SUFFIXES, Measured, RecordRows, cell_text, column_cells, measure, simple_table_lines,
-    printable_ascii, stream_lines, table_cell,
+    printable_ascii, stream_lines, table_cell, text_rows,
 )
 from kafkatxn.plain import json_rows, record_fields, to_plain, write_json
 
@@ -314,7 +314,7 @@ def render(
     if fmt == "json":
         write_json(json_rows(rows), out)
         return
-    if fmt == "table" and rows and set(columns) <= record_fields(type(rows[0])) and all(type(r) is type(rows[0]) for r in rows):
+    if fmt in ("table", "csv", "tsv") and rows and set(columns) <= record_fields(type(rows[0])) and all(type(r) is type(rows[0]) for r in rows):
         plain: Sequence[dict] | RecordRows = RecordRows(rows)
     else:
         plain = [to_plain(r) for r in rows]
@@ -325,8 +325,8 @@ def render(
         writer = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
         if not no_headers:
             writer.writerow(columns)
-        for item in plain:
-            writer.writerow([cell_text(item.get(c)) for c in columns])
+        for piece in text_rows(columns, plain) if columns else ([()] * len(plain),):
+            writer.writerows(piece)
     elif fmt == "table":
         if not plain and missing:
             out.write(not_determined(missing) + "\n")

@@ -115,3 +115,23 @@ def test_json_writes_equal_values_of_different_kinds_each_as_its_own():
     for pair in ([1, True], [0, False], [0.0, -0.0], [1, 1.0], [GroupVerdict.blocked, "blocked"]):
         rows = [Tuple("t", i, pair[i % 2]) for i in range(40)]
         assert render_to_string(rows, "json") == json.dumps([to_plain(r) for r in rows], indent=2) + "\n"
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(_RECORD, max_size=12), fmt=st.sampled_from(["csv", "tsv"]), per_piece=st.sampled_from([1, 5, 2_000]))
+def test_delimited_rows_made_a_column_at_a_time_are_the_rows_cell_by_cell(rows, fmt, per_piece):
+    import csv
+    import io
+
+    expected = io.StringIO()
+    writer = csv.writer(expected, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+    columns = list(Record.__dataclass_fields__)
+    writer.writerow(columns)
+    for row in map(to_plain, rows):
+        writer.writerow([cells.cell_text(row.get(c)) for c in columns])
+    default = cells.ROWS_PER_PIECE
+    cells.ROWS_PER_PIECE = per_piece
+    try:
+        assert render_to_string(rows, fmt, row_type=Record) == expected.getvalue()
+    finally:
+        cells.ROWS_PER_PIECE = default
