@@ -78,6 +78,8 @@ def test_lso_imports_kafka_python_only():
     loaded = modules_loaded_by("lso", "-b", "127.0.0.1:1", "--timeout", "200ms", "-o", "json")
     assert "kafka" in loaded and "kafkatxn.kafka.wire" in loaded
     assert "confluent_kafka" not in loaded, "lso imported confluent-kafka"
+    # Spark checkpoints are read beside groups (lso --groups) only.
+    assert not loaded & {"kafkatxn.spark_readers", "kafkatxn.spark_checkpoint"}, "lso imported the Spark checkpoint readers"
 
 
 def test_a_command_freezes_what_the_imports_built_once_per_process():
