@@ -3,12 +3,14 @@
 
     python bench/bench_render.py [--rows 100000] [--rounds 3]
 
-Each figure is a process of its own (its rows made first, then only the rendering timed), with its
-peak RSS (GNU time), interleaved round by round:
+Each figure is a process of its own (its rows made first, then only the rendering timed, in wall
+and CPU seconds: the machine is shared), with its peak RSS (GNU time), interleaved round by round:
 
 * ``kafkatxn json``  -- ``output.render(rows, "json")``  vs ``json.dump(indent=2)`` of the same dicts;
 * ``kafkatxn table`` -- ``output.render(rows, "table")`` (120 columns) vs ``tabulate`` of the same cells;
-* ``kafkatxn csv``   -- ``output.render(rows, "csv")``.
+* ``kafkatxn csv``   -- ``output.render(rows, "csv")``;
+* ``rows only``      -- the rows made and nothing written: the peak RSS the others' is compared with
+  (streamed output holds no whole text, so a format's peak should stay near it).
 
 The outputs are compared (json byte-equal to ``json.dumps``; the table's lines as many as the rows
 plus its header). Target (issue 38): json and table within 1 s each at 100,000 rows; exit 1 when a
@@ -28,7 +30,7 @@ import time
 from benchlib import ROOT, finish, run_measured
 
 TARGET_S = 1.0
-KINDS = ("kafkatxn_json", "json_dumps", "kafkatxn_table", "tabulate", "kafkatxn_csv")
+KINDS = ("kafkatxn_json", "json_dumps", "kafkatxn_table", "tabulate", "kafkatxn_csv", "rows_only")
 
 
 def rows(n: int) -> list:
@@ -54,8 +56,10 @@ def one(kind: str, n: int, out_path: str) -> None:
 
     made = rows(n)
     with open(out_path, "w") as out:
-        started = time.perf_counter()
-        if kind == "kafkatxn_json":
+        started, cpu = time.perf_counter(), time.process_time()
+        if kind == "rows_only":
+            pass
+        elif kind == "kafkatxn_json":
             output.render(made, "json", out=out, row_type=lso.GroupLag)
         elif kind == "json_dumps":
             json.dump([to_plain(r) for r in made], out, indent=2)
@@ -71,8 +75,8 @@ def one(kind: str, n: int, out_path: str) -> None:
                                tablefmt="simple", disable_numparse=True) + "\n")
         else:
             output.render(made, "csv", out=out, row_type=lso.GroupLag)
-        took = time.perf_counter() - started
-    print(json.dumps({"seconds": took}))
+        took, cpu = time.perf_counter() - started, time.process_time() - cpu
+    print(json.dumps({"seconds": took, "cpu_seconds": cpu}))
 
 
 def main() -> int:
@@ -87,6 +91,7 @@ def main() -> int:
         return 0
 
     times: dict[str, list[float]] = {k: [] for k in KINDS}
+    cpu: dict[str, list[float]] = {k: [] for k in KINDS}
     rss: dict[str, float] = {}
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-render-") as tmp:
@@ -98,6 +103,7 @@ def main() -> int:
                 if run.returncode != 0:
                     raise SystemExit(f"{kind} failed: {run.stderr[-2000:]}")
                 times[kind].append(json.loads(run.stdout)["seconds"])
+                cpu[kind].append(json.loads(run.stdout)["cpu_seconds"])
                 rss[kind] = max(rss.get(kind, 0.0), run.peak_rss_mb)
         with open(outputs["kafkatxn_json"]) as a, open(outputs["json_dumps"]) as b:
             if a.read() != b.read():
@@ -108,11 +114,16 @@ def main() -> int:
             failures.append(f"-o table has {len(lines)} lines for {args.rows} rows")
 
     figures: dict = {"rows": args.rows, "rounds": args.rounds, "cpus": os.cpu_count()}
-    for kind in KINDS:
+    for kind in KINDS[:-1]:
         figures[f"{kind}_median_s"] = round(statistics.median(times[kind]), 3)
+        figures[f"{kind}_median_cpu_s"] = round(statistics.median(cpu[kind]), 3)
         figures[f"{kind}_peak_rss_mb"] = round(rss[kind], 1)
+        figures[f"{kind}_peak_rss_over_rows_mb"] = round(rss[kind] - rss["rows_only"], 1)
+    figures["rows_only_peak_rss_mb"] = round(rss["rows_only"], 1)
     figures["ratio_json_vs_json_dumps"] = round(figures["kafkatxn_json_median_s"] / figures["json_dumps_median_s"], 2)
     figures["ratio_table_vs_tabulate"] = round(figures["kafkatxn_table_median_s"] / figures["tabulate_median_s"], 2)
+    figures["ratio_json_vs_json_dumps_cpu"] = round(figures["kafkatxn_json_median_cpu_s"] / figures["json_dumps_median_cpu_s"], 2)
+    figures["ratio_table_vs_tabulate_cpu"] = round(figures["kafkatxn_table_median_cpu_s"] / figures["tabulate_median_cpu_s"], 2)
     for kind in ("kafkatxn_json", "kafkatxn_table"):
         if figures[f"{kind}_median_s"] > TARGET_S:
             failures.append(f"{kind}: {figures[f'{kind}_median_s']} s for {args.rows:,} rows, target <= {TARGET_S} s")

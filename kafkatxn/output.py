@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import enum
 import io
 import json
-import operator
 import os
 import re
 import shutil
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
-from kafkatxn.durations import format_duration_ms
-from kafkatxn.plain import json_ready, record_fields, to_plain, write_json
+from kafkatxn.cells import (
+    DURATION_SUFFIXES, TIME_SUFFIXES, Measured, RecordRows, cell_text, column_cells, measure, simple_table_lines,
+    printable_ascii, stream_lines, table_cell, text_rows,
+)
+from kafkatxn.plain import json_rows, record_fields, to_plain, write_json
 
 
 # Tables are for people at a terminal: without --wide they keep to its width (this one when stdout is
@@ -57,9 +58,6 @@ ESSENTIAL_COLUMNS = frozenset({
     "reason",  # why an action was refused or a verdict given: the next step depends on it
     "events",  # what a transaction-log record implies (transactions history)
 })
-_DURATION_SUFFIXES = ("age_ms", "duration_ms", "timeout_ms")
-_TIME_SUFFIXES = ("timestamp_ms", "time_ms", "_at_ms", "until_ms")
-
 
 @dataclass
 class Report:
@@ -67,77 +65,6 @@ class Report:
 
     facts: dict[str, Any] = field(default_factory=dict)
     sections: dict[str, Sequence[Any]] = field(default_factory=dict)
-
-
-def _cell(value: Any) -> str:
-    value = to_plain(value)
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(_cell(v) for v in value)
-    if isinstance(value, dict):
-        return ",".join(f"{k}={_cell(v)}" for k, v in value.items())
-    return str(value)
-
-
-def format_local_time(ms: int, now_ms: int | None = None) -> str:
-    """Local wall-clock time: ``14:03:27`` today, ``2026-11-20 14:03:27`` on another day."""
-    import time
-
-    now = time.localtime((now_ms if now_ms is not None else time.time() * 1000) / 1000)
-    at = time.localtime(ms / 1000)
-    same_day = (at.tm_year, at.tm_yday) == (now.tm_year, now.tm_yday)
-    return time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S", at)
-
-
-def _table_cell(column: str, value: Any) -> str:
-    """A cell as a person reads it: durations and timestamps in human form, the rest as ``_cell``."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if column.endswith(_DURATION_SUFFIXES):
-            # negative: a clock ahead of ours ("-2s"); -1 is the protocol's "unknown"
-            return format_duration_ms(value) if value >= 0 else str(value) if value == -1 else f"-{format_duration_ms(-value)}"
-        if column.endswith(_TIME_SUFFIXES):
-            return format_local_time(value) if value > 0 else ""
-    return _cell(value)
-
-
-_STR_ONLY, _INT_ONLY = frozenset({str}), frozenset({int})
-
-
-class RecordRows(list):
-    """Rows of one record type whose fields are the table's columns, handed to a table as they are:
-    a column's values are read off the records (a cell is the same whether its value is plain or not),
-    with no dict made per row."""
-
-
-def column_cells(column: str, plain: Sequence[dict] | RecordRows) -> list[str]:
-    """``_table_cell`` of ``column`` in every row: a whole column at a time, strings and plain
-    integers of a column that is not a duration or a time without a call each."""
-    values = list(map(operator.attrgetter(column), plain)) if type(plain) is RecordRows else [row.get(column) for row in plain]
-    if column.endswith(_DURATION_SUFFIXES + _TIME_SUFFIXES):
-        return [_table_cell(column, value) for value in values]
-    kinds = set(map(type, values))
-    if kinds <= _STR_ONLY:
-        return values
-    if kinds <= _INT_ONLY:
-        return list(map(str, values))
-    text_of = {kind: _CELL_TEXT.get(kind) or _enum_text(kind) or _cell for kind in kinds}
-    return [text_of[type(value)](value) for value in values]
-
-
-# What _cell writes, per type, where one call does it.
-_CELL_TEXT: dict[type, Callable[[Any], str]] = {
-    str: str.__str__, int: int.__repr__, type(None): lambda _: "", bool: lambda v: "true" if v else "false",
-}
-
-
-def _enum_text(kind: type) -> Callable[[Any], str] | None:
-    """An enum of strings is written as its value: the value itself."""
-    if isinstance(kind, enum.EnumMeta) and all(type(m.value) is str for m in kind):
-        return operator.attrgetter("_value_")
-    return None
 
 
 _HEADER_WORDS = (("last_stable_offset", "lso"), ("high_watermark", "hw"), ("transaction_", "txn_"), ("committed_offset", "committed"))
@@ -156,7 +83,7 @@ def table_header(column: str, short: bool = False) -> str:
     their ``_ms`` (the cell is no longer in milliseconds), ``_messages`` goes, and the long offset
     names become ``lso`` and ``hw``; ``short`` abbreviates further (``txn_id``, ``pid``, ``part``).
     Keys in structured formats do not change."""
-    if column.endswith(_DURATION_SUFFIXES + _TIME_SUFFIXES):
+    if column.endswith(DURATION_SUFFIXES + TIME_SUFFIXES):
         column = column[: -len("_ms")]
     if column.endswith("_messages"):
         column = column[: -len("_messages")]
@@ -181,12 +108,12 @@ def _raw_twin(column: str, columns: Sequence[str]) -> bool:
 
 
 def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = False, width: int = TABLE_WIDTH,
-                  keep: frozenset[str] = frozenset(), cells: Callable[[str], list[str]] | None = None) -> list[str]:
+                  keep: frozenset[str] = frozenset(), cell_width: Callable[[str], int] | None = None) -> list[str]:
     """The columns a table shows: every one with ``wide``; otherwise raw twins of human columns
     (``age_ms`` next to ``age``) are left out, then secondary columns and then the rightmost
-    non-essential ones, until the table fits ``width``; never one in ``keep``. ``cells``: a
-    column's cells, when the caller keeps them."""
-    cells = cells or (lambda column: column_cells(column, plain))
+    non-essential ones, until the table fits ``width``; never one in ``keep``. ``cell_width``: a
+    column's widest cell, when the caller has measured it."""
+    cell_width = cell_width or (lambda column: max(map(len, column_cells(column, plain)), default=0))
     shown = list(columns)
     if wide:
         return shown
@@ -197,7 +124,7 @@ def table_columns(columns: Sequence[str], plain: Sequence[dict], wide: bool = Fa
     def table_width(cols: list[str]) -> int:
         for c in cols:
             if c not in widest:
-                widest[c] = max([len(table_header(c)) + 2, *map(len, cells(c))])
+                widest[c] = max(len(table_header(c)) + 2, cell_width(c))
         return _fits([widest[c] for c in cols])
 
     droppable = [c for c in SECONDARY_COLUMNS if c in shown and c not in keep]
@@ -214,15 +141,15 @@ _WRAPPABLE_COLUMNS = ("reason", "explanation", "message", "risk")
 _MIN_WRAP = 16
 
 
-def _wrap_widths(shown: Sequence[str], body: Sequence[Sequence[str]], width: int = TABLE_WIDTH) -> tuple[list[int | None] | None, bool, int]:
+def _wrap_widths(shown: Sequence[str], cell_widths: Sequence[int], width: int = TABLE_WIDTH) -> tuple[list[int | None] | None, bool, int]:
     """Per column, the width to wrap its cells at so the table fits ``width`` (None where it fits
     already), whether headers are abbreviated, and the padding headers get: free text wraps first;
     then headers are abbreviated; then they lose their padding; then the widest other columns wrap
-    inside their cells, down to their header."""
+    inside their cells, down to their header. ``cell_widths``: each column's widest cell."""
     wrap: list[int | None] = [None] * len(shown)
     for short in (False, True):
         headers = _headers(shown, short)
-        widths = [max([len(h) + 2] + [len(row[i]) for row in body]) for i, h in enumerate(headers)]
+        widths = [max(len(h) + 2, cell_widths[i]) for i, h in enumerate(headers)]
         excess = _fits(widths) - width
         if excess <= 0:
             return None, short, 2
@@ -234,7 +161,7 @@ def _wrap_widths(shown: Sequence[str], body: Sequence[Sequence[str]], width: int
                 excess -= cut
             if excess <= 0:
                 return wrap, short, 2
-    widths = [max(len(h), wrap[i] or max([len(row[i]) for row in body], default=0)) for i, h in enumerate(headers)]
+    widths = [max(len(h), wrap[i] or cell_widths[i]) for i, h in enumerate(headers)]
     excess = _fits(widths) - width
     while excess > 0:  # the last resort: any column, widest first, never narrower than its header
         i = max(range(len(shown)), key=lambda i: widths[i] - len(headers[i]))
@@ -288,55 +215,53 @@ def hidden_note(hidden: Sequence[str], width: int) -> str:
     return "\n".join(wrap_text(f"(left out to fit {width} columns: {', '.join(dict.fromkeys(hidden))}; --wide shows them)", width))
 
 
-_TABULATE_ONLY = re.compile(r"[^\x20-\x7e]")  # tabs, newlines, escapes, wide characters: tabulate measures them
-
-
-def simple_table_lines(headers: Sequence[str] | None, body: Sequence[Sequence[str]], pad: int = 2) -> list[str] | None:
-    """The lines tabulate's ``simple`` table (``plain`` without ``headers``) writes for text cells,
-    with ``disable_numparse``, in one pass: columns as wide as their widest cell (a header and ``pad``
-    at least), cells stripped and left-aligned, two spaces between, lines stripped at the right. None
-    when a cell or header is not printable ASCII (tabulate then measures it). At 100,000 rows tabulate
-    spends seconds guessing types the cells do not need."""
-    if headers is not None and _TABULATE_ONLY.search("".join(headers)):
-        return None
-    if not (headers if headers is not None else body and body[0]):
-        return []  # no column: tabulate writes nothing
-    raw = list(zip(*body))  # a column at a time: the loops below are C's
-    if any(_TABULATE_ONLY.search("".join(column)) for column in raw):
-        return None
-    columns = [list(map(str.strip, column)) for column in raw]
-    widths = [max(map(len, column), default=0) for column in columns]
-    lines = []
-    if headers is not None:
-        widths = [max(w, len(h) + pad) for w, h in zip(widths, headers)] if columns else [len(h) + pad for h in headers]
-        lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(), "  ".join("-" * w for w in widths).rstrip()]
-    if not body:
-        return lines
-    row_format = "  ".join(f"{{:<{w}}}" for w in widths)
-    lines += [row_format.format(*row).rstrip() for row in zip(*columns)]
-    return lines
-
-
 def table_text(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = False, width: int | None = None,
                no_headers: bool = False, keep: frozenset[str] = frozenset(), hidden: list[str] | None = None) -> str:
     """A table of ``plain`` rows within ``width`` (the terminal's), then any command its cells name,
     each on its own line, then the columns left out to fit (or they are added to ``hidden``: the
     caller names them once, under all its tables)."""
-    import tabulate as tabulate_module  # only tables need it; importing it costs every command start
+    return "".join(table_pieces(columns, plain, wide=wide, width=width, no_headers=no_headers, keep=keep, hidden=hidden))
+
+
+def table_pieces(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = False, width: int | None = None,
+                 no_headers: bool = False, keep: frozenset[str] = frozenset(), hidden: list[str] | None = None) -> Iterator[str]:
+    """:func:`table_text` in pieces: a table of simple cells that fits is written a few thousand rows
+    at a time, each column measured first (:func:`kafkatxn.cells.measure`), no cell held."""
+    width = width or TABLE_WIDTH
+    measured: dict[str, Measured] = {}
+
+    def measure_once(column: str) -> Measured:
+        if column not in measured:
+            measured[column] = measure(column, plain)
+        return measured[column]
+
+    shown = table_columns(columns, plain, wide, width, keep, lambda column: measure_once(column).width)
+    kept = [measure_once(c) for c in shown]
+    wrap, short, pad = (None, False, 2) if wide else _wrap_widths(shown, [m.width for m in kept], width)
+    headers = None if no_headers else _headers(shown, short)
+    if wrap is None and all(m.simple for m in kept) and printable_ascii("".join(headers or ())):
+        yield from stream_lines(headers, kept, len(plain), pad)
+    else:
+        yield _table_of_cells(shown, [m.cells(0, len(plain)) for m in kept], len(plain), wide=wide, width=width,
+                              no_headers=no_headers)
+    left_out = [] if no_headers or not plain else [  # a headless table is for scripts
+        table_header(c) for c in columns if c not in shown and not _raw_twin(c, columns)]  # a raw twin's human form is shown
+    if hidden is not None:
+        hidden.extend(left_out)
+    elif left_out:
+        yield "\n\n" + hidden_note(left_out, width)
+
+
+def _table_of_cells(shown: Sequence[str], cells: list[list[str]], rows: int, *, wide: bool, width: int, no_headers: bool) -> str:
+    """A table whose cells are held: commands lifted out of them, wrapped to fit, by tabulate where
+    :func:`simple_table_lines` cannot measure them."""
+    import tabulate as tabulate_module  # only such tables need it; importing it costs every command start
     from tabulate import tabulate
 
-    width = width or TABLE_WIDTH
-    made: dict[str, list[str]] = {}
-
-    def cells(column: str) -> list[str]:
-        if column not in made:
-            made[column] = column_cells(column, plain)
-        return made[column]
-
-    shown = table_columns(columns, plain, wide, width, keep, cells)
-    body = [list(row) for row in zip(*map(cells, shown))] if shown else [[] for _ in plain]
+    body = [list(row) for row in zip(*cells)] if shown else [[] for _ in range(rows)]
     commands = _commands_out_of_cells(shown, body)
-    wrap, short, pad = (None, False, 2) if wide else _wrap_widths(shown, body, width)
+    cell_widths = [max((len(row[i]) for row in body), default=0) for i in range(len(shown))]
+    wrap, short, pad = (None, False, 2) if wide else _wrap_widths(shown, cell_widths, width)
     fast = simple_table_lines(None if no_headers else _headers(shown, short), body, pad) if wrap is None else None
     if fast is not None:
         text = "\n".join(fast)
@@ -353,12 +278,6 @@ def table_text(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = Fa
         text += "\n"
     for number, cmd in enumerate(commands, 1):
         text += f"\n[{number}]:\n  {cmd}"
-    left_out = [] if no_headers or not plain else [  # a headless table is for scripts
-        table_header(c) for c in columns if c not in shown and not _raw_twin(c, columns)]  # a raw twin's human form is shown
-    if hidden is not None:
-        hidden.extend(left_out)
-    elif left_out:
-        text += "\n\n" + hidden_note(left_out, width)
     return text
 
 
@@ -393,9 +312,9 @@ def render(
         return
     columns = _columns(rows, row_type)
     if fmt == "json":
-        write_json([json_ready(r) for r in rows], out)
+        write_json(json_rows(rows), out)
         return
-    if fmt == "table" and rows and set(columns) <= record_fields(type(rows[0])) and all(type(r) is type(rows[0]) for r in rows):
+    if fmt in ("table", "csv", "tsv") and rows and set(columns) <= record_fields(type(rows[0])) and all(type(r) is type(rows[0]) for r in rows):
         plain: Sequence[dict] | RecordRows = RecordRows(rows)
     else:
         plain = [to_plain(r) for r in rows]
@@ -406,8 +325,8 @@ def render(
         writer = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
         if not no_headers:
             writer.writerow(columns)
-        for item in plain:
-            writer.writerow([_cell(item.get(c)) for c in columns])
+        for piece in text_rows(columns, plain) if columns else ([()] * len(plain),):
+            writer.writerows(piece)
     elif fmt == "table":
         if not plain and missing:
             out.write(not_determined(missing) + "\n")
@@ -416,10 +335,13 @@ def render(
             out.write(empty_message + "\n")
             return
         keep = frozenset(getattr(row_type or (type(rows[0]) if rows else None), "TABLE_KEEPS", ()))
-        text = table_text(columns, plain, wide=wide, width=width or terminal_width(out), no_headers=no_headers, keep=keep,
-                          hidden=hidden)
-        if text:
-            out.write(text + "\n")
+        written = False
+        for piece in table_pieces(columns, plain, wide=wide, width=width or terminal_width(out), no_headers=no_headers,
+                                  keep=keep, hidden=hidden):
+            written = written or bool(piece)
+            out.write(piece)
+        if written:
+            out.write("\n")
     else:
         raise ValueError(f"unknown output format {fmt!r}")
 
@@ -434,13 +356,13 @@ def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, w
     if fmt == "json":
         doc = dict(to_plain(report.facts))
         for name, rows in report.sections.items():
-            doc[name] = [json_ready(r) for r in rows]
+            doc[name] = json_rows(rows)
         write_json(doc, out)
         return
     if fmt == "table":
         key_width = max((len(k) for k in report.facts), default=0)
         for key, value in report.facts.items():
-            out.write(f"{key.ljust(key_width)}  {_table_cell(key, value)}\n")
+            out.write(f"{key.ljust(key_width)}  {table_cell(key, value)}\n")
         width = width or terminal_width(out)
         hidden: list[str] = []
         for name, rows in report.sections.items():
@@ -467,7 +389,7 @@ def _render_report(report: Report, fmt: str, *, no_headers: bool, out: TextIO, w
     if not no_headers:
         writer.writerow(columns)
     for rec in records:
-        writer.writerow([_cell(rec.get(c)) for c in columns])
+        writer.writerow([cell_text(rec.get(c)) for c in columns])
 
 
 def render_to_string(rows: Sequence[Any] | Report, fmt: str = "table", **kw: Any) -> str:

@@ -10,7 +10,8 @@ import dataclasses
 import enum
 import json
 import operator
-from typing import Any, Callable, Iterator, TextIO
+from itertools import chain
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 
 # Exact types that are already JSON-ready (an enum of str or int has its own type, so is not here).
@@ -139,12 +140,82 @@ def _flat_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
     return pieces()
 
 
+# Records of one type (what every command's rows are) are written without a dict per row, a piece of
+# rows at a time, a column at a time: integers and strings json writes as they are go into the rows'
+# text by one % per piece; a column of few distinct values is encoded once per value; any other is
+# one C encoding with a newline between values (never inside a JSON scalar's text), split there.
+_VALUES_ENCODER = json.JSONEncoder(separators=("\n", ": "))
+_INT = frozenset({int})
+_NOT_ALIKE = frozenset({float})  # 0.0 and -0.0, 1.0 and 1 are equal but written differently
+
+
+def _as_it_is(text: str) -> bool:
+    """json writes ``text`` between quotes as it is: no quote, backslash, control or non-ASCII character."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+def _column_text(values: list) -> tuple[list, bool] | None:
+    """``values`` as the rows' % takes them, and whether they go between quotes; None when one is not
+    a JSON scalar."""
+    kinds = set(map(type, values))
+    if kinds == _INT:
+        return values, False  # %s of an int is its repr, as json writes it
+    if kinds == _STR and _as_it_is("".join(values)):
+        return values, True
+    if not all(map(_json_scalar, kinds)):
+        return None
+    alike = not kinds & _NOT_ALIKE and not (bool in kinds and any(issubclass(k, int) for k in kinds - {bool}))
+    distinct = set(values) if alike else values
+    if len(distinct) * 4 <= len(values):  # each distinct value encoded once
+        written = {v: json.dumps(v) for v in distinct}
+        return list(map(written.__getitem__, values)), False
+    return _VALUES_ENCODER.encode(values)[1:-1].split("\n"), False
+
+
+def _record_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
+    """What indent=2 writes of ``[to_plain(r) for r in rows]`` at ``depth``, in pieces, when ``rows``
+    are records of one type with fields; None otherwise."""
+    cls = type(rows[0])
+    record = _record_of(cls)
+    if record is None or not record[0] or len(set(map(type, rows))) != 1:
+        return None
+    names, values_of = record
+    width = len(names)
+    row_pad, field_pad = "\n" + "  " * (depth + 1), "\n" + "  " * (depth + 2)
+    keys = [json.dumps(n).replace("%", "%%") + ": " for n in names]
+    between = "," + row_pad
+    templates: dict[tuple, str] = {}
+
+    def pieces() -> Iterator[str]:
+        for start in range(0, len(rows), _ROWS_PER_PIECE):
+            part = rows[start:start + _ROWS_PER_PIECE]
+            values = list(chain.from_iterable(map(values_of, part)))  # row after row
+            columns = [values[i::width] for i in range(width)]
+            texts = list(map(_column_text, columns))
+            if None not in texts:
+                for i, column, (text, _) in zip(range(width), columns, texts):
+                    if text is not column:
+                        values[i::width] = text
+                quoted = tuple(q for _, q in texts)
+                template = templates.get((quoted, len(part)))
+                if template is None:
+                    row = "{" + field_pad + ("," + field_pad).join(k + ('"%s"' if q else "%s") for k, q in zip(keys, quoted)) + row_pad + "}"
+                    template = templates[(quoted, len(part))] = between.join([row] * len(part))
+                text = template % tuple(values)
+            else:  # a value to convert (a list, a set, an enum that is not its value): row by row
+                text = between.join("".join(_pieces(json_ready(r), depth + 1)) for r in part)
+            yield ("[" if start == 0 else ",") + row_pad + text
+        yield "\n" + "  " * depth + "]"
+
+    return pieces()
+
+
 def _pieces(value: Any, depth: int) -> Iterator[str]:
     cls = type(value)
     if (cls is dict or cls is list) and value:
         inner, close = "\n" + "  " * (depth + 1), "\n" + "  " * depth
         if cls is list:
-            fast = _flat_rows_pieces(value, depth)
+            fast = _flat_rows_pieces(value, depth) or _record_rows_pieces(value, depth)
             if fast is not None:
                 yield from fast
                 return
@@ -161,6 +232,15 @@ def _pieces(value: Any, depth: int) -> Iterator[str]:
             return
     # Anything else (scalars, empty or other containers, keys that are not strings): json's own text.
     yield json.dumps(value, indent=2).replace("\n", "\n" + "  " * depth)
+
+
+def json_rows(rows: Sequence[Any]) -> list:
+    """``rows`` ready for :func:`write_json`: records of one type as they are (written without a dict
+    each), anything else :func:`json_ready` row by row."""
+    rows = rows if type(rows) is list else list(rows)
+    if rows and _record_of(type(rows[0])) is not None and len(set(map(type, rows))) == 1:
+        return rows
+    return [json_ready(r) for r in rows]
 
 
 def json_text(value: Any) -> str:

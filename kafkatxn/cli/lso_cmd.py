@@ -8,7 +8,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kafkatxn import lso, facts_lso, spark_readers, verdicts_groups
+from kafkatxn import lso, facts_lso, verdicts_groups
 from kafkatxn.cli.options import LagThreshold, ProbeMaxGap, SparkCheckpoints, duration_option, parse_duration
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
@@ -148,6 +148,8 @@ def register(app: typer.Typer) -> None:
 
         def take_sample(previous: facts_lso.LsoSnapshot | None) -> Sample:
             if groups:
+                from kafkatxn import spark_readers  # only groups are compared with Spark queries: lso alone does not pay for it
+
                 # A query's position is read before the offsets it is compared with, as a group's commits are.
                 # The profile's queries are read beside every group; those given here, beside the groups named.
                 specs = spark_checkpoints or ctx.config.spark_checkpoints

@@ -47,10 +47,13 @@ def test_config_show_builds_no_model_and_no_logging():
 
 
 def test_a_table_reads_no_package_metadata():
-    """tabulate 0.10 imports importlib.metadata to find its own version (+10-15 ms per table)."""
+    """A table of printable cells that fits is written without tabulate; tables that wrap use it, and
+    tabulate 0.10 imports importlib.metadata to find its own version (+10-15 ms per table)."""
     loaded = modules_loaded_by("config", "show", "-b", "h:1")
-    assert "tabulate" in loaded, "config show prints a table: the test no longer covers tabulate"
-    assert "importlib.metadata" not in loaded
+    assert "tabulate" not in loaded and "importlib.metadata" not in loaded, sorted(loaded & {"tabulate", "importlib.metadata"})
+    code = "import sys, tabulate; print('importlib.metadata' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "False", proc.stderr
 
 
 def test_the_help_line_of_every_command_is_its_own():
@@ -75,6 +78,8 @@ def test_lso_imports_kafka_python_only():
     loaded = modules_loaded_by("lso", "-b", "127.0.0.1:1", "--timeout", "200ms", "-o", "json")
     assert "kafka" in loaded and "kafkatxn.kafka.wire" in loaded
     assert "confluent_kafka" not in loaded, "lso imported confluent-kafka"
+    # Spark checkpoints are read beside groups (lso --groups) only.
+    assert not loaded & {"kafkatxn.spark_readers", "kafkatxn.spark_checkpoint"}, "lso imported the Spark checkpoint readers"
 
 
 def test_a_command_freezes_what_the_imports_built_once_per_process():

@@ -7,7 +7,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from kafkatxn import output
+from kafkatxn import cells, output
 from kafkatxn.output import render_to_string
 
 
@@ -77,8 +77,8 @@ def test_ages_and_timestamps_are_human_in_tables_only():
 
 
 def test_local_time_shows_the_date_on_another_day():
-    assert len(output.format_local_time(NOW - 3 * 86_400_000, NOW)) == len("2026-01-01 00:00:00")
-    assert len(output.format_local_time(NOW, NOW)) == len("00:00:00")
+    assert len(cells.format_local_time(NOW - 3 * 86_400_000, NOW)) == len("2026-01-01 00:00:00")
+    assert len(cells.format_local_time(NOW, NOW)) == len("00:00:00")
 
 
 def test_raw_twin_of_a_human_column_is_left_out_of_narrow_tables():
