@@ -51,6 +51,7 @@ from harness.oidc import OidcProvider  # noqa: E402
 from harness.sasl import SaslKafka, sasl_setup  # noqa: E402
 from harness.security import SaslUsers, SecureKafka, make_pki, secure_setup  # noqa: E402
 from harness.stores import ClientStores, client_stores  # noqa: E402
+from tests.support import spark_class_archive  # noqa: E402
 
 # Spark's JVMs as the harness starts brokers (harness/broker.py): C1 only, the serial GC, CDS on. A
 # test-sized Spark job otherwise spends much of its CPU in C2 compiling and G1's threads (a small
@@ -59,8 +60,11 @@ from harness.stores import ClientStores, client_stores  # noqa: E402
 # in-process sessions), a standalone cluster's master and workers SPARK_DAEMON_JAVA_OPTS. Set here,
 # at import, so every xdist worker and every process a test starts inherits them; a value already
 # in the environment wins.
+# Drivers also map Spark's classes from an archive the xdist controller writes at the start
+# (tests/support/spark_class_archive.py).
 SPARK_TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_OPTIONS)
+SPARK_CLASS_ARCHIVE = spark_class_archive.archive_path()
+os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{SPARK_TEST_JVM_OPTIONS} {spark_class_archive.driver_options(SPARK_CLASS_ARCHIVE)}".strip())
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", SPARK_TEST_JVM_OPTIONS)
 
 TEST_LOGS_DIR = REPO_ROOT / "test-logs"
@@ -70,6 +74,7 @@ CLUSTER3_START_TIMEOUT = 120
 _LOGS_SAVED = pytest.StashKey[bool]()
 _FIGURES = pytest.StashKey[dict]()
 _CLUSTERS = pytest.StashKey["_SessionClusters"]()
+_SPARK_ARCHIVE_WRITER = pytest.StashKey["subprocess.Popen | None"]()
 # The session clusters: each stopped on a worker once no module still to be handed out uses it.
 SESSION_CLUSTERS = ("kafka", "kafka_cluster3", "kafka_hanging", "kafka_secure", "kafka_sasl")
 
@@ -134,6 +139,19 @@ def pytest_configure(config: pytest.Config) -> None:
     # Tables keep to COLUMNS when stdout is not a terminal. pytest-xdist's workers inherit COLUMNS=80
     # from execnet; a test of the 120-column default must not see it (tests that want a width set it).
     os.environ.pop("COLUMNS", None)
+    # The controller (not an xdist worker) writes the Spark class archive for a run beyond tests/unit.
+    if not hasattr(config, "workerinput") and not _unit_tests_only(config):
+        config.stash[_SPARK_ARCHIVE_WRITER] = spark_class_archive.start_writing(SPARK_CLASS_ARCHIVE, SPARK_TEST_JVM_OPTIONS)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    spark_class_archive.stop_writing(config.stash.get(_SPARK_ARCHIVE_WRITER, None), SPARK_CLASS_ARCHIVE)
+
+
+def _unit_tests_only(config: pytest.Config) -> bool:
+    unit = REPO_ROOT / "tests" / "unit"
+    paths = [Path(str(a).split("::", 1)[0]).resolve() for a in config.args]
+    return bool(paths) and all(p == unit or unit in p.parents for p in paths)
 
 
 @pytest.hookimpl(tryfirst=True)
