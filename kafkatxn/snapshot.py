@@ -125,7 +125,7 @@ class GroupSample(NamedTuple):
     lag_to_hw_messages: int
     blocked: bool  # held by an open transaction not in flight (at its LSO, or through the group's offsets partition)
     # The blocking transaction (when blocked or waiting): its age, whether it hangs, whether it is past its own
-    # timeout (kafkatxn.lso.GroupLag's). txn_hanging and txn_lost_commit are None when its verdict is undetermined.
+    # timeout (kafkatxn.group_positions.GroupLag's). txn_hanging and txn_lost_commit are None when its verdict is undetermined.
     txn_age_ms: int | None = None
     txn_hanging: bool | None = False
     txn_overdue: bool = False
