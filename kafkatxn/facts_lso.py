@@ -20,6 +20,7 @@ from kafkatxn import facts, gather, group_positions
 from kafkatxn.errors import NotFoundError
 from kafkatxn.gather import probe_rounds
 from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition
+from kafkatxn.validation import compile_regex
 from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, pin_verdict, pinning_transaction
 from kafkatxn.verdicts_groups import CONSUMER_OFFSETS_TOPIC, Offsets, may_have_ended, offsets_partition
 
@@ -257,6 +258,24 @@ def take_held_group_snapshot(
             out.max_transaction_timeout_ms, _config_missing = gather.cluster_max_transaction_timeout(cluster)  # raises, naming why
     out.taken_at_ms = int(time.time() * 1000)
     return out
+
+
+def committed_offsets_matching(cluster: Cluster, group_regex: str | None) -> tuple[dict, list[Missing]]:
+    """:func:`committed_offsets` of the groups ``group_regex`` matches (searched; every group without
+    it): the group pass of ``check --groups`` and the exporter, taken before their offsets pass."""
+    listed = cluster.list_groups_partial()  # a broker that did not list its groups: named, the rest go on
+    names = listed.value
+    missing = list(listed.missing)
+    if group_regex:
+        pattern = compile_regex(group_regex, "--group-regex")
+        names = [g for g in names if pattern.search(g)]
+        if not names:
+            # A typo in the regex must not turn into a check that is always OK (as --topic-regex).
+            missing.append(Missing(Part("--group-regex"), f"no consumer group matches {group_regex!r}"))
+    if not names:
+        return {}, missing
+    committed, more = committed_offsets(cluster, names)
+    return committed, missing + more
 
 
 def committed_offsets(

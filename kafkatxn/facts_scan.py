@@ -2,7 +2,7 @@
 scans, each through the one pins sequence (:func:`kafkatxn.facts.pins`).
 
 ``hanging`` lists it, ``abort --all-hanging`` plans on it (what it acts on is what ``hanging``
-lists), and ``check`` and the exporter count it (:func:`kafkatxn.snapshot.gather_snapshot` hands it
+lists), and ``check`` and the exporter count it (:func:`kafkatxn.facts_cluster.gather_snapshot` hands it
 the producer states its offsets pass already asked for). Nothing here decides: the verdicts are
 :mod:`kafkatxn.verdicts`', the rows each command's.
 """
