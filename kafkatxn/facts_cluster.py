@@ -166,7 +166,7 @@ class _Pass:
         run's answers, not read again), the pins the scan ``settled`` taken as they are."""
         from kafkatxn import spark_readers
 
-        snap, cluster = self.snap, self.cluster
+        snap = self.snap
         made = None
         if committed is not None:
             made = self.step("consumer groups", lambda: self._group_samples(committed, scanned, settled))

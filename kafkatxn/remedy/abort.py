@@ -166,7 +166,7 @@ class Abort(Remedy):
         plan = self._plan_all_hanging(cluster) if self.all_hanging else self._plan_targets(cluster, audit)
         actionable = [i for i in plan.items if i.decision.action is self.acting]
         lso, hw, missing = _offsets(cluster, sorted({i.target.tp for i in actionable}))
-        if self.all_hanging:  # named as hanging's are: the partitions whose offsets the plan shows
+        if self.all_hanging:  # as hanging names them: the offsets its rows show that did not answer
             plan.missing.extend(missing)
         for i in actionable:
             i.lso_before, i.hw_before = lso.get(i.target.tp), hw.get(i.target.tp)
