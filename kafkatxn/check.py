@@ -2,7 +2,7 @@
 
 Three parts, as every capability has them:
 
-* the **snapshot** (:func:`kafkatxn.snapshot.gather_snapshot`, the only I/O), shared with the exporter;
+* the **snapshot** (:func:`kafkatxn.facts_cluster.gather_snapshot`, the only I/O), shared with the exporter;
 * **pure decisions** over a :class:`ClusterSnapshot` (:func:`evaluate`), with thresholds written as
   monitoring-plugins range expressions (:class:`kafkatxn.monitoring_plugin.Range`);
 * the **output**: one plugin line with performance data, then details (:meth:`CheckResult.nagios_text`),

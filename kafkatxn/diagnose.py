@@ -5,7 +5,7 @@ One report that walks from the symptom to the fix:
 1. per group and partition: committed offset, LSO, high watermark, messages behind, and what the
    gap is — real lag, phantom lag (transaction markers and aborted records, which every
    high-watermark lag tool counts) or a block behind an open transaction
-   (:func:`kafkatxn.lso.group_lags`, with the read_committed probes of small gaps);
+   (:func:`kafkatxn.group_positions.group_lags`, with the read_committed probes of small gaps);
 2. per pinning transaction: producer id and epoch, transactional id, coordinator state, age, its
    own timeout and when the coordinator will abort it, and the verdict of
    :mod:`kafkatxn.verdicts` (the one rule every command uses: ``is_candidate``, ``classify``,
@@ -13,7 +13,7 @@ One report that walks from the symptom to the fix:
 3. the blast radius: every group and partition the same transaction holds;
 4. the next step as a command to copy, with its risk in one line.
 
-As every capability: :func:`take_snapshot` is the only I/O; :func:`diagnose` (pure) decides over
+As every capability: the fact layer's snapshot (:func:`kafkatxn.facts_lso.take_held_group_snapshot`) is the only I/O; :func:`diagnose` (pure) decides over
 the snapshot; the row dataclasses are what the CLI renders (field names are the output keys).
 """
 
@@ -23,10 +23,10 @@ import shlex
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from kafkatxn import (
-    defaults, facts, gather, group_positions, lso, facts_lso, spark_readers, untracked, verdicts,
+    defaults, facts, group_positions, facts_lso, spark_readers, untracked, verdicts,
     verdicts_age, verdicts_groups,
 )
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
@@ -45,53 +45,6 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
 
 # A pinning transaction at least this old makes the diagnosis critical: check's --txn-age-crit default.
 CRITICAL_AGE_MS = parse_duration_ms(defaults.CHECK_TXN_AGE_CRIT)
-
-
-# -- snapshot ------------------------------------------------------------------------------------
-
-
-@dataclass
-class DiagnosisSnapshot:
-    """Everything :func:`diagnose` decides on: the group snapshot (its pins classified, settled by the
-    log and dated by the one pins sequence, :func:`kafkatxn.facts.pins`) and the timeouts it dates by."""
-
-    taken_at_ms: int
-    groups: facts_lso.GroupSnapshot
-    max_transaction_timeout_ms: int | None = None
-    max_timeout_given: bool = False  # by the caller (--max-transaction-timeout): the suggested abort carries it
-    abort_cleanup_interval_ms: int | None = None  # the coordinators' (None: Kafka's default)
-    missing: list[Missing] = field(default_factory=list)
-
-
-def take_snapshot(
-    cluster: Cluster,
-    groups: Sequence[str] | None = None,
-    topics: Sequence[str] | None = None,
-    probe_max_gap: int = facts_lso.DEFAULT_PROBE_MAX_GAP,
-    max_transaction_timeout_ms: int | None = None, readers: Mapping[str, dict[TopicPartition, int]] | None = None,
-    every_group: bool = False,
-) -> DiagnosisSnapshot:
-    """Group (and ``readers``': Spark queries) lag with probes and the pins; where one is blocked, the
-    brokers' maximum timeout when neither given nor read for the pins."""
-    snap = facts_lso.take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
-    missing = list(snap.missing)
-    given = max_transaction_timeout_ms is not None  # 0 too: every idle transaction is checked now
-    out = DiagnosisSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
-                            max_transaction_timeout_ms=max_transaction_timeout_ms if given else snap.lso.max_transaction_timeout_ms,
-                            max_timeout_given=given)
-    # Where a group is held (blocked or waiting): its partition, or its offsets partition.
-    if not any(place.held_at is not None for place in group_positions.group_positions(snap)):
-        return out
-    out.abort_cleanup_interval_ms = snap.lso.abort_cleanup_interval_ms
-    if out.max_transaction_timeout_ms is None:
-        configs = gather.cluster_transaction_configs(cluster)
-        missing.extend(configs.missing)
-        out.abort_cleanup_interval_ms = configs.abort_cleanup_interval_ms
-        out.max_transaction_timeout_ms = configs.max_transaction_timeout_ms
-        if out.max_transaction_timeout_ms is None:
-            out.max_transaction_timeout_ms, config_missing = gather.cluster_max_transaction_timeout(cluster)  # raises, naming why
-    out.taken_at_ms = int(time.time() * 1000)
-    return out
 
 
 def _pin(gs: facts_lso.GroupSnapshot, tp: TopicPartition) -> OpenTransaction | None:
@@ -247,18 +200,18 @@ def _age(classifications: Sequence[Classification], now_ms: int) -> verdicts_age
     return max(ages, key=lambda a: (a.source == verdicts_age.AGE_FROM_COORDINATOR, a.ms), default=None)
 
 
-def _held_at(gs: facts_lso.GroupSnapshot, r: lso.GroupLag) -> TopicPartition:
+def _held_at(gs: facts_lso.GroupSnapshot, r: group_positions.GroupLag) -> TopicPartition:
     """The partition whose open transaction holds the row's group: the row's own, or its offsets partition."""
     tp = TopicPartition(r.topic, r.partition)
     return gs.held_at(r.group, tp, r.blocked_through is not None)
 
 
-def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms: int | None = CRITICAL_AGE_MS,
+def diagnose(snapshot: facts_lso.HeldGroupSnapshot, groups_arg: str = "", critical_age_ms: int | None = CRITICAL_AGE_MS,
              lag_threshold: int = verdicts_groups.DEFAULT_LAG_THRESHOLD) -> Diagnosis:
     """Decide over ``snapshot``; ``groups_arg`` names the groups as the user did (for commands to copy)."""
     gs = snapshot.groups
     now = snapshot.taken_at_ms
-    rows = lso.group_lags(gs)
+    rows = group_positions.group_lags(gs)
     max_timeout = snapshot.max_transaction_timeout_ms
 
     # Pinning producers, and what each holds.
@@ -334,7 +287,7 @@ def diagnose(snapshot: DiagnosisSnapshot, groups_arg: str = "", critical_age_ms:
             PartitionDiagnosis(
                 group=r.group, topic=r.topic, partition=r.partition, committed_offset=r.committed_offset,
                 last_stable_offset=r.last_stable_offset, high_watermark=r.high_watermark,
-                lag_messages=lso.read_committed_lag(r), lag_to_lso_messages=r.lag_to_lso_messages,
+                lag_messages=group_positions.read_committed_lag(r), lag_to_lso_messages=r.lag_to_lso_messages,
                 lag_to_hw_messages=r.lag_to_hw_messages, verdict=r.verdict, gap=gap,
                 explanation=explain(r, gap, f"{holder} (producer {state.producer_id})" if state and holder and not holder.startswith("producer") else holder),
                 producer_id=state.producer_id if state else None,
@@ -438,7 +391,7 @@ def run(
     queries, ledgers_unread = spark_readers.with_writers(cluster, queries, spark_writers)  # the ledger: after the checkpoint
     unread += ledgers_unread
     readers = spark_readers.reader_positions(cluster, queries, topics) if spark_checkpoints else None
-    snapshot = take_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
+    snapshot = facts_lso.take_held_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
     snapshot.missing[:0] = unread
     args = " ".join([f"--group {_quote(g)}" for g in groups or []] + [f"--spark-checkpoint {_quote(c)}" for c in spark_checkpoints if not every_group])
     args += "".join(f" --topic {_quote(t)}" for t in topics or [])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from kafkatxn import lso
+from kafkatxn.group_positions import GroupPosition
 from kafkatxn.gaps import Gap
 from kafkatxn.verdicts_groups import GroupVerdict
 
@@ -59,7 +59,7 @@ class GroupSummary:
 
 
 @dataclass(frozen=True)
-class PartitionDiagnosis(lso.GroupPosition):
+class PartitionDiagnosis(GroupPosition):
     """One group on one partition."""
 
     lag_messages: int

@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from kafkatxn import facts, gather
+from kafkatxn import facts, gather, group_positions
 from kafkatxn.errors import NotFoundError
 from kafkatxn.gather import probe_rounds
 from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition
+from kafkatxn.validation import compile_regex
 from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, pin_verdict, pinning_transaction
 from kafkatxn.verdicts_groups import CONSUMER_OFFSETS_TOPIC, Offsets, may_have_ended, offsets_partition
 
@@ -212,6 +213,69 @@ def take_group_snapshot(
     by_group.update(readers or {})
     return finish_group_snapshot(cluster, by_group, list(listed.missing) + missing, probe_max_gap,
                                  max_transaction_timeout_ms=max_transaction_timeout_ms)
+
+
+@dataclass
+class HeldGroupSnapshot:
+    """A group snapshot (its pins classified, settled by the log and dated by the one pins sequence,
+    :func:`kafkatxn.facts.pins`) and, where a group is held, the timeouts that date what holds it:
+    what ``diagnose`` decides on."""
+
+    taken_at_ms: int
+    groups: GroupSnapshot
+    max_transaction_timeout_ms: int | None = None
+    max_timeout_given: bool = False  # by the caller (--max-transaction-timeout): the suggested abort carries it
+    abort_cleanup_interval_ms: int | None = None  # the coordinators' (None: Kafka's default)
+    missing: list[Missing] = field(default_factory=list)
+
+
+def take_held_group_snapshot(
+    cluster: Cluster,
+    groups: Sequence[str] | None = None,
+    topics: Sequence[str] | None = None,
+    probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
+    max_transaction_timeout_ms: int | None = None, readers: Mapping[str, dict[TopicPartition, int]] | None = None,
+    every_group: bool = False,
+) -> HeldGroupSnapshot:
+    """:func:`take_group_snapshot`; where a group is held, the brokers' maximum timeout when neither
+    given nor read for the pins."""
+    snap = take_group_snapshot(cluster, groups, topics, probe_max_gap, max_transaction_timeout_ms, readers, every_group)
+    missing = list(snap.missing)
+    given = max_transaction_timeout_ms is not None  # 0 too: every idle transaction is checked now
+    out = HeldGroupSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
+                            max_transaction_timeout_ms=max_transaction_timeout_ms if given else snap.lso.max_transaction_timeout_ms,
+                            max_timeout_given=given)
+    # Where a group is held (blocked or waiting): its partition, or its offsets partition.
+    if not any(place.held_at is not None for place in group_positions.group_positions(snap)):
+        return out
+    out.abort_cleanup_interval_ms = snap.lso.abort_cleanup_interval_ms
+    if out.max_transaction_timeout_ms is None:
+        configs = gather.cluster_transaction_configs(cluster)
+        missing.extend(configs.missing)
+        out.abort_cleanup_interval_ms = configs.abort_cleanup_interval_ms
+        out.max_transaction_timeout_ms = configs.max_transaction_timeout_ms
+        if out.max_transaction_timeout_ms is None:
+            out.max_transaction_timeout_ms, _config_missing = gather.cluster_max_transaction_timeout(cluster)  # raises, naming why
+    out.taken_at_ms = int(time.time() * 1000)
+    return out
+
+
+def committed_offsets_matching(cluster: Cluster, group_regex: str | None) -> tuple[dict, list[Missing]]:
+    """:func:`committed_offsets` of the groups ``group_regex`` matches (searched; every group without
+    it): the group pass of ``check --groups`` and the exporter, taken before their offsets pass."""
+    listed = cluster.list_groups_partial()  # a broker that did not list its groups: named, the rest go on
+    names = listed.value
+    missing = list(listed.missing)
+    if group_regex:
+        pattern = compile_regex(group_regex, "--group-regex")
+        names = [g for g in names if pattern.search(g)]
+        if not names:
+            # A typo in the regex must not turn into a check that is always OK (as --topic-regex).
+            missing.append(Missing(Part("--group-regex"), f"no consumer group matches {group_regex!r}"))
+    if not names:
+        return {}, missing
+    committed, more = committed_offsets(cluster, names)
+    return committed, missing + more
 
 
 def committed_offsets(

@@ -1,12 +1,12 @@
 """What lies between a read_committed group's position and the high watermark, and the one line
-that says it (``diagnose`` shows it per group and partition). Pure: over :class:`kafkatxn.lso.GroupLag`
+that says it (``diagnose`` shows it per group and partition). Pure: over :class:`kafkatxn.group_positions.GroupLag`
 rows, deciding nothing that :mod:`kafkatxn.verdicts` does not."""
 
 from __future__ import annotations
 
 import enum
 
-from kafkatxn.lso import GroupLag
+from kafkatxn.group_positions import GroupLag
 from kafkatxn.verdicts_groups import GroupVerdict
 
 

@@ -1,14 +1,15 @@
 """Where each consumer group stands on each partition, made once over a group snapshot
 (:class:`kafkatxn.facts_lso.GroupSnapshot`): its offsets, the transaction pinning the LSO
-(:func:`pin_facts`) and the verdicts of :mod:`kafkatxn.verdicts_groups`. ``lso --groups``' rows,
-``diagnose``, ``check --groups`` and the exporter's group series are all made from these places.
+(:func:`pin_facts`) and the verdicts of :mod:`kafkatxn.verdicts_groups`. ``lso --groups``' and
+``diagnose``'s rows (:func:`group_lags`), ``check --groups`` and the exporter's group series are all
+made from these places.
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, Iterator, NamedTuple
 
 from kafkatxn.model import TopicPartition
 from kafkatxn.verdicts import OpenTransaction, pin_flags
@@ -78,7 +79,7 @@ def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[Group
     """Per group and partition with a committed offset, or assigned without one (see
     :func:`kafkatxn.verdicts_groups.uncommitted_verdict`), in group, topic and partition order: where it stands.
     Places with ``lag_to_lso_messages < min_lag`` are left out unless blocked (a blocked group has no
-    LSO lag, and is the finding) or unknown. The one definition behind :func:`kafkatxn.lso.group_lags` and the
+    LSO lag, and is the finding) or unknown. The one definition behind :func:`group_lags` and the
     exporter's and check's group samples; 100,000 places a scrape at 5,000 groups, so kept lean.
     A place held by an open transaction (at its LSO, or through the group's offsets partition) is
     **waiting** or **blocked** by :func:`kafkatxn.verdicts_groups.held_verdict` of that transaction."""
@@ -134,3 +135,86 @@ def readable_lag(verdict: GroupVerdict, committed: int | None, lso: int, lag_to_
     if committed is not None and committed > lso:
         return lag_to_hw
     return lag_to_lso
+
+
+# -- rows: lso --groups' and diagnose's ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupPosition:
+    """Where one group stands on one partition: the first columns of every group-lag row."""
+
+    # Where the group stands and what it waits for stay in narrow tables (output.py).
+    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("committed_offset", "last_stable_offset", "high_watermark", "lag_to_lso_messages")
+
+    group: str
+    topic: str
+    partition: int
+    committed_offset: int | None  # None: none committed (the group is assigned the partition)
+    last_stable_offset: int
+    high_watermark: int
+
+
+@dataclass(frozen=True)
+class GroupLag(GroupPosition):
+    """Transaction-aware lag of one group on one partition (see :func:`group_verdict`)."""
+
+    lag_to_lso_messages: int  # LSO - committed: what a read_committed consumer could read (markers included)
+    lag_to_hw_messages: int  # HW - committed: what every other lag tool reports
+    # (none committed: measured from the log start when the verdict is unknown, else from the LSO)
+    verdict: GroupVerdict
+    readable_before_lso: bool | None  # probe result for committed < LSO; None when not probed
+    producer_id: int | None  # the transaction pinning the LSO, when the verdict is blocked
+    transactional_id: str | None
+    txn_age_ms: int | None
+    txn_age_source: str | None  # coordinator, first_record or last_write (a lower bound)
+    txn_hanging: bool | None  # the blocking transaction hangs (as PartitionLag's: None when undetermined)
+    txn_lost_commit: bool | None  # it lost its COMMIT marker: the group is stuck until restore-commit
+    txn_overdue: bool | None  # the blocking transaction is past its own timeout and its coordinator's abort (verdicts_age.is_overdue)
+    last_write_age_ms: int | None
+    # "__consumer_offsets-N" when the transaction holding the group is on its offsets partition (its
+    # stable offset fetch answers UNSTABLE_OFFSET_COMMIT here); None when on this partition, or not held.
+    blocked_through: str | None
+    # What the holding transaction is (verdicts_groups.BlockVerdict): hanging, lost_commit, overdue,
+    # past_timeout, untracked, in_flight or undetermined; None when the group is not held.
+    txn_verdict: BlockVerdict | None = None
+
+
+def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
+    """A row per :func:`group_positions` place, with the transaction holding the group where it is
+    blocked or waiting."""
+    rows = []
+    for place in group_positions(snapshot, min_lag):
+        held = place.held_at
+        facts = pin_facts(snapshot.lso, held) if held is not None else NO_PIN
+        pin = facts.pin
+        rows.append(
+            GroupLag(
+                group=place.group,
+                topic=place.tp.topic,
+                partition=place.tp.partition,
+                committed_offset=place.committed_offset,
+                last_stable_offset=place.offsets.last_stable_offset,
+                high_watermark=place.offsets.high_watermark,
+                lag_to_lso_messages=place.lag_to_lso_messages,
+                lag_to_hw_messages=place.lag_to_hw_messages,
+                verdict=place.verdict,
+                readable_before_lso=place.readable_before_lso,
+                producer_id=pin.producer_id if pin else None,
+                transactional_id=pin.transactional_id if pin else None,
+                txn_age_ms=facts.age_ms,
+                txn_age_source=facts.age_source,
+                txn_hanging=facts.hanging,
+                txn_lost_commit=facts.lost_commit,
+                txn_overdue=facts.overdue,
+                last_write_age_ms=facts.last_write_age_ms,
+                blocked_through=str(held) if held is not None and held != place.tp else None,
+                txn_verdict=facts.verdict,
+            )
+        )
+    return rows
+
+
+def read_committed_lag(row: GroupLag) -> int:
+    """:func:`readable_lag` of a row."""
+    return readable_lag(row.verdict, row.committed_offset, row.last_stable_offset, row.lag_to_lso_messages, row.lag_to_hw_messages)

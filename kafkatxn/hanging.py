@@ -30,7 +30,8 @@ transaction belongs to a *different* producer id writes markers for that id only
 hanging too (Kafka's tool cannot see it: its producer-id lookup already rules it out, except in a
 race).
 
-Steps 1, 3 and 4 are gathered by :mod:`kafkatxn.facts` (:func:`~kafkatxn.facts.pins`, the one sequence every command's verdicts go through); deciding is pure, in :mod:`kafkatxn.verdicts`
+Steps 1, 3 and 4 are the fact layer's scan (:func:`kafkatxn.facts_scan.take_scan`, over
+:func:`~kafkatxn.facts.pins`, the one sequence every command's verdicts go through); deciding is pure, in :mod:`kafkatxn.verdicts`
 (:func:`~kafkatxn.verdicts.classify`), the one definition every command uses; this module makes the rows.
 """
 
@@ -40,12 +41,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
-from kafkatxn import facts, gather, verdicts, verdicts_age
+from kafkatxn import facts_scan, verdicts, verdicts_age
 from kafkatxn.gather import in_one_run
-from kafkatxn.gather import cluster_max_transaction_timeout
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.output import Report
-from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, Verdict
+from kafkatxn.verdicts import Classification, Verdict
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.kafka import Cluster
@@ -246,20 +246,6 @@ class HangingResult:
         return Report(facts=facts, sections=sections)
 
 
-def select_partitions(
-    cluster: Cluster,
-    broker_id: int | None = None,
-    topics: Sequence[str] | None = None,
-    partition: int | None = None,
-) -> list[TopicPartition]:
-    """The partitions to scan: named topics, or the whole cluster with internal topics; only those
-    with a replica on ``broker_id`` when given (as Kafka's tool selects them)."""
-    chosen = cluster.select_partitions(topics=topics, partition=partition, include_internal=True)
-    if broker_id is not None:
-        chosen = facts.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
-    return [p.tp for p in chosen]
-
-
 @in_one_run
 def find_hanging(
     cluster: Cluster,
@@ -268,24 +254,12 @@ def find_hanging(
     partition: int | None = None,
     max_transaction_timeout_ms: int | None = None,
 ) -> HangingResult:
-    missing: list[Missing] = []
-    # The selection first: a bad one (--partition without one --topic) is a usage error before any request.
-    tps = select_partitions(cluster, broker_id, topics, partition)
-    if not topics:
-        missing += gather.unseen_topics(cluster)
-    if max_transaction_timeout_ms is None:
-        max_transaction_timeout_ms, config_missing = cluster_max_transaction_timeout(cluster)
-        source = f"broker config {MAX_TIMEOUT_CONFIG}"
-        missing += config_missing
-    else:
-        source = "--max-transaction-timeout"
-    described = facts.producer_states(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
-    missing += described.missing
-    now_ms = described.taken_at_ms
-    # The one pins sequence: classified, the untracked asked again, settled by the log (did its
-    # coordinator commit it: a lost COMMIT marker?), dated by first records.
-    found = facts.scan(cluster, described.states, now_ms, max_transaction_timeout_ms, missing)
-    classifications, untracked = found.due(), found.untracked()
+    """The rows of the fact layer's scan (:func:`kafkatxn.facts_scan.take_scan`), with the offsets of
+    the partitions they name."""
+    scan = facts_scan.take_scan(cluster, broker_id, topics, partition, max_transaction_timeout_ms)
+    missing = list(scan.missing)
+    now_ms, max_transaction_timeout_ms = scan.now_ms, scan.max_transaction_timeout_ms
+    classifications, untracked = scan.due(), scan.untracked()
     affected = sorted({c.open_txn.tp for c in [*classifications, *untracked] if c.verdict is not Verdict.UNDETERMINED})
     lso: dict[TopicPartition, int] = {}
     hw: dict[TopicPartition, int] = {}
@@ -303,9 +277,9 @@ def find_hanging(
         hanging=rows(Verdict.HANGING),
         long_running=[long_running_row(c, now_ms, lso, hw) for c in classifications if c.verdict is Verdict.LONG_RUNNING],
         max_transaction_timeout_ms=max_transaction_timeout_ms,
-        max_transaction_timeout_source=source,
-        partitions_scanned=len(tps),
-        open_transactions=len(found.classifications),
+        max_transaction_timeout_source=scan.max_transaction_timeout_source,
+        partitions_scanned=len(scan.partitions),
+        open_transactions=len(scan.pins.classifications),
         candidates=len(classifications),
         missing=missing,
         classifications=classifications,

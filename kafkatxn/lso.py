@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping, Sequence, TypeVar
 from kafkatxn import lost_commit
 from kafkatxn.gather import in_one_run
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
-from kafkatxn.group_positions import NO_PIN, group_positions, pin_facts, readable_lag
+from kafkatxn.group_positions import GroupLag, group_lags, pin_facts, read_committed_lag
 from kafkatxn.facts_lso import DEFAULT_PROBE_MAX_GAP, GroupSnapshot, LsoSnapshot, take_group_snapshot, take_snapshot
 from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.verdicts_age import best_age_ms
 from kafkatxn.verdicts_groups import (
-    DEFAULT_LAG_THRESHOLD, BlockVerdict, GroupVerdict, Severity, block_severity, blocked_severity, is_too_old,
+    DEFAULT_LAG_THRESHOLD, GroupVerdict, Severity, block_severity, blocked_severity, is_too_old,
     lag_is_finding,
 )
 
@@ -78,46 +78,6 @@ class WatchedPartitionLag(PartitionLag):
 
 
 @dataclass(frozen=True)
-class GroupPosition:
-    """Where one group stands on one partition: the first columns of every group-lag row."""
-
-    # Where the group stands and what it waits for stay in narrow tables (output.py).
-    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("committed_offset", "last_stable_offset", "high_watermark", "lag_to_lso_messages")
-
-    group: str
-    topic: str
-    partition: int
-    committed_offset: int | None  # None: none committed (the group is assigned the partition)
-    last_stable_offset: int
-    high_watermark: int
-
-
-@dataclass(frozen=True)
-class GroupLag(GroupPosition):
-    """Transaction-aware lag of one group on one partition (see :func:`group_verdict`)."""
-
-    lag_to_lso_messages: int  # LSO - committed: what a read_committed consumer could read (markers included)
-    lag_to_hw_messages: int  # HW - committed: what every other lag tool reports
-    # (none committed: measured from the log start when the verdict is unknown, else from the LSO)
-    verdict: GroupVerdict
-    readable_before_lso: bool | None  # probe result for committed < LSO; None when not probed
-    producer_id: int | None  # the transaction pinning the LSO, when the verdict is blocked
-    transactional_id: str | None
-    txn_age_ms: int | None
-    txn_age_source: str | None  # coordinator, first_record or last_write (a lower bound)
-    txn_hanging: bool | None  # the blocking transaction hangs (as PartitionLag's: None when undetermined)
-    txn_lost_commit: bool | None  # it lost its COMMIT marker: the group is stuck until restore-commit
-    txn_overdue: bool | None  # the blocking transaction is past its own timeout and its coordinator's abort (verdicts_age.is_overdue)
-    last_write_age_ms: int | None
-    # "__consumer_offsets-N" when the transaction holding the group is on its offsets partition (its
-    # stable offset fetch answers UNSTABLE_OFFSET_COMMIT here); None when on this partition, or not held.
-    blocked_through: str | None
-    # What the holding transaction is (verdicts_groups.BlockVerdict): hanging, lost_commit, overdue,
-    # past_timeout, untracked, in_flight or undetermined; None when the group is not held.
-    txn_verdict: BlockVerdict | None = None
-
-
-@dataclass(frozen=True)
 class WatchedGroupLag(GroupLag):
     lso_moved: bool | None = None
 
@@ -152,46 +112,6 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
             )
         )
     return rows
-
-
-def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
-    """A row per :func:`group_positions` place, with the transaction holding the group where it is
-    blocked or waiting."""
-    rows = []
-    for place in group_positions(snapshot, min_lag):
-        held = place.held_at
-        facts = pin_facts(snapshot.lso, held) if held is not None else NO_PIN
-        pin = facts.pin
-        rows.append(
-            GroupLag(
-                group=place.group,
-                topic=place.tp.topic,
-                partition=place.tp.partition,
-                committed_offset=place.committed_offset,
-                last_stable_offset=place.offsets.last_stable_offset,
-                high_watermark=place.offsets.high_watermark,
-                lag_to_lso_messages=place.lag_to_lso_messages,
-                lag_to_hw_messages=place.lag_to_hw_messages,
-                verdict=place.verdict,
-                readable_before_lso=place.readable_before_lso,
-                producer_id=pin.producer_id if pin else None,
-                transactional_id=pin.transactional_id if pin else None,
-                txn_age_ms=facts.age_ms,
-                txn_age_source=facts.age_source,
-                txn_hanging=facts.hanging,
-                txn_lost_commit=facts.lost_commit,
-                txn_overdue=facts.overdue,
-                last_write_age_ms=facts.last_write_age_ms,
-                blocked_through=str(held) if held is not None and held != place.tp else None,
-                txn_verdict=facts.verdict,
-            )
-        )
-    return rows
-
-
-def read_committed_lag(row: GroupLag) -> int:
-    """:func:`readable_lag` of a row."""
-    return readable_lag(row.verdict, row.committed_offset, row.last_stable_offset, row.lag_to_lso_messages, row.lag_to_hw_messages)
 
 
 # -- watching ----------------------------------------------------------------------------------

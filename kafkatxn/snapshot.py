@@ -1,27 +1,22 @@
-"""One pass over the cluster that ``check`` and the exporter decide on (:class:`ClusterSnapshot`).
-
-The pass asks the facade for offsets at both isolation levels, producer state, the hanging rule of
-:mod:`kafkatxn.hanging`, and the coordinators' transactions. What does not answer becomes a
-typed :class:`Missing`; deciding (thresholds, metrics) is pure, over the snapshot.
+"""What ``check`` and the exporter decide on (:class:`ClusterSnapshot`), and how its samples are made
+from the fact layer's facts: the partitions' offsets, the scan's pins (:mod:`kafkatxn.facts_scan`,
+as ``hanging`` lists them), the coordinators' transactions and where each group stands
+(:func:`kafkatxn.group_positions.group_positions` over :mod:`kafkatxn.facts_lso`'s group snapshot,
+as ``lso --groups`` and ``diagnose`` have it). Pure: the gathering is
+:func:`kafkatxn.facts_cluster.gather_snapshot`'s; deciding (thresholds, metrics) is over the snapshot.
 """
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
-from kafkatxn import verdicts, verdicts_age, verdicts_groups
-from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
-from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
-from kafkatxn.gather import in_one_run
+from kafkatxn import group_positions, verdicts, verdicts_age, verdicts_groups
+from kafkatxn.model import Missing, PartitionInfo, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
 
-if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
-    from kafkatxn.kafka import Cluster
-
-# The share of the time left that reading the consumer groups' commits may take before the offsets pass.
-GROUPS_SHARE = 0.5
+if TYPE_CHECKING:
+    from kafkatxn.facts import Pins
+    from kafkatxn.facts_lso import GroupSnapshot
 
 # Every state ListTransactions can report (TRANSACTION_STATES), so absent states are exported as 0
 # rather than missing; OPEN_TRANSACTION_STATES have begun and not yet completed.
@@ -125,7 +120,7 @@ class GroupSample(NamedTuple):
     lag_to_hw_messages: int
     blocked: bool  # held by an open transaction not in flight (at its LSO, or through the group's offsets partition)
     # The blocking transaction (when blocked or waiting): its age, whether it hangs, whether it is past its own
-    # timeout (kafkatxn.lso.GroupLag's). txn_hanging and txn_lost_commit are None when its verdict is undetermined.
+    # timeout (kafkatxn.group_positions.GroupLag's). txn_hanging and txn_lost_commit are None when its verdict is undetermined.
     txn_age_ms: int | None = None
     txn_hanging: bool | None = False
     txn_overdue: bool = False
@@ -214,73 +209,71 @@ class ClusterSnapshot:
         return max(ages, default=0.0)
 
 
-def _hanging_samples(cluster: Cluster, states, now_ms: int, max_timeout_ms: int, lso: dict, hw: dict, missing: list[Missing],
-                     undetermined: list[UndeterminedSample], lost_commits: list[HangingSample], settled: dict,
-                     untracked: list[UntrackedSample]):
-    """The one pins sequence (:func:`kafkatxn.facts.scan`, as ``hanging`` asks it) over producer states
-    already described; what it settled goes into ``settled`` for the group pass."""
-    from kafkatxn import facts
-
-    found = facts.scan(cluster, states, now_ms, max_timeout_ms, missing)
-    settled.update(found.settled())
+def partition_samples(selected: Sequence[PartitionInfo], tps: Sequence[TopicPartition],
+                      offsets: Mapping[TopicPartition, tuple[int, int]]) -> tuple[PartitionSample, ...]:
+    """A sample per scanned partition (``selected``, whose ``tps`` are given: not made again) from its
+    ``(LSO, HW)`` pair, both None where its leader did not answer. 30,000 a scrape: made with
+    ``tuple.__new__``, one lookup each."""
+    get, sample = offsets.get, tuple.__new__
     out = []
+    append = out.append
+    for p, tp in zip(selected, tps):
+        pair = get(tp)
+        append(sample(PartitionSample, (p.topic, p.partition, p.leader, pair[1], pair[0]) if pair else
+                      (p.topic, p.partition, p.leader, None, None)))
+    return tuple(out)
+
+
+def transaction_sample(d: TransactionDescription) -> TransactionSample:
+    return TransactionSample(
+        d.transactional_id, d.state, d.producer_id, d.coordinator_id, d.start_time_ms, d.timeout_ms,
+        tuple(sorted({tp.topic for tp in d.partitions})),
+    )
+
+
+@dataclass
+class VerdictSamples:
+    """The scan's transactions that are findings, by verdict (:func:`verdict_samples`)."""
+
+    hanging: tuple[HangingSample, ...] = ()
+    lost_commits: tuple[HangingSample, ...] = ()
+    untracked: tuple[UntrackedSample, ...] = ()
+    undetermined: tuple[UndeterminedSample, ...] = ()
+
+
+def verdict_samples(found: Pins, offsets: Mapping[TopicPartition, tuple[int, int]]) -> VerdictSamples:
+    """The scan's pins (:func:`kafkatxn.facts.scan`, as ``hanging`` lists them: past their deadline,
+    and untracked) as samples, with their partition's ``(LSO, HW)`` from ``offsets``."""
+    now_ms = found.now_ms
+    hanging: list[HangingSample] = []
+    lost: list[HangingSample] = []
+    untracked: list[UntrackedSample] = []
+    undetermined: list[UndeterminedSample] = []
     for c in [*found.due(), *found.untracked()]:
         if c.verdict in (verdicts.Verdict.HANGING, verdicts.Verdict.LOST_COMMIT, verdicts.Verdict.UNTRACKED):
             tp = c.open_txn.tp
-            lag = max(hw[tp] - lso[tp], 0) if tp in lso and tp in hw else None
+            pair = offsets.get(tp)
+            lag = max(pair[1] - pair[0], 0) if pair is not None else None
             age = verdicts_age.transaction_age(c.transaction, now_ms)
             fields = (tp.topic, tp.partition, c.open_txn.producer_id, c.open_txn.start_offset,
                       c.transactional_id, c.reason, lag, age.ms if age else None, age.source if age else None)
             if c.verdict is verdicts.Verdict.UNTRACKED:
                 untracked.append(UntrackedSample(*fields, hanging_at_ms=c.hanging_at_ms))
             else:
-                (out if c.verdict is verdicts.Verdict.HANGING else lost_commits).append(HangingSample(*fields))
+                (hanging if c.verdict is verdicts.Verdict.HANGING else lost).append(HangingSample(*fields))
         elif c.verdict is verdicts.Verdict.UNDETERMINED:
             p = c.open_txn.producer
             undetermined.append(UndeterminedSample(
                 c.open_txn.tp.topic, c.open_txn.tp.partition, p.producer_id, p.current_txn_start_offset,
                 c.transactional_id, c.reason, c.missing,
             ))
-    return tuple(out)
+    return VerdictSamples(tuple(hanging), tuple(lost), tuple(untracked), tuple(undetermined))
 
 
-def committed_group_offsets(cluster: Cluster, group_regex: str | None) -> tuple[dict, list[Missing]]:
-    """Committed offsets of the groups ``group_regex`` matches (searched; every group without it):
-    the first step of :func:`group_samples`, taken before the offsets pass (a commit cannot pass
-    the LSO of its moment, and the LSO read afterwards can only be larger)."""
-    from kafkatxn import facts_lso
-    from kafkatxn.validation import compile_regex
-
-    listed = cluster.list_groups_partial()  # a broker that did not list its groups: named, the rest go on
-    names = listed.value
-    missing = list(listed.missing)
-    if group_regex:
-        pattern = compile_regex(group_regex, "--group-regex")
-        names = [g for g in names if pattern.search(g)]
-        if not names:
-            # A typo in the regex must not turn into a check that is always OK (as --topic-regex).
-            missing.append(Missing(Part("--group-regex"), f"no consumer group matches {group_regex!r}"))
-    if not names:
-        return {}, missing
-    committed, more = facts_lso.committed_offsets(cluster, names)
-    return committed, missing + more
-
-
-def group_samples(
-    cluster: Cluster, committed: tuple[dict, list[Missing]], topics: set[str] | None, missing: list[Missing],
-    max_transaction_timeout_ms: int | None = None, settled: dict | None = None,
-) -> tuple[GroupSample, ...]:
-    """Group lag from ``committed`` (:func:`committed_group_offsets`) on ``topics``; the offsets pass's
-    (LSO, HW) pairs are the run's answers (not read again), and the pins the hanging pass ``settled``
-    are taken as they are."""
-    from kafkatxn import group_positions, facts_lso, verdicts_groups
-
-    by_group, group_missing = committed
-    if not by_group and not group_missing:
-        return ()
-    snap = facts_lso.finish_group_snapshot(cluster, by_group, list(group_missing),
-                                           max_transaction_timeout_ms=max_transaction_timeout_ms, settled=settled)
-    missing.extend(m.within("group lag") for m in snap.missing)
+def group_samples(snap: GroupSnapshot, topics: set[str] | None) -> tuple[GroupSample, ...]:
+    """Where each group stands on each partition of ``topics`` (every one when None), as
+    ``lso --groups`` has it (:func:`kafkatxn.group_positions.group_positions`, the pinning transaction's
+    facts by :func:`kafkatxn.group_positions.pin_facts`)."""
     samples = []
     append, sample = samples.append, tuple.__new__  # 100,000 a scrape
     for group, tp, _committed, _offsets, verdict, _readable, lag_to_lso, lag_to_hw, lag, held in group_positions.group_positions(snap):
@@ -299,190 +292,3 @@ def group_samples(
             append(sample(GroupSample, (group, topic, partition, lag, lag_to_lso, lag_to_hw, False, None, False, False, False,
                                         False, None, None)))
     return tuple(samples)
-
-
-@in_one_run
-def gather_snapshot(
-    cluster: Cluster,
-    topic_regex: str | None = None,
-    max_transaction_timeout_ms: int | None = None,
-    clock: Callable[[], float] = time.time,
-    groups: bool = False,
-    group_regex: str | None = None,
-    spark_checkpoints: Sequence[str] = (),
-    spark_writers: Sequence = (),
-) -> ClusterSnapshot:
-    """One pass over the cluster. Unreachable, auth and deadline failures become ``error``; parts
-    that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
-    also the transaction-aware lag of the consumer groups ``group_regex`` matches, and of the Spark
-    queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``)."""
-    from kafkatxn import facts, gather, spark_readers
-
-    started = time.monotonic()
-    taken_at_ms = int(clock() * 1000)
-    missing: list[Missing] = []
-    try:
-        md = cluster.metadata()
-        # Internal topics too: a hanging transaction on __consumer_offsets stalls transactional
-        # offset commits just as one on a data topic stalls consumers.
-        selected = cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
-    except UsageError:
-        raise
-    except KafkatxnError as exc:
-        return ClusterSnapshot(taken_at_ms, time.monotonic() - started, error=str(exc))
-
-    not_gathered: set[str] = set()
-    if topic_regex and not selected:
-        # A typo in the regex must not turn into a check that is always OK.
-        missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
-    if not topic_regex:
-        missing += gather.unseen_topics(cluster)
-    tps = [p.tp for p in selected]
-    snapshot = ClusterSnapshot(
-        taken_at_ms,
-        cluster_id=md.cluster_id,
-        brokers=tuple(b.id for b in md.brokers),
-        replica_brokers=tuple(sorted({r for p in md.partitions for r in p.replicas})),
-    )
-
-    def step(what: str, fn: Callable[[], object]) -> object | None:
-        try:
-            return fn()
-        except UsageError:
-            raise
-        except KafkatxnError as exc:
-            missing.append(Missing(Part(what), str(exc)))
-            return None
-
-    # Group lag compares committed offsets with the LSO: the commits are read first, and the
-    # offsets pass below then serves both (no second ListOffsets pass over the groups' partitions).
-    # Listing groups waits for every broker: with one down it would take the whole deadline, so it
-    # gets half of what is left and the offsets pass the rest.
-    committed, queries = None, ()
-    if groups or spark_checkpoints:
-        share_s = max(cluster.deadline - time.monotonic(), 0.0) * GROUPS_SHARE
-        try:
-            with cluster.deadline_within(share_s):
-                committed = committed_group_offsets(cluster, group_regex) if groups else ({}, [])
-                committed, queries = spark_readers.with_queries(cluster, committed, spark_checkpoints, spark_writers)
-        except UsageError:
-            raise
-        except DeadlineExceeded:
-            missing.append(Missing(Part("consumer groups"), f"no answer within {share_s:.1f}s (half the time left, "
-                                                            "the rest kept for the partitions' offsets)"))
-        except KafkatxnError as exc:
-            missing.append(Missing(Part("consumer groups"), str(exc)))
-
-    # Both isolation levels in one round trip per leader (LSO <= HW within each pair), with the
-    # DescribeProducers requests in the same round trip.
-    both = step("offsets", lambda: cluster.offsets_and_producers(tps))
-    pairs, described = both if both is not None else (None, None)
-    offsets = pairs.value if pairs is not None else {}
-    missing += [m.within("offsets") for m in (pairs.missing if pairs is not None else [])]
-    lso = {tp: pair[0] for tp, pair in offsets.items()}
-    hw = {tp: pair[1] for tp, pair in offsets.items()}
-    samples = []
-    for p, tp in zip(selected, tps):
-        pair = offsets.get(tp)
-        samples.append(PartitionSample(p.topic, p.partition, p.leader, *((pair[1], pair[0]) if pair else (None, None))))
-    snapshot.partitions = tuple(samples)
-    if tps and not offsets:
-        not_gathered.add(PART_OFFSETS)
-
-    # Every transaction the coordinators hold, first: the hanging pass below asks them of the
-    # producer ids it finds, and is answered from this listing (one ListTransactions a broker).
-    listed = step("transactions", lambda: cluster.list_transactions()[0])
-    if listed is None:
-        not_gathered |= {PART_TRANSACTION_STATES, PART_TRANSACTION_AGES}
-    else:
-        missing += [m.within("transactions") for m in listed.missing]
-        snapshot.transaction_states = dict(Counter(t.state for t in listed.value))
-        if not listed.missing:
-            snapshot.transactional_ids = tuple(t.transactional_id for t in listed.value)
-        open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
-        # The ids of the producers DescribeProducers shows in a transaction ride along too, whatever
-        # their coordinator's state: the hanging pass asks about them, and is answered from this.
-        pinning = {s.producer_id for states in (described.value.values() if described is not None else ())
-                   for s in states if s.current_txn_start_offset >= 0}
-        asked_ids = sorted(set(open_ids) | {t.transactional_id for t in listed.value if t.producer_id in pinning})
-        if asked_ids:
-            # The visibility probe rides along: the hanging pass needs it when a producer id is not listed.
-            descriptions = step("open transactions", lambda: cluster.describe_with_visibility(asked_ids)[0])
-            if descriptions is None:
-                not_gathered.add(PART_TRANSACTION_AGES)
-            else:
-                found_txns = descriptions.value.found
-                missing += [m.within("transactions") for m in descriptions.missing]
-                scanned_topics = {p.topic for p in selected}
-                snapshot.open_transactions = tuple(
-                    _transaction_sample(d) for d in found_txns.values()
-                    if d.state in OPEN_TRANSACTION_STATES
-                    # With --topic-regex, ages count only for transactions on the topics chosen.
-                    and (topic_regex is None or any(tp.topic in scanned_topics for tp in d.partitions))
-                )
-
-    # Pins the hanging pass settles by the coordinator's log: the group pass takes them as they are.
-    settled: dict[tuple[TopicPartition, int], verdicts.Classification] = {}
-
-    # Asked for on their own when they did not come with the offsets (DescribeProducers unsupported:
-    # its error is the part's reason; or the offsets' round trip failed as a whole).
-    produced = step(
-        "producer state",
-        lambda: facts.producer_states(cluster, tps, with_transactional_ids=False, described=described),
-    )
-    if produced is None:
-        not_gathered |= {PART_PRODUCERS, PART_VERDICTS}
-    else:
-        missing += [m.within("producer state") for m in produced.missing]
-        snapshot.open_transaction_count = verdicts.open_transaction_count(produced.states)
-        snapshot.active_producer_ids = facts.active_producer_ids(produced)
-        timeout_ms = max_transaction_timeout_ms
-        if timeout_ms is None:
-            found = step("transaction.max.timeout.ms", lambda: gather.cluster_max_transaction_timeout(cluster))
-            if found is not None:
-                timeout_ms, config_missing = found
-                missing += config_missing
-        snapshot.max_transaction_timeout_ms = timeout_ms
-        if timeout_ms is not None:
-            now_ms = int(clock() * 1000)
-            undetermined: list[UndeterminedSample] = []
-            lost_commits: list[HangingSample] = []
-            untracked: list[UntrackedSample] = []
-            result = step(
-                "hanging transactions",
-                lambda: _hanging_samples(cluster, produced.states, now_ms, timeout_ms, lso, hw, missing, undetermined, lost_commits,
-                                         settled, untracked),
-            )
-            snapshot.hanging = result or ()
-            snapshot.undetermined = tuple(undetermined)
-            snapshot.lost_commits = tuple(lost_commits)
-            snapshot.untracked = tuple(untracked)
-            if result is None:
-                not_gathered.add(PART_VERDICTS)
-        else:
-            not_gathered.add(PART_VERDICTS)
-
-    if groups or spark_checkpoints:
-        scanned = {p.topic for p in selected} if topic_regex else None
-        gathered = None
-        if committed is not None:
-            gathered = step("consumer groups", lambda: group_samples(
-                cluster, committed, scanned, missing, snapshot.max_transaction_timeout_ms, settled))
-        snapshot.groups = gathered if gathered is not None else ()
-        snapshot.spark_queries = tuple(spark_readers.query_rows(queries, snapshot.groups)) if queries else ()
-        if gathered is None:
-            not_gathered.add(PART_GROUPS)
-
-    if PART_VERDICTS in not_gathered:  # the oldest may be a hanging one, which only the verdicts find
-        not_gathered.add(PART_TRANSACTION_AGES)
-    snapshot.not_gathered = frozenset(not_gathered)
-    snapshot.missing = tuple(missing)
-    snapshot.duration_s = time.monotonic() - started
-    return snapshot
-
-
-def _transaction_sample(d: TransactionDescription) -> TransactionSample:
-    return TransactionSample(
-        d.transactional_id, d.state, d.producer_id, d.coordinator_id, d.start_time_ms, d.timeout_ms,
-        tuple(sorted({tp.topic for tp in d.partitions})),
-    )

@@ -411,7 +411,7 @@ def reader_option(reader: str, group_flag: str = "--group ") -> str:
 
 def with_queries(cluster: Cluster, committed: tuple[dict, list[Missing]], specs: Sequence[str],
                  writers: Sequence[WriterSpec] = ()) -> tuple[tuple[dict, list[Missing]], list[SparkQuery]]:
-    """A group pass's committed offsets (``snapshot.committed_group_offsets``) with the Spark queries of
+    """A group pass's committed offsets (``facts_lso.committed_offsets_matching``) with the Spark queries of
     ``specs`` beside the groups (the checkpoints and writers' ledgers that could not be read among the
     missing parts), and the queries, their writers' last batches in ``writer_batches``."""
     if not specs:

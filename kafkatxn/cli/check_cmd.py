@@ -13,7 +13,7 @@ from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.validation import compile_regex
 from kafkatxn.errors import UsageError
 from kafkatxn.output import terminal_width, wrap_text
-from kafkatxn.snapshot import gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
 
 THRESHOLDS = "Thresholds (range expressions: N, N:, ~:N, N:M, @N:M; 'none' disables)"
 SCOPE = "Scope"

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from kafkatxn import gather, hanging, untracked, verdicts
+from kafkatxn import facts_scan, gather, untracked, verdicts
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.errors import AuthenticationError, InputError, KafkatxnError
 from kafkatxn.model import Missing, ProducerState, TopicPartition
@@ -120,11 +120,12 @@ def _describe_partitions(cluster: Cluster, tps: Sequence[TopicPartition]) -> tup
     return described.value, list(described.missing)
 
 
-def _offsets(cluster: Cluster, tps: Sequence[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+def _offsets(cluster: Cluster, tps: Sequence[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int], list[Missing]]:
     if not tps:
-        return {}, {}
-    pairs = cluster.stable_and_high_offsets(tps).value  # one round trip per leader, LSO <= HW in each pair
-    return {tp: lso for tp, (lso, _hw) in pairs.items()}, {tp: hw for tp, (_lso, hw) in pairs.items()}
+        return {}, {}, []
+    pairs = cluster.stable_and_high_offsets(tps)  # one round trip per leader, LSO <= HW in each pair
+    return ({tp: lso for tp, (lso, _hw) in pairs.value.items()}, {tp: hw for tp, (_lso, hw) in pairs.value.items()},
+            [m.within("offsets") for m in pairs.missing])
 
 
 def _classify(cluster: Cluster, items: Sequence[_AbortItem], operator_decides: bool = False) -> None:
@@ -164,7 +165,9 @@ class Abort(Remedy):
         cluster.require_transaction_apis()
         plan = self._plan_all_hanging(cluster) if self.all_hanging else self._plan_targets(cluster, audit)
         actionable = [i for i in plan.items if i.decision.action is self.acting]
-        lso, hw = _offsets(cluster, sorted({i.target.tp for i in actionable}))
+        lso, hw, missing = _offsets(cluster, sorted({i.target.tp for i in actionable}))
+        if self.all_hanging:  # as hanging names them: the offsets its rows show that did not answer
+            plan.missing.extend(missing)
         for i in actionable:
             i.lso_before, i.hw_before = lso.get(i.target.tp), hw.get(i.target.tp)
         return plan
@@ -215,19 +218,20 @@ class Abort(Remedy):
 
     def _plan_all_hanging(self, cluster: Cluster) -> Plan:
         scope = self.scope
-        found = hanging.find_hanging(
+        # The fact layer's scan, as hanging lists it: what this acts on is what hanging lists.
+        found = facts_scan.take_scan(
             cluster, topics=[scope.topic] if scope.topic is not None else None, partition=scope.partition,
             max_transaction_timeout_ms=self.max_transaction_timeout_ms,
         )
         leaders = cluster.metadata().leaders
         items = []
         self.max_transaction_timeout_ms = found.max_transaction_timeout_ms  # the recheck dates by the same
-        for c in found.untracked_classifications:
+        for c in found.untracked():
             p = c.open_txn.producer
             target = AbortTarget(c.open_txn.tp.topic, c.open_txn.tp.partition, start_offset=p.current_txn_start_offset)
             items.append(_AbortItem(target, AbortDecision(Action.NOTHING, not_hanging_yet(c, found.max_transaction_timeout_ms), p),
                                     leaders.get(c.open_txn.tp), c, nothing=Outcome.NOT_HANGING_YET))
-        for c in found.classifications:
+        for c in found.due():
             if c.verdict is verdicts.Verdict.LONG_RUNNING:
                 continue  # not hanging: its coordinator completes it (see `kafkatxn hanging`)
             p = c.open_txn.producer
@@ -330,7 +334,7 @@ class Abort(Remedy):
         try:
             states, _ = _describe_partitions(cluster, [tp])
             after = states.get(tp)
-            lso, hw = _offsets(cluster, [tp])
+            lso, hw, _missing = _offsets(cluster, [tp])
             item.lso_after, item.hw_after = lso.get(tp), hw.get(tp)
         except KafkatxnError as exc:
             failed = f"marker written; verifying failed: {exc}; "

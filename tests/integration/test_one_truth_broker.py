@@ -25,7 +25,7 @@ from kafkatxn.exporter import render_text
 from kafkatxn.exporter_metrics import ExportOptions
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
-from kafkatxn.snapshot import gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
 from tests.support.cli_helpers import run_cli
 from tests.support.groups import commit_offset
 

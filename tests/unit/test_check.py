@@ -11,7 +11,8 @@ from kafkatxn import check, monitoring_plugin
 from kafkatxn.check import Thresholds, evaluate
 from kafkatxn.monitoring_plugin import PerfDatum, Range
 from kafkatxn.exitcodes import Status
-from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample, gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
+from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, TransactionSample
 from kafkatxn.model import Broker, Missing, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.errors import UsageError
 from kafkatxn.output import render_to_string

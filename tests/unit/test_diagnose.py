@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kafkatxn import diagnose
+from kafkatxn import diagnose, facts_lso
 from kafkatxn.cli.common import CommandContext
 from kafkatxn.gaps import Gap
 from kafkatxn.diagnose_rows import Action, TxnVerdict
@@ -132,7 +132,7 @@ def test_coordinator_unavailable_cannot_decide_and_says_why():
     # Undetermined, and its first record is past the critical age: the group is stuck whoever owns it.
     assert t.age_source == "first_record" and t.age_ms >= diagnose.CRITICAL_AGE_MS and d.exit_code == 2
     # Below the critical age the verdict alone decides: undetermined, exit 3.
-    assert diagnose.diagnose(diagnose.take_snapshot(cluster, ["billing"]), critical_age_ms=None).exit_code == 3
+    assert diagnose.diagnose(facts_lso.take_held_group_snapshot(cluster, ["billing"]), critical_age_ms=None).exit_code == 3
 
 
 def test_coordinator_not_answering_cannot_decide():

@@ -15,7 +15,7 @@ from kafkatxn.cli.common import CommandContext
 from kafkatxn.gaps import Gap
 from kafkatxn.diagnose_rows import Action, TxnVerdict
 from kafkatxn.model import TWO_PHASE_COMMIT_TIMEOUT_MS, Partial, ProducerState, TopicPartition, TransactionDescription
-from kafkatxn.snapshot import gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
 from kafkatxn.verdicts import Classification, OpenTransaction, Verdict
 from kafkatxn.verdicts_groups import GroupVerdict
 from tests.support.blocked_group import ORDERS, blocked_model, now_ms

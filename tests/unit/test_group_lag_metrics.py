@@ -6,7 +6,8 @@ from __future__ import annotations
 from kafkatxn import check, exitcodes, monitoring_plugin
 from kafkatxn.exporter import render_text
 from kafkatxn.exporter_metrics import ExportOptions
-from kafkatxn.snapshot import ClusterSnapshot, GroupSample, gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
+from kafkatxn.snapshot import ClusterSnapshot, GroupSample
 from tests.support.blocked_group import blocked_model
 
 NOW = 1_700_000_000_000

@@ -296,7 +296,7 @@ def test_check_and_the_exporter_call_a_lost_commit_what_hanging_calls_it():
     """One truth: the snapshot check and the exporter share settles hanging verdicts by the log too,
     so a lost COMMIT marker is neither counted as hanging (whose runbook says abort) nor left out."""
     from kafkatxn import check, exitcodes, exporter_metrics
-    from kafkatxn.snapshot import gather_snapshot
+    from kafkatxn.facts_cluster import gather_snapshot
 
     snap = gather_snapshot(lost_commit_cluster(committed()))
     assert snap.hanging == () and [(s.topic, s.partition, s.start_offset) for s in snap.lost_commits] == [("orders", 0, 10)]
@@ -318,7 +318,7 @@ def test_a_transaction_dated_for_the_log_is_not_read_again_by_hanging_or_the_sna
     """settle_by_transaction_log reads the first record of each hanging transaction of a known id;
     hanging's rows and the snapshot's samples date the same transaction from there, not with a
     second read of the partition."""
-    from kafkatxn.snapshot import gather_snapshot
+    from kafkatxn.facts_cluster import gather_snapshot
 
     aborted = [rec("Empty", at=T0 - 1000), rec("Ongoing", [X], at=T0 - 40), rec("PrepareAbort", [X], at=T0 + 100)]
 
@@ -370,7 +370,7 @@ def test_lso_calls_a_lost_commit_what_hanging_calls_it_and_says_restore_commit(c
 
 def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
     from kafkatxn import check, exitcodes, exporter_metrics
-    from kafkatxn.snapshot import gather_snapshot
+    from kafkatxn.facts_cluster import gather_snapshot
 
     fake = lost_commit_cluster(committed())
     fake.model.groups = {"billing": {X: 10}}
@@ -392,7 +392,7 @@ def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
 def test_one_gather_with_groups_reads_the_ids_log_once_and_its_passes_agree():
     """The snapshot's hanging pass settles the pin by its coordinator's log; the group pass takes that
     answer for the same transaction instead of reading the log again (and so cannot disagree with it)."""
-    from kafkatxn.snapshot import gather_snapshot
+    from kafkatxn.facts_cluster import gather_snapshot
 
     fake = lost_commit_cluster(committed())
     fake.model.groups = {"billing": {X: 10}}
@@ -409,7 +409,7 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
     did not answer) is missing (null) in lso's rows, the answer is undetermined (exit 3: never
     critical, never OK), and check and the exporter say the group's block cannot be known."""
     from kafkatxn import check, exitcodes, exporter_metrics, monitoring_plugin
-    from kafkatxn.snapshot import gather_snapshot
+    from kafkatxn.facts_cluster import gather_snapshot
 
     fake = lost_commit_cluster(committed(), timeout_s=3)  # a coordinator that stays loading costs half the time left
     fake.model.groups = {"billing": {X: 10}}

@@ -12,7 +12,7 @@ import pytest
 from kafkatxn import check, exporter_metrics, producers, snapshot
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.model import Part
-from kafkatxn.snapshot import gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
 from tests.support.blocked_group import blocked_model
 
 # Each part, the check perfdata and the exporter families that are its figures.

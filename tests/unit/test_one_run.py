@@ -6,7 +6,7 @@ Over the facade with a fake wire (tests/support/fake_kafka.py): what each call s
 
 from __future__ import annotations
 
-from kafkatxn import gather, hanging, snapshot
+from kafkatxn import facts_cluster, gather, hanging
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
@@ -112,7 +112,7 @@ def test_transactions_and_their_coordinators_are_asked_once_and_the_probe_rides_
 
 def test_the_hanging_command_and_check_each_ask_each_api_once_per_broker():
     for run in (lambda c: hanging.find_hanging(c, max_transaction_timeout_ms=MAX),
-                lambda c: snapshot.gather_snapshot(c, max_transaction_timeout_ms=MAX)):
+                lambda c: facts_cluster.gather_snapshot(c, max_transaction_timeout_ms=MAX)):
         cluster = world()
         run(cluster)
         per_broker: dict[tuple[str, int | None], int] = {}

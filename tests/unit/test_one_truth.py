@@ -4,7 +4,11 @@ how old each is, and whether a group is blocked (and how badly).
 
 Each takes what its verdicts decide on from one sequence, :func:`kafkatxn.facts.pins` (classify,
 ask again the untracked, settle by the coordinator's log, date), and nothing else does those steps:
-:func:`test_every_command_takes_its_pins_from_the_one_sequence` checks it.
+:func:`test_every_command_takes_its_pins_from_the_one_sequence` checks it. Each gathers through the
+fact layer (``kafkatxn/facts*.py``) and never through another command's library (``abort``'s plan is
+the scan ``hanging`` lists, ``diagnose``'s rows the group rows ``lso --groups`` shows):
+:func:`test_no_command_library_gathers_through_another_commands` and
+:func:`test_commands_that_share_a_question_ask_the_one_fact` check it.
 
 They used to gather and decide each their own way: ``check`` counted the coordinators' open
 transactions across the whole cluster while ``hanging`` counted those on the partitions it scanned;
@@ -28,20 +32,22 @@ The cluster (MAX = transaction.max.timeout.ms = 15 min):
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
+import pathlib
 import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkatxn import facts, gather, verdicts, verdicts_age, verdicts_groups
+from kafkatxn import facts, facts_lso, facts_scan, gather, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.txnlog_records import TxnLogRecord
 from kafkatxn.cli.common import CommandContext
 from kafkatxn.exporter import render_text
 from kafkatxn.exporter_metrics import ExportOptions
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
-from kafkatxn.snapshot import gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
 from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
@@ -431,3 +437,91 @@ def test_every_command_takes_its_pins_from_the_one_sequence(capsys, fake, monkey
         assert outside == [], f"{command} took {outside} outside facts.pins"
     exported = metrics(gather_snapshot(fake, max_transaction_timeout_ms=MAX, groups=True))
     assert exported["kafkatxn_lost_commit_markers"] == 1 and outside == []
+
+
+# Each command's library (the modules only it uses); the fact layer is what they share.
+COMMAND_LIBRARIES = {
+    "lso": {"kafkatxn.lso"},
+    "hanging": {"kafkatxn.hanging"},
+    "diagnose": {"kafkatxn.diagnose", "kafkatxn.diagnose_rows", "kafkatxn.gaps"},
+    "check": {"kafkatxn.check", "kafkatxn.monitoring_plugin"},
+    "producers": {"kafkatxn.producers"},
+    "transactions": {"kafkatxn.transaction_listing"},
+    "remedies": {"kafkatxn.remedy.abort", "kafkatxn.remedy.fence", "kafkatxn.remedy.restore", "kafkatxn.remedy.driver",
+                 "kafkatxn.remedy.decide"},
+    "exporter": {"kafkatxn.exporter", "kafkatxn.exporter_metrics", "kafkatxn.exporter_http", "kafkatxn.exporter_server",
+                 "kafkatxn.exposition", "kafkatxn.exposition_shared", "kafkatxn.spark_exposition"},
+    "cluster": {"kafkatxn.clusterinfo"},
+}
+FACT_LAYER = {"kafkatxn.facts", "kafkatxn.facts_scan", "kafkatxn.facts_cluster", "kafkatxn.facts_lso", "kafkatxn.facts_history",
+              "kafkatxn.gather", "kafkatxn.snapshot", "kafkatxn.group_positions"}
+PACKAGE = pathlib.Path(facts.__file__).parent
+
+
+def _imported(module: str) -> set[str]:
+    """The kafkatxn modules ``module`` imports at run time (function-local imports too; not those
+    under ``if TYPE_CHECKING:``)."""
+    path = PACKAGE.parent.joinpath(*module.split(".")).with_suffix(".py")
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return {m for m in found if m.startswith("kafkatxn")}
+
+
+def test_no_command_library_gathers_through_another_commands():
+    """A command's library asks the fact layer, never another command's library, and the fact layer
+    asks no command's: what two commands share is a fact, gathered one way."""
+    every = set().union(*COMMAND_LIBRARIES.values())
+    assert all(PACKAGE.parent.joinpath(*m.split(".")).with_suffix(".py").exists() for m in every | FACT_LAYER)
+    crossing = {m: sorted(_imported(m) & (every - own)) for own in COMMAND_LIBRARIES.values() for m in own}
+    assert {m: found for m, found in crossing.items() if found} == {}
+    from_facts = {m: sorted(_imported(m) & every) for m in FACT_LAYER}
+    assert {m: found for m, found in from_facts.items() if found} == {}
+
+
+def test_commands_that_share_a_question_ask_the_one_fact(capsys, fake, monkeypatch):
+    """``hanging`` and ``abort --all-hanging`` take the one scan (facts_scan.take_scan); ``check``,
+    its ``--groups`` and the exporter the one pins sequence over every scanned partition
+    (facts.scan), and the group pass ``lso --groups`` and ``diagnose`` take (facts_lso.finish_group_snapshot)."""
+    asked: list[str] = []
+
+    def spy(module, name):
+        real = getattr(module, name)
+
+        def fact(*args, **kwargs):
+            asked.append(name)
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, fact)
+
+    spy(facts_scan, "take_scan")
+    spy(facts, "scan")
+    spy(facts_lso, "finish_group_snapshot")
+    quiet = ("--txn-age-warn", "none", "--txn-age-crit", "none")
+    expected = {
+        ("hanging",): ["take_scan", "scan"],
+        ("abort", "--all-hanging", "--dry-run"): ["take_scan", "scan"],
+        ("check", *quiet): ["scan"],
+        ("check", "--groups", *quiet): ["scan", "finish_group_snapshot"],
+        ("lso", "--groups", "g", "h"): ["finish_group_snapshot"],
+        ("diagnose", "--group", "g"): ["finish_group_snapshot"],
+    }
+    for command, facts_asked in expected.items():
+        asked.clear()
+        cli(capsys, *command, codes=(0, 1, 2, 3))
+        assert asked == facts_asked, command
+    asked.clear()
+    gather_snapshot(fake, max_transaction_timeout_ms=MAX, groups=True)
+    assert asked == ["scan", "finish_group_snapshot"]

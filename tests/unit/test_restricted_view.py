@@ -201,7 +201,7 @@ def test_a_named_group_the_principal_may_not_describe_is_not_unknown_but_not_aut
 
 def test_a_cluster_wide_scan_by_a_principal_that_sees_only_some_topics_is_undetermined():
     """It used to answer "no hanging transaction" (exit 0) for a cluster it saw only part of."""
-    from kafkatxn.snapshot import gather_snapshot
+    from kafkatxn.facts_cluster import gather_snapshot
 
     seeing_all = restricted_cluster(topics_filtered=False)
     assert not [m for m in hanging.find_hanging(seeing_all, max_transaction_timeout_ms=MAX).missing if m.subject == Part("topics this principal cannot see")]
@@ -214,7 +214,7 @@ def test_a_cluster_wide_scan_by_a_principal_that_sees_only_some_topics_is_undete
 
 
 def test_a_scan_of_named_topics_or_a_regex_is_not_made_undetermined_by_the_filter():
-    from kafkatxn.snapshot import gather_snapshot
+    from kafkatxn.facts_cluster import gather_snapshot
 
     result = hanging.find_hanging(restricted_cluster(topics_filtered=True), topics=["b"], max_transaction_timeout_ms=MAX)
     assert Part("topics this principal cannot see") not in [m.subject for m in result.missing]

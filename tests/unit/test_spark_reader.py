@@ -11,7 +11,7 @@ import pytest
 from kafkatxn import check, diagnose, spark_checkpoint as sc, spark_exposition, spark_readers
 from kafkatxn.diagnose_rows import Action, TxnVerdict
 from kafkatxn.model import QueryReader, TopicPartition
-from kafkatxn.snapshot import gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
 from tests.support.blocked_group import ORDERS, blocked_model
 from tests.support.cli_helpers import run_cli
 

@@ -10,7 +10,7 @@ from kafkatxn import diagnose, lso, verdicts_groups
 from kafkatxn.gaps import Gap
 from kafkatxn.diagnose_rows import TxnVerdict
 from kafkatxn.model import ProducerState, TopicPartition
-from kafkatxn.snapshot import gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
 from kafkatxn import check
 from kafkatxn.cli.common import CommandContext
 from kafkatxn.verdicts_groups import GroupVerdict

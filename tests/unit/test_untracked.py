@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kafkatxn import check, diagnose, diagnose_rows, hanging, snapshot, verdicts, verdicts_age, verdicts_groups
+from kafkatxn import check, diagnose, diagnose_rows, facts_cluster, hanging, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.model import PartitionInfo, ProducerState, TopicPartition, TransactionDescription, TransactionListing
 from kafkatxn.remedy import decide
@@ -205,13 +205,13 @@ def test_one_past_its_timeout_its_coordinator_just_aborted_is_asked_again_never_
     result = hanging.find_hanging(fake)
     assert result.hanging == [] and result.untracked == [] and not result.missing
     assert _asked_again_by_the_dating_fetch(fake)
-    checked = check.evaluate(snapshot.gather_snapshot(cluster()))
+    checked = check.evaluate(facts_cluster.gather_snapshot(cluster()))
     assert checked.exit_code != 2, checked.nagios_text()
     assert not [f for f in checked.findings if "hanging" in f.kind], checked.nagios_text()
 
 
 def test_check_warns_and_names_it_and_the_exporters_oldest_age_counts_it():
-    snap = snapshot.gather_snapshot(untracked_cluster())
+    snap = facts_cluster.gather_snapshot(untracked_cluster())
     result = check.evaluate(snap)
     assert result.exit_code == 1, result.nagios_text()
     (finding,) = [f for f in result.findings if f.kind == "untracked_transaction"]

@@ -15,7 +15,7 @@ import pytest
 from kafkatxn import auditlog, check, exporter_metrics, hanging, monitoring_plugin, remedy, verdicts
 from kafkatxn.model import TWO_PHASE_COMMIT_TIMEOUT_MS, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.remedy import Outcome
-from kafkatxn.snapshot import gather_snapshot
+from kafkatxn.facts_cluster import gather_snapshot
 from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 

@@ -1,0 +1,237 @@
+"""The fact layer's pass over the whole cluster that ``check`` and the exporter decide on
+(:func:`gather_snapshot`, a :class:`kafkatxn.snapshot.ClusterSnapshot`).
+
+It asks the facts the other commands ask, each where they are defined, in the order that lets one
+answer serve several: the groups' committed offsets (:mod:`kafkatxn.facts_lso`, as ``lso --groups``
+reads them: before the offsets they are compared with); one round trip per leader with ListOffsets
+at both isolation levels and DescribeProducers; the coordinators' transactions (ListTransactions,
+DescribeTransactions with the visibility probe: what the scan asks next is answered from them); the
+scan (:func:`kafkatxn.facts.scan`, the one pins sequence, as ``hanging`` has it); and the group
+pass over the same offsets (:func:`kafkatxn.facts_lso.finish_group_snapshot`, as ``lso --groups``).
+Each part that does not answer becomes a typed :class:`Missing` and leaves its figures
+``not_gathered``; the samples are made from these facts by :mod:`kafkatxn.snapshot` (pure).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+
+from kafkatxn import facts, facts_lso, gather, snapshot as samples, verdicts
+from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
+from kafkatxn.gather import in_one_run
+from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition
+from kafkatxn.snapshot import (
+    PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS,
+    ClusterSnapshot,
+)
+
+if TYPE_CHECKING:  # handed the facade; not imported
+    from kafkatxn.kafka import Cluster
+
+# The share of the time left that reading the consumer groups' commits may take before the offsets pass.
+GROUPS_SHARE = 0.5
+
+T = TypeVar("T")
+
+
+class _Pass:
+    """One pass's ``missing`` parts and ``not_gathered`` figures, and the step that turns a part's
+    failure into them (a usage error is raised)."""
+
+    def __init__(self, cluster: Cluster, snap: ClusterSnapshot):
+        self.cluster, self.snap = cluster, snap
+        self.missing: list[Missing] = []
+        self.not_gathered: set[str] = set()
+
+    def step(self, what: str, fn: Callable[[], T]) -> T | None:
+        try:
+            return fn()
+        except UsageError:
+            raise
+        except KafkatxnError as exc:
+            self.missing.append(Missing(Part(what), str(exc)))
+            return None
+
+    def committed_offsets(self, groups: bool, group_regex: str | None, spark_checkpoints: Sequence[str],
+                          spark_writers: Sequence) -> tuple[tuple[dict, list[Missing]] | None, tuple]:
+        """The groups' (and Spark queries') committed offsets, before the offsets pass (no second
+        ListOffsets pass over their partitions). Listing groups waits for every broker: with one
+        down it would take the whole deadline, so it gets half of what is left."""
+        from kafkatxn import spark_readers
+
+        cluster = self.cluster
+        share_s = max(cluster.deadline - time.monotonic(), 0.0) * GROUPS_SHARE
+        committed = None  # the groups' are kept when the Spark queries' fail after them
+        try:
+            with cluster.deadline_within(share_s):
+                committed = facts_lso.committed_offsets_matching(cluster, group_regex) if groups else ({}, [])
+                return spark_readers.with_queries(cluster, committed, spark_checkpoints, spark_writers)
+        except UsageError:
+            raise
+        except DeadlineExceeded:
+            self.missing.append(Missing(Part("consumer groups"), f"no answer within {share_s:.1f}s (half the time left, "
+                                                                 "the rest kept for the partitions' offsets)"))
+        except KafkatxnError as exc:
+            self.missing.append(Missing(Part("consumer groups"), str(exc)))
+        return committed, ()
+
+    def offsets_and_producers(self, selected: list[PartitionInfo], tps: list[TopicPartition]):
+        """Both isolation levels in one round trip per leader (LSO <= HW within each pair), with the
+        DescribeProducers requests in the same round trip: the partitions' samples, and the
+        ``(LSO, HW)`` pairs and producer states the later steps take."""
+        both = self.step("offsets", lambda: self.cluster.offsets_and_producers(tps))
+        pairs, described = both if both is not None else (None, None)
+        offsets = pairs.value if pairs is not None else {}
+        self.missing.extend(m.within("offsets") for m in (pairs.missing if pairs is not None else []))
+        self.snap.partitions = samples.partition_samples(selected, tps, offsets)
+        if tps and not offsets:
+            self.not_gathered.add(PART_OFFSETS)
+        return offsets, described
+
+    def transactions(self, described, selected: list[PartitionInfo], topic_regex: str | None) -> None:
+        """Every transaction the coordinators hold, first: the scan asks them of the producer ids it
+        finds, and is answered from this listing (one ListTransactions a broker)."""
+        snap, cluster = self.snap, self.cluster
+        listed = self.step("transactions", lambda: cluster.list_transactions()[0])
+        if listed is None:
+            self.not_gathered |= {PART_TRANSACTION_STATES, PART_TRANSACTION_AGES}
+            return
+        self.missing.extend(m.within("transactions") for m in listed.missing)
+        snap.transaction_states = dict(Counter(t.state for t in listed.value))
+        if not listed.missing:
+            snap.transactional_ids = tuple(t.transactional_id for t in listed.value)
+        open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
+        # The ids of the producers DescribeProducers shows in a transaction ride along too, whatever
+        # their coordinator's state: the scan asks about them, and is answered from this.
+        pinning = {s.producer_id for states in (described.value.values() if described is not None else ())
+                   for s in states if s.current_txn_start_offset >= 0}
+        asked_ids = sorted(set(open_ids) | {t.transactional_id for t in listed.value if t.producer_id in pinning})
+        if not asked_ids:
+            return
+        # The visibility probe rides along: the scan needs it when a producer id is not listed.
+        descriptions = self.step("open transactions", lambda: cluster.describe_with_visibility(asked_ids)[0])
+        if descriptions is None:
+            self.not_gathered.add(PART_TRANSACTION_AGES)
+            return
+        self.missing.extend(m.within("transactions") for m in descriptions.missing)
+        scanned_topics = {p.topic for p in selected}
+        snap.open_transactions = tuple(
+            samples.transaction_sample(d) for d in descriptions.value.found.values()
+            if d.state in OPEN_TRANSACTION_STATES
+            # With --topic-regex, ages count only for transactions on the topics chosen.
+            and (topic_regex is None or any(tp.topic in scanned_topics for tp in d.partitions))
+        )
+
+    def scan(self, tps: list[TopicPartition], described, offsets, max_transaction_timeout_ms: int | None,
+             clock: Callable[[], float]) -> facts.Pins | None:
+        """The producer states (asked on their own when they did not come with the offsets:
+        DescribeProducers unsupported, its error the part's reason, or the offsets' round trip
+        failed as a whole), then every open transaction in them through the one pins sequence."""
+        snap, cluster = self.snap, self.cluster
+        produced = self.step(
+            "producer state",
+            lambda: facts.producer_states(cluster, tps, with_transactional_ids=False, described=described),
+        )
+        if produced is None:
+            self.not_gathered |= {PART_PRODUCERS, PART_VERDICTS}
+            return None
+        self.missing.extend(m.within("producer state") for m in produced.missing)
+        snap.open_transaction_count = verdicts.open_transaction_count(produced.states)
+        snap.active_producer_ids = facts.active_producer_ids(produced)
+        timeout_ms = max_transaction_timeout_ms
+        if timeout_ms is None:
+            found = self.step("transaction.max.timeout.ms", lambda: gather.cluster_max_transaction_timeout(cluster))
+            if found is not None:
+                timeout_ms, config_missing = found
+                self.missing.extend(config_missing)
+        snap.max_transaction_timeout_ms = timeout_ms
+        if timeout_ms is None:
+            self.not_gathered.add(PART_VERDICTS)
+            return None
+        now_ms = int(clock() * 1000)
+        found_pins = self.step("hanging transactions", lambda: facts.scan(cluster, produced.states, now_ms, timeout_ms, self.missing))
+        if found_pins is None:
+            self.not_gathered.add(PART_VERDICTS)
+            return None
+        made = samples.verdict_samples(found_pins, offsets)
+        snap.hanging, snap.lost_commits, snap.untracked, snap.undetermined = (
+            made.hanging, made.lost_commits, made.untracked, made.undetermined)
+        return found_pins
+
+    def groups(self, committed: tuple[dict, list[Missing]] | None, queries: tuple, scanned: set[str] | None,
+               settled: dict) -> None:
+        """Where each group stands, from its committed offsets and the offsets pass's pairs (the
+        run's answers, not read again), the pins the scan ``settled`` taken as they are."""
+        from kafkatxn import spark_readers
+
+        snap = self.snap
+        made = None
+        if committed is not None:
+            made = self.step("consumer groups", lambda: self._group_samples(committed, scanned, settled))
+        snap.groups = made if made is not None else ()
+        snap.spark_queries = tuple(spark_readers.query_rows(queries, snap.groups)) if queries else ()
+        if made is None:
+            self.not_gathered.add(PART_GROUPS)
+
+    def _group_samples(self, committed: tuple[dict, list[Missing]], scanned: set[str] | None, settled: dict):
+        by_group, group_missing = committed
+        if not by_group and not group_missing:
+            return ()
+        groups = facts_lso.finish_group_snapshot(self.cluster, by_group, list(group_missing),
+                                                 max_transaction_timeout_ms=self.snap.max_transaction_timeout_ms, settled=settled)
+        self.missing.extend(m.within("group lag") for m in groups.missing)
+        return samples.group_samples(groups, scanned)
+
+
+@in_one_run
+def gather_snapshot(
+    cluster: Cluster,
+    topic_regex: str | None = None,
+    max_transaction_timeout_ms: int | None = None,
+    clock: Callable[[], float] = time.time,
+    groups: bool = False,
+    group_regex: str | None = None,
+    spark_checkpoints: Sequence[str] = (),
+    spark_writers: Sequence = (),
+) -> ClusterSnapshot:
+    """One pass over the cluster. Unreachable, auth and deadline failures become ``error``; parts
+    that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
+    also the transaction-aware lag of the consumer groups ``group_regex`` matches, and of the Spark
+    queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``)."""
+    started = time.monotonic()
+    taken_at_ms = int(clock() * 1000)
+    try:
+        md = cluster.metadata()
+        # Internal topics too: a hanging transaction on __consumer_offsets stalls transactional
+        # offset commits just as one on a data topic stalls consumers.
+        selected = cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
+    except UsageError:
+        raise
+    except KafkatxnError as exc:
+        return ClusterSnapshot(taken_at_ms, time.monotonic() - started, error=str(exc))
+    snap = ClusterSnapshot(taken_at_ms, cluster_id=md.cluster_id, brokers=tuple(b.id for b in md.brokers),
+                           replica_brokers=tuple(sorted({r for p in md.partitions for r in p.replicas})))
+    run = _Pass(cluster, snap)
+    if topic_regex and not selected:
+        # A typo in the regex must not turn into a check that is always OK.
+        run.missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
+    if not topic_regex:
+        run.missing += gather.unseen_topics(cluster)
+    tps = [p.tp for p in selected]
+    grouped = groups or bool(spark_checkpoints)
+    committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
+    offsets, described = run.offsets_and_producers(selected, tps)
+    run.transactions(described, selected, topic_regex)
+    found = run.scan(tps, described, offsets, max_transaction_timeout_ms, clock)
+    if grouped:
+        # Pins the scan settled by the coordinator's log: the group pass takes them as they are.
+        run.groups(committed, queries, {p.topic for p in selected} if topic_regex else None,
+                   found.settled() if found is not None else {})
+    if PART_VERDICTS in run.not_gathered:  # the oldest may be a hanging one, which only the verdicts find
+        run.not_gathered.add(PART_TRANSACTION_AGES)
+    snap.not_gathered = frozenset(run.not_gathered)
+    snap.missing = tuple(run.missing)
+    snap.duration_s = time.monotonic() - started
+    return snap

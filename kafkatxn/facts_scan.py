@@ -1,0 +1,91 @@
+"""The fact layer's scan (:mod:`kafkatxn.facts`): every open transaction on the partitions a command
+scans, each through the one pins sequence (:func:`kafkatxn.facts.pins`).
+
+``hanging`` lists it, ``abort --all-hanging`` plans on it (what it acts on is what ``hanging``
+lists), and ``check`` and the exporter count it (:func:`kafkatxn.facts_cluster.gather_snapshot` hands it
+the producer states its offsets pass already asked for). Nothing here decides: the verdicts are
+:mod:`kafkatxn.verdicts`', the rows each command's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from kafkatxn import facts, gather
+from kafkatxn.gather import in_one_run
+from kafkatxn.model import Missing, TopicPartition
+from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification
+
+if TYPE_CHECKING:  # handed the facade; not imported
+    from kafkatxn.kafka import Cluster
+
+
+@dataclass
+class Scan:
+    """What :func:`take_scan` found on the partitions it scanned."""
+
+    partitions: list[TopicPartition]
+    producers: facts.ProducerStates
+    pins: facts.Pins  # every open transaction there, classified, asked again, settled by the log and dated
+    max_transaction_timeout_ms: int
+    max_transaction_timeout_source: str  # the broker config, or the option that gave it
+    missing: list[Missing] = field(default_factory=list)
+
+    @property
+    def now_ms(self) -> int:
+        """When the producer states were taken: what the verdicts date by."""
+        return self.producers.taken_at_ms
+
+    def due(self) -> list[Classification]:
+        """Past their deadline: ``hanging``'s candidates (:meth:`kafkatxn.facts.Pins.due`)."""
+        return self.pins.due()
+
+    def untracked(self) -> list[Classification]:
+        """Untracked and not past their deadline yet (:meth:`kafkatxn.facts.Pins.untracked`)."""
+        return self.pins.untracked()
+
+
+def select_partitions(
+    cluster: Cluster,
+    broker_id: int | None = None,
+    topics: Sequence[str] | None = None,
+    partition: int | None = None,
+) -> list[TopicPartition]:
+    """The partitions to scan: named topics, or the whole cluster with internal topics; only those
+    with a replica on ``broker_id`` when given (as Kafka's tool selects them)."""
+    chosen = cluster.select_partitions(topics=topics, partition=partition, include_internal=True)
+    if broker_id is not None:
+        chosen = facts.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
+    return [p.tp for p in chosen]
+
+
+@in_one_run
+def take_scan(
+    cluster: Cluster,
+    broker_id: int | None = None,
+    topics: Sequence[str] | None = None,
+    partition: int | None = None,
+    max_transaction_timeout_ms: int | None = None,
+) -> Scan:
+    """The partitions chosen (every one, internal topics too, without ``topics``), the brokers'
+    maximum timeout when not given (a cluster that does not say ends the command: no verdict can be
+    given without it), their producer states (all asked of ``broker_id`` when given) and every open
+    transaction in them through :func:`kafkatxn.facts.scan`."""
+    missing: list[Missing] = []
+    # The selection first: a bad one (--partition without one --topic) is a usage error before any request.
+    tps = select_partitions(cluster, broker_id, topics, partition)
+    if not topics:
+        missing += gather.unseen_topics(cluster)
+    if max_transaction_timeout_ms is None:
+        max_transaction_timeout_ms, config_missing = gather.cluster_max_transaction_timeout(cluster)
+        source = f"broker config {MAX_TIMEOUT_CONFIG}"
+        missing += config_missing
+    else:
+        source = "--max-transaction-timeout"
+    described = facts.producer_states(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
+    missing += described.missing
+    # The one pins sequence: classified, the untracked asked again, settled by the log (did its
+    # coordinator commit it: a lost COMMIT marker?), dated by first records.
+    found = facts.scan(cluster, described.states, described.taken_at_ms, max_transaction_timeout_ms, missing)
+    return Scan(tps, described, found, max_transaction_timeout_ms, source, missing)
