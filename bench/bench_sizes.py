@@ -92,16 +92,24 @@ def measure_size(bootstrap: str, size: int, rounds: int, seeded_at: float, failu
     exits: dict[str, list[int]] = {name: [] for name in COMMANDS}
     rss: dict[str, float] = {}
     findings: dict = {}
-    for name in ("lso", "producers_summary"):
+
+    def answered_runs(name: str) -> list:
+        """``rounds`` runs of one command, timed and checked; those that answered (exit 0-2: exit 2
+        once the made transactions pass lso's 5-minute critical age, the rows all the same)."""
+        runs = []
         for _ in range(rounds):
             run = kafkatxn(*COMMANDS[name], "-b", bootstrap, timeout=600)
             check_exit(name, size, run, failures)
             times[name].append(run.seconds)
             exits[name].append(run.returncode)
             rss[name] = max(rss.get(name, 0.0), run.peak_rss_mb)
-            # Exit 2 once the made transactions are 5 minutes old (lso's default critical age): rows all the same.
-            if name == "lso" and run.returncode in (0, 1, 2):
-                findings["lso"] = {(r["topic"], r["partition"]) for r in json.loads(run.stdout)}
+            if run.returncode in (0, 1, 2):
+                runs.append(run)
+        return runs
+
+    for run in answered_runs("lso"):
+        findings["lso"] = {(r["topic"], r["partition"]) for r in json.loads(run.stdout)}
+    answered_runs("producers_summary")
     exporter, url = start_exporter(bootstrap, "--cache-ttl", "0s")
     try:
         scrape(url)  # warm-up: connections and the first metadata
@@ -115,15 +123,9 @@ def measure_size(bootstrap: str, size: int, rounds: int, seeded_at: float, failu
         exporter.wait(30)
     # hanging and check: every made transaction must be past the 1-minute bound.
     time.sleep(max(0.0, seeded_at + BOUND_MINUTES * 60 + 2 - time.monotonic()))
-    for name in ("hanging", "check"):
-        for _ in range(rounds):
-            run = kafkatxn(*COMMANDS[name], "-b", bootstrap, timeout=600)
-            check_exit(name, size, run, failures)
-            times[name].append(run.seconds)
-            exits[name].append(run.returncode)
-            rss[name] = max(rss.get(name, 0.0), run.peak_rss_mb)
-            if name == "hanging" and run.returncode in (0, 1, 2):
-                findings["hanging"] = {(r["topic"], r["partition"], r["producer_id"]) for r in json.loads(run.stdout)["hanging"]}
+    for run in answered_runs("hanging"):
+        findings["hanging"] = {(r["topic"], r["partition"], r["producer_id"]) for r in json.loads(run.stdout)["hanging"]}
+    answered_runs("check")
     figures = {name: {"median_s": round(statistics.median(times[name]), 3), "peak_rss_mb": round(rss[name], 1),
                       "runs_s": [round(t, 3) for t in times[name]], "exits": exits.get(name, [])} for name in ALL}
     return figures, findings
