@@ -6,7 +6,9 @@ answer serve several: the groups' committed offsets (:mod:`kafkatxn.facts_lso`, 
 reads them: before the offsets they are compared with); one round trip per leader with ListOffsets
 at both isolation levels and DescribeProducers; the coordinators' transactions (ListTransactions,
 DescribeTransactions with the visibility probe: what the scan asks next is answered from them); the
-scan (:func:`kafkatxn.facts.scan`, the one pins sequence, as ``hanging`` has it); and the group
+scan ``hanging`` lists (:func:`kafkatxn.facts_scan.scan_of`: a :class:`~kafkatxn.facts_scan.Scan`,
+every open transaction through the one pins sequence) over the producer states that round trip
+brought; and the group
 pass over the same offsets (:func:`kafkatxn.facts_lso.finish_group_snapshot`, as ``lso --groups``).
 Each part that does not answer becomes a typed :class:`Missing` and leaves its figures
 ``not_gathered``; the samples are made from these facts by :mod:`kafkatxn.snapshot` (pure).
@@ -18,7 +20,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
-from kafkatxn import facts, facts_lso, gather, snapshot as samples, verdicts
+from kafkatxn import facts, facts_lso, facts_scan, gather, snapshot as samples, verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.gather import in_one_run
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition
@@ -125,10 +127,10 @@ class _Pass:
         )
 
     def scan(self, tps: list[TopicPartition], described, offsets, max_transaction_timeout_ms: int | None,
-             clock: Callable[[], float]) -> facts.Pins | None:
+             clock: Callable[[], float]) -> facts_scan.Scan | None:
         """The producer states (asked on their own when they did not come with the offsets:
         DescribeProducers unsupported, its error the part's reason, or the offsets' round trip
-        failed as a whole), then every open transaction in them through the one pins sequence."""
+        failed as a whole), then the scan ``hanging`` lists (:func:`kafkatxn.facts_scan.scan_of`)."""
         snap, cluster = self.snap, self.cluster
         produced = self.step(
             "producer state",
@@ -140,25 +142,23 @@ class _Pass:
         self.missing.extend(m.within("producer state") for m in produced.missing)
         snap.open_transaction_count = verdicts.open_transaction_count(produced.states)
         snap.active_producer_ids = facts.active_producer_ids(produced)
-        timeout_ms = max_transaction_timeout_ms
-        if timeout_ms is None:
-            found = self.step("transaction.max.timeout.ms", lambda: gather.cluster_max_transaction_timeout(cluster))
-            if found is not None:
-                timeout_ms, config_missing = found
-                self.missing.extend(config_missing)
+        timeout = self.step("transaction.max.timeout.ms", lambda: facts_scan.scan_timeout(cluster, max_transaction_timeout_ms))
+        if timeout is None:
+            self.not_gathered.add(PART_VERDICTS)
+            return None
+        timeout_ms, source, config_missing = timeout
+        self.missing.extend(config_missing)
         snap.max_transaction_timeout_ms = timeout_ms
-        if timeout_ms is None:
-            self.not_gathered.add(PART_VERDICTS)
-            return None
         now_ms = int(clock() * 1000)
-        found_pins = self.step("hanging transactions", lambda: facts.scan(cluster, produced.states, now_ms, timeout_ms, self.missing))
-        if found_pins is None:
+        scan = self.step("hanging transactions",
+                         lambda: facts_scan.scan_of(cluster, tps, produced, timeout_ms, source, self.missing, now_ms))
+        if scan is None:
             self.not_gathered.add(PART_VERDICTS)
             return None
-        made = samples.verdict_samples(found_pins, offsets)
+        made = samples.verdict_samples(scan.pins, offsets)
         snap.hanging, snap.lost_commits, snap.untracked, snap.undetermined = (
             made.hanging, made.lost_commits, made.untracked, made.undetermined)
-        return found_pins
+        return scan
 
     def groups(self, committed: tuple[dict, list[Missing]] | None, queries: tuple, scanned: set[str] | None,
                settled: dict) -> None:
@@ -228,7 +228,7 @@ def gather_snapshot(
     if grouped:
         # Pins the scan settled by the coordinator's log: the group pass takes them as they are.
         run.groups(committed, queries, {p.topic for p in selected} if topic_regex else None,
-                   found.settled() if found is not None else {})
+                   found.pins.settled() if found is not None else {})
     if PART_VERDICTS in run.not_gathered:  # the oldest may be a hanging one, which only the verdicts find
         run.not_gathered.add(PART_TRANSACTION_AGES)
     snap.not_gathered = frozenset(run.not_gathered)

@@ -2,8 +2,9 @@
 scans, each through the one pins sequence (:func:`kafkatxn.facts.pins`).
 
 ``hanging`` lists it, ``abort --all-hanging`` plans on it (what it acts on is what ``hanging``
-lists), and ``check`` and the exporter count it (:func:`kafkatxn.facts_cluster.gather_snapshot` hands it
-the producer states its offsets pass already asked for). Nothing here decides: the verdicts are
+lists), and ``check`` and the exporter count it: the same :class:`Scan`, made by :func:`scan_of`
+(:func:`kafkatxn.facts_cluster.gather_snapshot` hands it the producer states its offsets round trip
+already asked for). Nothing here decides: the verdicts are
 :mod:`kafkatxn.verdicts`', the rows each command's.
 """
 
@@ -34,8 +35,8 @@ class Scan:
 
     @property
     def now_ms(self) -> int:
-        """When the producer states were taken: what the verdicts date by."""
-        return self.producers.taken_at_ms
+        """What the verdicts date by: when the producer states were taken, unless the scan was given a moment."""
+        return self.pins.now_ms
 
     def due(self) -> list[Classification]:
         """Past their deadline: ``hanging``'s candidates (:meth:`kafkatxn.facts.Pins.due`)."""
@@ -71,21 +72,39 @@ def take_scan(
     """The partitions chosen (every one, internal topics too, without ``topics``), the brokers'
     maximum timeout when not given (a cluster that does not say ends the command: no verdict can be
     given without it), their producer states (all asked of ``broker_id`` when given) and every open
-    transaction in them through :func:`kafkatxn.facts.scan`."""
+    transaction in them (:func:`scan_of`)."""
     missing: list[Missing] = []
     # The selection first: a bad one (--partition without one --topic) is a usage error before any request.
     tps = select_partitions(cluster, broker_id, topics, partition)
     if not topics:
         missing += gather.unseen_topics(cluster)
-    if max_transaction_timeout_ms is None:
-        max_transaction_timeout_ms, config_missing = gather.cluster_max_transaction_timeout(cluster)
-        source = f"broker config {MAX_TIMEOUT_CONFIG}"
-        missing += config_missing
-    else:
-        source = "--max-transaction-timeout"
+    timeout_ms, source, config_missing = scan_timeout(cluster, max_transaction_timeout_ms)
+    missing += config_missing
     described = facts.producer_states(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
     missing += described.missing
-    # The one pins sequence: classified, the untracked asked again, settled by the log (did its
-    # coordinator commit it: a lost COMMIT marker?), dated by first records.
-    found = facts.scan(cluster, described.states, described.taken_at_ms, max_transaction_timeout_ms, missing)
-    return Scan(tps, described, found, max_transaction_timeout_ms, source, missing)
+    return scan_of(cluster, tps, described, timeout_ms, source, missing)
+
+
+def scan_timeout(cluster: Cluster, given_ms: int | None) -> tuple[int, str, list[Missing]]:
+    """The maximum timeout a scan decides with, where it comes from, and the brokers that did not
+    say: ``given_ms`` (the option), else the brokers' largest (raises when none says)."""
+    if given_ms is not None:
+        return given_ms, "--max-transaction-timeout", []
+    timeout_ms, config_missing = gather.cluster_max_transaction_timeout(cluster)
+    return timeout_ms, f"broker config {MAX_TIMEOUT_CONFIG}", config_missing
+
+
+def scan_of(
+    cluster: Cluster, partitions: list[TopicPartition], produced: facts.ProducerStates, max_transaction_timeout_ms: int,
+    max_transaction_timeout_source: str, missing: list[Missing], now_ms: int | None = None,
+) -> Scan:
+    """The scan of ``partitions`` from their described producer states (``produced``): every open
+    transaction in them through the one pins sequence (:func:`kafkatxn.facts.scan`: classified, the
+    untracked asked again, settled by the log (did its coordinator commit it: a lost COMMIT marker?),
+    dated by first records), decided as of ``now_ms`` (when the states were taken, unless given).
+    ``hanging`` and ``abort`` take it through :func:`take_scan`; ``check`` and the exporter hand it
+    the states their offsets round trip asked for (:func:`kafkatxn.facts_cluster.gather_snapshot`).
+    What did not answer is appended to ``missing``, which the scan keeps."""
+    now_ms = produced.taken_at_ms if now_ms is None else now_ms
+    found = facts.scan(cluster, produced.states, now_ms, max_transaction_timeout_ms, missing)
+    return Scan(partitions, produced, found, max_transaction_timeout_ms, max_transaction_timeout_source, missing)

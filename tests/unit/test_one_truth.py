@@ -494,8 +494,9 @@ def test_no_command_library_gathers_through_another_commands():
 
 def test_commands_that_share_a_question_ask_the_one_fact(capsys, fake, monkeypatch):
     """``hanging`` and ``abort --all-hanging`` take the one scan (facts_scan.take_scan); ``check``,
-    its ``--groups`` and the exporter the one pins sequence over every scanned partition
-    (facts.scan), and the group pass ``lso --groups`` and ``diagnose`` take (facts_lso.finish_group_snapshot)."""
+    its ``--groups`` and the exporter make the same scan from the producer states their offsets round
+    trip brought (facts_scan.scan_of, through the one pins sequence, facts.scan), and take the group
+    pass ``lso --groups`` and ``diagnose`` take (facts_lso.finish_group_snapshot)."""
     asked: list[str] = []
 
     def spy(module, name):
@@ -507,14 +508,15 @@ def test_commands_that_share_a_question_ask_the_one_fact(capsys, fake, monkeypat
         monkeypatch.setattr(module, name, fact)
 
     spy(facts_scan, "take_scan")
+    spy(facts_scan, "scan_of")
     spy(facts, "scan")
     spy(facts_lso, "finish_group_snapshot")
     quiet = ("--txn-age-warn", "none", "--txn-age-crit", "none")
     expected = {
-        ("hanging",): ["take_scan", "scan"],
-        ("abort", "--all-hanging", "--dry-run"): ["take_scan", "scan"],
-        ("check", *quiet): ["scan"],
-        ("check", "--groups", *quiet): ["scan", "finish_group_snapshot"],
+        ("hanging",): ["take_scan", "scan_of", "scan"],
+        ("abort", "--all-hanging", "--dry-run"): ["take_scan", "scan_of", "scan"],
+        ("check", *quiet): ["scan_of", "scan"],
+        ("check", "--groups", *quiet): ["scan_of", "scan", "finish_group_snapshot"],
         ("lso", "--groups", "g", "h"): ["finish_group_snapshot"],
         ("diagnose", "--group", "g"): ["finish_group_snapshot"],
     }
@@ -524,4 +526,4 @@ def test_commands_that_share_a_question_ask_the_one_fact(capsys, fake, monkeypat
         assert asked == facts_asked, command
     asked.clear()
     gather_snapshot(fake, max_transaction_timeout_ms=MAX, groups=True)
-    assert asked == ["scan", "finish_group_snapshot"]
+    assert asked == ["scan_of", "scan", "finish_group_snapshot"]
