@@ -79,7 +79,7 @@ def plan(cluster: Cluster, transactional_ids: Sequence[str], pattern: str | None
 
 
 def _missing(topic: str, partition: int, exc: Exception) -> Missing:
-    from kafkatxn.kafka.errors import part_missing
+    from kafkatxn.kafka.client_errors import part_missing
 
     code = getattr(exc, "code", None)
     subject = Part(f"{topic}-{partition}")

@@ -12,7 +12,7 @@ import logging
 from typing import Iterable
 
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import part_missing
+from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.model import Broker, ConfigValue, Missing, Partial
 
 log = logging.getLogger("kafkatxn.cluster")

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from kafkatxn.errors import ClusterError, DeadlineExceeded
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import is_timeout, part_missing
+from kafkatxn.kafka.client_errors import is_timeout, part_missing
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.model import Missing, Part, Partial, TopicPartition

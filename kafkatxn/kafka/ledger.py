@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from kafkatxn.kafka.client_logs import ASSIGN_ONLY_CONSUMER, routed
-from kafkatxn.kafka.errors import clean, kafka_error_code
+from kafkatxn.kafka.client_errors import clean, kafka_error_code
 from kafkatxn.kafka.transactional_writer import abort_quietly, produce_all, transactional_producer
 
 # The ledger reader: assign-only (no group joined, nothing committed), committed records only, and an

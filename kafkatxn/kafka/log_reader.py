@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Collection, Iterable, Iterator, Mapping
 
-from kafkatxn.kafka.errors import clean
+from kafkatxn.kafka.client_errors import clean
 from kafkatxn.kafka.log_fetch import (
     DEFAULT_BATCH, DEFAULT_TIMEOUT_MS, EARLIEST, FetchedLog, LogReadError, ReadDeadline, decoded, key_filter, read_fetched,
 )

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
-from kafkatxn.kafka.errors import part_missing
+from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")

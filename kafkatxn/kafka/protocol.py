@@ -326,7 +326,7 @@ EARLIEST = -2  # ListOffsetsAt's timestamp for the log start offset
 REQUEST_NAMES[ListOffsetsAt] = "ListOffsets"
 
 
-# -- consumer groups (kafka/groups.py, wire/groups.py) ----------------------------------------------
+# -- consumer groups (kafka/groups.py, wire/groups_codec.py) ----------------------------------------------
 
 
 class ListGroups(NamedTuple):

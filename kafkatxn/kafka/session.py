@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
 from kafkatxn.errors import DeadlineExceeded, UsageError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import ErrorTranslator, clean, is_timeout, kafka_error_code
+from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
 from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
 from kafkatxn.kafka.wire import Wire
 

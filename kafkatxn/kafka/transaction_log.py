@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Mapping
 
-from kafkatxn.kafka.errors import authorization_error, clean
+from kafkatxn.kafka.client_errors import authorization_error, clean
 from kafkatxn.model import TRANSACTION_STATE_TOPIC, Missing, Partial, TopicPartition, TransactionalId, TransactionLogHistory
 
 if TYPE_CHECKING:

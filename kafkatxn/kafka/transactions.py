@@ -14,7 +14,7 @@ from typing import Iterable
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.errors import part_missing
+from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.model import (

@@ -3,7 +3,7 @@
 On transaction version 2 (KIP-890) every commit or abort bumps the producer's epoch, and a Kafka
 4.3+ leader checks a marker that declares version 2 strictly (KIP-1228: its epoch must be above the
 partition's). kafkatxn's markers declare version 0 and carry the epoch of the open transaction
-itself, which the partition expects (kafkatxn/kafka/wire/transactions.py). Each test drives one
+itself, which the partition expects (kafkatxn/kafka/wire/transactions_codec.py). Each test drives one
 TxnTraffic JVM (tests/support/java/TxnTraffic.java, the harness's kafka-clients) and checks, with
 librdkafka consumers and DescribeProducers, not with kafkatxn's own verdicts: the LSO and high
 watermark before and after, what a read_committed consumer reads, and what was not written where a

@@ -299,27 +299,15 @@ def test_no_kafkatxn_module_is_over_500_lines():
     assert over == {}
 
 
-# Module names used twice, each pair on purpose: an API family's module in kafka/ (what the facade asks)
-# and its codec in kafka/wire/ (kafka-python's protocol objects), one name per Kafka API family as
-# kminion keeps them; and the errors the library raises beside how kafka/ words a client's. A name
-# not listed here is used once.
-SHARED_NAMES = {
-    "configs.py": {"kafkatxn/kafka/configs.py", "kafkatxn/kafka/wire/configs.py"},
-    "groups.py": {"kafkatxn/kafka/groups.py", "kafkatxn/kafka/wire/groups.py"},
-    "metadata.py": {"kafkatxn/kafka/metadata.py", "kafkatxn/kafka/wire/metadata.py"},
-    "offsets.py": {"kafkatxn/kafka/offsets.py", "kafkatxn/kafka/wire/offsets.py"},
-    "transactions.py": {"kafkatxn/kafka/transactions.py", "kafkatxn/kafka/wire/transactions.py"},
-    "producers.py": {"kafkatxn/producers.py", "kafkatxn/kafka/wire/producers.py"},  # the producers command; DescribeProducers' codec
-    "errors.py": {"kafkatxn/errors.py", "kafkatxn/kafka/errors.py"},
-}
-
-
-def test_module_names_are_unique_but_the_listed_pairs():
+def test_module_names_are_unique():
+    """A module's name says which one it is: an API family's module in kafka/ (what the facade asks)
+    and its codec in kafka/wire/ (``*_codec.py``: kafka-python's protocol objects) are not both
+    ``offsets.py``, nor the library's errors and how kafka/ words a client's (``client_errors.py``)."""
     by_name: dict[str, set[str]] = {}
     for p in PACKAGE.rglob("*.py"):
         if p.name != "__init__.py":
             by_name.setdefault(p.name, set()).add(str(p.relative_to(ROOT)))
-    assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == SHARED_NAMES
+    assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}
 
 
 def test_the_kafka_package_imports_nothing_of_the_auditor():
@@ -351,7 +339,7 @@ KAFKA_AT_RUN_TIME = {
     "kafkatxn.audit.job": "the audit's driver opens a Cluster to plan",
     "kafkatxn.audit.source": "the Spark executors read the log (log_reader) or open a Cluster of their own",
     "kafkatxn.remedy.abort": "the facade's leadership errors, when it acts",
-    "kafkatxn.facts_history": "kafka/errors.py's part_missing and the log's topic name",
+    "kafkatxn.facts_history": "kafka/client_errors.py's part_missing and the log's topic name",
     "kafkatxn.spark": "the exactly-once writer's producer, in the executors",
     "kafkatxn.spark_eos": "the exactly-once writer's ledger, in the executors",
 }

@@ -10,7 +10,7 @@ from kafka.errors import IllegalSaslStateError, KafkaConnectionError
 
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import AuthenticationError
-from kafkatxn.kafka.errors import ErrorTranslator
+from kafkatxn.kafka.client_errors import ErrorTranslator
 
 BROKER = "127.0.0.1:9092"
 

@@ -10,7 +10,7 @@ import kafka.errors as Errors
 import pytest
 
 from kafkatxn.config import ConnectionConfig
-from kafkatxn.kafka.errors import ErrorTranslator, plain_reason
+from kafkatxn.kafka.client_errors import ErrorTranslator, plain_reason
 from kafkatxn.kafka.session import BrokerSilent
 
 CLASS_NAME = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)*(?:Error|Exception)\b")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from kafkatxn import gather, hanging, remedy, verdicts
-from kafkatxn.kafka.errors import authorization_error, part_missing
+from kafkatxn.kafka.client_errors import authorization_error, part_missing
 from kafkatxn.model import IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, Missing, Part, ProducerState, TopicPartition, TransactionDescription
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 

@@ -197,7 +197,7 @@ def test_cryptography_is_not_imported_at_start_up():
         "    main(['config', 'show', '-b', 'h:1', '-o', 'json'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "import kafkatxn.kafka.errors\n"
+        "import kafkatxn.kafka.client_errors\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'cryptography')), file=sys.stderr)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -174,7 +174,7 @@ def test_fence_with_a_timeout_over_the_brokers_maximum_says_which_setting():
 def test_a_broker_newer_than_kafka_pythons_newest_release_is_that_release_or_newer():
     from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 
-    from kafkatxn.kafka.wire.metadata import _api_versions_response
+    from kafkatxn.kafka.wire.metadata_codec import _api_versions_response
 
     newest = max(BROKER_API_VERSIONS)
     known = dict(BROKER_API_VERSIONS[newest])

@@ -72,7 +72,7 @@ def test_the_scan_finds_private_names_and_patches_but_not_ones_own():
     source = (
         "import kafka.net._hidden_module\n"
         "from kafka.net import _hidden, public\n"
-        "from kafkatxn.kafka.wire.metadata import _ours\n"
+        "from kafkatxn.kafka.wire.metadata_codec import _ours\n"
         "def f(manager, conn):\n"
         "    manager._new_thing.pop(1)\n"
         "    manager.cluster._brokers[1] = 2\n"

@@ -19,7 +19,7 @@ from kafkatxn.kafka.unreachable import (
     FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, listener_answers_in_tls, nothing_listens,
 )
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
-from kafkatxn.kafka.wire.metadata import _api_versions_response, _decode_metadata, _metadata
+from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata, _metadata
 from kafkatxn.model import BrokerInfo
 
 log = logging.getLogger("kafkatxn.wire")

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kafkatxn.kafka.wire import cluster, configs, fencing, fetch, groups, metadata, offsets, producers, transactions
+from kafkatxn.kafka.wire import (
+    cluster, configs_codec, fencing, fetch, groups_codec, metadata_codec, offsets_codec, producers_codec, transactions_codec,
+)
 
 CODECS: dict[type, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] = {
-    **metadata.CODECS,
-    **offsets.CODECS,
-    **producers.CODECS,
-    **transactions.CODECS,
-    **configs.CODECS,
+    **metadata_codec.CODECS,
+    **offsets_codec.CODECS,
+    **producers_codec.CODECS,
+    **transactions_codec.CODECS,
+    **configs_codec.CODECS,
     **cluster.CODECS,
     **fencing.CODECS,
     **fetch.CODECS,
-    **groups.CODECS,
+    **groups_codec.CODECS,
 }
 ENCODERS = {kind: encode for kind, (encode, _decode) in CODECS.items()}
 DECODERS = {kind: decode for kind, (_encode, decode) in CODECS.items()}

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sequence
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.wire.names import error_name
-from kafkatxn.kafka.wire.offsets import _decode_list_offsets  # the same answer as ListOffsets'
+from kafkatxn.kafka.wire.offsets_codec import _decode_list_offsets  # the same answer as ListOffsets'
 from kafkatxn.model import TopicPartition
 
 MIN_VERSION = 4  # isolation_level, last_stable_offset and aborted_transactions came with v4

@@ -7,7 +7,7 @@ from typing import Any
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.wire.names import error_name
-from kafkatxn.kafka.wire.transactions import coordinators, find_coordinator
+from kafkatxn.kafka.wire.transactions_codec import coordinators, find_coordinator
 from kafkatxn.model import TopicPartition
 
 GROUP_KEY_TYPE = 0
