@@ -44,11 +44,25 @@ class LsoSnapshot:
     # Only for partitions whose LSO trails the HW; a partition may hold several open transactions.
     open_transactions: dict[TopicPartition, list[OpenTransaction]] = field(default_factory=dict)
     missing: list[Missing] = field(default_factory=list)
-    # Each pinning transaction's classification by (partition, producer id), settled by its
-    # coordinator's log where the whole rule calls it hanging (facts.pins), as hanging settles it.
-    classifications: dict[tuple[TopicPartition, int], Classification] = field(default_factory=dict)
-    max_transaction_timeout_ms: int | None = None  # read only when a pinning transaction may hang
-    abort_cleanup_interval_ms: int | None = None  # read only when one is past its own timeout (None: Kafka's default)
+    # The pinning transactions through the one pins sequence (facts.pins), as hanging's scan has
+    # every open transaction (facts_scan.Scan.pins): the same fact, of the LSOs that trail.
+    pins: facts.Pins = field(default_factory=lambda: facts.Pins({}, 0, None))
+
+    @property
+    def classifications(self) -> dict[tuple[TopicPartition, int], Classification]:
+        """Each pinning transaction's classification by (partition, producer id), settled by its
+        coordinator's log where the whole rule calls it hanging, as hanging settles it."""
+        return self.pins.classifications
+
+    @property
+    def max_transaction_timeout_ms(self) -> int | None:
+        """Given, or read only when a pinning transaction may hang."""
+        return self.pins.max_transaction_timeout_ms
+
+    @property
+    def abort_cleanup_interval_ms(self) -> int | None:
+        """Read only when a pin is past its own timeout (None: Kafka's default)."""
+        return self.pins.abort_cleanup_interval_ms
 
     def pin(self, tp: TopicPartition) -> OpenTransaction | None:
         """The open transaction pinning ``tp``'s LSO (None when its LSO does not trail the HW)."""
@@ -142,8 +156,7 @@ def take_snapshot(
         if first is not None and pin.first_record_timestamp_ms is None:
             t = dataclasses.replace(pin, first_record_timestamp_ms=first)
             open_txns[t.tp] = [t if (o.producer_id, o.start_offset) == (t.producer_id, t.start_offset) else o for o in open_txns[t.tp]]
-    snapshot.classifications = found.classifications
-    snapshot.max_transaction_timeout_ms, snapshot.abort_cleanup_interval_ms = found.max_transaction_timeout_ms, found.abort_cleanup_interval_ms
+    snapshot.pins = found
     if again:
         if not any(isinstance(subject, Part) for subject in unanswered):  # DescribeProducers was answered
             _ask_again(cluster, snapshot, [tp for tp in lagging if tp not in unanswered], settled)
@@ -175,8 +188,13 @@ def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[Topi
     for tp in moved:
         snapshot.open_transactions.pop(tp, None)
     snapshot.open_transactions.update(again.open_transactions)
-    snapshot.classifications = {key: c for key, c in snapshot.classifications.items() if key[0] not in moved}
-    snapshot.classifications.update(again.classifications)
+    kept = snapshot.pins
+    snapshot.pins = dataclasses.replace(
+        kept,
+        classifications={**{key: c for key, c in kept.classifications.items() if key[0] not in moved}, **again.pins.classifications},
+        ended=frozenset(key for key in kept.ended if key[0] not in moved) | again.pins.ended,
+        settled_by_log=frozenset(key for key in kept.settled_by_log if key[0] not in moved) | again.pins.settled_by_log,
+    )
     snapshot.missing.extend(m for m in again.missing if m not in snapshot.missing)
 
 

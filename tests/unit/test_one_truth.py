@@ -481,6 +481,28 @@ def _imported(module: str) -> set[str]:
     return {m for m in found if m.startswith("kafkatxn")}
 
 
+def test_the_scan_and_the_lso_snapshot_hold_the_one_pins_fact(fake, monkeypatch):
+    """hanging's scan and lso's snapshot keep what facts.pins returned, not copies of its parts:
+    where both hold a transaction, it is the one classification."""
+    add_lost_commit(fake.model)
+    returned = []
+    real_pins = facts.pins
+
+    def pins(*args, **kwargs):
+        returned.append(real_pins(*args, **kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(facts, "pins", pins)
+    scan = facts_scan.take_scan(fake, max_transaction_timeout_ms=MAX)
+    lso = facts_lso.take_snapshot(fake, scan.partitions, max_transaction_timeout_ms=MAX)
+    assert isinstance(lso.pins, facts.Pins) and any(lso.pins is r for r in returned)
+    assert any(scan.pins is r for r in returned)
+    shared = lso.classifications.keys() & scan.pins.classifications.keys()
+    assert shared, "the world has a transaction that pins an LSO"
+    assert {k: lso.classifications[k].verdict for k in shared} == {k: scan.pins.classifications[k].verdict for k in shared}
+    assert lso.max_transaction_timeout_ms == scan.max_transaction_timeout_ms == MAX
+
+
 def test_no_command_library_gathers_through_another_commands():
     """A command's library asks the fact layer, never another command's library, and the fact layer
     asks no command's: what two commands share is a fact, gathered one way."""
