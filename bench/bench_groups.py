@@ -28,9 +28,12 @@ around one more run of each.
 
 Findings compared: the (group, topic, partition) rows with their committed offset and high-watermark lag
 are the same in Kafka's tool, ``lso --groups`` and ``diagnose``; the exporter's per-partition
-``kafkatxn_group_lag_to_high_watermark_messages`` equals Kafka's lag; the blocked (group, partition)
-pairs of ``lso --groups``, ``diagnose`` and the exporter are the ones made; ``check --groups`` counts
-the blocked groups made. Exit 1 when findings differ or a target is missed: each kafkatxn command at
+``kafkatxn_group_lag_to_high_watermark_messages`` equals Kafka's lag; the held (group, partition)
+pairs of ``lso --groups`` and ``diagnose`` (blocked, or waiting: the open transactions made are in
+flight, tracked and within their own hour) are the ones made, and so are the exporter's held
+partitions per group (``kafkatxn_group_blocked_partitions`` plus ``..._waiting_partitions``; a
+``kafkatxn_group_blocked`` place is one made); ``check --groups`` counts the groups made as blocked or
+waiting. Exit 1 when findings differ or a target is missed: each kafkatxn command at
 most 0.5x Kafka's tool (medians), the exporter scrape under 2 s.
 """
 
@@ -44,6 +47,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 from benchlib import (  # noqa: E402  (puts the repository on sys.path)
@@ -73,6 +77,9 @@ COMMANDS = {
     "check_groups": ["check", "--groups", "-o", "json"],
 }
 OK_EXITS = {0, 1, 2}  # lagging and blocked groups are findings, not failures
+# Where a made pair is held: blocked, or waiting while its transaction is in flight (tracked, within its
+# own timeout: the transactions made here are, for the hour they may last). Both are the pairs made.
+HELD = {"blocked", "waiting"}
 
 Key = tuple[str, str, int]  # (group, topic, partition)
 
@@ -230,15 +237,15 @@ def run_command(bootstrap: str, name: str):
 def rows_of_lso(stdout: str) -> tuple[dict[Key, tuple[int, int]], set[Key]]:
     rows = json.loads(stdout)
     found = {(r["group"], r["topic"], r["partition"]): (r["committed_offset"], r["lag_to_hw_messages"]) for r in rows}
-    return found, {(r["group"], r["topic"], r["partition"]) for r in rows if r["verdict"] == "blocked"}
+    return found, {(r["group"], r["topic"], r["partition"]) for r in rows if r["verdict"] in HELD}
 
 
 def rows_of_diagnose(stdout: str) -> tuple[dict[Key, tuple[int, int]], set[Key], dict]:
     doc = json.loads(stdout)
     rows = doc["partitions"]
     found = {(r["group"], r["topic"], r["partition"]): (r["committed_offset"], r["lag_to_hw_messages"]) for r in rows}
-    blocked = {(r["group"], r["topic"], r["partition"]) for r in rows if r["verdict"] == "blocked"}
-    return found, blocked, doc
+    held = {(r["group"], r["topic"], r["partition"]) for r in rows if r["verdict"] in HELD}
+    return found, held, doc
 
 
 def scrape_group_lag(url: str, timeout: float = 300, gzip_body: bool = False) -> tuple[float, bytes]:
@@ -261,12 +268,15 @@ def lso_rows(body: bytes) -> dict:
     return exporter_findings(body)[0]
 
 
-def exporter_findings(body: bytes) -> tuple[dict[Key, int], set[Key], dict[str, float]]:
-    """Per (group, topic, partition): the high-watermark lag; the blocked pairs; the unlabelled samples."""
+def exporter_findings(body: bytes) -> tuple[dict[Key, int], set[Key], dict[str, int], dict[str, float]]:
+    """Per (group, topic, partition): the high-watermark lag; the blocked pairs (the exporter has a
+    series per place for blocked, and only a count per group for waiting); per group, its held
+    partitions (blocked plus waiting); the unlabelled samples."""
     from prometheus_client.parser import text_string_to_metric_families
 
     lag: dict[Key, int] = {}
     blocked: set[Key] = set()
+    held: Counter[str] = Counter()
     scalars: dict[str, float] = {}
     for family in text_string_to_metric_families(body.decode()):
         for s in family.samples:
@@ -276,7 +286,9 @@ def exporter_findings(body: bytes) -> tuple[dict[Key, int], set[Key], dict[str, 
                 lag[(s.labels["group"], s.labels["topic"], int(s.labels["partition"]))] = int(s.value)
             elif s.name == "kafkatxn_group_blocked" and s.value == 1:
                 blocked.add((s.labels["group"], s.labels["topic"], int(s.labels["partition"])))
-    return lag, blocked, scalars
+            elif s.name in ("kafkatxn_group_blocked_partitions", "kafkatxn_group_waiting_partitions") and s.value:
+                held[s.labels["group"]] += int(s.value)
+    return lag, blocked, dict(held), scalars
 
 
 # -- where the time goes -------------------------------------------------------------------------
@@ -448,17 +460,21 @@ def main() -> int:
     for name, rows in found.items():
         figures[f"rows_{name}"] = len(rows)
         figures[f"rows_{name}_equal_kafka"] = compare(name, theirs, rows, failures)
-    lag, blocked["exporter_scrape"], scalars = exporter_findings(body)
+    lag, exporter_blocked, exporter_held, scalars = exporter_findings(body)
     figures["rows_exporter_scrape"] = len(lag)
     figures["rows_exporter_scrape_equal_kafka"] = compare("exporter", {k: v[1] for k, v in theirs.items()}, lag, failures)
     if scalars.get("kafkatxn_up") != 1 or scalars.get("kafkatxn_scrape_incomplete") != 0:
         failures.append(f"exporter scrape incomplete: up {scalars.get('kafkatxn_up')}, "
                         f"incomplete {scalars.get('kafkatxn_scrape_incomplete')}")
     for name, pairs in blocked.items():
-        figures[f"blocked_pairs_{name}"] = len(pairs)
+        figures[f"held_pairs_{name}"] = len(pairs)
         if pairs != made_blocked:
-            failures.append(f"{name}: blocked pairs differ from those made: {len(pairs - made_blocked)} extra, "
+            failures.append(f"{name}: held pairs (blocked or waiting) differ from those made: {len(pairs - made_blocked)} extra, "
                             f"{len(made_blocked - pairs)} not found")
+    figures["held_pairs_exporter_scrape"] = sum(exporter_held.values())
+    if exporter_held != dict(Counter(g for g, _t, _p in made_blocked)) or not exporter_blocked <= made_blocked:
+        failures.append(f"exporter: held partitions per group (blocked plus waiting) differ from those made, or a "
+                        f"blocked place was not made ({len(exporter_blocked - made_blocked)})")
     facts = check_doc.get("facts", check_doc)
     figures["check_groups_blocked_or_waiting"] = facts.get("groups_blocked", 0) + facts.get("groups_waiting", 0)
     if figures["check_groups_blocked_or_waiting"] != figures["blocked_groups_made"]:
