@@ -355,16 +355,28 @@ def test_an_offset_fetch_is_reused_when_batched_and_built_per_send_one_group_at_
     assert list(w._built) == [batched]
 
 
+# Over 127 partitions of a topic and a topic name over 127 bytes: two-byte lengths in flexible versions.
+MANY = tuple(TopicPartition(topic, i) for topic in ("orders", "t" * 200, "payments") for i in range(300))
+
+
 @pytest.mark.parametrize("request_", [p.ListOffsets((TP0, TP1, OTHER), True), p.ListOffsets((TP0,), False, earliest=True),
-                                      p.DescribeProducers((TP0, TP1, OTHER)), p.OffsetFetch(("group-a", "group-b"))],
-                         ids=["latest", "earliest", "producers", "offset-fetch"])
+                                      p.ListOffsets(MANY, True), p.ListOffsets(MANY, False), p.ListOffsets((), True),
+                                      p.DescribeProducers((TP0, TP1, OTHER)), p.DescribeProducers(MANY),
+                                      p.OffsetFetch(("group-a", "group-b"))],
+                         ids=["latest", "earliest", "many-committed", "many-uncommitted", "none", "producers",
+                              "many-producers", "offset-fetch"])
 def test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_encoded_once(request_, monkeypatch):
     from kafka.protocol.api_message import ApiMessage
 
+    from kafkatxn.kafka.wire import bodies as written
+
+    bodies = []
+    # ListOffsets: the body written by .bodies, not kafka-python's encoding.
+    for kind, (shell, body) in list(written.WRITERS.items()):
+        monkeypatch.setitem(written.WRITERS, kind, (shell, lambda req, version, body=body: bodies.append(1) or body(req, version)))
     w = wire.Wire(None)
     reused = w._reused(1, request_)
-    fresh = w._encode(request_)
-    bodies = []
+    fresh = w._encode(request_)  # kafka-python's own object, every partition in it: the reference
     real = ApiMessage.encode
     monkeypatch.setattr(ApiMessage, "encode", lambda self, *a, **kw: bodies.append(1) or real(self, *a, **kw))
     # The versions it may go out at: a batched OffsetFetch limits them on the request (v8+).
@@ -381,8 +393,9 @@ def test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_e
         assert reused.API_VERSION == version and reused.header.request_api_version == version
     assert len(bodies) == high - low + 1  # once per version, not per send
     assert isinstance(reused, type(fresh)) and type(reused).__name__ == type(fresh).__name__
+    assert (reused._min_version, reused._max_version) == (fresh._min_version, fresh._max_version)
     w._forget(w._built.pop((1, request_)))  # a request the Wire drops takes its bodies with it
-    assert id(reused) not in w._bodies
+    assert id(reused) not in w._bodies and id(reused) not in w._writers
 
 
 # -- requests: every one wire.py builds encodes at every version it may go out at ------------------
@@ -800,8 +813,13 @@ def test_an_earliest_list_offsets_is_not_reused_for_a_latest_one():
     w = wire.Wire(manager)
     w.send_all([(1, p.ListOffsets((TP0,), False)), (1, p.ListOffsets((TP0,), False, earliest=True))], deadline=1e12)
     latest, earliest = (r for _, r in manager.sent)
-    assert latest is not earliest and latest.topics[0].partitions[0].timestamp == -1
-    assert earliest.topics[0].partitions[0].timestamp == -2
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest
+
+    def timestamp(sent):  # what goes out (the body .bodies writes), read back by kafka-python
+        return ListOffsetsRequest.decode(sent.encode(version=4), version=4).topics[0].partitions[0].timestamp
+
+    assert latest is not earliest and timestamp(latest) == -1
+    assert timestamp(earliest) == -2
 
 
 def test_list_groups_response():

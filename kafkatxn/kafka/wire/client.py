@@ -9,6 +9,7 @@ classes; each private name it uses says in a comment why no public one does the 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import defaultdict
@@ -18,6 +19,7 @@ from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.unreachable import (
     FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, listener_answers_in_tls, nothing_listens,
 )
+from kafkatxn.kafka.wire.bodies import WRITERS
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata import _api_versions_response, _decode_metadata, _metadata
 from kafkatxn.model import BrokerInfo
@@ -38,6 +40,8 @@ TLS_ALERT_AS_FRAME_LENGTH = 0x15030300
 # its body once per version (:func:`_encoding_body_once`); kafka-python sets only the header and
 # version on a request as it sends it. A batched OffsetFetch (all of a coordinator's groups, v8+)
 # too. One per group (older brokers) is not kept: thousands of them would push the others out.
+# ListOffsets is not built as a kafka-python object at all: its body is written by :mod:`.bodies`
+# (the same bytes), which a one-shot command needs as much as a scrape.
 REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers, p.OffsetFetch)
 # 2 ListOffsets, 1-2 DescribeProducers and an OffsetFetch per broker of a few brokers
 REUSED_LIMIT = 24
@@ -48,10 +52,15 @@ REUSED_LIMIT = 24
 RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
 
 
-def _encoding_body_once(built: Any, bodies: dict[int, dict[int, bytes]], classes: dict[type, type]) -> Any:
+def _encoding_body_once(
+    built: Any, bodies: dict[int, dict[int, bytes]], classes: dict[type, type],
+    writers: dict[int, Callable[[int], bytes]], write: Callable[[int], bytes] | None = None,
+) -> Any:
     """``built`` (a kafka-python request) made to encode its body once per version, into ``bodies``
     (the Wire's, by ``id(built)``), and its header (a new correlation id each send) every time: the
     bytes are what kafka-python's ``encode`` writes (tests/unit/test_wire_contract.py compares them).
+    With ``write`` (kept in ``writers``, the Wire's, by ``id(built)``), the body at a version is what
+    it returns (:mod:`.bodies`), not kafka-python's encoding of ``built``.
     Its class becomes a subclass with the same slots (one per Wire and class, in ``classes``), made
     with ``init=False`` as kafka-python makes its versioned classes, so no registry sees it.
 
@@ -70,13 +79,16 @@ def _encoding_body_once(built: Any, bodies: dict[int, dict[int, bytes]], classes
             by_version = bodies[id(self)]
             body = by_version.get(at)
             if body is None:
-                body = by_version[at] = bytes(ApiMessage.encode(self))
+                written = writers.get(id(self))
+                body = by_version[at] = written(at) if written is not None else bytes(ApiMessage.encode(self))
             data = self.encode_header(flexible=self.flexible_version_q(at)) + body if header else body
             return len(data).to_bytes(4, "big") + data if framed else data
 
         once = classes[cls] = type(cls.__name__, (cls,), {"__slots__": (), "encode": encode}, init=False)
     built.__class__ = once
     bodies[id(built)] = {}
+    if write is not None:
+        writers[id(built)] = write
     return built
 
 
@@ -148,6 +160,7 @@ class Wire:
         self._net = net  # the manager's IO loop (kafka.net.selector.NetworkSelector), stopped by close()
         self._built: dict[tuple[int | None, Request], Any] = {}  # least recently used first
         self._bodies: dict[int, dict[int, bytes]] = {}  # id of a kept request -> its body per version
+        self._writers: dict[int, Callable[[int], bytes]] = {}  # id of a kept request -> its body's writer (.bodies)
         self._encoding_once: dict[type, type] = {}
 
     @classmethod
@@ -266,6 +279,7 @@ class Wire:
         one thread while the other reads it (the exporter closes from its main thread at SIGTERM)."""
         self._built.clear()
         self._bodies.clear()
+        self._writers.clear()
         manager = self._manager
 
         async def close_connections() -> None:
@@ -371,7 +385,13 @@ class Wire:
         key = (node_id, request)
         built = self._built.pop(key, None)
         if built is None:
-            built = _encoding_body_once(self._encode(request), self._bodies, self._encoding_once)
+            written = WRITERS.get(type(request))
+            if written is None:
+                built = _encoding_body_once(self._encode(request), self._bodies, self._encoding_once, self._writers)
+            else:  # no protocol object per partition: the body is written from the request (.bodies)
+                shell, body = written
+                built = _encoding_body_once(shell(request), self._bodies, self._encoding_once, self._writers,
+                                            functools.partial(body, request))
         else:
             _negotiate_again(built)
         self._built[key] = built
@@ -381,6 +401,7 @@ class Wire:
 
     def _forget(self, built: Any) -> None:
         self._bodies.pop(id(built), None)
+        self._writers.pop(id(built), None)
 
     def _decode(self, request: Request, response: Any) -> Any:
         decode = DECODERS.get(type(request))
