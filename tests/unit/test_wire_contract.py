@@ -931,3 +931,85 @@ def test_the_group_errors_the_facade_acts_on_are_ones_the_wire_gives():
     acted_on = {e for api in ("OffsetFetch", "DescribeGroups", "ListGroups") for e in retry.RETRIES[api]} - {retry.NO_ANSWER}
     acted_on |= {"GROUP_AUTHORIZATION_FAILED"}
     assert acted_on - given == set()
+
+
+# -- ListOffsets answers read from their bytes (wire/bodies.py) ---------------------------------------
+
+
+def list_offsets_answer(topics: dict[str, list[tuple[int, int, int]]], throttle_ms: int = 0):
+    """kafka-python's ListOffsetsResponse: per topic, (partition, error code, offset) rows."""
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    T = R.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    return R(throttle_time_ms=throttle_ms, topics=[
+        T(name=name, partitions=[P(partition_index=i, error_code=e, timestamp=-1, offset=o, leader_epoch=3) for i, e, o in rows])
+        for name, rows in topics.items()
+    ])
+
+
+ANSWERS = {
+    "one": {"orders": [(0, 0, 42)]},
+    "many": {"orders": [(i, 0, i * 7) for i in range(300)], "t" * 200: [(i, 0, -1) for i in range(200)], "payments": [(3, 0, 0)]},
+    "errors": {"orders": [(0, 6, -1), (1, 0, 5)], "payments": [(2, 3, -1)]},
+    "empty-topic": {"orders": [], "payments": [(1, 0, 9)]},
+    "none": {},
+}
+
+
+@pytest.mark.parametrize("answer", ANSWERS.values(), ids=ANSWERS.keys())
+def test_a_list_offsets_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(answer):
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.offsets import _decode_list_offsets
+
+    request = p.ListOffsets((TP0,), True)
+    for version in range(1, R.max_version + 1):
+        raw = list_offsets_answer(answer, throttle_ms=17).encode(version=version)
+        read = bodies.read_list_offsets(memoryview(raw), version)
+        if version < bodies.LIST_OFFSETS_FLEXIBLE:
+            assert read is None  # kafka-python's to decode
+            continue
+        assert read == (_decode_list_offsets(request, R.decode(raw, version=version)), 17)
+
+
+def test_a_list_offsets_answer_with_tagged_fields_is_left_to_kafka_python():
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+
+    plain = bytes(list_offsets_answer(ANSWERS["one"]).encode(version=11))
+    assert bodies.read_list_offsets(memoryview(plain), 11) is not None
+    # The partition's tagged-field count (its last byte) set to one unknown tag (tag 9, 1 byte).
+    end = plain.index(b"\x00\x00\x00\x03") + 4  # after leader_epoch 3
+    tagged = plain[:end] + b"\x01\x09\x01\x07" + plain[end + 1 :]
+    assert R.decode(tagged, version=11).topics[0].partitions[0].offset == 42  # what kafka-python reads
+    assert bodies.read_list_offsets(memoryview(tagged), 11) is None
+
+
+def test_kafka_pythons_parser_hands_over_a_list_offsets_answer_read_by_the_wire():
+    """A ListOffsets sent through the Wire: kafka-python's own parser (as its connection runs it)
+    reads the answer's header and asks the request's header for the class to decode it with, which
+    reads the body with wire/bodies.py; a version it does not read is kafka-python's, as before."""
+    from kafka.protocol.api_header import ResponseHeader
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+    from kafka.protocol.parser import KafkaProtocol
+
+    from kafkatxn.kafka.wire.offsets import _decode_list_offsets
+
+    request = p.ListOffsets(tuple(TopicPartition("orders", i) for i in range(300)), True)
+    expected = list_offsets_answer(ANSWERS["many"], throttle_ms=5)
+    for version in (4, 5, 6, 9, 11):
+        w = wire.Wire(None)
+        sent = w._reused(1, request)
+        sent.API_VERSION = version
+        parser = KafkaProtocol(client_id="kafkatxn")
+        correlation_id = parser.send_request(sent)
+        flexible = R.flexible_version_q(version)
+        body = ResponseHeader(correlation_id=correlation_id).encode(flexible=flexible) + bytes(expected.encode(version=version))
+        ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
+        assert got_id == correlation_id
+        assert isinstance(answer, wire_client.Read) == (version >= 6)
+        assert answer.throttle_time_ms == 5  # what kafka-python's connection throttles by
+        assert w._decode(request, answer) == _decode_list_offsets(request, R.decode(bytes(expected.encode(version=version)), version=version))

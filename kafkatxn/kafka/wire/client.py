@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import struct
 import time
 from collections import defaultdict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.unreachable import (
     FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, listener_answers_in_tls, nothing_listens,
 )
-from kafkatxn.kafka.wire.bodies import WRITERS
+from kafkatxn.kafka.wire.bodies import READERS, WRITERS
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata import _api_versions_response, _decode_metadata, _metadata
 from kafkatxn.model import BrokerInfo
@@ -55,12 +56,14 @@ RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
 def _encoding_body_once(
     built: Any, bodies: dict[int, dict[int, bytes]], classes: dict[type, type],
     writers: dict[int, Callable[[int], bytes]], write: Callable[[int], bytes] | None = None,
+    read: Callable[[memoryview, int], Any] | None = None,
 ) -> Any:
     """``built`` (a kafka-python request) made to encode its body once per version, into ``bodies``
     (the Wire's, by ``id(built)``), and its header (a new correlation id each send) every time: the
     bytes are what kafka-python's ``encode`` writes (tests/unit/test_wire_contract.py compares them).
     With ``write`` (kept in ``writers``, the Wire's, by ``id(built)``), the body at a version is what
-    it returns (:mod:`.bodies`), not kafka-python's encoding of ``built``.
+    it returns (:mod:`.bodies`), not kafka-python's encoding of ``built``; with ``read`` (the same for
+    every request of its class), its answers are read by it (:func:`_header_reading_answers`).
     Its class becomes a subclass with the same slots (one per Wire and class, in ``classes``), made
     with ``init=False`` as kafka-python makes its versioned classes, so no registry sees it.
 
@@ -84,12 +87,59 @@ def _encoding_body_once(
             data = self.encode_header(flexible=self.flexible_version_q(at)) + body if header else body
             return len(data).to_bytes(4, "big") + data if framed else data
 
-        once = classes[cls] = type(cls.__name__, (cls,), {"__slots__": (), "encode": encode}, init=False)
+        attrs: dict[str, Any] = {"__slots__": (), "encode": encode}
+        if read is not None:  # its answers read by the wire (.bodies), not decoded by kafka-python
+            header = _header_reading_answers(read)
+            attrs["header_class"] = property(lambda self: header)
+        once = classes[cls] = type(cls.__name__, (cls,), attrs, init=False)
     built.__class__ = once
     bodies[id(built)] = {}
     if write is not None:
         writers[id(built)] = write
     return built
+
+
+class Read(NamedTuple):
+    """An answer the wire read from its bytes (:mod:`.bodies`): the typed answer, and the throttle
+    time kafka-python's connection looks for on every answer it hands over."""
+
+    typed: Any
+    throttle_time_ms: int
+
+
+class _ReadingAnswers:
+    """What kafka-python's parser takes an answer's class for: it reads the response header with
+    kafka-python's class at the version sent, then the body with ``read``; a body ``read`` does not
+    take (an old version, tagged fields) is kafka-python's to decode, as before."""
+
+    def __init__(self, answer_class: Any, read: Callable[[memoryview, int], Any], version: int):
+        self.answer_class, self.read, self.version = answer_class, read, version
+
+    def parse_header(self, data: Any) -> Any:
+        return self.answer_class.parse_header(data)
+
+    def decode(self, data: Any) -> Any:
+        raw = memoryview(data.read())
+        try:
+            done = self.read(raw, self.version)
+        except (IndexError, ValueError, struct.error):  # not what it expects: kafka-python's, whose error is the answer's
+            done = None
+        return self.answer_class.decode(raw) if done is None else Read(*done)
+
+
+def _header_reading_answers(read: Callable[[memoryview, int], Any]) -> type:
+    """kafka-python's request header class, whose answers are read by ``read``. kafka-python's
+    parser asks the header of a request in flight for the class to decode its answer with
+    (``get_response_class``); that is the one way to have its bytes without patching kafka-python.
+    The header is kafka-python's own (its fields, its bytes); made with ``init=False`` as
+    kafka-python makes its versioned classes."""
+    from kafka.protocol.api_header import RequestHeader
+
+    def get_response_class(self: Any) -> Any:
+        answer_class = RequestHeader.get_response_class(self)
+        return None if answer_class is None else _ReadingAnswers(answer_class, read, self.request_api_version)
+
+    return type(RequestHeader.__name__, (RequestHeader,), {"__slots__": (), "get_response_class": get_response_class}, init=False)
 
 
 def _negotiate_again(built: Any) -> None:
@@ -391,7 +441,7 @@ class Wire:
             else:  # no protocol object per partition: the body is written from the request (.bodies)
                 shell, body = written
                 built = _encoding_body_once(shell(request), self._bodies, self._encoding_once, self._writers,
-                                            functools.partial(body, request))
+                                            functools.partial(body, request), READERS.get(type(request)))
         else:
             _negotiate_again(built)
         self._built[key] = built
@@ -404,6 +454,8 @@ class Wire:
         self._writers.pop(id(built), None)
 
     def _decode(self, request: Request, response: Any) -> Any:
+        if type(response) is Read:  # read from its bytes (.bodies): typed already
+            return response.typed
         decode = DECODERS.get(type(request))
         return response if decode is None else decode(request, response)
 
