@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from itertools import repeat
 from typing import Any, Sequence
 
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
@@ -201,9 +202,8 @@ class Session:
 
     def remember(self, api: str, answers: dict[Any, Any]) -> None:
         """Keep ``answers`` (by key) of ``api`` for the rest of the run (nothing outside a run)."""
-        if self._answers is not None:
-            for key, answer in answers.items():
-                self._answers[(api, key)] = answer
+        if self._answers is not None:  # 30,000 partitions' offsets a pass: keyed in C, no Python step each
+            self._answers.update(zip(zip(repeat(api), answers), answers.values()))
 
     def forget(self, api: str, keys: Sequence[Any]) -> None:
         """Drop what the run was answered for ``keys`` (a coordinator that moved since)."""
