@@ -16,8 +16,8 @@ transactional producers and idempotent ones. Then ``--rounds`` times, interleave
 * ``kafkatxn check``, ``kafkatxn producers --summary`` (no reference tool covers a whole cluster);
 * an exporter scrape (``--cache-ttl 0s``: a full gather each time) vs GetOffsetShell.
 
-Every kafkatxn figure is a process of its own (interpreter start included), with its peak RSS
-(GNU time). Requests are counted on the brokers (JMX RequestsPerSec, all three nodes) around one more
+Every kafkatxn figure is a process of its own (interpreter start included; kafkatxn byte-compiled
+first, as installed and as bench_sizes.py and bench_startup.py run it), with its peak RSS (GNU time). Requests are counted on the brokers (JMX RequestsPerSec, all three nodes) around one more
 run of each. Findings are compared: lso's high watermarks against GetOffsetShell's, hanging
 transactions between kafkatxn, Kafka's tool and what was made. Exit 1 when findings differ or a
 target is missed: exporter scrape < 1 s, exporter peak RSS < 200 MB, requests per command
@@ -43,6 +43,7 @@ from pathlib import Path
 from bench_hanging import seed  # noqa: E402  (same producer state as the 2,000-partition benchmark)
 from benchlib import (  # noqa: E402
     JmxCluster,
+    compile_kafkatxn,
     counted_delta,
     create_topics_batched,
     find_hanging_per_broker,
@@ -159,6 +160,9 @@ def main() -> int:
     partitions = args.topics * PARTITIONS_PER_TOPIC
 
     figures: dict = {"brokers": args.brokers, "partitions": partitions, "rounds": args.rounds, "cpus": os.cpu_count()}
+    # As installed (pip compiles at install), as bench_startup.py measures the start-up: the
+    # commands and their floor's start-up alike.
+    figures["bytecode"] = compile_kafkatxn()
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir:
         cluster = JmxCluster(Path(workdir), args.brokers, heap="1g", name="bench-scale",
