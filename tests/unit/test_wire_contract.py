@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ import pytest
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka import wire
 from kafkatxn.kafka.wire import client as wire_client
-from kafkatxn.model import BrokerInfo, ProducerState, TopicPartition
+from kafkatxn.model import BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
 TP0, TP1, OTHER = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 3)
 
@@ -1013,3 +1014,97 @@ def test_kafka_pythons_parser_hands_over_a_list_offsets_answer_read_by_the_wire(
         assert isinstance(answer, wire_client.Read) == (version >= 6)
         assert answer.throttle_time_ms == 5  # what kafka-python's connection throttles by
         assert w._decode(request, answer) == _decode_list_offsets(request, R.decode(bytes(expected.encode(version=version)), version=version))
+
+
+# -- Metadata answers read from their bytes (wire/bodies.py) ------------------------------------------
+
+
+def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, racks: bool = False, throttle_ms: int = 0):
+    """kafka-python's MetadataResponse: topics of ``rf`` replicas (one partition's in-sync list
+    shrunk, one with an offline replica), an internal topic, a topic in error with no partitions,
+    and one of 200 leaderless partitions with a name over 127 bytes."""
+    import uuid
+
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    T = M.MetadataResponseTopic
+    P = T.MetadataResponsePartition
+
+    def part(i: int, reps: list[int], isr: list[int] | None = None, off: tuple = ()) -> Any:
+        return P(error_code=0, partition_index=i, leader_id=reps[0] if reps else -1, leader_epoch=4, replica_nodes=reps,
+                 isr_nodes=reps if isr is None else isr, offline_replicas=list(off))
+
+    topics = []
+    for t in range(4):
+        parts = []
+        for i in range(150):
+            reps = [((i + k) % 5) + 1 for k in range(rf)]
+            parts.append(part(i, reps, reps[:-1] if shrunk and t == 2 and i == 70 else None,
+                              reps[-1:] if offline and t == 1 and i == 7 else ()))
+        topics.append(T(error_code=0, name=f"topic-{t}", topic_id=uuid.uuid4(), is_internal=False, partitions=parts))
+    topics.append(T(error_code=0, name="__transaction_state", topic_id=uuid.uuid4(), is_internal=True,
+                    partitions=[part(i, [1]) for i in range(50)]))
+    topics.append(T(error_code=29, name="denied", topic_id=uuid.uuid4(), is_internal=False, partitions=[]))
+    topics.append(T(error_code=0, name="x" * 200, topic_id=uuid.uuid4(), is_internal=False, partitions=[part(i, []) for i in range(200)]))
+    brokers = [M.MetadataResponseBroker(node_id=b, host=f"broker-{b}.example", port=9000 + b, rack=f"r{b}" if racks else None)
+               for b in (3, 1, 2)]
+    return M(throttle_time_ms=throttle_ms, brokers=brokers, cluster_id="cid", controller_id=2, topics=topics)
+
+
+METADATA_ANSWERS = {
+    "three-replicas": {}, "one-replica": {"rf": 1}, "racks": {"racks": True}, "isr-shrunk": {"shrunk": True},
+    "offline": {"offline": True}, "no-replicas": {"rf": 0},
+}
+
+
+@pytest.mark.parametrize("kw", METADATA_ANSWERS.values(), ids=METADATA_ANSWERS.keys())
+def test_a_metadata_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kw):
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.metadata import _decode_metadata
+
+    for version in range(1, M.max_version + 1):
+        raw = bytes(metadata_answer(throttle_ms=11, **kw).encode(version=version))
+        read = bodies.read_metadata(memoryview(raw), version)
+        if version < bodies.METADATA_READ_FROM:
+            assert read is None  # kafka-python's to decode
+            continue
+        assert read == (_decode_metadata(p.Metadata(), M.decode(raw, version=version)), 11)
+        assert [type(x) for x in read[0].partitions[:1]] == [PartitionInfo]
+
+
+def test_a_metadata_answer_with_tagged_fields_is_left_to_kafka_python():
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    from kafkatxn.kafka.wire import bodies
+
+    raw = bytes(metadata_answer(rf=1).encode(version=13))
+    assert bodies.read_metadata(memoryview(raw), 13) is not None
+    tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
+    assert M.decode(tagged, version=13).brokers  # what kafka-python reads
+    assert bodies.read_metadata(memoryview(tagged), 13) is None
+
+
+def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
+    from kafka.protocol.api_header import ResponseHeader
+    from kafka.protocol.metadata import MetadataResponse as M
+    from kafka.protocol.parser import KafkaProtocol
+
+    from kafkatxn.kafka.wire.metadata import _decode_metadata
+
+    expected = metadata_answer(racks=True, throttle_ms=5)
+    for version in (8, 11, 12, 13):
+        sent = wire.Wire(None)._encode(p.Metadata())
+        assert type(sent).__name__ == "MetadataRequest"
+        sent.API_VERSION = version
+        parser = KafkaProtocol(client_id="kafkatxn")
+        correlation_id = parser.send_request(sent)
+        body = ResponseHeader(correlation_id=correlation_id).encode(flexible=M.flexible_version_q(version))
+        body += bytes(expected.encode(version=version))
+        ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
+        assert got_id == correlation_id
+        assert isinstance(answer, wire_client.Read) == (version >= 12)
+        assert answer.throttle_time_ms == 5
+        reference = _decode_metadata(p.Metadata(), M.decode(bytes(expected.encode(version=version)), version=version))
+        assert wire.Wire(None)._decode(p.Metadata(), answer) == reference

@@ -142,6 +142,23 @@ def _header_reading_answers(read: Callable[[memoryview, int], Any]) -> type:
     return type(RequestHeader.__name__, (RequestHeader,), {"__slots__": (), "get_response_class": get_response_class}, init=False)
 
 
+_READING_CLASSES: dict[type, type] = {}  # a kafka-python request class -> its subclass whose answers the wire reads
+
+
+def _reading_answers(built: Any, read: Callable[[memoryview, int], Any]) -> Any:
+    """``built`` (a kafka-python request that is not kept, a Metadata) with its answers read by
+    ``read`` (:func:`_header_reading_answers`): its class becomes a subclass with the same slots,
+    made once per class, with ``init=False`` as kafka-python makes its versioned classes."""
+    cls = type(built)
+    reading = _READING_CLASSES.get(cls)
+    if reading is None:
+        header = _header_reading_answers(read)
+        reading = _READING_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": (), "header_class": property(lambda self: header)},
+                                               init=False)
+    built.__class__ = reading
+    return built
+
+
 def _negotiate_again(built: Any) -> None:
     """A kept request's version cleared, so the connection negotiates it again as for a new request
     (the broker may have been upgraded since). Private ``_version``: kafka-python's ``API_VERSION``
@@ -264,7 +281,8 @@ class Wire:
                 )
                 try:
                     await manager.wait_for(conn.init_future, share_ms)
-                    response = await manager.wait_for(conn.send_request(_metadata(None, p.Metadata())), max(int((deadline - time.monotonic()) * 1000), 1))
+                    asked = _reading_answers(_metadata(None, p.Metadata()), READERS[p.Metadata])
+                    response = await manager.wait_for(conn.send_request(asked), max(int((deadline - time.monotonic()) * 1000), 1))
                 except Exception as exc:  # noqa: BLE001 - a refusal is final, anything else: the next server
                     during_login = sasl and conn.broker_version_data is not None and not conn.connected
                     conn.close(exc)  # at once, given an error: the manager forgets it (get_connection's pop_on_close)
@@ -306,7 +324,7 @@ class Wire:
         except BaseException:
             wire.close()
             raise
-        md = _decode_metadata(p.Metadata(), response)
+        md = response.typed if type(response) is Read else _decode_metadata(p.Metadata(), response)
         _know_brokers(manager, md.brokers)
         # The connection is the bootstrap server's; if that address is a broker's advertised one,
         # it becomes that broker's connection (no second connection, no second ApiVersions).
@@ -315,7 +333,7 @@ class Wire:
             peer_host = conn.transport.getPeer()[0]
         except Exception:  # noqa: BLE001 - only used to match the address
             pass
-        matches = [b.node_id for b in response.brokers if b.port == server.port and b.host in (server.host, peer_host)]
+        matches = [b.id for b in md.brokers if b.port == server.port and b.host in (server.host, peer_host)]
         answered = matches[0] if len(matches) == 1 else None
         if answered is not None and _open_connection(manager, answered) is None:
             _keep_as(manager, conn, server.node_id, answered)
@@ -424,7 +442,12 @@ class Wire:
     # undecoded: the test tools use this to make hanging transactions with raw InitProducerId/Produce.
     def _encode(self, request: Request) -> Any:
         encode = ENCODERS.get(type(request))
-        return request if encode is None else encode(self, request)
+        if encode is None:
+            return request
+        built = encode(self, request)
+        read = READERS.get(type(request))
+        # A kept request's class is made by _encoding_body_once, which reads its answers too.
+        return built if read is None or type(request) in WRITERS else _reading_answers(built, read)
 
     def _reused(self, node_id: int | None, request: Request) -> Any:
         """The kafka-python request for ``request`` to ``node_id``: built again only when not among
