@@ -118,8 +118,9 @@ def _read_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
 
 _THROTTLE = struct.Struct(">i")
 # A flexible answer's partition: PartitionIndex, ErrorCode, Timestamp, Offset, LeaderEpoch, and the
-# count of its tagged fields (a one-byte varint; 0 when it has none).
-_LIST_OFFSETS_PARTITION = struct.Struct(">ihqqiB")
+# count of its tagged fields (a one-byte varint; 0 when it has none). Unpacked: the index, the error
+# and the offset (the rest skipped as padding; the counts are checked on the bytes).
+_LIST_OFFSETS_PARTITION = struct.Struct(">ih8xq4xx")
 
 
 def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResponse, int] | None:
@@ -143,7 +144,7 @@ def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResp
             return None  # a partition or the topic with tagged fields
         pos += 1
         if count:
-            indexes, errors, _timestamps, offsets, _epochs, _tags = zip(*_LIST_OFFSETS_PARTITION.iter_unpack(block))
+            indexes, errors, offsets = zip(*_LIST_OFFSETS_PARTITION.iter_unpack(block))
             tps = made(TopicPartition, zip(repeat(name), indexes))
             out.extend(made(p.PartitionOffset, zip(tps, error_names(errors), offsets)))
     if pos != len(data) - 1 or data[pos] != 0:
