@@ -1108,3 +1108,77 @@ def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
         assert answer.throttle_time_ms == 5
         reference = _decode_metadata(p.Metadata(), M.decode(bytes(expected.encode(version=version)), version=version))
         assert wire.Wire(None)._decode(p.Metadata(), answer) == reference
+
+
+# -- DescribeProducers answers read from their bytes (wire/bodies.py) ---------------------------------
+
+
+def describe_producers_answer(kind: str, throttle_ms: int = 0):
+    """kafka-python's DescribeProducersResponse over 6 topics of 100 partitions: none with producers
+    (``empty``), one each (``one``), 0-2 with errors and an error message (``mixed``), or one
+    partition of every other topic (``sparse``); a topic name over 127 bytes, a topic with none."""
+    from kafka.protocol.admin.transactions import DescribeProducersResponse as R
+
+    T = R.TopicResponse
+    P = T.PartitionResponse
+
+    def producers(pid: int, k: int) -> list:
+        return [P.ProducerState(producer_id=pid + j, producer_epoch=j, last_sequence=5, last_timestamp=1_700_000_000_000 + j,
+                                coordinator_epoch=-1 if j else 3, current_txn_start_offset=-1 if j % 2 else 17) for j in range(k)]
+
+    topics = []
+    for t in range(6):
+        parts = []
+        for i in range(100):
+            k = {"empty": 0, "one": 1, "mixed": (i * t) % 3, "sparse": int(i == 7 and t % 2 == 0)}[kind]
+            error = 6 if kind == "mixed" and i == 3 else 0
+            message = "not the leader" if kind == "mixed" and i == 4 and t == 1 else None
+            parts.append(P(partition_index=i, error_code=error, error_message=message, active_producers=producers(1000 * t + i, k)))
+        topics.append(T(name=f"t{t}" if t != 2 else "y" * 200, partitions=parts))
+    topics.append(T(name="no-partitions", partitions=[]))
+    return R(throttle_time_ms=throttle_ms, topics=topics)
+
+
+@pytest.mark.parametrize("kind", ["empty", "one", "mixed", "sparse"])
+def test_a_describe_producers_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
+    from kafka.protocol.admin.transactions import DescribeProducersResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.producers import _decode_describe_producers
+
+    request = p.DescribeProducers((TP0,))
+    for version in range(0, R.max_version + 1):
+        raw = bytes(describe_producers_answer(kind, throttle_ms=13).encode(version=version))
+        assert bodies.read_describe_producers(memoryview(raw), version) == (
+            _decode_describe_producers(request, R.decode(raw, version=version)), 13)
+
+
+def test_a_describe_producers_answer_with_tagged_fields_is_left_to_kafka_python():
+    from kafka.protocol.admin.transactions import DescribeProducersResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+
+    raw = bytes(describe_producers_answer("one").encode(version=0))
+    tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
+    assert R.decode(tagged, version=0).topics
+    assert bodies.read_describe_producers(memoryview(tagged), 0) is None
+
+
+def test_kafka_pythons_parser_hands_over_a_describe_producers_answer_read_by_the_wire():
+    from kafka.protocol.admin.transactions import DescribeProducersResponse as R
+    from kafka.protocol.api_header import ResponseHeader
+    from kafka.protocol.parser import KafkaProtocol
+
+    from kafkatxn.kafka.wire.producers import _decode_describe_producers
+
+    request = p.DescribeProducers(tuple(TopicPartition("orders", i) for i in range(300)))
+    expected = describe_producers_answer("mixed", throttle_ms=5)
+    w = wire.Wire(None)
+    sent = w._reused(1, request)  # kept (its body encoded once) and its answers read by the wire
+    sent.API_VERSION = 0
+    parser = KafkaProtocol(client_id="kafkatxn")
+    correlation_id = parser.send_request(sent)
+    body = ResponseHeader(correlation_id=correlation_id).encode(flexible=True) + bytes(expected.encode(version=0))
+    ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
+    assert got_id == correlation_id and isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 5
+    assert w._decode(request, answer) == _decode_describe_producers(request, R.decode(bytes(expected.encode(version=0)), version=0))
