@@ -16,8 +16,8 @@ transactional producers and idempotent ones. Then ``--rounds`` times, interleave
 * ``kafkatxn check``, ``kafkatxn producers --summary`` (no reference tool covers a whole cluster);
 * an exporter scrape (``--cache-ttl 0s``: a full gather each time) vs GetOffsetShell.
 
-Every kafkatxn figure is a process of its own (interpreter start included), with its peak RSS
-(GNU time). Requests are counted on the brokers (JMX RequestsPerSec, all three nodes) around one more
+Every kafkatxn figure is a process of its own (interpreter start included; kafkatxn byte-compiled
+first, as installed and as bench_sizes.py and bench_startup.py run it), with its peak RSS (GNU time). Requests are counted on the brokers (JMX RequestsPerSec, all three nodes) around one more
 run of each. Findings are compared: lso's high watermarks against GetOffsetShell's, hanging
 transactions between kafkatxn, Kafka's tool and what was made. Exit 1 when findings differ or a
 target is missed: exporter scrape < 1 s, exporter peak RSS < 200 MB, requests per command
@@ -43,6 +43,7 @@ from pathlib import Path
 from bench_hanging import seed  # noqa: E402  (same producer state as the 2,000-partition benchmark)
 from benchlib import (  # noqa: E402
     JmxCluster,
+    compile_kafkatxn,
     counted_delta,
     create_topics_batched,
     find_hanging_per_broker,
@@ -98,6 +99,47 @@ def offsets_of_get_offset_shell(stdout: str) -> dict[tuple[str, int], int]:
     return out
 
 
+def hold(path: Path, bootstrap: str, expected: set) -> None:
+    """Keep the seeded cluster until ``path`` is removed (see ``--hold``)."""
+    path.write_text(json.dumps({"bootstrap": bootstrap, "hanging": sorted(expected)}))
+    print(f"holding {bootstrap}: remove {path} to stop", file=sys.stderr, flush=True)
+    while path.exists():
+        time.sleep(1)
+
+
+def profile(bootstrap: str, name: str, directory: Path) -> list[str]:
+    """One run of ``kafkatxn NAME`` under py-spy, every thread sampled (kafka-python's IO thread
+    decodes the answers): the folded stacks in DIRECTORY, and the five frames with the most samples
+    of their own (the leaf), each with its share of the samples."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / f"{name}.folded"
+    command = ["py-spy", "record", "--threads", "--rate", "250", "--format", "raw", "--output", str(out), "--",
+               sys.executable, "-m", "kafkatxn", *COMMANDS[name], "-b", bootstrap, "--timeout", "120s"]
+    run = run_measured(command, timeout=300)
+    if not out.exists():
+        raise SystemExit(f"py-spy on {name} wrote nothing: {run.stderr[-1000:]}")
+    return top_frames(out.read_text())
+
+
+def top_frames(folded: str, n: int = 5) -> list[str]:
+    """The ``n`` leaf frames with the most samples in py-spy's raw (folded) output, each named with
+    its thread. py-spy leaves out the samples of a thread that is idle (blocked on a lock, in select):
+    what is counted is where the threads ran."""
+    own: dict[str, int] = {}
+    total = 0
+    for line in folded.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        frames = stack.split(";")
+        thread = frames[0].split(":", 1)[-1].strip() if frames[0].startswith("thread") else ""
+        leaf = f"{frames[-1]} [{thread}]" if thread else frames[-1]
+        own[leaf] = own.get(leaf, 0) + int(count)
+        total += int(count)
+    top = sorted(own.items(), key=lambda kv: -kv[1])[:n]
+    return [f"{frame} {100 * count / total:.1f}%" for frame, count in top]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--brokers", type=int, default=3)
@@ -107,10 +149,20 @@ def main() -> int:
     parser.add_argument("--open", type=int, default=6)
     parser.add_argument("--committed", type=int, default=15)
     parser.add_argument("--idempotent", type=int, default=15)
+    parser.add_argument("--hold", metavar="FILE", type=Path,
+                        help="after seeding, write the bootstrap servers (JSON) to FILE and keep the cluster, "
+                             "its open transactions included, until FILE is removed; then stop (nothing measured): "
+                             "for A/B runs and profiles against one cluster")
+    parser.add_argument("--profile", metavar="DIR", type=Path,
+                        help="after the rounds, run lso and check once more each under py-spy (all threads, "
+                             "raw folded stacks in DIR) and print each one's top five own-time frames")
     args = parser.parse_args()
     partitions = args.topics * PARTITIONS_PER_TOPIC
 
     figures: dict = {"brokers": args.brokers, "partitions": partitions, "rounds": args.rounds, "cpus": os.cpu_count()}
+    # As installed (pip compiles at install), as bench_startup.py measures the start-up: the
+    # commands and their floor's start-up alike.
+    figures["bytecode"] = compile_kafkatxn()
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir:
         cluster = JmxCluster(Path(workdir), args.brokers, heap="1g", name="bench-scale",
@@ -129,6 +181,10 @@ def main() -> int:
             seeded_at = time.monotonic()
             print(f"{partitions:,} partitions on {args.brokers} brokers ready in {figures['created_and_ready_s']} s; "
                   f"{len(expected)} hanging transactions made", file=sys.stderr)
+            if args.hold is not None:
+                hold(args.hold, bootstrap, expected)
+                del open_producers
+                return 0
 
             times: dict[str, list[float]] = {}
             rss: dict[str, float] = {}
@@ -152,6 +208,9 @@ def main() -> int:
                     raise SystemExit(f"GetOffsetShell failed: {shell.stderr[-2000:]}")
                 note("get_offset_shell", shell.seconds)
                 shell_offsets = offsets_of_get_offset_shell(shell.stdout)
+            if args.profile is not None:
+                for name in FLOOR_TARGETS:
+                    figures[f"{name}_profile"] = profile(bootstrap, name, args.profile)
 
             # The CLI's own start-up (interpreter, imports, configuration; no broker), part of each command's floor.
             for _ in range(max(args.rounds, 3)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from itertools import repeat
 from operator import attrgetter
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -338,7 +339,7 @@ class OffsetsApi:
         if extra:  # nothing was pending: the other requests still go
             also_answers = self._send_all(extra)
         out = asked.answers
-        self.remember("ListOffsets", {(tp, levels, earliest): offsets for tp, offsets in out.items()})
+        self.remember("ListOffsets", dict(zip(zip(out, repeat(levels), repeat(earliest)), out.values())))  # by (tp, levels, earliest)
         if known:
             out = {tp: known[tp] if tp in known else out[tp] for tp in tps if tp in known or tp in out}
         errors = asked.failed

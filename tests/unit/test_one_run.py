@@ -182,3 +182,30 @@ def test_debug_names_each_request_with_its_level_as_test_request_counts_reads_it
     assert [m.groups() for m in (re.search(LOGGED, f"request {label} to broker 3") for label in labels)] == [
         ("ListOffsets", "read_committed", "3"), ("ListOffsets", "by time", "3"), ("Fetch", "read_uncommitted", "3"),
         ("DescribeProducers", None, "3")]
+
+
+def test_cyclic_collection_waits_while_a_run_is_in_flight_and_resumes_as_it_was():
+    import gc
+
+    cluster = world()
+    assert gc.isenabled()
+    with cluster.one_run():
+        assert not gc.isenabled()
+        with cluster.one_run():  # a run inside a run is the outer one
+            pass
+        assert not gc.isenabled()
+        cluster.describe_producers([A0])
+    assert gc.isenabled()
+    try:
+        with cluster.one_run():
+            raise RuntimeError("a run that fails")
+    except RuntimeError:
+        pass
+    assert gc.isenabled()
+    gc.disable()  # paused by someone else (an exporter scrape): left paused
+    try:
+        with cluster.one_run():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ import pytest
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka import wire
 from kafkatxn.kafka.wire import client as wire_client
-from kafkatxn.model import BrokerInfo, ProducerState, TopicPartition
+from kafkatxn.model import BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
 TP0, TP1, OTHER = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 3)
 
@@ -355,16 +356,28 @@ def test_an_offset_fetch_is_reused_when_batched_and_built_per_send_one_group_at_
     assert list(w._built) == [batched]
 
 
+# Over 127 partitions of a topic and a topic name over 127 bytes: two-byte lengths in flexible versions.
+MANY = tuple(TopicPartition(topic, i) for topic in ("orders", "t" * 200, "payments") for i in range(300))
+
+
 @pytest.mark.parametrize("request_", [p.ListOffsets((TP0, TP1, OTHER), True), p.ListOffsets((TP0,), False, earliest=True),
-                                      p.DescribeProducers((TP0, TP1, OTHER)), p.OffsetFetch(("group-a", "group-b"))],
-                         ids=["latest", "earliest", "producers", "offset-fetch"])
+                                      p.ListOffsets(MANY, True), p.ListOffsets(MANY, False), p.ListOffsets((), True),
+                                      p.DescribeProducers((TP0, TP1, OTHER)), p.DescribeProducers(MANY),
+                                      p.OffsetFetch(("group-a", "group-b"))],
+                         ids=["latest", "earliest", "many-committed", "many-uncommitted", "none", "producers",
+                              "many-producers", "offset-fetch"])
 def test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_encoded_once(request_, monkeypatch):
     from kafka.protocol.api_message import ApiMessage
 
+    from kafkatxn.kafka.wire import bodies as written
+
+    bodies = []
+    # ListOffsets: the body written by .bodies, not kafka-python's encoding.
+    for kind, (shell, body) in list(written.WRITERS.items()):
+        monkeypatch.setitem(written.WRITERS, kind, (shell, lambda req, version, body=body: bodies.append(1) or body(req, version)))
     w = wire.Wire(None)
     reused = w._reused(1, request_)
-    fresh = w._encode(request_)
-    bodies = []
+    fresh = w._encode(request_)  # kafka-python's own object, every partition in it: the reference
     real = ApiMessage.encode
     monkeypatch.setattr(ApiMessage, "encode", lambda self, *a, **kw: bodies.append(1) or real(self, *a, **kw))
     # The versions it may go out at: a batched OffsetFetch limits them on the request (v8+).
@@ -381,8 +394,9 @@ def test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_e
         assert reused.API_VERSION == version and reused.header.request_api_version == version
     assert len(bodies) == high - low + 1  # once per version, not per send
     assert isinstance(reused, type(fresh)) and type(reused).__name__ == type(fresh).__name__
+    assert (reused._min_version, reused._max_version) == (fresh._min_version, fresh._max_version)
     w._forget(w._built.pop((1, request_)))  # a request the Wire drops takes its bodies with it
-    assert id(reused) not in w._bodies
+    assert id(reused) not in w._bodies and id(reused) not in w._writers
 
 
 # -- requests: every one wire.py builds encodes at every version it may go out at ------------------
@@ -800,8 +814,13 @@ def test_an_earliest_list_offsets_is_not_reused_for_a_latest_one():
     w = wire.Wire(manager)
     w.send_all([(1, p.ListOffsets((TP0,), False)), (1, p.ListOffsets((TP0,), False, earliest=True))], deadline=1e12)
     latest, earliest = (r for _, r in manager.sent)
-    assert latest is not earliest and latest.topics[0].partitions[0].timestamp == -1
-    assert earliest.topics[0].partitions[0].timestamp == -2
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest
+
+    def timestamp(sent):  # what goes out (the body .bodies writes), read back by kafka-python
+        return ListOffsetsRequest.decode(sent.encode(version=4), version=4).topics[0].partitions[0].timestamp
+
+    assert latest is not earliest and timestamp(latest) == -1
+    assert timestamp(earliest) == -2
 
 
 def test_list_groups_response():
@@ -913,3 +932,253 @@ def test_the_group_errors_the_facade_acts_on_are_ones_the_wire_gives():
     acted_on = {e for api in ("OffsetFetch", "DescribeGroups", "ListGroups") for e in retry.RETRIES[api]} - {retry.NO_ANSWER}
     acted_on |= {"GROUP_AUTHORIZATION_FAILED"}
     assert acted_on - given == set()
+
+
+# -- ListOffsets answers read from their bytes (wire/bodies.py) ---------------------------------------
+
+
+def list_offsets_answer(topics: dict[str, list[tuple[int, int, int]]], throttle_ms: int = 0):
+    """kafka-python's ListOffsetsResponse: per topic, (partition, error code, offset) rows."""
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    T = R.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    return R(throttle_time_ms=throttle_ms, topics=[
+        T(name=name, partitions=[P(partition_index=i, error_code=e, timestamp=-1, offset=o, leader_epoch=3) for i, e, o in rows])
+        for name, rows in topics.items()
+    ])
+
+
+ANSWERS = {
+    "one": {"orders": [(0, 0, 42)]},
+    "many": {"orders": [(i, 0, i * 7) for i in range(300)], "t" * 200: [(i, 0, -1) for i in range(200)], "payments": [(3, 0, 0)]},
+    "errors": {"orders": [(0, 6, -1), (1, 0, 5)], "payments": [(2, 3, -1)]},
+    "empty-topic": {"orders": [], "payments": [(1, 0, 9)]},
+    "none": {},
+}
+
+
+@pytest.mark.parametrize("answer", ANSWERS.values(), ids=ANSWERS.keys())
+def test_a_list_offsets_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(answer):
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.offsets_codec import _decode_list_offsets
+
+    request = p.ListOffsets((TP0,), True)
+    for version in range(1, R.max_version + 1):
+        raw = list_offsets_answer(answer, throttle_ms=17).encode(version=version)
+        read = bodies.read_list_offsets(memoryview(raw), version)
+        if version < bodies.LIST_OFFSETS_FLEXIBLE:
+            assert read is None  # kafka-python's to decode
+            continue
+        assert read == (_decode_list_offsets(request, R.decode(raw, version=version)), 17)
+
+
+def test_a_list_offsets_answer_with_tagged_fields_is_left_to_kafka_python():
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+
+    plain = bytes(list_offsets_answer(ANSWERS["one"]).encode(version=11))
+    assert bodies.read_list_offsets(memoryview(plain), 11) is not None
+    # The partition's tagged-field count (its last byte) set to one unknown tag (tag 9, 1 byte).
+    end = plain.index(b"\x00\x00\x00\x03") + 4  # after leader_epoch 3
+    tagged = plain[:end] + b"\x01\x09\x01\x07" + plain[end + 1 :]
+    assert R.decode(tagged, version=11).topics[0].partitions[0].offset == 42  # what kafka-python reads
+    assert bodies.read_list_offsets(memoryview(tagged), 11) is None
+
+
+def test_kafka_pythons_parser_hands_over_a_list_offsets_answer_read_by_the_wire():
+    """A ListOffsets sent through the Wire: kafka-python's own parser (as its connection runs it)
+    reads the answer's header and asks the request's header for the class to decode it with, which
+    reads the body with wire/bodies.py; a version it does not read is kafka-python's, as before."""
+    from kafka.protocol.api_header import ResponseHeader
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+    from kafka.protocol.parser import KafkaProtocol
+
+    from kafkatxn.kafka.wire.offsets_codec import _decode_list_offsets
+
+    request = p.ListOffsets(tuple(TopicPartition("orders", i) for i in range(300)), True)
+    expected = list_offsets_answer(ANSWERS["many"], throttle_ms=5)
+    for version in (4, 5, 6, 9, 11):
+        w = wire.Wire(None)
+        sent = w._reused(1, request)
+        sent.API_VERSION = version
+        parser = KafkaProtocol(client_id="kafkatxn")
+        correlation_id = parser.send_request(sent)
+        flexible = R.flexible_version_q(version)
+        body = ResponseHeader(correlation_id=correlation_id).encode(flexible=flexible) + bytes(expected.encode(version=version))
+        ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
+        assert got_id == correlation_id
+        assert isinstance(answer, wire_client.Read) == (version >= 6)
+        assert answer.throttle_time_ms == 5  # what kafka-python's connection throttles by
+        assert w._decode(request, answer) == _decode_list_offsets(request, R.decode(bytes(expected.encode(version=version)), version=version))
+
+
+# -- Metadata answers read from their bytes (wire/bodies.py) ------------------------------------------
+
+
+def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, racks: bool = False, throttle_ms: int = 0):
+    """kafka-python's MetadataResponse: topics of ``rf`` replicas (one partition's in-sync list
+    shrunk, one with an offline replica), an internal topic, a topic in error with no partitions,
+    and one of 200 leaderless partitions with a name over 127 bytes."""
+    import uuid
+
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    T = M.MetadataResponseTopic
+    P = T.MetadataResponsePartition
+
+    def part(i: int, reps: list[int], isr: list[int] | None = None, off: tuple = ()) -> Any:
+        return P(error_code=0, partition_index=i, leader_id=reps[0] if reps else -1, leader_epoch=4, replica_nodes=reps,
+                 isr_nodes=reps if isr is None else isr, offline_replicas=list(off))
+
+    topics = []
+    for t in range(4):
+        parts = []
+        for i in range(150):
+            reps = [((i + k) % 5) + 1 for k in range(rf)]
+            parts.append(part(i, reps, reps[:-1] if shrunk and t == 2 and i == 70 else None,
+                              reps[-1:] if offline and t == 1 and i == 7 else ()))
+        topics.append(T(error_code=0, name=f"topic-{t}", topic_id=uuid.uuid4(), is_internal=False, partitions=parts))
+    topics.append(T(error_code=0, name="__transaction_state", topic_id=uuid.uuid4(), is_internal=True,
+                    partitions=[part(i, [1]) for i in range(50)]))
+    topics.append(T(error_code=29, name="denied", topic_id=uuid.uuid4(), is_internal=False, partitions=[]))
+    topics.append(T(error_code=0, name="x" * 200, topic_id=uuid.uuid4(), is_internal=False, partitions=[part(i, []) for i in range(200)]))
+    brokers = [M.MetadataResponseBroker(node_id=b, host=f"broker-{b}.example", port=9000 + b, rack=f"r{b}" if racks else None)
+               for b in (3, 1, 2)]
+    return M(throttle_time_ms=throttle_ms, brokers=brokers, cluster_id="cid", controller_id=2, topics=topics)
+
+
+METADATA_ANSWERS = {
+    "three-replicas": {}, "one-replica": {"rf": 1}, "racks": {"racks": True}, "isr-shrunk": {"shrunk": True},
+    "offline": {"offline": True}, "no-replicas": {"rf": 0},
+}
+
+
+@pytest.mark.parametrize("kw", METADATA_ANSWERS.values(), ids=METADATA_ANSWERS.keys())
+def test_a_metadata_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kw):
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.metadata_codec import _decode_metadata
+
+    for version in range(1, M.max_version + 1):
+        raw = bytes(metadata_answer(throttle_ms=11, **kw).encode(version=version))
+        read = bodies.read_metadata(memoryview(raw), version)
+        if version < bodies.METADATA_READ_FROM:
+            assert read is None  # kafka-python's to decode
+            continue
+        assert read == (_decode_metadata(p.Metadata(), M.decode(raw, version=version)), 11)
+        assert [type(x) for x in read[0].partitions[:1]] == [PartitionInfo]
+
+
+def test_a_metadata_answer_with_tagged_fields_is_left_to_kafka_python():
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    from kafkatxn.kafka.wire import bodies
+
+    raw = bytes(metadata_answer(rf=1).encode(version=13))
+    assert bodies.read_metadata(memoryview(raw), 13) is not None
+    tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
+    assert M.decode(tagged, version=13).brokers  # what kafka-python reads
+    assert bodies.read_metadata(memoryview(tagged), 13) is None
+
+
+def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
+    from kafka.protocol.api_header import ResponseHeader
+    from kafka.protocol.metadata import MetadataResponse as M
+    from kafka.protocol.parser import KafkaProtocol
+
+    from kafkatxn.kafka.wire.metadata_codec import _decode_metadata
+
+    expected = metadata_answer(racks=True, throttle_ms=5)
+    for version in (8, 11, 12, 13):
+        sent = wire.Wire(None)._encode(p.Metadata())
+        assert type(sent).__name__ == "MetadataRequest"
+        sent.API_VERSION = version
+        parser = KafkaProtocol(client_id="kafkatxn")
+        correlation_id = parser.send_request(sent)
+        body = ResponseHeader(correlation_id=correlation_id).encode(flexible=M.flexible_version_q(version))
+        body += bytes(expected.encode(version=version))
+        ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
+        assert got_id == correlation_id
+        assert isinstance(answer, wire_client.Read) == (version >= 12)
+        assert answer.throttle_time_ms == 5
+        reference = _decode_metadata(p.Metadata(), M.decode(bytes(expected.encode(version=version)), version=version))
+        assert wire.Wire(None)._decode(p.Metadata(), answer) == reference
+
+
+# -- DescribeProducers answers read from their bytes (wire/bodies.py) ---------------------------------
+
+
+def describe_producers_answer(kind: str, throttle_ms: int = 0):
+    """kafka-python's DescribeProducersResponse over 6 topics of 100 partitions: none with producers
+    (``empty``), one each (``one``), 0-2 with errors and an error message (``mixed``), or one
+    partition of every other topic (``sparse``); a topic name over 127 bytes, a topic with none."""
+    from kafka.protocol.admin.transactions import DescribeProducersResponse as R
+
+    T = R.TopicResponse
+    P = T.PartitionResponse
+
+    def producers(pid: int, k: int) -> list:
+        return [P.ProducerState(producer_id=pid + j, producer_epoch=j, last_sequence=5, last_timestamp=1_700_000_000_000 + j,
+                                coordinator_epoch=-1 if j else 3, current_txn_start_offset=-1 if j % 2 else 17) for j in range(k)]
+
+    topics = []
+    for t in range(6):
+        parts = []
+        for i in range(100):
+            k = {"empty": 0, "one": 1, "mixed": (i * t) % 3, "sparse": int(i == 7 and t % 2 == 0)}[kind]
+            error = 6 if kind == "mixed" and i == 3 else 0
+            message = "not the leader" if kind == "mixed" and i == 4 and t == 1 else None
+            parts.append(P(partition_index=i, error_code=error, error_message=message, active_producers=producers(1000 * t + i, k)))
+        topics.append(T(name=f"t{t}" if t != 2 else "y" * 200, partitions=parts))
+    topics.append(T(name="no-partitions", partitions=[]))
+    return R(throttle_time_ms=throttle_ms, topics=topics)
+
+
+@pytest.mark.parametrize("kind", ["empty", "one", "mixed", "sparse"])
+def test_a_describe_producers_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
+    from kafka.protocol.admin.transactions import DescribeProducersResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.producers_codec import _decode_describe_producers
+
+    request = p.DescribeProducers((TP0,))
+    for version in range(0, R.max_version + 1):
+        raw = bytes(describe_producers_answer(kind, throttle_ms=13).encode(version=version))
+        assert bodies.read_describe_producers(memoryview(raw), version) == (
+            _decode_describe_producers(request, R.decode(raw, version=version)), 13)
+
+
+def test_a_describe_producers_answer_with_tagged_fields_is_left_to_kafka_python():
+    from kafka.protocol.admin.transactions import DescribeProducersResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+
+    raw = bytes(describe_producers_answer("one").encode(version=0))
+    tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
+    assert R.decode(tagged, version=0).topics
+    assert bodies.read_describe_producers(memoryview(tagged), 0) is None
+
+
+def test_kafka_pythons_parser_hands_over_a_describe_producers_answer_read_by_the_wire():
+    from kafka.protocol.admin.transactions import DescribeProducersResponse as R
+    from kafka.protocol.api_header import ResponseHeader
+    from kafka.protocol.parser import KafkaProtocol
+
+    from kafkatxn.kafka.wire.producers_codec import _decode_describe_producers
+
+    request = p.DescribeProducers(tuple(TopicPartition("orders", i) for i in range(300)))
+    expected = describe_producers_answer("mixed", throttle_ms=5)
+    w = wire.Wire(None)
+    sent = w._reused(1, request)  # kept (its body encoded once) and its answers read by the wire
+    sent.API_VERSION = 0
+    parser = KafkaProtocol(client_id="kafkatxn")
+    correlation_id = parser.send_request(sent)
+    body = ResponseHeader(correlation_id=correlation_id).encode(flexible=True) + bytes(expected.encode(version=0))
+    ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
+    assert got_id == correlation_id and isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 5
+    assert w._decode(request, answer) == _decode_describe_producers(request, R.decode(bytes(expected.encode(version=0)), version=0))

@@ -9,15 +9,18 @@ classes; each private name it uses says in a comment why no public one does the 
 
 from __future__ import annotations
 
+import functools
 import logging
+import struct
 import time
 from collections import defaultdict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.unreachable import (
     FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, listener_answers_in_tls, nothing_listens,
 )
+from kafkatxn.kafka.wire.bodies import READERS, WRITERS
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata, _metadata
 from kafkatxn.model import BrokerInfo
@@ -38,6 +41,8 @@ TLS_ALERT_AS_FRAME_LENGTH = 0x15030300
 # its body once per version (:func:`_encoding_body_once`); kafka-python sets only the header and
 # version on a request as it sends it. A batched OffsetFetch (all of a coordinator's groups, v8+)
 # too. One per group (older brokers) is not kept: thousands of them would push the others out.
+# ListOffsets is not built as a kafka-python object at all: its body is written by :mod:`.bodies`
+# (the same bytes), which a one-shot command needs as much as a scrape.
 REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers, p.OffsetFetch)
 # 2 ListOffsets, 1-2 DescribeProducers and an OffsetFetch per broker of a few brokers
 REUSED_LIMIT = 24
@@ -48,10 +53,17 @@ REUSED_LIMIT = 24
 RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
 
 
-def _encoding_body_once(built: Any, bodies: dict[int, dict[int, bytes]], classes: dict[type, type]) -> Any:
+def _encoding_body_once(
+    built: Any, bodies: dict[int, dict[int, bytes]], classes: dict[type, type],
+    writers: dict[int, Callable[[int], bytes]], write: Callable[[int], bytes] | None = None,
+    read: Callable[[memoryview, int], Any] | None = None,
+) -> Any:
     """``built`` (a kafka-python request) made to encode its body once per version, into ``bodies``
     (the Wire's, by ``id(built)``), and its header (a new correlation id each send) every time: the
     bytes are what kafka-python's ``encode`` writes (tests/unit/test_wire_contract.py compares them).
+    With ``write`` (kept in ``writers``, the Wire's, by ``id(built)``), the body at a version is what
+    it returns (:mod:`.bodies`), not kafka-python's encoding of ``built``; with ``read`` (the same for
+    every request of its class), its answers are read by it (:func:`_header_reading_answers`).
     Its class becomes a subclass with the same slots (one per Wire and class, in ``classes``), made
     with ``init=False`` as kafka-python makes its versioned classes, so no registry sees it.
 
@@ -70,13 +82,80 @@ def _encoding_body_once(built: Any, bodies: dict[int, dict[int, bytes]], classes
             by_version = bodies[id(self)]
             body = by_version.get(at)
             if body is None:
-                body = by_version[at] = bytes(ApiMessage.encode(self))
+                written = writers.get(id(self))
+                body = by_version[at] = written(at) if written is not None else bytes(ApiMessage.encode(self))
             data = self.encode_header(flexible=self.flexible_version_q(at)) + body if header else body
             return len(data).to_bytes(4, "big") + data if framed else data
 
-        once = classes[cls] = type(cls.__name__, (cls,), {"__slots__": (), "encode": encode}, init=False)
+        attrs: dict[str, Any] = {"__slots__": (), "encode": encode}
+        if read is not None:  # its answers read by the wire (.bodies), not decoded by kafka-python
+            header = _header_reading_answers(read)
+            attrs["header_class"] = property(lambda self: header)
+        once = classes[cls] = type(cls.__name__, (cls,), attrs, init=False)
     built.__class__ = once
     bodies[id(built)] = {}
+    if write is not None:
+        writers[id(built)] = write
+    return built
+
+
+class Read(NamedTuple):
+    """An answer the wire read from its bytes (:mod:`.bodies`): the typed answer, and the throttle
+    time kafka-python's connection looks for on every answer it hands over."""
+
+    typed: Any
+    throttle_time_ms: int
+
+
+class _ReadingAnswers:
+    """What kafka-python's parser takes an answer's class for: it reads the response header with
+    kafka-python's class at the version sent, then the body with ``read``; a body ``read`` does not
+    take (an old version, tagged fields) is kafka-python's to decode, as before."""
+
+    def __init__(self, answer_class: Any, read: Callable[[memoryview, int], Any], version: int):
+        self.answer_class, self.read, self.version = answer_class, read, version
+
+    def parse_header(self, data: Any) -> Any:
+        return self.answer_class.parse_header(data)
+
+    def decode(self, data: Any) -> Any:
+        raw = memoryview(data.read())
+        try:
+            done = self.read(raw, self.version)
+        except (IndexError, ValueError, struct.error):  # not what it expects: kafka-python's, whose error is the answer's
+            done = None
+        return self.answer_class.decode(raw) if done is None else Read(*done)
+
+
+def _header_reading_answers(read: Callable[[memoryview, int], Any]) -> type:
+    """kafka-python's request header class, whose answers are read by ``read``. kafka-python's
+    parser asks the header of a request in flight for the class to decode its answer with
+    (``get_response_class``); that is the one way to have its bytes without patching kafka-python.
+    The header is kafka-python's own (its fields, its bytes); made with ``init=False`` as
+    kafka-python makes its versioned classes."""
+    from kafka.protocol.api_header import RequestHeader
+
+    def get_response_class(self: Any) -> Any:
+        answer_class = RequestHeader.get_response_class(self)
+        return None if answer_class is None else _ReadingAnswers(answer_class, read, self.request_api_version)
+
+    return type(RequestHeader.__name__, (RequestHeader,), {"__slots__": (), "get_response_class": get_response_class}, init=False)
+
+
+_READING_CLASSES: dict[type, type] = {}  # a kafka-python request class -> its subclass whose answers the wire reads
+
+
+def _reading_answers(built: Any, read: Callable[[memoryview, int], Any]) -> Any:
+    """``built`` (a kafka-python request that is not kept, a Metadata) with its answers read by
+    ``read`` (:func:`_header_reading_answers`): its class becomes a subclass with the same slots,
+    made once per class, with ``init=False`` as kafka-python makes its versioned classes."""
+    cls = type(built)
+    reading = _READING_CLASSES.get(cls)
+    if reading is None:
+        header = _header_reading_answers(read)
+        reading = _READING_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": (), "header_class": property(lambda self: header)},
+                                               init=False)
+    built.__class__ = reading
     return built
 
 
@@ -148,6 +227,7 @@ class Wire:
         self._net = net  # the manager's IO loop (kafka.net.selector.NetworkSelector), stopped by close()
         self._built: dict[tuple[int | None, Request], Any] = {}  # least recently used first
         self._bodies: dict[int, dict[int, bytes]] = {}  # id of a kept request -> its body per version
+        self._writers: dict[int, Callable[[int], bytes]] = {}  # id of a kept request -> its body's writer (.bodies)
         self._encoding_once: dict[type, type] = {}
 
     @classmethod
@@ -201,7 +281,8 @@ class Wire:
                 )
                 try:
                     await manager.wait_for(conn.init_future, share_ms)
-                    response = await manager.wait_for(conn.send_request(_metadata(None, p.Metadata())), max(int((deadline - time.monotonic()) * 1000), 1))
+                    asked = _reading_answers(_metadata(None, p.Metadata()), READERS[p.Metadata])
+                    response = await manager.wait_for(conn.send_request(asked), max(int((deadline - time.monotonic()) * 1000), 1))
                 except Exception as exc:  # noqa: BLE001 - a refusal is final, anything else: the next server
                     during_login = sasl and conn.broker_version_data is not None and not conn.connected
                     conn.close(exc)  # at once, given an error: the manager forgets it (get_connection's pop_on_close)
@@ -243,7 +324,7 @@ class Wire:
         except BaseException:
             wire.close()
             raise
-        md = _decode_metadata(p.Metadata(), response)
+        md = response.typed if type(response) is Read else _decode_metadata(p.Metadata(), response)
         _know_brokers(manager, md.brokers)
         # The connection is the bootstrap server's; if that address is a broker's advertised one,
         # it becomes that broker's connection (no second connection, no second ApiVersions).
@@ -252,7 +333,7 @@ class Wire:
             peer_host = conn.transport.getPeer()[0]
         except Exception:  # noqa: BLE001 - only used to match the address
             pass
-        matches = [b.node_id for b in response.brokers if b.port == server.port and b.host in (server.host, peer_host)]
+        matches = [b.id for b in md.brokers if b.port == server.port and b.host in (server.host, peer_host)]
         answered = matches[0] if len(matches) == 1 else None
         if answered is not None and _open_connection(manager, answered) is None:
             _keep_as(manager, conn, server.node_id, answered)
@@ -266,6 +347,7 @@ class Wire:
         one thread while the other reads it (the exporter closes from its main thread at SIGTERM)."""
         self._built.clear()
         self._bodies.clear()
+        self._writers.clear()
         manager = self._manager
 
         async def close_connections() -> None:
@@ -360,7 +442,12 @@ class Wire:
     # undecoded: the test tools use this to make hanging transactions with raw InitProducerId/Produce.
     def _encode(self, request: Request) -> Any:
         encode = ENCODERS.get(type(request))
-        return request if encode is None else encode(self, request)
+        if encode is None:
+            return request
+        built = encode(self, request)
+        read = READERS.get(type(request))
+        # A kept request's class is made by _encoding_body_once, which reads its answers too.
+        return built if read is None or type(request) in WRITERS else _reading_answers(built, read)
 
     def _reused(self, node_id: int | None, request: Request) -> Any:
         """The kafka-python request for ``request`` to ``node_id``: built again only when not among
@@ -371,7 +458,13 @@ class Wire:
         key = (node_id, request)
         built = self._built.pop(key, None)
         if built is None:
-            built = _encoding_body_once(self._encode(request), self._bodies, self._encoding_once)
+            written = WRITERS.get(type(request))
+            if written is None:
+                built = _encoding_body_once(self._encode(request), self._bodies, self._encoding_once, self._writers)
+            else:  # no protocol object per partition: the body is written from the request (.bodies)
+                shell, body = written
+                built = _encoding_body_once(shell(request), self._bodies, self._encoding_once, self._writers,
+                                            functools.partial(body, request), READERS.get(type(request)))
         else:
             _negotiate_again(built)
         self._built[key] = built
@@ -381,8 +474,11 @@ class Wire:
 
     def _forget(self, built: Any) -> None:
         self._bodies.pop(id(built), None)
+        self._writers.pop(id(built), None)
 
     def _decode(self, request: Request, response: Any) -> Any:
+        if type(response) is Read:  # read from its bytes (.bodies): typed already
+            return response.typed
         decode = DECODERS.get(type(request))
         return response if decode is None else decode(request, response)
 

@@ -1,0 +1,356 @@
+"""Request bodies the wire writes itself, byte for byte what kafka-python's ``encode`` writes, and
+the answers it reads itself, to what its decoders make of kafka-python's objects.
+
+A per-leader ListOffsets over 10,000 partitions costs kafka-python a protocol object per partition
+to build and a Python call per partition to encode (its tagged fields): 40-50 ms a request, six a
+pass at 30,000 partitions on 3 brokers, on the IO thread before the last one goes out; more than
+the broker takes to answer it. Written here, a topic's partitions go out in one ``bytes.join``
+(2-3 ms a request). (DescribeProducers needs none: kafka-python encodes its partition indexes, a
+plain int32 array, as fast.) :class:`~kafkatxn.kafka.wire.client.Wire` sends a kafka-python
+request with no topics (for its API key, versions, header and response class) whose body is the
+one written here at the version the connection picks; ``tests/unit/test_wire_contract.py``
+compares these bytes with kafka-python's at every version each request may go out at.
+
+The answers to those requests, and Metadata's (every partition of the cluster, each with its
+replica lists), are as costly to decode: objects per partition on kafka-python's IO thread, then a
+named tuple per partition by the wire's decoder (ListOffsets about 19 ms per 10,000 partitions;
+Metadata 60 ms at 30,000 partitions of one replica, 210 ms of three; DescribeProducers 32 ms per
+10,000 partitions). :func:`read_list_offsets`, :func:`read_metadata` and
+:func:`read_describe_producers` make the typed answer from the bytes (a flexible answer's
+partitions are fixed-size records, a topic's all alike where their replica lists or producer counts
+are: ``struct.iter_unpack``); an answer they do not read (an old version, tagged fields) is decoded
+by kafka-python as before. The tests compare their answers with the wire's decoders over
+kafka-python's, at every version.
+"""
+
+from __future__ import annotations
+
+import struct
+from itertools import repeat
+from typing import Any
+
+from kafkatxn.kafka import protocol as p
+from kafkatxn.kafka.wire.names import error_name, error_names, made
+from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
+from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
+
+_INT8 = struct.Struct(">b").pack
+_INT16 = struct.Struct(">h").pack
+_INT32 = struct.Struct(">i").pack
+_INT64 = struct.Struct(">q").pack
+NO_TAGGED_FIELDS = b"\x00"
+
+
+def uvarint(n: int) -> bytes:
+    """Kafka's unsigned varint (the lengths of flexible versions' compact arrays and strings)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def array_length(n: int, flexible: bool) -> bytes:
+    return uvarint(n + 1) if flexible else _INT32(n)
+
+
+def string(value: str, flexible: bool) -> bytes:
+    raw = value.encode("utf-8")
+    return (uvarint(len(raw) + 1) if flexible else _INT16(len(raw))) + raw
+
+
+# -- ListOffsets (ListOffsetsRequest.json: versions 1-11 sent, flexible from 6) -----------------------
+
+LIST_OFFSETS_FLEXIBLE = 6
+
+
+def list_offsets_shell(request: p.ListOffsets) -> Any:
+    """``request`` as kafka-python's ListOffsetsRequest without its topics: what the connection needs
+    of it (API key, the versions it may go out at, header, response class); the body is
+    :func:`list_offsets_body`'s."""
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest
+
+    return ListOffsetsRequest(
+        replica_id=-1, isolation_level=1 if request.read_committed else 0, topics=[],
+        min_version=2 if request.read_committed else 1,  # isolation levels came with v2
+    )
+
+
+def list_offsets_body(request: p.ListOffsets, version: int) -> bytes:
+    flexible = version >= LIST_OFFSETS_FLEXIBLE
+    # After each partition's index, the same bytes: CurrentLeaderEpoch -1 (v4+), the timestamp,
+    # MaxNumOffsets 1 (v0), its tagged fields (none).
+    after_index = (
+        (_INT32(-1) if version >= 4 else b"")
+        + _INT64(EARLIEST if request.earliest else LATEST)
+        + (_INT32(1) if version == 0 else b"")
+        + (NO_TAGGED_FIELDS if flexible else b"")
+    )
+    topics = p.by_topic(request.partitions)
+    out = [_INT32(-1)]  # ReplicaId: a consumer
+    if version >= 2:
+        out.append(_INT8(1 if request.read_committed else 0))
+    out.append(array_length(len(topics), flexible))
+    for name, indexes in topics.items():
+        out.append(string(name, flexible))
+        out.append(array_length(len(indexes), flexible))
+        if indexes:
+            out.append(after_index.join(map(_INT32, indexes)))
+            out.append(after_index)
+        if flexible:
+            out.append(NO_TAGGED_FIELDS)
+    if version >= 10:
+        out.append(_INT32(0))  # TimeoutMs: kafka-python's default (no tiered-storage wait)
+    if flexible:
+        out.append(NO_TAGGED_FIELDS)
+    return b"".join(out)
+
+
+def _read_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+_THROTTLE = struct.Struct(">i")
+# A flexible answer's partition: PartitionIndex, ErrorCode, Timestamp, Offset, LeaderEpoch, and the
+# count of its tagged fields (a one-byte varint; 0 when it has none). Unpacked: the index, the error
+# and the offset (the rest skipped as padding; the counts are checked on the bytes).
+_LIST_OFFSETS_PARTITION = struct.Struct(">ih8xq4xx")
+
+
+def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResponse, int] | None:
+    """A ListOffsets answer's body (after the response header): the typed answer and its throttle
+    time, or None where it is not read here (before v6, or tagged fields anywhere): kafka-python's."""
+    if version < LIST_OFFSETS_FLEXIBLE:
+        return None
+    size = _LIST_OFFSETS_PARTITION.size
+    (throttle_ms,) = _THROTTLE.unpack_from(data, 0)
+    topics, pos = _read_uvarint(data, 4)
+    out: list[p.PartitionOffset] = []
+    for _ in range(topics - 1):
+        length, pos = _read_uvarint(data, pos)
+        name = str(data[pos : pos + length - 1], "utf-8")
+        pos += length - 1
+        count, pos = _read_uvarint(data, pos)
+        count -= 1
+        block = bytes(data[pos : pos + count * size])
+        pos += count * size
+        if len(block) != count * size or block[size - 1 :: size].count(0) != count or data[pos] != 0:
+            return None  # a partition or the topic with tagged fields
+        pos += 1
+        if count:
+            indexes, errors, offsets = zip(*_LIST_OFFSETS_PARTITION.iter_unpack(block))
+            tps = made(TopicPartition, zip(repeat(name), indexes))
+            out.extend(made(p.PartitionOffset, zip(tps, error_names(errors), offsets)))
+    if pos != len(data) - 1 or data[pos] != 0:
+        return None  # tagged fields at the top level (or bytes this does not know)
+    return p.ListOffsetsResponse(tuple(out)), throttle_ms
+
+
+def _compact_string(data: memoryview, pos: int) -> tuple[str | None, int]:
+    length, pos = _read_uvarint(data, pos)
+    if length == 0:
+        return None, pos
+    end = pos + length - 1
+    return str(data[pos:end], "utf-8"), end
+
+
+# The Metadata versions read here: flexible, with nullable topic names (v12, Kafka 3.x; v13, 4.x).
+METADATA_READ_FROM = 12
+_PARTITION_HEAD = struct.Struct(">hiii")  # ErrorCode, PartitionIndex, LeaderId, LeaderEpoch
+_PARTITION_LAYOUTS: dict[tuple[int, int], struct.Struct] = {}
+
+
+def _partition_layout(replicas: int, isr: int) -> struct.Struct:
+    """A Metadata partition with ``replicas`` replicas, ``isr`` in sync, none offline and no tagged
+    fields: the head, each list's count (its length + 1, one byte under 127) and its broker ids."""
+    layout = _PARTITION_LAYOUTS.get((replicas, isr))
+    if layout is None:
+        layout = _PARTITION_LAYOUTS[(replicas, isr)] = struct.Struct(f">hiiiB{replicas}iB{isr}iBB")
+    return layout
+
+
+def _partitions_one_by_one(data: memoryview, pos: int, count: int, name: str, internal: bool,
+                           out: list[PartitionInfo]) -> int | None:
+    """A topic's partitions read one at a time (their replica lists differ in length, or some are
+    offline); None where one has tagged fields."""
+    for _ in range(count):
+        _error, index, leader, _epoch = _PARTITION_HEAD.unpack_from(data, pos)
+        pos += _PARTITION_HEAD.size
+        lists = []
+        for _list in range(3):  # replicas, in-sync replicas, offline replicas
+            n, pos = _read_uvarint(data, pos)
+            if n == 0:
+                return None  # a null list: not what the schema allows
+            lists.append(struct.unpack_from(f">{n - 1}i", data, pos))
+            pos += 4 * (n - 1)
+        if data[pos] != 0:
+            return None
+        pos += 1
+        out.append(PartitionInfo(name, index, leader, lists[0], lists[1], internal))
+    return pos
+
+
+def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, int] | None:
+    """A Metadata answer's body: what the wire's decoder makes of kafka-python's (brokers by id, every
+    partition with its leader, replicas and in-sync replicas) and its throttle time, or None where it
+    is not read here (before v12, tagged fields, a null topic name): kafka-python's."""
+    if version < METADATA_READ_FROM:
+        return None
+    (throttle_ms,) = _THROTTLE.unpack_from(data, 0)
+    count, pos = _read_uvarint(data, 4)
+    brokers = []
+    for _ in range(count - 1):
+        (node_id,) = _THROTTLE.unpack_from(data, pos)
+        host, pos = _compact_string(data, pos + 4)
+        (port,) = _THROTTLE.unpack_from(data, pos)
+        rack, pos = _compact_string(data, pos + 4)
+        if host is None or data[pos] != 0:
+            return None
+        pos += 1
+        brokers.append(BrokerInfo(node_id, host, port, rack))
+    cluster_id, pos = _compact_string(data, pos)
+    (controller_id,) = _THROTTLE.unpack_from(data, pos)
+    topics, pos = _read_uvarint(data, pos + 4)
+    partitions: list[PartitionInfo] = []
+    for _ in range(topics - 1):
+        name, pos = _compact_string(data, pos + 2)  # after the topic's ErrorCode
+        pos += 17  # TopicId (a UUID), IsInternal
+        count, pos = _read_uvarint(data, pos)
+        count -= 1
+        if name is None:
+            return None
+        internal = name in INTERNAL_TOPICS
+        if count > 0:
+            replicas, at = data[pos + 14] - 1, pos + 15 + 4 * (data[pos + 14] - 1)
+            isr = data[at] - 1
+            layout = _partition_layout(replicas, isr) if 0 <= replicas < 0x7F and 0 <= isr < 0x7F else None
+            size = layout.size if layout is not None else 0
+            block = bytes(data[pos : pos + count * size]) if layout is not None else b""
+            # Every partition of the topic like its first (as many replicas and in sync, none offline,
+            # no tagged fields): read in C. Else one at a time.
+            if (layout is not None and len(block) == count * size and block[14::size].count(replicas + 1) == count
+                    and block[15 + 4 * replicas :: size].count(isr + 1) == count
+                    and block[size - 2 :: size].count(1) == count and block[size - 1 :: size].count(0) == count):
+                columns = list(zip(*layout.iter_unpack(block)))
+                indexes, leaders = columns[1], columns[2]
+                replica_ids = zip(*columns[5 : 5 + replicas]) if replicas else repeat((), count)
+                isr_ids = zip(*columns[6 + replicas : 6 + replicas + isr]) if isr else repeat((), count)
+                partitions.extend(made(PartitionInfo, zip(repeat(name), indexes, leaders, replica_ids, isr_ids, repeat(internal))))
+                pos += count * size
+            else:
+                pos = _partitions_one_by_one(data, pos, count, name, internal, partitions)
+                if pos is None:
+                    return None
+        pos += 4  # TopicAuthorizedOperations
+        if data[pos] != 0:
+            return None
+        pos += 1
+    if version >= 13:
+        pos += 2  # the answer's ErrorCode (the wire's decoder does not read it either)
+    if pos != len(data) - 1 or data[pos] != 0:
+        return None
+    brokers.sort(key=lambda b: b.id)
+    return p.MetadataResponse(cluster_id, -1 if controller_id is None else controller_id, tuple(brokers), tuple(partitions)), throttle_ms
+
+
+# -- DescribeProducers (version 0, flexible) ---------------------------------------------------------
+
+# A producer: ProducerId, ProducerEpoch, LastSequence, LastTimestamp, CoordinatorEpoch,
+# CurrentTxnStartOffset, then the count of its tagged fields (unpacked, to be checked: 0).
+_PRODUCER_FIELDS = "qiiqiqB"
+_PRODUCER_STATE = struct.Struct(">" + _PRODUCER_FIELDS)
+_PARTITION_HEAD_DP = struct.Struct(">ih")  # PartitionIndex, ErrorCode
+_PRODUCER_LAYOUTS: dict[int, struct.Struct] = {}
+
+
+def _producers_layout(producers: int) -> struct.Struct:
+    """A partition with ``producers`` producers, no error message and no tagged fields: its index,
+    error, the null message (0), the producers' count + 1, each producer, its tagged fields (0)."""
+    layout = _PRODUCER_LAYOUTS.get(producers)
+    if layout is None:
+        layout = _PRODUCER_LAYOUTS[producers] = struct.Struct(">ihBB" + _PRODUCER_FIELDS * producers + "B")
+    return layout
+
+
+def _producers_one_by_one(data: memoryview, pos: int, count: int, name: str,
+                          out: list[p.PartitionProducers]) -> int | None:
+    size = _PRODUCER_STATE.size
+    head = _PARTITION_HEAD_DP.unpack_from
+    for _ in range(count):
+        index, error = head(data, pos)
+        if data[pos + 6 : pos + 9] == b"\x00\x01\x00":  # no message, no producers, no tagged fields: most partitions
+            out.append(p.PartitionProducers(TopicPartition(name, index), error_name(error) if error else None, ()))
+            pos += 9
+            continue
+        message, pos = _read_uvarint(data, pos + _PARTITION_HEAD_DP.size)
+        pos += max(message - 1, 0)  # the error message (null: 0), not kept (nor by the decoder)
+        n, pos = _read_uvarint(data, pos)
+        if n == 0:
+            return None  # a null list: not what the schema allows
+        rows = list(_PRODUCER_STATE.iter_unpack(data[pos : pos + (n - 1) * size]))
+        pos += (n - 1) * size
+        if any(row[6] for row in rows) or data[pos] != 0:
+            return None
+        pos += 1
+        producers = tuple(made(ProducerState, (row[:6] for row in rows)))
+        out.append(p.PartitionProducers(TopicPartition(name, index), error_name(error) if error else None, producers))
+    return pos
+
+
+def read_describe_producers(data: memoryview, version: int) -> tuple[p.DescribeProducersResponse, int] | None:
+    """A DescribeProducers answer's body: what the wire's decoder makes of kafka-python's, and its
+    throttle time; None where tagged fields are found (kafka-python's). A topic whose partitions all
+    have as many producers as its first and no error message is read in C, another one partition at
+    a time."""
+    (throttle_ms,) = _THROTTLE.unpack_from(data, 0)
+    topics, pos = _read_uvarint(data, 4)
+    out: list[p.PartitionProducers] = []
+    for _ in range(topics - 1):
+        name, pos = _compact_string(data, pos)
+        count, pos = _read_uvarint(data, pos)
+        count -= 1
+        if name is None:
+            return None
+        if count > 0:
+            first = data[pos + 7] - 1 if data[pos + 6] == 0 else -1  # the first partition's producers (no message)
+            layout = _producers_layout(first) if 0 <= first < 0x7F else None
+            size = layout.size if layout is not None else 0
+            block = bytes(data[pos : pos + count * size]) if layout is not None else b""
+            uniform = (layout is not None and len(block) == count * size and block[6::size].count(0) == count
+                       and block[7::size].count(first + 1) == count and block[size - 1 :: size].count(0) == count
+                       and all(block[8 + _PRODUCER_STATE.size * (j + 1) - 1 :: size].count(0) == count for j in range(first)))
+            if uniform:
+                rows = list(layout.iter_unpack(block))
+                tps = made(TopicPartition, zip(repeat(name), [row[0] for row in rows]))
+                width = len(_PRODUCER_FIELDS)
+                producers = ([tuple(made(ProducerState, (row[4 + width * j : 4 + width * j + 6] for j in range(first)))) for row in rows]
+                             if first else repeat((), count))
+                out.extend(made(p.PartitionProducers, zip(tps, error_names([row[1] for row in rows]), producers)))
+                pos += count * size
+            else:
+                pos = _producers_one_by_one(data, pos, count, name, out)
+                if pos is None:
+                    return None
+        if data[pos] != 0:
+            return None
+        pos += 1
+    if pos != len(data) - 1 or data[pos] != 0:
+        return None
+    return p.DescribeProducersResponse(tuple(out)), throttle_ms
+
+
+# The answers read here, by the request type.
+READERS = {p.ListOffsets: read_list_offsets, p.Metadata: read_metadata, p.DescribeProducers: read_describe_producers}
+
+# type -> (the kafka-python request without its partitions, the body at a version)
+WRITERS = {
+    p.ListOffsets: (list_offsets_shell, list_offsets_body),
+}
