@@ -16,7 +16,6 @@ import functools
 import gc
 import operator
 import re
-import threading
 import zlib
 from itertools import chain, compress
 from typing import Callable, Iterable
@@ -27,6 +26,8 @@ from prometheus_client.core import GaugeMetricFamily, Sample
 from prometheus_client.openmetrics import exposition as _om
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
+
+from kafkatxn import collection
 
 # Names this encoder writes bare: Prometheus' classic metric and label names (its data model; a label
 # name starting "__" is reserved). Any other name is written by prometheus_client itself, which
@@ -285,26 +286,12 @@ def choose_encoder(accept_header: str | None) -> tuple[Callable[[Collector], byt
 # (made rarer, or left to the allocation counts, RSS grows faster: bench/bench_soak.py). A body
 # shared by the scrapes of one snapshot (exposition_shared) pauses and collects once, for its
 # render, not once per concurrent scrape.
-_gc_lock = threading.Lock()
-_gc_scrapes = 0  # scrapes in flight
-_gc_was_enabled = [True]  # collection was on when the first of them began
-
-
 def _pause_collection() -> None:
-    global _gc_scrapes
-    with _gc_lock:
-        _gc_scrapes += 1
-        if _gc_scrapes == 1:
-            _gc_was_enabled[0] = gc.isenabled()
-            gc.disable()
+    collection.pause()
 
 
 def _resume_collection() -> None:
-    global _gc_scrapes
-    with _gc_lock:
-        _gc_scrapes -= 1
-        if _gc_scrapes == 0 and _gc_was_enabled[0]:
-            gc.enable()
+    collection.resume()
     # Every scrape that ends collects, not only the last of overlapping ones: scrapers that keep
     # overlapping (two Prometheus replicas, a short interval) would otherwise keep the collector
     # paused for good while cyclic garbage piles up.

@@ -7,14 +7,13 @@ at once, and turning what failed into typed ``Missing`` parts or one translated 
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
-import threading
 import time
 from collections import Counter
 from itertools import repeat
 from typing import Any, Sequence
 
+from kafkatxn import collection
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
 from kafkatxn.errors import DeadlineExceeded, UsageError
 from kafkatxn.kafka import protocol as proto
@@ -42,35 +41,6 @@ PERSON_PAUSE_S = 1.0
 
 
 _NOT_ANSWERED = object()
-
-
-# A run at 30,000 partitions makes hundreds of thousands of objects that live until it ends (the
-# metadata, offsets at both isolation levels, producer states, kafka-python's decoded answers), and
-# none of them cyclic. Python's collector, triggered by allocation counts, walked them again and
-# again while the run built them: 0.36 s of `lso` at 30,000 partitions (7 full collections; 410
-# objects collected in all) and 0.53 s of `check` (gc.callbacks). So cyclic collection waits while a
-# run is in flight, as it waits while an exporter scrape runs (kafkatxn/exposition.py, which
-# collects after each scrape); runs in several threads at once resume it when the last one ends.
-_gc_lock = threading.Lock()
-_gc_runs = 0  # runs in flight, in every session of the process
-_gc_was_enabled = [True]  # collection was on when the first of them began
-
-
-def _pause_collection() -> None:
-    global _gc_runs
-    with _gc_lock:
-        _gc_runs += 1
-        if _gc_runs == 1:
-            _gc_was_enabled[0] = gc.isenabled()
-            gc.disable()
-
-
-def _resume_collection() -> None:
-    global _gc_runs
-    with _gc_lock:
-        _gc_runs -= 1
-        if _gc_runs == 0 and _gc_was_enabled[0]:
-            gc.enable()
 
 
 def request_label(request: Any) -> str:
@@ -163,17 +133,17 @@ class Session:
         asked again); a run inside a run is the outer one. A question that must see the cluster as
         it is now (whether a transaction ended since, a recheck before acting) is asked
         :meth:`afresh`, and ``abort``, ``fence`` and ``restore-commit`` act outside any run.
-        Cyclic garbage collection waits while the run is in flight (see ``_pause_collection``)."""
+        Cyclic garbage collection waits while the run is in flight (:mod:`kafkatxn.collection`)."""
         if self._answers is not None:
             yield
             return
         self._answers = {}
-        _pause_collection()
+        collection.pause()
         try:
             yield
         finally:
             self._answers = None
-            _resume_collection()
+            collection.resume()
 
     @contextlib.contextmanager
     def afresh(self):

@@ -1,0 +1,38 @@
+"""Cyclic garbage collection paused while a large pass is in flight, with one count for the whole
+process.
+
+A command's run (:meth:`kafkatxn.kafka.session.Session.one_run`) or an exporter scrape at tens of
+thousands of partitions makes hundreds of thousands of objects that live until it ends, none of
+them cyclic; Python's collector, triggered by allocation counts, would walk them again and again
+while they are made. Runs and scrapes overlap (a scrape's gather is a run; scrapes overlap each
+other), so they share this one count: collection resumes when the last of them ends, and only if
+it was on when the first began.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+_lock = threading.Lock()
+_in_flight = 0  # passes that paused collection and have not ended
+_was_enabled = True  # collection was on when the first of them began
+
+
+def pause() -> None:
+    """One more pass in flight: collection waits until every one has ended (:func:`resume`)."""
+    global _in_flight, _was_enabled
+    with _lock:
+        _in_flight += 1
+        if _in_flight == 1:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+
+
+def resume() -> None:
+    """One pass ended; the last one turns collection back on, if it was on before the first."""
+    global _in_flight
+    with _lock:
+        _in_flight -= 1
+        if _in_flight == 0 and _was_enabled:
+            gc.enable()
