@@ -10,21 +10,9 @@ from kafkatxn.kafka.txnlog import (
     _FIXED, _I16, _I32, _I64, _KEY_HEAD, _KNOWN_TAGS, _STATE_IDS, _TIMES, KEY_VERSION, STATES,
     TAG_CLIENT_TRANSACTION_VERSION, TAG_NEXT_PRODUCER_EPOCH, TAG_NEXT_PRODUCER_ID, TAG_PREVIOUS_PRODUCER_ID,
 )
+from kafkatxn.kafka.varint import encode_uvarint
 
 __all__ = ["encode_key", "encode_value_v0", "encode_value_v1"]
-
-
-def _encode_uvarint(value: int) -> bytes:
-    if value < 0:
-        raise ValueError(f"unsigned varint cannot hold {value}")
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _status_id(state: int | str) -> int:
@@ -125,12 +113,12 @@ def encode_value_v1(
     if grouped is None:
         out.append(b"\x00")
     else:
-        out.append(_encode_uvarint(len(grouped) + 1))
+        out.append(encode_uvarint(len(grouped) + 1))
         for topic, ids in grouped:
             raw = topic.encode("utf-8")
-            out.append(_encode_uvarint(len(raw) + 1))
+            out.append(encode_uvarint(len(raw) + 1))
             out.append(raw)
-            out.append(_encode_uvarint(len(ids) + 1))
+            out.append(encode_uvarint(len(ids) + 1))
             out.append(struct.pack(f">{len(ids)}i", *ids))
             out.append(b"\x00")  # no tagged fields in the partition entry
     out.append(_pack_times(last_update_timestamp_ms, start_timestamp_ms))
@@ -153,10 +141,10 @@ def encode_value_v1(
         if tag < 0:
             raise ValueError(f"negative tag {tag}")
         tagged[tag] = bytes(raw)
-    out.append(_encode_uvarint(len(tagged)))
+    out.append(encode_uvarint(len(tagged)))
     for tag in sorted(tagged):
         raw = tagged[tag]
-        out.append(_encode_uvarint(tag))
-        out.append(_encode_uvarint(len(raw)))
+        out.append(encode_uvarint(tag))
+        out.append(encode_uvarint(len(raw)))
         out.append(raw)
     return b"".join(out)

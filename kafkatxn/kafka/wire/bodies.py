@@ -30,6 +30,7 @@ from itertools import repeat
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
+from kafkatxn.kafka.varint import encode_uvarint
 from kafkatxn.kafka.wire.names import error_name, error_names, made
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
@@ -41,23 +42,13 @@ _INT64 = struct.Struct(">q").pack
 NO_TAGGED_FIELDS = b"\x00"
 
 
-def uvarint(n: int) -> bytes:
-    """Kafka's unsigned varint (the lengths of flexible versions' compact arrays and strings)."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def array_length(n: int, flexible: bool) -> bytes:
-    return uvarint(n + 1) if flexible else _INT32(n)
+    return encode_uvarint(n + 1) if flexible else _INT32(n)
 
 
 def string(value: str, flexible: bool) -> bytes:
     raw = value.encode("utf-8")
-    return (uvarint(len(raw) + 1) if flexible else _INT16(len(raw))) + raw
+    return (encode_uvarint(len(raw) + 1) if flexible else _INT16(len(raw))) + raw
 
 
 # -- ListOffsets (ListOffsetsRequest.json: versions 1-11 sent, flexible from 6) -----------------------
