@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # (module, name): why it stays though nothing in kafkatxn/ calls it.
 USED_FROM_OUTSIDE = {
-    ("kafkatxn/__init__.py", "__getattr__"): "Python calls a module's __getattr__",
     ("kafkatxn/audit/rules.py", "comparable"): "the audit tests compare the local and Spark results with it",
     ("kafkatxn/audit/rules.py", "audit_local"): "the audit in one process, the reference the Spark job is tested against",
     ("kafkatxn/audit/source.py", "initialOffset"): "PySpark's DataSourceStreamReader calls it",
