@@ -85,10 +85,10 @@ class WatchedGroupLag(GroupLag):
 def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag]:
     """A row per partition with ``lag_messages >= min_lag``, in topic and partition order."""
     rows = []
-    for tp in sorted(snapshot.offsets):
-        o = snapshot.offsets[tp]
-        if o.lag < min_lag:
-            continue
+    offsets = snapshot.offsets
+    # Sorted after the filter: of 30,000 partitions, the few that lag.
+    for tp in sorted(tp for tp, o in offsets.items() if o.lag >= min_lag):
+        o = offsets[tp]
         txns = snapshot.open_transactions.get(tp, []) if o.lag > 0 else []
         facts = pin_facts(snapshot, tp)
         pin = facts.pin
