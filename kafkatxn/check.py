@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from kafkatxn import defaults, untracked, verdicts_groups
 from kafkatxn.durations import format_duration_ms
@@ -27,6 +27,8 @@ from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_VERDICTS, ClusterSnapshot, GroupSample,
 )
 from kafkatxn.spark_readers import reader_option, reader_words, readers_count
+
+T = TypeVar("T")  # what a threshold finding is about: a partition, a transaction, a broker, a group's partition
 
 # ------------------------------------------------------------------------------------------------
 # Decision
@@ -152,7 +154,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     lags = [(p, p.lso_lag_messages) for p in snapshot.partitions if p.lso_lag_messages is not None]
     max_lag = max((lag for _, lag in lags), default=0)
     lag_counts = _threshold_findings(
-        findings, ((str(p.tp), lag) for p, lag in sorted(lags, key=lambda x: -x[1])),
+        findings, lags, lambda p: str(p.tp),
         thresholds.lso_lag_warn, thresholds.lso_lag_crit, "lso_lag",
         lambda subject, value, rng: f"{subject}: LSO lag {value} messages ({rng.describe()})",
     )
@@ -163,7 +165,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     ages = [(t, snapshot.transaction_age_s(t)) for t in snapshot.open_transactions if not t.two_phase_commit]
     ages = [(t, a) for t, a in ages if a is not None]
     age_counts = _threshold_findings(
-        findings, ((t.transactional_id, a) for t, a in sorted(ages, key=lambda x: -x[1])),
+        findings, ages, lambda t: t.transactional_id,
         thresholds.txn_age_warn, thresholds.txn_age_crit, "transaction_age",
         lambda subject, value, rng: f"transaction {subject!r} open for {number_text(round(value, 1))}s ({rng.describe()})",
     )
@@ -171,9 +173,10 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         summary.append(f"{_plural(age_counts[(status, rng)], 'transaction')} open {rng.describe()}")
 
     producer_counts = _threshold_findings(
-        findings, ((f"broker {b}", n) for b, n in sorted(snapshot.active_producer_ids.items())),
+        findings, sorted(snapshot.active_producer_ids.items()), lambda b: f"broker {b}",
         thresholds.producer_ids_warn, thresholds.producer_ids_crit, "active_producer_ids",
         lambda subject, value, rng: f"{subject}: {value} active producer ids ({rng.describe()})",
+        largest_first=False,
     )
     for status, rng in producer_counts:
         summary.append(f"{_plural(producer_counts[(status, rng)], 'broker')} with active producer ids {rng.describe()}")
@@ -225,7 +228,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         if warned:
             summary.append(readers_count(warned) + " waiting on a transaction")
         group_counts = _threshold_findings(
-            findings, ((f"{g.group} {g.topic}-{g.partition}", g.lag_messages) for g in sorted(groups, key=lambda g: -g.lag_messages)),
+            findings, [(g, g.lag_messages) for g in groups], lambda g: f"{g.group} {g.topic}-{g.partition}",
             thresholds.group_lag_warn, thresholds.group_lag_crit, "group_lag",
             lambda subject, value, rng: f"group {subject}: lag {value} messages ({rng.describe()})",
         )
@@ -341,20 +344,39 @@ def _perf(rng: Range | None) -> str:
 
 def _threshold_findings(
     findings: list[tuple[Status, Finding]],
-    values: Iterable[tuple[str, float]],
+    values: Iterable[tuple[T, float]],
+    subject_of: Callable[[T], str],
     warn: Range | None,
     crit: Range | None,
     kind: str,
     message: Callable[[str, float, Range], str],
+    largest_first: bool = True,
 ) -> dict[tuple[Status, Range], int]:
-    """A finding for each value a threshold alerts on (critical first); counts per (status, range)."""
-    counts: dict[tuple[Status, Range], int] = defaultdict(int)
-    for subject, value in values:
+    """A finding for each value a threshold alerts on, largest value first unless told to keep the
+    order given; counts per (status, range). Each distinct value is decided once and only an
+    alerting item is named: 30,000 partitions hold a handful of distinct LSO lags."""
+    decided: dict[float, tuple[Status, Range] | None] = {}
+
+    def decide(value: float) -> tuple[Status, Range] | None:
         for status, rng in ((Status.CRITICAL, crit), (Status.WARNING, warn)):
             if rng is not None and rng.alerts(value):
-                findings.append((status, Finding(status.name.lower(), kind, subject, value, rng.text, message(subject, value, rng))))
-                counts[(status, rng)] += 1
-                break
+                return status, rng
+        return None
+
+    alerting = []
+    for item, value in values:
+        if value not in decided:
+            decided[value] = decide(value)
+        if decided[value] is not None:
+            alerting.append((item, value))
+    if largest_first:
+        alerting.sort(key=lambda x: -x[1])  # stable: equal values keep their given order
+    counts: dict[tuple[Status, Range], int] = defaultdict(int)
+    for item, value in alerting:
+        status, rng = decided[value]  # type: ignore[misc]
+        subject = subject_of(item)
+        findings.append((status, Finding(status.name.lower(), kind, subject, value, rng.text, message(subject, value, rng))))
+        counts[(status, rng)] += 1
     return dict(sorted(counts.items(), key=lambda kv: -SEVERITY[kv[0][0]]))
 
 

@@ -379,3 +379,30 @@ def test_the_command_writes_the_textfile(capsys, monkeypatch, tmp_path):
     target = tmp_path / "k.prom"
     assert run_cli(capsys, "check", "-b", "h:1", "--textfile", str(target)).code == 0
     assert "kafkatxn_up 1.0" in target.read_text()
+
+
+def test_threshold_findings_decide_each_value_once_and_name_only_what_alerts():
+    """30,000 partitions, a handful of distinct LSO lags: a subject is made only for an item that
+    alerts, largest value first (critical before warning), equal values in the order given."""
+    named: list[str] = []
+
+    def subject_of(item: str) -> str:
+        named.append(item)
+        return item
+
+    findings: list = []
+    values = [("p0", 0), ("p1", 5), ("p2", 2000), ("p3", 0), ("p4", 3000), ("p5", 2000)]
+    counts = check._threshold_findings(
+        findings, values, subject_of, Range.parse("1000"), Range.parse("2500"), "lso_lag",
+        lambda subject, value, rng: f"{subject} {value}",
+    )
+    assert [(status, f.subject, f.value) for status, f in findings] == [
+        (Status.CRITICAL, "p4", 3000), (Status.WARNING, "p2", 2000), (Status.WARNING, "p5", 2000),
+    ]
+    assert sorted(named) == ["p2", "p4", "p5"]
+    assert list(counts.values()) == [1, 2] and [status for status, _ in counts] == [Status.CRITICAL, Status.WARNING]
+
+    findings.clear()
+    check._threshold_findings(findings, [("b2", 9), ("b1", 12)], str, Range.parse("5"), None, "active_producer_ids",
+                              lambda subject, value, rng: subject, largest_first=False)
+    assert [f.subject for _, f in findings] == ["b2", "b1"]  # the order given
