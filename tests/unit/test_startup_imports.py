@@ -84,33 +84,10 @@ def test_lso_imports_kafka_python_only():
 
 def test_lso_does_not_run_kafka_pythons_package_init():
     """kafka-python's package __init__ imports its admin client, consumer and producer (~40 ms a
-    start); the wire needs none of them (kafkatxn.kafka.client_package defers that __init__)."""
+    start); the wire needs none of them (kafkatxn.kafka.wire.client_package defers that __init__)."""
     loaded = modules_loaded_by("lso", "-b", "127.0.0.1:1", "--timeout", "200ms", "-o", "json")
     assert "kafka.net.manager" in loaded, "the wire did not reach kafka-python's network layer"
     assert not loaded & {"kafka.admin", "kafka.consumer", "kafka.producer"}, sorted(loaded & {"kafka.admin", "kafka.consumer", "kafka.producer"})
-
-
-def test_the_deferred_kafka_package_still_serves_its_names():
-    """Code beside kafkatxn in one process (a test, a Spark job) that asks kafka-python's package
-    for its names gets them: the first such read runs the package's own __init__."""
-    code = (
-        "import sys, logging\n"
-        "import kafkatxn.kafka\n"
-        "from kafka import errors\n"
-        "assert 'kafka.producer' not in sys.modules, 'a submodule read ran the package init'\n"
-        "from kafka import KafkaProducer, KafkaAdminClient\n"
-        "import kafka\n"
-        "print(KafkaProducer.__name__, KafkaAdminClient.__name__, kafka.__version__, errors.__name__)\n"
-        "try:\n"
-        "    kafka.no_such_name\n"
-        "except AttributeError:\n"
-        "    print('AttributeError')\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    producer, admin, version, errors, missing = proc.stdout.split()
-    assert (producer, admin, errors, missing) == ("KafkaProducer", "KafkaAdminClient", "kafka.errors", "AttributeError")
-    assert version[0].isdigit()
 
 
 def test_a_command_freezes_what_the_imports_built_once_per_process():

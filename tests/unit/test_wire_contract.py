@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import subprocess
+import sys
 from typing import Any
 from pathlib import Path
 
@@ -40,6 +42,7 @@ PRIVATE_NAMES = {
     "node_id =": "test_the_bootstrap_connection_is_kept_as_the_brokers_and_forgotten_when_it_closes",
     "_version =": "test_a_kept_request_negotiates_its_version_again",
     "__class__ =": "test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_encoded_once",
+    "__getattr__ =": "test_the_deferred_kafka_package_still_serves_its_names",
 }
 
 
@@ -1182,3 +1185,29 @@ def test_kafka_pythons_parser_hands_over_a_describe_producers_answer_read_by_the
     ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
     assert got_id == correlation_id and isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 5
     assert w._decode(request, answer) == _decode_describe_producers(request, R.decode(bytes(expected.encode(version=0)), version=0))
+
+
+def test_the_deferred_kafka_package_still_serves_its_names():
+    """kafka-python's network and protocol modules import without its package __init__ (which
+    client_package defers); code beside kafkatxn in one process (a test, a Spark job) that asks the
+    package for its names gets them: the first such read runs the package's own __init__."""
+    code = (
+        "import sys, logging\n"
+        "import kafkatxn.kafka.wire\n"
+        "import kafka.net.manager, kafka.net.selector, kafka.net.sasl.oauth, kafka.future\n"
+        "import kafka.protocol.metadata, kafka.protocol.consumer.offsets, kafka.protocol.api_message\n"
+        "from kafka import errors\n"
+        "assert 'kafka.producer' not in sys.modules, 'the network layer or a submodule read ran the package init'\n"
+        "from kafka import KafkaProducer, KafkaAdminClient\n"
+        "import kafka\n"
+        "print(KafkaProducer.__name__, KafkaAdminClient.__name__, kafka.__version__, errors.__name__)\n"
+        "try:\n"
+        "    kafka.no_such_name\n"
+        "except AttributeError:\n"
+        "    print('AttributeError')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    producer, admin, version, errors, missing = proc.stdout.split()
+    assert (producer, admin, errors, missing) == ("KafkaProducer", "KafkaAdminClient", "kafka.errors", "AttributeError")
+    assert version[0].isdigit()
