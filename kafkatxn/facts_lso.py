@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 # from lag; larger gaps count as lag unread.
 DEFAULT_PROBE_MAX_GAP = 1000
 
+
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 # In a group's committed offsets: a partition its members are assigned that it has no commit on.
 NO_COMMIT = -1
@@ -131,21 +134,24 @@ def take_snapshot(
     # sort of those runs costs a tenth of sorting a set's hash order (30 against 3 ms at 30,000).
     tps = sorted(dict.fromkeys(partitions))
     taken_at_ms = int(time.time() * 1000)
-    known = known or {}
-    rest: list[TopicPartition] = []
+    rest: list[TopicPartition] = tps
     offsets: dict[TopicPartition, Offsets] = {}
-    for tp in tps:  # 30,000 partitions a scrape: one lookup each
-        pair = known.get(tp)
-        if pair is None:
-            rest.append(tp)
-        else:
-            offsets[tp] = Offsets(pair[1], pair[0])  # (high_watermark, last_stable_offset) from (LSO, HW)
+    if known:
+        rest = []
+        for tp in tps:  # 30,000 partitions a scrape: one lookup each
+            pair = known.get(tp)
+            if pair is None:
+                rest.append(tp)
+            else:
+                offsets[tp] = Offsets(pair[1], pair[0])  # (high_watermark, last_stable_offset) from (LSO, HW)
     missing: list[Missing] = []
     if rest:
-        pairs = cluster.stable_and_high_offsets(rest)
-        offsets.update({tp: Offsets(high_watermark=hw, last_stable_offset=lso) for tp, (lso, hw) in pairs.value.items()})
-        missing += pairs.missing
-    lagging = [tp for tp, o in offsets.items() if o.lag > 0]
+        asked = cluster.stable_and_high_offsets(rest)
+        pairs = asked.value
+        # (LSO, HW) pairs to Offsets(HW, LSO) column by column: no Python-level step per partition.
+        offsets.update(zip(pairs, map(Offsets, map(_SECOND, pairs.values()), map(_FIRST, pairs.values()))))
+        missing += asked.missing
+    lagging = [tp for tp, (hw, lso) in offsets.items() if hw > lso]  # o.lag > 0, without a call per partition
     before = len(missing)
     open_txns, view = gather.describe_open(cluster, lagging, missing)
     unanswered = {m.subject for m in missing[before:]}
