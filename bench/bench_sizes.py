@@ -31,7 +31,7 @@ At each size, ``--rounds`` times, each command as its own process at its DEFAULT
 (30 s): ``kafkatxn lso``, ``hanging``, ``check``, ``producers --summary``; and scrapes of a fresh
 exporter (``--cache-ttl 0s``, ``--no-group-lag``: the partition part; default ``--scrape-timeout``).
 Then the group part: Kafka's ``kafka-consumer-groups.sh --describe --all-groups`` once (timed, not a
-target; 1 GB heap, the harness's 256 MB being too small for 400,000 rows), ``kafkatxn lso --groups``,
+target; a 1 GB heap, not the harness's 256 MB, lest 400,000 rows not fit), ``kafkatxn lso --groups``,
 ``diagnose``, ``check --groups`` and scrapes of a fresh exporter with group lag (its default). Printed
 per size: median seconds, peak RSS (GNU time; the exporter's VmHWM), and the cost per partition
 (median seconds / partitions) and per group (median seconds / groups), in microseconds. Then, per
@@ -97,7 +97,7 @@ DEFAULT_SCRAPE_TIMEOUT_S = 8  # the exporter's default --scrape-timeout
 TARGET_COST_RATIO = 1.2
 TARGET_EXPORTER_RSS_MB = 400
 UNDETERMINED = 3
-TOOL_HEAP = "-Xmx1g"  # Kafka's tool, after the harness's -Xmx256m: the last one counts
+TOOL_HEAP = "-Xmx1g"  # Kafka's tool, after the harness's -Xmx256m (the last one counts): 400,000 rows
 
 COMMANDS = {
     "lso": ["lso", "-o", "json"],
