@@ -1,28 +1,54 @@
-"""Every whole-cluster command at three sizes in one run: seconds, peak RSS and cost per partition.
+"""Every whole-cluster command at three sizes in one run: seconds, peak RSS and cost per partition,
+and per consumer group (issue 38 item 3).
 
-    python bench/bench_sizes.py                                  # 10,000, 30,000, 100,000 partitions, 6 brokers
+    python bench/bench_sizes.py                                  # 10,000, 30,000, 100,000 partitions, 6 brokers,
+                                                                 # 2,000, 6,000, 20,000 groups x 20 partitions
     python bench/bench_sizes.py --sizes 5000,15000,50000 --brokers 3
     python bench/bench_sizes.py --sizes 1000,2000,4000 --rounds 1 --brokers 1   # smoke
+    python bench/bench_sizes.py --no-groups                      # the partition part alone
 
 Starts one cluster with harness/ (``--brokers``, ``--heap`` each; verification off so hanging
-transactions can be made) and grows it: at each size of ``--sizes`` it creates more topics of 100
-partitions (20 per CreateTopics, as bench_scale.py) until the cluster holds that many, waits until
-every partition answers ListOffsets, and measures the whole cluster. Producer state (bench_hanging's
-``seed``: hanging, open, committed and idempotent producers) is made at the first size.
+transactions can be made; ``transaction.max.timeout.ms`` an hour, so the open transactions outlive
+the run) and grows it: at each size of ``--sizes`` it creates more topics of 100 partitions (20 per
+CreateTopics, as bench_scale.py) until the cluster holds that many, waits until every partition
+answers ListOffsets, and measures the whole cluster. Producer state is made at the first size:
+bench_hanging's ``seed`` (hanging, committed and idempotent producers) and bench_groups'
+``open_transactions`` (``--open`` transactions of ``--open-partitions`` partitions each, left open
+for the hour: their partitions' LSO is pinned).
+
+Groups (unless ``--no-groups``): at each size bench_groups' ``write_records`` puts 5 to 11 records on
+every new partition, and ``--groups-per-topic`` (20) new groups of ``--group-partitions`` (20)
+consecutive partitions each are committed on every new topic with bench_groups' ``commit_offsets``
+(AlterConsumerGroupOffsets, no consumer joins): every partition read by 4 groups, so 2,000 / 6,000 /
+20,000 groups (40,000 / 120,000 / 400,000 group-partitions) at 10,000 / 30,000 / 100,000 partitions.
+The groups of a smaller size stay as they were. Offsets as bench_groups plans them, from the
+partitions' real LSO and high watermark: behind an open transaction every other group commits at the
+LSO (held: blocked, or waiting while the transaction is in flight), the others below it; below the
+LSO on a partition a hanging transaction pins; elsewhere a quarter of the groups lag by 1 to 3
+records and the rest sit at the high watermark.
 
 At each size, ``--rounds`` times, each command as its own process at its DEFAULT ``--timeout``
 (30 s): ``kafkatxn lso``, ``hanging``, ``check``, ``producers --summary``; and scrapes of a fresh
-exporter (``--cache-ttl 0s``: a full gather each time, default ``--scrape-timeout``). Printed per
-size: median seconds, peak RSS (GNU time; the exporter's VmHWM), and the cost per partition (median
-seconds / partitions, in microseconds). Then, per command, the ratio of the cost per partition at the
-largest size to that at the middle size, and the marginal cost (extra seconds per extra partition)
-between consecutive sizes, which start-up does not flatter.
+exporter (``--cache-ttl 0s``, ``--no-group-lag``: the partition part; default ``--scrape-timeout``).
+Then the group part: Kafka's ``kafka-consumer-groups.sh --describe --all-groups`` once (timed, not a
+target; a 1 GB heap, not the harness's 256 MB, lest 400,000 rows not fit), ``kafkatxn lso --groups``,
+``diagnose``, ``check --groups`` and scrapes of a fresh exporter with group lag (its default). Printed
+per size: median seconds, peak RSS (GNU time; the exporter's VmHWM), and the cost per partition
+(median seconds / partitions) and per group (median seconds / groups), in microseconds. Then, per
+command, the ratio of the cost per partition (per group, for the group part) at the largest size to
+that at the middle size, and the marginal cost (extra seconds per extra partition or group) between
+consecutive sizes, which start-up does not flatter.
 
-Exit 1 when a target is missed: cost per partition at the largest size > 1.2x that at the middle
-size; exporter peak RSS > 400 MB at the largest size; a command exiting 3 (undetermined: its
-default --timeout) or an incomplete scrape; or findings that differ from what was made (hanging
-transactions exactly the made ones; lso's lagging partitions exactly those with a hanging or open
-transaction; the exporter sees every partition).
+Exit 1 when a target is missed: cost per partition (per group) at the largest size > 1.2x that at
+the middle size; exporter peak RSS > 400 MB at the largest size (with group lag: 400,000
+group-partition series at 100,000); a command exiting 3 (undetermined: its default --timeout), over
+its default --timeout, or an incomplete scrape or one over the default 8 s --scrape-timeout; or
+findings that differ: hanging transactions exactly the made ones; lso's lagging partitions exactly
+those with a hanging or open transaction; the exporter sees every partition; the (group, topic,
+partition) rows with committed offset and high-watermark lag of ``lso --groups``, ``diagnose`` and
+the exporter equal Kafka's tool's, whose rows are the commits made; the held pairs of ``lso --groups``
+and ``diagnose`` and the exporter's held partitions per group are the ones made, and ``check
+--groups`` counts their groups.
 
 A broker keeps a file open per partition (its active segment), so each needs an open-files limit
 above its share of the largest size. The benchmark raises its soft limit to the hard one (higher
@@ -35,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import os
 import pstats
@@ -43,10 +70,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
-from bench_hanging import seed, spread  # noqa: E402  (same producer state as the other benchmarks)
-from benchlib import (  # noqa: E402
+import bench_groups
+from bench_hanging import seed
+from benchlib import (
+    Run,
     compile_kafkatxn,
     create_topics_batched,
     finish,
@@ -58,14 +88,16 @@ from benchlib import (  # noqa: E402
     wait_until_every_partition_answers,
 )
 
-from harness import KafkaCluster  # noqa: E402
+from harness import KafkaCluster
 
 PARTITIONS_PER_TOPIC = 100
 BOUND_MINUTES = 1
 DEFAULT_TIMEOUT_S = 30  # the CLI's default --timeout
+DEFAULT_SCRAPE_TIMEOUT_S = 8  # the exporter's default --scrape-timeout
 TARGET_COST_RATIO = 1.2
 TARGET_EXPORTER_RSS_MB = 400
 UNDETERMINED = 3
+TOOL_HEAP = "-Xmx1g"  # Kafka's tool, after the harness's -Xmx256m (the last one counts): 400,000 rows
 
 COMMANDS = {
     "lso": ["lso", "-o", "json"],
@@ -74,6 +106,9 @@ COMMANDS = {
     "producers_summary": ["producers", "--summary", "-o", "json"],
 }
 ALL = [*COMMANDS, "exporter_scrape"]
+GROUP_COMMANDS = bench_groups.COMMANDS  # lso --groups, diagnose, check --groups (-o json)
+GROUP_ALL = [*GROUP_COMMANDS, "exporter_scrape_groups"]
+Key = tuple[str, str, int]  # (group, topic, partition)
 
 
 def raise_open_files_limit(wanted: int = 400_000) -> int:
@@ -84,6 +119,53 @@ def raise_open_files_limit(wanted: int = 400_000) -> int:
     except (ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# -- the workload --------------------------------------------------------------------------------
+
+
+def latest_offsets(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(LSO, high watermark) of every partition of these topics, as the brokers answer now."""
+    from kafkatxn.config import resolve
+    from kafkatxn.kafka.facade import Cluster
+    from kafkatxn.model import TopicPartition
+
+    tps = [TopicPartition(t, p) for t in topics for p in range(PARTITIONS_PER_TOPIC)]
+    with Cluster(resolve(bootstrap_servers=bootstrap, timeout="120s")) as c:
+        answered = c.stable_and_high_offsets(tps)
+    if answered.missing:
+        raise SystemExit(f"offsets of {len(answered.missing)} partitions did not answer: {answered.missing[:3]}")
+    return {(tp.topic, tp.partition): pair for tp, pair in answered.value.items()}
+
+
+def plan_group_commits(first: int, last: int, topics: list[str], per_topic: int, per_group: int,
+                       offsets: dict[tuple[str, int], tuple[int, int]], open_pinned: set[tuple[str, int]]):
+    """Groups ``first`` .. ``last - 1``: group g reads ``per_group`` consecutive partitions of topic
+    ``g // per_topic`` (so the groups of a smaller size keep theirs as the cluster grows); its offset
+    on each as bench_groups' ``plan_commits`` chooses, from the partition's real LSO and high
+    watermark. Returns the commits and the held (group, topic, partition) pairs made."""
+    slots = PARTITIONS_PER_TOPIC // per_group
+    commits: dict[str, dict[tuple[str, int], int]] = {}
+    held: set[Key] = set()
+    for g in range(first, last):
+        name = f"bench-sizes-group-{g:06d}"
+        topic = topics[g // per_topic]
+        start = (g % per_topic) % slots * per_group
+        mine = {}
+        for partition in range(start, start + per_group):
+            lso, hw = offsets[(topic, partition)]
+            if lso < hw and (topic, partition) in open_pinned and g % 2 == 0:
+                mine[(topic, partition)] = lso  # behind the open transaction: held
+                held.add((name, topic, partition))
+            elif lso < hw:
+                mine[(topic, partition)] = lso - 1 - g % 3  # below the pin (open or hanging)
+            else:
+                mine[(topic, partition)] = hw - 1 - g % 3 if g % 4 == 0 else hw
+        commits[name] = mine
+    return commits, held
+
+
+# -- measuring -----------------------------------------------------------------------------------
 
 
 def measure_size(bootstrap: str, size: int, rounds: int, seeded_at: float, failures: list[str]) -> tuple[dict, dict]:
@@ -110,12 +192,13 @@ def measure_size(bootstrap: str, size: int, rounds: int, seeded_at: float, failu
     for run in answered_runs("lso"):
         findings["lso"] = {(r["topic"], r["partition"]) for r in json.loads(run.stdout)}
     answered_runs("producers_summary")
-    exporter, url = start_exporter(bootstrap, "--cache-ttl", "0s")
+    exporter, url = start_exporter(bootstrap, "--cache-ttl", "0s", "--no-group-lag")
     try:
         scrape(url)  # warm-up: connections and the first metadata
         for _ in range(rounds):
             took, last, _samples, _bytes = scrape(url)
             times["exporter_scrape"].append(took)
+            check_scrape_time("exporter_scrape", size, took, failures)
         rss["exporter_scrape"] = peak_rss_mb(exporter.pid)
         findings["exporter"] = last
     finally:
@@ -126,18 +209,84 @@ def measure_size(bootstrap: str, size: int, rounds: int, seeded_at: float, failu
     for run in answered_runs("hanging"):
         findings["hanging"] = {(r["topic"], r["partition"], r["producer_id"]) for r in json.loads(run.stdout)["hanging"]}
     answered_runs("check")
-    figures = {name: {"median_s": round(statistics.median(times[name]), 3), "peak_rss_mb": round(rss[name], 1),
-                      "runs_s": [round(t, 3) for t in times[name]], "exits": exits.get(name, [])} for name in ALL}
-    return figures, findings
+    return summarize(ALL, times, rss, exits), findings
 
 
-def check_exit(name: str, size: int, run, failures: list[str]) -> None:  # noqa: ANN001 - benchlib.Run
+def summarize(names: list[str], times: dict, rss: dict, exits: dict) -> dict:
+    return {name: {"median_s": round(statistics.median(times[name]), 3), "peak_rss_mb": round(rss[name], 1),
+                   "runs_s": [round(t, 3) for t in times[name]], "exits": exits.get(name, [])} for name in names}
+
+
+def consumer_groups_tool(cluster: KafkaCluster) -> Run:
+    """bench_groups' ``kafka-consumer-groups.sh --describe --all-groups`` with a 1 GB heap."""
+    started = time.perf_counter()
+    done = cluster.run_tool(bench_groups.CONSUMER_GROUP_COMMAND, "--bootstrap-server", cluster.bootstrap_servers,
+                            "--describe", "--all-groups", "--timeout", "60000", timeout=1800, jvm_options=(TOOL_HEAP,))
+    run = Run(time.perf_counter() - started, done.returncode, done.stdout, done.stderr, float("nan"))
+    if run.returncode != 0:
+        raise SystemExit(f"kafka-consumer-groups.sh --describe --all-groups exited {run.returncode}: {run.stderr[-2000:]}")
+    return run
+
+
+def measure_groups(cluster: KafkaCluster, size: int, rounds: int, failures: list[str]) -> tuple[dict, dict]:
+    """Kafka's tool once, then each group command ``rounds`` times at its default --timeout and
+    scrapes of an exporter with group lag; medians, peak RSS and the rows of the last round."""
+    bootstrap = cluster.bootstrap_servers
+    times: dict[str, list[float]] = {name: [] for name in GROUP_ALL}
+    exits: dict[str, list[int]] = {name: [] for name in GROUP_COMMANDS}
+    rss: dict[str, float] = {}
+    findings: dict = {}
+    run = consumer_groups_tool(cluster)
+    findings["kafka_consumer_groups_s"] = round(run.seconds, 3)
+    findings["kafka"] = bench_groups.rows_of_consumer_groups_tool(run.stdout)
+    del run
+    last: dict[str, Run] = {}
+    for name in GROUP_COMMANDS:
+        for _ in range(rounds):
+            run = kafkatxn(*GROUP_COMMANDS[name], "-b", bootstrap, timeout=900)
+            check_exit(name, size, run, failures)
+            times[name].append(run.seconds)
+            exits[name].append(run.returncode)
+            rss[name] = max(rss.get(name, 0.0), run.peak_rss_mb)
+            if run.returncode in bench_groups.OK_EXITS:
+                last[name] = run
+    if "lso_groups" in last:
+        findings["lso_groups"], findings["held_lso_groups"] = bench_groups.rows_of_lso(last.pop("lso_groups").stdout)
+    if "diagnose" in last:
+        findings["diagnose"], findings["held_diagnose"], _doc = bench_groups.rows_of_diagnose(last.pop("diagnose").stdout)
+    if "check_groups" in last:
+        doc = json.loads(last.pop("check_groups").stdout)
+        facts = doc.get("facts", doc)
+        findings["check_groups_held"] = facts.get("groups_blocked", 0) + facts.get("groups_waiting", 0)
+    exporter, url = start_exporter(bootstrap, "--cache-ttl", "0s")  # group lag on: the exporter's default
+    try:
+        bench_groups.scrape_group_lag(url)  # warm-up: connections and the first metadata
+        body = b""
+        for _ in range(rounds):
+            took, body = bench_groups.scrape_group_lag(url)
+            times["exporter_scrape_groups"].append(took)
+            check_scrape_time("exporter_scrape_groups", size, took, failures)
+        rss["exporter_scrape_groups"] = peak_rss_mb(exporter.pid)
+    finally:
+        exporter.terminate()
+        exporter.wait(30)
+    findings["exporter_body_mb"] = round(len(body) / 1e6, 1)
+    findings["exporter"] = bench_groups.exporter_findings(body)
+    return summarize(GROUP_ALL, times, rss, exits), findings
+
+
+def check_exit(name: str, size: int, run: Run, failures: list[str]) -> None:
     if run.returncode == UNDETERMINED:
         failures.append(f"{size:,}: kafkatxn {name} exit 3 at its default --timeout: {run.stderr.strip()[-300:]}")
     elif run.returncode not in (0, 1, 2):
         raise SystemExit(f"kafkatxn {name} exited {run.returncode}: {run.stderr.strip()[-1000:]}")
     if run.seconds > DEFAULT_TIMEOUT_S:
         failures.append(f"{size:,}: kafkatxn {name} took {run.seconds:.1f} s, over its default --timeout {DEFAULT_TIMEOUT_S} s")
+
+
+def check_scrape_time(name: str, size: int, took: float, failures: list[str]) -> None:
+    if took > DEFAULT_SCRAPE_TIMEOUT_S:
+        failures.append(f"{size:,}: {name} took {took:.1f} s, over the default --scrape-timeout {DEFAULT_SCRAPE_TIMEOUT_S} s")
 
 
 def compare_findings(size: int, findings: dict, made: set, lagging: set, failures: list[str]) -> None:
@@ -153,35 +302,114 @@ def compare_findings(size: int, findings: dict, made: set, lagging: set, failure
         failures.append(f"{size:,}: exporter saw {last.get('kafkatxn_partitions')} partitions of {size}")
 
 
-def profile_commands(bootstrap: str, size: int, directory: Path) -> None:
-    """Each command once more under cProfile at this size; its five costliest functions (own time)."""
+def compare_group_findings(size: int, findings: dict, commits: dict, held_made: set[Key], failures: list[str]) -> dict:
+    """The rows of each against Kafka's tool's, Kafka's against the commits made, the held pairs
+    against those made; returns the counts for the figures."""
+    theirs = findings["kafka"]
+    made = {(g, t, p): off for g, offsets in commits.items() for (t, p), off in offsets.items()}
+    out = {"rows_kafka": len(theirs), "rows_made": len(made), "held_made": len(held_made)}
+    out["kafka_equal_made"] = bench_groups.compare(f"{size:,}: kafka-consumer-groups (committed offsets, against the commits made)",
+                                                   made, {k: v[0] for k, v in theirs.items()}, failures)
+    for name in ("lso_groups", "diagnose"):
+        rows = findings.get(name, {})
+        out[f"rows_{name}"] = len(rows)
+        out[f"rows_{name}_equal_kafka"] = bench_groups.compare(f"{size:,}: {name}", theirs, rows, failures)
+        held = findings.get(f"held_{name}", set())
+        out[f"held_{name}"] = len(held)
+        if held != held_made:
+            failures.append(f"{size:,}: {name}: held pairs differ from those made: {len(held - held_made)} extra "
+                            f"{sorted(held - held_made)[:3]}, {len(held_made - held)} not found {sorted(held_made - held)[:3]}")
+    lag, blocked, held_per_group, scalars = findings["exporter"]
+    out["rows_exporter"] = len(lag)
+    out["rows_exporter_equal_kafka"] = bench_groups.compare(f"{size:,}: exporter", {k: v[1] for k, v in theirs.items()},
+                                                            lag, failures)
+    if scalars.get("kafkatxn_up") != 1 or scalars.get("kafkatxn_scrape_incomplete") != 0:
+        failures.append(f"{size:,}: exporter scrape with group lag incomplete at its default --scrape-timeout: "
+                        f"up={scalars.get('kafkatxn_up')} incomplete={scalars.get('kafkatxn_scrape_incomplete')}")
+    out["held_exporter"] = sum(held_per_group.values())
+    if held_per_group != dict(Counter(g for g, _t, _p in held_made)) or not blocked <= held_made:
+        failures.append(f"{size:,}: exporter: held partitions per group differ from those made ({out['held_exporter']} "
+                        f"of {len(held_made)}), or a blocked place was not made ({len(blocked - held_made)})")
+    groups_made = len({g for g, _t, _p in held_made})
+    out["check_groups_held"] = findings.get("check_groups_held")
+    if out["check_groups_held"] != groups_made:
+        failures.append(f"{size:,}: check --groups counts {out['check_groups_held']} groups blocked or waiting, {groups_made} made")
+    return out
+
+
+# -- where the time goes -------------------------------------------------------------------------
+
+
+def print_top(name: str, size: int, prof: Path, seconds: float | None) -> None:
+    text = io.StringIO()
+    pstats.Stats(str(prof), stream=text).sort_stats("tottime").print_stats(5)
+    body = text.getvalue()
+    took = f"{seconds:.2f} s under cProfile; " if seconds is not None else ""
+    print(f"\nprofile {name} at {size:,} partitions ({took}{prof}), top five by own time:\n{body[body.find('ncalls'):].rstrip()}")
+    text = io.StringIO()
+    pstats.Stats(str(prof), stream=text).sort_stats("cumulative").print_stats(r"kafkatxn", 12)
+    body = text.getvalue()
+    print(f"by cumulative time, kafkatxn's own:\n{body[body.find('ncalls'):].rstrip()}")
+
+
+def profile_commands(bootstrap: str, size: int, directory: Path, groups: bool) -> dict:
+    """Each command once more under cProfile at this size; its five costliest functions (own time).
+    With groups, ``lso --groups`` and an exporter scrape with group lag as bench_groups' ``profile_runs``
+    profiles them (the scrape in this process, its gather and exposition timed apart)."""
     directory.mkdir(parents=True, exist_ok=True)
-    for name, args in COMMANDS.items():
+    names = {**COMMANDS, **({k: v for k, v in GROUP_COMMANDS.items() if k != "lso_groups"} if groups else {})}
+    for name, args in names.items():
         out = directory / f"{name}-{size}.prof"
-        run = run_measured([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "kafkatxn", *args, "-b", bootstrap],
-                           timeout=600)
-        text = io.StringIO()
-        stats = pstats.Stats(str(out), stream=text)
-        stats.sort_stats("tottime").print_stats(5)
-        body = text.getvalue()
-        rows = body[body.find("ncalls"):].rstrip()
         # (cProfile's runner swallows the command's exit code)
-        print(f"\nprofile {name} at {size:,} partitions ({run.seconds:.2f} s under cProfile; "
-              f"{out}), top five by own time:\n{rows}")
-        text = io.StringIO()
-        pstats.Stats(str(out), stream=text).sort_stats("cumulative").print_stats(r"kafkatxn", 12)
-        body = text.getvalue()
-        print(f"by cumulative time, kafkatxn's own:\n{body[body.find('ncalls'):].rstrip()}")
+        run = run_measured([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "kafkatxn", *args, "-b", bootstrap],
+                           timeout=900)
+        print_top(name, size, out, run.seconds)
+    figures: dict = {}
+    if groups:
+        figures = bench_groups.profile_runs(bootstrap, directory / "groups")
+        print_top("lso_groups (--timeout 300s)", size, directory / "groups" / "lso_groups.prof", figures["profile_lso_groups_s"])
+        print_top("exporter scrape with group lag (in process, scrape timeout 120 s)", size,
+                  directory / "groups" / "scrape.prof", None)
+        print(f"scrape under cProfile: {figures}")
     sys.stdout.flush()
+    return figures
 
 
-def print_size(size: int, brokers: int, ready_s: float, figures: dict) -> None:
-    print(f"\n{size:,} partitions on {brokers} broker(s) (created and answering after {ready_s} s)")
-    print(f"{'command':<20} {'median_s':>9} {'peak_rss_mb':>12} {'us_per_partition':>17}  runs_s, exits")
-    for name in ALL:
+# -- printing ------------------------------------------------------------------------------------
+
+
+def print_size(size: int, groups: int, brokers: int, ready_s: float, figures: dict, names: list[str]) -> None:
+    print(f"\n{size:,} partitions, {groups:,} groups on {brokers} broker(s) (created and answering after {ready_s} s)")
+    print(f"{'command':<24} {'median_s':>9} {'peak_rss_mb':>12} {'us_per_partition':>17} {'us_per_group':>13}  runs_s, exits")
+    for name in names:
         f = figures[name]
-        print(f"{name:<20} {f['median_s']:>9.3f} {f['peak_rss_mb']:>12.1f} {f['us_per_partition']:>17.1f}  {f['runs_s']}, {f['exits']}")
+        per_group = f"{f['us_per_group']:>13.1f}" if "us_per_group" in f else f"{'':>13}"
+        print(f"{name:<24} {f['median_s']:>9.3f} {f['peak_rss_mb']:>12.1f} {f['us_per_partition']:>17.1f} {per_group}  "
+              f"{f['runs_s']}, {f['exits']}")
     sys.stdout.flush()
+
+
+def ratios(per_size: dict, sizes: list[int], names: list[str], unit: str, counts: dict[int, int],
+           figures: dict, failures: list[str]) -> None:
+    """Per command, the cost per ``unit`` at the largest size over the middle one's, and the marginal cost."""
+    largest, middle = sizes[-1], sizes[-2]
+    print(f"\ncost per {unit}, {counts[largest]:,} vs {counts[middle]:,} {unit}s (target <= {TARGET_COST_RATIO}x); "
+          f"marginal us per extra {unit} between sizes")
+    for name in names:
+        key = f"us_per_{unit}"
+        ratio = per_size[largest][name][key] / per_size[middle][name][key]
+        marginal = []
+        for a, b in itertools.pairwise(sizes):
+            extra = (per_size[b][name]["median_s"] - per_size[a][name]["median_s"]) / (counts[b] - counts[a])
+            marginal.append(round(extra * 1e6, 2))
+        figures[f"cost_ratio_{name}"] = round(ratio, 2)
+        figures[f"marginal_us_{name}"] = marginal
+        print(f"{name:<24} ratio {ratio:5.2f}   marginal {marginal}")
+        if ratio > TARGET_COST_RATIO:
+            failures.append(f"{name}: cost per {unit} at {counts[largest]:,} is {ratio:.2f}x that at {counts[middle]:,}")
+
+
+# -- the run -------------------------------------------------------------------------------------
 
 
 def main() -> int:
@@ -191,16 +419,25 @@ def main() -> int:
     parser.add_argument("--heap", default="1536m")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--hanging", type=int, default=9)
-    parser.add_argument("--open", type=int, default=6)
+    parser.add_argument("--open", type=int, default=6, help="transactions left open (for the hour)")
+    parser.add_argument("--open-partitions", type=int, default=2, help="partitions per open transaction")
     parser.add_argument("--committed", type=int, default=15)
     parser.add_argument("--idempotent", type=int, default=15)
+    parser.add_argument("--no-groups", action="store_true", help="the partition part alone: no records, groups or group commands")
+    parser.add_argument("--groups-per-topic", type=int, default=20, help="new groups per new topic of 100 partitions")
+    parser.add_argument("--group-partitions", type=int, default=20, help="partitions per group (divides 100)")
     parser.add_argument("--profile", type=Path, help="after the largest size, profile each command (cProfile) into DIR")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if sizes != sorted(sizes) or len(sizes) < 2 or any(s % PARTITIONS_PER_TOPIC for s in sizes):
         parser.error("--sizes: two or more ascending multiples of 100")
+    if PARTITIONS_PER_TOPIC % args.group_partitions:
+        parser.error(f"--group-partitions must divide {PARTITIONS_PER_TOPIC}")
+    groups_on = not args.no_groups
+    group_count = {s: s // PARTITIONS_PER_TOPIC * args.groups_per_topic if groups_on else 0 for s in sizes}
 
     figures: dict = {"brokers": args.brokers, "sizes": sizes, "rounds": args.rounds, "cpus": os.cpu_count(),
+                     "groups": [group_count[s] for s in sizes], "group_partitions": args.group_partitions,
                      "broker_heap": args.heap, "open_files_limit": raise_open_files_limit(),
                      "bytecode": compile_kafkatxn()}
     share = (sizes[-1] + 2 * 50) // args.brokers + 1  # + the internal topics' 50 partitions each
@@ -213,15 +450,19 @@ def main() -> int:
         jvm = [f"-Xms{args.heap}", f"-Xmx{args.heap}", "-XX:+UseParallelGC", "-XX:+ExitOnOutOfMemoryError",
                "-Djava.awt.headless=true"]
         cluster = KafkaCluster(Path(workdir), args.brokers, name="bench-sizes", jvm_options=jvm,
-                               broker_config={"transaction.partition.verification.enable": "false"})
+                               broker_config={"transaction.partition.verification.enable": "false",
+                                              **bench_groups.BROKER_CONFIG})
         cluster.start(timeout=240)
         try:
             bootstrap = cluster.bootstrap_servers
             topics: list[str] = []
             made: set = set()
             lagging: set = set()
+            open_pinned: set = set()
+            held_made: set[Key] = set()
+            commits: dict = {}
             seeded_at = 0.0
-            open_producers: list = []
+            producers: list = []
             for size in sizes:
                 started = time.perf_counter()
                 new = [f"bench-sizes-{i:05d}" for i in range(len(topics), size // PARTITIONS_PER_TOPIC)]
@@ -229,46 +470,73 @@ def main() -> int:
                 topics += new
                 wait_until_every_partition_answers(bootstrap, size)
                 ready_s = round(time.perf_counter() - started, 1)
-                if not made:
-                    made, open_producers = seed(bootstrap, topics, PARTITIONS_PER_TOPIC, args)
-                    seeded_at = time.monotonic()
-                    lagging = {(t, p) for t, p, _ in made} | {
-                        (tp.topic, tp.partition) for tp in spread(topics, PARTITIONS_PER_TOPIC, args.open, salt=3)}
-                print(f"{size:,} partitions ready ({len(new)} topics added in {ready_s} s); measuring", file=sys.stderr)
-                sized, findings = measure_size(bootstrap, size, args.rounds, seeded_at, failures)
-                for f in sized.values():
-                    f["us_per_partition"] = round(f["median_s"] / size * 1e6, 2)
-                compare_findings(size, findings, made, lagging, failures)
-                per_size[size] = sized
-                print_size(size, args.brokers, ready_s, sized)
                 figures[f"ready_s_{size}"] = ready_s
+                if groups_on:
+                    step = time.perf_counter()
+                    figures[f"records_written_{size}"] = bench_groups.write_records(bootstrap, new)
+                    figures[f"setup_records_s_{size}"] = round(time.perf_counter() - step, 1)
+                if not made:
+                    made, seeded = seed(bootstrap, topics, PARTITIONS_PER_TOPIC, argparse.Namespace(**{**vars(args), "open": 0}))
+                    pinned, producers = bench_groups.open_transactions(bootstrap, topics, args.open, args.open_partitions)
+                    producers += seeded
+                    seeded_at = time.monotonic()
+                    hanging_partitions = {(t, p) for t, p, _ in made}
+                    open_pinned = set(pinned) - hanging_partitions
+                    lagging = hanging_partitions | set(pinned)
+                if groups_on:
+                    step = time.perf_counter()
+                    offsets = latest_offsets(bootstrap, new)
+                    first = len(commits)
+                    new_commits, new_held = plan_group_commits(first, group_count[size], topics, args.groups_per_topic,
+                                                               args.group_partitions, offsets, open_pinned)
+                    bench_groups.commit_offsets(bootstrap, new_commits)
+                    commits.update(new_commits)
+                    held_made |= new_held
+                    figures[f"setup_commits_s_{size}"] = round(time.perf_counter() - step, 1)
+                print(f"{size:,} partitions, {group_count[size]:,} groups ready ({len(new)} topics added in {ready_s} s); "
+                      f"measuring", file=sys.stderr)
+                sized, findings = measure_size(bootstrap, size, args.rounds, seeded_at, failures)
+                compare_findings(size, findings, made, lagging, failures)
+                names = ALL
+                if groups_on:
+                    grouped, group_findings = measure_groups(cluster, size, args.rounds, failures)
+                    sized.update(grouped)
+                    names = [*ALL, *GROUP_ALL]
+                    figures[f"kafka_consumer_groups_s_{size}"] = group_findings["kafka_consumer_groups_s"]
+                    figures[f"exporter_groups_body_mb_{size}"] = group_findings["exporter_body_mb"]
+                    compared = compare_group_findings(size, group_findings, commits, held_made, failures)
+                    figures.update({f"{k}_{size}": v for k, v in compared.items()})
+                    del group_findings
+                for name, f in sized.items():
+                    f["us_per_partition"] = round(f["median_s"] / size * 1e6, 2)
+                    if name in GROUP_ALL:
+                        f["us_per_group"] = round(f["median_s"] / group_count[size] * 1e6, 2)
+                per_size[size] = sized
+                print_size(size, group_count[size], args.brokers, ready_s, sized, names)
+                if groups_on:
+                    took = figures[f"kafka_consumer_groups_s_{size}"]
+                    print(f"kafka-consumer-groups.sh --describe --all-groups (once, not a target): {took:.3f} s, "
+                          f"{took / group_count[size] * 1e6:.1f} us per group; findings: "
+                          f"{ {k: figures[f'{k}_{size}'] for k in compared} }")
+                    sys.stdout.flush()
             if args.profile:
-                profile_commands(bootstrap, sizes[-1], args.profile)
-            del open_producers
+                figures.update(profile_commands(bootstrap, sizes[-1], args.profile, groups_on))
+            del producers
         finally:
             cluster.stop()
 
-    largest, middle, smallest = sizes[-1], sizes[-2], sizes[0]
-    print(f"\ncost per partition, {largest:,} vs {middle:,} (target <= {TARGET_COST_RATIO}x); "
-          f"marginal us per extra partition between sizes")
-    for name in ALL:
-        ratio = per_size[largest][name]["us_per_partition"] / per_size[middle][name]["us_per_partition"]
-        marginal = []
-        for a, b in zip(sizes, sizes[1:]):
-            marginal.append(round((per_size[b][name]["median_s"] - per_size[a][name]["median_s"]) / (b - a) * 1e6, 2))
-        figures[f"cost_ratio_{name}"] = round(ratio, 2)
-        figures[f"marginal_us_{name}"] = marginal
-        print(f"{name:<20} ratio {ratio:5.2f}   marginal {marginal}")
-        if ratio > TARGET_COST_RATIO:
-            failures.append(f"{name}: cost per partition at {largest:,} is {ratio:.2f}x that at {middle:,}")
+    ratios(per_size, sizes, ALL, "partition", {s: s for s in sizes}, figures, failures)
+    if groups_on:
+        ratios(per_size, sizes, GROUP_ALL, "group", group_count, figures, failures)
     for size in sizes:
-        for name in ALL:
+        for name in per_size[size]:
             figures[f"{name}_s_{size}"] = per_size[size][name]["median_s"]
             figures[f"{name}_rss_mb_{size}"] = per_size[size][name]["peak_rss_mb"]
-    exporter_rss = per_size[largest]["exporter_scrape"]["peak_rss_mb"]
-    if exporter_rss > TARGET_EXPORTER_RSS_MB:
-        failures.append(f"exporter peak RSS {exporter_rss} MB at {largest:,}, target <= {TARGET_EXPORTER_RSS_MB}")
-    del smallest
+    largest = sizes[-1]
+    for name in ("exporter_scrape", *(["exporter_scrape_groups"] if groups_on else [])):
+        exporter_rss = per_size[largest][name]["peak_rss_mb"]
+        if exporter_rss > TARGET_EXPORTER_RSS_MB:
+            failures.append(f"{name}: exporter peak RSS {exporter_rss} MB at {largest:,}, target <= {TARGET_EXPORTER_RSS_MB}")
     return finish(figures, failures)
 
 
