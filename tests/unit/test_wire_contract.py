@@ -1229,7 +1229,7 @@ def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of
 
     answer = offset_fetch_answer(kind, throttle_ms=11)
     request = p.OffsetFetch(tuple(g.group_id for g in answer.groups))
-    for version in range(0, R.max_version + 1):
+    for version in range(R.max_version + 1):
         if version < 2 or version > 9:
             continue  # the versions the wire sends: v2-v7 one group (kafka-python's), v8-v9 batched
         if version < bodies.OFFSET_FETCH_READ_FROM:
