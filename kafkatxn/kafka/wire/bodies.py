@@ -20,7 +20,10 @@ Metadata 60 ms at 30,000 partitions of one replica, 210 ms of three; DescribePro
 partitions are fixed-size records, a topic's all alike where their replica lists or producer counts
 are: ``struct.iter_unpack``); an answer they do not read (an old version, tagged fields) is decoded
 by kafka-python as before. The tests compare their answers with the wire's decoders over
-kafka-python's, at every version.
+kafka-python's, at every version. So does :func:`read_offset_fetch` for a batched OffsetFetch (every
+committed offset of a coordinator's groups: 100,000 partitions at 5,000 groups x 20, 0.4-0.6 s of
+kafka-python's objects on the IO thread before ``lso --groups``, ``diagnose``, ``check --groups`` or a
+scrape could go on).
 """
 
 from __future__ import annotations
