@@ -22,8 +22,8 @@ Then ``--rounds`` times, interleaved: Kafka's ``ConsumerGroupCommand --describe 
 JVM, as ``kafka-consumer-groups.sh`` runs it), ``kafkatxn lso --groups``, ``kafkatxn diagnose``,
 ``kafkatxn check --groups`` (each its own process, interpreter start included, with its peak RSS) and
 one scrape of an exporter (``--cache-ttl 0s``, group lag on: every scrape gathers everything afresh),
-then one more asking for gzip as Prometheus does (``exporter_scrape_gzip``: shown beside, with the
-commands' ratio target; the 2 s target is the plain scrape's). Broker-side requests are counted
+then one more asking for gzip as Prometheus does (``exporter_scrape_gzip``: shown beside, with its
+ratio; the 1 s target is the plain scrape's). Broker-side requests are counted
 around one more run of each.
 
 Findings compared: the (group, topic, partition) rows with their committed offset and high-watermark lag
