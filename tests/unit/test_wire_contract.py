@@ -1211,3 +1211,104 @@ def test_the_deferred_kafka_package_still_serves_its_names():
     producer, admin, version, errors, missing = proc.stdout.split()
     assert (producer, admin, errors, missing) == ("KafkaProducer", "KafkaAdminClient", "kafka.errors", "AttributeError")
     assert version[0].isdigit()
+
+
+def offset_fetch_answer(kind: str, throttle_ms: int = 0):
+    """kafka-python's batched OffsetFetchResponse: groups of every shape the reader meets."""
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+
+    G = R.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics
+    P = T.OffsetFetchResponsePartitions
+
+    def part(i: int, offset: int, metadata: str | None = "", error: int = 0):
+        return P(partition_index=i, committed_offset=offset, committed_leader_epoch=-1 if i % 2 else 4, metadata=metadata, error_code=error)
+
+    groups = []
+    for g in range(5):
+        topics = []
+        for t in range(3):
+            rows = []
+            for i in range(20):
+                offset = g * 100 + t * 10 + i
+                metadata: str | None = {"plain": "", "null": None, "same": "m" * 7, "mixed": ("x" * (i % 3)) if i % 4 else None,
+                                        "long": "y" * 300}[kind]
+                error = 0
+                if kind == "mixed" and i == 5:
+                    offset, error = -1, 88  # UNSTABLE_OFFSET_COMMIT on one partition
+                if kind == "mixed" and i == 6:
+                    offset = -1  # no commit
+                if kind == "mixed" and i == 7 and t == 1:
+                    error = 3
+                rows.append(part(i, offset, metadata, error))
+            topics.append(T(name=f"t{t}" if t != 2 else "z" * 200, partitions=rows))
+        topics.append(T(name="no-partitions", partitions=[]))
+        groups.append(G(group_id=f"group-{g}" if g != 3 else "g" * 150, error_code=0, topics=topics))
+    groups.append(G(group_id="refused", error_code=30, topics=[]))
+    groups.append(G(group_id="empty", error_code=0, topics=[]))
+    return R(throttle_time_ms=throttle_ms, groups=groups)
+
+
+@pytest.mark.parametrize("kind", ["plain", "null", "same", "mixed", "long"])
+def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
+
+    answer = offset_fetch_answer(kind, throttle_ms=11)
+    request = p.OffsetFetch(tuple(g.group_id for g in answer.groups))
+    for version in range(R.max_version + 1):
+        if version < 2 or version > 9:
+            continue  # the versions the wire sends: v2-v7 one group (kafka-python's), v8-v9 batched
+        if version < bodies.OFFSET_FETCH_READ_FROM:
+            assert bodies.read_offset_fetch(memoryview(b"\x00" * 8), version) is None
+            continue
+        raw = bytes(answer.encode(version=version))
+        read = bodies.read_offset_fetch(memoryview(raw), version)
+        expected = _decode_offset_fetch(request, R.decode(raw, version=version))
+        assert read == (expected, 11)
+        assert [list(g.offsets.items()) for g in read[0].groups] == [list(g.offsets.items()) for g in expected.groups]  # same order
+    if kind == "mixed":
+        assert read[0].groups[0].unstable == frozenset(TopicPartition(t, 5) for t in ("t0", "t1", "z" * 200))
+
+
+def test_an_offset_fetch_answer_unstable_for_a_whole_group_or_with_tagged_fields_is_left_to_kafka_python():
+    """A group answered UNSTABLE_OFFSET_COMMIT as a whole is unstable on every partition the request
+    asked: the decoder, which has the request, names them."""
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+
+    answer = offset_fetch_answer("plain")
+    raw = bytes(answer.encode(version=8))
+    assert bodies.read_offset_fetch(memoryview(raw), 8) is not None
+    G = R.OffsetFetchResponseGroup
+    whole = R(throttle_time_ms=0, groups=[*answer.groups, G(group_id="held", error_code=88, topics=[])])
+    assert bodies.read_offset_fetch(memoryview(bytes(whole.encode(version=8))), 8) is None
+    tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
+    assert R.decode(tagged, version=8).groups
+    assert bodies.read_offset_fetch(memoryview(tagged), 8) is None
+
+
+def test_kafka_pythons_parser_hands_over_an_offset_fetch_answer_read_by_the_wire():
+    from kafka.protocol.api_header import ResponseHeader
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+    from kafka.protocol.parser import KafkaProtocol
+
+    from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
+
+    expected = offset_fetch_answer("mixed", throttle_ms=5)
+    request = p.OffsetFetch(tuple(g.group_id for g in expected.groups))
+    w = wire.Wire(None)
+    sent = w._reused(1, request)  # kept (its body encoded once) and its answers read by the wire
+    sent.API_VERSION = 8
+    parser = KafkaProtocol(client_id="kafkatxn")
+    correlation_id = parser.send_request(sent)
+    body = ResponseHeader(correlation_id=correlation_id).encode(flexible=True) + bytes(expected.encode(version=8))
+    ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
+    assert got_id == correlation_id and isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 5
+    assert w._decode(request, answer) == _decode_offset_fetch(request, R.decode(bytes(expected.encode(version=8)), version=8))
+    stable = p.OffsetFetch(("group-0",), stable=((TopicPartition("t0", 5),),))
+    sent = w._encode(stable)  # not kept; its answers are read by the wire all the same
+    assert sent.header_class is not None
