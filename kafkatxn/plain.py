@@ -146,6 +146,8 @@ def _flat_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
 # one C encoding with a newline between values (never inside a JSON scalar's text), split there.
 _VALUES_ENCODER = json.JSONEncoder(separators=("\n", ": "))
 _INT = frozenset({int})
+_SEQUENCES = frozenset({tuple, list})
+_STR_OR_INT = frozenset({str, int})
 _NOT_ALIKE = frozenset({float})  # 0.0 and -0.0, 1.0 and 1 are equal but written differently
 
 
@@ -154,14 +156,16 @@ def _as_it_is(text: str) -> bool:
     return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
 
 
-def _column_text(values: list) -> tuple[list, bool] | None:
-    """``values`` as the rows' % takes them, and whether they go between quotes; None when one is not
-    a JSON scalar."""
+def _column_text(values: list, depth: int) -> tuple[list, bool] | None:
+    """``values`` as the rows' % takes them at ``depth``, and whether they go between quotes; None when
+    one is neither a JSON scalar nor a tuple or list of strings and integers."""
     kinds = set(map(type, values))
     if kinds == _INT:
         return values, False  # %s of an int is its repr, as json writes it
     if kinds == _STR and _as_it_is("".join(values)):
         return values, True
+    if kinds <= _SEQUENCES:
+        return _sequences_text(values, depth)
     if not all(map(_json_scalar, kinds)):
         return None
     alike = not kinds & _NOT_ALIKE and not (bool in kinds and any(issubclass(k, int) for k in kinds - {bool}))
@@ -170,6 +174,24 @@ def _column_text(values: list) -> tuple[list, bool] | None:
         written = {v: json.dumps(v) for v in distinct}
         return list(map(written.__getitem__, values)), False
     return _VALUES_ENCODER.encode(values)[1:-1].split("\n"), False
+
+
+def _sequences_text(values: list, depth: int) -> tuple[list, bool] | None:
+    """A column of tuples (or lists) of strings and integers (diagnose's ``pinned_by``: most of them
+    alike, most empty), as indent=2 writes each at ``depth``: each distinct one encoded once. None
+    when an item is anything else (bool is left out: ``True == 1`` would share a text)."""
+    pad = "\n" + "  " * depth
+    written: dict[tuple, str] = {}
+    out = []
+    for value in values:
+        key = tuple(value)
+        text = written.get(key)
+        if text is None:
+            if not _STR_OR_INT.issuperset(map(type, key)):
+                return None
+            text = written[key] = json.dumps(key, indent=2).replace("\n", pad)
+        out.append(text)
+    return out, False
 
 
 def _record_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
@@ -191,7 +213,7 @@ def _record_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
             part = rows[start:start + _ROWS_PER_PIECE]
             values = list(chain.from_iterable(map(values_of, part)))  # row after row
             columns = [values[i::width] for i in range(width)]
-            texts = list(map(_column_text, columns))
+            texts = [_column_text(column, depth + 2) for column in columns]
             if None not in texts:
                 for i, column, (text, _) in zip(range(width), columns, texts):
                     if text is not column:

@@ -199,3 +199,34 @@ def test_json_keeps_a_str_enum_as_its_value_and_a_record_of_scalars_in_one_dict(
     rows = [Verdicts("orders", GroupVerdict.blocked, Odd.A), Verdicts("billing", GroupVerdict.caught_up, Odd.A)]
     assert json_text([json_ready(r) for r in rows]) == json.dumps([to_plain(r) for r in rows], indent=2)
     assert json.loads(render_to_string(rows, "json"))[0] == {"topic": "orders", "verdict": "blocked", "odd": 1}
+
+
+@pytest.mark.parametrize("rows_per_piece", [2_000, 3])
+def test_records_with_a_column_of_string_tuples_are_written_as_json_writes_them_without_a_row_by_row_pass(
+        monkeypatch, rows_per_piece):
+    """diagnose's group summaries hold ``pinned_by`` (a tuple of transactional ids, mostly empty):
+    the column is written once per distinct tuple, to the byte what json.dumps(indent=2) writes of the
+    rows' plain values, at any depth; a tuple holding anything but strings and integers still goes
+    row by row."""
+    from kafkatxn import plain
+
+    monkeypatch.setattr(plain, "_ROWS_PER_PIECE", rows_per_piece)
+
+    @dataclass(frozen=True)
+    class Summary:
+        group: str
+        partitions: int
+        pinned_by: tuple
+
+    rows = [Summary(f"g{i}", i, ("app-1", 'x"y', "\u00e9") if i % 3 == 0 else (("producer 7",) if i % 3 == 1 else ()))
+            for i in range(10)]
+    rows.append(Summary("g-list", 1, ["a", 2]))
+    slow = []
+    real = plain._pieces
+    monkeypatch.setattr(plain, "_pieces", lambda value, depth: slow.append(value) or real(value, depth))
+    for value in (rows, {"groups": rows}, {"a": {"groups": rows}}):
+        slow.clear()
+        assert plain.json_text(value) == json.dumps(plain.to_plain(value), indent=2)
+        assert not any(isinstance(v, dict) and "pinned_by" in v for v in slow), "written row by row"
+    odd = [Summary("g", 1, (True,)), Summary("h", 2, (1.5,))]
+    assert plain.json_text(odd) == json.dumps(plain.to_plain(odd), indent=2)
