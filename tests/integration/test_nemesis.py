@@ -569,7 +569,8 @@ class Nemesis:
             made_tps = {str(tp) for tp, _pid in self.w.ever_hanging}
             for finding in doc.get("findings", []):
                 if finding.get("kind") == "hanging_transaction" and finding.get("subject") not in made_tps:
-                    self.violation(run, f"check called {finding.get('subject')} hanging")
+                    # The message says the rule that fired (its reason): what to look at when this trips.
+                    self.violation(run, f"check called {finding.get('subject')} hanging: {str(finding.get('message'))[:400]}")
         if run.command == "abort --all-hanging" and isinstance(doc, list):
             for row in doc:
                 if row.get("outcome") in ("aborted", "would abort", "unknown"):
