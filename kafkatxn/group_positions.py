@@ -200,21 +200,23 @@ def frozen_rows(cls: type, names: tuple[str, ...], values: Iterable[tuple]) -> l
 
 
 GROUP_LAG_FIELDS = tuple(f.name for f in fields(GroupLag))
+
+
+def _pin_tail(facts: PinFacts, blocked_through: str | None) -> tuple:
+    """A GroupLag row's last fields (producer_id to txn_verdict) from what is known of its pin."""
+    pin = facts.pin
+    return (pin.producer_id if pin else None, pin.transactional_id if pin else None, facts.age_ms, facts.age_source,
+            facts.hanging, facts.lost_commit, facts.overdue, facts.last_write_age_ms, blocked_through, facts.verdict)
+
+
 # A row's last fields when the group is not held: no pinning transaction, nothing it is held through.
-_NOT_HELD = (None,) * 10
+_NOT_HELD = _pin_tail(NO_PIN, None)
 
 
 def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
     """A row per :func:`group_positions` place, with the transaction holding the group where it is
     blocked or waiting."""
     held_tail: dict[tuple[TopicPartition, TopicPartition], tuple] = {}  # (held at, the row's) -> its last fields
-
-    def tail(held: TopicPartition, tp: TopicPartition) -> tuple:
-        facts = pin_facts(snapshot.lso, held)
-        pin = facts.pin
-        return (pin.producer_id if pin else None, pin.transactional_id if pin else None, facts.age_ms, facts.age_source,
-                facts.hanging, facts.lost_commit, facts.overdue, facts.last_write_age_ms,
-                str(held) if held != tp else None, facts.verdict)
 
     def values() -> Iterator[tuple]:
         for group, tp, committed, offsets, verdict, readable, lag_to_lso, lag_to_hw, _lag, held in group_positions(snapshot, min_lag):
@@ -223,7 +225,7 @@ def group_lags(snapshot: GroupSnapshot, min_lag: int = 0) -> list[GroupLag]:
             else:
                 last = held_tail.get((held, tp))
                 if last is None:
-                    last = held_tail[(held, tp)] = tail(held, tp)
+                    last = held_tail[(held, tp)] = _pin_tail(pin_facts(snapshot.lso, held), str(held) if held != tp else None)
             hw, lso = offsets
             yield (group, tp.topic, tp.partition, committed, lso, hw, lag_to_lso, lag_to_hw, verdict, readable, *last)
 
