@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 from kafkatxn import lost_commit, verdicts, verdicts_age
 from kafkatxn.errors import ClusterError, KafkatxnError, UnsupportedBrokerError
 from kafkatxn.model import (
-    Broker, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionLogHistory,
+    IDS_FILTERED, Broker, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionLogHistory,
 )
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, CoordinatorView, OpenTransaction
 from kafkatxn.verdicts_groups import Offsets
@@ -102,12 +102,19 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
             tids = {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
     silent = {m.subject.id for m in list_missing if isinstance(m.subject, Broker)}
     gaps = unsupported or (verdicts.transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else [])
+    filtered = False
+    if not gaps and set(wanted) - set(tids):
+        relisted, gaps, filtered = _listed_between_probes(cluster, md, asked, sorted(set(wanted) - set(tids)))
+        tids.update(relisted)
     hidden: tuple[Missing, ...] = ()
     found: dict[str, TransactionDescription] = {}
     not_found: dict[str, str] = {}
     unanswered: dict[str, tuple[Missing, ...]] = {}
     describe_missing: list[Missing] = []
-    if not gaps and set(wanted) - set(tids):
+    if filtered:
+        hidden = verdicts.hidden_ids(IDS_FILTERED)
+        described = cluster.describe_transactions(sorted(set(tids.values())))
+    elif not gaps and set(wanted) - set(tids):
         # A producer id not listed: hanging only if the principal sees every transactional id
         # (ListTransactions leaves out those it may not DESCRIBE, and says nothing of it). The
         # probe goes with the ids described.
@@ -132,6 +139,49 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
     )
     # The gaps are reported through the verdicts they leave undetermined, not as missing on their own.
     return view, unsupported + list_missing + list(describe_missing)
+
+
+def _listed_between_probes(cluster: Cluster, md, asked: list[int], unlisted: list[int]) -> tuple[dict[int, str], list[Missing], bool]:
+    """Producer ids no listing named, listed again between two probes of every ``__transaction_state``
+    partition's leader (:meth:`~kafkatxn.kafka.transactions.TransactionsApi.loaded_log_partitions`):
+    the ids found, the log partitions that leave the others undecided, and whether the probes were
+    refused (the principal may not describe every id: the view is filtered).
+
+    "No transactional id" needs every partition coordinated, loaded, by the broker that listed it,
+    from before its listing to after it (a broker processes one connection's requests in order, but
+    these are separate rounds anyway): a broker the metadata already names leader lists none of the
+    partition's ids, and says nothing of it, until it has taken the partition over (seen under a
+    frozen broker, as its partitions moved). Asked only when a producer id was not listed, so a
+    cluster without hanging transactions pays nothing for it; once a run."""
+    key = tuple(unlisted)
+    kept, _ = cluster.remembered("ListedBetweenProbes", [key])
+    if kept:
+        return kept[key]
+    leaders = {p.partition: p.leader for p in md.transaction_log}
+    with cluster.afresh():
+        before = cluster.loaded_log_partitions(leaders, PROBE_BEFORE)
+        if before.missing:
+            listed, after = None, before
+        else:
+            listed, _ = cluster.list_transactions(broker_ids=asked, producer_ids=unlisted, purpose=LISTED_BETWEEN_PROBES)
+            after = cluster.loaded_log_partitions(leaders, PROBE_AFTER)
+    refused = [m for m in (*before.missing, *after.missing) if m.not_authorized]
+    if refused:  # as the visibility probe reasons: an id no ACL names was refused
+        result: tuple[dict[int, str], list[Missing], bool] = ({}, [], True)
+    elif listed is None:
+        result = ({}, list(before.missing), False)
+    else:
+        silent = {m.subject.id for m in listed.missing if isinstance(m.subject, Broker)}
+        gaps = [*verdicts.transaction_log_gaps(md, [b for b in asked if b not in silent]), *after.missing]
+        wanted = set(unlisted)
+        result = ({t.producer_id: t.transactional_id for t in listed.value if t.producer_id in wanted}, gaps, False)
+    cluster.remember("ListedBetweenProbes", {key: result})
+    return result
+
+
+# --debug's names of the confirming requests (tests/integration/test_request_counts.py counts them apart).
+PROBE_BEFORE, PROBE_AFTER = "log probe before listing", "log probe after listing"
+LISTED_BETWEEN_PROBES = "listed between log probes"
 
 
 def describe_open(

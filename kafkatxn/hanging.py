@@ -16,7 +16,10 @@ Three verdicts, and only the cluster's positive answer makes one hanging:
 - ``hanging``: every coordinator that could own the transactional id answered and none tracks this
   transaction on this partition. "No transactional id for the producer" needs *every*
   ``__transaction_state`` partition to have a leader that answered ListTransactions: KRaft drops a
-  dead broker from the metadata's broker list, so "every broker answered" is not enough;
+  dead broker from the metadata's broker list, so "every broker answered" is not enough; and that
+  leader to have taken the partition over before it listed (the metadata names a new leader
+  before that broker coordinates), so such a producer id is listed again between two probes of
+  every leader (:func:`kafkatxn.gather.coordinator_view`);
 - ``long_running``: its coordinator tracks it, or is completing it (PrepareCommit/PrepareAbort:
   markers pending, whatever producer id the coordinator now shows), or it is a two-phase-commit
   transaction (KIP-939, timeout ``Integer.MAX_VALUE``), which nobody times out;

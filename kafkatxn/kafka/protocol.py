@@ -77,6 +77,7 @@ class ListTransactions(NamedTuple):
     producer_ids: tuple[int, ...] = ()
     min_duration_ms: int | None = None  # needs v1
     pattern: str | None = None  # needs v2
+    purpose: str = ""  # not sent: --debug's name for a listing asked again for a reason (request_label)
 
 
 class ListedTransaction(NamedTuple):
@@ -109,6 +110,7 @@ class FindTransactionCoordinatorsResponse(NamedTuple):
 
 class DescribeTransactions(NamedTuple):
     transactional_ids: tuple[str, ...]
+    purpose: str = ""  # not sent: --debug's name for a probe (request_label)
 
 
 class TransactionState(NamedTuple):

@@ -50,7 +50,10 @@ def request_label(request: Any) -> str:
     if isinstance(request, proto.ListOffsetsAt):
         return f"{name} (by time)"
     level = getattr(request, "read_committed", None)
-    return name if level is None else f"{name} ({'read_committed' if level else 'read_uncommitted'})"
+    if level is None:
+        purpose = getattr(request, "purpose", "")
+        return f"{name} ({purpose})" if purpose else name
+    return f"{name} ({'read_committed' if level else 'read_uncommitted'})"
 
 
 class BrokerSilent(DeadlineExceeded):

@@ -7,10 +7,11 @@ One Kafka API family per module (as kminion has one file per API), mixed into
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections import defaultdict
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
@@ -18,8 +19,8 @@ from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.model import (
-    IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, Broker, DescribedTransactions, ListTransactionsSupport,
-    Missing, Part, Partial, TransactionalId, TransactionDescription, TransactionListing,
+    IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, TRANSACTION_STATE_TOPIC, Broker, DescribedTransactions, ListTransactionsSupport,
+    Missing, Part, Partial, TopicPartition, TransactionalId, TransactionDescription, TransactionListing,
 )
 from kafkatxn.verdicts import coordinator_partition
 
@@ -28,7 +29,22 @@ log = logging.getLogger("kafkatxn.cluster")
 # The probe's transactional id: random, so no transaction has it and no literal ACL names it; it
 # begins with "~" so that no prefixed ACL an operator writes for real ids (``app-``, ``k``) covers it.
 PROBE_ID_PREFIX = "~kafkatxn-visibility-probe-"
-PROBE_ID_TRIES = 200  # random ids tried for one whose log partition has a live leader
+PROBE_ID_TRIES = 200
+LOG_PROBE_ID_PREFIX = "~kafkatxn-log-probe-"  # random ids tried for one whose log partition has a live leader
+
+
+@functools.cache
+def log_probe_ids(partitions: int) -> tuple[str, ...]:
+    """One id per ``__transaction_state`` partition, hashing to it (by position), for
+    :meth:`TransactionsApi.loaded_log_partitions`. Fixed names: which ids they are does not matter,
+    only where they hash (a real id of the same name would be described, which tells the same)."""
+    out: dict[int, str] = {}
+    n = 0
+    while len(out) < partitions:
+        probe = f"{LOG_PROBE_ID_PREFIX}{n}"
+        out.setdefault(coordinator_partition(probe, partitions), probe)
+        n += 1
+    return tuple(out[p] for p in range(partitions))
 
 
 def describe_acl(transactional_id: str) -> str:
@@ -43,6 +59,7 @@ class TransactionsApi:
         producer_ids: Iterable[int] = (),
         min_duration_ms: int | None = None,
         pattern: str | None = None,
+        purpose: str = "",
     ) -> tuple[Partial[list[TransactionListing]], ListTransactionsSupport]:
         """ListTransactions on every broker (each coordinates a slice of ``__transaction_state``).
 
@@ -59,6 +76,7 @@ class TransactionsApi:
             tuple(states), tuple(producer_ids),
             int(min_duration_ms) if support.duration_on_broker and min_duration_ms is not None else None,
             pattern if support.pattern_on_broker else None,
+            purpose,
         )
         out: list[TransactionListing] = []
         missing: list[Missing] = []
@@ -271,6 +289,45 @@ class TransactionsApi:
         reasons = "; ".join(m.reason for m in gaps) or "no answer"
         return Partial(IDS_UNKNOWN, [Missing(Part("transactional id visibility"), f"the probe did not answer: {reasons}")])
 
+
+    def loaded_log_partitions(self, leaders: Mapping[int, int], purpose: str = "") -> Partial[frozenset[int]]:
+        """Of the ``__transaction_state`` partitions (partition -> the broker the metadata names its
+        leader), those that broker coordinates now, loaded; ``missing`` says why each other did not.
+
+        The metadata can name a new leader before that broker has taken the partition over (KRaft's
+        brokers apply the controller's record one after another, and a broker updates its metadata
+        cache before its coordinator's election), and until then its ListTransactions leaves the
+        partition's ids out without an error. DescribeTransactions of an id hashing to the
+        partition, sent to that broker, tells (``TransactionStateManager.getTransactionState``):
+        ``TRANSACTIONAL_ID_NOT_FOUND`` (or a description) only when it owns the partition and has
+        loaded it, ``NOT_COORDINATOR`` before it has taken it over or while it gives it up,
+        ``COORDINATOR_LOAD_IN_PROGRESS`` while loading. One round, never answered from the run.
+        """
+        probes = log_probe_ids(max(leaders, default=-1) + 1)
+        by_node: dict[int, list[str]] = defaultdict(list)
+        for partition, leader in leaders.items():
+            by_node[leader].append(probes[partition])
+        partition_of = {probe: n for n, probe in enumerate(probes)}
+        requests = [(node, proto.DescribeTransactions(tuple(ids), purpose)) for node, ids in by_node.items()]
+        loaded: set[int] = set()
+        missing: list[Missing] = []
+        for (node, request), resp in zip(requests, self._send_all(requests)):
+            arrived: list[Missing] = []
+            if not self._arrived(resp, Broker(node), arrived):
+                missing.extend(Missing(TopicPartition(TRANSACTION_STATE_TOPIC, partition_of[t]), f"broker {node}: {arrived[0].reason}")
+                               for t in request.transactional_ids)
+                continue
+            for txn in resp.transactions:
+                partition = partition_of[txn.transactional_id]
+                if txn.error in (None, "TRANSACTIONAL_ID_NOT_FOUND"):
+                    loaded.add(partition)
+                elif txn.error == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED":
+                    missing.append(part_missing(TopicPartition(TRANSACTION_STATE_TOPIC, partition), txn.error,
+                                                describe_acl(txn.transactional_id)))
+                else:
+                    missing.append(Missing(TopicPartition(TRANSACTION_STATE_TOPIC, partition),
+                                           f"broker {node} did not coordinate it yet ({txn.error})"))
+        return Partial(frozenset(loaded), missing)
 
     def _probe_id(self) -> str:
         """A random id whose ``__transaction_state`` partition has a leader that has not gone silent

@@ -132,6 +132,11 @@ class KafkaModel:
     # group -> partitions with a transactional offset commit pending: a stable OffsetFetch answers
     # UNSTABLE_OFFSET_COMMIT there (KIP-447).
     pending_offsets: dict[str, set[TopicPartition]] = field(default_factory=dict)
+    # (broker, __transaction_state partition) -> how many more coordinator requests (ListTransactions,
+    # DescribeTransactions) that broker answers before taking over the partition the metadata already
+    # names it leader of: its listings leave the partition's ids out, DescribeTransactions answers
+    # NOT_COORDINATOR (a KRaft broker that has not applied the leader change yet).
+    not_taken_over: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def group_coordinator(self, group: str) -> int:
         if group in self.group_coordinators:
@@ -176,6 +181,22 @@ class KafkaModel:
         for tp, p in self.partitions.items():
             if p.leader == broker and set(p.replicas) <= {broker}:
                 self.partitions[tp] = p._replace(leader=-1, isr=())
+
+    def log_partition(self, transactional_id: str) -> int | None:
+        log = sum(1 for p in self.partitions.values() if p.topic == "__transaction_state")
+        if not log:
+            return None
+        from kafkatxn.verdicts import coordinator_partition
+
+        return coordinator_partition(transactional_id, log)
+
+    def taken_over(self, node: int, transactional_id: str) -> bool:
+        """Whether ``node`` coordinates the id's log partition yet (see ``not_taken_over``)."""
+        return self.not_taken_over.get((node, self.log_partition(transactional_id)), 0) <= 0
+
+    def coordinator_request(self, node: int) -> None:
+        for key in [k for k in self.not_taken_over if k[0] == node]:
+            self.not_taken_over[key] -= 1
 
     def coordinator(self, transactional_id: str) -> int:
         """The id's coordinator; an unknown id's is fixed by its name (str hash() changes per run)."""
@@ -313,11 +334,12 @@ class FakeWire:
         rows = [
             proto.ListedTransaction(tid, pid, state)
             for tid, pid, state in listings
-            if self.model.coordinator(tid) == node
+            if self.model.coordinator(tid) == node and self.model.taken_over(node, tid)
             and self.model.may_describe(tid)
             and (not request.producer_ids or pid in request.producer_ids)
             and (not request.states or state in request.states)
         ]
+        self.model.coordinator_request(node)
         return proto.ListTransactionsResponse(None, tuple(sorted(rows, key=lambda r: r.transactional_id)))
 
     def _FindTransactionCoordinators(self, node, request):
@@ -344,14 +366,15 @@ class FakeWire:
                     if not self.model.transaction_errors[tid]:
                         del self.model.transaction_errors[tid]
                 out.append(proto.TransactionState(tid, error))
+            elif (d.coordinator_id if d is not None else self.model.coordinator(tid)) != node or not self.model.taken_over(node, tid):
+                out.append(proto.TransactionState(tid, "NOT_COORDINATOR"))
             elif d is None:
                 out.append(proto.TransactionState(tid, "TRANSACTIONAL_ID_NOT_FOUND"))
-            elif d.coordinator_id != node:
-                out.append(proto.TransactionState(tid, "NOT_COORDINATOR"))
             else:
                 out.append(proto.TransactionState(
                     tid, None, d.state, d.producer_id, d.producer_epoch, d.timeout_ms, d.start_time_ms, d.partitions
                 ))
+        self.model.coordinator_request(node)
         return proto.DescribeTransactionsResponse(tuple(out))
 
     def _WriteAbortMarker(self, node, request):
@@ -626,9 +649,9 @@ class FakeCluster(Cluster):
         self.calls.append(("describe_producers", sorted(partitions), broker_id))
         return super().describe_producers(partitions, broker_id)
 
-    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None):
+    def list_transactions(self, broker_ids=None, states=(), producer_ids=(), min_duration_ms=None, pattern=None, purpose=""):
         self.calls.append(("list_transactions", list(states), list(producer_ids), min_duration_ms, pattern))
-        return super().list_transactions(broker_ids, states, producer_ids, min_duration_ms, pattern)
+        return super().list_transactions(broker_ids, states, producer_ids, min_duration_ms, pattern, **({"purpose": purpose} if purpose else {}))
 
     def write_abort_marker(self, tp, producer_id, producer_epoch, coordinator_epoch, leader, commit=False):
         name = "write_commit_marker" if commit else "write_abort_marker"

@@ -7,4 +7,5 @@ import re
 
 # A ListOffsets by timestamp (where a log read starts: diagnose's history) is its own kind: the
 # isolation level changes nothing in it, and it is asked once per broker too.
-LOGGED = re.compile(r"request (\w+)(?: \((read_committed|read_uncommitted|by time)\))? to broker (\d+)")
+# A request asked again for a reason says it too (``gather.PROBE_BEFORE``...): counted apart.
+LOGGED = re.compile(r"request (\w+)(?: \(([a-z_ ]+)\))? to broker (\d+)")

@@ -196,7 +196,8 @@ def test_scan_reports_hanging_long_running_and_untracked_separately():
     assert (result.open_transactions, result.candidates, result.partitions_scanned) == (3, 2, 4)  # + __transaction_state-0
     # The fresh open transaction (producer 2) no coordinator knows is looked up too: untracked, not
     # hanging before the maximum timeout (its own is not known); the idempotent producer never is.
-    assert listed_producer_ids(fake) == [[1, 2, 3]]
+    # Not listed, it is listed again between two probes of the log's leaders (gather._listed_between_probes).
+    assert listed_producer_ids(fake) == [[1, 2, 3], [2]]
     assert [(r.producer_id, r.deadline) for r in result.untracked] == [(2, f"the {MAX} ms maximum transaction timeout")]
     assert result.max_transaction_timeout_source.startswith("broker config")
     assert not result.missing

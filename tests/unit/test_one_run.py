@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kafkatxn import facts_cluster, gather, hanging
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
+from kafkatxn.kafka.session import request_label
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -104,10 +105,15 @@ def test_transactions_and_their_coordinators_are_asked_once_and_the_probe_rides_
         view, _ = gather.coordinator_view(cluster, [7, 9])  # 9 is listed nowhere: the visibility probe is asked
         again, _ = gather.coordinator_view(cluster, [7, 9])
     assert view == again and view.descriptions["app-1"].producer_id == 7
-    described = sent(cluster, "DescribeTransactions")  # app-1 and the probe, each once; a coordinator asked once
+    # app-1 and the visibility probe, each once; a coordinator asked once (the log probes apart, below)
+    described = [(node, r) for node, r in sent(cluster, "DescribeTransactions") if not r.purpose]
     assert sorted(tid[:8] for _node, r in described for tid in r.transactional_ids) == ["app-1", "~kafkatx"]
     assert len({node for node, _r in described}) == len(described)
     assert len(sent(cluster, "FindCoordinator")) + len(sent(cluster, "FindTransactionCoordinators")) <= 1
+    # 9 unlisted: listed again between two probes of the log's leader, once in the run.
+    purposes = [(r.purpose, node) for node, r in sent(cluster, "DescribeTransactions") + sent(cluster, "ListTransactions") if r.purpose]
+    assert {p for p, _node in purposes} == {gather.PROBE_BEFORE, gather.PROBE_AFTER, gather.LISTED_BETWEEN_PROBES}
+    assert len(set(purposes)) == len(purposes)
 
 
 def test_the_hanging_command_and_check_each_ask_each_api_once_per_broker():
@@ -117,9 +123,9 @@ def test_the_hanging_command_and_check_each_ask_each_api_once_per_broker():
         run(cluster)
         per_broker: dict[tuple[str, int | None], int] = {}
         for node, request in cluster.model.sent:
-            key = (type(request).__name__, node)
+            key = (request_label(request), node)  # a request asked again for a reason is named apart
             per_broker[key] = per_broker.get(key, 0) + 1
-        allowed = {"Metadata": 2, "ListOffsets": 2}
+        allowed = {"Metadata": 2}
         over = {k: n for k, n in per_broker.items() if n > allowed.get(k[0], 1)}
         assert over == {}, per_broker
 
@@ -177,11 +183,13 @@ def test_debug_names_each_request_with_its_level_as_test_request_counts_reads_it
     from tests.support.request_log import LOGGED
 
     labels = [request_label(p.ListOffsets((A0,), True)), request_label(p.ListOffsetsAt((A0,), -2)),
-              request_label(p.Fetch((p.FetchOffset(A0, 0),), False)), request_label(p.DescribeProducers((A0,)))]
-    assert labels == ["ListOffsets (read_committed)", "ListOffsets (by time)", "Fetch (read_uncommitted)", "DescribeProducers"]
+              request_label(p.Fetch((p.FetchOffset(A0, 0),), False)), request_label(p.DescribeProducers((A0,))),
+              request_label(p.DescribeTransactions(("x",), gather.PROBE_BEFORE))]
+    assert labels == ["ListOffsets (read_committed)", "ListOffsets (by time)", "Fetch (read_uncommitted)", "DescribeProducers",
+                      f"DescribeTransactions ({gather.PROBE_BEFORE})"]
     assert [m.groups() for m in (re.search(LOGGED, f"request {label} to broker 3") for label in labels)] == [
         ("ListOffsets", "read_committed", "3"), ("ListOffsets", "by time", "3"), ("Fetch", "read_uncommitted", "3"),
-        ("DescribeProducers", None, "3")]
+        ("DescribeProducers", None, "3"), ("DescribeTransactions", gather.PROBE_BEFORE, "3")]
 
 
 def test_cyclic_collection_waits_while_a_run_is_in_flight_and_resumes_as_it_was():
