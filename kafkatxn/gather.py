@@ -148,8 +148,7 @@ def _listed_between_probes(cluster: Cluster, md, asked: list[int], unlisted: lis
     refused (the principal may not describe every id: the view is filtered).
 
     "No transactional id" needs every partition coordinated, loaded, by the broker that listed it,
-    from before its listing to after it (a broker processes one connection's requests in order, but
-    these are separate rounds anyway): a broker the metadata already names leader lists none of the
+    from before its listing to after it: a broker the metadata already names leader lists none of the
     partition's ids, and says nothing of it, until it has taken the partition over (seen under a
     frozen broker, as its partitions moved). Asked only when a producer id was not listed, so a
     cluster without hanging transactions pays nothing for it; once a run."""

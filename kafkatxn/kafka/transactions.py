@@ -29,8 +29,8 @@ log = logging.getLogger("kafkatxn.cluster")
 # The probe's transactional id: random, so no transaction has it and no literal ACL names it; it
 # begins with "~" so that no prefixed ACL an operator writes for real ids (``app-``, ``k``) covers it.
 PROBE_ID_PREFIX = "~kafkatxn-visibility-probe-"
-PROBE_ID_TRIES = 200
-LOG_PROBE_ID_PREFIX = "~kafkatxn-log-probe-"  # random ids tried for one whose log partition has a live leader
+PROBE_ID_TRIES = 200  # random ids tried for one whose log partition has a live leader
+LOG_PROBE_ID_PREFIX = "~kafkatxn-log-probe-"  # loaded_log_partitions' ids, one hashing to each log partition
 
 
 @functools.cache
@@ -289,7 +289,6 @@ class TransactionsApi:
         reasons = "; ".join(m.reason for m in gaps) or "no answer"
         return Partial(IDS_UNKNOWN, [Missing(Part("transactional id visibility"), f"the probe did not answer: {reasons}")])
 
-
     def loaded_log_partitions(self, leaders: Mapping[int, int], purpose: str = "") -> Partial[frozenset[int]]:
         """Of the ``__transaction_state`` partitions (partition -> the broker the metadata names its
         leader), those that broker coordinates now, loaded; ``missing`` says why each other did not.
@@ -327,6 +326,9 @@ class TransactionsApi:
                 else:
                     missing.append(Missing(TopicPartition(TRANSACTION_STATE_TOPIC, partition),
                                            f"broker {node} did not coordinate it yet ({txn.error})"))
+        told = loaded | {m.subject.partition for m in missing}
+        missing.extend(Missing(TopicPartition(TRANSACTION_STATE_TOPIC, p), f"broker {leader} left its probe unanswered")
+                       for p, leader in leaders.items() if p not in told)  # only a positive answer counts
         return Partial(frozenset(loaded), missing)
 
     def _probe_id(self) -> str:
