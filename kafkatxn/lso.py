@@ -221,8 +221,10 @@ def undetermined_pins(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | Group
     critical finding stands, never a reassuring "not hanging"."""
     out: dict[TopicPartition, Missing] = {}
     for r in rows:
+        if r.producer_id is None or r.txn_hanging is not None:  # most rows: no partition made for them
+            continue
         tp = TopicPartition(r.topic, r.partition)
-        if r.producer_id is None or r.txn_hanging is not None or tp in out:
+        if tp in out:
             continue
         pin = snapshot.pin(tp)
         if pin is not None:
@@ -235,8 +237,10 @@ def restore_hints(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | GroupLag]
     releases it: ``restore-commit``, never ``abort`` (which would drop committed records)."""
     out: dict[TopicPartition, str] = {}
     for r in rows:
+        if not r.txn_lost_commit:  # most rows: no partition made for them
+            continue
         tp = TopicPartition(r.topic, r.partition)
-        if r.txn_lost_commit and tp not in out and (pin := snapshot.pin(tp)) is not None:
+        if tp not in out and (pin := snapshot.pin(tp)) is not None:
             out[tp] = lost_commit.restore_note(tp, pin.producer_id, pin.start_offset)
     return list(out.values())
 
