@@ -406,3 +406,12 @@ def test_threshold_findings_decide_each_value_once_and_name_only_what_alerts():
     check._threshold_findings(findings, [("b2", 9), ("b1", 12)], str, Range.parse("5"), None, "active_producer_ids",
                               lambda subject, value, rng: subject, largest_first=False)
     assert [f.subject for _, f in findings] == ["b2", "b1"]  # the order given
+
+
+def test_partition_lags_are_each_partitions_lso_lag_the_unanswered_left_out():
+    from kafkatxn.check import partition_lags
+    from kafkatxn.snapshot import PartitionSample
+
+    samples = [PartitionSample("t", 0, 1, 10, 7), PartitionSample("t", 1, 1, None, None), PartitionSample("t", 2, 1, 5, 6)]
+    assert partition_lags(samples) == [(samples[0], 3), (samples[2], 0)]
+    assert [lag for _, lag in partition_lags(samples)] == [s.lso_lag_messages for s in samples if s.lso_lag_messages is not None]
