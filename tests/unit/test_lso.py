@@ -277,6 +277,12 @@ def test_groups_exit_code():
     assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}, open_txns=open_old))) == 2
     # Lagging behind an old transaction is not blocked: still a warning.
     assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 4}}, open_txns=open_old)), lag_threshold=6) == 1
+    # Rows handed over once only (a generator): the same answers.
+    rows = lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}, "h": {TP0: 12}}, open_txns=open_old))
+    assert lso.groups_exit_code(iter(rows)) == lso.groups_exit_code(rows) == 2
+    snapshot = group_snap({TP0: (10, 12)}, {}, open_txns=open_old).lso
+    assert lso.undetermined_pins(snapshot, iter(rows)) == lso.undetermined_pins(snapshot, rows)
+    assert lso.offsets_hints(iter(rows)) == lso.offsets_hints(rows) and lso.restore_hints(snapshot, iter(rows)) == []
 
 
 def test_incomplete_answers_exit_3_unless_critical():
