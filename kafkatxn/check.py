@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from kafkatxn import defaults, untracked, verdicts_groups
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.exitcodes import SEVERITY, Status, worst
+from kafkatxn.group_positions import gc_paused
 from kafkatxn.model import TopicPartition
 from kafkatxn.monitoring_plugin import (
     PerfDatum, Range, number_text, duration_seconds, format_perfdata, parse_count_range, parse_duration_range,
@@ -102,6 +103,13 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 
 def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -> CheckResult:
     """The status of the cluster for these thresholds: a pure function of the snapshot."""
+    # Made after the gather's run, whose hundreds of thousands of objects the collector has just taken
+    # on: without the pause, the 30,000 lags below start collections that walk them all again.
+    with gc_paused():
+        return _evaluate(snapshot, thresholds)
+
+
+def _evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds) -> CheckResult:
     if not snapshot.up:
         finding = Finding("unknown", "unreachable", "cluster", None, None, snapshot.error or "cluster unreachable")
         return CheckResult(Status.UNKNOWN, snapshot.error or "cluster unreachable", [finding], [],
