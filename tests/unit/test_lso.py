@@ -465,3 +465,14 @@ def test_unreachable_cluster_exits_3_quickly():
     result = run("lso", "-b", "127.0.0.1:1", "--timeout", "2s")
     assert result.returncode == 3, result.stderr
     assert "127.0.0.1:1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_each_places_read_committed_lag_is_readable_lag_of_its_fields():
+    """group_positions takes readable_lag's first rule inline (caught up: 0): every place agrees with it."""
+    from kafkatxn.group_positions import group_positions, readable_lag
+
+    snap = group_snap({TP0: (10, 12), TP1: (7, 7)}, {"a": {TP0: 12, TP1: 7}, "b": {TP0: 4, TP1: 3}, "c": {TP0: 11, TP1: 9}})
+    places = list(group_positions(snap))
+    assert {p.verdict for p in places} >= {GroupVerdict.caught_up, GroupVerdict.lagging}
+    for p in places:
+        assert p.read_committed_lag == readable_lag(p.verdict, p.committed_offset, p.offsets.last_stable_offset, p.lag_to_lso_messages, p.lag_to_hw_messages)
