@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Callable, Iterable, Sequence, TypeVar
 
-from kafkatxn import defaults, untracked, verdicts_groups
+from kafkatxn import collection, defaults, untracked, verdicts_groups
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.exitcodes import SEVERITY, Status, worst
-from kafkatxn.group_positions import gc_paused
 from kafkatxn.model import TopicPartition
 from kafkatxn.monitoring_plugin import (
     PerfDatum, Range, number_text, duration_seconds, format_perfdata, parse_count_range, parse_duration_range,
@@ -104,9 +103,13 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -> CheckResult:
     """The status of the cluster for these thresholds: a pure function of the snapshot."""
     # Made after the gather's run, whose hundreds of thousands of objects the collector has just taken
-    # on: without the pause, the 30,000 lags below start collections that walk them all again.
-    with gc_paused():
+    # on: unpaused (kafkatxn.collection, as a run is), the 30,000 lags below start collections that
+    # walk them all again.
+    collection.pause()
+    try:
         return _evaluate(snapshot, thresholds)
+    finally:
+        collection.resume()
 
 
 def _evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds) -> CheckResult:

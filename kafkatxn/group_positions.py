@@ -8,8 +8,6 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, NamedTuple
 
@@ -201,28 +199,11 @@ def frozen_rows(cls: type, names: tuple[str, ...], values: Iterable[tuple]) -> l
     new = object.__new__
     rows = []
     append = rows.append
-    with gc_paused():
-        for v in values:
-            row = new(cls)
-            row.__dict__.update(zip(names, v, strict=True))
-            append(row)
+    for v in values:
+        row = new(cls)
+        row.__dict__.update(zip(names, v, strict=True))
+        append(row)
     return rows
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused while many acyclic objects are made (rows, samples): each
-    700 objects made start a collection, and every tenth of those walks what the command holds (the
-    snapshot, the rows made so far), so 100,000 rows cost 0.2-0.4 s of collections that find nothing.
-    Whatever cycle is made meanwhile is collected once it is resumed."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 GROUP_LAG_FIELDS = tuple(f.name for f in fields(GroupLag))

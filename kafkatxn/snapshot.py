@@ -274,11 +274,6 @@ def group_samples(snap: GroupSnapshot, topics: set[str] | None) -> tuple[GroupSa
     """Where each group stands on each partition of ``topics`` (every one when None), as
     ``lso --groups`` has it (:func:`kafkatxn.group_positions.group_positions`, the pinning transaction's
     facts by :func:`kafkatxn.group_positions.pin_facts`)."""
-    with group_positions.gc_paused():  # 100,000 tuples: no collection walks them as they are made
-        return _group_samples(snap, topics)
-
-
-def _group_samples(snap: GroupSnapshot, topics: set[str] | None) -> tuple[GroupSample, ...]:
     samples = []
     append, sample = samples.append, tuple.__new__  # 100,000 a scrape
     for group, tp, _committed, _offsets, verdict, _readable, lag_to_lso, lag_to_hw, lag, held in group_positions.group_positions(snap):

@@ -44,33 +44,3 @@ def test_diagnose_rows_have_the_fields_it_makes_them_with():
     from kafkatxn.diagnose import PARTITION_FIELDS
 
     assert PARTITION_FIELDS == tuple(f.name for f in fields(PartitionDiagnosis))
-
-
-def test_no_collection_walks_the_rows_while_they_are_made_and_the_collector_is_left_as_it_was():
-    import gc
-
-    collections: list[int] = []
-
-    def note(phase: str, _info: dict) -> None:
-        if phase == "start":
-            collections.append(_info["generation"])
-
-    values = [("g", "t", i, 1, 2, 3, 1, 2, GroupVerdict.lagging, None) + (None,) * 10 for i in range(20_000)]
-    was = gc.isenabled()
-    gc.enable()
-    gc.callbacks.append(note)
-    try:
-        gc.collect()  # the allocations counted so far (the values above) start none of their own below
-        collections.clear()
-        frozen_rows(GroupLag, GROUP_LAG_FIELDS, values)  # 20,000 objects made: 28 collections unpaused
-        # At most the one of the youngest objects, when the collector is resumed and the next object is made.
-        assert collections in ([], [0]) and gc.isenabled()
-        from kafkatxn.group_positions import gc_paused
-
-        gc.disable()
-        with gc_paused():
-            pass
-        assert not gc.isenabled()  # a collector the caller paused stays paused
-    finally:
-        gc.callbacks.remove(note)
-        (gc.enable if was else gc.disable)()
