@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Callable, Iterable, Sequence, TypeVar
 
-from kafkatxn import defaults, untracked, verdicts_groups
+from kafkatxn import collection, defaults, untracked, verdicts_groups
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.exitcodes import SEVERITY, Status, worst
 from kafkatxn.model import TopicPartition
@@ -25,6 +26,7 @@ from kafkatxn.monitoring_plugin import (
 from kafkatxn.output import Report
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_VERDICTS, ClusterSnapshot, GroupSample,
+    PartitionSample,
 )
 from kafkatxn.spark_readers import reader_option, reader_words, readers_count
 
@@ -100,6 +102,17 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 
 def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -> CheckResult:
     """The status of the cluster for these thresholds: a pure function of the snapshot."""
+    # Made after the gather's run, whose hundreds of thousands of objects the collector has just taken
+    # on: unpaused (kafkatxn.collection, as a run is), the 30,000 lags below start collections that
+    # walk them all again.
+    collection.pause()
+    try:
+        return _evaluate(snapshot, thresholds)
+    finally:
+        collection.resume()
+
+
+def _evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds) -> CheckResult:
     if not snapshot.up:
         finding = Finding("unknown", "unreachable", "cluster", None, None, snapshot.error or "cluster unreachable")
         return CheckResult(Status.UNKNOWN, snapshot.error or "cluster unreachable", [finding], [],
@@ -151,8 +164,8 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     if snapshot.untracked:
         summary.append(_plural(len(snapshot.untracked), "untracked transaction"))
 
-    lags = [(p, p.lso_lag_messages) for p in snapshot.partitions if p.lso_lag_messages is not None]
-    max_lag = max((lag for _, lag in lags), default=0)
+    lags = partition_lags(snapshot.partitions)
+    max_lag = max(map(_SECOND, lags), default=0)
     lag_counts = _threshold_findings(
         findings, lags, lambda p: str(p.tp),
         thresholds.lso_lag_warn, thresholds.lso_lag_crit, "lso_lag",
@@ -189,21 +202,20 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     unsure_groups: dict[str, list[str]] = defaultdict(list)  # behind a transaction whose verdict is undetermined
     if groups is not None:
         holders = {(h.topic, h.partition): h for h in (*snapshot.hanging, *snapshot.lost_commits, *snapshot.untracked)}
-        for g in groups:
-            if g.blocked or g.waiting:
-                severity = group_block_severity(g, thresholds)
-                # Held through its offsets partition: its consumers cannot fetch their committed offsets.
-                where = f"{g.topic}-{g.partition}" + (f" (through {g.blocked_through})" if g.blocked_through else "")
-                at = g.blocked_through.rsplit("-", 1) if g.blocked_through else (g.topic, g.partition)
-                held = holders.get((at[0], int(at[1])))
-                if severity is verdicts_groups.Severity.critical:
-                    blocked_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
-                elif g.txn_hanging is None:  # whether it is stuck cannot be known: neither critical nor OK
-                    unsure_groups[g.group].append(where)
-                elif severity is verdicts_groups.Severity.warning:
-                    waiting_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
-                else:
-                    young.add(g.group)
+        for g in held_samples(groups):
+            severity = group_block_severity(g, thresholds)
+            # Held through its offsets partition: its consumers cannot fetch their committed offsets.
+            where = f"{g.topic}-{g.partition}" + (f" (through {g.blocked_through})" if g.blocked_through else "")
+            at = g.blocked_through.rsplit("-", 1) if g.blocked_through else (g.topic, g.partition)
+            held = holders.get((at[0], int(at[1])))
+            if severity is verdicts_groups.Severity.critical:
+                blocked_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
+            elif g.txn_hanging is None:  # whether it is stuck cannot be known: neither critical nor OK
+                unsure_groups[g.group].append(where)
+            elif severity is verdicts_groups.Severity.warning:
+                waiting_groups[g.group].append(f"{where} ({blocking_words(g, thresholds, held)})")
+            else:
+                young.add(g.group)
         def group_findings(by_group: dict[str, list[str]], status: Status, severity: str, kind: str,
                            says: Callable[[str, str], str], skip: Iterable[str] = ()) -> None:
             # One finding per group (a group already blocked is not also undetermined or waiting).
@@ -227,8 +239,11 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         warned = set(waiting_groups) - set(blocked_groups)
         if warned:
             summary.append(readers_count(warned) + " waiting on a transaction")
+        group_lag_max = max(map(_GROUP_LAG, groups), default=0)
+        # Without a group lag range no value alerts: the 100,000 pairs are not made to find none.
+        group_lags = zip(groups, map(_GROUP_LAG, groups)) if thresholds.group_lag_warn or thresholds.group_lag_crit else ()
         group_counts = _threshold_findings(
-            findings, [(g, g.lag_messages) for g in groups], lambda g: f"{g.group} {g.topic}-{g.partition}",
+            findings, group_lags, lambda g: f"{g.group} {g.topic}-{g.partition}",
             thresholds.group_lag_warn, thresholds.group_lag_crit, "group_lag",
             lambda subject, value, rng: f"group {subject}: lag {value} messages ({rng.describe()})",
         )
@@ -252,7 +267,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
             f"{_plural(len(snapshot.partitions), 'partition')}, no hanging transactions, max LSO lag {max_lag}, {opened}"
         )
     oldest = snapshot.oldest_transaction_age_s()
-    lagging = sum(1 for _, lag in lags if lag > 0)
+    lagging = len(lags) - list(map(_SECOND, lags)).count(0)  # lags are never negative (lso_lag_messages)
     # A figure whose part was not gathered is left out (its reason is in ``missing``), never a 0.
     has = snapshot.gathered
     perfdata = [
@@ -276,7 +291,7 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
         perfdata += [
             PerfDatum("groups_blocked", len(blocked_groups), crit="0", min=0),
             PerfDatum("groups_waiting", waiting, min=0),
-            PerfDatum("group_lag_max", max((g.lag_messages for g in groups), default=0),
+            PerfDatum("group_lag_max", group_lag_max,
                       warn=_perf(thresholds.group_lag_warn), crit=_perf(thresholds.group_lag_crit), min=0),
         ]
     facts = {
@@ -298,8 +313,29 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     if groups is not None and has(PART_GROUPS):
         facts["groups_blocked"] = len(blocked_groups)
         facts["groups_waiting"] = waiting
-        facts["group_lag_max_messages"] = max((g.lag_messages for g in groups), default=0)
+        facts["group_lag_max_messages"] = group_lag_max
     return CheckResult(status, ", ".join(summary), [f for _, f in findings], perfdata, facts)
+
+
+_SECOND = itemgetter(1)
+_GROUP_LAG = itemgetter(GroupSample._fields.index("lag_messages"))
+
+
+def partition_lags(partitions: Sequence[PartitionSample]) -> list[tuple[PartitionSample, int]]:
+    """Each partition with its LSO lag (:attr:`PartitionSample.lso_lag_messages`), those whose leader
+    did not answer left out: 30,000 a check, the lag read once each."""
+    out = []
+    append = out.append
+    for p in partitions:
+        hw, lso = p.high_watermark, p.last_stable_offset
+        if hw is not None and lso is not None:
+            append((p, hw - lso if hw > lso else 0))
+    return out
+
+
+def held_samples(groups: Sequence[GroupSample]) -> list[GroupSample]:
+    """The samples of groups held on their partition (blocked, or waiting), in order."""
+    return [g for g in groups if g.blocked or g.waiting]
 
 
 def _past(g: GroupSample, rng: Range | None) -> bool:

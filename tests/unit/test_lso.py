@@ -277,6 +277,12 @@ def test_groups_exit_code():
     assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}, open_txns=open_old))) == 2
     # Lagging behind an old transaction is not blocked: still a warning.
     assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 4}}, open_txns=open_old)), lag_threshold=6) == 1
+    # Rows handed over once only (a generator): the same answers.
+    rows = lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}, "h": {TP0: 12}}, open_txns=open_old))
+    assert lso.groups_exit_code(iter(rows)) == lso.groups_exit_code(rows) == 2
+    snapshot = group_snap({TP0: (10, 12)}, {}, open_txns=open_old).lso
+    assert lso.undetermined_pins(snapshot, iter(rows)) == lso.undetermined_pins(snapshot, rows)
+    assert lso.offsets_hints(iter(rows)) == lso.offsets_hints(rows) and lso.restore_hints(snapshot, iter(rows)) == []
 
 
 def test_incomplete_answers_exit_3_unless_critical():
@@ -459,3 +465,14 @@ def test_unreachable_cluster_exits_3_quickly():
     result = run("lso", "-b", "127.0.0.1:1", "--timeout", "2s")
     assert result.returncode == 3, result.stderr
     assert "127.0.0.1:1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_each_places_read_committed_lag_is_readable_lag_of_its_fields():
+    """group_positions takes readable_lag's first rule inline (caught up: 0): every place agrees with it."""
+    from kafkatxn.group_positions import group_positions, readable_lag
+
+    snap = group_snap({TP0: (10, 12), TP1: (7, 7)}, {"a": {TP0: 12, TP1: 7}, "b": {TP0: 4, TP1: 3}, "c": {TP0: 11, TP1: 9}})
+    places = list(group_positions(snap))
+    assert {p.verdict for p in places} >= {GroupVerdict.caught_up, GroupVerdict.lagging}
+    for p in places:
+        assert p.read_committed_lag == readable_lag(p.verdict, p.committed_offset, p.offsets.last_stable_offset, p.lag_to_lso_messages, p.lag_to_hw_messages)

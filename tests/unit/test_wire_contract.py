@@ -366,9 +366,10 @@ MANY = tuple(TopicPartition(topic, i) for topic in ("orders", "t" * 200, "paymen
 @pytest.mark.parametrize("request_", [p.ListOffsets((TP0, TP1, OTHER), True), p.ListOffsets((TP0,), False, earliest=True),
                                       p.ListOffsets(MANY, True), p.ListOffsets(MANY, False), p.ListOffsets((), True),
                                       p.DescribeProducers((TP0, TP1, OTHER)), p.DescribeProducers(MANY),
-                                      p.OffsetFetch(("group-a", "group-b"))],
+                                      p.OffsetFetch(("group-a", "group-b")),
+                                      p.OffsetFetch((*(f"group-{i}" for i in range(200)), "g" * 200, "gr\u00fcppe"))],
                          ids=["latest", "earliest", "many-committed", "many-uncommitted", "none", "producers",
-                              "many-producers", "offset-fetch"])
+                              "many-producers", "offset-fetch", "many-groups"])
 def test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_encoded_once(request_, monkeypatch):
     from kafka.protocol.api_message import ApiMessage
 
@@ -1312,3 +1313,15 @@ def test_kafka_pythons_parser_hands_over_an_offset_fetch_answer_read_by_the_wire
     stable = p.OffsetFetch(("group-0",), stable=((TopicPartition("t0", 5),),))
     sent = w._encode(stable)  # not kept; its answers are read by the wire all the same
     assert sent.header_class is not None
+
+
+def test_an_offset_fetch_body_is_written_only_for_the_batched_fetch_of_every_committed_offset():
+    """A stable fetch names its partitions and one group a request is v2-v7: kafka-python writes those."""
+    from kafkatxn.kafka.wire import bodies
+
+    assert bodies.WRITERS[p.OffsetFetch][1] is bodies.offset_fetch_body
+    assert bodies.offset_fetch_body(p.OffsetFetch(("ab",)), 8) == b"\x02\x03ab\x00\x00\x00\x00"
+    for request, version in ((p.OffsetFetch(("ab",), stable=((TP0,),)), 8), (p.OffsetFetch(("ab",), batched=False), 7),
+                             (p.OffsetFetch(("ab",)), 7)):
+        with pytest.raises(ValueError):
+            bodies.offset_fetch_body(request, version)

@@ -468,3 +468,33 @@ WRITERS = {
     p.ListOffsets: (list_offsets_shell, list_offsets_body),
     p.DescribeProducers: (describe_producers_shell, describe_producers_body),
 }
+
+
+
+# -- OffsetFetch's request (batched, v8-v9, not stable: every committed offset of a coordinator's groups) --
+# kafka-python builds an object per group and encodes it field by field: 15 ms per 1,700 groups, 0.5 here.
+
+def offset_fetch_shell(request: p.OffsetFetch) -> Any:
+    """``request`` as kafka-python's batched OffsetFetchRequest without its groups (a stable one names
+    partitions: kafka-python's, never kept by the wire); the body is :func:`offset_fetch_body`'s."""
+    from kafka.protocol.consumer import OffsetFetchRequest
+
+    from kafkatxn.kafka.wire.groups_codec import OFFSET_FETCH_BATCHED
+
+    return OffsetFetchRequest(groups=[], require_stable=False, min_version=min(OFFSET_FETCH_BATCHED), max_version=max(OFFSET_FETCH_BATCHED))
+
+
+def offset_fetch_body(request: p.OffsetFetch, version: int) -> bytes:
+    """Per group its compact id, (v9+) MemberId null and MemberEpoch -1, a null topic list and no tagged
+    fields; then RequireStable false and no tagged fields."""
+    if request.stable or not request.batched or version < 8:
+        raise ValueError(f"an OffsetFetch body is written here only batched, not stable, at v8+ (v{version})")
+    tail = (b"\x00" + _INT32(-1) if version >= 9 else b"") + b"\x00" + NO_TAGGED_FIELDS
+    out = [array_length(len(request.group_ids), True)]
+    for group in request.group_ids:
+        out += (string(group, True), tail)
+    out.append(b"\x00" + NO_TAGGED_FIELDS)
+    return b"".join(out)
+
+
+WRITERS[p.OffsetFetch] = (offset_fetch_shell, offset_fetch_body)
