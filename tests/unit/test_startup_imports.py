@@ -107,3 +107,16 @@ def test_a_command_freezes_what_the_imports_built_once_per_process():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     before, after, settled = proc.stderr.strip().splitlines()[-1].split()
     assert int(before) == 0 and int(after) > 10_000 and settled == "True", proc.stderr
+
+
+def test_lso_builds_no_protocol_class_of_an_api_it_does_not_send():
+    """kafka-python's protocol packages (admin, consumer, producer) import every API module of their
+    family, and each module builds its classes from Kafka's JSON schemas (~35 ms of lso's start);
+    client_package defers those __init__s, so a command builds the APIs it sends (and the two
+    kafka-python's network layer names)."""
+    loaded = modules_loaded_by("lso", "-b", "127.0.0.1:1", "--timeout", "200ms", "-o", "json")
+    assert "kafka.net.manager" in loaded, "the wire did not reach kafka-python's network layer"
+    unsent = {"kafka.protocol.admin.topics", "kafka.protocol.admin.acl", "kafka.protocol.admin.cluster",
+              "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.consumer.metadata",
+              "kafka.protocol.producer.produce"}
+    assert not loaded & unsent, sorted(loaded & unsent)
