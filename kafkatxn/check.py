@@ -26,7 +26,6 @@ from kafkatxn.output import Report
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_VERDICTS, ClusterSnapshot, GroupSample,
 )
-from kafkatxn.spark_readers import reader_option, reader_words, readers_count
 
 T = TypeVar("T")  # what a threshold finding is about: a partition, a transaction, a broker, a group's partition
 
@@ -188,6 +187,10 @@ def evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds = Thresholds()) -
     young: set[str] = set()  # at the LSO of a transaction in flight younger than --txn-age-warn: no finding
     unsure_groups: dict[str, list[str]] = defaultdict(list)  # behind a transaction whose verdict is undetermined
     if groups is not None:
+        # The words of a group's findings (below: only groups found here have any); imported here, as
+        # check without --groups does not read Spark checkpoints (spark_readers: ~5 ms of every start).
+        from kafkatxn.spark_readers import reader_option, reader_words, readers_count
+
         holders = {(h.topic, h.partition): h for h in (*snapshot.hanging, *snapshot.lost_commits, *snapshot.untracked)}
         for g in groups:
             if g.blocked or g.waiting:

@@ -120,3 +120,11 @@ def test_lso_builds_no_protocol_class_of_an_api_it_does_not_send():
               "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.consumer.metadata",
               "kafka.protocol.producer.produce"}
     assert not loaded & unsent, sorted(loaded & unsent)
+
+
+def test_check_without_groups_imports_no_spark_checkpoint_reader():
+    """check's group findings name Spark queries, which only a group pass (--groups,
+    --spark-checkpoint) finds: check without one reads no checkpoint and imports no reader of them."""
+    loaded = modules_loaded_by("check", "-b", "127.0.0.1:1", "--timeout", "200ms", "-o", "json")
+    assert "kafkatxn.check" in loaded
+    assert not loaded & {"kafkatxn.spark_readers", "kafkatxn.spark_checkpoint"}, sorted(loaded & {"kafkatxn.spark_readers", "kafkatxn.spark_checkpoint"})
