@@ -28,7 +28,6 @@ from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_VERDICTS, ClusterSnapshot, GroupSample,
     PartitionSample,
 )
-from kafkatxn.spark_readers import reader_option, reader_words, readers_count
 
 T = TypeVar("T")  # what a threshold finding is about: a partition, a transaction, a broker, a group's partition
 
@@ -201,6 +200,10 @@ def _evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds) -> CheckResult:
     young: set[str] = set()  # at the LSO of a transaction in flight younger than --txn-age-warn: no finding
     unsure_groups: dict[str, list[str]] = defaultdict(list)  # behind a transaction whose verdict is undetermined
     if groups is not None:
+        # The words of a group's findings (below: only groups found here have any); imported here, as
+        # check without --groups does not read Spark checkpoints (spark_readers: ~5 ms of every start).
+        from kafkatxn.spark_readers import reader_option, reader_words, readers_count
+
         holders = {(h.topic, h.partition): h for h in (*snapshot.hanging, *snapshot.lost_commits, *snapshot.untracked)}
         for g in held_samples(groups):
             severity = group_block_severity(g, thresholds)

@@ -18,6 +18,7 @@ try:  # typer >= 0.20 vendors click; its usage errors are the ones raised
 except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import UsageError as ClickUsageError
 
+from kafkatxn import collection
 from kafkatxn.cli.options import shared_parameters
 from kafkatxn.errors import EXIT_UNKNOWN, EXIT_USAGE, InputError, KafkatxnError
 from kafkatxn.redact import redact
@@ -186,6 +187,9 @@ def _nagios_unknown(args: list[str], message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # No cyclic collection while the command's modules import and its parameters are built: the
+    # command resumes it as it freezes that heap (common.settle_heap), the finally below otherwise.
+    collection.pause_while_starting()
     args = list(sys.argv[1:] if argv is None else argv)
     if "_KAFKATXN_COMPLETE" in os.environ:
         # A completion request from the shell script: typer's shell classes answer it (add_completion=False
@@ -226,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
         _error(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)")
         code = EXIT_UNKNOWN
     finally:
+        collection.started()
         if "logging" in sys.modules:  # flush the handlers --debug or a Kafka client set up
             sys.modules["logging"].shutdown()
     sys.stdout.flush()

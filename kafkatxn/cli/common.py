@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import typer
 
-from kafkatxn import config as config_mod
+from kafkatxn import collection, config as config_mod
 from kafkatxn.errors import KafkatxnError
 from kafkatxn.exitcodes import exit_code
 from kafkatxn.cli.options import SHARED_NAMES, OutputFormat, shared_parameters
@@ -65,8 +65,11 @@ class CommandContext:
     @property
     def cluster(self) -> Cluster:
         if self._cluster is None:
-            from kafkatxn.kafka import Cluster
-
+            collection.pause()  # the Kafka client's modules, imported here: long-lived, as main's start
+            try:
+                from kafkatxn.kafka import Cluster
+            finally:
+                collection.resume()
             self._cluster = Cluster(self.config)
         return self._cluster
 
@@ -144,11 +147,11 @@ def settle_heap() -> None:
     flushed and atexit handlers still run).
     """
     global _HEAP_SETTLED
-    if _HEAP_SETTLED:
-        return
-    _HEAP_SETTLED = True
-    gc.freeze()
-    atexit.register(gc.freeze)  # registered after logging's: runs before its shutdown, harmless either way
+    if not _HEAP_SETTLED:
+        _HEAP_SETTLED = True
+        gc.freeze()
+        atexit.register(gc.freeze)  # registered after logging's: runs before its shutdown, harmless either way
+    collection.started()  # the collection main paused while the command started runs again
 
 
 def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callable:

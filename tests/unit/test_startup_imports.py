@@ -107,3 +107,63 @@ def test_a_command_freezes_what_the_imports_built_once_per_process():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     before, after, settled = proc.stderr.strip().splitlines()[-1].split()
     assert int(before) == 0 and int(after) > 10_000 and settled == "True", proc.stderr
+
+
+def test_lso_builds_no_protocol_class_of_an_api_it_does_not_send():
+    """kafka-python's protocol packages (admin, consumer, producer) import every API module of their
+    family, and each module builds its classes from Kafka's JSON schemas (~35 ms of lso's start);
+    client_package defers those __init__s, so a command builds the APIs it sends (and the two
+    kafka-python's network layer names)."""
+    loaded = modules_loaded_by("lso", "-b", "127.0.0.1:1", "--timeout", "200ms", "-o", "json")
+    assert "kafka.net.manager" in loaded, "the wire did not reach kafka-python's network layer"
+    unsent = {"kafka.protocol.admin.topics", "kafka.protocol.admin.acl", "kafka.protocol.admin.cluster",
+              "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.consumer.metadata",
+              "kafka.protocol.producer.produce"}
+    assert not loaded & unsent, sorted(loaded & unsent)
+
+
+def test_check_without_groups_imports_no_spark_checkpoint_reader():
+    """check's group findings name Spark queries, which only a group pass (--groups,
+    --spark-checkpoint) finds: check without one reads no checkpoint and imports no reader of them."""
+    loaded = modules_loaded_by("check", "-b", "127.0.0.1:1", "--timeout", "200ms", "-o", "json")
+    assert "kafkatxn.check" in loaded
+    assert not loaded & {"kafkatxn.spark_readers", "kafkatxn.spark_checkpoint"}, sorted(loaded & {"kafkatxn.spark_readers", "kafkatxn.spark_checkpoint"})
+
+
+def test_no_cyclic_collection_while_a_command_starts_and_it_runs_again_after():
+    """The command's imports and set-up are long-lived and acyclic: main pauses the collector until
+    the heap is frozen (common.settle_heap), which resumes it, and pauses it again while the Kafka
+    client's modules import (ctx.cluster); a command line that runs no command (--help) resumes it as
+    main ends; each main of a process does the same."""
+    code = (
+        "import gc, sys\n"
+        "collections = []\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and collections.append(info['generation']))\n"
+        "from kafkatxn.cli import common\n"
+        "from kafkatxn.cli.app import main\n"
+        "seen = []\n"
+        "settle = common.settle_heap\n"
+        "def settle_heap():\n"
+        "    seen.append((gc.isenabled(), len(collections)))\n"
+        "    settle()\n"
+        "    seen.append((gc.isenabled(), None))\n"
+        "common.settle_heap = settle_heap\n"
+        "class Facade:  # whether the collector is on as the Kafka client's facade imports (ctx.cluster)\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'kafkatxn.kafka.facade':\n"
+        "            seen.append(('facade', gc.isenabled()))\n"
+        "sys.meta_path.insert(0, Facade())\n"
+        "for argv in (['lso', '-b', '127.0.0.1:1', '--timeout', '200ms', '-o', 'json'], ['--help'], ['config', 'show', '-b', 'h:1']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "    seen.append(('after', gc.isenabled()))\n"
+        "print(seen, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    seen = eval(proc.stderr.strip().splitlines()[-1])  # noqa: S307 - our own repr of bools and ints
+    lso_start, lso_settled, facade, lso_after, help_after, show_start, show_settled, show_after = seen
+    assert lso_start[0] is False and lso_settled == (True, None) and lso_after == ("after", True), seen
+    assert facade == ("facade", False), seen
+    assert help_after == ("after", True) and show_start[0] is False and show_after == ("after", True), seen

@@ -43,6 +43,7 @@ PRIVATE_NAMES = {
     "_version =": "test_a_kept_request_negotiates_its_version_again",
     "__class__ =": "test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_encoded_once",
     "__getattr__ =": "test_the_deferred_kafka_package_still_serves_its_names",
+    "setattr": "test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_their_names",
 }
 
 
@@ -1212,6 +1213,42 @@ def test_the_deferred_kafka_package_still_serves_its_names():
     producer, admin, version, errors, missing = proc.stdout.split()
     assert (producer, admin, errors, missing) == ("KafkaProducer", "KafkaAdminClient", "kafka.errors", "AttributeError")
     assert version[0].isdigit()
+
+
+def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_their_names():
+    """kafka-python's protocol packages admin, consumer and producer are registered with their
+    __init__ deferred (bound on kafka.protocol as the import system would): importing one API's module
+    builds that API's classes only, and kafka-python's network layer, whose broker_version_data reads
+    two names from the packages, imports only the modules defining them (client_package.DEFERRED).
+    The first read of another name runs the package's own __init__, which binds the same objects."""
+    code = (
+        "import sys\n"
+        "import kafkatxn.kafka.wire\n"
+        "from kafkatxn.kafka.wire.client_package import DEFERRED\n"
+        "import kafka.net.manager, kafka.protocol\n"
+        "import kafka.protocol.admin.transactions, kafka.protocol.consumer.offsets, kafka.protocol.producer.transaction\n"
+        "assert kafka.protocol.admin is sys.modules['kafka.protocol.admin'], 'not bound on its parent'\n"
+        "unsent = {'kafka.protocol.admin.topics', 'kafka.protocol.admin.acl', 'kafka.protocol.admin.cluster',\n"
+        "          'kafka.protocol.consumer.metadata', 'kafka.protocol.producer.produce'}\n"
+        "assert not unsent & set(sys.modules), sorted(unsent & set(sys.modules))\n"
+        "served = {(package, name): getattr(sys.modules[package], name)\n"
+        "          for package, names in DEFERRED.items() if package != 'kafka' for name in names}\n"
+        "assert not unsent & set(sys.modules), 'serving a name ran a package init'\n"
+        "from kafka.protocol.admin import CreateTopicsRequest, ListGroupsRequest\n"
+        "from kafka.protocol.consumer import *\n"
+        "from kafka.protocol.producer import ProduceRequest\n"
+        "for (package, name), got in served.items():\n"
+        "    assert sys.modules[package].__dict__[name] is got, (package, name)\n"
+        "assert OffsetFetchRequest is served[('kafka.protocol.consumer', 'OffsetFetchRequest')]\n"
+        "try:\n"
+        "    kafka.protocol.admin.no_such_name\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "print(CreateTopicsRequest.__name__, ProduceRequest.__name__, len(served))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["CreateTopicsRequest", "ProduceRequest", "2"]
 
 
 def offset_fetch_answer(kind: str, throttle_ms: int = 0):

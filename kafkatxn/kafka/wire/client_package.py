@@ -1,11 +1,18 @@
-"""kafka-python's package, entered without running its ``__init__`` until something asks for it.
+"""kafka-python's packages, entered without running their ``__init__`` until something asks for it.
 
 ``kafka/__init__.py`` imports kafka-python's admin client, consumer and producer (about 40 ms of every
 command's start, a fifth of the client's import); the wire uses only its protocol and network
-modules, which import none of those. :func:`defer_package_init` puts the package in ``sys.modules``
-unexecuted: its submodules import as usual, and the first read of any other name of the package
-(``from kafka import KafkaProducer``, ``kafka.__version__``) runs the real ``__init__`` then, so code
-beside kafkatxn in the same process (tests, a Spark job) sees the package it expects.
+modules, which import none of those. Three of its protocol packages, ``kafka.protocol.admin``,
+``.consumer`` and ``.producer``, import every API module of their family in their ``__init__``
+(each module builds its request and response classes from Kafka's JSON schemas: ``admin`` alone is
+~30 ms), where a command sends a few of those APIs and the wire imports each API's own module.
+:func:`defer_package_init` puts each of these packages in ``sys.modules`` unexecuted: their submodules
+import as usual, and the first read of any other name of a package (``from kafka import
+KafkaProducer``, ``kafka.__version__``, ``from kafka.protocol.admin import *``) runs the real
+``__init__`` then, so code beside kafkatxn in the same process (tests, a Spark job) sees the package
+it expects. The few names kafka-python's own modules on the wire's path read from a deferred package
+(``DEFERRED``: ``kafka.protocol.broker_version_data``, imported by ``kafka.net.connection``, reads
+``ListGroupsRequest`` and ``OffsetFetchRequest``) are served from the submodule that defines them.
 """
 
 from __future__ import annotations
@@ -16,38 +23,64 @@ import logging
 import sys
 import types
 
+# Each deferred package, parents first, with the names read from it by kafka-python's own modules that
+# the wire imports, mapped to the submodule defining each (tests/unit/test_wire_contract.py checks
+# that the package's __init__ binds the same object).
+DEFERRED: dict[str, dict[str, str]] = {
+    "kafka": {},
+    "kafka.protocol.admin": {"ListGroupsRequest": "groups"},
+    "kafka.protocol.consumer": {"OffsetFetchRequest": "group"},
+    "kafka.protocol.producer": {},
+}
+
 
 def defer_package_init() -> None:
-    """Register kafka-python's package with its ``__init__`` deferred (a no-op once it is imported)."""
-    if "kafka" in sys.modules:
-        return
-    spec = importlib.util.find_spec("kafka")
+    """Register kafka-python's packages with their ``__init__`` deferred (a no-op for one already imported)."""
+    for name, names in DEFERRED.items():
+        if _defer(name, names) and name == "kafka":
+            # What __init__ does first, kept at once: kafka-python's loggers never reach Python's last resort.
+            logging.getLogger("kafka").addHandler(logging.NullHandler())
+
+
+def _defer(name: str, names: dict[str, str]) -> bool:
+    """Register the package ``name`` unexecuted; False if it is imported already or not installed."""
+    if name in sys.modules:
+        return False
+    try:
+        spec = importlib.util.find_spec(name)  # imports the parents: kafka (deferred), kafka.protocol
+    except (ImportError, ValueError):
+        return False
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
-        return  # not installed as a package: the import error comes where the client is used
+        return False  # not installed as a package: the import error comes where the client is used
     package = importlib.util.module_from_spec(spec)
 
-    def __getattr__(name: str) -> object:  # PEP 562: read for names the module lacks
-        if not name.startswith("__"):
+    def __getattr__(attr: str) -> object:  # PEP 562: read for names the module lacks
+        if not attr.startswith("__"):
+            submodule_name = names.get(attr)
+            if submodule_name is not None:  # a name kafka-python's own modules read: from its submodule
+                return getattr(importlib.import_module(f"{name}.{submodule_name}"), attr)
             try:
-                submodule = importlib.util.find_spec(f"kafka.{name}")
+                submodule = importlib.util.find_spec(f"{name}.{attr}")
             except (ImportError, ValueError):
                 submodule = None
             if submodule is not None:  # `from kafka import errors`: the submodule, without the rest
-                return importlib.import_module(f"kafka.{name}")
+                return importlib.import_module(f"{name}.{attr}")
         _run_init(package)
         try:
-            return package.__dict__[name]
+            return package.__dict__[attr]
         except KeyError:
-            raise AttributeError(f"module 'kafka' has no attribute {name!r}") from None
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}") from None
 
     package.__getattr__ = __getattr__  # type: ignore[attr-defined]
-    sys.modules["kafka"] = package
-    # What __init__ does first, kept at once: kafka-python's loggers never reach Python's last resort.
-    logging.getLogger("kafka").addHandler(logging.NullHandler())
+    sys.modules[name] = package
+    parent, _, child = name.rpartition(".")
+    if parent:  # as the import system binds a submodule it loads on its package
+        setattr(sys.modules[parent], child, package)
+    return True
 
 
 def _run_init(package: types.ModuleType) -> None:
-    """Run the real ``kafka/__init__.py`` in the registered package, once."""
+    """Run the real ``__init__.py`` of a registered package, once."""
     if package.__dict__.pop("__getattr__", None) is None:
         return  # running or ran already
     package.__spec__.loader.exec_module(package)  # type: ignore[union-attr]

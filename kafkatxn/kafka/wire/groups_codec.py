@@ -53,7 +53,7 @@ def _topics(partitions: tuple[TopicPartition, ...], topic_cls: Any) -> list[Any]
 
 
 def _offset_fetch(_wire: Any, request: p.OffsetFetch) -> Any:
-    from kafka.protocol.consumer import OffsetFetchRequest
+    from kafka.protocol.consumer.group import OffsetFetchRequest
 
     stable = bool(request.stable)
     asked = request.stable or ((),) * len(request.group_ids)
