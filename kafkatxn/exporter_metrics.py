@@ -13,6 +13,7 @@ import itertools
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Iterable, Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -216,12 +217,16 @@ GROUP_FIGURES = (
 )
 
 
+_GROUP_COLUMNS = ("group", "topic", "partition", "lag_messages", "lag_to_lso_messages", "lag_to_hw_messages", "blocked", "waiting")
+
+
 def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions, samples: Sequence[GroupSample]) -> list[Metric]:
     """Transaction-aware consumer-group lag: per group, topic and partition (unless ``per_group``),
     and per-group sums, which stay whatever the cardinality options."""
     # 100,000 samples at 5,000 groups x 20 partitions: taken apart into columns (GroupSample is a
-    # tuple), each family's values are a column, not 100,000 attribute reads per family.
-    columns = dict(zip(GroupSample._fields, zip(*samples))) if samples else {f: () for f in GroupSample._fields}
+    # tuple), each family's values are a column, not 100,000 attribute reads per family; only the
+    # columns read here (all 14 of 400,000 samples at 20,000 groups: 45 MB held while they are made).
+    columns = {name: list(map(itemgetter(GroupSample._fields.index(name)), samples)) for name in _GROUP_COLUMNS}
     groups = columns["group"]
     # Only a blocked sample can be stuck, and few are: the flags start at 0 and the blocked are looked at.
     blocked_of = [0] * len(samples)
@@ -231,11 +236,12 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions, samples: Seque
         stuck_of[i] = snapshot.group_stuck(samples[i])
     out: list[Metric] = []
     if not options.per_group:
-        rows = LabelRows(["group", "topic", "partition"])
-        rows.extend(zip(groups, columns["topic"], map(str, columns["partition"])))
+        # A partition number's text made once (a few hundred distinct), not once per sample.
+        texts = {p: str(p) for p in set(columns["partition"])}
+        rows = LabelRows(["group", "topic", "partition"], [groups, columns["topic"], list(map(texts.__getitem__, columns["partition"]))])
         for name, field, doc in GROUP_FIGURES:
             family = TableGauge(f"kafkatxn_group_{name}", doc, rows)
-            family.values = list(columns[field])
+            family.values = columns[field]
             out.append(family)
         blocked = TableGauge("kafkatxn_group_blocked",
                              "1 while the group is held by an open transaction not in flight: at a last stable offset it pins, or "
@@ -275,8 +281,7 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions, samples: Seque
         start = end
     stuck_known = None not in stuck_of
     ordered = sorted(sums)
-    by_group = LabelRows(["group"])
-    by_group.extend((group,) for group in ordered)
+    by_group = LabelRows(["group"], [ordered])
     for j, (name, _field, doc) in enumerate(GROUP_FIGURES):
         family = TableGauge(f"kafkatxn_group_summed_{name}", f"Sum over the group's partitions. {doc}", by_group)
         family.values = [sums[group][j] for group in ordered]
