@@ -193,6 +193,13 @@ def render_text(snapshot: ClusterSnapshot, options: ExportOptions = ExportOption
     return encode(registry)
 
 
+def render_parts(snapshot: ClusterSnapshot, options: ExportOptions) -> Iterator[bytes]:
+    """:func:`render_text` in parts, each made when it is asked for (the whole text is never held)."""
+    from kafkatxn.exposition import iter_parts
+
+    return iter_parts(metric_families(snapshot, options))
+
+
 def write_textfile(path: str | os.PathLike, snapshot: ClusterSnapshot, options: ExportOptions = ExportOptions()) -> None:
     """Write the metrics for node_exporter's textfile collector atomically: a temporary file in the
     same directory (not ending in .prom, so never read half-written), then a rename over ``path``."""
@@ -202,14 +209,14 @@ def write_textfile(path: str | os.PathLike, snapshot: ClusterSnapshot, options: 
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise UsageError(f"--textfile: directory {str(directory)!r} does not exist")
-    data = render_text(snapshot, options)
+    data = render_parts(snapshot, options)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise UsageError(f"--textfile: cannot write in {str(directory)!r}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.writelines(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it 0600; node_exporter usually runs as another user
