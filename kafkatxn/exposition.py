@@ -16,6 +16,7 @@ import functools
 import gc
 import re
 import zlib
+from collections import Counter
 from itertools import chain, compress
 from typing import Callable, Iterable, Iterator, Sequence
 from urllib.parse import parse_qs
@@ -139,17 +140,22 @@ class TableGauge(GaugeMetricFamily):
 _CHUNK_ROWS = 50_000
 
 
+def _table_rows(metric: TableGauge) -> tuple[list, list[str]]:
+    """The values and label texts of the rows that have a series."""
+    values = metric.values
+    texts = metric.label_rows.text()
+    if None in values:  # rows without a series
+        keep = [v is not None for v in values]
+        values, texts = list(compress(values, keep)), list(compress(texts, keep))
+    return values, texts
+
+
 def _table_lines(metric: TableGauge, head: list[str]) -> Iterator[str]:
     """The family's lines, ``head`` first, in slices of :data:`_CHUNK_ROWS` rows: where every value is
     an int (lags, counts, flags), each distinct value's text made once and a slice's lines joined
     without a Python-level step per series."""
-    values = metric.values
-    texts = metric.label_rows.text()
+    values, texts = _table_rows(metric)
     distinct = set(values)
-    if None in distinct:  # rows without a series
-        keep = [v is not None for v in values]
-        values, texts = list(compress(values, keep)), list(compress(texts, keep))
-        distinct.discard(None)
     yield "".join(head)
     name = metric.name
     if not all(type(v) is int for v in distinct):  # 1 == 1.0 == True, -0.0 == 0, NaN != NaN: no keys for texts
@@ -168,6 +174,55 @@ def _table_lines(metric: TableGauge, head: list[str]) -> Iterator[str]:
         yield "".join(parts)
 
 
+def _table_size(metric: TableGauge, head: list[str]) -> int | None:
+    """The bytes :func:`_table_lines` writes, known without writing them (from the label texts' lengths
+    and how often each value comes); None unless every value is an int."""
+    values, texts = _table_rows(metric)
+    counts = Counter(values)
+    if not all(type(v) is int for v in counts):
+        return None
+    size = len("".join(head).encode("utf-8")) + len(metric.name.encode("utf-8")) * len(texts) + sum(map(len, texts))
+    size += sum(len(t.encode("utf-8")) - len(t) for t in texts if not t.isascii())  # str.isascii: a flag, no scan
+    return size + sum((len(_value(v)) + 2) * n for v, n in counts.items())
+
+
+def sized_parts(metrics: Iterable, openmetrics: bool = False, escaping: str = _om.UNDERSCORES,
+                version: str = "1.0.0") -> tuple[Iterator[bytes], int]:
+    """:func:`iter_parts`' body and its length, known before it is written (a Content-Length, so a
+    scrape ends at its last byte, not when the connection closes): each table family of ints is sized
+    now and written when its turn comes, a slice of rows at a time; the other families (few series
+    each) are written now. For an ``escaping`` in :data:`_SAME_FOR_LEGACY_NAMES`."""
+    pieces: list = []  # bytes, or a table family's lines to write when their turn comes
+    small: list[str] = []
+    length = 0
+    for metric in metrics:
+        lines = _fast_lines(metric, openmetrics)
+        if type(metric) is TableGauge and metric._samples is None and lines is not None:
+            size = _table_size(metric, _head(metric, openmetrics))
+            if size is not None:
+                if small:
+                    pieces.append("".join(small).encode("utf-8"))
+                    small = []
+                pieces.append(lines)
+                length += size
+                continue
+        small.extend(lines if lines is not None else (_other_text(metric, openmetrics, escaping, version),))
+    if openmetrics:
+        small.append("# EOF\n")
+    if small:
+        pieces.append("".join(small).encode("utf-8"))
+    length += sum(len(piece) for piece in pieces if type(piece) is bytes)
+
+    def parts() -> Iterator[bytes]:
+        for piece in pieces:
+            if type(piece) is bytes:
+                yield piece
+            else:
+                yield from _joined(piece)
+
+    return parts(), length
+
+
 def _value(v) -> str:
     # floatToGoString(int) is repr(float(v)), in Go's exponent form from 1e6 up; ints below that
     # print as "N.0" (exact below 2**53, so the bound keeps it identical).
@@ -180,17 +235,22 @@ def _escape_value(v: str) -> str:
     return v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
+def _head(metric, openmetrics: bool) -> list[str]:
+    """A gauge family's HELP and TYPE lines."""
+    name, doc = metric.name, metric.documentation
+    if openmetrics:
+        doc = _escape_value(doc)
+    else:
+        doc = doc.replace("\\", r"\\").replace("\n", r"\n")
+    return [f"# HELP {name} {doc}\n", f"# TYPE {name} gauge\n"]
+
+
 def _fast_lines(metric, openmetrics: bool) -> Iterable[str] | None:
     """The family's lines (a table's in slices), or None when it is not one this encoder covers."""
     name = metric.name
     if metric.type != "gauge" or metric.unit or not _is_classic_metric_name(name):
         return None
-    doc = metric.documentation
-    if openmetrics:
-        doc = _escape_value(doc)
-    else:
-        doc = doc.replace("\\", r"\\").replace("\n", r"\n")
-    out = [f"# HELP {name} {doc}\n", f"# TYPE {name} gauge\n"]
+    out = _head(metric, openmetrics)
     if type(metric) is TableGauge and metric._samples is None:
         if not all(_is_classic_label_name(k) for k in metric.label_rows.names):
             return None
@@ -258,11 +318,15 @@ def _family_texts(metrics: Iterable, openmetrics: bool, escaping: str, version: 
         lines = _fast_lines(metric, openmetrics)
         if lines is not None:
             yield from lines
-        elif openmetrics:
-            text = _om.generate_latest(_One(metric), escaping=escaping, version=version).decode("utf-8")
-            yield text.removesuffix("# EOF\n")
         else:
-            yield _text.generate_latest(_One(metric), escaping=escaping).decode("utf-8")
+            yield _other_text(metric, openmetrics, escaping, version)
+
+
+def _other_text(metric, openmetrics: bool, escaping: str, version: str) -> str:
+    """A family this encoder does not cover, as prometheus_client writes it."""
+    if openmetrics:
+        return _om.generate_latest(_One(metric), escaping=escaping, version=version).decode("utf-8").removesuffix("# EOF\n")
+    return _text.generate_latest(_One(metric), escaping=escaping).decode("utf-8")
 
 
 def _joined(texts: Iterable[str]) -> Iterator[bytes]:
@@ -393,9 +457,8 @@ def make_wsgi_app(registry: Collector, bodies=None) -> Callable:
                 gzipped = _text.gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING"))
                 parts = bodies.parts(*encoding, gzipped)
                 headers = [("Content-Type", content_type)] + ([("Content-Encoding", "gzip")] if gzipped else [])
-                if isinstance(parts, list):  # held: its length is known (a streamed body ends with the connection)
-                    headers.append(("Content-Length", str(sum(map(len, parts)))))
-                start_response("200 OK", headers)
+                length = sum(map(len, parts)) if isinstance(parts, list) else parts.length  # streamed: sized beforehand
+                start_response("200 OK", headers + [("Content-Length", str(length))])
                 return parts
             _pause_collection()
             try:

@@ -10,6 +10,7 @@ whose trailer's CRC-32 is combined from the pieces', so the shared pieces are co
 from __future__ import annotations
 
 import copy
+import logging
 import struct
 import threading
 import zlib
@@ -17,8 +18,10 @@ from itertools import chain
 from typing import Callable, Iterable, Iterator
 
 from kafkatxn.exposition import (
-    GZIP_LEVEL, TableGauge, _family_texts, _joined, _pause_collection, _resume_collection, iter_parts,
+    GZIP_LEVEL, TableGauge, _family_texts, _joined, _pause_collection, _resume_collection, sized_parts,
 )
+
+log = logging.getLogger("kafkatxn.exporter")
 
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + bytes([4 if GZIP_LEVEL == 1 else 2 if GZIP_LEVEL == 9 else 0]) + b"\x03"
 
@@ -117,17 +120,23 @@ def series_count(families: Iterable) -> int:
 
 
 class Streamed:
-    """A body written as it is made (no Content-Length): cyclic GC waits until it is closed, as it
-    waits while a held body is rendered."""
+    """A body written as it is made, its ``length`` known beforehand (:func:`kafkatxn.exposition.sized_parts`):
+    cyclic GC waits until it is closed, as it waits while a held body is rendered."""
 
-    def __init__(self, parts: Iterator[bytes]):
+    def __init__(self, parts: Iterator[bytes], length: int):
         self._parts: Iterator[bytes] | None = parts
+        self.length = length
         _pause_collection()
 
     def __iter__(self) -> Iterator[bytes]:
+        written = 0
         if self._parts is not None:
-            yield from self._parts
+            for part in self._parts:
+                written += len(part)
+                yield part
         self.close()  # written to the end: the server closes it too
+        if written != self.length:  # a client would wait for bytes that never come, or stop short
+            log.error("a streamed /metrics body was %d bytes, not the %d sent as its length", written, self.length)
 
     def close(self) -> None:
         parts, self._parts = self._parts, None
@@ -155,8 +164,8 @@ class SnapshotBodies:
         self.renders = 0
 
     def parts(self, openmetrics: bool, escaping: str, version: str, gzipped: bool) -> list[bytes] | Streamed:
-        """The body's parts, held (a list: its length is known), or :class:`Streamed`, made as it is
-        written: a body without gzip of more than :data:`STREAM_SERIES` series, which is not held."""
+        """The body's parts, held, or :class:`Streamed`, made as it is written: a body without gzip of
+        more than :data:`STREAM_SERIES` series, which is not held."""
         key = (openmetrics, escaping, version, gzipped)
         with self._count_lock:
             self._in_flight += 1  # waiting for a gather included: it will share this snapshot
@@ -189,7 +198,7 @@ class SnapshotBodies:
         per_scrape = self._source.per_scrape_family
         at_age = [_with_age(m, age) if m.name == per_scrape else m for m in families]
         del families
-        return Streamed(iter_parts(at_age, openmetrics, escaping, version))
+        return Streamed(*sized_parts(at_age, openmetrics, escaping, version))
 
     def _render(self, snapshot, openmetrics: bool, escaping: str, version: str, gzipped: bool) -> _Rendered | list:
         """The body, rendered once for the scrapes of ``snapshot``; or, for one not held

@@ -250,3 +250,14 @@ def test_label_rows_are_columns():
     assert rows.text()[-1] == '{partition="2",topic="b"}'
     with pytest.raises(ValueError):
         exposition.LabelRows(["topic", "partition"], [["a"], ["0", "1"]])
+
+
+@pytest.mark.parametrize("openmetrics", [False, True])
+def test_a_body_written_as_it_is_made_is_as_long_as_it_said(openmetrics):
+    """sized_parts counts a body's bytes before writing it (its Content-Length): escaped and UTF-8
+    label values, rows without a series, floats beside ints; the body is encode's."""
+    registry = odd_registry()
+    parts, length = exposition.sized_parts(list(registry.collect()), openmetrics)
+    body = b"".join(parts)
+    assert len(body) == length
+    assert body == exposition.encode(registry, openmetrics=openmetrics)
