@@ -18,7 +18,7 @@ from itertools import chain
 from typing import Callable, Iterable, Iterator
 
 from kafkatxn.exposition import (
-    GZIP_LEVEL, TableGauge, _family_texts, _joined, _pause_collection, _resume_collection, sized_parts,
+    GZIP_LEVEL, TableGauge, _Body, _family_texts, _joined, _pause_collection, _resume_collection, sized_parts,
 )
 
 log = logging.getLogger("kafkatxn.exporter")
@@ -121,12 +121,11 @@ def series_count(families: Iterable) -> int:
 
 class Streamed:
     """A body written as it is made, its ``length`` known beforehand (:func:`kafkatxn.exposition.sized_parts`):
-    cyclic GC waits until it is closed, as it waits while a held body is rendered."""
+    cyclic GC, paused when its families were made, waits until it is closed."""
 
     def __init__(self, parts: Iterator[bytes], length: int):
         self._parts: Iterator[bytes] | None = parts
         self.length = length
-        _pause_collection()
 
     def __iter__(self) -> Iterator[bytes]:
         written = 0
@@ -176,13 +175,22 @@ class SnapshotBodies:
                 if self._snapshot is not snapshot:  # only the latest snapshot's bodies are kept
                     self._snapshot, self._bodies = snapshot, {}
                 rendered = self._bodies.get(key)
-                if rendered is None:
+                rendering = rendered is None
+                if rendering:
+                    # Collection stays paused until this scrape's body is written: the full
+                    # collection that ends the render then follows its last byte, not precedes its first.
                     rendered = self._render(snapshot, *key)
                     if isinstance(rendered, _Rendered):
                         self._bodies[key] = rendered
-            if not isinstance(rendered, _Rendered):  # its families, written for this scrape alone
-                return self._streamed(rendered, openmetrics, escaping, version, age)
-            return rendered.parts(age)
+            try:
+                if not isinstance(rendered, _Rendered):  # its families, written for this scrape alone
+                    return self._streamed(rendered, openmetrics, escaping, version, age)
+                parts = rendered.parts(age)
+                return _Body(parts, _resume_collection) if rendering else parts
+            except BaseException:
+                if rendering:
+                    _resume_collection()
+                raise
         finally:
             with self._count_lock:
                 self._in_flight -= 1
@@ -206,7 +214,7 @@ class SnapshotBodies:
         def texts(metrics: list) -> Iterator[str]:
             return _family_texts(metrics, openmetrics, escaping, version)
 
-        _pause_collection()
+        _pause_collection()  # resumed when the scrape that rendered has its body (parts)
         try:
             self.renders += 1
             families = list(self._source.families(snapshot, 0.0))
@@ -218,5 +226,6 @@ class SnapshotBodies:
             tail_texts = texts(families[at + 1:]) if at is not None else iter(())
             tail = _joined(chain(tail_texts, ("# EOF\n",)) if openmetrics else tail_texts)
             return _Rendered(per_scrape, texts, head, tail, gzipped)
-        finally:
+        except BaseException:
             _resume_collection()
+            raise

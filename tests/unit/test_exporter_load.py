@@ -245,3 +245,23 @@ def test_a_body_of_many_series_is_written_as_it_is_made_and_not_held(monkeypatch
     assert call(shared, accept, gzipped=True) == call(alone, accept, gzipped=True)
     call(shared, accept, gzipped=True)
     assert bodies._bodies and bodies.renders == 3
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_the_collection_after_a_render_follows_the_scrapes_last_byte(gzipped):
+    """The full collection that ends a render runs when the scrape that rendered has its body (its
+    close), not before its first byte: at 5,000 groups it took a tenth of the scrape."""
+    collector = SnapshotCollector(lambda: snapshot(), ExportOptions(), cache_ttl_s=60, clock=Clock())
+    bodies = exposition_shared.SnapshotBodies(collector)
+    app = exposition.make_wsgi_app(build_registry(collector), bodies)
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "", "wsgi.input": io.BytesIO()}
+    if gzipped:
+        environ["HTTP_ACCEPT_ENCODING"] = "gzip"
+    result = app(environ, lambda status, headers: None)
+    assert not gc.isenabled()  # rendered; its body not yet written
+    b"".join(result)
+    result.close()
+    assert gc.isenabled()
+    again = app(environ, lambda status, headers: None)  # shared: nothing rendered, nothing paused
+    assert gc.isenabled() and bodies.renders == 1
+    b"".join(again)
