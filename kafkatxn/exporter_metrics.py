@@ -153,27 +153,32 @@ def metric_families(
 
 
 def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
-    # 3 series per partition, 90,000 at 30,000 partitions: rows of one label table the three share.
-    rows = LabelRows(["topic", "partition"])
-    hw = TableGauge("kafkatxn_partition_high_watermark", "High watermark (read_uncommitted end offset).", rows)
-    lso = TableGauge("kafkatxn_partition_last_stable_offset", "Last stable offset (read_committed end offset).", rows)
-    lag = TableGauge("kafkatxn_partition_lso_lag_messages",
-                     "High watermark minus last stable offset: records read_committed consumers cannot read yet.", rows)
+    # 3 series per partition, 90,000 at 30,000 partitions: rows of one label table the three share,
+    # made column by column (PartitionSample is a tuple), not a step per partition and column.
+    partitions = snapshot.partitions
+    topics = list(map(itemgetter(0), partitions))
+    numbers = list(map(itemgetter(1), partitions))
+    high = list(map(itemgetter(3), partitions))
+    stable = list(map(itemgetter(4), partitions))
+    # PartitionSample.lso_lag_messages of each: None where its offsets did not arrive, clamped at 0.
+    lags = [None if h is None or s is None else h - s if h > s else 0 for h, s in zip(high, stable)]
     # A partition whose offsets did not arrive has no lag series, and an absent series alerts on
     # nothing: name it instead. Only missing partitions get a series, so the cost follows the outage.
     missing = GaugeMetricFamily("kafkatxn_partition_offsets_missing",
                                 "1 for a scanned partition whose offsets did not arrive (its lag series is absent).",
                                 labels=["topic", "partition"])
-    for p in snapshot.partitions:
-        value = p.lso_lag_messages
-        if value is None:
-            missing.add_metric([p.topic, str(p.partition)], 1)
-        if value is None or options.only_lagging and value == 0:
-            continue
-        rows.append((p.topic, str(p.partition)))
-        hw.values.append(p.high_watermark)
-        lso.values.append(p.last_stable_offset)
-        lag.values.append(value)
+    for i in itertools.compress(range(len(lags)), [lag is None for lag in lags]):
+        missing.add_metric([topics[i], str(numbers[i])], 1)
+    keep = [lag is not None and (lag != 0 or not options.only_lagging) for lag in lags]
+    if not all(keep):
+        topics, numbers, high, stable, lags = (list(itertools.compress(column, keep)) for column in (topics, numbers, high, stable, lags))
+    texts = {n: str(n) for n in set(numbers)}  # a partition number's text made once
+    rows = LabelRows(["topic", "partition"], [topics, list(map(texts.__getitem__, numbers))])
+    hw = TableGauge("kafkatxn_partition_high_watermark", "High watermark (read_uncommitted end offset).", rows)
+    lso = TableGauge("kafkatxn_partition_last_stable_offset", "Last stable offset (read_committed end offset).", rows)
+    lag = TableGauge("kafkatxn_partition_lso_lag_messages",
+                     "High watermark minus last stable offset: records read_committed consumers cannot read yet.", rows)
+    hw.values, lso.values, lag.values = high, stable, lags
     return [hw, lso, lag, missing]
 
 
