@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from kafkatxn.audit.churn import ChurnSample, IdChurn, churn_metric_families
 from kafkatxn.exporter_metrics import ExportOptions, metric_families
 from kafkatxn.facts_cluster import gather_snapshot
+from kafkatxn.facts_lso import ProbeMemo
 from kafkatxn.snapshot import ClusterSnapshot
 from kafkatxn.kafka import Cluster
 from kafkatxn.validation import compile_regex
@@ -148,6 +149,7 @@ class ClusterGatherer:
         self.topic_regex = topic_regex
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self._cluster: Cluster | None = None
+        self._probes = ProbeMemo()  # the probes' answers from the last gather, taken again while still true
         self.groups = groups
         self.group_regex, self.spark_checkpoints, self.spark_writers = group_regex, tuple(spark_checkpoints), tuple(spark_writers)
         if topic_regex:
@@ -161,7 +163,8 @@ class ClusterGatherer:
         self._cluster.restart_deadline(self.scrape_timeout_s)
         try:
             snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms, groups=self.groups,
-                                   group_regex=self.group_regex, spark_checkpoints=self.spark_checkpoints, spark_writers=self.spark_writers)
+                                   group_regex=self.group_regex, spark_checkpoints=self.spark_checkpoints, spark_writers=self.spark_writers,
+                                   probe_memo=self._probes)
         except Exception:
             self.close()
             raise
@@ -171,6 +174,7 @@ class ClusterGatherer:
         return snap
 
     def close(self) -> None:
+        self._probes = ProbeMemo()  # the cluster that answers next may not be the one that answered these
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
