@@ -150,11 +150,11 @@ def _table_rows(metric: TableGauge) -> tuple[list, list[str]]:
     return values, texts
 
 
-def _table_lines(metric: TableGauge, head: list[str]) -> Iterator[str]:
+def _table_lines(metric: TableGauge, head: list[str], rows: tuple[list, list[str]] | None = None) -> Iterator[str]:
     """The family's lines, ``head`` first, in slices of :data:`_CHUNK_ROWS` rows: where every value is
     an int (lags, counts, flags), each distinct value's text made once and a slice's lines joined
-    without a Python-level step per series."""
-    values, texts = _table_rows(metric)
+    without a Python-level step per series. ``rows``: its :func:`_table_rows`, when already made."""
+    values, texts = rows if rows is not None else _table_rows(metric)
     distinct = set(values)
     yield "".join(head)
     name = metric.name
@@ -174,10 +174,11 @@ def _table_lines(metric: TableGauge, head: list[str]) -> Iterator[str]:
         yield "".join(parts)
 
 
-def _table_size(metric: TableGauge, head: list[str]) -> int | None:
-    """The bytes :func:`_table_lines` writes, known without writing them (from the label texts' lengths
-    and how often each value comes); None unless every value is an int."""
-    values, texts = _table_rows(metric)
+def _table_size(metric: TableGauge, head: list[str], rows: tuple[list, list[str]]) -> int | None:
+    """The bytes :func:`_table_lines` writes for ``rows`` (its :func:`_table_rows`), known without
+    writing them (from the label texts' lengths and how often each value comes); None unless every
+    value is an int."""
+    values, texts = rows
     counts = Counter(values)
     if not all(type(v) is int for v in counts):
         return None
@@ -198,12 +199,13 @@ def sized_parts(metrics: Iterable, openmetrics: bool = False, escaping: str = _o
     for metric in metrics:
         lines = _fast_lines(metric, openmetrics)
         if type(metric) is TableGauge and metric._samples is None and lines is not None:
-            size = _table_size(metric, _head(metric, openmetrics))
+            head, rows = _head(metric, openmetrics), _table_rows(metric)
+            size = _table_size(metric, head, rows)
             if size is not None:
                 if small:
                     pieces.append("".join(small).encode("utf-8"))
                     small = []
-                pieces.append(lines)
+                pieces.append(_table_lines(metric, head, rows))
                 length += size
                 continue
         small.extend(lines if lines is not None else (_other_text(metric, openmetrics, escaping, version),))
