@@ -183,7 +183,8 @@ def _table_size(metric: TableGauge, head: list[str], rows: tuple[list, list[str]
     if not all(type(v) is int for v in counts):
         return None
     size = len("".join(head).encode("utf-8")) + len(metric.name.encode("utf-8")) * len(texts) + sum(map(len, texts))
-    size += sum(len(t.encode("utf-8")) - len(t) for t in texts if not t.isascii())  # str.isascii: a flag, no scan
+    if not all(map(str.isascii, texts)):  # str.isascii reads a flag; a UTF-8 label's text is longer in bytes
+        size += sum(len(t.encode("utf-8")) - len(t) for t in texts if not t.isascii())
     return size + sum((len(_value(v)) + 2) * n for v, n in counts.items())
 
 
