@@ -342,9 +342,19 @@ def finish_group_snapshot(
     lso = take_snapshot(cluster, set().union(*by_group.values(), offsets_of.values()), None, max_transaction_timeout_ms, settled)
     missing.extend(lso.missing)
     unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
+    rounds = probe_rounds(by_group, lso.offsets, probe_max_gap)
+    # Only places without a commit (NO_COMMIT, < 0) need the log start; most groups have none. The
+    # probe answers ``memo`` kept that found a record need it too: asked in the same ListOffsets.
+    uncommitted = {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0
+                   for tp, c in offsets.items() if c < 0}
+    checked = memo.to_check(rounds, lso.offsets) - uncommitted if memo is not None else set()
+    asked_starts: list[Missing] = []
+    log_start = gather.log_starts(cluster, uncommitted | checked, asked_starts)
+    # A kept answer's log start that did not arrive is no missing part: that gap is probed again.
+    missing.extend(m for m in asked_starts if m.subject not in checked)
     first_readable: dict[tuple[TopicPartition, int], int | None] = {}
-    for starts in probe_rounds(by_group, lso.offsets, probe_max_gap):
-        known = memo.answers(cluster, starts, lso.offsets) if memo is not None else {}
+    for starts in rounds:
+        known = memo.answers(starts, lso.offsets, log_start) if memo is not None else {}
         asked = {tp: c for tp, c in starts.items() if tp not in known} if known else starts
         probed = cluster.first_readable_offsets(asked) if asked else Partial({})
         missing.extend(probed.missing)
@@ -354,10 +364,8 @@ def finish_group_snapshot(
             memo.probed(asked, probed.value, lso.offsets)
     if memo is not None:
         memo.gathered()
-    # Only places without a commit (NO_COMMIT, < 0) need the log start; most groups have none.
-    uncommitted = {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0
-                   for tp, c in offsets.items() if c < 0}
-    log_start = gather.log_starts(cluster, uncommitted, missing)
+    if checked:
+        log_start = {tp: start for tp, start in log_start.items() if tp in uncommitted}
     return GroupSnapshot(lso, by_group, first_readable, missing, log_start, offsets_of, unstable)
 
 
@@ -387,31 +395,40 @@ class ProbeMemo:
     def for_cluster(self, cluster_id: str | None) -> ProbeMemo:
         """This memo for ``cluster_id``: another cluster's answers (or an unnamed one's) are dropped."""
         if cluster_id is None or cluster_id != self._cluster_id:
-            self._kept, self._next = {}, {}
+            self._kept = {}
+        self._next = {}  # a gather that failed before its end left its answers here: only this one's are kept
         self._cluster_id = cluster_id
         return self
 
-    def answers(self, cluster: Cluster, starts: Mapping[TopicPartition, int],
-                offsets: Mapping[TopicPartition, Offsets]) -> dict[TopicPartition, int | None]:
-        """The answers still true of ``starts``, partition by partition (the log starts of those
-        with a record are read here: one ListOffsets a leader; one that does not answer is probed again)."""
+    def _valid(self, tp: TopicPartition, start: int, offsets: Mapping[TopicPartition, Offsets],
+               now: float) -> tuple[int, int, int | None, float] | None:
+        """The kept answer for ``start`` on ``tp`` if its LSO and HW stand as they were, and not too old."""
+        kept = self._kept.get((tp, start))
+        o = offsets.get(tp)
+        if kept is None or o is None or now - kept[3] > self.max_age_s or (kept[0], kept[1]) != (o.last_stable_offset, o.high_watermark):
+            return None
+        return kept
+
+    def to_check(self, rounds: Iterable[Mapping[TopicPartition, int]], offsets: Mapping[TopicPartition, Offsets]) -> set[TopicPartition]:
+        """The partitions whose log start :meth:`answers` needs: those a kept answer found a record on."""
+        now = self._clock()
+        return {tp for starts in rounds for tp, start in starts.items()
+                if (kept := self._valid(tp, start, offsets, now)) is not None and kept[2] is not None}
+
+    def answers(self, starts: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, Offsets],
+                log_start: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """The answers still true of ``starts``, partition by partition, with the log starts read in
+        this gather (:meth:`to_check`'s; a partition without one is probed again)."""
         now = self._clock()
         known: dict[TopicPartition, int | None] = {}
-        found: dict[TopicPartition, int] = {}
         for tp, start in starts.items():
-            kept = self._kept.get((tp, start))
-            o = offsets.get(tp)
-            if kept is None or o is None or now - kept[3] > self.max_age_s or (kept[0], kept[1]) != (o.last_stable_offset, o.high_watermark):
+            kept = self._valid(tp, start, offsets, now)
+            if kept is None:
                 continue
-            if kept[2] is None:
-                known[tp] = None
-            else:
-                found[tp] = kept[2]
-        if found:
-            log_start = gather.log_starts(cluster, found, [])  # unanswered: not known, so probed again
-            known.update((tp, first) for tp, first in found.items() if tp in log_start and log_start[tp] <= first)
-        for tp in known:
-            self._next[(tp, starts[tp])] = self._kept[(tp, starts[tp])]
+            first = kept[2]
+            if first is None or (tp in log_start and log_start[tp] <= first):
+                known[tp] = first
+                self._next[(tp, start)] = kept
         return known
 
     def probed(self, starts: Mapping[TopicPartition, int], answers: Mapping[TopicPartition, int | None],

@@ -133,3 +133,18 @@ def test_the_exporter_keeps_the_probes_answers_from_one_scrape_to_the_next(monke
     cluster.calls.clear()
     gatherer()
     assert probed(cluster) == {READABLE: 7, MARKERS: 7, BLOCKED: 7}
+
+
+def test_the_log_starts_kept_answers_need_go_in_the_request_of_those_of_places_without_a_commit():
+    """One ListOffsets (log starts) a leader a gather: the kept answers' and the uncommitted places'."""
+    model, cluster = setup()
+    uncommitted = model.add_partition("orders", 3, lso=10, hw=10)
+    model.assignments = {"lags": {READABLE, uncommitted}}  # a member has orders-3, no offset committed there
+    memo = ProbeMemo(clock=Clock())
+    first = gather_snapshot(cluster, groups=True, probe_memo=memo)
+    cluster.calls.clear()
+    again = gather_snapshot(cluster, groups=True, probe_memo=memo)
+    asked = [call[1] for call in cluster.calls if call[0] == "log_start_offsets"]
+    assert len(asked) == 1 and set(asked[0]) == {READABLE, uncommitted}
+    assert probed(cluster) == {}
+    assert verdicts(again) == verdicts(first) and ("lags", "orders", 3) in verdicts(again)
