@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from kafkatxn.audit.churn import ChurnSample, IdChurn, churn_metric_families
 from kafkatxn.exporter_metrics import ExportOptions, metric_families
 from kafkatxn.facts_cluster import gather_snapshot
+from kafkatxn.facts_lso import ProbeMemo
 from kafkatxn.snapshot import ClusterSnapshot
 from kafkatxn.kafka import Cluster
 from kafkatxn.validation import compile_regex
@@ -148,6 +149,7 @@ class ClusterGatherer:
         self.topic_regex = topic_regex
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self._cluster: Cluster | None = None
+        self._probes = ProbeMemo()  # the probes' answers from the last gather, taken again while still true
         self.groups = groups
         self.group_regex, self.spark_checkpoints, self.spark_writers = group_regex, tuple(spark_checkpoints), tuple(spark_writers)
         if topic_regex:
@@ -161,7 +163,8 @@ class ClusterGatherer:
         self._cluster.restart_deadline(self.scrape_timeout_s)
         try:
             snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms, groups=self.groups,
-                                   group_regex=self.group_regex, spark_checkpoints=self.spark_checkpoints, spark_writers=self.spark_writers)
+                                   group_regex=self.group_regex, spark_checkpoints=self.spark_checkpoints, spark_writers=self.spark_writers,
+                                   probe_memo=self._probes)
         except Exception:
             self.close()
             raise
@@ -171,6 +174,7 @@ class ClusterGatherer:
         return snap
 
     def close(self) -> None:
+        self._probes = ProbeMemo()  # the cluster that answers next may not be the one that answered these
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
@@ -193,6 +197,13 @@ def render_text(snapshot: ClusterSnapshot, options: ExportOptions = ExportOption
     return encode(registry)
 
 
+def render_parts(snapshot: ClusterSnapshot, options: ExportOptions) -> Iterator[bytes]:
+    """:func:`render_text` in parts, each made when it is asked for (the whole text is never held)."""
+    from kafkatxn.exposition import iter_parts
+
+    return iter_parts(metric_families(snapshot, options))
+
+
 def write_textfile(path: str | os.PathLike, snapshot: ClusterSnapshot, options: ExportOptions = ExportOptions()) -> None:
     """Write the metrics for node_exporter's textfile collector atomically: a temporary file in the
     same directory (not ending in .prom, so never read half-written), then a rename over ``path``."""
@@ -202,14 +213,14 @@ def write_textfile(path: str | os.PathLike, snapshot: ClusterSnapshot, options: 
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise UsageError(f"--textfile: directory {str(directory)!r} does not exist")
-    data = render_text(snapshot, options)
+    data = render_parts(snapshot, options)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise UsageError(f"--textfile: cannot write in {str(directory)!r}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.writelines(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it 0600; node_exporter usually runs as another user

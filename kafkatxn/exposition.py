@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 import gc
-import operator
 import re
 import zlib
+from collections import Counter
 from itertools import chain, compress
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator, Sequence
 from urllib.parse import parse_qs
 
 from prometheus_client import exposition as _text
@@ -57,36 +57,48 @@ class _One(Collector):
 
 
 class LabelRows:
-    """Label values shared by several :class:`TableGauge` families, one tuple per series, in the
-    order of ``names``; each series' label text is made once for all of them."""
+    """Label values shared by several :class:`TableGauge` families, a column per label name (in the
+    order of ``names``), a row per series; each series' label text is made once for all of them.
+    Columns, not a tuple per row: at 20,000 groups x 20 partitions 400,000 tuples would be held
+    beside the label texts for nothing but :attr:`values`, which few readers ask for."""
 
-    def __init__(self, names: Iterable[str]):
+    def __init__(self, names: Iterable[str], columns: Sequence[Sequence[str]] | None = None):
         self.names = tuple(names)
-        self.values: list[tuple[str, ...]] = []
+        self.columns: list[Sequence[str]] = list(columns) if columns is not None else [[] for _ in self.names]
+        if len(self.columns) != len(self.names) or len({len(c) for c in self.columns}) > 1:
+            raise ValueError("a column per label name, all of one length")
         self._text: list[str] | None = None
 
+    def __len__(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+    @property
+    def values(self) -> list[tuple[str, ...]]:
+        """A tuple per row, in the order of ``names``."""
+        return list(zip(*self.columns))
+
     def append(self, values: tuple[str, ...]) -> None:
-        self.values.append(values)
+        for column, value in zip(self.columns, values, strict=True):
+            column.append(value)  # type: ignore[attr-defined]  # columns given are lists when appended to
         self._text = None
 
     def extend(self, values: Iterable[tuple[str, ...]]) -> None:
-        self.values.extend(values)
-        self._text = None
+        for row in values:
+            self.append(row)
 
     def text(self) -> list[str]:
         """``{name="value",...}`` per row: names sorted, each distinct value escaped once."""
         if self._text is None:
             order = sorted(self.names)
-            pick = operator.itemgetter(*(self.names.index(k) for k in order))
             template = "{" + ",".join(f'{k}="%s"' for k in order) + "}"
-            # Escaping is rare: looked for in all the values at once, each distinct value escaped once.
-            values = self.values
-            together = "".join(chain.from_iterable(values))
-            if "\\" in together or "\n" in together or '"' in together:
-                distinct = set(chain.from_iterable(values))
-                escaped = {v: _escape_value(v) for v in distinct if "\\" in v or "\n" in v or '"' in v}
-                values = [tuple(escaped.get(v, v) for v in row) for row in values]
-            rows = map(pick, values) if len(order) > 1 else zip(map(pick, values))
+            columns = [self.columns[self.names.index(k)] for k in order]
+            # Escaping is rare: looked for in a column's values at once, each distinct value escaped once.
+            for i, column in enumerate(columns):
+                together = "".join(column)
+                if "\\" in together or "\n" in together or '"' in together:
+                    escaped = {v: _escape_value(v) for v in set(column) if "\\" in v or "\n" in v or '"' in v}
+                    columns[i] = [escaped.get(v, v) for v in column]
+            rows = zip(*columns) if len(columns) > 1 else columns[0]
             self._text = list(map(template.__mod__, rows))
         return self._text
 
@@ -123,27 +135,95 @@ class TableGauge(GaugeMetricFamily):
         raise TypeError("a TableGauge is filled through its LabelRows and values")
 
 
-def _table_lines(metric: TableGauge, head: list[str]) -> list[str]:
-    """The family's lines: where every value is an int (lags, counts, flags), each distinct value's text
-    made once and the lines joined without a Python-level step per series."""
+# A family of many series is written this many rows at a time: no text of a whole family (50 MB
+# at 20,000 groups x 20 partitions) is ever held, only a slice of it until it is encoded.
+_CHUNK_ROWS = 50_000
+
+
+def _table_rows(metric: TableGauge) -> tuple[list, list[str]]:
+    """The values and label texts of the rows that have a series."""
     values = metric.values
     texts = metric.label_rows.text()
-    distinct = set(values)
-    if None in distinct:  # rows without a series
+    if None in values:  # rows without a series
         keep = [v is not None for v in values]
         values, texts = list(compress(values, keep)), list(compress(texts, keep))
-        distinct.discard(None)
+    return values, texts
+
+
+def _table_lines(metric: TableGauge, head: list[str], rows: tuple[list, list[str]] | None = None) -> Iterator[str]:
+    """The family's lines, ``head`` first, in slices of :data:`_CHUNK_ROWS` rows: where every value is
+    an int (lags, counts, flags), each distinct value's text made once and a slice's lines joined
+    without a Python-level step per series. ``rows``: its :func:`_table_rows`, when already made."""
+    values, texts = rows if rows is not None else _table_rows(metric)
+    distinct = set(values)
+    yield "".join(head)
+    name = metric.name
     if not all(type(v) is int for v in distinct):  # 1 == 1.0 == True, -0.0 == 0, NaN != NaN: no keys for texts
-        head += [f"{metric.name}{labels} {_value(value)}\n" for labels, value in zip(texts, values)]
-        return head
+        for at in range(0, len(texts), _CHUNK_ROWS):
+            yield "".join([f"{name}{labels} {_value(value)}\n"
+                           for labels, value in zip(texts[at:at + _CHUNK_ROWS], values[at:at + _CHUNK_ROWS])])
+        return
     suffix = {v: f" {_value(v)}\n" for v in distinct}
     # name, labels, value, name, labels, value, ...: one join over a list filled by two slice
     # assignments, a third of the time of a join per line (500,000 lines at 5,000 groups).
-    parts = [metric.name] * (3 * len(texts))
-    parts[1::3] = texts
-    parts[2::3] = map(suffix.__getitem__, values)
-    head.append("".join(parts))
-    return head
+    for at in range(0, len(texts), _CHUNK_ROWS):
+        slice_texts = texts[at:at + _CHUNK_ROWS]
+        parts = [name] * (3 * len(slice_texts))
+        parts[1::3] = slice_texts
+        parts[2::3] = map(suffix.__getitem__, values[at:at + _CHUNK_ROWS])
+        yield "".join(parts)
+
+
+def _table_size(metric: TableGauge, head: list[str], rows: tuple[list, list[str]]) -> int | None:
+    """The bytes :func:`_table_lines` writes for ``rows`` (its :func:`_table_rows`), known without
+    writing them (from the label texts' lengths and how often each value comes); None unless every
+    value is an int."""
+    values, texts = rows
+    counts = Counter(values)
+    if not all(type(v) is int for v in counts):
+        return None
+    size = len("".join(head).encode("utf-8")) + len(metric.name.encode("utf-8")) * len(texts) + sum(map(len, texts))
+    if not all(map(str.isascii, texts)):  # str.isascii reads a flag; a UTF-8 label's text is longer in bytes
+        size += sum(len(t.encode("utf-8")) - len(t) for t in texts if not t.isascii())
+    return size + sum((len(_value(v)) + 2) * n for v, n in counts.items())
+
+
+def sized_parts(metrics: Iterable, openmetrics: bool = False, escaping: str = _om.UNDERSCORES,
+                version: str = "1.0.0") -> tuple[Iterator[bytes], int]:
+    """:func:`iter_parts`' body and its length, known before it is written (a Content-Length, so a
+    scrape ends at its last byte, not when the connection closes): each table family of ints is sized
+    now and written when its turn comes, a slice of rows at a time; the other families (few series
+    each) are written now. For an ``escaping`` in :data:`_SAME_FOR_LEGACY_NAMES`."""
+    pieces: list = []  # bytes, or a table family's lines to write when their turn comes
+    small: list[str] = []
+    length = 0
+    for metric in metrics:
+        lines = _fast_lines(metric, openmetrics)
+        if type(metric) is TableGauge and metric._samples is None and lines is not None:
+            head, rows = _head(metric, openmetrics), _table_rows(metric)
+            size = _table_size(metric, head, rows)
+            if size is not None:
+                if small:
+                    pieces.append("".join(small).encode("utf-8"))
+                    small = []
+                pieces.append(_table_lines(metric, head, rows))
+                length += size
+                continue
+        small.extend(lines if lines is not None else (_other_text(metric, openmetrics, escaping, version),))
+    if openmetrics:
+        small.append("# EOF\n")
+    if small:
+        pieces.append("".join(small).encode("utf-8"))
+    length += sum(len(piece) for piece in pieces if type(piece) is bytes)
+
+    def parts() -> Iterator[bytes]:
+        for piece in pieces:
+            if type(piece) is bytes:
+                yield piece
+            else:
+                yield from _joined(piece)
+
+    return parts(), length
 
 
 def _value(v) -> str:
@@ -158,17 +238,22 @@ def _escape_value(v: str) -> str:
     return v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-def _fast_lines(metric, openmetrics: bool) -> list[str] | None:
-    """The family's lines, or None when it is not one this encoder covers."""
-    name = metric.name
-    if metric.type != "gauge" or metric.unit or not _is_classic_metric_name(name):
-        return None
-    doc = metric.documentation
+def _head(metric, openmetrics: bool) -> list[str]:
+    """A gauge family's HELP and TYPE lines."""
+    name, doc = metric.name, metric.documentation
     if openmetrics:
         doc = _escape_value(doc)
     else:
         doc = doc.replace("\\", r"\\").replace("\n", r"\n")
-    out = [f"# HELP {name} {doc}\n", f"# TYPE {name} gauge\n"]
+    return [f"# HELP {name} {doc}\n", f"# TYPE {name} gauge\n"]
+
+
+def _fast_lines(metric, openmetrics: bool) -> Iterable[str] | None:
+    """The family's lines (a table's in slices), or None when it is not one this encoder covers."""
+    name = metric.name
+    if metric.type != "gauge" or metric.unit or not _is_classic_metric_name(name):
+        return None
+    out = _head(metric, openmetrics)
     if type(metric) is TableGauge and metric._samples is None:
         if not all(_is_classic_label_name(k) for k in metric.label_rows.names):
             return None
@@ -219,40 +304,54 @@ def encode_parts(registry: Collector, openmetrics: bool = False, escaping: str =
         if openmetrics:
             return [_om.generate_latest(registry, escaping=escaping, version=version)]
         return [_text.generate_latest(registry, escaping=escaping)]
-    out = _family_texts(registry.collect(), openmetrics, escaping, version)
-    if openmetrics:
-        out.append("# EOF\n")
-    return _joined(out)
+    return list(iter_parts(registry.collect(), openmetrics, escaping, version))
 
 
-def _family_texts(metrics: Iterable, openmetrics: bool, escaping: str, version: str) -> list[str]:
-    out: list[str] = []
+def iter_parts(metrics: Iterable, openmetrics: bool = False, escaping: str = _om.UNDERSCORES,
+               version: str = "1.0.0") -> Iterator[bytes]:
+    """:func:`encode_parts` of ``metrics``, each part made when it is asked for: a body written as it is
+    made holds a slice of a family at a time, never the whole text (250 MB at 20,000 groups x 20).
+    For an ``escaping`` that writes legacy names as they are (:data:`_SAME_FOR_LEGACY_NAMES`)."""
+    texts = _family_texts(metrics, openmetrics, escaping, version)
+    yield from _joined(chain(texts, ("# EOF\n",)) if openmetrics else texts)
+
+
+def _family_texts(metrics: Iterable, openmetrics: bool, escaping: str, version: str) -> Iterator[str]:
     for metric in metrics:
         lines = _fast_lines(metric, openmetrics)
         if lines is not None:
-            out += lines
-        elif openmetrics:
-            text = _om.generate_latest(_One(metric), escaping=escaping, version=version).decode("utf-8")
-            out.append(text.removesuffix("# EOF\n"))
+            yield from lines
         else:
-            out.append(_text.generate_latest(_One(metric), escaping=escaping).decode("utf-8"))
-    return out
+            yield _other_text(metric, openmetrics, escaping, version)
 
 
-def _joined(out: list[str]) -> list[bytes]:
-    parts: list[bytes] = []
+def _other_text(metric, openmetrics: bool, escaping: str, version: str) -> str:
+    """A family this encoder does not cover, as prometheus_client writes it."""
+    if openmetrics:
+        return _om.generate_latest(_One(metric), escaping=escaping, version=version).decode("utf-8").removesuffix("# EOF\n")
+    return _text.generate_latest(_One(metric), escaping=escaping).decode("utf-8")
+
+
+def _joined(texts: Iterable[str]) -> Iterator[bytes]:
+    """The texts as bytes: each of :data:`_OWN_PART_CHARS` or more a part of its own, encoded as it
+    comes (its text then let go), the smaller ones joined together; at least one part."""
     small: list[str] = []
-    for text in out:
+    size = 0
+    sent = False
+    for text in texts:
         if len(text) < _OWN_PART_CHARS:
             small.append(text)
-            continue
-        if small:
-            parts.append("".join(small).encode("utf-8"))
-            small = []
-        parts.append(text.encode("utf-8"))
-    if small or not parts:
-        parts.append("".join(small).encode("utf-8"))
-    return parts
+            size += len(text)
+            if size < _OWN_PART_CHARS:
+                continue
+            text, small, size = "".join(small), [], 0
+        elif small:
+            yield "".join(small).encode("utf-8")
+            small, size = [], 0
+        sent = True
+        yield text.encode("utf-8")
+    if small or not sent:
+        yield "".join(small).encode("utf-8")
 
 
 def _encode_parts(encoder: Callable[[Collector], bytes], registry: Collector) -> list[bytes]:
@@ -361,7 +460,8 @@ def make_wsgi_app(registry: Collector, bodies=None) -> Callable:
                 gzipped = _text.gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING"))
                 parts = bodies.parts(*encoding, gzipped)
                 headers = [("Content-Type", content_type)] + ([("Content-Encoding", "gzip")] if gzipped else [])
-                start_response("200 OK", headers + [("Content-Length", str(sum(map(len, parts))))])
+                length = sum(map(len, parts)) if isinstance(parts, list) else parts.length  # streamed: sized beforehand
+                start_response("200 OK", headers + [("Content-Length", str(length))])
                 return parts
             _pause_collection()
             try:

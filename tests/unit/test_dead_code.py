@@ -26,6 +26,8 @@ USED_FROM_OUTSIDE = {
     ("kafkatxn/cli/helptext.py", "format_options"): "click calls it (command override)",
     ("kafkatxn/cli/reference.py", "cli_reference"): "scripts/gen-cli-reference and test_cli_reference call it",
     ("kafkatxn/config/kerberos.py", "LIBRDKAFKA_HAS_NO_GSSAPI"): "the GSSAPI tests expect this refusal",
+    ("kafkatxn/exporter.py", "render_text"): "a snapshot's whole body for the tests and bench_groups' profile (the textfile "
+                                              "is written from render_parts, a part at a time)",
     ("kafkatxn/exporter_server.py", "log_message"): "http.server calls it (override: the access log at debug level)",
     ("kafkatxn/exporter_server.py", "readinto"): "io.BufferedReader calls it (a RawIOBase)",
     ("kafkatxn/exporter_server.py", "get_app"): "wsgiref's handler calls it",

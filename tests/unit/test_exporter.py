@@ -235,6 +235,45 @@ def test_textfile_is_written_whole_readable_and_without_leftovers(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kafkatxn.prom"]
 
 
+def test_the_textfile_is_written_as_its_text_is_made(tmp_path, monkeypatch):
+    """The textfile's body is written a part at a time (at 20,000 groups x 20 partitions it is 250 MB
+    of text, never held whole), and is the exposition of the snapshot."""
+    from kafkatxn import exposition
+
+    monkeypatch.setattr(exposition, "_CHUNK_ROWS", 2)
+    monkeypatch.setattr(exposition, "_OWN_PART_CHARS", 1)
+    writes = []
+    real_fdopen = exporter.os.fdopen
+
+    class Recording:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.f.__exit__(*exc)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def write(self, data):
+            writes.append(len(data))
+            return self.f.write(data)
+
+        def writelines(self, parts):
+            for part in parts:
+                self.write(part)
+
+    monkeypatch.setattr(exporter.os, "fdopen", lambda fd, mode: Recording(real_fdopen(fd, mode)))
+    target = tmp_path / "kafkatxn.prom"
+    snap = fake_snapshot()
+    exporter.write_textfile(target, snap)
+    assert target.read_bytes() == exporter.render_text(snap)
+    assert len(writes) > 10
+
+
 def test_a_failed_textfile_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
     target = tmp_path / "kafkatxn.prom"
     target.write_text("old\n")

@@ -222,3 +222,42 @@ def test_a_scrape_that_fails_does_not_leave_collection_off():
     with pytest.raises(RuntimeError):
         app(environ, lambda status, headers: None)
     assert gc.isenabled()
+
+
+def test_a_table_family_is_written_a_slice_of_rows_at_a_time(monkeypatch):
+    """No text of a whole table family is made (50 MB a family at 20,000 groups x 20): its lines come
+    _CHUNK_ROWS rows at a time, and the body is prometheus_client's all the same."""
+    monkeypatch.setattr(exposition, "_CHUNK_ROWS", 2)
+    registry = odd_registry()
+    assert exposition.encode(registry) == generate_latest(registry)
+    assert exposition.encode(registry, openmetrics=True) == openmetrics_latest(registry)
+    rows = exposition.LabelRows(["group", "partition"], [["a", "b", "c"], ["0", "1", "2"]])
+    for values in ([1, 2, 3], [1.5, 2, 3]):  # ints, and a family written line by line
+        family = exposition.TableGauge("kafkatxn_test_lag", "Lag.", rows)
+        family.values = values
+        pieces = list(exposition._fast_lines(family, False))
+        assert len(pieces) == 3  # its head, then two slices of rows
+        assert "".join(pieces).encode() == generate_latest(_StaticCollector([family]))
+
+
+def test_label_rows_are_columns():
+    """A column per label name, not a tuple per row (400,000 tuples held for nothing at 20,000
+    groups); a row's tuple is made only when asked for."""
+    rows = exposition.LabelRows(["topic", "partition"], [["a", 'q"uote'], ["0", "1"]])
+    assert len(rows) == 2 and rows.values == [("a", "0"), ('q"uote', "1")]
+    assert rows.text() == ['{partition="0",topic="a"}', '{partition="1",topic="q\\"uote"}']
+    rows.append(("b", "2"))
+    assert rows.text()[-1] == '{partition="2",topic="b"}'
+    with pytest.raises(ValueError):
+        exposition.LabelRows(["topic", "partition"], [["a"], ["0", "1"]])
+
+
+@pytest.mark.parametrize("openmetrics", [False, True])
+def test_a_body_written_as_it_is_made_is_as_long_as_it_said(openmetrics):
+    """sized_parts counts a body's bytes before writing it (its Content-Length): escaped and UTF-8
+    label values, rows without a series, floats beside ints; the body is encode's."""
+    registry = odd_registry()
+    parts, length = exposition.sized_parts(list(registry.collect()), openmetrics)
+    body = b"".join(parts)
+    assert len(body) == length
+    assert body == exposition.encode(registry, openmetrics=openmetrics)
