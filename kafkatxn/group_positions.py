@@ -122,7 +122,7 @@ def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[Group
             if lag_to_lso < min_lag and verdict is not blocked and verdict is not unknown:
                 continue
             lag_to_hw = hw - at if hw > at else 0
-            # readable_lag's first rule taken inline (caught up: 0), for the three places in four that are
+            # readable_lag's first rule taken inline (caught up: 0): three places in four are caught up.
             yield place(GroupPlace, (group, tp, committed, o, verdict, readable, lag_to_lso, lag_to_hw,
                                      0 if verdict is caught_up else readable_lag(verdict, committed, lso, lag_to_lso, lag_to_hw),
                                      held))
