@@ -994,13 +994,26 @@ def test_a_list_offsets_answer_with_tagged_fields_is_left_to_kafka_python():
     assert bodies.read_list_offsets(memoryview(tagged), 11) is None
 
 
+def handed_over(sent, answer_bytes: bytes, flexible: bool):
+    """``answer_bytes`` (an answer to ``sent``, the request kafka-python would send) as kafka-python's
+    own parser hands it over, as its connection runs it: the answer's header read, and the class to
+    decode the body with asked of the request's header."""
+    from kafka.protocol.api_header import ResponseHeader
+    from kafka.protocol.parser import KafkaProtocol
+
+    parser = KafkaProtocol(client_id="kafkatxn")
+    correlation_id = parser.send_request(sent)
+    body = ResponseHeader(correlation_id=correlation_id).encode(flexible=flexible) + answer_bytes
+    ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
+    assert got_id == correlation_id
+    return answer
+
+
 def test_kafka_pythons_parser_hands_over_a_list_offsets_answer_read_by_the_wire():
     """A ListOffsets sent through the Wire: kafka-python's own parser (as its connection runs it)
     reads the answer's header and asks the request's header for the class to decode it with, which
     reads the body with wire/bodies.py; a version it does not read is kafka-python's, as before."""
-    from kafka.protocol.api_header import ResponseHeader
     from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
-    from kafka.protocol.parser import KafkaProtocol
 
     from kafkatxn.kafka.wire.offsets_codec import _decode_list_offsets
 
@@ -1010,12 +1023,7 @@ def test_kafka_pythons_parser_hands_over_a_list_offsets_answer_read_by_the_wire(
         w = wire.Wire(None)
         sent = w._reused(1, request)
         sent.API_VERSION = version
-        parser = KafkaProtocol(client_id="kafkatxn")
-        correlation_id = parser.send_request(sent)
-        flexible = R.flexible_version_q(version)
-        body = ResponseHeader(correlation_id=correlation_id).encode(flexible=flexible) + bytes(expected.encode(version=version))
-        ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
-        assert got_id == correlation_id
+        answer = handed_over(sent, bytes(expected.encode(version=version)), R.flexible_version_q(version))
         assert isinstance(answer, wire_client.Read) == (version >= 6)
         assert answer.throttle_time_ms == 5  # what kafka-python's connection throttles by
         assert w._decode(request, answer) == _decode_list_offsets(request, R.decode(bytes(expected.encode(version=version)), version=version))
@@ -1092,9 +1100,7 @@ def test_a_metadata_answer_with_tagged_fields_is_left_to_kafka_python():
 
 
 def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
-    from kafka.protocol.api_header import ResponseHeader
     from kafka.protocol.metadata import MetadataResponse as M
-    from kafka.protocol.parser import KafkaProtocol
 
     from kafkatxn.kafka.wire.metadata_codec import _decode_metadata
 
@@ -1103,12 +1109,7 @@ def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
         sent = wire.Wire(None)._encode(p.Metadata())
         assert type(sent).__name__ == "MetadataRequest"
         sent.API_VERSION = version
-        parser = KafkaProtocol(client_id="kafkatxn")
-        correlation_id = parser.send_request(sent)
-        body = ResponseHeader(correlation_id=correlation_id).encode(flexible=M.flexible_version_q(version))
-        body += bytes(expected.encode(version=version))
-        ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
-        assert got_id == correlation_id
+        answer = handed_over(sent, bytes(expected.encode(version=version)), M.flexible_version_q(version))
         assert isinstance(answer, wire_client.Read) == (version >= 12)
         assert answer.throttle_time_ms == 5
         reference = _decode_metadata(p.Metadata(), M.decode(bytes(expected.encode(version=version)), version=version))
@@ -1171,8 +1172,6 @@ def test_a_describe_producers_answer_with_tagged_fields_is_left_to_kafka_python(
 
 def test_kafka_pythons_parser_hands_over_a_describe_producers_answer_read_by_the_wire():
     from kafka.protocol.admin.transactions import DescribeProducersResponse as R
-    from kafka.protocol.api_header import ResponseHeader
-    from kafka.protocol.parser import KafkaProtocol
 
     from kafkatxn.kafka.wire.producers_codec import _decode_describe_producers
 
@@ -1181,11 +1180,8 @@ def test_kafka_pythons_parser_hands_over_a_describe_producers_answer_read_by_the
     w = wire.Wire(None)
     sent = w._reused(1, request)  # kept (its body encoded once) and its answers read by the wire
     sent.API_VERSION = 0
-    parser = KafkaProtocol(client_id="kafkatxn")
-    correlation_id = parser.send_request(sent)
-    body = ResponseHeader(correlation_id=correlation_id).encode(flexible=True) + bytes(expected.encode(version=0))
-    ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
-    assert got_id == correlation_id and isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 5
+    answer = handed_over(sent, bytes(expected.encode(version=0)), flexible=True)
+    assert isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 5
     assert w._decode(request, answer) == _decode_describe_producers(request, R.decode(bytes(expected.encode(version=0)), version=0))
 
 
@@ -1330,9 +1326,7 @@ def test_an_offset_fetch_answer_unstable_for_a_whole_group_or_with_tagged_fields
 
 
 def test_kafka_pythons_parser_hands_over_an_offset_fetch_answer_read_by_the_wire():
-    from kafka.protocol.api_header import ResponseHeader
     from kafka.protocol.consumer import OffsetFetchResponse as R
-    from kafka.protocol.parser import KafkaProtocol
 
     from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
 
@@ -1341,11 +1335,8 @@ def test_kafka_pythons_parser_hands_over_an_offset_fetch_answer_read_by_the_wire
     w = wire.Wire(None)
     sent = w._reused(1, request)  # kept (its body encoded once) and its answers read by the wire
     sent.API_VERSION = 8
-    parser = KafkaProtocol(client_id="kafkatxn")
-    correlation_id = parser.send_request(sent)
-    body = ResponseHeader(correlation_id=correlation_id).encode(flexible=True) + bytes(expected.encode(version=8))
-    ((got_id, answer),) = parser.receive_bytes(len(body).to_bytes(4, "big") + body)
-    assert got_id == correlation_id and isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 5
+    answer = handed_over(sent, bytes(expected.encode(version=8)), flexible=True)
+    assert isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 5
     assert w._decode(request, answer) == _decode_offset_fetch(request, R.decode(bytes(expected.encode(version=8)), version=8))
     stable = p.OffsetFetch(("group-0",), stable=((TopicPartition("t0", 5),),))
     sent = w._encode(stable)  # not kept; its answers are read by the wire all the same
