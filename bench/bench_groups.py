@@ -110,16 +110,28 @@ def write_records(bootstrap: str, topics: list[str]) -> int:
 
     producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0, "enable.idempotence": True,
                          "linger.ms": 50, "queue.buffering.max.messages": 1_000_000})
-    written = 0
-    for topic in topics:
-        for p in range(PARTITIONS_PER_TOPIC):
-            for _ in range(records_in(p)):
-                producer.produce(topic, b"r", partition=p)
-                written += 1
-        producer.poll(0)
-    if producer.flush(300):
-        raise SystemExit("records not all written within 300 s")
-    return written
+    # flush() returning 0 says nothing about records that failed (a new partition's leader not yet
+    # known within the message timeout, on a loaded machine): they are counted and written again,
+    # lest a partition hold fewer records than planned and a commit below it be planned negative.
+    failed: list[tuple[str, int]] = []
+
+    def delivered(err, msg) -> None:
+        if err is not None:
+            failed.append((msg.topic(), msg.partition()))
+
+    todo = [(topic, p) for topic in topics for p in range(PARTITIONS_PER_TOPIC) for _ in range(records_in(p))]
+    for attempt in range(3):
+        for n, (topic, p) in enumerate(todo):
+            producer.produce(topic, b"r", partition=p, on_delivery=delivered)
+            if n % 1000 == 0:
+                producer.poll(0)
+        if producer.flush(300):
+            raise SystemExit("records not all written within 300 s")
+        if not failed:
+            return sum(records_in(p) for _ in topics for p in range(PARTITIONS_PER_TOPIC))
+        todo, failed = failed, []
+        print(f"{len(todo)} records failed to be written; writing them again", file=sys.stderr)
+    raise SystemExit(f"{len(todo)} records still not written after 3 attempts, e.g. to {todo[0]}")
 
 
 def open_transactions(bootstrap: str, topics: list[str], count: int, per_txn: int) -> tuple[dict[tuple[str, int], int], list]:
