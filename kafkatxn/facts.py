@@ -186,12 +186,16 @@ def pins(
     pass); the same transaction is not asked again nor its log read again. What did not answer is
     appended to ``missing``."""
     classified = verdicts.classify_all(txns, view)
+    timeout, cleanup_ms = max_transaction_timeout_ms, None
+    tracked = all(c.verdict is Verdict.LONG_RUNNING for c in classified)
+    configs_needed = (not tracked and timeout is None) or (
+        cleanup and any(verdicts_age.is_past_timeout(c.transaction, now_ms) for c in classified))
+    if configs_needed:  # known from the classification already: asked with the reads sent ahead below
+        gather.transaction_configs_ahead(cluster)
     gather.fetch_ahead(cluster, classified)
     if date_all:
         classified = _date(cluster, classified, missing)
-    timeout, cleanup_ms = max_transaction_timeout_ms, None
-    tracked = all(c.verdict is Verdict.LONG_RUNNING for c in classified)
-    if (not tracked and timeout is None) or (cleanup and any(verdicts_age.is_past_timeout(c.transaction, now_ms) for c in classified)):
+    if configs_needed:
         try:
             configs = gather.cluster_transaction_configs(cluster)
         except KafkatxnError as exc:
