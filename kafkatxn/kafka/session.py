@@ -91,6 +91,7 @@ class Session:
         self._visibility_probe_ahead: str | None = None  # the probe's name, when sent ahead (MetadataApi.topic_list_filtered_ahead)
         # What this run was answered, by (API, key): see one_run. None outside a run.
         self._answers: dict[tuple, Any] | None = None
+        self._answered_apis: set[str] = set()  # the APIs _answers holds any answer of
         # Requests of this run sent ahead (see send_ahead): to go with the next round, and the answers
         # of those gone, by (node as given, type, request), until the call that makes them takes them.
         self._riding: list[tuple[int | None, Any]] = []
@@ -129,6 +130,7 @@ class Session:
         if seconds >= PERSON_PAUSE_S:
             if self._answers is not None:
                 self._answers = {}
+                self._answered_apis.clear()
             self._drop_ahead()
             self._metadata = None
             self._api_versions.clear()
@@ -153,6 +155,7 @@ class Session:
             yield
         finally:
             self._answers = None
+            self._answered_apis.clear()
             self._drop_ahead()
             collection.resume()
 
@@ -189,7 +192,7 @@ class Session:
 
     def remembered(self, api: str, keys: Sequence[Any]) -> tuple[dict[Any, Any], list[Any]]:
         """Of ``keys`` asked of ``api``, the answers this run has (by key), and the keys to ask."""
-        if self._answers is None:
+        if self._answers is None or api not in self._answered_apis:
             return {}, list(keys)
         known: dict[Any, Any] = {}
         ask: list[Any] = []
@@ -205,6 +208,11 @@ class Session:
         """Keep ``answers`` (by key) of ``api`` for the rest of the run (nothing outside a run)."""
         if self._answers is not None:  # 30,000 partitions' offsets a pass: keyed in C, no Python step each
             self._answers.update(zip(zip(repeat(api), answers), answers.values()))
+            self._answered_apis.add(api)
+
+    def answered_any(self, api: str) -> bool:
+        """Whether this run holds any answer of ``api``: when not, 30,000 keys need not be looked up."""
+        return api in self._answered_apis
 
     def forget(self, api: str, keys: Sequence[Any]) -> None:
         """Drop what the run was answered for ``keys`` (a coordinator that moved since)."""
