@@ -111,6 +111,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--textfile {textfile!r} must end in .prom (node_exporter reads only *.prom)")
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
+        # What the whole-cluster pass sends after the metadata, made ready while the bootstrap is in flight.
+        ctx.cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
+                             *(() if max_transaction_timeout is not None else ("DescribeConfigs",)))
         snapshot = gather_snapshot(ctx.cluster, topic_regex, max_transaction_timeout,
                                    groups=groups, group_regex=group_regex,
                                    spark_checkpoints=spark_checkpoints or ctx.config.spark_checkpoints)

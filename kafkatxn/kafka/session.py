@@ -7,11 +7,12 @@ at once, and turning what failed into typed ``Missing`` parts or one translated 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter
 from itertools import repeat
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from kafkatxn import collection
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
@@ -96,6 +97,7 @@ class Session:
         # of those gone, by (node as given, type, request), until the call that makes them takes them.
         self._riding: list[tuple[int | None, Any]] = []
         self._ahead: dict[tuple[int | None, type, Any], Any] = {}
+        self._meanwhile: list[Callable[[], None]] = []  # see work_while_waiting
 
     def __enter__(self) -> "Session":
         return self
@@ -170,6 +172,31 @@ class Session:
         Outside a run nothing is sent ahead; a run's end drops what was not taken."""
         if self._answers is not None:
             self._riding.extend(requests)
+
+    def work_while_waiting(self, work: Callable[[], None]) -> None:
+        """``work`` (what the command will need and that needs no answer: importing the modules that
+        read its later answers) done on this thread while the next round trip is in flight, the
+        bootstrap's included, instead of before or after it: its time overlaps the brokers'. Once;
+        whatever it raises is logged and dropped (it is done again where it is needed)."""
+        self._meanwhile.append(work)
+
+    def will_ask(self, *apis: str) -> None:
+        """The command will send these APIs (``ListOffsets``, ``Fetch``, ...): their kafka-python
+        modules are imported while the bootstrap is in flight (:meth:`work_while_waiting`)."""
+        from kafkatxn.kafka.wire.client_package import import_protocol
+
+        self.work_while_waiting(functools.partial(import_protocol, apis))
+
+    def _work_meanwhile(self) -> Callable[[], None] | None:
+        if not self._meanwhile:
+            return None
+        work, self._meanwhile = self._meanwhile, []
+
+        def meanwhile() -> None:
+            for w in work:
+                w()
+
+        return meanwhile
 
     def _drop_ahead(self) -> None:
         self._riding.clear()
@@ -273,7 +300,8 @@ class Session:
             # What librdkafka would refuse as a client is built, refused before anything is sent.
             check_settings_as_librdkafka(self.config.settings)
             try:
-                wire, md, answered = Wire.bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"])
+                wire, md, answered = Wire.bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"],
+                                                    self._work_meanwhile())
             except Exception as exc:  # noqa: BLE001 - translated into one line
                 raise self.errors.translate(exc, "connecting") from exc
             self._wire = wire
@@ -335,8 +363,13 @@ class Session:
             for _, node, request in to_send:
                 log.debug("request %s to broker %s", request_label(request), node)
 
+        meanwhile = self._work_meanwhile()
         try:
-            answers = wire.send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, count)
+            sending = [(node, request) for _, node, request in to_send]
+            if meanwhile is None:
+                answers = wire.send_all(sending, time.monotonic() + budget, count)
+            else:
+                answers = wire.send_all(sending, time.monotonic() + budget, count, while_waiting=meanwhile)
         except Exception as exc:  # noqa: BLE001
             raise self.errors.translate(exc, "sending requests") from exc
         for (i, node, request), answer in zip(to_send, answers):

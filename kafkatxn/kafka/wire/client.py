@@ -21,6 +21,7 @@ from kafkatxn.kafka.unreachable import (
     FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, listener_answers_in_tls, nothing_listens,
 )
 from kafkatxn.kafka.wire.bodies import READERS, WRITERS
+from kafkatxn.kafka.wire.meanwhile import run_meanwhile
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata, _metadata
 from kafkatxn.model import BrokerInfo
@@ -232,7 +233,7 @@ class Wire:
 
     @classmethod
     def bootstrap(
-        cls, settings: dict, budget_ms: int, request_timeout_ms: int
+        cls, settings: dict, budget_ms: int, request_timeout_ms: int, while_waiting: Callable[[], None] | None = None,
     ) -> tuple["Wire", p.MetadataResponse, int | None]:
         """Bootstrap in one connection that stays open; return the wire, the cluster's metadata and
         the id of the broker that answered (None when the address is none of the advertised ones).
@@ -241,7 +242,8 @@ class Wire:
         for the first real request; it retries a refused login or TLS handshake until its timeout.
         Here one connection (ApiVersions, SASL, one Metadata) is kept as that broker's connection; a
         refused login or handshake is raised at once (:func:`is_refusal`); a server that does not
-        answer gets its share of ``budget_ms`` and the next one is tried."""
+        answer gets its share of ``budget_ms`` and the next one is tried. ``while_waiting`` runs on
+        the calling thread while the IO thread connects and waits (:func:`.meanwhile.run_meanwhile`)."""
         import kafka.errors as Errors
         from kafka.net.manager import KafkaConnectionManager
         from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -320,7 +322,7 @@ class Wire:
 
         wire = cls(manager, net)
         try:
-            server, conn, response = manager.run(first_answer)
+            server, conn, response = run_meanwhile(manager, first_answer, while_waiting)
         except BaseException:
             wire.close()
             raise
@@ -398,12 +400,14 @@ class Wire:
         return {f.name: f.max_version_level for f in response.finalized_features or ()}
 
     def send_all(
-        self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None] = lambda name: None
+        self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None] = lambda name: None,
+        while_waiting: Callable[[], None] | None = None,
     ) -> list[Any]:
         """Send every request at once; return each typed response, or the exception it failed with.
 
         N brokers cost one round trip; one that does not answer costs at most the time left before
-        ``deadline`` (monotonic). ``None`` as node means any broker."""
+        ``deadline`` (monotonic). ``None`` as node means any broker. ``while_waiting`` runs on the
+        calling thread while the IO thread sends and the brokers answer (:func:`.meanwhile.run_meanwhile`)."""
         manager = self._manager
         # Beyond this many in flight on one connection kafka-python fails a send: waves of this size.
         window = max(int(manager.config.get("max_in_flight_requests_per_connection", 5)), 1)
@@ -434,7 +438,7 @@ class Wire:
                         results[i] = exc
             return results
 
-        return manager.run(run)
+        return run_meanwhile(manager, run, while_waiting)
 
     # -- encoding ---------------------------------------------------------------------------------
 
