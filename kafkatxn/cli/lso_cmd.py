@@ -145,6 +145,7 @@ def register(app: typer.Typer) -> None:
         watching = watch or interval is not None or samples is not None
         sort_key = sort.value if sort is not None else (None if groups else "lag")
         cluster = ctx.cluster
+        cluster.connect_ahead()  # the bootstrap goes on on the IO thread meanwhile
         if not groups:  # what the partitions' pass sends after the metadata, made ready while the bootstrap is in flight
             cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
                              "DescribeConfigs")

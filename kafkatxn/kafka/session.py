@@ -7,16 +7,15 @@ at once, and turning what failed into typed ``Missing`` parts or one translated 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections import Counter
 from itertools import repeat
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from kafkatxn import collection
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
-from kafkatxn.errors import DeadlineExceeded, UsageError
+from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
 from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
@@ -80,6 +79,8 @@ class Session:
         self.deadline = time.monotonic() + config.timeout_s
         self._admin = None
         self._wire = wire
+        # A bootstrap begun ahead (connect_ahead): the wire, and its end (which raises what it met).
+        self._bootstrapping: tuple[Wire | None, Any] | None = None
         self._metadata: ClusterMetadata | None = None
         self._last_metadata: ClusterMetadata | None = None  # kept across restart_deadline: who to ask first
         self._api_versions: dict[int, BrokerApis] = {}
@@ -97,7 +98,6 @@ class Session:
         # of those gone, by (node as given, type, request), until the call that makes them takes them.
         self._riding: list[tuple[int | None, Any]] = []
         self._ahead: dict[tuple[int | None, type, Any], Any] = {}
-        self._meanwhile: list[Callable[[], None]] = []  # see work_while_waiting
 
     def __enter__(self) -> "Session":
         return self
@@ -106,6 +106,10 @@ class Session:
         self.close()
 
     def close(self) -> None:
+        if self._bootstrapping is not None:  # begun ahead, never used
+            pending, self._bootstrapping = self._bootstrapping[0], None
+            if pending is not None:
+                pending.close()
         if self._wire is not None:
             try:
                 self._wire.close()
@@ -173,30 +177,12 @@ class Session:
         if self._answers is not None:
             self._riding.extend(requests)
 
-    def work_while_waiting(self, work: Callable[[], None]) -> None:
-        """``work`` (what the command will need and that needs no answer: importing the modules that
-        read its later answers) done on this thread while the next round trip is in flight, the
-        bootstrap's included, instead of before or after it: its time overlaps the brokers'. Once;
-        whatever it raises is logged and dropped (it is done again where it is needed)."""
-        self._meanwhile.append(work)
-
     def will_ask(self, *apis: str) -> None:
         """The command will send these APIs (``ListOffsets``, ``Fetch``, ...): their kafka-python
-        modules are imported while the bootstrap is in flight (:meth:`work_while_waiting`)."""
+        modules are imported now. Called after :meth:`connect_ahead`, while the bootstrap is in flight."""
         from kafkatxn.kafka.wire.client_package import import_protocol
 
-        self.work_while_waiting(functools.partial(import_protocol, apis))
-
-    def _work_meanwhile(self) -> Callable[[], None] | None:
-        if not self._meanwhile:
-            return None
-        work, self._meanwhile = self._meanwhile, []
-
-        def meanwhile() -> None:
-            for w in work:
-                w()
-
-        return meanwhile
+        import_protocol(apis)
 
     def _drop_ahead(self) -> None:
         self._riding.clear()
@@ -296,18 +282,39 @@ class Session:
         the confluent-kafka client, nor imports it.
         """
         if self._wire is None:
-            settings = self.config.kafka_python()
-            # What librdkafka would refuse as a client is built, refused before anything is sent.
-            check_settings_as_librdkafka(self.config.settings)
+            if self._bootstrapping is None:
+                self.connect_ahead()
+            _, end = self._bootstrapping  # type: ignore[misc]
+            self._bootstrapping = None
             try:
-                wire, md, answered = Wire.bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"],
-                                                    self._work_meanwhile())
+                wire, md, answered = end()
+            except KafkatxnError:  # a usage error, the deadline: raised as it is
+                raise
             except Exception as exc:  # noqa: BLE001 - translated into one line
                 raise self.errors.translate(exc, "connecting") from exc
             self._wire = wire
             self.requests["Metadata"] += 1
             self._metadata = self._last_metadata = cluster_metadata(md, answered)
         return self._wire
+
+    def connect_ahead(self) -> None:
+        """Begin the bootstrap (:attr:`wire`) now, on the IO thread, and return: what the command
+        does next that needs no answer (importing the modules that read its answers) takes the time
+        the broker takes to connect and answer the metadata, instead of coming before it. Whatever
+        beginning it raises is raised where the wire is first used, as it would have been."""
+        if self._wire is not None or self._bootstrapping is not None:
+            return
+        try:
+            settings = self.config.kafka_python()
+            # What librdkafka would refuse as a client is built, refused before anything is sent.
+            check_settings_as_librdkafka(self.config.settings)
+            self._bootstrapping = Wire.begin_bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"])
+        except Exception as exc:  # noqa: BLE001 - raised as it was, where the wire is first used
+
+            def end(exc: Exception = exc) -> Any:
+                raise exc
+
+            self._bootstrapping = (None, end)
 
     def broker_budget_s(self) -> float:
         """How long one broker may take to answer a round trip starting now (see BROKER_SHARE)."""
@@ -363,13 +370,8 @@ class Session:
             for _, node, request in to_send:
                 log.debug("request %s to broker %s", request_label(request), node)
 
-        meanwhile = self._work_meanwhile()
         try:
-            sending = [(node, request) for _, node, request in to_send]
-            if meanwhile is None:
-                answers = wire.send_all(sending, time.monotonic() + budget, count)
-            else:
-                answers = wire.send_all(sending, time.monotonic() + budget, count, while_waiting=meanwhile)
+            answers = wire.send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, count)
         except Exception as exc:  # noqa: BLE001
             raise self.errors.translate(exc, "sending requests") from exc
         for (i, node, request), answer in zip(to_send, answers):

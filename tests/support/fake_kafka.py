@@ -267,9 +267,7 @@ class FakeWire:
             return proto.ApiVersionsResponse(dict(self.model.api_versions), "4.3")
         return None
 
-    def send_all(self, requests, deadline: float, count=lambda name: None, while_waiting=None) -> list[Any]:
-        if while_waiting is not None:  # the real wire runs it while the requests are in flight
-            while_waiting()
+    def send_all(self, requests, deadline: float, count=lambda name: None) -> list[Any]:
         out = []
         for node, request in requests:
             count(proto.REQUEST_NAMES[type(request)])

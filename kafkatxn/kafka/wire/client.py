@@ -18,12 +18,12 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.unreachable import (
-    FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, listener_answers_in_tls, nothing_listens,
+    FAIL_FAST_S, NoBrokersAvailable, listener_answers_in_tls, nothing_listens,
 )
 from kafkatxn.kafka.wire.bodies import READERS, WRITERS
-from kafkatxn.kafka.wire.meanwhile import run_meanwhile
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata, _metadata
+from kafkatxn.kafka.wire.refusal import is_refusal
 from kafkatxn.model import BrokerInfo
 
 log = logging.getLogger("kafkatxn.wire")
@@ -168,7 +168,7 @@ def _negotiate_again(built: Any) -> None:
 
 
 def _mark_bootstrapped(manager: Any) -> None:
-    """The manager told its bootstrap is done (:meth:`Wire.bootstrap` does it on its own connection).
+    """The manager told its bootstrap is done (:meth:`Wire.begin_bootstrap` does it on its own connection).
     Private ``_bootstrap_future``: kafka-python has no public way to say so, and a manager that thinks
     itself unbootstrapped runs its own bootstrap (a new connection, a Metadata, a close) in the
     background when its metadata refresh first starts (at the first lost connection)."""
@@ -207,19 +207,6 @@ def _keep_as(manager: Any, conn: Any, bootstrap_id: str, node_id: int) -> None:
     conn.close_future.add_both(forget)
 
 
-def is_refusal(exc: BaseException) -> bool:
-    """A bootstrap failure no retry cures: the broker refused the login or the TLS handshake."""
-    import kafka.errors as Errors
-
-    if isinstance(exc, (Errors.SaslAuthenticationFailedError, Errors.AuthorizationError, Errors.UnsupportedSaslMechanismError,
-                        Errors.IllegalSaslStateError)):
-        return True
-    text = str(exc).upper()
-    # ssl's errors ([SSL: ...], (_ssl.c:...)), and anything that broke the TLS handshake itself
-    # (a timeout is not one: it ends the wait for the connection, not the handshake).
-    return "SSL" in text or "CERTIFICATE" in text or "HANDSHAKE FAILED" in text or answered_in_tls(text)  # a TLS listener
-
-
 class Wire:
     """kafka-python's connection manager for one command run: send typed requests, many at once."""
 
@@ -232,18 +219,19 @@ class Wire:
         self._encoding_once: dict[type, type] = {}
 
     @classmethod
-    def bootstrap(
-        cls, settings: dict, budget_ms: int, request_timeout_ms: int, while_waiting: Callable[[], None] | None = None,
-    ) -> tuple["Wire", p.MetadataResponse, int | None]:
-        """Bootstrap in one connection that stays open; return the wire, the cluster's metadata and
-        the id of the broker that answered (None when the address is none of the advertised ones).
+    def begin_bootstrap(
+        cls, settings: dict, budget_ms: int, request_timeout_ms: int
+    ) -> tuple["Wire", Callable[[], tuple["Wire", p.MetadataResponse, int | None]]]:
+        """Bootstrap in one connection that stays open, on the IO thread; the caller goes on meanwhile.
+        Returned: the wire (closed to give up), and its end, which waits for it and returns the
+        wire, the cluster's metadata and the id of the broker that answered (None when the address
+        is none of the advertised ones).
 
         kafka-python's own bootstrap connects (ApiVersions), asks Metadata, closes, and connects again
         for the first real request; it retries a refused login or TLS handshake until its timeout.
         Here one connection (ApiVersions, SASL, one Metadata) is kept as that broker's connection; a
         refused login or handshake is raised at once (:func:`is_refusal`); a server that does not
-        answer gets its share of ``budget_ms`` and the next one is tried. ``while_waiting`` runs on
-        the calling thread while the IO thread connects and waits (:func:`.meanwhile.run_meanwhile`)."""
+        answer gets its share of ``budget_ms`` and the next one is tried."""
         import kafka.errors as Errors
         from kafka.net.manager import KafkaConnectionManager
         from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -322,10 +310,27 @@ class Wire:
 
         wire = cls(manager, net)
         try:
-            server, conn, response = run_meanwhile(manager, first_answer, while_waiting)
+            started = manager.call_soon(first_answer)  # thread-safe: the IO thread runs it from now
         except BaseException:
             wire.close()
             raise
+
+        async def answered() -> tuple[Any, Any, Any]:
+            return await started
+
+        def end() -> tuple["Wire", p.MetadataResponse, int | None]:
+            try:
+                server, conn, response = manager.run(answered)
+            except BaseException:
+                wire.close()
+                raise
+            return wire.kept_bootstrap(server, conn, response)
+
+        return wire, end
+
+    def kept_bootstrap(self, server: Any, conn: Any, response: Any) -> tuple["Wire", p.MetadataResponse, int | None]:
+        """The bootstrap's answer read; its connection kept as the broker's that answered."""
+        manager = self._manager
         md = response.typed if type(response) is Read else _decode_metadata(p.Metadata(), response)
         _know_brokers(manager, md.brokers)
         # The connection is the bootstrap server's; if that address is a broker's advertised one,
@@ -341,7 +346,7 @@ class Wire:
             _keep_as(manager, conn, server.node_id, answered)
         else:
             conn.close()
-        return wire, md, answered
+        return self, md, answered
 
     def close(self) -> None:
         """Close the connections on the IO thread that owns them, then stop it: closed from the
@@ -400,14 +405,12 @@ class Wire:
         return {f.name: f.max_version_level for f in response.finalized_features or ()}
 
     def send_all(
-        self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None] = lambda name: None,
-        while_waiting: Callable[[], None] | None = None,
+        self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None] = lambda name: None
     ) -> list[Any]:
         """Send every request at once; return each typed response, or the exception it failed with.
 
         N brokers cost one round trip; one that does not answer costs at most the time left before
-        ``deadline`` (monotonic). ``None`` as node means any broker. ``while_waiting`` runs on the
-        calling thread while the IO thread sends and the brokers answer (:func:`.meanwhile.run_meanwhile`)."""
+        ``deadline`` (monotonic). ``None`` as node means any broker."""
         manager = self._manager
         # Beyond this many in flight on one connection kafka-python fails a send: waves of this size.
         window = max(int(manager.config.get("max_in_flight_requests_per_connection", 5)), 1)
@@ -438,7 +441,7 @@ class Wire:
                         results[i] = exc
             return results
 
-        return run_meanwhile(manager, run, while_waiting)
+        return manager.run(run)
 
     # -- encoding ---------------------------------------------------------------------------------
 
