@@ -113,7 +113,7 @@ class _Pass:
         if not asked_ids:
             return
         if described is not None:  # the scan's first log probes (a producer id not listed) go with these requests
-            self.step("transactions", lambda: gather.probes_ahead(cluster, pinning))
+            gather.probes_ahead(cluster, pinning)
         # The visibility probe rides along: the scan needs it when a producer id is not listed.
         descriptions = self.step("open transactions", lambda: cluster.describe_with_visibility(asked_ids)[0])
         if descriptions is None:

@@ -158,13 +158,17 @@ def probes_ahead(cluster: Cluster, producer_ids: Iterable[int]) -> None:
     listing names: :func:`_listed_between_probes`), sent with the next round instead of a round of
     their own (``Session.send_ahead``); nothing when it will not probe. Their order is kept: the
     listing between the probes goes down only once these have answered. The listing it decides
-    from is this run's (asked here if the run has none, as the view would ask it next)."""
+    from is this run's (asked here if the run has none, as the view would ask it next). It raises
+    nothing: a failure here is the view's to meet and name."""
     wanted = sorted({pid for pid in producer_ids if pid >= 0})
     if not wanted:
         return
-    md = cluster.metadata()
-    asked = [b.id for b in md.brokers]
-    tids, _list_missing, _unsupported, gaps = _first_listing(cluster, md, asked, wanted)
+    try:
+        md = cluster.metadata()
+        asked = [b.id for b in md.brokers]
+        tids, _list_missing, _unsupported, gaps = _first_listing(cluster, md, asked, wanted)
+    except KafkatxnError:
+        return
     unlisted = sorted(set(wanted) - set(tids))
     if gaps or not unlisted or cluster.remembered("ListedBetweenProbes", [tuple(unlisted)])[0]:
         return
