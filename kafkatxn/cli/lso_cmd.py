@@ -1,25 +1,20 @@
 """``kafkatxn lso``: LastStableOffsetLag per partition, or transaction-aware consumer-group lag."""
 
-from __future__ import annotations
-
 import enum
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kafkatxn import defaults
+from kafkatxn import lso, facts_lso, verdicts_groups
 from kafkatxn.cli.options import LagThreshold, ProbeMaxGap, SparkCheckpoints, duration_option, parse_duration
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
 from kafkatxn.exitcodes import exit_code
 from kafkatxn.model import Missing
 from kafkatxn.output import render_to_string
-
-if TYPE_CHECKING:  # imported by the command once its bootstrap has begun (Session.connect_ahead)
-    from kafkatxn import facts_lso
 
 DEFAULT_INTERVAL = "2s"
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
@@ -116,9 +111,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         critical_age: Annotated[
             int, duration_option("--critical-age", help="Exit 2 when a pinning (or blocking) transaction is at least this old.")
-        ] = defaults.LSO_CRITICAL_AGE,
-        probe_max_gap: ProbeMaxGap = defaults.PROBE_MAX_GAP,
-        lag_threshold: LagThreshold = defaults.LAG_THRESHOLD,
+        ] = lso.DEFAULT_CRITICAL_AGE,
+        probe_max_gap: ProbeMaxGap = facts_lso.DEFAULT_PROBE_MAX_GAP,
+        lag_threshold: LagThreshold = verdicts_groups.DEFAULT_LAG_THRESHOLD,
         watch: Annotated[
             bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C, showing whether each LSO moved since the previous sample.")
         ] = False,
@@ -150,11 +145,6 @@ def register(app: typer.Typer) -> None:
         watching = watch or interval is not None or samples is not None
         sort_key = sort.value if sort is not None else (None if groups else "lag")
         cluster = ctx.cluster
-        cluster.connect_ahead()  # the bootstrap goes on on the IO thread while the library is imported
-        if not groups:  # what the partitions' pass sends after the metadata
-            cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
-                             "DescribeConfigs")
-        from kafkatxn import lso
 
         def take_sample(previous: facts_lso.LsoSnapshot | None) -> Sample:
             if groups:
