@@ -103,9 +103,10 @@ def offsets_of_get_offset_shell(stdout: str) -> dict[tuple[str, int], int]:
     return out
 
 
-def hold(path: Path, bootstrap: str, expected: set) -> None:
-    """Keep the seeded cluster until ``path`` is removed (see ``--hold``)."""
-    path.write_text(json.dumps({"bootstrap": bootstrap, "hanging": sorted(expected)}))
+def hold(path: Path, bootstrap: str, expected: set, jmx_ports: dict[int, int]) -> None:
+    """Keep the seeded cluster until ``path`` is removed (see ``--hold``); the file names its JMX
+    ports too (by node id), for the brokers' request times around one run of a held cluster."""
+    path.write_text(json.dumps({"bootstrap": bootstrap, "hanging": sorted(expected), "jmx_ports": list(jmx_ports.values())}))
     print(f"holding {bootstrap}: remove {path} to stop", file=sys.stderr, flush=True)
     while path.exists():
         time.sleep(1)
@@ -186,7 +187,7 @@ def main() -> int:
             print(f"{partitions:,} partitions on {args.brokers} brokers ready in {figures['created_and_ready_s']} s; "
                   f"{len(expected)} hanging transactions made", file=sys.stderr)
             if args.hold is not None:
-                hold(args.hold, bootstrap, expected)
+                hold(args.hold, bootstrap, expected, cluster.jmx_ports)
                 del open_producers
                 return 0
 

@@ -112,6 +112,8 @@ class _Pass:
         asked_ids = sorted(set(open_ids) | {t.transactional_id for t in listed.value if t.producer_id in pinning})
         if not asked_ids:
             return
+        if described is not None:  # the scan's first log probes (a producer id not listed) go with these requests
+            gather.probes_ahead(cluster, pinning)
         # The visibility probe rides along: the scan needs it when a producer id is not listed.
         descriptions = self.step("open transactions", lambda: cluster.describe_with_visibility(asked_ids)[0])
         if descriptions is None:
@@ -222,12 +224,19 @@ def gather_snapshot(
     if topic_regex and not selected:
         # A typo in the regex must not turn into a check that is always OK.
         run.missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
-    if not topic_regex:
-        run.missing += gather.unseen_topics(cluster)
+    unseen_at = len(run.missing)  # the topics this principal cannot see are named here, asked below
     tps = [p.tp for p in selected]
     grouped = groups or bool(spark_checkpoints)
     committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
+    # Two questions that need only the metadata go down with the offsets' round trip, after its
+    # requests on each connection, instead of a round trip each: the topic-visibility probe and the
+    # listing of every transaction (which the scan reads after DescribeProducers' answers all the same).
+    if not topic_regex:
+        cluster.topic_list_filtered_ahead()
+    cluster.list_transactions_ahead()
     offsets, described = run.offsets_and_producers(selected, tps)
+    if not topic_regex:
+        run.missing[unseen_at:unseen_at] = gather.unseen_topics(cluster)
     run.transactions(described, selected, topic_regex)
     found = run.scan(tps, described, offsets, max_transaction_timeout_ms, clock)
     if grouped:

@@ -58,6 +58,11 @@ def cluster_transaction_configs(cluster: Cluster) -> TransactionConfigs:
     return TransactionConfigs(largest[0], largest[1], tuple(configs.missing))
 
 
+def transaction_configs_ahead(cluster: Cluster) -> None:
+    """What :func:`cluster_transaction_configs` asks, sent with the next round (``Session.send_ahead``)."""
+    cluster.broker_configs_ahead((MAX_TIMEOUT_CONFIG, verdicts_age.ABORT_CLEANUP_INTERVAL_CONFIG))
+
+
 def cluster_max_transaction_timeout(cluster: Cluster) -> tuple[int, list[Missing]]:
     """The brokers' largest ``transaction.max.timeout.ms``, and the brokers that did not say."""
     configs = cluster_transaction_configs(cluster)
@@ -89,19 +94,7 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
     wanted = sorted({pid for pid in producer_ids if pid >= 0})
     md = cluster.metadata()
     asked = [b.id for b in md.brokers]
-    tids: dict[int, str] = {}
-    list_missing: list[Missing] = []
-    unsupported: list[Missing] = []
-    if wanted:  # an empty filter would list every transaction
-        try:
-            listed, _ = cluster.list_transactions(broker_ids=asked, producer_ids=wanted)
-        except UnsupportedBrokerError as exc:  # Kafka 2.8: DescribeProducers, but no coordinator to ask
-            unsupported = [Missing(verdicts.IDS_PART, str(exc))]
-        else:
-            list_missing = [m.within("transactional ids") for m in listed.missing]
-            tids = {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
-    silent = {m.subject.id for m in list_missing if isinstance(m.subject, Broker)}
-    gaps = unsupported or (verdicts.transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else [])
+    tids, list_missing, unsupported, gaps = _first_listing(cluster, md, asked, wanted)
     filtered = False
     if not gaps and set(wanted) - set(tids):
         relisted, gaps, filtered = _listed_between_probes(cluster, md, asked, sorted(set(wanted) - set(tids)))
@@ -139,6 +132,47 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
     )
     # The gaps are reported through the verdicts they leave undetermined, not as missing on their own.
     return view, unsupported + list_missing + list(describe_missing)
+
+
+def _first_listing(cluster: Cluster, md, asked: list[int], wanted: list[int]) -> tuple[dict[int, str], list[Missing], list[Missing], list[Missing]]:
+    """The transactional ids the coordinators list for ``wanted`` producer ids, the brokers that did
+    not answer, the listing's being unsupported, and the log partitions it leaves undecided."""
+    tids: dict[int, str] = {}
+    list_missing: list[Missing] = []
+    unsupported: list[Missing] = []
+    if wanted:  # an empty filter would list every transaction
+        try:
+            listed, _ = cluster.list_transactions(broker_ids=asked, producer_ids=wanted)
+        except UnsupportedBrokerError as exc:  # Kafka 2.8: DescribeProducers, but no coordinator to ask
+            unsupported = [Missing(verdicts.IDS_PART, str(exc))]
+        else:
+            list_missing = [m.within("transactional ids") for m in listed.missing]
+            tids = {t.producer_id: t.transactional_id for t in listed.value if t.producer_id in set(wanted)}
+    silent = {m.subject.id for m in list_missing if isinstance(m.subject, Broker)}
+    gaps = unsupported or (verdicts.transaction_log_gaps(md, [b for b in asked if b not in silent]) if wanted else [])
+    return tids, list_missing, unsupported, gaps
+
+
+def probes_ahead(cluster: Cluster, producer_ids: Iterable[int]) -> None:
+    """The first log probes :func:`coordinator_view` will send for ``producer_ids`` (producer ids no
+    listing names: :func:`_listed_between_probes`), sent with the next round instead of a round of
+    their own (``Session.send_ahead``); nothing when it will not probe. Their order is kept: the
+    listing between the probes goes down only once these have answered. The listing it decides
+    from is this run's (asked here if the run has none, as the view would ask it next). It raises
+    nothing: a failure here is the view's to meet and name."""
+    wanted = sorted({pid for pid in producer_ids if pid >= 0})
+    if not wanted:
+        return
+    try:
+        md = cluster.metadata()
+        asked = [b.id for b in md.brokers]
+        tids, _list_missing, _unsupported, gaps = _first_listing(cluster, md, asked, wanted)
+    except KafkatxnError:
+        return
+    unlisted = sorted(set(wanted) - set(tids))
+    if gaps or not unlisted or cluster.remembered("ListedBetweenProbes", [tuple(unlisted)])[0]:
+        return
+    cluster.loaded_log_partitions_ahead({p.partition: p.leader for p in md.transaction_log}, PROBE_BEFORE)
 
 
 def _listed_between_probes(cluster: Cluster, md, asked: list[int], unlisted: list[int]) -> tuple[dict[int, str], list[Missing], bool]:

@@ -13,7 +13,6 @@ from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.validation import compile_regex
 from kafkatxn.errors import UsageError
 from kafkatxn.output import terminal_width, wrap_text
-from kafkatxn.facts_cluster import gather_snapshot
 
 THRESHOLDS = "Thresholds (range expressions: N, N:, ~:N, N:M, @N:M; 'none' disables)"
 SCOPE = "Scope"
@@ -30,6 +29,14 @@ OnlyLagging = Annotated[
 PerTopic = Annotated[
     bool, typer.Option("--per-topic", help="Metrics: per-topic LSO lag series instead of per-partition.", rich_help_panel=SCOPE)
 ]
+
+
+def gather_snapshot(*args, **kwargs):
+    """:func:`kafkatxn.facts_cluster.gather_snapshot`, imported as it is first called: after the
+    bootstrap has begun (``Session.connect_ahead``), whose time the import then takes."""
+    from kafkatxn import facts_cluster
+
+    return facts_cluster.gather_snapshot(*args, **kwargs)
 
 
 def _age_range(option: str):
@@ -111,7 +118,12 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--textfile {textfile!r} must end in .prom (node_exporter reads only *.prom)")
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
-        snapshot = gather_snapshot(ctx.cluster, topic_regex, max_transaction_timeout,
+        # The bootstrap goes on on the IO thread while the pass and what its requests need are imported.
+        cluster = ctx.cluster
+        cluster.connect_ahead()
+        cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
+                         *(() if max_transaction_timeout is not None else ("DescribeConfigs",)))
+        snapshot = gather_snapshot(cluster, topic_regex, max_transaction_timeout,
                                    groups=groups, group_regex=group_regex,
                                    spark_checkpoints=spark_checkpoints or ctx.config.spark_checkpoints)
         result = check.evaluate(snapshot, thresholds)

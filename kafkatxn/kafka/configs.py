@@ -24,11 +24,8 @@ class ConfigsApi:
     def broker_configs(self, names: Iterable[str], broker_ids: Iterable[int] | None = None) -> Partial[dict[int, dict[str, ConfigValue]]]:
         """These configs of each broker; a broker that did not answer (silent, refused, not
         authorized: the ACL named) is a ``Missing`` of its own, the others arrive."""
+        ids, requests = self._config_requests(names, broker_ids)
         wanted = tuple(sorted(set(names)))
-        ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
-        # Each broker gets its share of the deadline (BROKER_SHARE): one that is down or frozen costs
-        # that share and is named, the rest arrive; no ApiVersions round trip is needed first.
-        requests = [(i, proto.DescribeConfigs("broker", str(i), wanted)) for i in ids]
         missing: list[Missing] = []
         result: dict[int, dict[str, ConfigValue]] = {}
         for broker_id, resp in zip(ids, self._send_all(requests) if requests else []):
@@ -39,3 +36,14 @@ class ConfigsApi:
                 continue
             result[broker_id] = {e.name: ConfigValue(e.value, e.source, e.is_default) for e in resp.entries if e.name in wanted}
         return Partial(result, missing)
+
+    def broker_configs_ahead(self, names: Iterable[str], broker_ids: Iterable[int] | None = None) -> None:
+        """The requests of :meth:`broker_configs` sent with the next round (``Session.send_ahead``)."""
+        self.send_ahead(self._config_requests(names, broker_ids)[1])
+
+    def _config_requests(self, names: Iterable[str], broker_ids: Iterable[int] | None) -> tuple[list[int], list]:
+        wanted = tuple(sorted(set(names)))
+        ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
+        # Each broker gets its share of the deadline (BROKER_SHARE): one that is down or frozen costs
+        # that share and is named, the rest arrive; no ApiVersions round trip is needed first.
+        return ids, [(i, proto.DescribeConfigs("broker", str(i), wanted)) for i in ids]

@@ -22,6 +22,12 @@ TOPIC_VISIBILITY_TTL_S = 300.0
 log = logging.getLogger("kafkatxn.cluster")
 
 
+def _visibility_probe(suffix: str) -> str:
+    # "~" makes the name invalid as a topic: no broker creates it, whatever auto-creation says;
+    # authorization is checked before the name is looked at.
+    return f"~kafkatxn-visibility-probe-{suffix}"
+
+
 class MetadataApi:
     def metadata(self, refresh: bool = False) -> ClusterMetadata:
         """Brokers and every topic's partitions (one Metadata request through the wire)."""
@@ -114,15 +120,26 @@ class MetadataApi:
         cached = self._topics_filtered_cache
         if cached is not None and time.monotonic() - cached[0] < TOPIC_VISIBILITY_TTL_S:
             return cached[1]
-        answer = self._probe_topic_list_filtered(uuid.uuid4().hex)
+        suffix, self._visibility_probe_ahead = self._visibility_probe_ahead or uuid.uuid4().hex, None
+        answer = self._probe_topic_list_filtered(suffix)
         if answer is not None:
             self._topics_filtered_cache = (time.monotonic(), answer)
         return answer
 
+    def topic_list_filtered_ahead(self) -> None:
+        """The probe of :meth:`topic_list_filtered` sent with the next round (``Session.send_ahead``),
+        when no kept answer will do: it asks nothing any other request answers, so it can go with any."""
+        import time
+        import uuid
+
+        cached = self._topics_filtered_cache
+        if cached is not None and time.monotonic() - cached[0] < TOPIC_VISIBILITY_TTL_S:
+            return
+        self._visibility_probe_ahead = self._visibility_probe_ahead or uuid.uuid4().hex
+        self.send_ahead([(None, proto.TopicMetadata(_visibility_probe(self._visibility_probe_ahead)))])
+
     def _probe_topic_list_filtered(self, suffix: str) -> bool | None:
-        # "~" makes the name invalid as a topic: no broker creates it, whatever auto-creation says;
-        # authorization is checked before the name is looked at.
-        probe = f"~kafkatxn-visibility-probe-{suffix}"
+        probe = _visibility_probe(suffix)
         # One Metadata request for that one topic, on the wire: one broker's share of the time
         # (BROKER_SHARE) at most, so a frozen broker does not take the whole command.
         try:

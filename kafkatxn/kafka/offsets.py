@@ -351,7 +351,7 @@ class OffsetsApi:
     ) -> dict[TopicPartition, tuple[int, ...]]:
         """What this run was answered for these levels; one level is also read from a pair of both,
         but a pair is never made of two answers (it must come from one leader, LSO <= HW)."""
-        if self._answers is None:
+        if self._answers is None or not self.answered_any("ListOffsets"):  # a run's first offsets: nothing to look up
             return {}
         known, _ = self.remembered("ListOffsets", [(tp, levels, earliest) for tp in tps])
         out = {key[0]: offsets for key, offsets in known.items()}

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from kafkatxn import collection
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
-from kafkatxn.errors import DeadlineExceeded, UsageError
+from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
 from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
@@ -79,6 +79,8 @@ class Session:
         self.deadline = time.monotonic() + config.timeout_s
         self._admin = None
         self._wire = wire
+        # A bootstrap begun ahead (connect_ahead): the wire, and its end (which raises what it met).
+        self._bootstrapping: tuple[Wire | None, Any] | None = None
         self._metadata: ClusterMetadata | None = None
         self._last_metadata: ClusterMetadata | None = None  # kept across restart_deadline: who to ask first
         self._api_versions: dict[int, BrokerApis] = {}
@@ -88,8 +90,14 @@ class Session:
         self.failed: set[int] = set()  # brokers a request failed at (refused, closed): asked last for "any broker"
         # (when, answer) of the last topic-visibility probe: kept across scrapes (MetadataApi.topic_list_filtered)
         self._topics_filtered_cache: tuple[float, bool] | None = None
+        self._visibility_probe_ahead: str | None = None  # the probe's name, when sent ahead (MetadataApi.topic_list_filtered_ahead)
         # What this run was answered, by (API, key): see one_run. None outside a run.
         self._answers: dict[tuple, Any] | None = None
+        self._answered_apis: set[str] = set()  # the APIs _answers holds any answer of
+        # Requests of this run sent ahead (see send_ahead): to go with the next round, and the answers
+        # of those gone, by (node as given, type, request), until the call that makes them takes them.
+        self._riding: list[tuple[int | None, Any]] = []
+        self._ahead: dict[tuple[int | None, type, Any], Any] = {}
 
     def __enter__(self) -> "Session":
         return self
@@ -98,6 +106,10 @@ class Session:
         self.close()
 
     def close(self) -> None:
+        if self._bootstrapping is not None:  # begun ahead, never used
+            pending, self._bootstrapping = self._bootstrapping[0], None
+            if pending is not None:
+                pending.close()
         if self._wire is not None:
             try:
                 self._wire.close()
@@ -110,6 +122,7 @@ class Session:
         """Start a fresh deadline (the exporter does this once per scrape, abort after a prompt)."""
         self.deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.config.timeout_s)
         self._metadata = None
+        self._drop_ahead()
         self._api_versions.clear()
         self.errors.client_errors.clear()
         self.silent.clear()
@@ -123,6 +136,8 @@ class Session:
         if seconds >= PERSON_PAUSE_S:
             if self._answers is not None:
                 self._answers = {}
+                self._answered_apis.clear()
+            self._drop_ahead()
             self._metadata = None
             self._api_versions.clear()
             self.silent.clear()
@@ -146,7 +161,36 @@ class Session:
             yield
         finally:
             self._answers = None
+            self._answered_apis.clear()
+            self._drop_ahead()
             collection.resume()
+
+    def send_ahead(self, requests: Sequence[tuple[int | None, Any]]) -> None:
+        """Requests this run is about to make that need nothing of the round in flight next: they go
+        down with that round (after its own requests on each connection), and their answers wait
+        for the call that makes the same request to the same node (as given: None is any broker),
+        which then takes them instead of a round trip of its own. Overlapping rounds this way cuts
+        the command's wall time, not what it asks: a request belongs here only when the call that
+        makes it will come (one never asked for was sent for nothing), and only when nothing it must
+        be read after is still to come (its answer is of the moment it rides, not of the call's).
+        Outside a run nothing is sent ahead; a run's end drops what was not taken."""
+        if self._answers is not None:
+            self._riding.extend(requests)
+
+    def will_ask(self, *apis: str) -> None:
+        """The command will send these APIs (``ListOffsets``, ``Fetch``, ...): their kafka-python
+        modules are imported now. Called after :meth:`connect_ahead`, while the bootstrap is in flight."""
+        from kafkatxn.kafka.wire.client_package import import_protocol
+
+        import_protocol(apis)
+
+    def _drop_ahead(self) -> None:
+        self._riding.clear()
+        self._ahead.clear()
+
+    def _taken_ahead(self, node: int | None, request: Any) -> Any:
+        """The answer of ``request`` to ``node`` sent ahead (:meth:`send_ahead`), taken once; else _NOT_ANSWERED."""
+        return self._ahead.pop((node, type(request), request), _NOT_ANSWERED) if self._ahead else _NOT_ANSWERED
 
     @contextlib.contextmanager
     def afresh(self):
@@ -161,7 +205,7 @@ class Session:
 
     def remembered(self, api: str, keys: Sequence[Any]) -> tuple[dict[Any, Any], list[Any]]:
         """Of ``keys`` asked of ``api``, the answers this run has (by key), and the keys to ask."""
-        if self._answers is None:
+        if self._answers is None or api not in self._answered_apis:
             return {}, list(keys)
         known: dict[Any, Any] = {}
         ask: list[Any] = []
@@ -177,6 +221,11 @@ class Session:
         """Keep ``answers`` (by key) of ``api`` for the rest of the run (nothing outside a run)."""
         if self._answers is not None:  # 30,000 partitions' offsets a pass: keyed in C, no Python step each
             self._answers.update(zip(zip(repeat(api), answers), answers.values()))
+            self._answered_apis.add(api)
+
+    def answered_any(self, api: str) -> bool:
+        """Whether this run holds any answer of ``api``: when not, 30,000 keys need not be looked up."""
+        return api in self._answered_apis
 
     def forget(self, api: str, keys: Sequence[Any]) -> None:
         """Drop what the run was answered for ``keys`` (a coordinator that moved since)."""
@@ -233,17 +282,39 @@ class Session:
         the confluent-kafka client, nor imports it.
         """
         if self._wire is None:
-            settings = self.config.kafka_python()
-            # What librdkafka would refuse as a client is built, refused before anything is sent.
-            check_settings_as_librdkafka(self.config.settings)
+            if self._bootstrapping is None:
+                self.connect_ahead()
+            _, end = self._bootstrapping  # type: ignore[misc]
+            self._bootstrapping = None
             try:
-                wire, md, answered = Wire.bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"])
+                wire, md, answered = end()
+            except KafkatxnError:  # a usage error, the deadline: raised as it is
+                raise
             except Exception as exc:  # noqa: BLE001 - translated into one line
                 raise self.errors.translate(exc, "connecting") from exc
             self._wire = wire
             self.requests["Metadata"] += 1
             self._metadata = self._last_metadata = cluster_metadata(md, answered)
         return self._wire
+
+    def connect_ahead(self) -> None:
+        """Begin the bootstrap (:attr:`wire`) now, on the IO thread, and return: what the command
+        does next that needs no answer (importing the modules that read its answers) takes the time
+        the broker takes to connect and answer the metadata, instead of coming before it. Whatever
+        beginning it raises is raised where the wire is first used, as it would have been."""
+        if self._wire is not None or self._bootstrapping is not None:
+            return
+        try:
+            settings = self.config.kafka_python()
+            # What librdkafka would refuse as a client is built, refused before anything is sent.
+            check_settings_as_librdkafka(self.config.settings)
+            self._bootstrapping = Wire.begin_bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"])
+        except Exception as exc:  # noqa: BLE001 - raised as it was, where the wire is first used
+
+            def end(exc: Exception = exc) -> Any:
+                raise exc
+
+            self._bootstrapping = (None, end)
 
     def broker_budget_s(self) -> float:
         """How long one broker may take to answer a round trip starting now (see BROKER_SHARE)."""
@@ -277,14 +348,20 @@ class Session:
         budget = self.broker_budget_s()  # raises once the deadline has passed
         results: list[Any] = [None] * len(requests)
         to_send: list[tuple[int, int | None, Any]] = []
-        for i, (node, request) in enumerate(requests):
-            node = self._any_broker() if node is None else node
+        for i, (given, request) in enumerate(requests):
+            kept = self._taken_ahead(given, request)
+            if kept is not _NOT_ANSWERED:  # went down with an earlier round
+                results[i] = kept
+                continue
+            node = self._any_broker() if given is None else given
             if node is not None and node in self.silent:
                 results[i] = self.silent[node]
             else:
                 to_send.append((i, node, request))
         if not to_send:
             return results
+        riders, riders_given = self._riders(requests)  # index -1 - n: the n-th request sent ahead with this round
+        to_send += riders
 
         def count(name: str) -> None:
             self.requests[name] += 1
@@ -297,15 +374,42 @@ class Session:
             answers = wire.send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, count)
         except Exception as exc:  # noqa: BLE001
             raise self.errors.translate(exc, "sending requests") from exc
-        for (i, node, _request), answer in zip(to_send, answers):
+        for (i, node, request), answer in zip(to_send, answers):
             if node is not None and isinstance(answer, BaseException):
                 if is_timeout(answer):
                     answer = self.silent.setdefault(node, BrokerSilent(node, budget))
                     log.debug("broker %s is silent for the rest of the command", node)
                 else:
                     self.failed.add(node)
-            results[i] = answer
+            if i >= 0:
+                results[i] = answer
+            else:
+                given = riders_given[-1 - i]
+                self._ahead[(given, type(request), request)] = answer
         return results
+
+    def _riders(self, requests: Sequence[tuple[int | None, Any]]) -> tuple[list[tuple[int, int | None, Any]], list[int | None]]:
+        """The requests sent ahead (:meth:`send_ahead`) that go with this round, as ``(-1 - n, node,
+        request)``, and the node each was given: not one of the round's own (sent once, as the
+        round's), nor to a silent broker (answered so at once)."""
+        if not self._riding:
+            return [], []
+        riding, self._riding = self._riding, []
+        own = {(given, type(request), request) for given, request in requests}
+        out: list[tuple[int, int | None, Any]] = []
+        given_nodes: list[int | None] = []
+        for given, request in riding:
+            key = (given, type(request), request)
+            if key in own or key in self._ahead:
+                continue
+            own.add(key)
+            node = self._any_broker() if given is None else given
+            if node is not None and node in self.silent:
+                self._ahead[key] = self.silent[node]
+                continue
+            given_nodes.append(given)
+            out.append((-len(given_nodes), node, request))
+        return out, given_nodes
 
     def _arrived(self, result: Any, subject: Subject, missing: list[Missing]) -> bool:
         """True for a response; for an exception, note ``subject`` as missing (auth errors end the command)."""

@@ -47,6 +47,15 @@ def log_probe_ids(partitions: int) -> tuple[str, ...]:
     return tuple(out[p] for p in range(partitions))
 
 
+def _log_probes(leaders: Mapping[int, int], purpose: str) -> list[tuple[int, proto.DescribeTransactions]]:
+    """The requests of :meth:`TransactionsApi.loaded_log_partitions`: per leader, the probe ids of its partitions."""
+    probes = log_probe_ids(max(leaders, default=-1) + 1)
+    by_node: dict[int, list[str]] = defaultdict(list)
+    for partition, leader in leaders.items():
+        by_node[leader].append(probes[partition])
+    return [(node, proto.DescribeTransactions(tuple(ids), purpose)) for node, ids in by_node.items()]
+
+
 def describe_acl(transactional_id: str) -> str:
     return f"DESCRIBE on TransactionalId {transactional_id}"
 
@@ -108,6 +117,17 @@ class TransactionsApi:
             missing.extend(listed.failed_in(asked))
         out.sort(key=lambda t: t.transactional_id)
         return Partial(out, missing), support
+
+    def list_transactions_ahead(self) -> None:
+        """The listing of every transaction on every broker (:meth:`list_transactions` unfiltered)
+        sent with the next round (``Session.send_ahead``), when this run has not listed them yet
+        and the bootstrap broker has ListTransactions: it needs only the metadata."""
+        if self.wire.max_version("ListTransactions") < 0:
+            return  # asked then, the listing says what is unsupported
+        ids = [b.id for b in self.metadata().brokers]
+        if self._answers is None or len(self._remembered_listings(ids, proto.ListTransactions())) == len(ids):
+            return
+        self.send_ahead([(i, proto.ListTransactions()) for i in ids])
 
     def _remembered_listings(self, ids: list[int], request: proto.ListTransactions) -> dict[int, list[TransactionListing]]:
         """Per broker, its listing for ``request`` this run: asked as is, or kept from an unfiltered
@@ -303,11 +323,8 @@ class TransactionsApi:
         ``COORDINATOR_LOAD_IN_PROGRESS`` while loading. One round, never answered from the run.
         """
         probes = log_probe_ids(max(leaders, default=-1) + 1)
-        by_node: dict[int, list[str]] = defaultdict(list)
-        for partition, leader in leaders.items():
-            by_node[leader].append(probes[partition])
         partition_of = {probe: n for n, probe in enumerate(probes)}
-        requests = [(node, proto.DescribeTransactions(tuple(ids), purpose)) for node, ids in by_node.items()]
+        requests = _log_probes(leaders, purpose)
         loaded: set[int] = set()
         missing: list[Missing] = []
         for (node, request), resp in zip(requests, self._send_all(requests)):
@@ -330,6 +347,11 @@ class TransactionsApi:
         missing.extend(Missing(TopicPartition(TRANSACTION_STATE_TOPIC, p), f"broker {leader} left its probe unanswered")
                        for p, leader in leaders.items() if p not in told)  # only a positive answer counts
         return Partial(frozenset(loaded), missing)
+
+    def loaded_log_partitions_ahead(self, leaders: Mapping[int, int], purpose: str) -> None:
+        """The probes of :meth:`loaded_log_partitions` sent with the next round (``Session.send_ahead``):
+        that call then takes their answers."""
+        self.send_ahead(_log_probes(leaders, purpose))
 
     def _probe_id(self) -> str:
         """A random id whose ``__transaction_state`` partition has a leader that has not gone silent

@@ -310,7 +310,8 @@ def test_describe_producers_goes_out_with_the_offsets_in_one_round_trip():
     snap = gather_snapshot(cluster, clock=lambda: NOW_MS / 1000)
     assert snap.active_producer_ids == {1: 2, 2: 1} and len(snap.partitions) == 4
     first = next(b for b in batches if "ListOffsets" in b)
-    assert sorted(first) == ["DescribeProducers"] * 2 + ["ListOffsets"] * 4  # 2 leaders
+    # 2 leaders; the listing and the topic-visibility probe, which need only the metadata, ride along
+    assert sorted(first) == ["DescribeProducers"] * 2 + ["ListOffsets"] * 4 + ["ListTransactions"] * 2 + ["TopicMetadata"]
     assert sum(b.count("DescribeProducers") for b in batches) == 2  # not asked again
 
 

@@ -148,7 +148,7 @@ def test_the_bootstrap_connection_is_kept_as_the_brokers_and_forgotten_when_it_c
 
 
 def test_failed_bootstrap_connections_are_forgotten_when_closed(manager):
-    """Wire.bootstrap closes a failed connection with its error and relies on the manager dropping it."""
+    """Wire.begin_bootstrap closes a failed connection with its error and relies on the manager dropping it."""
     import kafka.errors as Errors
 
     bootstrap_id = manager.cluster.bootstrap_brokers()[0].node_id

@@ -14,7 +14,8 @@ from kafkatxn.kafka.wire.client_package import defer_package_init
 
 defer_package_init()  # before any kafka-python import: its package __init__ runs only if asked for
 
-from kafkatxn.kafka.wire.client import LOGINS_CUT_SHORT, REUSED_LIMIT, REUSED_REQUESTS, Wire, is_refusal
+from kafkatxn.kafka.wire.client import LOGINS_CUT_SHORT, REUSED_LIMIT, REUSED_REQUESTS, Wire
+from kafkatxn.kafka.wire.refusal import is_refusal
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.names import error_name
 from kafkatxn.kafka.unreachable import NoBrokersAvailable

@@ -18,11 +18,12 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.unreachable import (
-    FAIL_FAST_S, NoBrokersAvailable, answered_in_tls, listener_answers_in_tls, nothing_listens,
+    FAIL_FAST_S, NoBrokersAvailable, listener_answers_in_tls, nothing_listens,
 )
 from kafkatxn.kafka.wire.bodies import READERS, WRITERS
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata, _metadata
+from kafkatxn.kafka.wire.refusal import is_refusal
 from kafkatxn.model import BrokerInfo
 
 log = logging.getLogger("kafkatxn.wire")
@@ -167,7 +168,7 @@ def _negotiate_again(built: Any) -> None:
 
 
 def _mark_bootstrapped(manager: Any) -> None:
-    """The manager told its bootstrap is done (:meth:`Wire.bootstrap` does it on its own connection).
+    """The manager told its bootstrap is done (:meth:`Wire.begin_bootstrap` does it on its own connection).
     Private ``_bootstrap_future``: kafka-python has no public way to say so, and a manager that thinks
     itself unbootstrapped runs its own bootstrap (a new connection, a Metadata, a close) in the
     background when its metadata refresh first starts (at the first lost connection)."""
@@ -206,19 +207,6 @@ def _keep_as(manager: Any, conn: Any, bootstrap_id: str, node_id: int) -> None:
     conn.close_future.add_both(forget)
 
 
-def is_refusal(exc: BaseException) -> bool:
-    """A bootstrap failure no retry cures: the broker refused the login or the TLS handshake."""
-    import kafka.errors as Errors
-
-    if isinstance(exc, (Errors.SaslAuthenticationFailedError, Errors.AuthorizationError, Errors.UnsupportedSaslMechanismError,
-                        Errors.IllegalSaslStateError)):
-        return True
-    text = str(exc).upper()
-    # ssl's errors ([SSL: ...], (_ssl.c:...)), and anything that broke the TLS handshake itself
-    # (a timeout is not one: it ends the wait for the connection, not the handshake).
-    return "SSL" in text or "CERTIFICATE" in text or "HANDSHAKE FAILED" in text or answered_in_tls(text)  # a TLS listener
-
-
 class Wire:
     """kafka-python's connection manager for one command run: send typed requests, many at once."""
 
@@ -231,11 +219,13 @@ class Wire:
         self._encoding_once: dict[type, type] = {}
 
     @classmethod
-    def bootstrap(
+    def begin_bootstrap(
         cls, settings: dict, budget_ms: int, request_timeout_ms: int
-    ) -> tuple["Wire", p.MetadataResponse, int | None]:
-        """Bootstrap in one connection that stays open; return the wire, the cluster's metadata and
-        the id of the broker that answered (None when the address is none of the advertised ones).
+    ) -> tuple["Wire", Callable[[], tuple["Wire", p.MetadataResponse, int | None]]]:
+        """Bootstrap in one connection that stays open, on the IO thread; the caller goes on meanwhile.
+        Returned: the wire (closed to give up), and its end, which waits for it and returns the
+        wire, the cluster's metadata and the id of the broker that answered (None when the address
+        is none of the advertised ones).
 
         kafka-python's own bootstrap connects (ApiVersions), asks Metadata, closes, and connects again
         for the first real request; it retries a refused login or TLS handshake until its timeout.
@@ -320,10 +310,27 @@ class Wire:
 
         wire = cls(manager, net)
         try:
-            server, conn, response = manager.run(first_answer)
+            started = manager.call_soon(first_answer)  # thread-safe: the IO thread runs it from now
         except BaseException:
             wire.close()
             raise
+
+        async def answered() -> tuple[Any, Any, Any]:
+            return await started
+
+        def end() -> tuple["Wire", p.MetadataResponse, int | None]:
+            try:
+                server, conn, response = manager.run(answered)
+            except BaseException:
+                wire.close()
+                raise
+            return wire.kept_bootstrap(server, conn, response)
+
+        return wire, end
+
+    def kept_bootstrap(self, server: Any, conn: Any, response: Any) -> tuple["Wire", p.MetadataResponse, int | None]:
+        """The bootstrap's answer read; its connection kept as the broker's that answered."""
+        manager = self._manager
         md = response.typed if type(response) is Read else _decode_metadata(p.Metadata(), response)
         _know_brokers(manager, md.brokers)
         # The connection is the bootstrap server's; if that address is a broker's advertised one,
@@ -339,7 +346,7 @@ class Wire:
             _keep_as(manager, conn, server.node_id, answered)
         else:
             conn.close()
-        return wire, md, answered
+        return self, md, answered
 
     def close(self) -> None:
         """Close the connections on the IO thread that owns them, then stop it: closed from the

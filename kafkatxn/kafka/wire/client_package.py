@@ -84,3 +84,24 @@ def _run_init(package: types.ModuleType) -> None:
     if package.__dict__.pop("__getattr__", None) is None:
         return  # running or ran already
     package.__spec__.loader.exec_module(package)  # type: ignore[union-attr]
+
+
+# The kafka-python modules the wire's codecs import to encode and read each API (each codec imports
+# its own where it first encodes: these are the same modules, by API name).
+PROTOCOL_MODULES: dict[str, tuple[str, ...]] = {
+    "ListOffsets": ("kafka.protocol.consumer.offsets",),
+    "DescribeProducers": ("kafka.protocol.admin.transactions",),
+    "ListTransactions": ("kafka.protocol.admin.transactions",),
+    "DescribeTransactions": ("kafka.protocol.admin.transactions",),
+    "FindCoordinator": ("kafka.protocol.metadata",),
+    "DescribeConfigs": ("kafka.protocol.admin.configs",),
+    "Fetch": ("kafka.protocol.consumer.fetch", "kafka.record"),
+}
+
+
+def import_protocol(apis: tuple[str, ...]) -> None:
+    """Import the kafka-python modules of ``apis`` (:data:`PROTOCOL_MODULES`): a command that will
+    send them does it while its first round trip is in flight (``Session.work_while_waiting``)."""
+    for api in apis:
+        for module in PROTOCOL_MODULES[api]:
+            importlib.import_module(module)

@@ -1,0 +1,160 @@
+"""Rounds in flight together: a request that needs nothing of the round trip before it goes down with
+that round (``Session.send_ahead``), and the call that makes it takes its answer, instead of a round
+trip of its own. The requests are the same (each API to each broker, as many); only the waits are
+fewer. On the code before, ``check``'s gather waited on 8 round trips after the metadata (the
+topic-visibility probe, the offsets, the listing, FindCoordinator, the descriptions, the three of the
+log probes and the listing between them, the Fetch ahead) and ``lso``'s configs read waited on a round
+trip of its own after the Fetch ahead.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from kafkatxn import facts_cluster, lso
+from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka.session import Session, request_label
+from kafkatxn.model import Broker, ProducerState, TopicPartition, TransactionDescription
+from tests.support.fake_kafka import FakeCluster, FakeWire, KafkaModel
+
+MAX = 900_000
+T0 = TopicPartition("t", 0)
+
+
+def build() -> KafkaModel:
+    """Three brokers, each leading a partition whose LSO trails: producer 7 open and tracked by its
+    coordinator (app-a), producer 8 open and listed by none (hanging), producer 9 tracked and young."""
+    now = int(time.time() * 1000)
+    m = KafkaModel(brokers=(1, 2, 3))
+    m.add_transaction_log([1, 2, 3])
+    a, b, c = (m.add_partition("orders", p, leader=p + 1, lso=4, hw=9) for p in range(3))
+    m.producers[a] = [ProducerState(7, 0, 3, now - 2 * MAX, 1, 4)]
+    m.transactions["app-a"] = TransactionDescription("app-a", 1, "Ongoing", 7, 0, MAX, now - 3 * MAX, frozenset([a]))
+    m.producers[b] = [ProducerState(8, 0, 3, now - 2 * MAX, 1, 4)]
+    m.record_timestamps[b] = {4: now - int(2.5 * MAX)}
+    m.producers[c] = [ProducerState(9, 0, 3, now - 500, 1, 4)]
+    m.transactions["app-b"] = TransactionDescription("app-b", 3, "Ongoing", 9, 0, MAX, now - 1_000, frozenset([c]))
+    return m
+
+
+@pytest.fixture
+def rounds(monkeypatch):
+    """Each round the fake wire is sent, as the set of ``(label, node)`` it carried. The probes' random
+    ids fixed: the visibility probe's coordinator decides whether it shares a request, in both runs alike."""
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=7))
+    seen: list[list[tuple[str, int | None]]] = []
+    send_all = FakeWire.send_all
+
+    def recorded(self, requests, deadline, count=lambda name: None):
+        seen.append([(request_label(r), node) for node, r in requests])
+        return send_all(self, requests, deadline, count)
+
+    monkeypatch.setattr(FakeWire, "send_all", recorded)
+    return seen
+
+
+def _sent(rounds: list[list[tuple[str, int | None]]]) -> Counter:
+    return Counter(request for one in rounds for request in one)
+
+
+def _round_of(rounds, label: str) -> set[int]:
+    return {i for i, one in enumerate(rounds) if any(request == label for request, _node in one)}
+
+
+def _without_ahead(monkeypatch) -> None:
+    monkeypatch.setattr(Session, "send_ahead", lambda self, requests: None)
+
+
+def _check(model: KafkaModel) -> None:
+    facts_cluster.gather_snapshot(FakeCluster(model), max_transaction_timeout_ms=900_000)
+
+
+def test_check_sends_the_listing_and_the_visibility_probe_with_the_offsets_and_the_first_log_probes_with_findcoordinator(
+        rounds, monkeypatch):
+    _check(build())
+    ahead = list(rounds)
+    offsets = _round_of(ahead, "ListOffsets (read_committed)")
+    assert len(offsets) == 1
+    assert _round_of(ahead, "ListTransactions") == offsets  # the unfiltered listing, once per broker
+    assert _round_of(ahead, "Metadata") == offsets  # the topic-visibility probe (TopicMetadata)
+    assert _round_of(ahead, "DescribeTransactions (log probe before listing)") == _round_of(ahead, "FindCoordinator")
+    # The order that matters is kept: probe, listing, probe, each after the one before answered.
+    before, = _round_of(ahead, "DescribeTransactions (log probe before listing)")
+    between, = _round_of(ahead, "ListTransactions (listed between log probes)")
+    after, = _round_of(ahead, "DescribeTransactions (log probe after listing)")
+    assert before < between < after
+
+    rounds.clear()
+    _without_ahead(monkeypatch)
+    _check(build())
+    assert _sent(ahead) == _sent(rounds)  # the same requests, to the same brokers
+    assert len(ahead) == len(rounds) - 3  # three round trips fewer
+
+
+def test_lso_reads_the_brokers_timeouts_with_the_fetch_ahead(rounds, monkeypatch):
+    lso.partition_report(FakeCluster(build()))
+    ahead = list(rounds)
+    configs = _round_of(ahead, "DescribeConfigs")
+    assert configs and configs == _round_of(ahead, "Fetch (read_uncommitted)")
+
+    rounds.clear()
+    _without_ahead(monkeypatch)
+    lso.partition_report(FakeCluster(build()))
+    assert _sent(ahead) == _sent(rounds)
+    assert len(ahead) == len(rounds) - 1
+
+
+# -- the session's part ----------------------------------------------------------------------------------
+
+
+def _two_brokers() -> FakeCluster:
+    model = KafkaModel(brokers=(1, 2))
+    model.add_partition("t", 0, leader=1)
+    return FakeCluster(model)
+
+
+def test_a_request_sent_ahead_goes_with_the_next_round_and_its_call_takes_the_answer(rounds):
+    cluster = _two_brokers()
+    with cluster.one_run():
+        cluster.send_ahead([(2, proto.DescribeConfigs("broker", "2", ("a",)))])
+        cluster.list_offsets([T0], read_committed=True)
+        assert rounds == [[("ListOffsets (read_committed)", 1), ("DescribeConfigs", 2)]]
+        configs = cluster.broker_configs(["a"], [2])
+    assert len(rounds) == 1  # answered from the round it went with
+    assert configs.missing == [] and 2 in configs.value
+
+
+def test_a_request_sent_ahead_that_its_round_makes_too_goes_once(rounds):
+    cluster = _two_brokers()
+    with cluster.one_run():
+        cluster.broker_configs_ahead(["a"])
+        cluster.broker_configs(["a"])
+    assert rounds == [[("DescribeConfigs", 1), ("DescribeConfigs", 2)]]
+
+
+def test_what_was_sent_ahead_and_not_taken_ends_with_the_run_and_nothing_goes_ahead_outside_one(rounds):
+    cluster = _two_brokers()
+    with cluster.one_run():
+        cluster.broker_configs_ahead(["a"])
+        cluster.list_offsets([T0], read_committed=True)
+    cluster.broker_configs(["a"])  # after the run: asked again, not taken from it
+    cluster.send_ahead([(1, proto.DescribeConfigs("broker", "1", ("b",)))])
+    cluster.list_offsets([T0], read_committed=True)
+    assert [len(one) for one in rounds] == [3, 2, 1]
+
+
+def test_a_request_sent_ahead_to_a_silent_broker_is_answered_so(rounds):
+    cluster = _two_brokers()
+    cluster.model.down.add(2)
+    with cluster.one_run():
+        cluster.broker_configs([], [2])  # broker 2 goes silent
+        cluster.broker_configs_ahead(["a"], [2])
+        cluster.list_offsets([T0], read_committed=True)
+        configs = cluster.broker_configs(["a"], [2])
+    assert [len(one) for one in rounds] == [1, 1]  # nothing more to the silent broker
+    assert [m.subject for m in configs.missing] == [Broker(2)]
+
