@@ -11,10 +11,9 @@ import enum
 import json
 import operator
 from collections import namedtuple
-from itertools import chain, repeat
 from collections.abc import Sequence
+from itertools import chain, repeat
 from typing import Any, Callable, Iterable, Iterator, Mapping, TextIO
-
 
 # Exact types that are already JSON-ready (an enum of str or int has its own type, so is not here).
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
