@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from itertools import compress, islice, repeat
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter, is_, lt, ne, or_
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from kafkatxn import (
     defaults, facts, group_positions, facts_lso, spark_readers, untracked, verdicts,
