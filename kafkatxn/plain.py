@@ -185,7 +185,9 @@ class RecordColumns(Sequence):
         columns = self._columns.values()
         if indices is None:
             return list(map(tuple.__new__, repeat(view), zip(*columns)))
-        return [tuple.__new__(view, [column[i] for column in columns]) for i in indices]
+        indices = indices if isinstance(indices, (list, range)) else list(indices)
+        # Each column's values at ``indices`` picked in C, then put together row by row.
+        return list(map(tuple.__new__, repeat(view), zip(*(list(map(column.__getitem__, indices)) for column in columns))))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, RecordColumns):
