@@ -117,7 +117,8 @@ def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[Group
                 at = committed = c
             else:
                 readable = None
-                verdict = group_verdict(c, lso, hw, None)
+                # group_verdict's first rule taken inline (at or past the HW: caught up): three places in four.
+                verdict = caught_up if c >= hw else group_verdict(c, lso, hw, None)
                 at = committed = c
             held = None
             if unstable and tp in unstable:
