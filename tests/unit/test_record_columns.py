@@ -87,3 +87,27 @@ def test_group_lags_are_held_as_columns_and_lso_decides_on_them_without_making_r
     assert lso.undetermined_pins(s.lso, fresh) == lso.undetermined_pins(s.lso, listed)
     assert lso.restore_hints(s.lso, fresh) == lso.restore_hints(s.lso, listed)
     assert list(lso.sort_rows(fresh, None, 2).column("group")) == [r.group for r in listed[:2]]
+
+
+def test_diagnose_decides_and_prints_its_rows_from_columns_as_from_the_rows(monkeypatch):
+    """diagnose's partition rows share the group-lag columns; its summaries and findings read columns,
+    and say what they say of the list of those rows."""
+    from kafkatxn import diagnose, facts_lso
+    from tests.support.blocked_group import blocked_model
+
+    model, cluster = blocked_model()
+    model.groups["fresh"] = {next(iter(model.groups["reports"])): 2}
+    snapshot = facts_lso.take_held_group_snapshot(cluster)
+    monkeypatch.setattr(plain, "made_rows", lambda *a: pytest.fail("a row was made"))
+    d = diagnose.diagnose(snapshot)
+    text = output.render_to_string(d.report(), "json")
+    monkeypatch.undo()
+    partitions = d.partitions
+    assert type(partitions) is RecordColumns and len(partitions) == 3
+    listed = list(partitions)
+    holders = {t.producer_id: t.transactional_id for t in d.transactions}
+    assert diagnose.group_summaries(partitions, holders) == diagnose.group_summaries(listed, holders) == d.groups
+    assert diagnose._findings(partitions, d.transactions, None) == diagnose._findings(listed, d.transactions, None)
+    assert text == output.render_to_string(diagnose.Diagnosis(
+        d.taken_at_ms, d.groups, listed, d.transactions, d.max_transaction_timeout_ms, d.missing, d.exit_code, d.summary,
+    ).report(), "json")
