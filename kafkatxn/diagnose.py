@@ -23,7 +23,7 @@ import shlex
 import time
 from collections import Counter, defaultdict
 from itertools import compress, islice, repeat
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from operator import attrgetter, is_, lt, ne, or_
 from typing import TYPE_CHECKING, Iterator, Sequence
 
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
 
 # A pinning transaction at least this old makes the diagnosis critical: check's --txn-age-crit default.
 CRITICAL_AGE_MS = parse_duration_ms(defaults.CHECK_TXN_AGE_CRIT)
-PARTITION_FIELDS = tuple(f.name for f in fields(PartitionDiagnosis))
 
 
 def _pin(gs: facts_lso.GroupSnapshot, tp: TopicPartition) -> OpenTransaction | None:

@@ -14,7 +14,7 @@ from operator import attrgetter, is_not, itemgetter
 from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, NamedTuple, Sequence
 
 from kafkatxn.model import TopicPartition
-from kafkatxn.plain import RecordColumns, made_rows
+from kafkatxn.plain import RecordColumns
 from kafkatxn.verdicts import OpenTransaction, pin_flags
 from kafkatxn.verdicts_age import is_overdue, last_write_age_ms, transaction_age
 from kafkatxn.verdicts_groups import (
@@ -193,12 +193,6 @@ class GroupLag(GroupPosition):
     # What the holding transaction is (verdicts_groups.BlockVerdict): hanging, lost_commit, overdue,
     # past_timeout, untracked, in_flight or undetermined; None when the group is not held.
     txn_verdict: BlockVerdict | None = None
-
-
-def frozen_rows(cls: type, names: tuple[str, ...], values: Iterable[tuple]) -> list:
-    """Instances of the frozen dataclass ``cls`` with ``names`` (its fields, in order) set to each of
-    ``values``, as its ``__init__`` makes them (:func:`kafkatxn.plain.made_rows`)."""
-    return made_rows(cls, names, values)
 
 
 GROUP_LAG_FIELDS = tuple(f.name for f in fields(GroupLag))

@@ -6,13 +6,27 @@ from __future__ import annotations
 
 import pytest
 
-from kafkatxn import group_positions, lso, output, plain
+from kafkatxn import facts_lso, group_positions, lso, output, plain
 from kafkatxn.group_positions import GROUP_LAG_FIELDS, GroupLag
+from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.plain import RecordColumns
-from kafkatxn.verdicts_groups import BlockVerdict, GroupVerdict
-from tests.unit.test_lso import NOW, TP0, TP1, TP2, group_snap, txn
+from kafkatxn.verdicts import OpenTransaction
+from kafkatxn.verdicts_groups import BlockVerdict, GroupVerdict, Offsets
 
 FORMATS = ("json", "jsonl", "csv", "tsv", "table")
+TP0, TP1, TP2 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 0)
+NOW = 1_700_000_000_000
+
+
+def txn(pid: int, start: int, tid: str, started: int) -> OpenTransaction:
+    """An open transaction on TP0, which its coordinator describes as open since ``started``."""
+    described = TransactionDescription(tid, 1, "Ongoing", pid, 0, 60_000, started, frozenset([TP0]))
+    return OpenTransaction(TP0, ProducerState(pid, 0, 0, NOW - 1_000, 0, start), tid, described)
+
+
+def group_snap(offsets, committed, first_readable, open_txns) -> facts_lso.GroupSnapshot:  # noqa: ANN001
+    lso_snapshot = facts_lso.LsoSnapshot(NOW, {tp: Offsets(hw, l) for tp, (l, hw) in offsets.items()}, open_txns)
+    return facts_lso.GroupSnapshot(lso_snapshot, committed, first_readable)
 
 
 def _rows() -> list[GroupLag]:
