@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from itertools import compress, repeat
 from operator import attrgetter, is_not, itemgetter
-from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, ClassVar, Iterator, NamedTuple, Sequence
 
 from kafkatxn.model import TopicPartition
 from kafkatxn.plain import RecordColumns

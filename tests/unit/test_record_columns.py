@@ -24,7 +24,7 @@ def txn(pid: int, start: int, tid: str, started: int) -> OpenTransaction:
     return OpenTransaction(TP0, ProducerState(pid, 0, 0, NOW - 1_000, 0, start), tid, described)
 
 
-def group_snap(offsets, committed, first_readable, open_txns) -> facts_lso.GroupSnapshot:  # noqa: ANN001
+def group_snap(offsets: dict, committed: dict, first_readable: dict, open_txns: dict) -> facts_lso.GroupSnapshot:
     lso_snapshot = facts_lso.LsoSnapshot(NOW, {tp: Offsets(hw, l) for tp, (l, hw) in offsets.items()}, open_txns)
     return facts_lso.GroupSnapshot(lso_snapshot, committed, first_readable)
 
