@@ -56,9 +56,13 @@ from pathlib import Path
 
 from benchlib import (  # noqa: E402  (puts the repository on sys.path)
     JmxCluster,
+    busiest_broker_ms,
+    cli_startup_s,
+    compile_kafkatxn,
     counted_delta,
     create_topics_batched,
     finish,
+    floor_figures,
     kafka_tool,
     kafkatxn,
     peak_rss_mb,
@@ -308,12 +312,46 @@ def exporter_findings(body: bytes) -> tuple[dict[Key, int], set[Key], dict[str, 
     return lag, blocked, dict(held), scalars
 
 
-def hold(path: Path, bootstrap: str, made_held: set[Key]) -> None:
-    """Keep the seeded cluster until ``path`` is removed (see ``--hold``)."""
-    path.write_text(json.dumps({"bootstrap": bootstrap, "held": sorted(made_held)}))
+def hold(path: Path, bootstrap: str, made_held: set[Key], jmx_ports: dict[int, int] | None = None) -> None:
+    """Keep the seeded cluster until ``path`` is removed (see ``--hold``); its JMX ports in the file too
+    (``--floors``)."""
+    path.write_text(json.dumps({"bootstrap": bootstrap, "held": sorted(made_held), "jmx_ports": jmx_ports or {}}))
     print(f"holding {bootstrap}: remove {path} to stop", file=sys.stderr, flush=True)
     while path.exists():
         time.sleep(1)
+
+
+# -- the floor (issue 38 item 1) ------------------------------------------------------------------
+
+
+def floors_of_held(path: Path, rounds: int) -> int:
+    """``--floors``: each command's floor on a cluster ``--hold`` keeps (its bootstrap and JMX ports from
+    ``path``): the CLI's start-up, then ``rounds`` runs of each command, each between two JMX reads; the
+    command's median run beside the median of its brokers' time."""
+    held = json.loads(path.read_text())
+    ports = {int(node): port for node, port in held.get("jmx_ports", {}).items()}
+    if not ports:
+        raise SystemExit(f"{path} names no JMX ports: hold the cluster with this version of bench_groups.py")
+    figures: dict = {"rounds": rounds, "cpus": os.cpu_count(), "bytecode": compile_kafkatxn()}
+    with tempfile.TemporaryDirectory(prefix="bench-groups-floors-") as workdir:
+        tools = JmxCluster(Path(workdir), len(ports), heap="1g", name="bench-groups")  # not started: JmxTool's runner
+        tools.jmx_ports = ports
+        startup_s = cli_startup_s(max(rounds, 3))
+        figures["startup_median_s"] = round(startup_s, 3)
+        before = tools.request_time_ms()
+        for name in COMMANDS:
+            took: list[float] = []
+            spent: list[float] = []
+            for _ in range(rounds):  # nothing else may ask the cluster meanwhile: each run between two JMX reads
+                took.append(run_command(held["bootstrap"], name).seconds)
+                after = tools.request_time_ms()
+                spent.append(busiest_broker_ms(before, after))
+                before = after
+            figures[f"{name}_median_s"] = round(statistics.median(took), 3)
+            figures[f"{name}_runs_s"] = [round(t, 3) for t in took]
+            figures[f"{name}_broker_runs_s"] = [round(ms / 1000, 3) for ms in spent]
+            floor_figures(figures, name, statistics.median(took), statistics.median(spent), startup_s)
+    return finish(figures, [])
 
 
 # -- where the time goes -------------------------------------------------------------------------
@@ -381,20 +419,30 @@ def main() -> int:
                         help="after seeding, write the bootstrap servers and the held pairs made (JSON) to FILE and "
                              "keep the cluster, its open transactions included, until FILE is removed; then stop "
                              "(nothing measured): for A/B runs and profiles against one cluster")
-    parser.add_argument("--no-requests", action="store_true", help="skip the broker-side request counts")
+    parser.add_argument("--floors", metavar="FILE", type=Path,
+                        help="measure nothing else: each command's floor (start-up plus the busiest broker's time on "
+                             "its requests, JMX) on the cluster a running --hold FILE keeps, --rounds runs each")
+    parser.add_argument("--no-requests", action="store_true", help="skip the broker-side request counts and the floors")
     parser.add_argument("--profile", metavar="DIR", help="after the rounds, profile one `lso --groups` (cProfile) and one "
                         "exporter scrape in this process (gather and exposition timed apart); .prof files in DIR")
     args = parser.parse_args()
     if PARTITIONS_PER_TOPIC % args.group_partitions:
         parser.error(f"--group-partitions must divide {PARTITIONS_PER_TOPIC}")
+    if args.floors is not None:
+        return floors_of_held(args.floors, args.rounds)
     partitions = args.topics * PARTITIONS_PER_TOPIC
 
     figures: dict = {"brokers": args.brokers, "partitions": partitions, "groups": args.groups,
                      "group_partitions": args.groups * args.group_partitions, "rounds": args.rounds, "cpus": os.cpu_count()}
+    # As installed (pip compiles at install), as bench_scale.py and bench_startup.py run it: the commands
+    # and their floor's start-up alike.
+    figures["bytecode"] = compile_kafkatxn()
     failures: list[str] = []
     times: dict[str, list[float]] = {}
     rss: dict[str, float] = {}
     requests: dict[str, dict[str, int]] = {}
+    broker_ms: dict[str, float] = {}
+    startup_s = 0.0
 
     def note(name: str, seconds: float, peak_mb: float | None = None) -> None:
         times.setdefault(name, []).append(seconds)
@@ -432,7 +480,7 @@ def main() -> int:
             print(f"{partitions:,} partitions, {args.groups:,} groups, {len(pinned)} pinned partitions; "
                   f"set up in {figures['setup_total_s']} s", file=sys.stderr)
             if args.hold is not None:
-                hold(args.hold, bootstrap, made_blocked)
+                hold(args.hold, bootstrap, made_blocked, cluster.jmx_ports)
                 return 0
 
             exporter, url = start_exporter(bootstrap, "--cache-ttl", "0s", "--scrape-timeout", "120s")
@@ -464,7 +512,9 @@ def main() -> int:
             rss["exporter_scrape"] = peak_rss_mb(exporter.pid)
 
             if not args.no_requests:
-                before = cluster.request_counts()
+                # Requests, and the time the brokers spent answering them (the floor's), one more run of
+                # each between JMX reads (all nodes).
+                before, spent_before = cluster.request_counts(), cluster.request_time_ms()
                 for name in ("kafka_consumer_groups", *COMMANDS, "exporter_scrape"):
                     if name == "kafka_consumer_groups":
                         consumer_groups_tool(cluster)
@@ -472,9 +522,11 @@ def main() -> int:
                         scrape_group_lag(url)
                     else:
                         run_command(bootstrap, name)
-                    after = cluster.request_counts()
+                    after, spent_after = cluster.request_counts(), cluster.request_time_ms()
                     requests[name] = counted_delta(before, after)
-                    before = after
+                    broker_ms[name] = busiest_broker_ms(spent_before, spent_after)
+                    before, spent_before = after, spent_after
+                startup_s = cli_startup_s(max(args.rounds, 3))  # the CLI's own start-up, no broker
             if args.profile:
                 figures.update(profile_runs(bootstrap, Path(args.profile)))
         finally:
@@ -532,6 +584,13 @@ def main() -> int:
     figures["target_exporter_scrape"] = f"<= {TARGET_SCRAPE_S} s: {'met' if scrape_s <= TARGET_SCRAPE_S else 'missed'}"
     if scrape_s > TARGET_SCRAPE_S:
         failures.append(f"exporter scrape {scrape_s:.3f} s, target <= {TARGET_SCRAPE_S} s")
+    # Each command's floor (issue 38 item 1): start-up (none for a running exporter's scrape) plus the
+    # busiest broker's time answering its requests; Kafka's tool's broker time shown beside.
+    if broker_ms:
+        figures["startup_median_s"] = round(startup_s, 3)
+        figures["kafka_consumer_groups_broker_time_s"] = round(broker_ms["kafka_consumer_groups"] / 1000, 3)
+        for name in (*COMMANDS, "exporter_scrape"):
+            floor_figures(figures, name, statistics.median(times[name]), broker_ms[name], 0.0 if name == "exporter_scrape" else startup_s)
     for name, counts in requests.items():
         figures[f"requests_{name}"] = sum(counts.values())
         print(f"requests (broker-side) {name}: {json.dumps(counts, sort_keys=True)}")

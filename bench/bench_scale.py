@@ -44,11 +44,14 @@ from pathlib import Path
 from bench_hanging import seed  # noqa: E402  (same producer state as the 2,000-partition benchmark)
 from benchlib import (  # noqa: E402
     JmxCluster,
+    busiest_broker_ms,
+    cli_startup_s,
     compile_kafkatxn,
     counted_delta,
     create_topics_batched,
     find_hanging_per_broker,
     finish,
+    floor_figures,
     get_offset_shell,
     kafkatxn,
     peak_rss_mb,
@@ -218,8 +221,7 @@ def main() -> int:
                     figures[f"{name}_profile"] = profile(bootstrap, name, args.profile)
 
             # The CLI's own start-up (interpreter, imports, configuration; no broker), part of each command's floor.
-            for _ in range(max(args.rounds, 3)):
-                note("startup", run_measured([sys.executable, "-m", "kafkatxn", "config", "show", "-b", "127.0.0.1:9"]).seconds)
+            startup_s = cli_startup_s(max(args.rounds, 3))
 
             exporter, url = start_exporter(bootstrap, "--cache-ttl", "0s", "--scrape-timeout", "60s")
             scrape(url)  # warm-up: connections and the first metadata
@@ -262,7 +264,7 @@ def main() -> int:
                 requests[name] = counted_delta(before, after)
                 # The busiest broker's time: the brokers answer side by side, one request at a time
                 # on a connection.
-                broker_ms[name] = max(spent_after[port] - spent_before.get(port, 0.0) for port in spent_after)
+                broker_ms[name] = busiest_broker_ms(spent_before, spent_after)
                 before, spent_before = after, spent_after
             get_offset_shell(cluster, "--exclude-internal-topics")
             after = cluster.request_counts()
@@ -310,12 +312,9 @@ def main() -> int:
     # The floor: start-up (not for a scrape: the exporter is running) plus the busiest broker's time
     # answering the command's requests. A lower bound: the rounds a command needs one after another
     # (metadata first) are not added up.
-    startup_s = statistics.median(times["startup"])
+    figures["startup_median_s"] = round(startup_s, 3)
     for name, ms in broker_ms.items():
-        floor_s = (0.0 if name == "exporter_scrape" else startup_s) + ms / 1000
-        figures[f"{name}_broker_time_s"] = round(ms / 1000, 3)
-        figures[f"{name}_floor_s"] = round(floor_s, 3)
-        figures[f"{name}_vs_floor"] = round(statistics.median(times[name]) / floor_s, 2) if floor_s > 0 else None
+        floor_figures(figures, name, statistics.median(times[name]), ms, 0.0 if name == "exporter_scrape" else startup_s)
     for name, target in FLOOR_TARGETS.items():
         if figures.get(f"{name}_vs_floor") is not None and figures[f"{name}_vs_floor"] > target:
             failures.append(f"{name}: {figures[f'{name}_vs_floor']}x its floor, target <= {target}x")

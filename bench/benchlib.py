@@ -180,6 +180,32 @@ def broker_request_time_ms(cluster: KafkaCluster, jmx_ports: list[int]) -> dict[
     return spent
 
 
+def busiest_broker_ms(before: dict[int, float], after: dict[int, float]) -> float:
+    """The busiest broker's milliseconds on client requests between two :func:`broker_request_time_ms`
+    reads: the brokers answer side by side, one request at a time on a connection."""
+    return max((after[port] - before.get(port, 0.0) for port in after), default=0.0)
+
+
+def cli_startup_s(rounds: int = 3) -> float:
+    """The CLI's own start-up (interpreter, imports, configuration; no broker: ``kafkatxn config
+    show``), median of ``rounds`` runs: part of every command's floor."""
+    return statistics.median(
+        run_measured([sys.executable, "-m", "kafkatxn", "config", "show", "-b", "127.0.0.1:9"]).seconds for _ in range(rounds))
+
+
+def floor_figures(figures: dict, name: str, median_s: float, broker_ms: float, startup_s: float) -> float | None:
+    """A command's floor beside its time (issue 38 item 1): ``NAME_broker_time_s`` (the busiest broker's
+    time answering its requests), ``NAME_floor_s`` (that plus ``startup_s``: 0 for a running exporter's
+    scrape) and ``NAME_vs_floor`` (its median over the floor), added to ``figures``; returns the last.
+    A lower bound: the rounds a command must make one after another (metadata first) are not added up."""
+    floor_s = startup_s + broker_ms / 1000
+    figures[f"{name}_broker_time_s"] = round(broker_ms / 1000, 3)
+    figures[f"{name}_floor_s"] = round(floor_s, 3)
+    vs = round(median_s / floor_s, 2) if floor_s > 0 else None
+    figures[f"{name}_vs_floor"] = vs
+    return vs
+
+
 def counted_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {api: after[api] - before.get(api, 0) for api in sorted(after) if after[api] - before.get(api, 0)}
 

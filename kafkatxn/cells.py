@@ -13,7 +13,7 @@ import re
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from kafkatxn.durations import format_duration_ms
-from kafkatxn.plain import to_plain
+from kafkatxn.plain import RecordColumns, to_plain
 
 DURATION_SUFFIXES = ("age_ms", "duration_ms", "timeout_ms")
 TIME_SUFFIXES = ("timestamp_ms", "time_ms", "_at_ms", "until_ms")
@@ -65,10 +65,12 @@ class RecordRows(list):
 
 
 def _values(column: str, plain: Sequence[Any], record: bool) -> list:
+    if type(plain) is RecordColumns:  # rows held as columns: the column itself
+        return list(plain.column(column))
     return list(map(operator.attrgetter(column), plain)) if record else [row.get(column) for row in plain]
 
 
-def column_cells(column: str, plain: Sequence[dict] | RecordRows) -> list[str]:
+def column_cells(column: str, plain: Sequence[dict] | RecordRows | RecordColumns) -> list[str]:
     """:func:`table_cell` of ``column`` in every row: a whole column at a time, strings and plain
     integers of a column that is not a duration or a time without a call each."""
     return _cells(column, _values(column, plain, type(plain) is RecordRows))
@@ -136,7 +138,9 @@ def measure(column: str, plain: Sequence[dict] | RecordRows) -> Measured:
     values = _values(column, plain, record)
 
     def values_of(start: int, stop: int) -> list:
-        return _values(column, plain[start:stop], record)
+        return values[start:stop] if held else _values(column, plain[start:stop], record)
+
+    held = type(plain) is RecordColumns  # the column read once above is the cells' values
 
     human = column.endswith(DURATION_SUFFIXES + TIME_SUFFIXES)
     kinds = set(map(type, values))

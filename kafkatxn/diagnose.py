@@ -22,9 +22,10 @@ from __future__ import annotations
 import shlex
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, fields, replace
-from operator import attrgetter
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from itertools import compress, islice, repeat
+from dataclasses import dataclass, field, replace
+from operator import attrgetter, is_, lt, ne, or_
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from kafkatxn import (
     defaults, facts, group_positions, facts_lso, spark_readers, untracked, verdicts,
@@ -35,6 +36,7 @@ from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exi
 from kafkatxn.gaps import Gap, explain, gap_of
 from kafkatxn.model import Missing, ProducerState, QueryReader, TopicPartition
 from kafkatxn.output import Report
+from kafkatxn.plain import RecordColumns
 from kafkatxn.diagnose_rows import RISK, Action, GroupSummary, PartitionDiagnosis, PinningTransaction, TxnVerdict
 from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict
 from kafkatxn.verdicts_groups import GroupVerdict
@@ -46,8 +48,6 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
 
 # A pinning transaction at least this old makes the diagnosis critical: check's --txn-age-crit default.
 CRITICAL_AGE_MS = parse_duration_ms(defaults.CHECK_TXN_AGE_CRIT)
-PARTITION_FIELDS = tuple(f.name for f in fields(PartitionDiagnosis))
-_VERDICT, _GAP, _LAG, _LAG_TO_HW = (attrgetter(name) for name in ("verdict", "gap", "lag_messages", "lag_to_hw_messages"))
 
 
 def _pin(gs: facts_lso.GroupSnapshot, tp: TopicPartition) -> OpenTransaction | None:
@@ -214,16 +214,15 @@ def diagnose(snapshot: facts_lso.HeldGroupSnapshot, groups_arg: str = "", critic
     """Decide over ``snapshot``; ``groups_arg`` names the groups as the user did (for commands to copy)."""
     gs = snapshot.groups
     now = snapshot.taken_at_ms
-    rows = group_positions.group_lags(gs)
+    # Held as columns (plain.RecordColumns); each row's read_committed lag as group_positions found it.
+    rows, read_committed_lags = group_positions.group_lag_columns(gs)
     max_timeout = snapshot.max_transaction_timeout_ms
 
-    # Pinning producers, and what each holds.
+    # Pinning producers, and what each holds: from the rows held (blocked or waiting), found in C.
     pins: dict[int, _Pin] = {}
     pin_of: dict[TopicPartition, ProducerState] = {}
     held_at: dict[tuple[str, TopicPartition], TopicPartition] = {}
-    for r in rows:
-        if r.verdict is not GroupVerdict.blocked and r.verdict is not GroupVerdict.waiting:
-            continue
+    for r in rows.fields(_where_either(rows.column("verdict"), GroupVerdict.blocked, GroupVerdict.waiting)):
         tp = _held_at(gs, r)
         held_at[(r.group, TopicPartition(r.topic, r.partition))] = tp
         pinning = _pin(gs, tp)
@@ -281,23 +280,29 @@ def diagnose(snapshot: facts_lso.HeldGroupSnapshot, groups_arg: str = "", critic
         )
 
     tid_of = {t.producer_id: t.transactional_id for t in transactions}
-    read_committed_lag = group_positions.read_committed_lag
-
-    def values() -> Iterator[tuple]:
-        for r in rows:
-            gap = gap_of(r)
-            state = None
-            if gap is Gap.blocked or gap is Gap.waiting:
-                tp = TopicPartition(r.topic, r.partition)
-                state = pin_of.get(held_at.get((r.group, tp), tp))
-            holder = holder_of.get(state.producer_id) if state else None
-            yield (r.group, r.topic, r.partition, r.committed_offset, r.last_stable_offset, r.high_watermark,
-                   read_committed_lag(r), r.lag_to_lso_messages, r.lag_to_hw_messages, r.verdict, gap,
-                   explain(r, gap, f"{holder} (producer {state.producer_id})" if state and holder and not holder.startswith("producer") else holder),
-                   state.producer_id if state else None, tid_of.get(state.producer_id) if state else None)
-
-    # 100,000 rows at 5,000 groups: made as the frozen dataclass's __init__ makes them, a dict each.
-    partitions: list[PartitionDiagnosis] = group_positions.frozen_rows(PartitionDiagnosis, PARTITION_FIELDS, values())
+    # Every row read once as a named tuple of its fields (no object made per row) for gaps.py's rules.
+    views = rows.fields()
+    gap_column = list(map(gap_of, views))
+    holders: list[str | None] = [None] * len(views)
+    producer_ids: list[int | None] = [None] * len(views)
+    transactional_ids: list[str | None] = [None] * len(views)
+    for i in _where_either(gap_column, Gap.blocked, Gap.waiting):  # the few held: who holds each
+        r = views[i]
+        tp = TopicPartition(r.topic, r.partition)
+        state = pin_of.get(held_at.get((r.group, tp), tp))
+        if state is None:
+            continue
+        holder = holder_of.get(state.producer_id)
+        holders[i] = f"{holder} (producer {state.producer_id})" if holder and not holder.startswith("producer") else holder
+        producer_ids[i], transactional_ids[i] = state.producer_id, tid_of.get(state.producer_id)
+    # 100,000 rows at 5,000 groups: held as columns, the group-lag rows' own columns shared.
+    same = ("group", "topic", "partition", "committed_offset", "last_stable_offset", "high_watermark", "lag_to_lso_messages",
+            "lag_to_hw_messages", "verdict")
+    partitions = RecordColumns(PartitionDiagnosis, {
+        **{name: rows.column(name) for name in same}, "lag_messages": read_committed_lags, "gap": gap_column,
+        "explanation": list(map(explain, views, gap_column, holders)), "producer_id": producer_ids,
+        "transactional_id": transactional_ids,
+    })
 
     summaries = group_summaries(partitions, holder_of)
     code, undetermined = _findings(partitions, transactions, critical_age_ms, lag_threshold)
@@ -308,30 +313,56 @@ def diagnose(snapshot: facts_lso.HeldGroupSnapshot, groups_arg: str = "", critic
     )
 
 
-def group_summaries(partitions: Iterable[PartitionDiagnosis], holder_of: dict[int, str]) -> list[GroupSummary]:
-    by_group: dict[str, list[PartitionDiagnosis]] = defaultdict(list)
-    for p in partitions:
-        by_group[p.group].append(p)
+def _where_either(column: Sequence, first: object, second: object) -> Iterator[int]:
+    """The indices of ``column`` holding ``first`` or ``second`` (by identity), found in C."""
+    return compress(range(len(column)), map(or_, map(is_, column, repeat(first)), map(is_, column, repeat(second))))
+
+
+def _column(partitions: Sequence[PartitionDiagnosis], name: str) -> Sequence:
+    """Every row's ``name``: the column itself of rows held as columns."""
+    return partitions.column(name) if type(partitions) is RecordColumns else list(map(attrgetter(name), partitions))
+
+
+def _group_spans(groups: Sequence[str]) -> list[tuple[str, range | list[int]]]:
+    """Each group of ``groups`` (a column) in sorted order, with the positions of its rows: the runs
+    of equal names where each group's rows are one run in sorted order (as group_positions makes
+    them: found in C), else gathered one by one."""
+    n = len(groups)
+    starts = [0, *compress(range(1, n), map(ne, islice(groups, 1, None), groups))] if n else []
+    names = [groups[i] for i in starts]
+    if all(map(lt, names, islice(names, 1, None))):
+        return [(name, range(start, stop)) for name, start, stop in zip(names, starts, [*starts[1:], n])]
+    by_group: dict[str, list[int]] = defaultdict(list)
+    for i, group in enumerate(groups):
+        by_group[group].append(i)
+    return [(group, by_group[group]) for group in sorted(by_group)]
+
+
+def group_summaries(partitions: Sequence[PartitionDiagnosis], holder_of: dict[int, str]) -> list[GroupSummary]:
+    columns = [_column(partitions, name) for name in ("verdict", "gap", "lag_messages", "lag_to_hw_messages", "producer_id")]
     out = []
     blocked_, lagging_, waiting_, unknown_ = GroupVerdict.blocked, GroupVerdict.lagging, GroupVerdict.waiting, GroupVerdict.unknown
-    for group in sorted(by_group):
-        ps = by_group[group]
-        counts = Counter(map(_VERDICT, ps))  # a group's partitions counted per verdict in C: 100,000 rows at 5,000 groups
+    for group, at in _group_spans(_column(partitions, "group")):
+        # A group's partitions read a column at a time, counted per verdict in C: 100,000 rows at 5,000 groups.
+        if type(at) is range:
+            verdicts, gaps, lags, to_hw, producers = (column[at.start:at.stop] for column in columns)
+        else:
+            verdicts, gaps, lags, to_hw, producers = ([column[i] for i in at] for column in columns)
+        counts = Counter(verdicts)
         blocked, lagging, waiting = counts[blocked_], counts[lagging_], counts[waiting_]
         status = "blocked" if blocked else "lagging" if lagging else "unknown" if counts[unknown_] else "waiting" if waiting else "caught_up"
-        gaps = list(map(_GAP, ps))
         out.append(
             GroupSummary(
                 group=group,
                 status=status,
-                partitions=len(ps),
+                partitions=len(verdicts),
                 blocked_partitions=blocked,
                 lagging_partitions=lagging,
-                lag_messages=sum(map(_LAG, ps)),
-                lag_to_hw_messages=sum(map(_LAG_TO_HW, ps)),
-                phantom_messages=sum(p.lag_to_hw_messages for p, g in zip(ps, gaps) if g is Gap.phantom) if Gap.phantom in gaps else 0,
-                pinned_by=tuple(sorted({holder_of.get(p.producer_id, f"producer {p.producer_id}") for p in ps
-                                        if (p.verdict is blocked_ or p.verdict is waiting_) and p.producer_id is not None}))
+                lag_messages=sum(lags),
+                lag_to_hw_messages=sum(to_hw),
+                phantom_messages=sum(h for h, g in zip(to_hw, gaps) if g is Gap.phantom) if Gap.phantom in gaps else 0,
+                pinned_by=tuple(sorted({holder_of.get(pid, f"producer {pid}") for v, pid in zip(verdicts, producers)
+                                        if (v is blocked_ or v is waiting_) and pid is not None}))
                 if blocked or waiting else (),
             )
         )
@@ -346,9 +377,11 @@ def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[P
     (:func:`verdicts_groups.blocked_severity`); undetermined when a pinning transaction could not be
     decided, or a blocked partition's transaction was not found."""
     code = EXIT_OK
-    found = set(map(_VERDICT, partitions))  # the verdicts present, in C; a lagging partition is a finding by its lag
+    verdicts = _column(partitions, "verdict")
+    found = set(verdicts)  # the verdicts present, in C; a lagging partition is a finding by its lag
     if GroupVerdict.blocked in found or GroupVerdict.unknown in found or (GroupVerdict.lagging in found and any(
-            verdicts_groups.lag_is_finding(p.verdict, p.lag_messages, lag_threshold) for p in partitions if p.verdict is GroupVerdict.lagging)):
+            verdicts_groups.lag_is_finding(v, lag, lag_threshold)
+            for v, lag in zip(verdicts, _column(partitions, "lag_messages")) if v is GroupVerdict.lagging)):
         code = EXIT_WARNING
     if any(
         verdicts_groups.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts_groups.is_too_old(t.age_ms, critical_age_ms),
@@ -358,7 +391,7 @@ def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[P
     ):
         code = EXIT_CRITICAL
     undetermined = any(t.verdict is TxnVerdict.undetermined for t in transactions) or (GroupVerdict.blocked in found and any(
-        p.gap is Gap.blocked and p.producer_id is None for p in partitions
+        g is Gap.blocked and pid is None for g, pid in zip(_column(partitions, "gap"), _column(partitions, "producer_id"))
     ))
     return code, undetermined
 
@@ -402,7 +435,8 @@ def run(
     args = " ".join([f"--group {_quote(g)}" for g in groups or []] + [f"--spark-checkpoint {_quote(c)}" for c in spark_checkpoints if not every_group])
     args += "".join(f" --topic {_quote(t)}" for t in topics or [])
     result = with_history(cluster, diagnose(snapshot, args.strip(), lag_threshold=lag_threshold))
-    result.queries = spark_readers.query_rows(queries, result.partitions)
+    # No query among the readers: no row to look at (100,000 at 5,000 groups).
+    result.queries = spark_readers.query_rows(queries, result.partitions if queries else ())
     # A writer whose ledger is behind its checkpoint lost output: a finding (one ahead is a replay about to be skipped).
     if any(q.writer_state == "behind" for q in result.queries):
         result.exit_code = int(worst([Status(result.exit_code), Status.WARNING]))

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_, is_not
-from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Mapping, Sequence, TypeVar
 
 from kafkatxn import lost_commit
 from kafkatxn.gather import in_one_run
@@ -24,6 +24,7 @@ from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.group_positions import GroupLag, group_lags, pin_facts, read_committed_lag
 from kafkatxn.facts_lso import DEFAULT_PROBE_MAX_GAP, GroupSnapshot, LsoSnapshot, take_group_snapshot, take_snapshot
 from kafkatxn.model import Missing, TopicPartition
+from kafkatxn.plain import RecordColumns
 from kafkatxn.verdicts_age import best_age_ms
 from kafkatxn.verdicts_groups import (
     DEFAULT_LAG_THRESHOLD, GroupVerdict, Severity, block_severity, blocked_severity, is_too_old,
@@ -147,8 +148,10 @@ def with_movement(rows: Sequence[R], moved: Mapping[TopicPartition, bool | None]
 def sort_rows(rows: Sequence[R], sort: str | None = None, top: int | None = None) -> list[R]:
     """Largest lag (``lag``) or oldest pinning transaction (``age``) first; ``top`` keeps the first K.
 
-    Without ``sort`` the rows keep their order. Ties keep topic and partition order.
+    Without ``sort`` the rows keep their order (rows held as columns stay so). Ties keep topic and partition order.
     """
+    if sort is None and type(rows) is RecordColumns:
+        return rows[:top] if top is not None else rows  # type: ignore[return-value]
     out = list(rows)
     if sort == "lag":
         out.sort(key=lambda r: -(r.lag_messages if isinstance(r, PartitionLag) else r.lag_to_lso_messages))
@@ -160,12 +163,24 @@ def sort_rows(rows: Sequence[R], sort: str | None = None, top: int | None = None
     return out[:top] if top is not None else out
 
 
-_VERDICT, _PRODUCER_ID, _LOST_COMMIT = attrgetter("verdict"), attrgetter("producer_id"), attrgetter("txn_lost_commit")
-
-
 def _listed(rows: Iterable[R]) -> Sequence[R]:
     """``rows`` as a sequence, to be walked more than once."""
     return rows if isinstance(rows, (list, tuple)) else list(rows)
+
+
+def _rows_where(rows: Iterable[R], name: str, test: Callable[[object, object], object] | None = None,
+                value: object = None) -> Iterable[R]:
+    """The rows whose field ``name`` passes ``test(field, value)`` (its truth when None), in order,
+    found in C: caught-up rows, most of 100,000, are not looked at one by one. Rows held as columns
+    (:class:`kafkatxn.plain.RecordColumns`) are read from the column; only the rows found are made,
+    as read-only views of their fields (:meth:`~kafkatxn.plain.RecordColumns.fields`)."""
+    if type(rows) is RecordColumns:
+        column = rows.column(name)
+        found = compress(range(len(column)), column if test is None else map(test, column, repeat(value)))
+        return rows.fields(found)
+    rows = _listed(rows)
+    values = map(attrgetter(name), rows)
+    return compress(rows, values if test is None else map(test, values, repeat(value)))
 
 
 def blocked_row_severity(row: GroupLag, critical_age_ms: int | None) -> Severity:
@@ -198,9 +213,8 @@ def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEF
     hangs, lost its COMMIT marker, is past its own timeout, or is at least ``critical_age_ms`` old.
     (A block behind a transaction whose verdict is undetermined is :func:`undetermined_pins`.)"""
     code = EXIT_OK
-    rows = _listed(rows)
     # Caught-up rows (most of 100,000) decide nothing: left out in C, not looked at one by one.
-    for r in compress(rows, map(is_not, map(_VERDICT, rows), repeat(GroupVerdict.caught_up))):
+    for r in _rows_where(rows, "verdict", is_not, GroupVerdict.caught_up):
         verdict = r.verdict
         if verdict is GroupVerdict.blocked or verdict is GroupVerdict.waiting:
             if blocked_row_severity(r, critical_age_ms) is Severity.critical:
@@ -216,8 +230,7 @@ def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEF
 def offsets_hints(rows: Iterable[GroupLag]) -> list[str]:
     """For each group blocked through its offsets partition, what holds it and where the fix is."""
     out: dict[str, str] = {}
-    rows = _listed(rows)
-    for r in compress(rows, map(is_, map(_VERDICT, rows), repeat(GroupVerdict.blocked))):
+    for r in _rows_where(rows, "verdict", is_, GroupVerdict.blocked):
         if r.blocked_through and r.group not in out:
             who = f"producer {r.producer_id}" + (f" ({r.transactional_id})" if r.transactional_id else "") \
                 if r.producer_id is not None else "a transaction not found (it may just have ended)"
@@ -231,9 +244,8 @@ def undetermined_pins(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | Group
     partition, as the parts that did not answer: the answer is undetermined (exit 3) unless a
     critical finding stands, never a reassuring "not hanging"."""
     out: dict[TopicPartition, Missing] = {}
-    rows = _listed(rows)
     # The rows with a pinning transaction (a few of 100,000 group rows), found in C.
-    for r in compress(rows, map(is_not, map(_PRODUCER_ID, rows), repeat(None))):
+    for r in _rows_where(rows, "producer_id", is_not, None):
         if r.txn_hanging is not None:
             continue
         tp = TopicPartition(r.topic, r.partition)
@@ -249,8 +261,7 @@ def restore_hints(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | GroupLag]
     """For each pinning transaction of ``rows`` that lost its COMMIT marker, the command that
     releases it: ``restore-commit``, never ``abort`` (which would drop committed records)."""
     out: dict[TopicPartition, str] = {}
-    rows = _listed(rows)
-    for r in compress(rows, map(_LOST_COMMIT, rows)):  # the rows behind a lost COMMIT marker, found in C
+    for r in _rows_where(rows, "txn_lost_commit"):  # the rows behind a lost COMMIT marker, found in C
         tp = TopicPartition(r.topic, r.partition)
         if tp not in out and (pin := snapshot.pin(tp)) is not None:
             out[tp] = lost_commit.restore_note(tp, pin.producer_id, pin.start_offset)

@@ -21,7 +21,7 @@ from kafkatxn.cells import (
     DURATION_SUFFIXES, TIME_SUFFIXES, Measured, RecordRows, cell_text, column_cells, measure, simple_table_lines,
     printable_ascii, stream_lines, table_cell, text_rows,
 )
-from kafkatxn.plain import json_rows, record_fields, to_plain, write_json
+from kafkatxn.plain import RecordColumns, json_rows, record_fields, to_plain, write_json
 
 
 # Tables are for people at a terminal: without --wide they keep to its width (this one when stdout is
@@ -314,8 +314,10 @@ def render(
     if fmt == "json":
         write_json(json_rows(rows), out)
         return
-    if fmt in ("table", "csv", "tsv") and rows and set(columns) <= record_fields(type(rows[0])) and all(type(r) is type(rows[0]) for r in rows):
-        plain: Sequence[dict] | RecordRows = RecordRows(rows)
+    if fmt in ("table", "csv", "tsv") and type(rows) is RecordColumns and set(columns) <= set(rows.names):
+        plain: Sequence[dict] | RecordRows | RecordColumns = rows  # its cells read a column at a time, no row made
+    elif fmt in ("table", "csv", "tsv") and rows and set(columns) <= record_fields(type(rows[0])) and all(type(r) is type(rows[0]) for r in rows):
+        plain = RecordRows(rows)
     else:
         plain = [to_plain(r) for r in rows]
     if fmt == "jsonl":

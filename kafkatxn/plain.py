@@ -10,9 +10,10 @@ import dataclasses
 import enum
 import json
 import operator
-from itertools import chain
-from typing import Any, Callable, Iterator, Sequence, TextIO
-
+from collections import namedtuple
+from collections.abc import Sequence
+from itertools import chain, repeat
+from typing import Any, Callable, Iterable, Iterator, Mapping, TextIO
 
 # Exact types that are already JSON-ready (an enum of str or int has its own type, so is not here).
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
@@ -106,6 +107,99 @@ def json_ready(value: Any) -> Any:
     return to_plain(value)
 
 
+def made_rows(cls: type, names: tuple[str, ...], values: Iterable[tuple]) -> list:
+    """Instances of the frozen dataclass ``cls`` with ``names`` (its fields, in order) set to each of
+    ``values``: the instances its ``__init__`` makes, equal and hashing alike, without its
+    ``object.__setattr__`` per field. Only for classes without ``__post_init__``, slots or default factories."""
+    # What __init__ would do beyond setting the fields, or a field left out, must not pass silently
+    # (a field left out would read as its class-level default).
+    if names != tuple(f.name for f in dataclasses.fields(cls)) or hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
+        raise TypeError(f"made_rows cannot make {cls.__name__} rows with fields {names}")
+    new = object.__new__
+    rows = []
+    append = rows.append
+    for v in values:
+        row = new(cls)
+        row.__dict__.update(zip(names, v, strict=True))
+        append(row)
+    return rows
+
+
+_VIEWS: dict[type, type] = {}  # per row class, the named tuple RecordColumns.fields reads rows as
+
+
+class RecordColumns(Sequence):
+    """Rows of the frozen dataclass ``cls`` held as one sequence per field (``columns``, by name), not
+    as an object each: ``lso --groups`` and ``diagnose`` make 100,000 at 5,000 groups, and print them
+    a column at a time (:func:`write_json`, the tables of :mod:`kafkatxn.cells`). Read as a sequence
+    it is the list of its rows, each made as ``cls(**fields)`` makes it (:func:`made_rows`): one when
+    indexed, all of them (once) when walked; :meth:`column` reads a field without making any."""
+
+    __slots__ = ("_columns", "_length", "_rows", "cls", "names")
+
+    def __init__(self, cls: type, columns: Mapping[str, Sequence]):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        if set(columns) != set(names) or hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
+            raise TypeError(f"RecordColumns cannot hold {cls.__name__} rows with fields {sorted(columns)}")
+        lengths = {len(c) for c in columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of unequal lengths {sorted(lengths)}")
+        self.cls, self.names = cls, names
+        self._columns = {name: columns[name] for name in names}
+        self._length = lengths.pop() if lengths else 0
+        self._rows: list | None = None
+
+    def column(self, name: str) -> Sequence:
+        """Every row's ``name``, in order."""
+        return self._columns[name]
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):  # an int or a slice, as a list takes them
+        if isinstance(index, slice):
+            return RecordColumns(self.cls, {name: column[index] for name, column in self._columns.items()})
+        if self._rows is not None:
+            return self._rows[index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("RecordColumns index out of range")
+        return made_rows(self.cls, self.names, [tuple(column[index] for column in self._columns.values())])[0]
+
+    def rows(self) -> list:
+        """The rows, made once."""
+        if self._rows is None:
+            self._rows = made_rows(self.cls, self.names, zip(*self._columns.values())) if self._length else []
+        return self._rows
+
+    def __iter__(self) -> Iterator:
+        return iter(self.rows())
+
+    def fields(self, indices: Iterable[int] | None = None) -> list:
+        """The rows at ``indices`` (every row when None), in that order, to be read and not kept: named
+        tuples of the rows' fields (a tuple each, not a ``cls``), for the few a pass looks at one by one."""
+        view = _VIEWS.get(self.cls)
+        if view is None:
+            view = _VIEWS[self.cls] = namedtuple(f"{self.cls.__name__}Fields", self.names)  # type: ignore[misc]
+        columns = self._columns.values()
+        if indices is None:
+            return list(map(tuple.__new__, repeat(view), zip(*columns)))
+        indices = indices if isinstance(indices, (list, range)) else list(indices)
+        # Each column's values at ``indices`` picked in C, then put together row by row.
+        return list(map(tuple.__new__, repeat(view), zip(*(list(map(column.__getitem__, indices)) for column in columns))))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RecordColumns):
+            return self.rows() == other.rows()
+        return isinstance(other, (list, tuple)) and self.rows() == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # as a list's
+
+    def __repr__(self) -> str:
+        return f"RecordColumns({self.cls.__name__}, {self._length} rows)"
+
+
 # ``json.dump(indent=2)`` runs Python's own encoder (the C one only writes without indent), token by
 # token: most of the time of a large ``lso --groups -o json``. :func:`json_text` writes the
 # same text with the C encoder: a list of flat objects (rows of plain values) in one call, its
@@ -194,14 +288,19 @@ def _sequences_text(values: list, depth: int) -> tuple[list, bool] | None:
     return out, False
 
 
-def _record_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
+def _record_rows_pieces(rows: list | RecordColumns, depth: int) -> Iterator[str] | None:
     """What indent=2 writes of ``[to_plain(r) for r in rows]`` at ``depth``, in pieces, when ``rows``
-    are records of one type with fields; None otherwise."""
-    cls = type(rows[0])
-    record = _record_of(cls)
-    if record is None or not record[0] or len(set(map(type, rows))) != 1:
-        return None
-    names, values_of = record
+    are records of one type with fields (or :class:`RecordColumns`: read a column at a time); None otherwise."""
+    held = rows if type(rows) is RecordColumns else None
+    if held is not None:
+        names = held.names
+        record = _record_of(held.cls)
+    else:
+        record = _record_of(type(rows[0]))
+        if record is None or not record[0] or len(set(map(type, rows))) != 1:
+            return None
+        names = record[0]
+    values_of = record[1] if record is not None else None
     width = len(names)
     row_pad, field_pad = "\n" + "  " * (depth + 1), "\n" + "  " * (depth + 2)
     keys = [json.dumps(n).replace("%", "%%") + ": " for n in names]
@@ -211,12 +310,16 @@ def _record_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
     def pieces() -> Iterator[str]:
         for start in range(0, len(rows), _ROWS_PER_PIECE):
             part = rows[start:start + _ROWS_PER_PIECE]
-            values = list(chain.from_iterable(map(values_of, part)))  # row after row
-            columns = [values[i::width] for i in range(width)]
+            if held is not None:  # held as columns: each one sliced, the rows' values laid out row after row below
+                columns = [held.column(name)[start:start + _ROWS_PER_PIECE] for name in names]
+                values = [None] * (len(part) * width)
+            else:
+                values = list(chain.from_iterable(map(values_of, part)))  # row after row
+                columns = [values[i::width] for i in range(width)]
             texts = [_column_text(column, depth + 2) for column in columns]
             if None not in texts:
                 for i, column, (text, _) in zip(range(width), columns, texts):
-                    if text is not column:
+                    if text is not column or held is not None:
                         values[i::width] = text
                 quoted = tuple(q for _, q in texts)
                 template = templates.get((quoted, len(part)))
@@ -234,6 +337,12 @@ def _record_rows_pieces(rows: list, depth: int) -> Iterator[str] | None:
 
 def _pieces(value: Any, depth: int) -> Iterator[str]:
     cls = type(value)
+    if cls is RecordColumns:
+        if len(value):
+            yield from _record_rows_pieces(value, depth)  # type: ignore[misc]
+        else:
+            yield "[]"
+        return
     if (cls is dict or cls is list) and value:
         inner, close = "\n" + "  " * (depth + 1), "\n" + "  " * depth
         if cls is list:
@@ -259,6 +368,8 @@ def _pieces(value: Any, depth: int) -> Iterator[str]:
 def json_rows(rows: Sequence[Any]) -> list:
     """``rows`` ready for :func:`write_json`: records of one type as they are (written without a dict
     each), anything else :func:`json_ready` row by row."""
+    if type(rows) is RecordColumns:
+        return rows  # type: ignore[return-value]
     rows = rows if type(rows) is list else list(rows)
     if rows and _record_of(type(rows[0])) is not None and len(set(map(type, rows))) == 1:
         return rows

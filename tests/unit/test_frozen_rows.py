@@ -1,14 +1,14 @@
-"""group_positions.frozen_rows makes the 100,000 rows of lso --groups and diagnose without a frozen
-dataclass's __init__: the rows must be the ones __init__ makes, and a mismatch must not pass silently."""
+"""plain.made_rows makes the rows of lso --groups and diagnose held as columns (plain.RecordColumns) without
+a frozen dataclass's __init__: the rows must be the ones __init__ makes, and a mismatch must not pass silently."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import pytest
 
-from kafkatxn.diagnose_rows import PartitionDiagnosis
-from kafkatxn.group_positions import GROUP_LAG_FIELDS, GroupLag, frozen_rows
+from kafkatxn.group_positions import GROUP_LAG_FIELDS, GroupLag
+from kafkatxn.plain import made_rows as frozen_rows
 from kafkatxn.verdicts_groups import GroupVerdict
 
 
@@ -38,9 +38,3 @@ def test_a_row_short_of_a_field_or_a_class_it_cannot_make_is_an_error():
 
     with pytest.raises(TypeError):  # __init__ would do more than set the fields
         frozen_rows(Checked, ("a",), [(1,)])
-
-
-def test_diagnose_rows_have_the_fields_it_makes_them_with():
-    from kafkatxn.diagnose import PARTITION_FIELDS
-
-    assert PARTITION_FIELDS == tuple(f.name for f in fields(PartitionDiagnosis))
