@@ -115,6 +115,30 @@ def top_frames(folded: Path, n: int = 8) -> list[str]:
     return [f"{100 * c / total:5.1f}% {frame}" for frame, c in own.most_common(n)]
 
 
+# Functions whose inclusive share of one scrape's samples is printed, per thread.
+SPOTS = ("gather_snapshot", "committed_offsets_matching", "offsets_and_producers", "finish_group_snapshot", "first_readable_offsets",
+         "probe_rounds", "log_starts", "group_samples", "metric_families", "iter_parts", "send_all", "_reused", "_encode", "encode",
+         "_decode", "read_fetch", "_decode_fetch", "read_offset_fetch", "read_metadata", "read_list_offsets", "select")
+
+
+def inclusive(folded: Path) -> dict[str, Counter]:
+    """Per thread, the samples in all and those whose stack holds each of :data:`SPOTS`."""
+    out: dict[str, Counter] = {}
+    for line in folded.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        head, _, rest = stack.partition(";")
+        thread = head.split(": ", 1)[-1]
+        names = {frame.split(" (", 1)[0].rsplit(".", 1)[-1] for frame in rest.split(";")}
+        c = out.setdefault(thread, Counter())
+        c["(all)"] += int(count)
+        for spot in SPOTS:
+            if spot in names:
+                c[spot] += int(count)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("hold", type=Path)
@@ -195,6 +219,10 @@ def main() -> int:
                 print("  py-spy, every thread, top frames by own time (idle included):")
                 for line in top_frames(out):
                     print(f"    {line}")
+                for thread, c in inclusive(out).items():
+                    if c["(all)"] >= 20:
+                        print(f"  thread {thread}: {c['(all)']} samples (100 a second); inclusive: "
+                              + ", ".join(f"{spot} {n}" for spot, n in c.most_common() if spot != "(all)"))
     return 1 if failed else 0
 
 
