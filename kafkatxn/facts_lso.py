@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from itertools import chain
 from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
@@ -339,7 +340,11 @@ def finish_group_snapshot(
     ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
     and the probes (those ``memo`` still knows the answer of are not read again: the exporter's)."""
     offsets_of = group_offsets_partitions(cluster, by_group)
-    lso = take_snapshot(cluster, set().union(*by_group.values(), offsets_of.values()), None, max_transaction_timeout_ms, settled)
+    # The groups' partitions in the order their commits came (a group's are a topic's, in a row):
+    # take_snapshot sorts them, and runs sort in a tenth of a set's hash order (100,000 partitions).
+    wanted = dict.fromkeys(chain.from_iterable(by_group.values()))
+    wanted.update(dict.fromkeys(offsets_of.values()))
+    lso = take_snapshot(cluster, wanted, None, max_transaction_timeout_ms, settled)
     missing.extend(lso.missing)
     unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     rounds = probe_rounds(by_group, lso.offsets, probe_max_gap)
