@@ -91,11 +91,9 @@ class LabelRows:
         return list(map("".join, zip(*self.pieces())))
 
     def pieces(self) -> list[list[str]]:
-        """Each row's label text in pieces, a column per piece: the first label's ``{name="value",``,
-        then the rest's ``name="value",...}`` (names sorted, values escaped). A piece is made once per
-        distinct value and shared by its rows: at 20,000 groups x 20 partitions 400,000 label texts
-        would be held through the exposition (50 MB), where 20,000 group pieces and 100,000
-        partition-and-topic pieces say the same."""
+        """Each row's label text in pieces, a column per piece: the first label's ``{name="value",``, then
+        the rest's ``name="value",...}``, each made once per distinct value and shared by its rows (400,000
+        texts, 50 MB at 20,000 groups x 20 partitions, where 20,000 + 100,000 pieces say the same)."""
         if self._text is None:
             order = sorted(self.names)
             columns = [self.columns[self.names.index(k)] for k in order]
@@ -105,15 +103,11 @@ class LabelRows:
                 if "\\" in together or "\n" in together or '"' in together:
                     escaped = {v: _escape_value(v) for v in set(column) if "\\" in v or "\n" in v or '"' in v}
                     columns[i] = [escaped.get(v, v) for v in column]
-            if len(order) == 1:
-                first_close, rest_template = '"}', None
-            else:
-                first_close, rest_template = '",', ",".join(f'{k}="%s"' for k in order[1:]) + "}"
+            first_close, rest_template = ('",', ",".join(f'{k}="%s"' for k in order[1:]) + "}") if len(order) > 1 else ('"}', None)
             first = {v: f'{{{order[0]}="{v}{first_close}' for v in set(columns[0])}
             out = [list(map(first.__getitem__, columns[0]))]
             if rest_template is not None:
-                keys: Iterable = zip(*columns[1:]) if len(columns) > 2 else columns[1]
-                rest = {k: rest_template % k for k in dict.fromkeys(keys)}
+                rest = {k: rest_template % k for k in dict.fromkeys(zip(*columns[1:]) if len(columns) > 2 else columns[1])}
                 out.append(list(map(rest.__getitem__, zip(*columns[1:]) if len(columns) > 2 else columns[1])))
             self._text = out
         return self._text
