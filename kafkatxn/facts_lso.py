@@ -352,9 +352,10 @@ def finish_group_snapshot(
     # probe answers ``memo`` kept that found a record need it too: asked in the same ListOffsets.
     uncommitted = {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0
                    for tp, c in offsets.items() if c < 0}
-    checked = memo.to_check(rounds, lso.offsets) - uncommitted if memo is not None else set()
+    # In the rounds' order (sorted): the log starts' sort of 100,000 partitions then takes a pass.
+    checked = dict.fromkeys(tp for tp in memo.to_check(rounds, lso.offsets) if tp not in uncommitted) if memo is not None else {}
     asked_starts: list[Missing] = []
-    log_start = gather.log_starts(cluster, uncommitted | checked, asked_starts)
+    log_start = gather.log_starts(cluster, [*sorted(uncommitted), *checked], asked_starts)
     # A kept answer's log start that did not arrive is no missing part: that gap is probed again.
     missing.extend(m for m in asked_starts if m.subject not in checked)
     first_readable: dict[tuple[TopicPartition, int], int | None] = {}
@@ -407,8 +408,9 @@ class ProbeMemo:
         self._cluster_id = cluster_id
         return self
 
-    def to_check(self, rounds: Iterable[Mapping[TopicPartition, int]], offsets: Mapping[TopicPartition, Offsets]) -> set[TopicPartition]:
-        """The partitions whose log start :meth:`answers` needs: those a kept answer found a record on.
+    def to_check(self, rounds: Iterable[Mapping[TopicPartition, int]], offsets: Mapping[TopicPartition, Offsets]) -> list[TopicPartition]:
+        """The partitions whose log start :meth:`answers` needs: those a kept answer found a record on, in
+        the rounds' order.
         The kept answers still valid (LSO and HW as they were, not too old) are looked up here, once
         per gap (100,000 at 20,000 groups x 20 partitions), for :meth:`answers`."""
         now, max_age = self._clock(), self.max_age_s
@@ -423,7 +425,7 @@ class ProbeMemo:
                 if o is not None and now - kept[3] <= max_age and kept[0] == o.last_stable_offset and kept[1] == o.high_watermark:
                     valid[key] = kept
         self._valid = valid
-        return {key[0] for key, kept in valid.items() if kept[2] is not None}
+        return list(dict.fromkeys(key[0] for key, kept in valid.items() if kept[2] is not None))
 
     def answers(self, starts: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, Offsets],
                 log_start: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
