@@ -6,6 +6,8 @@ and per consumer group (issue 38 item 3).
     python bench/bench_sizes.py --sizes 5000,15000,50000 --brokers 3
     python bench/bench_sizes.py --sizes 1000,2000,4000 --rounds 1 --brokers 1   # smoke
     python bench/bench_sizes.py --no-groups                      # the partition part alone
+    python bench/bench_sizes.py --sizes 3000,10000,30000 --brokers 3 --hold /tmp/held-sizes.json
+                                                                 # grow, seed, keep: for A/B runs; rm the file to stop
 
 Starts one cluster with harness/ (``--brokers``, ``--heap`` each; verification off so hanging
 transactions can be made; ``transaction.max.timeout.ms`` an hour, so the open transactions outlive
@@ -55,6 +57,15 @@ above its share of the largest size. The benchmark raises its soft limit to the 
 where it may: root with CAP_SYS_RESOURCE); where the hard limit is 20,000 (this machine, a container
 without that capability) a broker holds under ~19,000 partitions, hence 6 brokers for 100,000.
 Each also needs ``vm.max_map_count`` above two index maps per partition.
+
+``--hold FILE`` grows the cluster through every size of ``--sizes`` and seeds it as above, measuring
+nothing, then writes its bootstrap servers, the held pairs made and the partition and group counts
+(JSON) to FILE and keeps it, open transactions included, until FILE is removed: for A/B runs of two
+checkouts and profiles against one cluster (``bench/bench_exporter_groups.py``). Every broker serves
+JMX on loopback; while holding, a file ``FILE.ask`` is answered by ``FILE.times`` (JSON): per broker,
+per API, the count and the milliseconds its ``TotalTimeMs``, ``RequestQueueTimeMs`` and
+``LocalTimeMs`` histograms add up to since it started (count x mean), so a caller can tell what the
+brokers themselves spent on the requests of one run.
 """
 
 from __future__ import annotations
@@ -71,11 +82,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import bench_groups
 from bench_hanging import seed
 from benchlib import (
+    JMX_TOOL,
+    JmxCluster,
     Run,
     compile_kafkatxn,
     create_topics_batched,
@@ -337,6 +351,65 @@ def compare_group_findings(size: int, findings: dict, commits: dict, held_made: 
     return out
 
 
+# -- holding the cluster ------------------------------------------------------------------------
+
+# What the brokers spent on requests, per API (RequestMetrics histograms; a histogram's Mean is its
+# lifetime sum over its count, so count x mean is the milliseconds spent since the broker started).
+REQUEST_TIME_METRICS = ("TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs")
+
+
+def broker_request_times(cluster: JmxCluster) -> dict[str, dict[str, dict[str, float]]]:
+    """Per broker (node id), per API: ``count`` and the milliseconds of each of :data:`REQUEST_TIME_METRICS`
+    (all brokers read at once, one JmxTool each)."""
+
+    def one(port: int) -> dict[str, dict[str, float]]:
+        done = cluster.run_tool(JMX_TOOL, "--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi",
+                                "--object-name", "kafka.network:type=RequestMetrics,name=*TimeMs,request=*",
+                                "--attributes", "Count,Mean", "--one-time", "true", "--report-format", "properties",
+                                timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"JmxTool failed: {done.stderr[-2000:]}")
+        seen: dict[tuple[str, str], dict[str, float]] = {}
+        for line in done.stdout.splitlines():
+            # kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Fetch:Count=3
+            key, sep, value = line.rpartition("=")
+            name, _, attribute = key.rpartition(":")
+            if not sep or "request=" not in name or "name=" not in name:
+                continue
+            metric = name.split("name=", 1)[1].split(",", 1)[0]
+            api = name.split("request=", 1)[1].split(",", 1)[0]
+            if metric in REQUEST_TIME_METRICS:
+                seen.setdefault((api, metric), {})[attribute] = float(value)
+        out: dict[str, dict[str, float]] = {}
+        for (api, metric), a in seen.items():
+            row = out.setdefault(api, {})
+            row[metric] = a.get("Count", 0.0) * a.get("Mean", 0.0)
+            if metric == "TotalTimeMs":
+                row["count"] = a.get("Count", 0.0)
+        return out
+
+    with ThreadPoolExecutor(len(cluster.jmx_ports)) as pool:
+        found = dict(zip(cluster.jmx_ports, pool.map(one, cluster.jmx_ports.values())))
+    return {str(node): apis for node, apis in found.items()}
+
+
+def hold(path: Path, cluster: JmxCluster, held_made: set[Key], partitions: int, groups: int) -> None:
+    """Keep the grown and seeded cluster until ``path`` is removed (see ``--hold``); answer ``path.ask``
+    with the brokers' request times in ``path.times``."""
+    ask, times = Path(f"{path}.ask"), Path(f"{path}.times")
+    path.write_text(json.dumps({"bootstrap": cluster.bootstrap_servers, "held": sorted(held_made), "partitions": partitions,
+                                "groups": groups, "times_ask": str(ask), "times": str(times)}))
+    print(f"holding {cluster.bootstrap_servers} ({partitions:,} partitions, {groups:,} groups): remove {path} to stop; "
+          f"touch {ask} for the brokers' request times in {times}", file=sys.stderr, flush=True)
+    while path.exists():
+        if ask.exists():
+            tmp = Path(f"{times}.tmp")
+            tmp.write_text(json.dumps(broker_request_times(cluster)))
+            tmp.replace(times)
+            ask.unlink(missing_ok=True)
+        time.sleep(0.2)
+
+
 # -- where the time goes -------------------------------------------------------------------------
 
 
@@ -427,6 +500,9 @@ def main() -> int:
     parser.add_argument("--groups-per-topic", type=int, default=20, help="new groups per new topic of 100 partitions")
     parser.add_argument("--group-partitions", type=int, default=20, help="partitions per group (divides 100)")
     parser.add_argument("--profile", type=Path, help="after the largest size, profile each command (cProfile) into DIR")
+    parser.add_argument("--hold", metavar="FILE", type=Path,
+                        help="grow and seed through every size, measuring nothing; write the bootstrap servers and the "
+                             "held pairs made (JSON) to FILE and keep the cluster until FILE is removed: for A/B runs")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if sizes != sorted(sizes) or len(sizes) < 2 or any(s % PARTITIONS_PER_TOPIC for s in sizes):
@@ -447,11 +523,9 @@ def main() -> int:
     failures: list[str] = []
     per_size: dict[int, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-sizes-") as workdir:
-        jvm = [f"-Xms{args.heap}", f"-Xmx{args.heap}", "-XX:+UseParallelGC", "-XX:+ExitOnOutOfMemoryError",
-               "-Djava.awt.headless=true"]
-        cluster = KafkaCluster(Path(workdir), args.brokers, name="bench-sizes", jvm_options=jvm,
-                               broker_config={"transaction.partition.verification.enable": "false",
-                                              **bench_groups.BROKER_CONFIG})
+        # JMX on every broker (loopback): what they spent answering, for --hold's callers.
+        cluster = JmxCluster(Path(workdir), args.brokers, heap=args.heap, name="bench-sizes",
+                             broker_config={"transaction.partition.verification.enable": "false", **bench_groups.BROKER_CONFIG})
         cluster.start(timeout=240)
         try:
             bootstrap = cluster.bootstrap_servers
@@ -494,7 +568,9 @@ def main() -> int:
                     held_made |= new_held
                     figures[f"setup_commits_s_{size}"] = round(time.perf_counter() - step, 1)
                 print(f"{size:,} partitions, {group_count[size]:,} groups ready ({len(new)} topics added in {ready_s} s); "
-                      f"measuring", file=sys.stderr)
+                      f"{'held next' if args.hold else 'measuring'}", file=sys.stderr)
+                if args.hold is not None:
+                    continue
                 sized, findings = measure_size(bootstrap, size, args.rounds, seeded_at, failures)
                 compare_findings(size, findings, made, lagging, failures)
                 names = ALL
@@ -519,6 +595,10 @@ def main() -> int:
                           f"{took / group_count[size] * 1e6:.1f} us per group; findings: "
                           f"{ {k: figures[f'{k}_{size}'] for k in compared} }")
                     sys.stdout.flush()
+            if args.hold is not None:
+                hold(args.hold, cluster, held_made, sizes[-1], group_count[sizes[-1]])
+                del producers
+                return 0
             if args.profile:
                 figures.update(profile_commands(bootstrap, sizes[-1], args.profile, groups_on))
             del producers

@@ -170,6 +170,10 @@ class SnapshotBodies:
             self._in_flight += 1  # waiting for a gather included: it will share this snapshot
         snapshot, age = None, 0.0
         try:
+            if getattr(self._source, "stale", lambda: False)():
+                # A new gather is due: the served snapshot (and its bodies) is not kept through it.
+                with self._lock:
+                    self._snapshot, self._bodies = None, {}
             snapshot, age = self._source.snapshot()
             with self._lock:
                 if self._snapshot is not snapshot:  # only the latest snapshot's bodies are kept

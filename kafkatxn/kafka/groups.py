@@ -133,7 +133,7 @@ class GroupsApi:
     def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, int]]:
         """The log start offset of each partition (ListOffsets EARLIEST, one request per leader):
         where a consumer with ``auto.offset.reset=earliest`` and no committed offset starts."""
-        tps = sorted(set(partitions))
+        tps = sorted(dict.fromkeys(partitions))  # in order already (gather.log_starts'), the sort is one pass
         if not tps:
             return Partial({})
         found = self._latest_offsets(tps, (False,), earliest=True)[0]

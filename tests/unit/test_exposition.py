@@ -261,3 +261,15 @@ def test_a_body_written_as_it_is_made_is_as_long_as_it_said(openmetrics):
     body = b"".join(parts)
     assert len(body) == length
     assert body == exposition.encode(registry, openmetrics=openmetrics)
+
+
+def test_label_texts_are_held_in_pieces_shared_by_their_rows():
+    """At 20,000 groups x 20 partitions a whole label text per row (400,000) was held through the
+    exposition: each distinct group's piece and each distinct partition-and-topic piece is made once."""
+    groups = [f"group-{g}" for g in range(50) for _ in range(20)]
+    topics = [f"topic-{g % 7}" for g in range(50) for _ in range(20)]
+    partitions = [str(p) for _ in range(50) for p in range(20)]
+    rows = exposition.LabelRows(["group", "topic", "partition"], [groups, topics, partitions])
+    first, rest = rows.pieces()
+    assert len({id(p) for p in first}) == 50 and len({id(p) for p in rest}) == len(set(zip(topics, partitions)))
+    assert rows.text()[21] == '{group="group-1",partition="1",topic="topic-1"}' == first[21] + rest[21]

@@ -34,6 +34,7 @@ from typing import Any
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.varint import encode_uvarint
+from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.names import error_name, error_names, made
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
@@ -459,16 +460,15 @@ def read_offset_fetch(data: memoryview, version: int) -> tuple[p.OffsetFetchResp
     return p.OffsetFetchResponse(tuple(groups)), throttle_ms
 
 
-# The answers read here, by the request type.
+# The answers read here (a Fetch's by .fetch_answers), by the request type.
 READERS = {p.ListOffsets: read_list_offsets, p.Metadata: read_metadata, p.DescribeProducers: read_describe_producers,
-           p.OffsetFetch: read_offset_fetch}
+           p.OffsetFetch: read_offset_fetch, p.Fetch: read_fetch}
 
 # type -> (the kafka-python request without its partitions, the body at a version)
 WRITERS = {
     p.ListOffsets: (list_offsets_shell, list_offsets_body),
     p.DescribeProducers: (describe_producers_shell, describe_producers_body),
 }
-
 
 
 # -- OffsetFetch's request (batched, v8-v9, not stable: every committed offset of a coordinator's groups) --

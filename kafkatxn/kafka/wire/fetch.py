@@ -60,13 +60,20 @@ class BatchRecords(Sequence[p.FetchedRecord]):
     __slots__ = ("_batch", "_rows")
 
     def __init__(self, batch: Any):
-        self._batch = batch  # kafka-python's DefaultRecordBatch, which holds a copy of its bytes
+        # kafka-python's DefaultRecordBatch (which holds a copy of its bytes), or the batch's bytes
+        # (:mod:`.fetch_answers`), made into one when first read
+        self._batch = batch
         self._rows: tuple[p.FetchedRecord, ...] | None = None
 
     def _decoded(self) -> tuple[p.FetchedRecord, ...]:
         if self._rows is None:
             try:
-                self._rows = _rows(self._batch)
+                batch = self._batch
+                if isinstance(batch, bytes):
+                    from kafka.record import MemoryRecords
+
+                    batch = MemoryRecords(batch).next_batch()
+                self._rows = _rows(batch)
             except Exception as exc:  # noqa: BLE001 - what kafka-python's reader raises on a corrupt batch
                 raise p.UnreadableRecords(f"CORRUPT_MESSAGE ({type(exc).__name__}: {exc})") from None
             self._batch = None
@@ -88,7 +95,9 @@ class BatchRecords(Sequence[p.FetchedRecord]):
         return hash(self._decoded())
 
     def __repr__(self) -> str:
-        return repr(self._rows) if self._rows is not None else f"<{self._batch.records_count} records, not read yet>"
+        if self._rows is not None:
+            return repr(self._rows)
+        return "<records not read yet>" if isinstance(self._batch, bytes) else f"<{self._batch.records_count} records, not read yet>"
 
 
 def _rows(batch: Any) -> tuple[p.FetchedRecord, ...]:
@@ -107,25 +116,31 @@ def batches(records: Any) -> tuple[p.FetchedBatch, ...]:
     reader = MemoryRecords(bytes(records) if not isinstance(records, (bytes, bytearray)) else records)
     batch = reader.next_batch()
     while batch is not None:
-        if batch.magic >= 2:
-            control = None
-            if batch.is_control_batch:
-                rows: Sequence[p.FetchedRecord] = _rows(batch)
-                kind = rows[0].key if rows else None
-                code = int.from_bytes(kind[2:4], "big", signed=True) if kind is not None and len(kind) >= 4 else -1
-                control = CONTROL_TYPES.get(code, f"TYPE_{code}")
-            elif batch.compression_type != batch.CODEC_NONE:
-                rows = _rows(batch)  # decompressed here: a codec that fails is this partition's answer
-            else:
-                rows = BatchRecords(batch)
-            out.append(p.FetchedBatch(batch.base_offset, batch.last_offset, batch.producer_id, batch.producer_epoch,
-                                      bool(batch.is_transactional), control, rows, batch.records_count))
-        else:  # message formats 0 and 1: no producer, no transactions
-            rows = _rows(batch)
-            if rows:
-                out.append(p.FetchedBatch(rows[0].offset, rows[-1].offset, -1, -1, False, None, rows))
+        one = typed_batch(batch)
+        if one is not None:
+            out.append(one)
         batch = reader.next_batch()
     return tuple(out)
+
+
+def typed_batch(batch: Any) -> p.FetchedBatch | None:
+    """One of kafka-python's record batches as a :class:`~kafkatxn.kafka.protocol.FetchedBatch` (None:
+    an old-format batch without records)."""
+    if batch.magic >= 2:
+        control = None
+        if batch.is_control_batch:
+            rows: Sequence[p.FetchedRecord] = _rows(batch)
+            kind = rows[0].key if rows else None
+            code = int.from_bytes(kind[2:4], "big", signed=True) if kind is not None and len(kind) >= 4 else -1
+            control = CONTROL_TYPES.get(code, f"TYPE_{code}")
+        elif batch.compression_type != batch.CODEC_NONE:
+            rows = _rows(batch)  # decompressed here: a codec that fails is this partition's answer
+        else:
+            rows = BatchRecords(batch)
+        return p.FetchedBatch(batch.base_offset, batch.last_offset, batch.producer_id, batch.producer_epoch,
+                              bool(batch.is_transactional), control, rows, batch.records_count)
+    rows = _rows(batch)  # message formats 0 and 1: no producer, no transactions
+    return p.FetchedBatch(rows[0].offset, rows[-1].offset, -1, -1, False, None, rows) if rows else None
 
 
 def _decode_fetch(_request: p.Fetch, resp: Any) -> p.FetchResponse:
