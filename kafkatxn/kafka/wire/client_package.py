@@ -101,7 +101,7 @@ PROTOCOL_MODULES: dict[str, tuple[str, ...]] = {
 
 def import_protocol(apis: tuple[str, ...]) -> None:
     """Import the kafka-python modules of ``apis`` (:data:`PROTOCOL_MODULES`): a command that will
-    send them does it while its first round trip is in flight (``Session.work_while_waiting``)."""
+    send them does it while its bootstrap is in flight (``Session.connect_ahead``, ``Session.will_ask``)."""
     for api in apis:
         for module in PROTOCOL_MODULES[api]:
             importlib.import_module(module)
