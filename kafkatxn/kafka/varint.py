@@ -1,7 +1,8 @@
-"""Kafka's unsigned varint, written: the lengths of flexible versions' compact arrays and strings,
-and the counts and tags of tagged fields, in the requests the wire writes
-(:mod:`kafkatxn.kafka.wire.bodies`) and in the ``__transaction_state`` records the tests write
-(:mod:`kafkatxn.kafka.txnlog_encode`)."""
+"""Kafka's unsigned varint: the lengths of flexible versions' compact arrays and strings, and the
+counts and tags of tagged fields, written in the requests the wire writes
+(:mod:`kafkatxn.kafka.wire.bodies`) and the ``__transaction_state`` records the tests write
+(:mod:`kafkatxn.kafka.txnlog_encode`), and read in the answers the wire reads from their bytes
+(``bodies``, :mod:`kafkatxn.kafka.wire.fetch_answers`)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,15 @@ def encode_uvarint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def decode_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` of an answer the wire reads from its bytes, and the position after it."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7

@@ -33,7 +33,7 @@ from itertools import repeat
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.varint import encode_uvarint
+from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint, encode_uvarint
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.names import error_name, error_names, made
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
@@ -126,17 +126,6 @@ def describe_producers_body(request: p.DescribeProducers, version: int) -> bytes
         out.append(NO_TAGGED_FIELDS)
     out.append(NO_TAGGED_FIELDS)
     return b"".join(out)
-
-
-def _read_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
 
 
 _THROTTLE = struct.Struct(">i")

@@ -23,6 +23,7 @@ import struct
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.wire.fetch import MAX_VERSION, MIN_VERSION, BatchRecords, batches, typed_batch
+from kafkatxn.kafka.varint import decode_uvarint as _uvarint
 from kafkatxn.kafka.wire.names import error_name
 from kafkatxn.model import TopicPartition
 
@@ -42,17 +43,6 @@ _ABORTED = struct.Struct(">qq")  # ProducerId, FirstOffset
 # A partition's PartitionIndex, ErrorCode, HighWatermark, LastStableOffset and (v5+) LogStartOffset.
 _PARTITION_HEAD_V4 = struct.Struct(">ihqq")
 _PARTITION_HEAD_V5 = struct.Struct(">ihqqq")
-
-
-def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
 
 
 def _skip_tagged_fields(data: memoryview, pos: int) -> int:
