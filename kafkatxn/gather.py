@@ -96,8 +96,9 @@ def coordinator_view(cluster: Cluster, producer_ids: Iterable[int]) -> tuple[Coo
     asked = [b.id for b in md.brokers]
     tids, list_missing, unsupported, gaps = _first_listing(cluster, md, asked, wanted)
     filtered = False
-    if not gaps and set(wanted) - set(tids):
-        relisted, gaps, filtered = _listed_between_probes(cluster, md, asked, sorted(set(wanted) - set(tids)))
+    unlisted = _to_list_again(wanted, tids, gaps)
+    if unlisted:
+        relisted, gaps, filtered = _listed_between_probes(cluster, md, asked, unlisted)
         tids.update(relisted)
     hidden: tuple[Missing, ...] = ()
     found: dict[str, TransactionDescription] = {}
@@ -153,6 +154,17 @@ def _first_listing(cluster: Cluster, md, asked: list[int], wanted: list[int]) ->
     return tids, list_missing, unsupported, gaps
 
 
+def _to_list_again(wanted: list[int], tids: Mapping[int, str], gaps: list[Missing]) -> list[int]:
+    """The producer ids :func:`_listed_between_probes` lists again: those the first listing did not
+    name, when it covered every ``__transaction_state`` partition (with a gap they stay undetermined)."""
+    return [] if gaps else sorted(set(wanted) - set(tids))
+
+
+def _log_leaders(md) -> dict[int, int]:
+    """Each ``__transaction_state`` partition's leader, as the metadata names it: whom the log probes ask."""
+    return {p.partition: p.leader for p in md.transaction_log}
+
+
 def probes_ahead(cluster: Cluster, producer_ids: Iterable[int]) -> None:
     """The first log probes :func:`coordinator_view` will send for ``producer_ids`` (producer ids no
     listing names: :func:`_listed_between_probes`), sent with the next round instead of a round of
@@ -169,10 +181,10 @@ def probes_ahead(cluster: Cluster, producer_ids: Iterable[int]) -> None:
         tids, _list_missing, _unsupported, gaps = _first_listing(cluster, md, asked, wanted)
     except KafkatxnError:
         return
-    unlisted = sorted(set(wanted) - set(tids))
-    if gaps or not unlisted or cluster.remembered("ListedBetweenProbes", [tuple(unlisted)])[0]:
+    unlisted = _to_list_again(wanted, tids, gaps)
+    if not unlisted or cluster.remembered("ListedBetweenProbes", [tuple(unlisted)])[0]:
         return
-    cluster.loaded_log_partitions_ahead({p.partition: p.leader for p in md.transaction_log}, PROBE_BEFORE)
+    cluster.loaded_log_partitions_ahead(_log_leaders(md), PROBE_BEFORE)
 
 
 def _listed_between_probes(cluster: Cluster, md, asked: list[int], unlisted: list[int]) -> tuple[dict[int, str], list[Missing], bool]:
@@ -190,7 +202,7 @@ def _listed_between_probes(cluster: Cluster, md, asked: list[int], unlisted: lis
     kept, _ = cluster.remembered("ListedBetweenProbes", [key])
     if kept:
         return kept[key]
-    leaders = {p.partition: p.leader for p in md.transaction_log}
+    leaders = _log_leaders(md)
     with cluster.afresh():
         before = cluster.loaded_log_partitions(leaders, PROBE_BEFORE)
         if before.missing:
