@@ -115,11 +115,9 @@ class MetadataApi:
         import time
         import uuid
 
-        # The exporter asks every scrape: the answer (ACLs change rarely) is kept for a while, one
-        # request less per scrape.
-        cached = self._topics_filtered_cache
-        if cached is not None and time.monotonic() - cached[0] < TOPIC_VISIBILITY_TTL_S:
-            return cached[1]
+        kept = self._kept_topic_list_filtered()
+        if kept is not None:
+            return kept[0]
         suffix, self._visibility_probe_ahead = self._visibility_probe_ahead or uuid.uuid4().hex, None
         answer = self._probe_topic_list_filtered(suffix)
         if answer is not None:
@@ -129,14 +127,22 @@ class MetadataApi:
     def topic_list_filtered_ahead(self) -> None:
         """The probe of :meth:`topic_list_filtered` sent with the next round (``Session.send_ahead``),
         when no kept answer will do: it asks nothing any other request answers, so it can go with any."""
-        import time
         import uuid
 
-        cached = self._topics_filtered_cache
-        if cached is not None and time.monotonic() - cached[0] < TOPIC_VISIBILITY_TTL_S:
+        if self._kept_topic_list_filtered() is not None:
             return
         self._visibility_probe_ahead = self._visibility_probe_ahead or uuid.uuid4().hex
         self.send_ahead([(None, proto.TopicMetadata(_visibility_probe(self._visibility_probe_ahead)))])
+
+    def _kept_topic_list_filtered(self) -> tuple[bool] | None:
+        """The kept answer of the visibility probe, while it is fresh: the exporter asks every scrape,
+        and the answer (ACLs change rarely) is kept for a while, one request less per scrape."""
+        import time
+
+        cached = self._topics_filtered_cache
+        if cached is not None and time.monotonic() - cached[0] < TOPIC_VISIBILITY_TTL_S:
+            return (cached[1],)
+        return None
 
     def _probe_topic_list_filtered(self, suffix: str) -> bool | None:
         probe = _visibility_probe(suffix)
