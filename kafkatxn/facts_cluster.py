@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 from kafkatxn import facts, facts_lso, facts_scan, gather, snapshot as samples, verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.gather import in_one_run
-from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition
+from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition, topic_partitions
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS,
     ClusterSnapshot,
@@ -225,7 +225,7 @@ def gather_snapshot(
         # A typo in the regex must not turn into a check that is always OK.
         run.missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
     unseen_at = len(run.missing)  # the topics this principal cannot see are named here, asked below
-    tps = [p.tp for p in selected]
+    tps = topic_partitions(selected)
     grouped = groups or bool(spark_checkpoints)
     committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
     # Two questions that need only the metadata go down with the offsets' round trip, after its

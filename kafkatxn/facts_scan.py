@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from kafkatxn import facts, gather
 from kafkatxn.gather import in_one_run
-from kafkatxn.model import Missing, TopicPartition
+from kafkatxn.model import Missing, TopicPartition, topic_partitions
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification
 
 if TYPE_CHECKING:  # handed the facade; not imported
@@ -58,7 +58,7 @@ def select_partitions(
     chosen = cluster.select_partitions(topics=topics, partition=partition, include_internal=True)
     if broker_id is not None:
         chosen = facts.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
-    return [p.tp for p in chosen]
+    return topic_partitions(chosen)
 
 
 @in_one_run

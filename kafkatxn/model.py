@@ -7,7 +7,10 @@ audit rules can be tested over plain values.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, Generic, NamedTuple, TypeVar, Union
 
 T = TypeVar("T")
@@ -51,7 +54,24 @@ class PartitionInfo(NamedTuple):
 
     @property
     def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
+        return tuple.__new__(TopicPartition, (self[0], self[1]))  # type: ignore[type-var]
+
+
+_TOPIC_AND_INDEX, _LEADER = itemgetter(0, 1), itemgetter(2)  # of a PartitionInfo
+
+
+def topic_partitions(partitions: Iterable[PartitionInfo]) -> list[TopicPartition]:
+    """Each partition's :attr:`PartitionInfo.tp`, made in C: a named tuple's own ``__new__`` is a
+    Python function, and a command over the whole cluster makes one per partition (30,000 and more)."""
+    return list(map(tuple.__new__, repeat(TopicPartition), map(_TOPIC_AND_INDEX, partitions)))  # type: ignore[arg-type]
+
+
+def in_partition_order(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """``partitions`` once each, in topic and partition order: the order a snapshot asks offsets in
+    (``facts_lso.take_snapshot``), and ``lso`` sends them ahead in. Deduplicated in the order given
+    (metadata's: a topic's partitions in a row), then sorted: a sort of those runs costs a tenth of
+    sorting a set's hash order (30 against 3 ms at 30,000)."""
+    return sorted(dict.fromkeys(partitions))
 
 
 @dataclass(frozen=True)
@@ -71,8 +91,8 @@ class ClusterMetadata:
     @functools.cached_property
     def leaders(self) -> dict[TopicPartition, int]:
         """Leader per partition (-1: none), made once per metadata answer: requests are routed by it
-        several times a command, over 10,000s of partitions."""
-        return {TopicPartition(p.topic, p.partition): p.leader for p in self.partitions}
+        several times a command, over 10,000s of partitions (made in C: no Python step each)."""
+        return dict(zip(topic_partitions(self.partitions), map(_LEADER, self.partitions)))
 
     @functools.cached_property
     def transaction_log(self) -> tuple[PartitionInfo, ...]:
