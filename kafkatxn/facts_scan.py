@@ -73,15 +73,13 @@ def take_scan(
     maximum timeout when not given (a cluster that does not say ends the command: no verdict can be
     given without it), their producer states (all asked of ``broker_id`` when given) and every open
     transaction in them (:func:`scan_of`)."""
-    missing: list[Missing] = []
     # The selection first: a bad one (--partition without one --topic) is a usage error before any request.
     tps = select_partitions(cluster, broker_id, topics, partition)
-    if not topics:
-        missing += gather.unseen_topics(cluster)
+    if not topics:  # the topic-visibility probe needs nothing but the metadata: it goes with the next round
+        cluster.topic_list_filtered_ahead()
     timeout_ms, source, config_missing = scan_timeout(cluster, max_transaction_timeout_ms)
-    missing += config_missing
     described = facts.producer_states(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
-    missing += described.missing
+    missing = (gather.unseen_topics(cluster) if not topics else []) + config_missing + described.missing
     return scan_of(cluster, tps, described, timeout_ms, source, missing)
 
 

@@ -211,3 +211,19 @@ def test_a_round_begun_now_at_a_broker_that_does_not_answer_makes_it_silent(roun
         offsets = cluster.list_offsets([T0], read_committed=True)
         assert 1 in cluster.silent
     assert len(rounds) == 1 and offsets.value == {} and offsets.missing
+
+
+def test_hanging_sends_the_visibility_probe_with_the_producer_states(rounds, monkeypatch):
+    from kafkatxn import hanging
+
+    found = hanging.find_hanging(FakeCluster(build()), max_transaction_timeout_ms=MAX)
+    ahead = list(rounds)
+    assert _round_of(ahead, "Metadata") == _round_of(ahead, "DescribeProducers")  # the probe (TopicMetadata)
+
+    rounds.clear()
+    _without_ahead(monkeypatch)
+    plain = hanging.find_hanging(FakeCluster(build()), max_transaction_timeout_ms=MAX)
+    assert _sent(ahead) == _sent(rounds)
+    assert len(ahead) == len(rounds) - 1
+    assert [(r.topic, r.partition, r.producer_id) for r in found.hanging] == [(r.topic, r.partition, r.producer_id) for r in plain.hanging]
+    assert found.missing == plain.missing
