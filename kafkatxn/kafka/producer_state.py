@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from operator import attrgetter
 from typing import Any, Iterable
 
 from kafkatxn.errors import UnsupportedBrokerError
@@ -16,9 +17,12 @@ from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.client_errors import part_missing
+from kafkatxn.kafka.session import group_by_leader
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
+
+_TP, _ERROR, _PRODUCERS = attrgetter("tp"), attrgetter("error"), attrgetter("producers")  # of a DescribeProducers answer's partitions
 
 # One request per leader up to this many partitions: a round trip per leader, not one per 500
 # partitions as Kafka's own tool sends them.
@@ -62,6 +66,8 @@ class ProducerStateApi:
         by_node: dict[int, list[TopicPartition]] = defaultdict(list)
         if broker_id is not None:
             by_node[broker_id] = tps
+        elif (grouped := group_by_leader(tps, self.metadata().leaders, self.silent)) is not None:  # usually: all led, in C
+            by_node.update(grouped)
         else:
             leaders = self.metadata().leaders
             for tp in tps:
@@ -90,6 +96,9 @@ class ProducerStateApi:
                 # Each partition of the batch is missing, by name: verdicts look partitions up.
                 reason = f"{arrived[0].reason} (broker {node})"
                 failed.update((tp, Failed(NO_ANSWER, Missing(tp, reason))) for tp in request.partitions)
+                continue
+            if not any(map(_ERROR, resp.partitions)):  # usually: 10,000 answers taken in C
+                out.update(zip(map(_TP, resp.partitions), map(list, map(_PRODUCERS, resp.partitions))))
                 continue
             for part in resp.partitions:
                 if part.error:
