@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from itertools import repeat
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -36,6 +37,39 @@ def made(cls: type[T], rows: Iterable[tuple]) -> Iterator[T]:
     return map(tuple.__new__, repeat(cls), rows)  # type: ignore[arg-type]
 
 
+# Each topic's TopicPartitions by index, made once a process and shared by every answer that names
+# them: a TopicPartition made in C still costs 0.2 us (30,000 an answer pass, several passes a command,
+# every scrape). Emptied past this many (deleted topics' would stay otherwise).
+KEPT_PARTITIONS_LIMIT = 1_000_000
+_kept: dict[str, list[TopicPartition]] = {}
+_kept_count = 0
+_keeping = threading.Lock()  # the IO thread reads answers while the main thread may decode others
+
+
+def topic_partitions(name: str, indexes: Sequence[int]) -> Iterator[TopicPartition]:
+    """The TopicPartitions of topic ``name`` at ``indexes`` (partition numbers, as an answer lists
+    them), the kept ones (:data:`KEPT_PARTITIONS_LIMIT`): looked up in C, none made once kept."""
+    global _kept_count
+    if not indexes:
+        return iter(())
+    known = _kept.get(name)
+    top = max(indexes)
+    if known is None or top >= len(known):
+        if min(indexes) < 0 or top >= KEPT_PARTITIONS_LIMIT:  # not partition numbers to keep a table of
+            return made(TopicPartition, zip(repeat(name), indexes))
+        with _keeping:
+            if _kept_count + top >= KEPT_PARTITIONS_LIMIT:
+                _kept.clear()
+                _kept_count = 0
+            known = _kept.setdefault(name, [])
+            if top >= len(known):
+                _kept_count += top + 1 - len(known)
+                known.extend(made(TopicPartition, zip(repeat(name), range(len(known), top + 1))))
+    elif min(indexes) < 0:
+        return made(TopicPartition, zip(repeat(name), indexes))
+    return map(known.__getitem__, indexes)
+
+
 def topic_columns(topics: Any, fields: Callable[[Any], tuple]) -> Iterator[tuple]:
     """Per topic of an answer, its partitions taken apart into columns: their TopicPartitions, error
     names, then the rest of ``fields`` (an attrgetter of ``partition_index``, ``error_code``, ...)."""
@@ -43,4 +77,4 @@ def topic_columns(topics: Any, fields: Callable[[Any], tuple]) -> Iterator[tuple
         rows = list(map(fields, topic.partitions))
         if rows:
             indexes, errors, *rest = zip(*rows)
-            yield (made(TopicPartition, zip(repeat(topic.name), indexes)), error_names(errors), *rest)
+            yield (topic_partitions(topic.name, indexes), error_names(errors), *rest)
