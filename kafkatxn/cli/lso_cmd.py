@@ -215,14 +215,18 @@ def register(app: typer.Typer) -> None:
 def _partition_report(cluster: "Cluster", topics: Sequence[str], *args: Any) -> "lso.LsoReport":
     """``lso.partition_report``, its offsets sent first: in one run, the chosen
     partitions' ListOffsets go down as the snapshot will ask them (``Cluster.stable_and_high_offsets_ahead``,
-    in its order), and the library that reads their answers (the fact layer, the verdicts) and the
-    protocol modules of the requests after them are imported while the brokers answer, not before."""
+    in its order), and the library that reads their answers (the fact layer, the verdicts), and while
+    they have not answered the protocol modules of the requests after them, are imported while the
+    brokers answer, not before."""
     with cluster.one_run():
         cluster.will_ask("ListOffsets")  # kafka-python's request class, imported here rather than on the IO thread
         partitions = in_partition_order(topic_partitions(cluster.select_partitions(topics)))
         cluster.stable_and_high_offsets_ahead(partitions)
-        cluster.will_ask("DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch", "DescribeConfigs")
         from kafkatxn import lso
+
+        # What a partition that lags asks next, while the brokers have not answered (none lag, most often: not later).
+        cluster.will_ask_while_waiting("DescribeProducers", "ListTransactions", "FindCoordinator", "DescribeTransactions", "Fetch",
+                                       "DescribeConfigs")
 
         return lso.partition_report(cluster, topics, *args, partitions=partitions)
 

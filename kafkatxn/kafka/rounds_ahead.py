@@ -75,23 +75,28 @@ class RoundsAhead:
             for _, node, request in to_send:
                 log.debug("request %s to broker %s (sent ahead of its call)", request_label(request), node)
         try:
-            end = wire.begin_send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, self._count)
+            begun = wire.begin_send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, self._count)
         except Exception:  # noqa: BLE001 - the call sends them itself, and meets what this met
             return
         self._ahead.update(((node, type(request), request), _IN_FLIGHT) for _, node, request in to_send)
-        self._in_flight.append((to_send, end, budget))
+        self._in_flight.append((to_send, begun, budget))
         if self._switch_interval is None:  # the IO thread's writes and reads are not held behind the command's work
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(IN_FLIGHT_SWITCH_INTERVAL_S)
+
+    def answers_pending(self) -> bool:
+        """Whether a round begun by :meth:`send_now` is still waiting for answers: what the command
+        does meanwhile is free while it is, and delays the round's reading once it is not."""
+        return any(not begun.done() for _, begun, _ in self._in_flight)
 
     def _land(self) -> None:
         """The answers of the rounds begun by :meth:`send_now`, waited for and kept for their calls
         (a broker that did not answer in time silent, as :meth:`_send_all` takes it)."""
         self._switch_back()
         while self._in_flight:
-            to_send, end, budget = self._in_flight.pop(0)
+            to_send, begun, budget = self._in_flight.pop(0)
             try:
-                answers = end()
+                answers = begun.end()
             except Exception as exc:
                 for _, node, request in to_send:
                     self._ahead.pop((node, type(request), request), None)

@@ -178,6 +178,17 @@ class Session(RoundsAhead):
 
         import_protocol(apis)
 
+    def will_ask_while_waiting(self, *apis: str) -> None:
+        """:meth:`will_ask`, one API at a time while a round begun by ``send_now`` is still waiting for
+        answers (``answers_pending``); the rest import where they are first sent, as without it: a
+        command that may not send them (lso with no partition lagging) pays nothing once its answers are in."""
+        from kafkatxn.kafka.wire.client_package import import_protocol
+
+        for api in apis:
+            if not self.answers_pending():
+                return
+            import_protocol((api,))
+
     @contextlib.contextmanager
     def afresh(self):
         """Calls in the block ask the brokers, whatever this run was answered; their answers are

@@ -281,8 +281,10 @@ class FakeWire:
     def begin_send_all(self, requests, deadline: float, count=lambda name: None):
         """:meth:`send_all` begun: the model answers at once (as of now), its end returns the answers."""
         self.begun = getattr(self, "begun", 0) + 1
+        from kafkatxn.kafka.wire.client import Begun
+
         out = self.send_all(requests, deadline, count)
-        return lambda: out
+        return Begun(lambda: getattr(self, "answered_at_once", True), lambda: out)
 
     def _error(self, node: int, tp: TopicPartition, any_replica: bool = False) -> str | None:
         """The partition's error at ``node``: only the leader answers, or any replica (DescribeProducers)."""

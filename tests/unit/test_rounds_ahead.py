@@ -227,3 +227,19 @@ def test_hanging_sends_the_visibility_probe_with_the_producer_states(rounds, mon
     assert len(ahead) == len(rounds) - 1
     assert [(r.topic, r.partition, r.producer_id) for r in found.hanging] == [(r.topic, r.partition, r.producer_id) for r in plain.hanging]
     assert found.missing == plain.missing
+
+
+def test_protocol_modules_import_while_a_round_begun_now_waits_and_not_once_it_is_answered(monkeypatch):
+    from kafkatxn.kafka.wire import client_package
+
+    imported: list[tuple[str, ...]] = []
+    monkeypatch.setattr(client_package, "import_protocol", lambda apis: imported.append(tuple(apis)))
+    cluster = _two_brokers()
+    with cluster.one_run():
+        cluster.will_ask_while_waiting("Fetch")  # nothing in flight
+        cluster.wire.answered_at_once = False
+        cluster.stable_and_high_offsets_ahead([T0])
+        cluster.will_ask_while_waiting("DescribeProducers", "Fetch")
+        cluster.wire.answered_at_once = True
+        cluster.will_ask_while_waiting("DescribeConfigs")  # answered: imported where first sent, if it is
+    assert imported == [("DescribeProducers",), ("Fetch",)]

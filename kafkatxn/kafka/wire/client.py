@@ -13,7 +13,7 @@ import functools
 import logging
 import time
 from collections import defaultdict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.unreachable import (
@@ -92,6 +92,14 @@ def _keep_as(manager: Any, conn: Any, bootstrap_id: str, node_id: int) -> None:
             manager._conns.pop(node_id, None)
 
     conn.close_future.add_both(forget)
+
+
+class Begun(NamedTuple):
+    """A round begun on the IO thread (:meth:`Wire.begin_send_all`): whether its answers are all in,
+    and its end, which waits for them and returns them as :meth:`Wire.send_all` does."""
+
+    done: Callable[[], bool]
+    end: Callable[[], list[Any]]
 
 
 class Wire:
@@ -302,16 +310,15 @@ class Wire:
 
     def begin_send_all(
         self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None] = lambda name: None
-    ) -> Callable[[], list[Any]]:
-        """:meth:`send_all` begun on the IO thread; the caller goes on meanwhile. Returned: its end,
-        which waits for the answers and returns them as :meth:`send_all` does."""
+    ) -> Begun:
+        """:meth:`send_all` begun on the IO thread; the caller goes on meanwhile (:class:`Begun`)."""
         manager = self._manager
         started = manager.call_soon(self._round(requests, deadline, count))  # thread-safe: the IO thread runs it from now
 
         async def answered() -> list[Any]:
             return await started
 
-        return lambda: manager.run(answered)
+        return Begun(lambda: started.is_done, lambda: manager.run(answered))
 
     def _round(
         self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None]
