@@ -68,13 +68,15 @@ def take_scan(
     topics: Sequence[str] | None = None,
     partition: int | None = None,
     max_transaction_timeout_ms: int | None = None,
+    partitions: list[TopicPartition] | None = None,
 ) -> Scan:
-    """The partitions chosen (every one, internal topics too, without ``topics``), the brokers'
+    """The partitions chosen (every one, internal topics too, without ``topics``; ``partitions``: the
+    :func:`select_partitions` of these options, made by the caller in this run), the brokers'
     maximum timeout when not given (a cluster that does not say ends the command: no verdict can be
     given without it), their producer states (all asked of ``broker_id`` when given) and every open
     transaction in them (:func:`scan_of`)."""
     # The selection first: a bad one (--partition without one --topic) is a usage error before any request.
-    tps = select_partitions(cluster, broker_id, topics, partition)
+    tps = select_partitions(cluster, broker_id, topics, partition) if partitions is None else partitions
     if not topics:  # the topic-visibility probe needs nothing but the metadata: it goes with the next round
         cluster.topic_list_filtered_ahead()
     timeout_ms, source, config_missing = scan_timeout(cluster, max_transaction_timeout_ms)

@@ -52,17 +52,21 @@ class RoundsAhead:
         the command's wall time, not what it asks: a request belongs here only when the call that
         makes it will come (one never asked for was sent for nothing), and only when nothing it must
         be read after is still to come (its answer is of the moment it rides, not of the call's).
-        Outside a run nothing is sent ahead; a run's end drops what was not taken."""
+        Outside a run nothing is sent ahead; a run's end drops what was not taken. A request riding
+        already, or gone down and not taken yet, is not added again."""
         if self._answers is not None:
-            self._riding.extend(requests)
+            for given, request in requests:
+                if (given, type(request), request) not in self._ahead and (given, request) not in self._riding:
+                    self._riding.append((given, request))
 
     def send_now(self, requests: Sequence[tuple[int, Any]]) -> None:
         """Requests this run makes next, sent now, their round trip on the IO thread while the command
         goes on (imports what reads their answers): the call that makes the same request to the same
         node takes its answer, waiting for it if it is still on its way. The same requests, sent
         earlier: only the ones the call will make belong here (the call's own requests, built the
-        same way). Outside a run, or where the round cannot begin, nothing is sent: the call sends
-        its requests itself. A run's end drops what was not taken."""
+        same way). The requests sent ahead (:meth:`send_ahead`) go with this round. Outside a run, or
+        where the round cannot begin, nothing is sent: the call sends its requests itself. A run's
+        end drops what was not taken."""
         if self._answers is None or not requests:
             return
         try:
@@ -70,15 +74,19 @@ class RoundsAhead:
             budget = self.broker_budget_s()
         except Exception:  # noqa: BLE001 - raised again where the call itself sends
             return
-        to_send = [(-1 - n, node, request) for n, (node, request) in enumerate(requests) if node not in self.silent]
+        own = [(node, node, request) for node, request in requests if node not in self.silent]  # (given, node, request)
+        riding = list(self._riding)
+        riders, given = self._riders([(node, request) for node, _, request in own])
+        to_send = own + [(given[-1 - i], node, request) for i, node, request in riders]
         if log.isEnabledFor(logging.DEBUG):
             for _, node, request in to_send:
                 log.debug("request %s to broker %s (sent ahead of its call)", request_label(request), node)
         try:
             begun = wire.begin_send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, self._count)
         except Exception:  # noqa: BLE001 - the call sends them itself, and meets what this met
+            self._riding = riding  # to go with the call's round, as without this one
             return
-        self._ahead.update(((node, type(request), request), _IN_FLIGHT) for _, node, request in to_send)
+        self._ahead.update(((given, type(request), request), _IN_FLIGHT) for given, _, request in to_send)
         self._in_flight.append((to_send, begun, budget))
         if self._switch_interval is None:  # the IO thread's writes and reads are not held behind the command's work
             self._switch_interval = sys.getswitchinterval()
@@ -98,11 +106,11 @@ class RoundsAhead:
             try:
                 answers = begun.end()
             except Exception as exc:
-                for _, node, request in to_send:
-                    self._ahead.pop((node, type(request), request), None)
+                for given, _, request in to_send:
+                    self._ahead.pop((given, type(request), request), None)
                 raise self.errors.translate(exc, "sending requests") from exc
-            for (_, node, request), answer in zip(to_send, answers):
-                self._ahead[(node, type(request), request)] = self._answered(node, answer, budget)
+            for (given, node, request), answer in zip(to_send, answers):
+                self._ahead[(given, type(request), request)] = self._answered(node, answer, budget)
 
     def _drop_ahead(self) -> None:
         self._riding.clear()

@@ -24,6 +24,7 @@ def test_the_lso_defaults_the_cli_shows_are_the_librarys():
 
 
 @pytest.mark.parametrize("module, library", [("kafkatxn.cli.lso_cmd", "kafkatxn.facts_lso"),
+                                             ("kafkatxn.cli.hanging_cmd", "kafkatxn.facts_scan"),
                                              ("kafkatxn.cli.check_cmd", "kafkatxn.facts_cluster")])
 def test_a_command_module_leaves_its_library_to_import_once_the_bootstrap_has_begun(module, library):
     code = f"import sys, {module}; print({library!r} in sys.modules)"

@@ -243,3 +243,33 @@ def test_protocol_modules_import_while_a_round_begun_now_waits_and_not_once_it_i
         cluster.wire.answered_at_once = True
         cluster.will_ask_while_waiting("DescribeConfigs")  # answered: imported where first sent, if it is
     assert imported == [("DescribeProducers",), ("Fetch",)]
+
+
+def test_hanging_sends_its_producer_states_ahead_with_the_probe_and_the_scan_takes_them(rounds):
+    from kafkatxn import hanging
+    from kafkatxn.cli import hanging_cmd
+
+    cluster = FakeCluster(build())
+    found = hanging_cmd._find_hanging(cluster, None, None, None, MAX)
+    ahead = list(rounds)
+    assert cluster.wire.begun == 1
+    assert {label for label, _node in ahead[0]} == {"DescribeProducers", "Metadata"}  # the states, and the probe riding
+
+    rounds.clear()
+    plain = hanging.find_hanging(FakeCluster(build()), max_transaction_timeout_ms=MAX)
+    assert _sent(ahead) == _sent(rounds)  # the same requests, to the same brokers, as many rounds
+    assert len(ahead) == len(rounds)
+    assert [(r.topic, r.partition, r.producer_id) for r in found.hanging] == [(r.topic, r.partition, r.producer_id) for r in plain.hanging]
+    assert found.missing == plain.missing
+
+
+def test_a_request_sent_ahead_twice_goes_once(rounds):
+    cluster = _two_brokers()
+    with cluster.one_run():
+        cluster.topic_list_filtered_ahead()
+        cluster.describe_producers_ahead([T0])  # the probe goes with these
+        cluster.topic_list_filtered_ahead()  # gone down, not taken yet: not again
+        cluster.describe_producers([T0])
+        cluster.topic_list_filtered()
+        cluster.list_offsets([T0], read_committed=True)
+    assert [label for one in rounds for label, _node in one].count("Metadata") == 1
