@@ -1356,10 +1356,11 @@ def test_an_offset_fetch_body_is_written_only_for_the_batched_fetch_of_every_com
 
 
 def test_an_answers_topic_partitions_are_kept_once_a_process_and_shared(monkeypatch):
+    from kafkatxn import model
     from kafkatxn.kafka.wire import names
 
-    monkeypatch.setattr(names, "_kept", {})
-    monkeypatch.setattr(names, "_kept_count", 0)
+    monkeypatch.setattr(model, "_kept", {})
+    monkeypatch.setattr(model, "_kept_count", 0)
     first = list(names.topic_partitions("kept", [2, 0, 1]))
     assert first == [TopicPartition("kept", 2), TopicPartition("kept", 0), TopicPartition("kept", 1)]
     assert all(type(tp) is TopicPartition for tp in first)
@@ -1369,7 +1370,10 @@ def test_an_answers_topic_partitions_are_kept_once_a_process_and_shared(monkeypa
     # Not partition numbers to keep a table of: made as they are, nothing kept.
     assert list(names.topic_partitions("odd", [-1, 0])) == [TopicPartition("odd", -1), TopicPartition("odd", 0)]
     assert list(names.topic_partitions("kept", [-1])) == [TopicPartition("kept", -1)]
-    monkeypatch.setattr(names, "KEPT_PARTITIONS_LIMIT", 5)
-    assert list(names.topic_partitions("big", [7])) == [TopicPartition("big", 7)] and "big" not in names._kept
+    monkeypatch.setattr(model, "KEPT_PARTITIONS_LIMIT", 5)
+    assert list(names.topic_partitions("big", [7])) == [TopicPartition("big", 7)] and "big" not in model._kept
     assert list(names.topic_partitions("next", [3])) == [TopicPartition("next", 3)]  # past the limit: emptied first
-    assert list(names._kept) == ["next"]
+    assert list(model._kept) == ["next"]
+    # The metadata's routing shares them.
+    info = model.PartitionInfo("next", 3, 1, (1,), (1,))
+    assert model.topic_partitions([info])[0] is model._kept["next"][3]
