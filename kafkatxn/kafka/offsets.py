@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from itertools import repeat
 from operator import itemgetter
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -366,7 +365,7 @@ class OffsetsApi:
         if extra:  # nothing was pending: the other requests still go
             also_answers = self._send_all(extra)
         out = asked.answers
-        self.remember_items("ListOffsets", zip(out, repeat(levels), repeat(earliest)), out.values())  # by (tp, levels, earliest)
+        self.remember_table("ListOffsets", (levels, earliest), out)
         if known:
             out = {tp: known[tp] if tp in known else out[tp] for tp in tps if tp in known or tp in out}
         errors = asked.failed
@@ -380,10 +379,9 @@ class OffsetsApi:
         but a pair is never made of two answers (it must come from one leader, LSO <= HW)."""
         if self._answers is None or not self.answered_any("ListOffsets"):  # a run's first offsets: nothing to look up
             return {}
-        known, _ = self.remembered("ListOffsets", [(tp, levels, earliest) for tp in tps])
-        out = {key[0]: offsets for key, offsets in known.items()}
+        out = self.remembered_in_table("ListOffsets", (levels, earliest), tps)
         if len(levels) == 1:
             position = 0 if levels[0] else 1
-            pairs, _ = self.remembered("ListOffsets", [(tp, (True, False), earliest) for tp in tps if tp not in out])
-            out.update({key[0]: (pair[position],) for key, pair in pairs.items()})
+            pairs = self.remembered_in_table("ListOffsets", ((True, False), earliest), [tp for tp in tps if tp not in out])
+            out.update({tp: (pair[position],) for tp, pair in pairs.items()})
         return out

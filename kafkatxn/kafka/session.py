@@ -10,7 +10,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from itertools import repeat
 from operator import call, itemgetter
 from typing import Any, Sequence
@@ -39,6 +39,8 @@ LEADERSHIP_ERRORS = frozenset({
 # after it still have time for the brokers that answer.
 BROKER_SHARE = 0.5
 MIN_BROKER_BUDGET_S = 1.0
+_TABLE = "table"  # in a run's answers, (API, _TABLE, table): a table of that API's answers (Session.remember_table)
+
 # A confirmation that took this long was read by a person (see Session.exclude_from_deadline).
 PERSON_PAUSE_S = 1.0
 class BrokerSilent(DeadlineExceeded):
@@ -216,14 +218,22 @@ class Session(RoundsAhead):
 
     def remember(self, api: str, answers: dict[Any, Any]) -> None:
         """Keep ``answers`` (by key) of ``api`` for the rest of the run (nothing outside a run)."""
-        self.remember_items(api, answers, answers.values())
-
-    def remember_items(self, api: str, keys: Iterable[Any], answers: Iterable[Any]) -> None:
-        """Keep each of ``answers`` by its key (``keys`` in the same order), as :meth:`remember`, without
-        a dict of them made first."""
-        if self._answers is not None:  # 30,000 partitions' offsets a pass: keyed in C, no Python step each
-            self._answers.update(zip(zip(repeat(api), keys), answers))
+        if self._answers is not None:  # 30,000 partitions' producer states a pass: keyed in C, no Python step each
+            self._answers.update(zip(zip(repeat(api), answers), answers.values()))
             self._answered_apis.add(api)
+
+    def remember_table(self, api: str, table: Any, answers: Mapping[Any, Any]) -> None:
+        """Keep ``answers`` (by key) of ``api`` asked as ``table`` says (ListOffsets: the isolation
+        levels) for the rest of the run, as one table: 30,000 partitions' offsets kept by one dict
+        update, not a key made and kept each (nothing outside a run)."""
+        if self._answers is not None:
+            self._answers.setdefault((api, _TABLE, table), {}).update(answers)
+            self._answered_apis.add(api)
+
+    def remembered_in_table(self, api: str, table: Any, keys: Sequence[Any]) -> dict[Any, Any]:
+        """Of ``keys`` asked of ``api`` as ``table`` says, the answers this run has (by key)."""
+        found = self._answers.get((api, _TABLE, table)) if self._answers is not None and api in self._answered_apis else None
+        return {key: found[key] for key in keys if key in found} if found else {}
 
     def answered_any(self, api: str) -> bool:
         """Whether this run holds any answer of ``api``: when not, 30,000 keys need not be looked up."""
