@@ -291,7 +291,7 @@ class OffsetsApi:
         tps = list(dict.fromkeys(partitions))
         if self.wire.max_version("DescribeProducers") < 0:
             return self.stable_and_high_offsets(tps), None
-        known, ask = self.remembered("DescribeProducers", sorted(tps))
+        known, ask = self.to_ask_in_table("DescribeProducers", None, sorted(tps))
         producer_requests, producers_missing = self._producer_requests(ask, None) if ask else ([], {})
         pairs, responses = self._latest_offsets(tps, (True, False), producer_requests)
         producers = self._producer_answers(ask, (producer_requests, responses, producers_missing)) if ask else Partial({})

@@ -45,7 +45,7 @@ class ProducerStateApi:
             requests, missing = self._producer_requests(tps, broker_id)
             answers, failed = self._producer_split(requests, self._send_all(requests), missing)
             return Partial(answers, [f.last for f in failed.values()])
-        known, ask = self.remembered("DescribeProducers", tps)
+        known, ask = self.to_ask_in_table("DescribeProducers", None, tps)
         if not ask:
             return Partial(known)
         return self.with_remembered_producers(known, self._producer_answers(ask))
@@ -65,7 +65,7 @@ class ProducerStateApi:
         self, known: dict[TopicPartition, list[ProducerState]], answer: Partial[dict[TopicPartition, list[ProducerState]]]
     ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
         """``answer`` kept for the run, with what the run knew already."""
-        self.remember("DescribeProducers", answer.value)
+        self.remember_table("DescribeProducers", None, answer.value)  # 30,000 partitions a pass: one table
         return Partial({**known, **answer.value}, answer.missing) if known else answer
 
     def _producer_requests(

@@ -235,6 +235,11 @@ class Session(RoundsAhead):
         found = self._answers.get((api, _TABLE, table)) if self._answers is not None and api in self._answered_apis else None
         return {key: found[key] for key in keys if key in found} if found else {}
 
+    def to_ask_in_table(self, api: str, table: Any, keys: Sequence[Any]) -> tuple[dict[Any, Any], list[Any]]:
+        """:meth:`remembered_in_table`, and the keys to ask (as :meth:`remembered` says them)."""
+        known = self.remembered_in_table(api, table, keys)
+        return known, ([key for key in keys if key not in known] if known else list(keys))
+
     def answered_any(self, api: str) -> bool:
         """Whether this run holds any answer of ``api``: when not, 30,000 keys need not be looked up."""
         return api in self._answered_apis
