@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from kafkatxn import collection
 from kafkatxn.cli.options import BrokerId, MaxTransactionTimeout, Partition, Topics
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
@@ -42,25 +43,30 @@ def register(app: typer.Typer) -> None:
         is read: one its coordinator committed is listed as a lost COMMIT marker (exit 2; restore it
         with `kafkatxn restore-commit`, never abort it), one the log cannot tell about as undetermined.
         """
-        result = _find_hanging(ctx.cluster, broker_id, topic, partition, max_transaction_timeout)
-        from kafkatxn import untracked
-        from kafkatxn.lost_commit import restore_note
+        with collection.one_shot():
+            return _shown(ctx, _find_hanging(ctx.cluster, broker_id, topic, partition, max_transaction_timeout))
 
-        ctx.render(result.report(), missing=result.missing)
-        for row in result.undetermined:
-            ctx.note(
-                f"undetermined: producer {row.producer_id} on {row.topic}-{row.partition} from offset {row.start_offset}: "
-                f"{row.reason}"
-            )
-        for row in result.lost_commit:
-            ctx.note(restore_note(TopicPartition(row.topic, row.partition), row.producer_id, row.start_offset))
-        for row in result.untracked:
-            ctx.note(untracked.note(TopicPartition(row.topic, row.partition), row.producer_id, row.start_offset,
-                                    row.transactional_id, row.hanging_at_ms))
-        fail_if_missing(ctx, result.missing, "scan for hanging transactions")
-        findings = (EXIT_CRITICAL if result.hanging or result.lost_commit
-                    else EXIT_WARNING if result.long_running or result.untracked else EXIT_OK)
-        return exit_code(findings, result.missing, undetermined=bool(result.undetermined))
+
+def _shown(ctx: CommandContext, result: "hanging.HangingResult") -> int:
+    """The result shown: its rows, a note per undetermined, lost-commit and untracked one; the exit code."""
+    from kafkatxn import untracked
+    from kafkatxn.lost_commit import restore_note
+
+    ctx.render(result.report(), missing=result.missing)
+    for row in result.undetermined:
+        ctx.note(
+            f"undetermined: producer {row.producer_id} on {row.topic}-{row.partition} from offset {row.start_offset}: "
+            f"{row.reason}"
+        )
+    for row in result.lost_commit:
+        ctx.note(restore_note(TopicPartition(row.topic, row.partition), row.producer_id, row.start_offset))
+    for row in result.untracked:
+        ctx.note(untracked.note(TopicPartition(row.topic, row.partition), row.producer_id, row.start_offset,
+                                row.transactional_id, row.hanging_at_ms))
+    fail_if_missing(ctx, result.missing, "scan for hanging transactions")
+    findings = (EXIT_CRITICAL if result.hanging or result.lost_commit
+                else EXIT_WARNING if result.long_running or result.untracked else EXIT_OK)
+    return exit_code(findings, result.missing, undetermined=bool(result.undetermined))
 
 
 def _find_hanging(cluster: "Cluster", broker_id: int | None, topics: Sequence[str] | None, partition: int | None,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
-from kafkatxn import defaults
+from kafkatxn import collection, defaults
 from kafkatxn.cli.options import LagThreshold, ProbeMaxGap, SparkCheckpoints, duration_option, parse_duration
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
@@ -189,11 +189,12 @@ def register(app: typer.Typer) -> None:
             return Sample(report.rows, row_type, report.exit_code, report.missing, report.snapshot, empty, notes)
 
         if not watching:
-            sample = take_sample(None)
-            ctx.render(sample.rows, row_type=sample.row_type, empty_message=sample.empty_message, missing=sample.missing)
-            for note in sample.notes:
-                ctx.note(note)
-            return sample.exit_code
+            with collection.one_shot():
+                sample = take_sample(None)
+                ctx.render(sample.rows, row_type=sample.row_type, empty_message=sample.empty_message, missing=sample.missing)
+                for note in sample.notes:
+                    ctx.note(note)
+                return sample.exit_code
 
         is_tty = sys.stdout.isatty()
 

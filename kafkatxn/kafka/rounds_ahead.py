@@ -9,7 +9,6 @@ round trips or less waiting (``tests/unit/test_rounds_ahead.py``).
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -17,11 +16,6 @@ from typing import Any
 from kafkatxn.kafka import protocol as proto
 
 log = logging.getLogger("kafkatxn.cluster")
-
-# While a round begun by Session.send_now is in flight, the IO thread gets the interpreter back within
-# this of asking (Python's default, 5 ms, would hold each of its socket writes and reads behind the
-# command's imports), until the round lands.
-IN_FLIGHT_SWITCH_INTERVAL_S = 0.0005
 
 _NOT_ANSWERED = object()
 _IN_FLIGHT = object()  # an answer of a round begun by Session.send_now, not landed yet
@@ -42,7 +36,7 @@ def request_label(request: Any) -> str:
 
 class RoundsAhead:
     """The requests of a run sent before their calls; the session's attributes they use are its own
-    (``_answers``, ``_riding``, ``_ahead``, ``_in_flight``, ``_switch_interval``, ``silent``)."""
+    (``_answers``, ``_riding``, ``_ahead``, ``_in_flight``, ``silent``)."""
 
     def send_ahead(self, requests: Sequence[tuple[int | None, Any]]) -> None:
         """Requests this run is about to make that need nothing of the round in flight next: they go
@@ -88,9 +82,6 @@ class RoundsAhead:
             return
         self._ahead.update(((given, type(request), request), _IN_FLIGHT) for given, _, request in to_send)
         self._in_flight.append((to_send, begun, budget))
-        if self._switch_interval is None:  # the IO thread's writes and reads are not held behind the command's work
-            self._switch_interval = sys.getswitchinterval()
-            sys.setswitchinterval(IN_FLIGHT_SWITCH_INTERVAL_S)
 
     def answers_pending(self) -> bool:
         """Whether a round begun by :meth:`send_now` is still waiting for answers: what the command
@@ -100,7 +91,6 @@ class RoundsAhead:
     def _land(self) -> None:
         """The answers of the rounds begun by :meth:`send_now`, waited for and kept for their calls
         (a broker that did not answer in time silent, as :meth:`_send_all` takes it)."""
-        self._switch_back()
         while self._in_flight:
             to_send, begun, budget = self._in_flight.pop(0)
             try:
@@ -116,12 +106,6 @@ class RoundsAhead:
         self._riding.clear()
         self._ahead.clear()
         self._in_flight.clear()  # their answers, when they come, are no one's
-        self._switch_back()
-
-    def _switch_back(self) -> None:
-        if self._switch_interval is not None:
-            sys.setswitchinterval(self._switch_interval)
-            self._switch_interval = None
 
     def _taken_ahead(self, node: int | None, request: Any) -> Any:
         """The answer of ``request`` to ``node`` sent ahead (:meth:`send_ahead`, :meth:`send_now`), taken

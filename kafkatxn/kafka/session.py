@@ -105,7 +105,6 @@ class Session(RoundsAhead):
         self._ahead: dict[tuple[int | None, type, Any], Any] = {}
         # Rounds begun by send_now and not landed: (their requests, their end, the brokers' budget).
         self._in_flight: list[tuple[list[tuple[int, int | None, Any]], Any, float]] = []
-        self._switch_interval: float | None = None  # the interpreter's, while a round begun by send_now is in flight
 
     def __enter__(self) -> "Session":
         return self
