@@ -11,6 +11,7 @@ it was on when the first began.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 
@@ -58,4 +59,21 @@ def started() -> None:
     global _starting
     if _starting:
         _starting = False
+        resume()
+
+
+
+@contextlib.contextmanager
+def one_shot():
+    """A one-shot command's pass and its output (``lso``, ``hanging``, ``check``; not ``--watch``, not
+    the exporter): collection waits while they run, as a run's does, and when they end what they
+    made (30,000 partitions' offsets and TopicPartitions, the snapshot, the rows) is frozen out of
+    the collector's sight (``gc.freeze``: it lives until the process ends) before collection
+    resumes. Resumed as a run ends, the first collection walked all of it once for nothing: about
+    20 ms at 30,000 partitions on the held cluster."""
+    pause()
+    try:
+        yield
+    finally:
+        gc.freeze()
         resume()

@@ -11,3 +11,8 @@ CHECK_TXN_AGE_CRIT = "15m"
 EXPORTER_LISTEN = "0.0.0.0:9799"
 EXPORTER_CACHE_TTL = "10s"
 EXPORTER_SCRAPE_TIMEOUT = "8s"  # below Prometheus' default scrape_timeout of 10s
+
+# lso (the library's own constants are checked equal to these: tests/unit/test_connect_ahead.py)
+LSO_CRITICAL_AGE = "5m"  # kafkatxn.lso.DEFAULT_CRITICAL_AGE
+PROBE_MAX_GAP = 1000  # kafkatxn.facts_lso.DEFAULT_PROBE_MAX_GAP
+LAG_THRESHOLD = 1000  # kafkatxn.verdicts_groups.DEFAULT_LAG_THRESHOLD

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 from kafkatxn import facts, facts_lso, facts_scan, gather, snapshot as samples, verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.gather import in_one_run
-from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition
+from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition, topic_partitions
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS,
     ClusterSnapshot,
@@ -36,6 +38,9 @@ if TYPE_CHECKING:  # handed the facade; not imported
 GROUPS_SHARE = 0.5
 
 T = TypeVar("T")
+
+
+_REPLICAS = itemgetter(3)  # of a PartitionInfo
 
 
 class _Pass:
@@ -219,13 +224,13 @@ def gather_snapshot(
     except KafkatxnError as exc:
         return ClusterSnapshot(taken_at_ms, time.monotonic() - started, error=str(exc))
     snap = ClusterSnapshot(taken_at_ms, cluster_id=md.cluster_id, brokers=tuple(b.id for b in md.brokers),
-                           replica_brokers=tuple(sorted({r for p in md.partitions for r in p.replicas})))
+                           replica_brokers=tuple(sorted(set(chain.from_iterable(map(_REPLICAS, md.partitions))))))  # in C
     run = _Pass(cluster, snap)
     if topic_regex and not selected:
         # A typo in the regex must not turn into a check that is always OK.
         run.missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
     unseen_at = len(run.missing)  # the topics this principal cannot see are named here, asked below
-    tps = [p.tp for p in selected]
+    tps = topic_partitions(selected)
     grouped = groups or bool(spark_checkpoints)
     committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
     # Two questions that need only the metadata go down with the offsets' round trip, after its

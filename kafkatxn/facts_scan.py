@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from kafkatxn import facts, gather
 from kafkatxn.gather import in_one_run
-from kafkatxn.model import Missing, TopicPartition
+from kafkatxn.model import Missing, TopicPartition, topic_partitions
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification
 
 if TYPE_CHECKING:  # handed the facade; not imported
@@ -58,7 +58,7 @@ def select_partitions(
     chosen = cluster.select_partitions(topics=topics, partition=partition, include_internal=True)
     if broker_id is not None:
         chosen = facts.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
-    return [p.tp for p in chosen]
+    return topic_partitions(chosen)
 
 
 @in_one_run
@@ -68,20 +68,20 @@ def take_scan(
     topics: Sequence[str] | None = None,
     partition: int | None = None,
     max_transaction_timeout_ms: int | None = None,
+    partitions: list[TopicPartition] | None = None,
 ) -> Scan:
-    """The partitions chosen (every one, internal topics too, without ``topics``), the brokers'
+    """The partitions chosen (every one, internal topics too, without ``topics``; ``partitions``: the
+    :func:`select_partitions` of these options, made by the caller in this run), the brokers'
     maximum timeout when not given (a cluster that does not say ends the command: no verdict can be
     given without it), their producer states (all asked of ``broker_id`` when given) and every open
     transaction in them (:func:`scan_of`)."""
-    missing: list[Missing] = []
     # The selection first: a bad one (--partition without one --topic) is a usage error before any request.
-    tps = select_partitions(cluster, broker_id, topics, partition)
-    if not topics:
-        missing += gather.unseen_topics(cluster)
+    tps = select_partitions(cluster, broker_id, topics, partition) if partitions is None else partitions
+    if not topics:  # the topic-visibility probe needs nothing but the metadata: it goes with the next round
+        cluster.topic_list_filtered_ahead()
     timeout_ms, source, config_missing = scan_timeout(cluster, max_transaction_timeout_ms)
-    missing += config_missing
     described = facts.producer_states(cluster, tps, broker_id=broker_id, with_transactional_ids=False)
-    missing += described.missing
+    missing = (gather.unseen_topics(cluster) if not topics else []) + config_missing + described.missing
     return scan_of(cluster, tps, described, timeout_ms, source, missing)
 
 

@@ -256,10 +256,11 @@ def find_hanging(
     topics: Sequence[str] | None = None,
     partition: int | None = None,
     max_transaction_timeout_ms: int | None = None,
+    partitions: list[TopicPartition] | None = None,
 ) -> HangingResult:
-    """The rows of the fact layer's scan (:func:`kafkatxn.facts_scan.take_scan`), with the offsets of
-    the partitions they name."""
-    scan = facts_scan.take_scan(cluster, broker_id, topics, partition, max_transaction_timeout_ms)
+    """The rows of the fact layer's scan (:func:`kafkatxn.facts_scan.take_scan`; ``partitions``: its
+    selection, made by the caller in this run), with the offsets of the partitions they name."""
+    scan = facts_scan.take_scan(cluster, broker_id, topics, partition, max_transaction_timeout_ms, partitions)
     missing = list(scan.missing)
     now_ms, max_transaction_timeout_ms = scan.now_ms, scan.max_transaction_timeout_ms
     classifications, untracked = scan.due(), scan.untracked()

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import attrgetter, is_, is_not
+from itertools import compress, repeat, starmap
+from operator import attrgetter, ge, is_, is_not, sub
 from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Mapping, Sequence, TypeVar
 
 from kafkatxn import lost_commit
@@ -23,7 +23,7 @@ from kafkatxn.gather import in_one_run
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.group_positions import GroupLag, group_lags, pin_facts, read_committed_lag
 from kafkatxn.facts_lso import DEFAULT_PROBE_MAX_GAP, GroupSnapshot, LsoSnapshot, take_group_snapshot, take_snapshot
-from kafkatxn.model import Missing, TopicPartition
+from kafkatxn.model import Missing, TopicPartition, topic_partitions
 from kafkatxn.plain import RecordColumns
 from kafkatxn.verdicts_age import best_age_ms
 from kafkatxn.verdicts_groups import (
@@ -89,8 +89,10 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
     """A row per partition with ``lag_messages >= min_lag``, in topic and partition order."""
     rows = []
     offsets = snapshot.offsets
-    # Sorted after the filter: of 30,000 partitions, the few that lag.
-    for tp in sorted(tp for tp, o in offsets.items() if o.lag >= min_lag):
+    # Sorted after the filter: of 30,000 partitions, the few that lag, found in C (o.lag >= min_lag:
+    # HW - LSO >= min_lag, every partition when min_lag is 0 or less, as the lag is never below 0).
+    found = offsets if min_lag <= 0 else compress(offsets, map(ge, starmap(sub, offsets.values()), repeat(min_lag)))
+    for tp in sorted(found):
         o = offsets[tp]
         txns = snapshot.open_transactions.get(tp, []) if o.lag > 0 else []
         facts = pin_facts(snapshot, tp)
@@ -293,9 +295,13 @@ def partition_report(
     critical_age_ms: int | None = DEFAULT_CRITICAL_AGE_MS,
     watching: bool = False,
     previous: LsoSnapshot | None = None,
+    partitions: Sequence[TopicPartition] | None = None,
 ) -> LsoReport:
-    """Partitions with LSO lag >= ``min_lag`` (all non-internal topics unless ``topics``)."""
-    snapshot = take_snapshot(cluster, [p.tp for p in cluster.select_partitions(topics)])
+    """Partitions with LSO lag >= ``min_lag`` (all non-internal topics unless ``topics``; ``partitions``:
+    those, chosen by the caller in this run)."""
+    if partitions is None:
+        partitions = topic_partitions(cluster.select_partitions(topics))
+    snapshot = take_snapshot(cluster, partitions)
     rows = partition_lags(snapshot, min_lag)
     code = partitions_exit_code(rows, critical_age_ms)
     return _report(rows, snapshot, snapshot.missing, code, sort, top, watching, previous)

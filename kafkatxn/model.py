@@ -7,7 +7,11 @@ audit rules can be tested over plain values.
 from __future__ import annotations
 
 import functools
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby, repeat
+from operator import itemgetter
 from typing import Any, Generic, NamedTuple, TypeVar, Union
 
 T = TypeVar("T")
@@ -51,7 +55,65 @@ class PartitionInfo(NamedTuple):
 
     @property
     def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
+        return tuple.__new__(TopicPartition, (self[0], self[1]))  # type: ignore[type-var]
+
+
+_TOPIC, _INDEX, _LEADER = itemgetter(0), itemgetter(1), itemgetter(2)  # of a PartitionInfo (or a TopicPartition)
+
+# Each topic's TopicPartitions by index, made once a process and shared by the metadata's routing and
+# every answer that names them (the wire's readers): a named tuple made even in C costs 0.2 us, 30,000
+# a pass, several passes a command and every scrape, and dict look-ups of the same object stop at
+# its identity. Emptied past this many (deleted topics' would stay otherwise).
+KEPT_PARTITIONS_LIMIT = 1_000_000
+_kept: dict[str, list[TopicPartition]] = {}
+_kept_count = 0
+_keeping = threading.Lock()  # the IO thread reads answers while the main thread routes
+
+
+def kept_topic_partitions(name: str, indexes: Sequence[int]) -> Iterator[TopicPartition]:
+    """The TopicPartitions of topic ``name`` at ``indexes`` (partition numbers), the kept ones
+    (:data:`KEPT_PARTITIONS_LIMIT`): looked up in C, none made once kept."""
+    global _kept_count
+    if not indexes:
+        return iter(())
+    known = _kept.get(name)
+    top = max(indexes)
+    if known is None or top >= len(known):
+        if min(indexes) < 0 or top >= KEPT_PARTITIONS_LIMIT:  # not partition numbers to keep a table of
+            return _made(name, indexes)
+        with _keeping:
+            if _kept_count + top >= KEPT_PARTITIONS_LIMIT:
+                _kept.clear()
+                _kept_count = 0
+            known = _kept.setdefault(name, [])
+            if top >= len(known):
+                _kept_count += top + 1 - len(known)
+                known.extend(_made(name, range(len(known), top + 1)))
+    elif min(indexes) < 0:
+        return _made(name, indexes)
+    return map(known.__getitem__, indexes)
+
+
+def _made(name: str, indexes: Iterable[int]) -> Iterator[TopicPartition]:
+    return map(tuple.__new__, repeat(TopicPartition), zip(repeat(name), indexes))  # type: ignore[arg-type]
+
+
+def topic_partitions(partitions: Iterable[PartitionInfo]) -> list[TopicPartition]:
+    """Each partition's :attr:`PartitionInfo.tp`, the kept ones (:func:`kept_topic_partitions`), a
+    topic's run at a time: a named tuple's own ``__new__`` is a Python function, and a command over
+    the whole cluster asks for one per partition (30,000 and more)."""
+    out: list[TopicPartition] = []
+    for name, run in groupby(partitions, _TOPIC):
+        out.extend(kept_topic_partitions(name, list(map(_INDEX, run))))
+    return out
+
+
+def in_partition_order(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """``partitions`` once each, in topic and partition order: the order a snapshot asks offsets in
+    (``facts_lso.take_snapshot``), and ``lso`` sends them ahead in. Deduplicated in the order given
+    (metadata's: a topic's partitions in a row), then sorted: a sort of those runs costs a tenth of
+    sorting a set's hash order (30 against 3 ms at 30,000)."""
+    return sorted(dict.fromkeys(partitions))
 
 
 @dataclass(frozen=True)
@@ -71,8 +133,8 @@ class ClusterMetadata:
     @functools.cached_property
     def leaders(self) -> dict[TopicPartition, int]:
         """Leader per partition (-1: none), made once per metadata answer: requests are routed by it
-        several times a command, over 10,000s of partitions."""
-        return {TopicPartition(p.topic, p.partition): p.leader for p in self.partitions}
+        several times a command, over 10,000s of partitions (made in C: no Python step each)."""
+        return dict(zip(topic_partitions(self.partitions), map(_LEADER, self.partitions)))
 
     @functools.cached_property
     def transaction_log(self) -> tuple[PartitionInfo, ...]:

@@ -4,11 +4,15 @@ the cluster's metadata. Above the Kafka layer: it decides nothing about Kafka an
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import compress
+from operator import itemgetter, not_
 from typing import Iterable
 
 from kafkatxn.errors import InputError, NotFoundError
 from kafkatxn.model import ClusterMetadata, PartitionInfo
 from kafkatxn.validation import check_topic_name, compile_regex
+
+_INTERNAL = itemgetter(5)  # of a PartitionInfo: whether its topic is internal
 
 
 def check_selection(topics: Iterable[str] | None = None, partition: int | None = None, topic_pattern: str | None = None) -> None:
@@ -33,10 +37,10 @@ def select_partitions(
     topics = list(topics or [])
     check_selection(topics, partition, topic_pattern)
     rx = compile_regex(topic_pattern, "topic") if topic_pattern else None
-    by_topic: dict[str, list[PartitionInfo]] = defaultdict(list)
-    for p in metadata.partitions:
-        by_topic[p.topic].append(p)
     if topics:
+        by_topic: dict[str, list[PartitionInfo]] = defaultdict(list)
+        for p in metadata.partitions:
+            by_topic[p.topic].append(p)
         unknown = [t for t in topics if t not in by_topic]
         if unknown:
             raise NotFoundError(f"unknown topic {', '.join(repr(t) for t in unknown)}")
@@ -46,8 +50,10 @@ def select_partitions(
             if not chosen:
                 count = len(by_topic[topics[0]])
                 raise NotFoundError(f"topic {topics[0]!r} has no partition {partition} (it has {count}: 0-{count - 1})")
-    else:
-        chosen = [p for p in metadata.partitions if include_internal or not p.internal]
+    elif include_internal:
+        chosen = list(metadata.partitions)
+    else:  # every partition but the internal topics', found in C (30,000 and more)
+        chosen = list(compress(metadata.partitions, map(not_, map(_INTERNAL, metadata.partitions))))
     if rx is not None:
         chosen = [p for p in chosen if rx.search(p.topic)]
     return chosen

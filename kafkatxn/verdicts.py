@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
+from itertools import chain, compress
 from typing import Iterable, Mapping, Sequence
 
 from kafkatxn.model import (
@@ -326,8 +327,10 @@ def open_transactions(
     """Every open transaction in described producer states, in partition then offset order; with
     what ``view`` says of each producer id."""
     out = []
-    # 30,000 partitions a scrape, few with an open transaction: those are found first, then sorted.
-    with_open = [tp for tp, states in producers.items() if any(s.current_txn_start_offset >= 0 for s in states)]
+    # 30,000 partitions a scrape, few with an open transaction: those are found first (the partitions
+    # with no producer state left out in C), then sorted.
+    with_open = [tp for tp, states in compress(producers.items(), producers.values())
+                 if any(s.current_txn_start_offset >= 0 for s in states)]
     for tp in sorted(with_open):
         for p in sorted(producers[tp], key=lambda s: s.current_txn_start_offset):
             if p.current_txn_start_offset < 0:
@@ -394,7 +397,7 @@ def pin_flags(verdict: PinVerdict | None) -> tuple[bool | None, bool | None]:
 
 def open_transaction_count(producers: Mapping[TopicPartition, Sequence[ProducerState]]) -> int:
     """How many transactions are open on the partitions described (one per producer and partition)."""
-    return sum(1 for ps in producers.values() for p in ps if p.current_txn_start_offset >= 0)
+    return sum(1 for p in chain.from_iterable(producers.values()) if p.current_txn_start_offset >= 0)  # empty partitions in C
 
 
 def pinning_transaction(open_txns: Sequence[OpenTransaction], lso: int) -> OpenTransaction | None:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kafkatxn import check, defaults
+from kafkatxn import check, collection, defaults
 from kafkatxn.cli.options import MaxTransactionTimeout, SparkCheckpoints
 from kafkatxn.cli.common import CommandContext, command
 from kafkatxn.validation import compile_regex
@@ -123,17 +123,18 @@ def register(app: typer.Typer) -> None:
         cluster.connect_ahead()
         cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
                          *(() if max_transaction_timeout is not None else ("DescribeConfigs",)))
-        snapshot = gather_snapshot(cluster, topic_regex, max_transaction_timeout,
-                                   groups=groups, group_regex=group_regex,
-                                   spark_checkpoints=spark_checkpoints or ctx.config.spark_checkpoints)
-        result = check.evaluate(snapshot, thresholds)
-        if textfile is not None:
-            from kafkatxn import exporter, exporter_metrics
+        with collection.one_shot():
+            snapshot = gather_snapshot(cluster, topic_regex, max_transaction_timeout,
+                                       groups=groups, group_regex=group_regex,
+                                       spark_checkpoints=spark_checkpoints or ctx.config.spark_checkpoints)
+            result = check.evaluate(snapshot, thresholds)
+            if textfile is not None:
+                from kafkatxn import exporter, exporter_metrics
 
-            exporter.write_textfile(textfile, snapshot, exporter_metrics.ExportOptions(only_lagging, per_topic))
-        if ctx.output == "table":
-            text = result.nagios_text()
-            sys.stdout.write(for_terminal(text, terminal_width(sys.stdout)) if sys.stdout.isatty() else text)
-        else:
-            ctx.render(result.report())
-        return result.exit_code
+                exporter.write_textfile(textfile, snapshot, exporter_metrics.ExportOptions(only_lagging, per_topic))
+            if ctx.output == "table":
+                text = result.nagios_text()
+                sys.stdout.write(for_terminal(text, terminal_width(sys.stdout)) if sys.stdout.isatty() else text)
+            else:
+                ctx.render(result.report())
+            return result.exit_code

@@ -4,17 +4,22 @@ import enum
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Optional
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
-from kafkatxn import lso, facts_lso, verdicts_groups
+from kafkatxn import collection, defaults
 from kafkatxn.cli.options import LagThreshold, ProbeMaxGap, SparkCheckpoints, duration_option, parse_duration
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
 from kafkatxn.exitcodes import exit_code
-from kafkatxn.model import Missing
+from kafkatxn.model import Missing, in_partition_order, topic_partitions
 from kafkatxn.output import render_to_string
+
+if TYPE_CHECKING:  # imported while the offsets' round trip is in flight (_partition_report)
+    from kafkatxn import facts_lso, lso
+    from kafkatxn.kafka import Cluster
 
 DEFAULT_INTERVAL = "2s"
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
@@ -33,14 +38,14 @@ class Sample:
     row_type: type
     exit_code: int
     missing: list[Missing]
-    snapshot: facts_lso.LsoSnapshot
+    snapshot: "facts_lso.LsoSnapshot"
     empty_message: str
     notes: list[str] = field(default_factory=list)
 
 
 
 def watch_loop(
-    take_sample: Callable[[facts_lso.LsoSnapshot | None], Sample],
+    take_sample: Callable[["facts_lso.LsoSnapshot | None"], Sample],
     show: Callable[[int, Sample | None, str | None], None],
     interval_s: float,
     samples: int | None = None,
@@ -53,7 +58,7 @@ def watch_loop(
     watch goes on: the cluster may come back. The previous good snapshot stays the reference for
     ``lso_moved``.
     """
-    previous: facts_lso.LsoSnapshot | None = None
+    previous = None  # the last good sample's snapshot
     code = EXIT_UNKNOWN
     number = 0
     try:
@@ -111,9 +116,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         critical_age: Annotated[
             int, duration_option("--critical-age", help="Exit 2 when a pinning (or blocking) transaction is at least this old.")
-        ] = lso.DEFAULT_CRITICAL_AGE,
-        probe_max_gap: ProbeMaxGap = facts_lso.DEFAULT_PROBE_MAX_GAP,
-        lag_threshold: LagThreshold = verdicts_groups.DEFAULT_LAG_THRESHOLD,
+        ] = defaults.LSO_CRITICAL_AGE,
+        probe_max_gap: ProbeMaxGap = defaults.PROBE_MAX_GAP,
+        lag_threshold: LagThreshold = defaults.LAG_THRESHOLD,
         watch: Annotated[
             bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C, showing whether each LSO moved since the previous sample.")
         ] = False,
@@ -146,9 +151,10 @@ def register(app: typer.Typer) -> None:
         sort_key = sort.value if sort is not None else (None if groups else "lag")
         cluster = ctx.cluster
 
-        def take_sample(previous: facts_lso.LsoSnapshot | None) -> Sample:
+        def take_sample(previous: "facts_lso.LsoSnapshot | None") -> Sample:
             if groups:
-                from kafkatxn import spark_readers  # only groups are compared with Spark queries: lso alone does not pay for it
+                # Only groups are compared with Spark queries: lso alone does not pay for spark_readers.
+                from kafkatxn import lso, spark_readers
 
                 # A query's position is read before the offsets it is compared with, as a group's commits are.
                 # The profile's queries are read beside every group; those given here, beside the groups named.
@@ -170,7 +176,9 @@ def register(app: typer.Typer) -> None:
                              f"{min_lag} or more (--min-lag), nor is blocked")
             else:
                 least = min_lag if min_lag is not None else 1
-                report = lso.partition_report(cluster, topics, least, sort_key, top, critical_age_ms, watching, previous)
+                report = _partition_report(cluster, topics, least, sort_key, top, critical_age_ms, watching, previous)
+                from kafkatxn import lso  # imported by _partition_report, while its offsets were in flight
+
                 row_type = lso.WatchedPartitionLag if watching else lso.PartitionLag
                 empty = f"no partition with a last stable offset lag of {least} or more"
             ctx.debug_note(
@@ -181,15 +189,16 @@ def register(app: typer.Typer) -> None:
             return Sample(report.rows, row_type, report.exit_code, report.missing, report.snapshot, empty, notes)
 
         if not watching:
-            sample = take_sample(None)
-            ctx.render(sample.rows, row_type=sample.row_type, empty_message=sample.empty_message, missing=sample.missing)
-            for note in sample.notes:
-                ctx.note(note)
-            return sample.exit_code
+            with collection.one_shot():
+                sample = take_sample(None)
+                ctx.render(sample.rows, row_type=sample.row_type, empty_message=sample.empty_message, missing=sample.missing)
+                for note in sample.notes:
+                    ctx.note(note)
+                return sample.exit_code
 
         is_tty = sys.stdout.isatty()
 
-        def take_watched_sample(previous: facts_lso.LsoSnapshot | None) -> Sample:
+        def take_watched_sample(previous: "facts_lso.LsoSnapshot | None") -> Sample:
             cluster.restart_deadline()  # every sample gets a whole --timeout of its own
             return take_sample(previous)
 
@@ -202,6 +211,25 @@ def register(app: typer.Typer) -> None:
                     ctx.note(line)
 
         return watch_loop(take_watched_sample, show, interval_ms / 1000, samples)
+
+
+def _partition_report(cluster: "Cluster", topics: Sequence[str], *args: Any) -> "lso.LsoReport":
+    """``lso.partition_report``, its offsets sent first: in one run, the chosen
+    partitions' ListOffsets go down as the snapshot will ask them (``Cluster.stable_and_high_offsets_ahead``,
+    in its order), and the library that reads their answers (the fact layer, the verdicts), and while
+    they have not answered the protocol modules of the requests after them, are imported while the
+    brokers answer, not before."""
+    with cluster.one_run():
+        cluster.will_ask("ListOffsets")  # kafka-python's request class, imported here rather than on the IO thread
+        partitions = in_partition_order(topic_partitions(cluster.select_partitions(topics)))
+        cluster.stable_and_high_offsets_ahead(partitions)
+        from kafkatxn import lso
+
+        # What a partition that lags asks next, while the brokers have not answered (none lag, most often: not later).
+        cluster.will_ask_while_waiting("DescribeProducers", "ListTransactions", "FindCoordinator", "DescribeTransactions", "Fetch",
+                                       "DescribeConfigs")
+
+        return lso.partition_report(cluster, topics, *args, partitions=partitions)
 
 
 def _frame(ctx: CommandContext, number: int, interval_ms: int, sample: Sample | None, error: str | None, is_tty: bool) -> str:

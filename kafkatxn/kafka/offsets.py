@@ -12,20 +12,22 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from itertools import repeat
-from operator import attrgetter
+from operator import itemgetter
 from typing import Any, Iterable, Mapping, Sequence
 
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.client_errors import part_missing
+from kafkatxn.kafka.session import group_by_leader
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
 
 
-_ERROR, _TP_AND_OFFSET = attrgetter("error"), attrgetter("tp", "offset")  # of a ListOffsets answer's partitions
+# Of a ListOffsets answer's partitions (PartitionOffset: tp, error, offset), read by position: no
+# attribute look-up, and no pair made per partition (zip hands dict.update one it reuses).
+_TP, _ERROR, _OFFSET = itemgetter(0), itemgetter(1), itemgetter(2)
 # What one Fetch round asks of each partition and in all (a probe stops at its first record).
 FETCH_PARTITION_BYTES = 64 * 1024
 FETCH_MAX_BYTES = 4 * 1024 * 1024
@@ -67,6 +69,12 @@ def first_readable(
                         return (r.offset, r.timestamp), r.offset + 1
         after = max(after, batch.last_offset + 1)
     return None, after
+
+
+def _offsets_requests(by_node: Mapping[int, Sequence[TopicPartition]], levels: tuple[bool, ...], earliest: bool) -> list[tuple[int, Any]]:
+    """The ListOffsets of one round: per leader, one request per isolation level, in ``levels``' order
+    (a leader answers a connection's requests in order: the LSO before the HW)."""
+    return [(node, proto.ListOffsets(tuple(node_tps), committed, earliest)) for node, node_tps in by_node.items() for committed in levels]
 
 
 class OffsetsApi:
@@ -225,8 +233,12 @@ class OffsetsApi:
     ) -> tuple[dict[int, list[TopicPartition]], dict[TopicPartition, Missing]]:
         """The partitions by leader, and those that have none to ask (unknown, leaderless, silent)."""
         leaders = self.metadata(refresh=refresh).leaders
-        by_node: dict[int, list[TopicPartition]] = defaultdict(list)
         failed: dict[TopicPartition, Missing] = {}
+        partitions = list(partitions)
+        grouped = group_by_leader(partitions, leaders, self.silent)  # usually: every partition led by a broker that answers
+        if grouped is not None:
+            return grouped, failed
+        by_node: dict[int, list[TopicPartition]] = defaultdict(list)
         for tp in partitions:
             leader = leaders.get(tp)
             if leader is None:
@@ -256,6 +268,18 @@ class OffsetsApi:
         """
         return self._latest_offsets(partitions, (True, False))[0]  # type: ignore[return-value]
 
+    def stable_and_high_offsets_ahead(self, partitions: Sequence[TopicPartition]) -> None:
+        """The requests :meth:`stable_and_high_offsets` of ``partitions`` (in that order) makes first,
+        sent now (``Session.send_now``): the brokers answer while the command imports what reads the
+        answers. Nothing is sent when the run holds offsets already or a partition has no leader to
+        ask: the call then asks as it always does."""
+        if self.answered_any("ListOffsets"):
+            return
+        tps = list(dict.fromkeys(partitions))
+        by_node = group_by_leader(tps, self.metadata().leaders, self.silent)
+        if by_node:
+            self.send_now(_offsets_requests(by_node, (True, False), False))
+
     def offsets_and_producers(
         self, partitions: Iterable[TopicPartition]
     ) -> tuple[Partial[dict[TopicPartition, tuple[int, int]]], Partial[dict[TopicPartition, list[ProducerState]]] | None]:
@@ -267,7 +291,7 @@ class OffsetsApi:
         tps = list(dict.fromkeys(partitions))
         if self.wire.max_version("DescribeProducers") < 0:
             return self.stable_and_high_offsets(tps), None
-        known, ask = self.remembered("DescribeProducers", sorted(tps))
+        known, ask = self.to_ask_in_table("DescribeProducers", None, sorted(tps))
         producer_requests, producers_missing = self._producer_requests(ask, None) if ask else ([], {})
         pairs, responses = self._latest_offsets(tps, (True, False), producer_requests)
         producers = self._producer_answers(ask, (producer_requests, responses, producers_missing)) if ask else Partial({})
@@ -288,21 +312,20 @@ class OffsetsApi:
             nonlocal extra, also_answers
             failed: dict[TopicPartition, Failed] = {}
             leaders = self.metadata().leaders
-            by_node: dict[int, list[TopicPartition]] = defaultdict(list)
-            for tp in pending:
-                leader = leaders.get(tp)
-                if leader is None:
-                    failed[tp] = Failed(None, "unknown topic or partition")
-                elif leader < 0:
-                    failed[tp] = Failed(None, "no leader")
-                elif leader in self.silent:  # still led by a broker that did not answer: not asked again
-                    failed[tp] = Failed(None, str(Missing(Broker(leader), self.silent[leader].plain_reason)))
-                else:
-                    by_node[leader].append(tp)
-            requests = [
-                (node, proto.ListOffsets(tuple(node_tps), committed, earliest))
-                for node, node_tps in by_node.items() for committed in levels
-            ]
+            by_node = group_by_leader(pending, leaders, self.silent)  # usually: every partition led by a broker that answers
+            if by_node is None:
+                by_node = defaultdict(list)
+                for tp in pending:
+                    leader = leaders.get(tp)
+                    if leader is None:
+                        failed[tp] = Failed(None, "unknown topic or partition")
+                    elif leader < 0:
+                        failed[tp] = Failed(None, "no leader")
+                    elif leader in self.silent:  # still led by a broker that did not answer: not asked again
+                        failed[tp] = Failed(None, str(Missing(Broker(leader), self.silent[leader].plain_reason)))
+                    else:
+                        by_node[leader].append(tp)
+            requests = _offsets_requests(by_node, levels, earliest)
             responses = self._send_all(requests + extra) if requests or extra else []
             if extra:  # sent with the first round only
                 responses, also_answers = responses[: len(requests)], responses[len(requests) :]
@@ -317,7 +340,7 @@ class OffsetsApi:
                     continue
                 at_level = found[level]
                 if not any(map(_ERROR, resp.partitions)):  # usually: 10,000 answers taken in C
-                    at_level.update(map(_TP_AND_OFFSET, resp.partitions))
+                    at_level.update(zip(map(_TP, resp.partitions), map(_OFFSET, resp.partitions)))
                     continue
                 for part in resp.partitions:
                     if part.error:
@@ -329,7 +352,10 @@ class OffsetsApi:
             first, *others = found
             if others:
                 (second,) = others
-                out = {tp: (offset, second[tp]) for tp, offset in first.items() if tp in second and tp not in failed}
+                if not failed and first.keys() == second.keys():  # usually: every pair whole, made in C
+                    out = dict(zip(first, zip(first.values(), map(second.__getitem__, first))))
+                else:
+                    out = {tp: (offset, second[tp]) for tp, offset in first.items() if tp in second and tp not in failed}
             else:
                 out = {tp: (offset,) for tp, offset in first.items()}
             return out, failed
@@ -339,7 +365,7 @@ class OffsetsApi:
         if extra:  # nothing was pending: the other requests still go
             also_answers = self._send_all(extra)
         out = asked.answers
-        self.remember("ListOffsets", dict(zip(zip(out, repeat(levels), repeat(earliest)), out.values())))  # by (tp, levels, earliest)
+        self.remember_table("ListOffsets", (levels, earliest), out)
         if known:
             out = {tp: known[tp] if tp in known else out[tp] for tp in tps if tp in known or tp in out}
         errors = asked.failed
@@ -353,10 +379,9 @@ class OffsetsApi:
         but a pair is never made of two answers (it must come from one leader, LSO <= HW)."""
         if self._answers is None or not self.answered_any("ListOffsets"):  # a run's first offsets: nothing to look up
             return {}
-        known, _ = self.remembered("ListOffsets", [(tp, levels, earliest) for tp in tps])
-        out = {key[0]: offsets for key, offsets in known.items()}
+        out = self.remembered_in_table("ListOffsets", (levels, earliest), tps)
         if len(levels) == 1:
             position = 0 if levels[0] else 1
-            pairs, _ = self.remembered("ListOffsets", [(tp, (True, False), earliest) for tp in tps if tp not in out])
-            out.update({key[0]: (pair[position],) for key, pair in pairs.items()})
+            pairs = self.remembered_in_table("ListOffsets", ((True, False), earliest), [tp for tp in tps if tp not in out])
+            out.update({tp: (pair[position],) for tp, pair in pairs.items()})
         return out

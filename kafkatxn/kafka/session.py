@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Mapping
 from itertools import repeat
+from operator import call, itemgetter
 from typing import Any, Sequence
 
 from kafkatxn import collection
@@ -19,6 +21,7 @@ from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
 from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
+from kafkatxn.kafka.rounds_ahead import _NOT_ANSWERED, RoundsAhead, request_label
 from kafkatxn.kafka.wire import Wire
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -36,26 +39,10 @@ LEADERSHIP_ERRORS = frozenset({
 # after it still have time for the brokers that answer.
 BROKER_SHARE = 0.5
 MIN_BROKER_BUDGET_S = 1.0
+_TABLE = "table"  # in a run's answers, (API, _TABLE, table): a table of that API's answers (Session.remember_table)
+
 # A confirmation that took this long was read by a person (see Session.exclude_from_deadline).
 PERSON_PAUSE_S = 1.0
-
-
-_NOT_ANSWERED = object()
-
-
-def request_label(request: Any) -> str:
-    """A request as ``--debug`` names it: its API, and the isolation level where the API has one
-    (a ListOffsets by timestamp, where the level changes nothing, says so instead)."""
-    name = proto.REQUEST_NAMES.get(type(request), type(request).__name__)
-    if isinstance(request, proto.ListOffsetsAt):
-        return f"{name} (by time)"
-    level = getattr(request, "read_committed", None)
-    if level is None:
-        purpose = getattr(request, "purpose", "")
-        return f"{name} ({purpose})" if purpose else name
-    return f"{name} ({'read_committed' if level else 'read_uncommitted'})"
-
-
 class BrokerSilent(DeadlineExceeded):
     """A broker that did not answer within its share of the deadline; later requests to it in the
     same command fail at once with this, instead of waiting again."""
@@ -66,12 +53,30 @@ class BrokerSilent(DeadlineExceeded):
         super().__init__(f"broker {broker_id} {self.plain_reason}")
 
 
+_TOPIC_AND_INDEX = itemgetter(0, 1)  # of a PartitionInfo: its sort key, taken in C
+
+
+def group_by_leader(partitions: Sequence[Any], leaders: Mapping[Any, int], silent: Mapping[int, Any]) -> dict[int, list[Any]] | None:
+    """``partitions`` by their leader in ``leaders``, in the order given (the leaders in the order
+    they first lead one), made in C: one pass of dict look-ups and list appends, no Python step per
+    partition (30,000 and more a command). None when a partition has no leader to ask (unknown,
+    none, or ``silent``): the caller's own loop names those."""
+    leader_of = list(map(leaders.get, partitions))
+    nodes = dict.fromkeys(leader_of)
+    if None in nodes or any(node < 0 or node in silent for node in nodes):
+        return None
+    by_node: dict[int, list[Any]] = {node: [] for node in nodes}
+    appends = {node: tps.append for node, tps in by_node.items()}
+    deque(map(call, map(appends.__getitem__, leader_of), partitions), maxlen=0)
+    return by_node
+
+
 def cluster_metadata(md: proto.MetadataResponse, answered_by: int | None) -> ClusterMetadata:
-    partitions = tuple(sorted(md.partitions, key=lambda p: (p.topic, p.partition)))
+    partitions = tuple(sorted(md.partitions, key=_TOPIC_AND_INDEX))
     return ClusterMetadata(md.cluster_id, md.controller_id, md.brokers, partitions, answered_by)
 
 
-class Session:
+class Session(RoundsAhead):
     """The deadline, the clients and the sending of one command run (or one exporter scrape)."""
 
     def __init__(self, config: ConnectionConfig, wire: Wire | None = None):
@@ -98,6 +103,8 @@ class Session:
         # of those gone, by (node as given, type, request), until the call that makes them takes them.
         self._riding: list[tuple[int | None, Any]] = []
         self._ahead: dict[tuple[int | None, type, Any], Any] = {}
+        # Rounds begun by send_now and not landed: (their requests, their end, the brokers' budget).
+        self._in_flight: list[tuple[list[tuple[int, int | None, Any]], Any, float]] = []
 
     def __enter__(self) -> "Session":
         return self
@@ -165,18 +172,6 @@ class Session:
             self._drop_ahead()
             collection.resume()
 
-    def send_ahead(self, requests: Sequence[tuple[int | None, Any]]) -> None:
-        """Requests this run is about to make that need nothing of the round in flight next: they go
-        down with that round (after its own requests on each connection), and their answers wait
-        for the call that makes the same request to the same node (as given: None is any broker),
-        which then takes them instead of a round trip of its own. Overlapping rounds this way cuts
-        the command's wall time, not what it asks: a request belongs here only when the call that
-        makes it will come (one never asked for was sent for nothing), and only when nothing it must
-        be read after is still to come (its answer is of the moment it rides, not of the call's).
-        Outside a run nothing is sent ahead; a run's end drops what was not taken."""
-        if self._answers is not None:
-            self._riding.extend(requests)
-
     def will_ask(self, *apis: str) -> None:
         """The command will send these APIs (``ListOffsets``, ``Fetch``, ...): their kafka-python
         modules are imported now. Called after :meth:`connect_ahead`, while the bootstrap is in flight."""
@@ -184,13 +179,16 @@ class Session:
 
         import_protocol(apis)
 
-    def _drop_ahead(self) -> None:
-        self._riding.clear()
-        self._ahead.clear()
+    def will_ask_while_waiting(self, *apis: str) -> None:
+        """:meth:`will_ask`, one API at a time while a round begun by ``send_now`` is still waiting for
+        answers (``answers_pending``); the rest import where they are first sent, as without it: a
+        command that may not send them (lso with no partition lagging) pays nothing once its answers are in."""
+        from kafkatxn.kafka.wire.client_package import import_protocol
 
-    def _taken_ahead(self, node: int | None, request: Any) -> Any:
-        """The answer of ``request`` to ``node`` sent ahead (:meth:`send_ahead`), taken once; else _NOT_ANSWERED."""
-        return self._ahead.pop((node, type(request), request), _NOT_ANSWERED) if self._ahead else _NOT_ANSWERED
+        for api in apis:
+            if not self.answers_pending():
+                return
+            import_protocol((api,))
 
     @contextlib.contextmanager
     def afresh(self):
@@ -219,9 +217,27 @@ class Session:
 
     def remember(self, api: str, answers: dict[Any, Any]) -> None:
         """Keep ``answers`` (by key) of ``api`` for the rest of the run (nothing outside a run)."""
-        if self._answers is not None:  # 30,000 partitions' offsets a pass: keyed in C, no Python step each
+        if self._answers is not None:  # 30,000 partitions' producer states a pass: keyed in C, no Python step each
             self._answers.update(zip(zip(repeat(api), answers), answers.values()))
             self._answered_apis.add(api)
+
+    def remember_table(self, api: str, table: Any, answers: Mapping[Any, Any]) -> None:
+        """Keep ``answers`` (by key) of ``api`` asked as ``table`` says (ListOffsets: the isolation
+        levels) for the rest of the run, as one table: 30,000 partitions' offsets kept by one dict
+        update, not a key made and kept each (nothing outside a run)."""
+        if self._answers is not None:
+            self._answers.setdefault((api, _TABLE, table), {}).update(answers)
+            self._answered_apis.add(api)
+
+    def remembered_in_table(self, api: str, table: Any, keys: Sequence[Any]) -> dict[Any, Any]:
+        """Of ``keys`` asked of ``api`` as ``table`` says, the answers this run has (by key)."""
+        found = self._answers.get((api, _TABLE, table)) if self._answers is not None and api in self._answered_apis else None
+        return {key: found[key] for key in keys if key in found} if found else {}
+
+    def to_ask_in_table(self, api: str, table: Any, keys: Sequence[Any]) -> tuple[dict[Any, Any], list[Any]]:
+        """:meth:`remembered_in_table`, and the keys to ask (as :meth:`remembered` says them)."""
+        known = self.remembered_in_table(api, table, keys)
+        return known, ([key for key in keys if key not in known] if known else list(keys))
 
     def answered_any(self, api: str) -> bool:
         """Whether this run holds any answer of ``api``: when not, 30,000 keys need not be looked up."""
@@ -363,24 +379,16 @@ class Session:
         riders, riders_given = self._riders(requests)  # index -1 - n: the n-th request sent ahead with this round
         to_send += riders
 
-        def count(name: str) -> None:
-            self.requests[name] += 1
-
         if log.isEnabledFor(logging.DEBUG):  # the requests a command sends, in order (--debug)
             for _, node, request in to_send:
                 log.debug("request %s to broker %s", request_label(request), node)
 
         try:
-            answers = wire.send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, count)
+            answers = wire.send_all([(node, request) for _, node, request in to_send], time.monotonic() + budget, self._count)
         except Exception as exc:  # noqa: BLE001
             raise self.errors.translate(exc, "sending requests") from exc
         for (i, node, request), answer in zip(to_send, answers):
-            if node is not None and isinstance(answer, BaseException):
-                if is_timeout(answer):
-                    answer = self.silent.setdefault(node, BrokerSilent(node, budget))
-                    log.debug("broker %s is silent for the rest of the command", node)
-                else:
-                    self.failed.add(node)
+            answer = self._answered(node, answer, budget)
             if i >= 0:
                 results[i] = answer
             else:
@@ -388,28 +396,19 @@ class Session:
                 self._ahead[(given, type(request), request)] = answer
         return results
 
-    def _riders(self, requests: Sequence[tuple[int | None, Any]]) -> tuple[list[tuple[int, int | None, Any]], list[int | None]]:
-        """The requests sent ahead (:meth:`send_ahead`) that go with this round, as ``(-1 - n, node,
-        request)``, and the node each was given: not one of the round's own (sent once, as the
-        round's), nor to a silent broker (answered so at once)."""
-        if not self._riding:
-            return [], []
-        riding, self._riding = self._riding, []
-        own = {(given, type(request), request) for given, request in requests}
-        out: list[tuple[int, int | None, Any]] = []
-        given_nodes: list[int | None] = []
-        for given, request in riding:
-            key = (given, type(request), request)
-            if key in own or key in self._ahead:
-                continue
-            own.add(key)
-            node = self._any_broker() if given is None else given
-            if node is not None and node in self.silent:
-                self._ahead[key] = self.silent[node]
-                continue
-            given_nodes.append(given)
-            out.append((-len(given_nodes), node, request))
-        return out, given_nodes
+    def _count(self, name: str) -> None:
+        self.requests[name] += 1
+
+    def _answered(self, node: int | None, answer: Any, budget: float) -> Any:
+        """``answer`` of ``node`` as a round takes it: a timeout makes the broker silent for the rest of
+        the command (the answer is then its :class:`BrokerSilent`); another failure marks it failed."""
+        if node is not None and isinstance(answer, BaseException):
+            if is_timeout(answer):
+                answer = self.silent.setdefault(node, BrokerSilent(node, budget))
+                log.debug("broker %s is silent for the rest of the command", node)
+            else:
+                self.failed.add(node)
+        return answer
 
     def _arrived(self, result: Any, subject: Subject, missing: list[Missing]) -> bool:
         """True for a response; for an exception, note ``subject`` as missing (auth errors end the command)."""

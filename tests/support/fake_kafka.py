@@ -278,6 +278,14 @@ class FakeWire:
             out.append(getattr(self, "_" + type(request).__name__)(node, request))
         return out
 
+    def begin_send_all(self, requests, deadline: float, count=lambda name: None):
+        """:meth:`send_all` begun: the model answers at once (as of now), its end returns the answers."""
+        self.begun = getattr(self, "begun", 0) + 1
+        from kafkatxn.kafka.wire.client import Begun
+
+        out = self.send_all(requests, deadline, count)
+        return Begun(lambda: getattr(self, "answered_at_once", True), lambda: out)
+
     def _error(self, node: int, tp: TopicPartition, any_replica: bool = False) -> str | None:
         """The partition's error at ``node``: only the leader answers, or any replica (DescribeProducers)."""
         if tp not in self.model.partitions:

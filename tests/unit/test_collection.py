@@ -46,3 +46,20 @@ def test_a_run_that_ends_inside_a_scrape_leaves_collection_paused():
     assert not gc.isenabled()
     exposition._resume_collection()
     assert gc.isenabled()
+
+
+def test_a_one_shot_pass_leaves_what_it_made_out_of_the_collectors_sight_and_collection_on():
+    import gc
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        frozen = gc.get_freeze_count()
+        with collection.one_shot():
+            assert not gc.isenabled()
+            made = [[] for _ in range(1000)]
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen + len(made)  # a collection after it walks none of them
+    finally:
+        if not was:
+            gc.disable()

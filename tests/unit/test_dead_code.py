@@ -32,6 +32,8 @@ USED_FROM_OUTSIDE = {
     ("kafkatxn/exporter_server.py", "readinto"): "io.BufferedReader calls it (a RawIOBase)",
     ("kafkatxn/exporter_server.py", "get_app"): "wsgiref's handler calls it",
     ("kafkatxn/kafka/groups.py", "list_groups"): "no caller: kafka/groups.py is rewritten by the retry consolidation, which removes it",
+    ("kafkatxn/lso.py", "DEFAULT_CRITICAL_AGE"): "lso's own default; the CLI shows kafkatxn.defaults.LSO_CRITICAL_AGE, checked "
+                                                  "equal to it (test_connect_ahead), not to import lso before its offsets are sent",
     ("kafkatxn/model.py", "complete"): "Partial's API, read by the integration tests",
     ("kafkatxn/plain.py", "json_text"): "write_json's text as one string, what test_output compares with json.dumps",
     ("kafkatxn/spark.py", "foreach_batch_writer"): "API for Spark jobs (the README's exactly-once writer)",

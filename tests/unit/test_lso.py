@@ -476,3 +476,40 @@ def test_each_places_read_committed_lag_is_readable_lag_of_its_fields():
     assert {p.verdict for p in places} >= {GroupVerdict.caught_up, GroupVerdict.lagging}
     for p in places:
         assert p.read_committed_lag == readable_lag(p.verdict, p.committed_offset, p.offsets.last_stable_offset, p.lag_to_lso_messages, p.lag_to_hw_messages)
+
+
+def test_the_partitions_at_or_over_min_lag_are_the_ones_the_lag_says():
+    """Found a column at a time (HW - LSO >= min_lag): a leader that moved between the two reads can
+    leave the HW below the LSO, whose lag is 0, never negative, so it is a row only at min_lag 0."""
+    s = snap({TP0: (4, 9), TP1: (3, 3), TP2: (5, 2)})  # (LSO, HW)
+    for min_lag, expected in [(1, [(TP0, 5)]), (5, [(TP0, 5)]), (6, []), (0, [(TP0, 5), (TP1, 0), (TP2, 0)]),
+                              (-1, [(TP0, 5), (TP1, 0), (TP2, 0)])]:
+        rows = lso.partition_lags(s, min_lag)
+        assert [(TopicPartition(r.topic, r.partition), r.lag_messages) for r in rows] == expected, min_lag
+
+
+def test_group_by_leader_keeps_the_order_given_and_leaves_a_partition_without_a_leader_to_the_caller():
+    from kafkatxn.kafka.session import group_by_leader
+
+    a, b, c, d = (TopicPartition("t", i) for i in range(4))
+    leaders = {a: 2, b: 1, c: 2, d: -1}
+    assert group_by_leader([a, b, c], leaders, {}) == {2: [a, c], 1: [b]}
+    assert list(group_by_leader([b, a, c], leaders, {})) == [1, 2]
+    assert group_by_leader([], leaders, {}) == {}
+    assert group_by_leader([a, d], leaders, {}) is None  # no leader
+    assert group_by_leader([a, TopicPartition("u", 0)], leaders, {}) is None  # unknown
+    assert group_by_leader([a, b], leaders, {1: "silent"}) is None
+
+
+def test_a_metadata_answer_is_ordered_and_routed_as_before():
+    from kafkatxn.kafka import protocol as proto
+    from kafkatxn.kafka.session import cluster_metadata
+    from kafkatxn.model import BrokerInfo, PartitionInfo
+
+    parts = [PartitionInfo(t, i, i % 3, (1,), (1,)) for t in ("b", "a", "c") for i in (2, 0, 1)]
+    md = cluster_metadata(proto.MetadataResponse("c", 1, (BrokerInfo(1, "h", 1),), tuple(parts)), 1)
+    assert md.partitions == tuple(sorted(parts, key=lambda p: (p.topic, p.partition)))
+    assert md.leaders == {TopicPartition(p.topic, p.partition): p.leader for p in parts}
+    assert all(type(tp) is TopicPartition for tp in md.leaders)
+    assert [p.tp for p in md.partitions] == [TopicPartition(p.topic, p.partition) for p in md.partitions]
+    assert type(md.partitions[0].tp) is TopicPartition and str(md.partitions[0].tp) == "a-0"

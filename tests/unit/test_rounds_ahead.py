@@ -158,3 +158,118 @@ def test_a_request_sent_ahead_to_a_silent_broker_is_answered_so(rounds):
     assert [len(one) for one in rounds] == [1, 1]  # nothing more to the silent broker
     assert [m.subject for m in configs.missing] == [Broker(2)]
 
+
+
+# -- a round begun now (Session.send_now): lso's offsets go down before its library imports ---------------
+
+
+def test_lso_sends_its_offsets_ahead_and_the_snapshot_takes_them(rounds, monkeypatch):
+    from kafkatxn.cli import lso_cmd
+
+    cluster = FakeCluster(build())
+    report = lso_cmd._partition_report(cluster, None, 1, "lag", None, lso.DEFAULT_CRITICAL_AGE_MS, False, None)
+    ahead = list(rounds)
+    assert cluster.wire.begun == 1  # the ListOffsets pairs, begun before the library was imported
+    assert [label for label, _node in ahead[0]] == ["ListOffsets (read_committed)", "ListOffsets (read_uncommitted)"] * 3
+
+    rounds.clear()
+    plain = lso.partition_report(FakeCluster(build()))
+    assert _sent(ahead) == _sent(rounds)  # the same requests, to the same brokers, as many rounds
+    assert len(ahead) == len(rounds)
+    ageless = [{k: v for k, v in vars(row).items() if not k.endswith("age_ms")} for row in report.rows]
+    assert ageless == [{k: v for k, v in vars(row).items() if not k.endswith("age_ms")} for row in plain.rows]
+    assert report.exit_code == plain.exit_code
+
+
+def test_a_round_begun_now_is_taken_by_the_call_that_makes_its_requests(rounds):
+    cluster = _two_brokers()
+    with cluster.one_run():
+        cluster.stable_and_high_offsets_ahead([T0])
+        assert len(rounds) == 1
+        pairs = cluster.stable_and_high_offsets([T0])
+        assert len(rounds) == 1  # taken from the round begun ahead
+        cluster.stable_and_high_offsets_ahead([T0])  # the run holds offsets: nothing goes ahead
+        assert len(rounds) == 1
+    assert pairs.value == {T0: (0, 0)} and pairs.missing == []
+
+
+def test_nothing_is_begun_outside_a_run_and_what_a_run_did_not_take_ends_with_it(rounds):
+    cluster = _two_brokers()
+    cluster.send_now([(1, proto.ListOffsets((T0,), True))])
+    assert rounds == []
+    with cluster.one_run():
+        cluster.send_now([(1, proto.ListOffsets((T0,), True))])
+    cluster.list_offsets([T0], read_committed=True)  # after the run: asked again
+    assert len(rounds) == 2
+
+
+def test_a_round_begun_now_at_a_broker_that_does_not_answer_makes_it_silent(rounds):
+    cluster = _two_brokers()
+    cluster.model.down.add(1)
+    with cluster.one_run():
+        cluster.send_now([(1, proto.ListOffsets((T0,), True))])
+        offsets = cluster.list_offsets([T0], read_committed=True)
+        assert 1 in cluster.silent
+    assert len(rounds) == 1 and offsets.value == {} and offsets.missing
+
+
+def test_hanging_sends_the_visibility_probe_with_the_producer_states(rounds, monkeypatch):
+    from kafkatxn import hanging
+
+    found = hanging.find_hanging(FakeCluster(build()), max_transaction_timeout_ms=MAX)
+    ahead = list(rounds)
+    assert _round_of(ahead, "Metadata") == _round_of(ahead, "DescribeProducers")  # the probe (TopicMetadata)
+
+    rounds.clear()
+    _without_ahead(monkeypatch)
+    plain = hanging.find_hanging(FakeCluster(build()), max_transaction_timeout_ms=MAX)
+    assert _sent(ahead) == _sent(rounds)
+    assert len(ahead) == len(rounds) - 1
+    assert [(r.topic, r.partition, r.producer_id) for r in found.hanging] == [(r.topic, r.partition, r.producer_id) for r in plain.hanging]
+    assert found.missing == plain.missing
+
+
+def test_protocol_modules_import_while_a_round_begun_now_waits_and_not_once_it_is_answered(monkeypatch):
+    from kafkatxn.kafka.wire import client_package
+
+    imported: list[tuple[str, ...]] = []
+    monkeypatch.setattr(client_package, "import_protocol", lambda apis: imported.append(tuple(apis)))
+    cluster = _two_brokers()
+    with cluster.one_run():
+        cluster.will_ask_while_waiting("Fetch")  # nothing in flight
+        cluster.wire.answered_at_once = False
+        cluster.stable_and_high_offsets_ahead([T0])
+        cluster.will_ask_while_waiting("DescribeProducers", "Fetch")
+        cluster.wire.answered_at_once = True
+        cluster.will_ask_while_waiting("DescribeConfigs")  # answered: imported where first sent, if it is
+    assert imported == [("DescribeProducers",), ("Fetch",)]
+
+
+def test_hanging_sends_its_producer_states_ahead_with_the_probe_and_the_scan_takes_them(rounds):
+    from kafkatxn import hanging
+    from kafkatxn.cli import hanging_cmd
+
+    cluster = FakeCluster(build())
+    found = hanging_cmd._find_hanging(cluster, None, None, None, MAX)
+    ahead = list(rounds)
+    assert cluster.wire.begun == 1
+    assert {label for label, _node in ahead[0]} == {"DescribeProducers", "Metadata"}  # the states, and the probe riding
+
+    rounds.clear()
+    plain = hanging.find_hanging(FakeCluster(build()), max_transaction_timeout_ms=MAX)
+    assert _sent(ahead) == _sent(rounds)  # the same requests, to the same brokers, as many rounds
+    assert len(ahead) == len(rounds)
+    assert [(r.topic, r.partition, r.producer_id) for r in found.hanging] == [(r.topic, r.partition, r.producer_id) for r in plain.hanging]
+    assert found.missing == plain.missing
+
+
+def test_a_request_sent_ahead_twice_goes_once(rounds):
+    cluster = _two_brokers()
+    with cluster.one_run():
+        cluster.topic_list_filtered_ahead()
+        cluster.describe_producers_ahead([T0])  # the probe goes with these
+        cluster.topic_list_filtered_ahead()  # gone down, not taken yet: not again
+        cluster.describe_producers([T0])
+        cluster.topic_list_filtered()
+        cluster.list_offsets([T0], read_committed=True)
+    assert [label for one in rounds for label, _node in one].count("Metadata") == 1

@@ -1353,3 +1353,27 @@ def test_an_offset_fetch_body_is_written_only_for_the_batched_fetch_of_every_com
                              (p.OffsetFetch(("ab",)), 7)):
         with pytest.raises(ValueError):
             bodies.offset_fetch_body(request, version)
+
+
+def test_an_answers_topic_partitions_are_kept_once_a_process_and_shared(monkeypatch):
+    from kafkatxn import model
+    from kafkatxn.kafka.wire import names
+
+    monkeypatch.setattr(model, "_kept", {})
+    monkeypatch.setattr(model, "_kept_count", 0)
+    first = list(names.topic_partitions("kept", [2, 0, 1]))
+    assert first == [TopicPartition("kept", 2), TopicPartition("kept", 0), TopicPartition("kept", 1)]
+    assert all(type(tp) is TopicPartition for tp in first)
+    again = list(names.topic_partitions("kept", [1, 2]))
+    assert again[0] is first[2] and again[1] is first[0]  # made once, shared
+    assert list(names.topic_partitions("kept", [])) == []
+    # Not partition numbers to keep a table of: made as they are, nothing kept.
+    assert list(names.topic_partitions("odd", [-1, 0])) == [TopicPartition("odd", -1), TopicPartition("odd", 0)]
+    assert list(names.topic_partitions("kept", [-1])) == [TopicPartition("kept", -1)]
+    monkeypatch.setattr(model, "KEPT_PARTITIONS_LIMIT", 5)
+    assert list(names.topic_partitions("big", [7])) == [TopicPartition("big", 7)] and "big" not in model._kept
+    assert list(names.topic_partitions("next", [3])) == [TopicPartition("next", 3)]  # past the limit: emptied first
+    assert list(model._kept) == ["next"]
+    # The metadata's routing shares them.
+    info = model.PartitionInfo("next", 3, 1, (1,), (1,))
+    assert model.topic_partitions([info])[0] is model._kept["next"][3]

@@ -35,7 +35,7 @@ from typing import Any
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint, encode_uvarint
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
-from kafkatxn.kafka.wire.names import error_name, error_names, made
+from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
@@ -157,7 +157,7 @@ def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResp
         pos += 1
         if count:
             indexes, errors, offsets = zip(*_LIST_OFFSETS_PARTITION.iter_unpack(block))
-            tps = made(TopicPartition, zip(repeat(name), indexes))
+            tps = topic_partitions(name, indexes)
             out.extend(made(p.PartitionOffset, zip(tps, error_names(errors), offsets)))
     if pos != len(data) - 1 or data[pos] != 0:
         return None  # tagged fields at the top level (or bytes this does not know)
@@ -339,7 +339,7 @@ def read_describe_producers(data: memoryview, version: int) -> tuple[p.DescribeP
                        and all(block[8 + _PRODUCER_STATE.size * (j + 1) - 1 :: size].count(0) == count for j in range(first)))
             if uniform:
                 rows = list(layout.iter_unpack(block))
-                tps = made(TopicPartition, zip(repeat(name), [row[0] for row in rows]))
+                tps = topic_partitions(name, [row[0] for row in rows])
                 width = len(_PRODUCER_FIELDS)
                 producers = ([tuple(made(ProducerState, (row[4 + width * j : 4 + width * j + 6] for j in range(first)))) for row in rows]
                              if first else repeat((), count))
@@ -430,7 +430,7 @@ def read_offset_fetch(data: memoryview, version: int) -> tuple[p.OffsetFetchResp
                         return None
                     rows, pos = one_by_one
                 indexes, offsets, errors = zip(*rows)
-                tps = list(made(TopicPartition, zip(repeat(name), indexes)))
+                tps = list(topic_partitions(name, indexes))
                 if not any(errors) and min(offsets) >= 0:  # most answers: every partition committed
                     committed.update(zip(tps, offsets))
                 else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import struct
 import time
 from collections import defaultdict
 from typing import Any, Callable, NamedTuple, Sequence
@@ -23,6 +22,7 @@ from kafkatxn.kafka.unreachable import (
 from kafkatxn.kafka.wire.bodies import READERS, WRITERS
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata, _metadata
+from kafkatxn.kafka.wire.reading import Read, _encoding_body_once, _negotiate_again, _reading_answers
 from kafkatxn.kafka.wire.refusal import is_refusal
 from kafkatxn.model import BrokerInfo
 
@@ -52,119 +52,6 @@ REUSED_LIMIT = 24
 # The largest response frame taken: kafka-python's admin client's default (the connection manager's
 # own, 1 MB, is less than a big cluster's Metadata or a Fetch of the transaction log).
 RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
-
-
-def _encoding_body_once(
-    built: Any, bodies: dict[int, dict[int, bytes]], classes: dict[type, type],
-    writers: dict[int, Callable[[int], bytes]], write: Callable[[int], bytes] | None = None,
-    read: Callable[[memoryview, int], Any] | None = None,
-) -> Any:
-    """``built`` (a kafka-python request) made to encode its body once per version, into ``bodies``
-    (the Wire's, by ``id(built)``), and its header (a new correlation id each send) every time: the
-    bytes are what kafka-python's ``encode`` writes (tests/unit/test_wire_contract.py compares them).
-    With ``write`` (kept in ``writers``, the Wire's, by ``id(built)``), the body at a version is what
-    it returns (:mod:`.bodies`), not kafka-python's encoding of ``built``; with ``read`` (the same for
-    every request of its class), its answers are read by it (:func:`_header_reading_answers`).
-    Its class becomes a subclass with the same slots (one per Wire and class, in ``classes``), made
-    with ``init=False`` as kafka-python makes its versioned classes, so no registry sees it.
-
-    The class is swapped on the built object (``__class__``): kafka-python has no way to reuse an
-    encoded body, the codecs build its own classes, and its connection writes what ``encode(header=True,
-    framed=True)`` returns, which is what the subclass overrides."""
-    from kafka.protocol.api_message import ApiMessage
-
-    cls = type(built)
-    once = classes.get(cls)
-    if once is None:
-        def encode(self: Any, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
-            if version is not None:
-                self.API_VERSION = version
-            at = self.API_VERSION
-            by_version = bodies[id(self)]
-            body = by_version.get(at)
-            if body is None:
-                written = writers.get(id(self))
-                body = by_version[at] = written(at) if written is not None else bytes(ApiMessage.encode(self))
-            data = self.encode_header(flexible=self.flexible_version_q(at)) + body if header else body
-            return len(data).to_bytes(4, "big") + data if framed else data
-
-        attrs: dict[str, Any] = {"__slots__": (), "encode": encode}
-        if read is not None:  # its answers read by the wire (.bodies), not decoded by kafka-python
-            header = _header_reading_answers(read)
-            attrs["header_class"] = property(lambda self: header)
-        once = classes[cls] = type(cls.__name__, (cls,), attrs, init=False)
-    built.__class__ = once
-    bodies[id(built)] = {}
-    if write is not None:
-        writers[id(built)] = write
-    return built
-
-
-class Read(NamedTuple):
-    """An answer the wire read from its bytes (:mod:`.bodies`): the typed answer, and the throttle
-    time kafka-python's connection looks for on every answer it hands over."""
-
-    typed: Any
-    throttle_time_ms: int
-
-
-class _ReadingAnswers:
-    """What kafka-python's parser takes an answer's class for: it reads the response header with
-    kafka-python's class at the version sent, then the body with ``read``; a body ``read`` does not
-    take (an old version, tagged fields) is kafka-python's to decode, as before."""
-
-    def __init__(self, answer_class: Any, read: Callable[[memoryview, int], Any], version: int):
-        self.answer_class, self.read, self.version = answer_class, read, version
-
-    def parse_header(self, data: Any) -> Any:
-        return self.answer_class.parse_header(data)
-
-    def decode(self, data: Any) -> Any:
-        raw = memoryview(data.read())
-        try:
-            done = self.read(raw, self.version)
-        except (IndexError, ValueError, struct.error):  # not what it expects: kafka-python's, whose error is the answer's
-            done = None
-        return self.answer_class.decode(raw) if done is None else Read(*done)
-
-
-def _header_reading_answers(read: Callable[[memoryview, int], Any]) -> type:
-    """kafka-python's request header class, whose answers are read by ``read``. kafka-python's
-    parser asks the header of a request in flight for the class to decode its answer with
-    (``get_response_class``); that is the one way to have its bytes without patching kafka-python.
-    The header is kafka-python's own (its fields, its bytes); made with ``init=False`` as
-    kafka-python makes its versioned classes."""
-    from kafka.protocol.api_header import RequestHeader
-
-    def get_response_class(self: Any) -> Any:
-        answer_class = RequestHeader.get_response_class(self)
-        return None if answer_class is None else _ReadingAnswers(answer_class, read, self.request_api_version)
-
-    return type(RequestHeader.__name__, (RequestHeader,), {"__slots__": (), "get_response_class": get_response_class}, init=False)
-
-
-_READING_CLASSES: dict[type, type] = {}  # a kafka-python request class -> its subclass whose answers the wire reads
-
-
-def _reading_answers(built: Any, read: Callable[[memoryview, int], Any]) -> Any:
-    """``built`` (a kafka-python request that is not kept, a Metadata) with its answers read by
-    ``read`` (:func:`_header_reading_answers`): its class becomes a subclass with the same slots,
-    made once per class, with ``init=False`` as kafka-python makes its versioned classes."""
-    cls = type(built)
-    reading = _READING_CLASSES.get(cls)
-    if reading is None:
-        header = _header_reading_answers(read)
-        reading = _READING_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": (), "header_class": property(lambda self: header)},
-                                               init=False)
-    built.__class__ = reading
-    return built
-
-
-def _negotiate_again(built: Any) -> None:
-    """A kept request's version cleared, so the connection negotiates it again as for a new request
-    (the broker may have been upgraded since). Private ``_version``: kafka-python's ``API_VERSION``
-    setter refuses None, and its connection picks a version only for a request without one."""
-    built._version = None
 
 
 def _mark_bootstrapped(manager: Any) -> None:
@@ -205,6 +92,14 @@ def _keep_as(manager: Any, conn: Any, bootstrap_id: str, node_id: int) -> None:
             manager._conns.pop(node_id, None)
 
     conn.close_future.add_both(forget)
+
+
+class Begun(NamedTuple):
+    """A round begun on the IO thread (:meth:`Wire.begin_send_all`): whether its answers are all in,
+    and its end, which waits for them and returns them as :meth:`Wire.send_all` does."""
+
+    done: Callable[[], bool]
+    end: Callable[[], list[Any]]
 
 
 class Wire:
@@ -411,6 +306,24 @@ class Wire:
 
         N brokers cost one round trip; one that does not answer costs at most the time left before
         ``deadline`` (monotonic). ``None`` as node means any broker."""
+        return self._manager.run(self._round(requests, deadline, count))
+
+    def begin_send_all(
+        self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None] = lambda name: None
+    ) -> Begun:
+        """:meth:`send_all` begun on the IO thread; the caller goes on meanwhile (:class:`Begun`)."""
+        manager = self._manager
+        started = manager.call_soon(self._round(requests, deadline, count))  # thread-safe: the IO thread runs it from now
+
+        async def answered() -> list[Any]:
+            return await started
+
+        return Begun(lambda: started.is_done, lambda: manager.run(answered))
+
+    def _round(
+        self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None]
+    ) -> Callable[[], Any]:
+        """The IO thread's part of :meth:`send_all`: every request sent, each answer awaited and decoded."""
         manager = self._manager
         # Beyond this many in flight on one connection kafka-python fails a send: waves of this size.
         window = max(int(manager.config.get("max_in_flight_requests_per_connection", 5)), 1)
@@ -441,7 +354,7 @@ class Wire:
                         results[i] = exc
             return results
 
-        return manager.run(run)
+        return run
 
     # -- encoding ---------------------------------------------------------------------------------
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from itertools import repeat
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-from kafkatxn.model import TopicPartition
+from kafkatxn.model import kept_topic_partitions
 
 T = TypeVar("T")
+
+topic_partitions = kept_topic_partitions  # an answer's TopicPartitions, kept once a process (kafkatxn.model)
 
 
 def error_name(code: int) -> str | None:
@@ -43,4 +45,4 @@ def topic_columns(topics: Any, fields: Callable[[Any], tuple]) -> Iterator[tuple
         rows = list(map(fields, topic.partitions))
         if rows:
             indexes, errors, *rest = zip(*rows)
-            yield (made(TopicPartition, zip(repeat(topic.name), indexes)), error_names(errors), *rest)
+            yield (topic_partitions(topic.name, indexes), error_names(errors), *rest)
