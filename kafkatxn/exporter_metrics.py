@@ -24,7 +24,7 @@ from kafkatxn.exposition_tables import LabelRows, TableGauge
 from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS, ClusterSnapshot,
-    GroupSample,
+    GroupSample, PartitionSample,
 )
 
 log = logging.getLogger("kafkatxn.exporter")
@@ -75,7 +75,8 @@ def metric_families(
         brokers.add_metric([str(broker_id)], 1 if up else 0)
     out.append(brokers)
 
-    lags = [p.lso_lag_messages for p in snapshot.partitions if p.lso_lag_messages is not None]
+    partition_lags = _partition_lags(snapshot.partitions)
+    lags = [lag for lag in partition_lags if lag is not None]
     out.append(gauge("kafkatxn_partitions", "Partitions scanned (after --topic-regex).", len(snapshot.partitions)))
     if has(PART_OFFSETS):
         out += [
@@ -88,7 +89,7 @@ def metric_families(
     if options.per_topic:
         out += _per_topic(snapshot, options)
     else:
-        out += _per_partition(snapshot, options)
+        out += _per_partition(snapshot, options, partition_lags)
 
     states = gauge("kafkatxn_transactions", "Transactional ids per coordinator state (ListTransactions).", labels=["state"])
     for state in sorted(set(TRANSACTION_STATES) | set(snapshot.transaction_states)) if has(PART_TRANSACTION_STATES) else ():
@@ -153,16 +154,22 @@ def metric_families(
     return out
 
 
-def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
+def _partition_lags(partitions: Sequence[PartitionSample]) -> list[int | None]:
+    """PartitionSample.lso_lag_messages of each partition, column by column (not a property call each):
+    None where its offsets did not arrive, clamped at 0."""
+    return [None if h is None or s is None else h - s if h > s else 0
+            for h, s in zip(map(itemgetter(3), partitions), map(itemgetter(4), partitions))]
+
+
+def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions, lags: list[int | None]) -> list[Metric]:
     # 3 series per partition, 90,000 at 30,000 partitions: rows of one label table the three share,
     # made column by column (PartitionSample is a tuple), not a step per partition and column.
+    # ``lags``: _partition_lags of the snapshot's partitions.
     partitions = snapshot.partitions
     topics = list(map(itemgetter(0), partitions))
     numbers = list(map(itemgetter(1), partitions))
     high = list(map(itemgetter(3), partitions))
     stable = list(map(itemgetter(4), partitions))
-    # PartitionSample.lso_lag_messages of each: None where its offsets did not arrive, clamped at 0.
-    lags = [None if h is None or s is None else h - s if h > s else 0 for h, s in zip(high, stable)]
     # A partition whose offsets did not arrive has no lag series, and an absent series alerts on
     # nothing: name it instead. Only missing partitions get a series, so the cost follows the outage.
     missing = GaugeMetricFamily("kafkatxn_partition_offsets_missing",
