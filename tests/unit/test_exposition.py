@@ -276,3 +276,14 @@ def test_label_texts_are_held_in_pieces_shared_by_their_rows():
     first, rest = rows.pieces()
     assert len({id(p) for p in first}) == 50 and len({id(p) for p in rest}) == len(set(zip(topics, partitions)))
     assert rows.text()[21] == '{group="group-1",partition="1",topic="topic-1"}' == first[21] + rest[21]
+
+
+def test_label_pieces_are_made_once_per_value_whatever_the_values_hold():
+    """LabelRows.pieces makes a piece on its value's first row from a template: a % in a label's name or
+    value is text, a value that must be escaped is, and rows repeating a value share its piece."""
+    rows = exposition.LabelRows(["b%d", "a%s", "c"], [["1", "2", "1"], ["x", 'y%s"', "x"], ["q\n", "w", "q\n"]])
+    assert rows.text() == ['{a%s="x",b%d="1",c="q\\n"}', '{a%s="y%s\\"",b%d="2",c="w"}', '{a%s="x",b%d="1",c="q\\n"}']
+    first, rest = rows.pieces()
+    assert first[0] is first[2] and rest[0] is rest[2]
+    one = exposition.LabelRows(["p%"], [["x%s", "y", "x%s"]])
+    assert one.text() == ['{p%="x%s"}', '{p%="y"}', '{p%="x%s"}']
