@@ -8,10 +8,14 @@
 Each round starts a fresh exporter of each checkout in turn (neither always first; its default
 ``--scrape-timeout`` 8 s unless ``--scrape-timeout``, group lag on, ``--cache-ttl 0s``) and scrapes it
 twice: the first scrape (connections, imports, every read_committed probe) and the second, which
-``bench_sizes.py`` times after its warm-up (the probe answers kept by ``facts_lso.ProbeMemo`` while
-the LSO and high watermark stand). Each scrape is timed until its whole body is read; the exporter's
-peak RSS (VmHWM) is read after the two. Printed per checkout: median and minimum of each scrape, n,
-and whether any was incomplete (``kafkatxn_up`` 0 or ``kafkatxn_scrape_incomplete`` 1).
+``bench_sizes.py`` and ``bench_groups.py`` time after their warm-up (the probe answers kept by
+``facts_lso.ProbeMemo`` while the LSO and high watermark stand); ``--warm N`` scrapes it N times
+more, each counted with the second (n = rounds x (1 + N) warm scrapes). Each scrape is timed until
+its whole body is read, and the exporter's CPU seconds (every thread, user + system, from /proc)
+during it are read too: on a loaded machine they move less than the wall time. The exporter's peak
+RSS (VmHWM) is read after its scrapes. Printed per checkout: median and minimum of each kind of
+scrape and of its CPU seconds, n, and whether any was incomplete (``kafkatxn_up`` 0 or
+``kafkatxn_scrape_incomplete`` 1).
 
 The two checkouts' second bodies of each round are compared byte for byte, without the series whose
 value is a time (:data:`TIMED`): exit 1 when they differ, or when a scrape was incomplete.
@@ -21,7 +25,8 @@ more first scrape of each checkout: per API, the requests and the milliseconds t
 (``TotalTimeMs``: queue, local work, sending; ``LocalTimeMs``: the broker's own work), summed over
 brokers, and the busiest broker's total. ``--py-spy DIR`` records that scrape with py-spy (every
 thread: kafka-python's IO thread included), raw folded stacks in DIR, and prints each checkout's
-top frames by own time.
+top frames by own time; with ``--spy-warm`` the scrape recorded (and timed) is a warm one, after a
+scrape that warms the exporter up.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -46,11 +52,20 @@ TIMED_NAMES = (b"kafkatxn_scrape_duration_seconds", b"kafkatxn_snapshot_age_seco
 TIMED = tuple(prefix + name for name in TIMED_NAMES for prefix in (b"", b"# HELP ", b"# TYPE "))
 
 
-def scrape(url: str) -> tuple[float, bytes]:
+def cpu_s(pid: int) -> float:
+    """The process's CPU seconds so far, every thread, user and system (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def scrape(url: str, pid: int | None = None) -> tuple[float, bytes, float | None]:
+    """One scrape: seconds until its whole body is read, the body, and the exporter's CPU seconds meanwhile."""
+    cpu = cpu_s(pid) if pid is not None else None
     started = time.perf_counter()
     with urllib.request.urlopen(url, timeout=600) as response:
         body = response.read()
-    return time.perf_counter() - started, body
+    took = time.perf_counter() - started
+    return took, body, (cpu_s(pid) - cpu if pid is not None and cpu is not None else None)
 
 
 def scalar(body: bytes, name: bytes) -> float | None:
@@ -148,21 +163,25 @@ def main() -> int:
     parser.add_argument("--scrape-timeout", default=None, help="the exporters' --scrape-timeout (default: theirs, 8 s)")
     parser.add_argument("--times", action="store_true", help="the brokers' request times around one more first scrape each")
     parser.add_argument("--py-spy", type=Path, metavar="DIR", help="record that scrape with py-spy (every thread)")
+    parser.add_argument("--warm", type=int, default=0, metavar="N", help="N more warm scrapes of each exporter a round")
+    parser.add_argument("--spy-warm", action="store_true", help="--times/--py-spy on a warm scrape (after one warm-up scrape)")
     args = parser.parse_args()
     hold = json.loads(args.hold.read_text())
     bootstrap = hold["bootstrap"]
     trees = {"base": args.base.resolve(), "head": args.head.resolve()}
     extra = ["--cache-ttl", "0s", *(["--scrape-timeout", args.scrape_timeout] if args.scrape_timeout else [])]
-    seen: dict[tuple[str, str], list[float]] = {(t, k): [] for t in trees for k in ("first", "second", "rss")}
+    seen: dict[tuple[str, str], list[float]] = {(t, k): [] for t in trees
+                                                for k in ("first", "second", "first_cpu", "second_cpu", "rss")}
     failed = False
     for r in range(args.rounds):
         digests = {}
         for tree in (list(trees) if r % 2 == 0 else list(reversed(trees))):
             exporter, url = start_exporter(bootstrap, *extra, source=trees[tree])
             try:
-                for kind in ("first", "second"):
-                    took, body = scrape(url)
+                for kind in ("first", "second", *("second",) * args.warm):
+                    took, body, cpu = scrape(url, exporter.pid)
                     seen[(tree, kind)].append(took)
+                    seen[(tree, f"{kind}_cpu")].append(cpu)
                     if not complete(body):
                         failed = True
                         print(f"{tree} round {r} {kind} scrape incomplete ({took:.2f} s)", file=sys.stderr)
@@ -171,7 +190,9 @@ def main() -> int:
             finally:
                 exporter.terminate()
                 exporter.wait(60)
-            print(f"round {r} {tree}: first {seen[(tree, 'first')][-1]:.3f} s, second {seen[(tree, 'second')][-1]:.3f} s, "
+            warm = seen[(tree, "second")][-1 - args.warm:]
+            print(f"round {r} {tree}: first {seen[(tree, 'first')][-1]:.3f} s, warm {' '.join(f'{x:.3f}' for x in warm)} s "
+                  f"(CPU {' '.join(f'{x:.2f}' for x in seen[(tree, 'second_cpu')][-1 - args.warm:])} s), "
                   f"peak RSS {seen[(tree, 'rss')][-1]:.1f} MB, body {len(body) / 1e6:.1f} MB", file=sys.stderr, flush=True)
             del body
         if digests["base"][0] != digests["head"][0]:
@@ -180,18 +201,21 @@ def main() -> int:
     for tree in trees:
         line = []
         for kind in ("first", "second"):
-            xs = seen[(tree, kind)]
+            xs, cpu = seen[(tree, kind)], seen[(tree, f"{kind}_cpu")]
             if xs:
-                line.append(f"{kind} scrape median {statistics.median(xs):.3f} s min {min(xs):.3f} s")
+                line.append(f"{'warm' if kind == 'second' else kind} scrape (n={len(xs)}) median {statistics.median(xs):.3f} s "
+                            f"min {min(xs):.3f} s, CPU median {statistics.median(cpu):.2f} s min {min(cpu):.2f} s")
         rss = seen[(tree, "rss")]
         if rss:
             line.append(f"peak RSS median {statistics.median(rss):.1f} MB max {max(rss):.1f} MB")
-        print(f"{tree} (n={args.rounds}): " + "; ".join(line))
+        print(f"{tree} ({args.rounds} rounds): " + "; ".join(line))
     if args.times or args.py_spy:
         for tree, source in trees.items():
             exporter, url = start_exporter(bootstrap, *extra, source=source)
             spy = None
             try:
+                if args.spy_warm:
+                    scrape(url)  # connections, imports and the probes' answers kept: what follows is a warm scrape
                 before = broker_times(hold) if args.times else None
                 if args.py_spy:
                     args.py_spy.mkdir(parents=True, exist_ok=True)
@@ -199,7 +223,7 @@ def main() -> int:
                     spy = subprocess.Popen(["py-spy", "record", "--pid", str(exporter.pid), "--threads", "--idle", "--rate", "100",
                                             "--format", "raw", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     time.sleep(2)
-                took, body = scrape(url)
+                took, body, cpu = scrape(url, exporter.pid)
                 if spy is not None:
                     spy.send_signal(signal.SIGINT)
                     spy.wait(120)
@@ -207,7 +231,7 @@ def main() -> int:
             finally:
                 exporter.terminate()
                 exporter.wait(60)
-            print(f"\n{tree}: one first scrape {took:.3f} s, complete {complete(body)}, "
+            print(f"\n{tree}: one {'warm' if args.spy_warm else 'first'} scrape {took:.3f} s (CPU {cpu:.2f} s), complete {complete(body)}, "
                   f"scrape_duration {scalar(body, b'kafkatxn_scrape_duration_seconds')}")
             if before is not None and after is not None:
                 per_api, busiest = delta(before, after)

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import itertools
 import logging
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import itemgetter, lt, ne, sub
 from typing import Iterable, Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from kafkatxn import spark_exposition
-from kafkatxn.exposition import LabelRows, TableGauge
+from kafkatxn.exposition_tables import LabelRows, TableGauge
 from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS, ClusterSnapshot,
-    GroupSample,
+    GroupSample, PartitionSample,
 )
 
 log = logging.getLogger("kafkatxn.exporter")
@@ -74,7 +75,8 @@ def metric_families(
         brokers.add_metric([str(broker_id)], 1 if up else 0)
     out.append(brokers)
 
-    lags = [p.lso_lag_messages for p in snapshot.partitions if p.lso_lag_messages is not None]
+    partition_lags = _partition_lags(snapshot.partitions)
+    lags = [lag for lag in partition_lags if lag is not None]
     out.append(gauge("kafkatxn_partitions", "Partitions scanned (after --topic-regex).", len(snapshot.partitions)))
     if has(PART_OFFSETS):
         out += [
@@ -87,7 +89,7 @@ def metric_families(
     if options.per_topic:
         out += _per_topic(snapshot, options)
     else:
-        out += _per_partition(snapshot, options)
+        out += _per_partition(snapshot, options, partition_lags)
 
     states = gauge("kafkatxn_transactions", "Transactional ids per coordinator state (ListTransactions).", labels=["state"])
     for state in sorted(set(TRANSACTION_STATES) | set(snapshot.transaction_states)) if has(PART_TRANSACTION_STATES) else ():
@@ -152,16 +154,22 @@ def metric_families(
     return out
 
 
-def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions) -> list[Metric]:
+def _partition_lags(partitions: Sequence[PartitionSample]) -> list[int | None]:
+    """PartitionSample.lso_lag_messages of each partition, column by column (not a property call each):
+    None where its offsets did not arrive, clamped at 0."""
+    return [None if h is None or s is None else h - s if h > s else 0
+            for h, s in zip(map(itemgetter(3), partitions), map(itemgetter(4), partitions))]
+
+
+def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions, lags: list[int | None]) -> list[Metric]:
     # 3 series per partition, 90,000 at 30,000 partitions: rows of one label table the three share,
     # made column by column (PartitionSample is a tuple), not a step per partition and column.
+    # ``lags``: _partition_lags of the snapshot's partitions.
     partitions = snapshot.partitions
     topics = list(map(itemgetter(0), partitions))
     numbers = list(map(itemgetter(1), partitions))
     high = list(map(itemgetter(3), partitions))
     stable = list(map(itemgetter(4), partitions))
-    # PartitionSample.lso_lag_messages of each: None where its offsets did not arrive, clamped at 0.
-    lags = [None if h is None or s is None else h - s if h > s else 0 for h, s in zip(high, stable)]
     # A partition whose offsets did not arrive has no lag series, and an absent series alerts on
     # nothing: name it instead. Only missing partitions get a series, so the cost follows the outage.
     missing = GaugeMetricFamily("kafkatxn_partition_offsets_missing",
@@ -222,7 +230,8 @@ GROUP_FIGURES = (
 )
 
 
-_GROUP_COLUMNS = ("group", "topic", "partition", "lag_messages", "lag_to_lso_messages", "lag_to_hw_messages", "blocked", "waiting")
+_GROUP_COLUMNS = ("group", "topic", "partition", "lag_messages", "lag_to_lso_messages", "lag_to_hw_messages")
+_BLOCKED, _WAITING = (itemgetter(GroupSample._fields.index(name)) for name in ("blocked", "waiting"))
 
 
 def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions, samples: Sequence[GroupSample]) -> list[Metric]:
@@ -233,12 +242,11 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions, samples: Seque
     # columns read here (all 14 of 400,000 samples at 20,000 groups: 45 MB held while they are made).
     columns = {name: list(map(itemgetter(GroupSample._fields.index(name)), samples)) for name in _GROUP_COLUMNS}
     groups = columns["group"]
-    # Only a blocked sample can be stuck, and few are: the flags start at 0 and the blocked are looked at.
-    blocked_of = [0] * len(samples)
-    stuck_of: list[bool | None] = [False] * len(samples)  # True, False, or None (cannot be known)
-    for i in itertools.compress(range(len(samples)), columns["blocked"]):
-        blocked_of[i] = 1
-        stuck_of[i] = snapshot.group_stuck(samples[i])
+    n = len(samples)
+    # Few samples are blocked or waiting: their rows are found in C, the flags start at 0 and only they are looked at.
+    blocked_rows = list(itertools.compress(range(n), map(_BLOCKED, samples)))
+    waiting_rows = list(itertools.compress(range(n), map(_WAITING, samples)))
+    stuck_of = {i: snapshot.group_stuck(samples[i]) for i in blocked_rows}  # True, False, or None (cannot be known)
     out: list[Metric] = []
     if not options.per_group:
         # A partition number's text made once (a few hundred distinct), not once per sample.
@@ -251,61 +259,84 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions, samples: Seque
         blocked = TableGauge("kafkatxn_group_blocked",
                              "1 while the group is held by an open transaction not in flight: at a last stable offset it pins, or "
                              "through the group's __consumer_offsets partition (UNSTABLE_OFFSET_COMMIT).", rows)
-        blocked.values = blocked_of
+        blocked.values = [0] * n
         stuck = TableGauge("kafkatxn_group_stuck", "1 while the group is blocked behind a hanging transaction, one that "
                            "lost its COMMIT marker or one past its own timeout (check --groups' critical, whatever the age "
                            "threshold).", rows)
-        # unknown: no series, never a reassuring 0
-        stuck.values = [None if is_stuck is None else 1 if is_stuck else 0 for is_stuck in stuck_of]
+        stuck.values = [0] * n
+        for i, is_stuck in stuck_of.items():
+            blocked.values[i] = 1
+            stuck.values[i] = None if is_stuck is None else 1 if is_stuck else 0  # unknown: no series, never a reassuring 0
         # Which verdict blocks each blocked place, so an alert names it (few places: only the blocked).
         blocked_by = GaugeMetricFamily(
             "kafkatxn_group_blocked_by",
             "1 per place where the group is blocked, labelled with what blocks it: hanging, lost_commit, overdue "
             "(past its own timeout and its coordinator's abort), past_timeout, untracked (hanging from its deadline "
             "unless it ends), in_flight or undetermined.", labels=["group", "topic", "partition", "verdict"])
-        for i in itertools.compress(range(len(samples)), columns["blocked"]):
+        for i in blocked_rows:
             verdict = samples[i].txn_verdict
             blocked_by.add_metric([groups[i], samples[i].topic, str(samples[i].partition),
                                    verdict.value if verdict is not None else "undetermined"], 1)
         out += [blocked, stuck, blocked_by]
-    stuck_ones = [1 if is_stuck else 0 for is_stuck in stuck_of]
-    waiting_of = [1 if w else 0 for w in columns["waiting"]]
-    summed = [columns[field] for _name, field, _doc in GROUP_FIGURES] + [blocked_of, stuck_ones, waiting_of]
-    blocked_at, stuck_at, waiting_at = len(GROUP_FIGURES), len(GROUP_FIGURES) + 1, len(GROUP_FIGURES) + 2
-    sums: dict[str, list[int]] = {}  # group -> the GROUP_FIGURES' sums, blocked, stuck and waiting partitions
-    # A group's samples come one after another (group_positions' order): each run is summed in
-    # slices, not 100,000 rows one by one. A group met again later adds to its sums all the same.
-    start = 0
-    for group, run in itertools.groupby(groups):
-        end = start + sum(1 for _ in run)
-        acc = sums.get(group)
-        if acc is None:
-            acc = sums[group] = [0] * len(summed)
-        for j, column in enumerate(summed):
-            acc[j] += sum(column[start:end])
-        start = end
-    stuck_known = None not in stuck_of
-    ordered = sorted(sums)
+    ordered, summed = _per_group_sums(groups, [columns[field] for _name, field, _doc in GROUP_FIGURES],
+                                      [blocked_rows, [i for i, is_stuck in stuck_of.items() if is_stuck], waiting_rows])
+    blocked_sums, stuck_sums, waiting_sums = summed[len(GROUP_FIGURES):]
+    stuck_known = None not in stuck_of.values()
     by_group = LabelRows(["group"], [ordered])
-    for j, (name, _field, doc) in enumerate(GROUP_FIGURES):
+    for (name, _field, doc), values in zip(GROUP_FIGURES, summed):
         family = TableGauge(f"kafkatxn_group_summed_{name}", f"Sum over the group's partitions. {doc}", by_group)
-        family.values = [sums[group][j] for group in ordered]
+        family.values = values
         out.append(family)
     blocked_partitions = TableGauge("kafkatxn_group_blocked_partitions",
                                     "Partitions where the group is blocked (kafkatxn_group_blocked).", by_group)
-    blocked_partitions.values = [sums[group][blocked_at] for group in ordered]
+    blocked_partitions.values = blocked_sums
     out.append(blocked_partitions)
     # Held by a transaction in flight (tracked by its coordinator, within its timeout): no alarm, a count.
     waiting_partitions = TableGauge("kafkatxn_group_waiting_partitions", "Partitions where the group waits on a "
                                     "transaction in flight (tracked by its coordinator, within its own timeout).", by_group)
-    waiting_partitions.values = [sums[group][waiting_at] for group in ordered]
+    waiting_partitions.values = waiting_sums
     out.append(waiting_partitions)
     out.append(GaugeMetricFamily("kafkatxn_groups_blocked", "Consumer groups blocked on at least one partition.",
-                                 value=sum(1 for v in sums.values() if v[blocked_at])))
+                                 value=len(blocked_sums) - blocked_sums.count(0)))
     out.append(GaugeMetricFamily("kafkatxn_groups_waiting", "Consumer groups waiting on a transaction in flight on "
                                  "some partition, and blocked on none.",
-                                 value=sum(1 for v in sums.values() if v[waiting_at] and not v[blocked_at])))
+                                 value=sum(1 for w, b in zip(waiting_sums, blocked_sums) if w and not b)))
     if stuck_known:
         out.append(GaugeMetricFamily("kafkatxn_groups_stuck", "Consumer groups blocked behind a hanging, lost-commit or overdue "
-                                     "transaction on at least one partition.", value=sum(1 for v in sums.values() if v[stuck_at])))
+                                     "transaction on at least one partition.", value=len(stuck_sums) - stuck_sums.count(0)))
     return out
+
+
+def _per_group_sums(groups: list[str], columns: list[list[int]], flagged: list[list[int]]) -> tuple[list[str], list[list[int]]]:
+    """The groups in order, and per group each column's sum over its rows and each ``flagged`` list's
+    count of its rows (row numbers, ascending). A group's rows come one after another
+    (group_positions' order): each run of them is summed from the column's running sums, in C, not
+    100,000 rows one by one; a group met again later adds to its sums all the same."""
+    n = len(groups)
+    starts = [0, *itertools.compress(range(1, n), map(ne, itertools.islice(groups, 1, None), groups))] if n else []
+    ends = starts[1:] + [n] if n else []
+    sums = []
+    for column in columns:
+        running = list(itertools.accumulate(column, initial=0))
+        sums.append(list(map(sub, map(running.__getitem__, ends), map(running.__getitem__, starts))))
+    for rows in flagged:
+        counts = [0] * len(starts)
+        for i in rows:
+            counts[bisect_right(starts, i) - 1] += 1
+        sums.append(counts)
+    runs = list(map(groups.__getitem__, starts))
+    if len(set(runs)) == len(runs):  # each group one run: put in order (usually already)
+        if all(map(lt, runs, itertools.islice(runs, 1, None))):
+            return runs, sums
+        order = sorted(range(len(runs)), key=runs.__getitem__)
+        return list(map(runs.__getitem__, order)), [list(map(column.__getitem__, order)) for column in sums]
+    merged: dict[str, list[int]] = {}
+    for k, group in enumerate(runs):
+        acc = merged.get(group)
+        if acc is None:
+            merged[group] = [column[k] for column in sums]
+        else:
+            for j, column in enumerate(sums):
+                acc[j] += column[k]
+    ordered = sorted(merged)
+    return ordered, [[merged[group][j] for group in ordered] for j in range(len(sums))]

@@ -16,18 +16,18 @@ import functools
 import gc
 import re
 import zlib
-from collections import Counter
-from itertools import chain, compress
-from typing import Callable, Iterable, Iterator, Sequence
+from itertools import chain
+from typing import Callable, Iterable, Iterator
 from urllib.parse import parse_qs
 
 from prometheus_client import exposition as _text
-from prometheus_client.core import GaugeMetricFamily, Sample
 from prometheus_client.openmetrics import exposition as _om
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 from kafkatxn import collection
+from kafkatxn.exposition_tables import (  # noqa: F401  LabelRows: the table families' rows, made by exporter_metrics
+    LabelRows, TableGauge, _escape_value, _table_lines, _table_rows, _table_size, _value,
+)
 
 # Names this encoder writes bare: Prometheus' classic metric and label names (its data model; a label
 # name starting "__" is reserved). Any other name is written by prometheus_client itself, which
@@ -54,153 +54,6 @@ class _One(Collector):
 
     def collect(self):
         return iter((self._metric,))
-
-
-class LabelRows:
-    """Label values shared by several :class:`TableGauge` families, a column per label name (in the
-    order of ``names``), a row per series; each series' label text is made once for all of them.
-    Columns, not a tuple per row: at 20,000 groups x 20 partitions 400,000 tuples would be held
-    beside the label texts for nothing but :attr:`values`, which few readers ask for."""
-
-    def __init__(self, names: Iterable[str], columns: Sequence[Sequence[str]] | None = None):
-        self.names = tuple(names)
-        self.columns: list[Sequence[str]] = list(columns) if columns is not None else [[] for _ in self.names]
-        if len(self.columns) != len(self.names) or len({len(c) for c in self.columns}) > 1:
-            raise ValueError("a column per label name, all of one length")
-        self._text: list[list[str]] | None = None  # pieces()
-
-    def __len__(self) -> int:
-        return len(self.columns[0]) if self.columns else 0
-
-    @property
-    def values(self) -> list[tuple[str, ...]]:
-        """A tuple per row, in the order of ``names``."""
-        return list(zip(*self.columns))
-
-    def append(self, values: tuple[str, ...]) -> None:
-        for column, value in zip(self.columns, values, strict=True):
-            column.append(value)  # type: ignore[attr-defined]  # columns given are lists when appended to
-        self._text = None
-
-    def extend(self, values: Iterable[tuple[str, ...]]) -> None:
-        for row in values:
-            self.append(row)
-
-    def text(self) -> list[str]:
-        """``{name="value",...}`` per row: names sorted (each row's :meth:`pieces` joined)."""
-        return list(map("".join, zip(*self.pieces())))
-
-    def pieces(self) -> list[list[str]]:
-        """Each row's label text in pieces, a column per piece: the first label's ``{name="value",``, then
-        the rest's ``name="value",...}``, each made once per distinct value and shared by its rows (400,000
-        texts, 50 MB at 20,000 groups x 20 partitions, where 20,000 + 100,000 pieces say the same)."""
-        if self._text is None:
-            order = sorted(self.names)
-            columns = [self.columns[self.names.index(k)] for k in order]
-            # Escaping is rare: looked for in a column's values at once, each distinct value escaped once.
-            for i, column in enumerate(columns):
-                together = "".join(column)
-                if "\\" in together or "\n" in together or '"' in together:
-                    escaped = {v: _escape_value(v) for v in set(column) if "\\" in v or "\n" in v or '"' in v}
-                    columns[i] = [escaped.get(v, v) for v in column]
-            first_close, rest_template = ('",', ",".join(f'{k}="%s"' for k in order[1:]) + "}") if len(order) > 1 else ('"}', None)
-            first = {v: f'{{{order[0]}="{v}{first_close}' for v in set(columns[0])}
-            out = [list(map(first.__getitem__, columns[0]))]
-            if rest_template is not None:
-                rest = {k: rest_template % k for k in dict.fromkeys(zip(*columns[1:]) if len(columns) > 2 else columns[1])}
-                out.append(list(map(rest.__getitem__, zip(*columns[1:]) if len(columns) > 2 else columns[1])))
-            self._text = out
-        return self._text
-
-
-class TableGauge(GaugeMetricFamily):
-    """A gauge family of many series whose labels are :class:`LabelRows` shared with other families:
-    ``values[i]`` is the value of row ``i`` (None: no series for that row).
-
-    At 5,000 consumer groups x 20 partitions a scrape carries 500,000 group series in five families:
-    making a prometheus_client ``Sample`` and its label dict for each, then formatting each one,
-    took seconds. :func:`encode` writes the rows directly, the label text made once for the five;
-    anything else that reads ``samples`` (prometheus_client's encoders, a ``name[]`` filter, the
-    tests) gets the usual samples, made on first use."""
-
-    def __init__(self, name: str, documentation: str, rows: LabelRows):
-        super().__init__(name, documentation, labels=list(rows.names))
-        self.label_rows = rows
-        self.values: list[float | None] = []
-        self._samples: list[Sample] | None = None
-
-    @property  # type: ignore[override]
-    def samples(self) -> list[Sample]:
-        if self._samples is None:
-            names = self.label_rows.names
-            self._samples = [Sample(self.name, dict(zip(names, labels)), value, None, None)
-                             for labels, value in zip(self.label_rows.values, self.values) if value is not None]
-        return self._samples
-
-    @samples.setter
-    def samples(self, value: list[Sample]) -> None:
-        self._samples = value
-
-    def add_metric(self, labels, value, timestamp=None) -> None:  # noqa: ANN001 - prometheus_client's signature
-        raise TypeError("a TableGauge is filled through its LabelRows and values")
-
-
-# A family of many series is written this many rows at a time: no text of a whole family (50 MB
-# at 20,000 groups x 20 partitions) is ever held, only a slice of it until it is encoded.
-_CHUNK_ROWS = 50_000
-
-
-def _table_rows(metric: TableGauge) -> tuple[list, list[list[str]]]:
-    """The values and the label texts' pieces (:meth:`LabelRows.pieces`) of the rows that have a series."""
-    values = metric.values
-    pieces = metric.label_rows.pieces()
-    if None in values:  # rows without a series
-        keep = [v is not None for v in values]
-        values, pieces = list(compress(values, keep)), [list(compress(column, keep)) for column in pieces]
-    return values, pieces
-
-
-def _table_lines(metric: TableGauge, head: list[str], rows: tuple[list, list[list[str]]] | None = None) -> Iterator[str]:
-    """The family's lines, ``head`` first, in slices of :data:`_CHUNK_ROWS` rows: where every value is
-    an int (lags, counts, flags), each distinct value's text made once and a slice's lines joined
-    without a Python-level step per series. ``rows``: its :func:`_table_rows`, when already made."""
-    values, pieces = rows if rows is not None else _table_rows(metric)
-    distinct = set(values)
-    yield "".join(head)
-    name = metric.name
-    if not all(type(v) is int for v in distinct):  # 1 == 1.0 == True, -0.0 == 0, NaN != NaN: no keys for texts
-        texts = list(map("".join, zip(*pieces)))
-        for at in range(0, len(texts), _CHUNK_ROWS):
-            yield "".join([f"{name}{labels} {_value(value)}\n"
-                           for labels, value in zip(texts[at:at + _CHUNK_ROWS], values[at:at + _CHUNK_ROWS])])
-        return
-    suffix = {v: f" {_value(v)}\n" for v in distinct}
-    # name, the label pieces, value, name, ...: one join over a list filled by slice assignments,
-    # a third of the time of a join per line (500,000 lines at 5,000 groups).
-    step = 2 + len(pieces)
-    for at in range(0, len(values), _CHUNK_ROWS):
-        n = len(values[at:at + _CHUNK_ROWS])
-        parts = [name] * (step * n)
-        for i, column in enumerate(pieces, 1):
-            parts[i::step] = column[at:at + _CHUNK_ROWS]
-        parts[step - 1::step] = map(suffix.__getitem__, values[at:at + _CHUNK_ROWS])
-        yield "".join(parts)
-
-
-def _table_size(metric: TableGauge, head: list[str], rows: tuple[list, list[list[str]]]) -> int | None:
-    """The bytes :func:`_table_lines` writes for ``rows`` (its :func:`_table_rows`), known without
-    writing them (from the label pieces' lengths and how often each value comes); None unless every
-    value is an int."""
-    values, pieces = rows
-    counts = Counter(values)
-    if not all(type(v) is int for v in counts):
-        return None
-    size = len("".join(head).encode("utf-8")) + len(metric.name.encode("utf-8")) * len(values)
-    for column in pieces:
-        size += sum(map(len, column))
-        if not all(map(str.isascii, column)):  # str.isascii reads a flag; a UTF-8 label's text is longer in bytes
-            size += sum(len(t.encode("utf-8")) - len(t) for t in column if not t.isascii())
-    return size + sum((len(_value(v)) + 2) * n for v, n in counts.items())
 
 
 def sized_parts(metrics: Iterable, openmetrics: bool = False, escaping: str = _om.UNDERSCORES,
@@ -239,18 +92,6 @@ def sized_parts(metrics: Iterable, openmetrics: bool = False, escaping: str = _o
                 yield from _joined(piece)
 
     return parts(), length
-
-
-def _value(v) -> str:
-    # floatToGoString(int) is repr(float(v)), in Go's exponent form from 1e6 up; ints below that
-    # print as "N.0" (exact below 2**53, so the bound keeps it identical).
-    if type(v) is int and -(2**53) < v < 1_000_000:
-        return f"{v}.0"
-    return floatToGoString(v)
-
-
-def _escape_value(v: str) -> str:
-    return v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
 def _head(metric, openmetrics: bool) -> list[str]:

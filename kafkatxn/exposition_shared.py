@@ -17,9 +17,8 @@ import zlib
 from itertools import chain
 from typing import Callable, Iterable, Iterator
 
-from kafkatxn.exposition import (
-    GZIP_LEVEL, TableGauge, _Body, _family_texts, _joined, _pause_collection, _resume_collection, sized_parts,
-)
+from kafkatxn.exposition import GZIP_LEVEL, _Body, _family_texts, _joined, _pause_collection, _resume_collection, sized_parts
+from kafkatxn.exposition_tables import TableGauge
 
 log = logging.getLogger("kafkatxn.exporter")
 

@@ -8,6 +8,7 @@ per partition unless ``--per-group``, and the per-query sums always.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import TYPE_CHECKING, Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from kafkatxn.snapshot import ClusterSnapshot, GroupSample
 
 QUERY_LABELS = ["query", "query_id", "checkpoint"]
+_GROUP = itemgetter(0)  # GroupSample.group
 FIGURES = (
     ("lag_messages", "lag_messages", "What the query's read_committed Kafka source still has to read (markers and aborted "
      "records left out where the gap was probed)."),
@@ -28,9 +30,9 @@ FIGURES = (
 
 def split(samples: Sequence[GroupSample]) -> tuple[Sequence[GroupSample], list[GroupSample]]:
     """The groups' samples and the queries'."""
+    if QueryReader not in set(map(type, map(_GROUP, samples))):  # usually none: 400,000 samples looked at in C
+        return samples, []
     queries = [s for s in samples if type(s.group) is QueryReader]
-    if not queries:
-        return samples, queries
     return [s for s in samples if type(s.group) is not QueryReader], queries
 
 

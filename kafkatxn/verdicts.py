@@ -15,6 +15,7 @@ import enum
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from typing import Iterable, Mapping, Sequence
+from operator import mul
 
 from kafkatxn.model import (
     IDS_ALL, IDS_FILTERED, OPEN_TRANSACTION_STATES, TRANSACTION_STATE_TOPIC, ClusterMetadata, Missing, Part, ProducerState, TopicPartition,
@@ -51,11 +52,28 @@ class Verdict(str, enum.Enum):
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode`` (UTF-16 code units, 32-bit signed; a lone surrogate, which a Java
     string may hold, is its own code unit)."""
+    if s.isascii() and len(s) <= _POWERS_UP_TO:
+        # An ASCII character is its code unit: sum(unit * 31 ** (n - 1 - i)) taken in C, the same
+        # modulo 2**32 as Horner's rule (a scrape hashes every group name: 20,000 at 20,000 groups).
+        h = sum(map(mul, s.encode("ascii"), _powers_of_31(len(s)))) & 0xFFFFFFFF
+        return h - (1 << 32) if h >= 1 << 31 else h
     h = 0
     data = s.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
+
+
+_POWERS_UP_TO = 255  # Kafka's names are at most 249 characters
+_POWERS: dict[int, list[int]] = {}
+
+
+def _powers_of_31(n: int) -> list[int]:
+    """``31 ** (n - 1 - i) mod 2**32`` for i in range(n), made once per length."""
+    powers = _POWERS.get(n)
+    if powers is None:
+        powers = _POWERS[n] = [pow(31, n - 1 - i, 1 << 32) for i in range(n)]
+    return powers
 
 
 def coordinator_partition(transactional_id: str, log_partitions: int) -> int:

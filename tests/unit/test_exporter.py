@@ -238,9 +238,9 @@ def test_textfile_is_written_whole_readable_and_without_leftovers(tmp_path):
 def test_the_textfile_is_written_as_its_text_is_made(tmp_path, monkeypatch):
     """The textfile's body is written a part at a time (at 20,000 groups x 20 partitions it is 250 MB
     of text, never held whole), and is the exposition of the snapshot."""
-    from kafkatxn import exposition
+    from kafkatxn import exposition, exposition_tables
 
-    monkeypatch.setattr(exposition, "_CHUNK_ROWS", 2)
+    monkeypatch.setattr(exposition_tables, "_CHUNK_ROWS", 2)
     monkeypatch.setattr(exposition, "_OWN_PART_CHARS", 1)
     writes = []
     real_fdopen = exporter.os.fdopen

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
-from kafkatxn import exposition
+from kafkatxn import exposition, exposition_tables
 from kafkatxn.exporter import _StaticCollector
 from kafkatxn.exporter_metrics import ExportOptions, metric_families
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample, PartitionSample, UndeterminedSample
@@ -66,7 +66,10 @@ def odd_registry() -> CollectorRegistry:
     ints.values = [[0, 1, 3, None, 2**53, 1_000_000, -7][i % 7] for i in range(len(rows.values))]
     equal = exposition.TableGauge("kafkatxn_test_table_equal", "values equal as keys, written apart", rows)
     equal.values = [[0, -0.0, 1, 1.0, True, 2.5][i % 6] for i in range(len(rows.values))]
-    families += [numbers, ints, equal]
+    # Every row a series, every value an int: sized from the bytes its rows' label pieces hold (LabelRows.piece_bytes).
+    every = exposition.TableGauge("kafkatxn_test_table_every_row", "an int on every row", rows)
+    every.values = [i % 3 for i in range(len(rows.values))]
+    families += [numbers, ints, equal, every]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_StaticCollector(families))
     return registry
@@ -227,7 +230,7 @@ def test_a_scrape_that_fails_does_not_leave_collection_off():
 def test_a_table_family_is_written_a_slice_of_rows_at_a_time(monkeypatch):
     """No text of a whole table family is made (50 MB a family at 20,000 groups x 20): its lines come
     _CHUNK_ROWS rows at a time, and the body is prometheus_client's all the same."""
-    monkeypatch.setattr(exposition, "_CHUNK_ROWS", 2)
+    monkeypatch.setattr(exposition_tables, "_CHUNK_ROWS", 2)
     registry = odd_registry()
     assert exposition.encode(registry) == generate_latest(registry)
     assert exposition.encode(registry, openmetrics=True) == openmetrics_latest(registry)
@@ -273,3 +276,14 @@ def test_label_texts_are_held_in_pieces_shared_by_their_rows():
     first, rest = rows.pieces()
     assert len({id(p) for p in first}) == 50 and len({id(p) for p in rest}) == len(set(zip(topics, partitions)))
     assert rows.text()[21] == '{group="group-1",partition="1",topic="topic-1"}' == first[21] + rest[21]
+
+
+def test_label_pieces_are_made_once_per_value_whatever_the_values_hold():
+    """LabelRows.pieces makes a piece on its value's first row from a template: a % in a label's name or
+    value is text, a value that must be escaped is, and rows repeating a value share its piece."""
+    rows = exposition.LabelRows(["b%d", "a%s", "c"], [["1", "2", "1"], ["x", 'y%s"', "x"], ["q\n", "w", "q\n"]])
+    assert rows.text() == ['{a%s="x",b%d="1",c="q\\n"}', '{a%s="y%s\\"",b%d="2",c="w"}', '{a%s="x",b%d="1",c="q\\n"}']
+    first, rest = rows.pieces()
+    assert first[0] is first[2] and rest[0] is rest[2]
+    one = exposition.LabelRows(["p%"], [["x%s", "y", "x%s"]])
+    assert one.text() == ['{p%="x%s"}', '{p%="y"}', '{p%="x%s"}']

@@ -176,3 +176,27 @@ def test_per_group_sums_add_every_sample_of_a_group_in_any_order():
         assert got[f"kafkatxn_group_blocked_partitions{{group={group}}}"] == sum(r.blocked for r in mine)
     assert got["kafkatxn_groups_blocked{}"] == 1
     assert got["kafkatxn_groups_stuck{}"] == 1  # "a": blocked behind a hanging transaction on t-1
+
+
+def test_per_group_sums_from_running_sums_equal_a_row_by_row_sum():
+    """exporter_metrics._per_group_sums sums each group's run of rows from running sums and counts the
+    flagged rows per run: the same sums as adding row by row, whatever order the groups come in, a
+    group met in several runs, a single row, or none."""
+    import random
+
+    from kafkatxn.exporter_metrics import _per_group_sums
+
+    rng = random.Random(38)
+    cases = [[], ["a"], ["b", "a"], ["a", "a", "b", "a", "c", "c"]]
+    cases += [sorted(rng.choice("abcdefg") for _ in range(rng.randrange(1, 40))) for _ in range(20)]
+    cases += [[rng.choice("abcdefg") for _ in range(rng.randrange(1, 40))] for _ in range(20)]
+    for groups in cases:
+        n = len(groups)
+        columns = [[rng.randrange(-3, 1000) for _ in range(n)] for _ in range(3)]
+        flagged = [sorted(rng.sample(range(n), rng.randrange(0, n + 1))) for _ in range(2)]
+        ordered, sums = _per_group_sums(groups, columns, flagged)
+        assert ordered == sorted(set(groups))
+        for k, group in enumerate(ordered):
+            rows = [i for i in range(n) if groups[i] == group]
+            assert [column[k] for column in sums] == [sum(c[i] for i in rows) for c in columns] + \
+                [sum(1 for i in f if i in rows) for f in flagged]

@@ -70,6 +70,25 @@ def test_coordinator_partition_is_javas_abs_hash_modulo_partitions():
     assert verdicts.java_string_hash("\ud800x") == 31 * 0xD800 + ord("x")
 
 
+def test_java_string_hash_of_ascii_names_is_horners_rule():
+    """An ASCII name is hashed as a sum of its characters times powers of 31, in C (the exporter hashes
+    every group name a scrape): the same 32-bit value as Java's loop, for every length up to the last
+    taken that way and past it."""
+    import random
+
+    def horner(s: str) -> int:
+        h = 0
+        for c in s:
+            h = (31 * h + ord(c)) & 0xFFFFFFFF
+        return h - (1 << 32) if h >= 1 << 31 else h
+
+    rng = random.Random(38)
+    names = ["", "a", "billing", "polygenelubricants", "bench-group-01234", "\x7f" * 9, "~" * 300]
+    names += ["".join(rng.choice("abcXYZ-_.0189~\x00\x7f") for _ in range(n)) for n in range(0, 300, 7)]
+    for name in names:
+        assert verdicts.java_string_hash(name) == horner(name), name
+
+
 # -- 1: undetermined when a coordinator that could own the id did not answer -------------------
 
 
