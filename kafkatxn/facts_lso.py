@@ -311,6 +311,8 @@ def committed_offsets(
     """The first step of :func:`take_group_snapshot`: committed offsets per group, on partitions
     that exist (of ``topics`` when given), and ``NO_COMMIT`` on the partitions a Stable group's
     members are assigned without a commit. Read them before the offsets they are compared with."""
+    # The members' assignments go down with the commits' OffsetFetch, read after it at each coordinator.
+    cluster.group_assignments_ahead(groups)
     committed = cluster.group_offsets(groups)
     missing = list(committed.missing)
     uncommitted = gather.uncommitted_assignments(cluster, committed.value, groups, missing)
@@ -346,8 +348,11 @@ def finish_group_snapshot(
     wanted.update(dict.fromkeys(offsets_of.values()))
     lso = take_snapshot(cluster, wanted, None, max_transaction_timeout_ms, settled)
     missing.extend(lso.missing)
-    unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     rounds = probe_rounds(by_group, lso.offsets, probe_max_gap)
+    if memo is None:  # every round's probes go down together, with the next round (the memo asks per round what it must)
+        for starts in rounds:
+            cluster.first_readable_offsets_ahead(starts)
+    unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     # Only places without a commit (NO_COMMIT, < 0) need the log start; most groups have none. The
     # probe answers ``memo`` kept that found a record need it too: asked in the same ListOffsets.
     uncommitted = {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0
