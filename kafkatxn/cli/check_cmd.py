@@ -122,7 +122,8 @@ def register(app: typer.Typer) -> None:
         cluster = ctx.cluster
         cluster.connect_ahead()
         cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
-                         *(() if max_transaction_timeout is not None else ("DescribeConfigs",)))
+                         *(() if max_transaction_timeout is not None else ("DescribeConfigs",)),
+                         *(("ListGroups", "OffsetFetch", "DescribeGroups") if groups else ()))
         snapshot = gather_snapshot(cluster, topic_regex, max_transaction_timeout,
                                    groups=groups, group_regex=group_regex,
                                    spark_checkpoints=spark_checkpoints or ctx.config.spark_checkpoints)
