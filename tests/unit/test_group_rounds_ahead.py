@@ -57,6 +57,7 @@ def rounds(monkeypatch):
     """Each round the fake wire is sent, as the ``(label, node)`` of each request; the probes over the
     wire's Fetch (the fake cluster answers them from the model otherwise)."""
     monkeypatch.setattr(FakeCluster, "first_readable_offsets", OffsetsApi.first_readable_offsets)
+    monkeypatch.setattr(FakeCluster, "first_readable_offsets_ahead", OffsetsApi.first_readable_offsets_ahead)
     monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=7))  # the visibility probe's coordinator, in both runs alike
     seen: list[list[tuple[str, int | None]]] = []
     send_all = FakeWire.send_all
