@@ -46,6 +46,7 @@ class _Pass:
         self.cluster, self.snap = cluster, snap
         self.missing: list[Missing] = []
         self.not_gathered: set[str] = set()
+        self.offsets: dict[TopicPartition, tuple[int, int]] = {}  # the offsets pass's (LSO, HW) pairs: the group pass takes them
 
     def step(self, what: str, fn: Callable[[], T]) -> T | None:
         try:
@@ -85,7 +86,7 @@ class _Pass:
         ``(LSO, HW)`` pairs and producer states the later steps take."""
         both = self.step("offsets", lambda: self.cluster.offsets_and_producers(tps))
         pairs, described = both if both is not None else (None, None)
-        offsets = pairs.value if pairs is not None else {}
+        offsets = self.offsets = pairs.value if pairs is not None else {}
         self.missing.extend(m.within("offsets") for m in (pairs.missing if pairs is not None else []))
         self.snap.partitions = samples.partition_samples(selected, tps, offsets)
         if tps and not offsets:
@@ -185,7 +186,7 @@ class _Pass:
             return ()
         groups = facts_lso.finish_group_snapshot(self.cluster, by_group, list(group_missing),
                                                  max_transaction_timeout_ms=self.snap.max_transaction_timeout_ms, settled=settled,
-                                                 memo=memo)
+                                                 memo=memo, known=self.offsets)
         self.missing.extend(m.within("group lag") for m in groups.missing)
         if held_only:
             held, self.snap.group_lag_max = samples.held_group_samples(groups, scanned)

@@ -137,14 +137,12 @@ def take_snapshot(
     taken_at_ms = int(time.time() * 1000)
     rest: list[TopicPartition] = tps
     offsets: dict[TopicPartition, Offsets] = {}
-    if known:
-        rest = []
-        for tp in tps:  # 30,000 partitions a scrape: one lookup each
-            pair = known.get(tp)
-            if pair is None:
-                rest.append(tp)
-            else:
-                offsets[tp] = Offsets(pair[1], pair[0])  # (high_watermark, last_stable_offset) from (LSO, HW)
+    if known:  # 30,000 partitions a pass: looked up and made Offsets(HW, LSO) from (LSO, HW) pairs in C
+        pairs_known = list(map(known.get, tps))
+        rest = [tp for tp, pair in zip(tps, pairs_known) if pair is None] if None in pairs_known else []
+        have = [tp for tp, pair in zip(tps, pairs_known) if pair is not None] if rest else tps
+        pairs_known = [pair for pair in pairs_known if pair is not None] if rest else pairs_known
+        offsets.update(zip(have, map(Offsets, map(_SECOND, pairs_known), map(_FIRST, pairs_known))))
     missing: list[Missing] = []
     if rest:
         asked = cluster.stable_and_high_offsets(rest)
@@ -335,23 +333,22 @@ def finish_group_snapshot(
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
     settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
-    memo: ProbeMemo | None = None,
+    memo: ProbeMemo | None = None, known: Mapping[TopicPartition, tuple[int, int]] | None = None,
 ) -> GroupSnapshot:
     """The rest of :func:`take_group_snapshot` after :func:`committed_offsets`: the LSO snapshot of
-    the groups' partitions (offsets the run read after the committed offsets are its answers;
-    ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
+    the groups' partitions (offsets the run read after the committed offsets are its answers, or the
+    ``(LSO, HW)`` pairs ``known`` of them; ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
     and the probes (those ``memo`` still knows the answer of are not read again: the exporter's)."""
     offsets_of = group_offsets_partitions(cluster, by_group)
     # The groups' partitions in the order their commits came (a group's are a topic's, in a row):
     # take_snapshot sorts them, and runs sort in a tenth of a set's hash order (100,000 partitions).
     wanted = dict.fromkeys(chain.from_iterable(by_group.values()))
     wanted.update(dict.fromkeys(offsets_of.values()))
-    lso = take_snapshot(cluster, wanted, None, max_transaction_timeout_ms, settled)
+    lso = take_snapshot(cluster, wanted, known, max_transaction_timeout_ms, settled)
     missing.extend(lso.missing)
     rounds = probe_rounds(by_group, lso.offsets, probe_max_gap)
-    if memo is None:  # every round's probes go down together, with the next round (the memo asks per round what it must)
-        for starts in rounds:
-            cluster.first_readable_offsets_ahead(starts)
+    for starts in rounds if memo is None else ():  # together, with the next round (the memo asks per round what it must)
+        cluster.first_readable_offsets_ahead(starts)
     unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     # Only places without a commit (NO_COMMIT, < 0) need the log start; most groups have none. The
     # probe answers ``memo`` kept that found a record need it too: asked in the same ListOffsets.
