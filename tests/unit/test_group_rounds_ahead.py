@@ -134,3 +134,16 @@ def test_a_probe_round_that_differs_from_what_went_ahead_is_asked_on_its_own(rou
         cluster.group_offsets(["g0"])  # the round the probe rides with
         assert cluster.first_readable_offsets({tp: 7}).value == {tp: 7}  # not the answer from 6
     assert len(_rounds_of(rounds, "Fetch (read_committed)")) == 2
+
+
+def test_the_group_pass_takes_the_offsets_pass_pairs_and_asks_only_the_rest(rounds):
+    """check's group pass is handed the offsets pass's (LSO, HW) pairs (take_snapshot's ``known``): those
+    are its offsets as they are; a partition not among them is asked."""
+    cluster = FakeCluster(build())
+    a, b, c = (TopicPartition("orders", p) for p in (0, 1, 2))
+    with cluster.one_run():
+        snap = facts_lso.take_snapshot(cluster, [c, a, b], known={a: (4, 9), b: (9, 9)}, max_transaction_timeout_ms=900_000)
+    assert snap.offsets == {a: (9, 4), b: (9, 9), c: (9, 9)}  # Offsets(high_watermark, last_stable_offset)
+    asked = [r for one in rounds for r in one if r[0].startswith("ListOffsets")]
+    assert asked == [("ListOffsets (read_committed)", 3), ("ListOffsets (read_uncommitted)", 3)]  # orders-2's leader only
+    assert snap.pin(a) is not None  # the pin behind the pair taken is described
