@@ -186,7 +186,7 @@ class _Pass:
             return ()
         groups = facts_lso.finish_group_snapshot(self.cluster, by_group, list(group_missing),
                                                  max_transaction_timeout_ms=self.snap.max_transaction_timeout_ms, settled=settled,
-                                                 memo=memo, known=self.offsets)
+                                                 memo=memo, pairs=self.offsets)
         self.missing.extend(m.within("group lag") for m in groups.missing)
         if held_only:
             held, self.snap.group_lag_max = samples.held_group_samples(groups, scanned)

@@ -333,23 +333,22 @@ def finish_group_snapshot(
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
     settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
-    memo: ProbeMemo | None = None, known: Mapping[TopicPartition, tuple[int, int]] | None = None,
+    memo: ProbeMemo | None = None, pairs: Mapping[TopicPartition, tuple[int, int]] | None = None,
 ) -> GroupSnapshot:
     """The rest of :func:`take_group_snapshot` after :func:`committed_offsets`: the LSO snapshot of
     the groups' partitions (offsets the run read after the committed offsets are its answers, or the
-    ``(LSO, HW)`` pairs ``known`` of them; ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
-    and the probes (those ``memo`` still knows the answer of are not read again: the exporter's)."""
+    ``(LSO, HW)`` ``pairs`` given; ``settled`` pins, decided by the coordinator's log earlier in the
+    command, are not read again) and the probes (those ``memo`` still knows the answer of are not read
+    again: the exporter's)."""
     offsets_of = group_offsets_partitions(cluster, by_group)
     # The groups' partitions in the order their commits came (a group's are a topic's, in a row):
     # take_snapshot sorts them, and runs sort in a tenth of a set's hash order (100,000 partitions).
     wanted = dict.fromkeys(chain.from_iterable(by_group.values()))
     wanted.update(dict.fromkeys(offsets_of.values()))
-    lso = take_snapshot(cluster, wanted, known, max_transaction_timeout_ms, settled)
+    lso = take_snapshot(cluster, wanted, pairs, max_transaction_timeout_ms, settled)
     missing.extend(lso.missing)
-    rounds = probe_rounds(by_group, lso.offsets, probe_max_gap)
-    for starts in rounds if memo is None else ():  # together, with the next round (the memo asks per round what it must)
-        cluster.first_readable_offsets_ahead(starts)
     unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
+    rounds = probe_rounds(by_group, lso.offsets, probe_max_gap)
     # Only places without a commit (NO_COMMIT, < 0) need the log start; most groups have none. The
     # probe answers ``memo`` kept that found a record need it too: asked in the same ListOffsets.
     uncommitted = {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0
@@ -357,6 +356,10 @@ def finish_group_snapshot(
     # In the rounds' order (sorted): the log starts' sort of 100,000 partitions then takes a pass.
     checked = dict.fromkeys(tp for tp in memo.to_check(rounds, lso.offsets) if tp not in uncommitted) if memo is not None else {}
     asked_starts: list[Missing] = []
+    # Every round of probes after the first goes with it, and the first with the log starts when they are
+    # asked (the memo decides per round what it asks): the same requests, in one round trip.
+    for starts in (rounds if uncommitted else rounds[1:]) if memo is None else ():
+        cluster.first_readable_offsets_ahead(starts)
     log_start = gather.log_starts(cluster, [*sorted(uncommitted), *checked], asked_starts)
     # A kept answer's log start that did not arrive is no missing part: that gap is probed again.
     missing.extend(m for m in asked_starts if m.subject not in checked)

@@ -28,7 +28,7 @@ def _batch(offset: int, pid: int = -1, control: str | None = None) -> proto.Fetc
     return proto.FetchedBatch(offset, offset, pid, 0 if pid >= 0 else -1, pid >= 0, control, records)
 
 
-def build() -> KafkaModel:
+def build(assigned: bool = True) -> KafkaModel:
     """Three brokers; six partitions of 9 records (offsets 0-8), the last one a COMMIT marker on
     orders-1 (nothing readable from 8 there); orders-0's LSO pinned at 4 by a tracked transaction.
     Six groups commit 6, 7 and 8 (below the LSO: probed, three starts a partition, three rounds) and
@@ -48,7 +48,8 @@ def build() -> KafkaModel:
     m.transactions["app-a"] = TransactionDescription("app-a", 1, "Ongoing", 7, 0, 900_000, now - 1_000, frozenset([pinned]))
     for g in range(6):
         m.groups[f"g{g}"] = {tp: (4 if tp == pinned else 8 - g % 3) for tp in tps[:5]}
-    m.assignments["g0"] = {tps[5]}
+    if assigned:
+        m.assignments["g0"] = {tps[5]}
     return m
 
 
@@ -78,13 +79,14 @@ def _rounds_of(rounds, label: str) -> list[int]:
     return [i for i, one in enumerate(rounds) if any(request == label for request, _node in one)]
 
 
-def _check_groups():
-    snap = facts_cluster.gather_snapshot(FakeCluster(build()), max_transaction_timeout_ms=900_000, groups=True)
+def _check_groups(assigned: bool = True):
+    snap = facts_cluster.gather_snapshot(FakeCluster(build(assigned)), max_transaction_timeout_ms=900_000, groups=True)
     return tuple(s._replace(txn_age_ms=None) for s in snap.groups), snap.missing, snap.not_gathered  # ages move between runs
 
 
-def test_check_groups_sends_describegroups_with_offsetfetch_and_every_probe_round_together(rounds, monkeypatch):
-    made = _check_groups()
+@pytest.mark.parametrize("assigned", [True, False])
+def test_check_groups_sends_describegroups_with_offsetfetch_and_every_probe_round_together(rounds, monkeypatch, assigned):
+    made = _check_groups(assigned)
     ahead = list(rounds)
     assert _rounds_of(ahead, "DescribeGroups") == _rounds_of(ahead, "OffsetFetch") and len(_rounds_of(ahead, "OffsetFetch")) == 1
     # After OffsetFetch at each coordinator: the assignments are read after the commits.
@@ -98,12 +100,16 @@ def test_check_groups_sends_describegroups_with_offsetfetch_and_every_probe_roun
     rounds.clear()
     monkeypatch.setattr(FakeCluster, "group_assignments_ahead", lambda self, groups: None)
     monkeypatch.setattr(FakeCluster, "first_readable_offsets_ahead", lambda self, starts: None)
-    assert _check_groups() == made  # the same samples and missing parts
+    assert _check_groups(assigned) == made  # the same samples and missing parts
     assert _sent(ahead) == _sent(rounds)  # the same requests, to the same brokers
-    # DescribeGroups' round, and the three probe rounds in one with the log start g0's assignment needs
-    assert len(ahead) == len(rounds) - 4
     assert len(_rounds_of(rounds, "Fetch (read_committed)")) == 3
-    assert _rounds_of(ahead, "Fetch (read_committed)") == [len(ahead) - 1] and ("ListOffsets (read_uncommitted)", 3) in ahead[-1]
+    if assigned:  # g0's assignment without a commit: the probes go with its log start's ListOffsets
+        assert len(ahead) == len(rounds) - 4  # DescribeGroups' round and the three probe rounds
+        assert _rounds_of(ahead, "Fetch (read_committed)") == [len(ahead) - 1]
+        assert ("ListOffsets (read_uncommitted)", 3) in ahead[-1]
+    else:  # the second and third rounds of probes with the first
+        assert len(ahead) == len(rounds) - 3
+        assert {label for label, _node in ahead[-1]} == {"Fetch (read_committed)"}
 
 
 def test_the_probes_find_what_they_found_before(rounds):
