@@ -51,6 +51,7 @@ class _Pass:
         self.cluster, self.snap = cluster, snap
         self.missing: list[Missing] = []
         self.not_gathered: set[str] = set()
+        self.offsets: dict[TopicPartition, tuple[int, int]] = {}  # the offsets pass's (LSO, HW) pairs: the group pass takes them
 
     def step(self, what: str, fn: Callable[[], T]) -> T | None:
         try:
@@ -90,7 +91,7 @@ class _Pass:
         ``(LSO, HW)`` pairs and producer states the later steps take."""
         both = self.step("offsets", lambda: self.cluster.offsets_and_producers(tps))
         pairs, described = both if both is not None else (None, None)
-        offsets = pairs.value if pairs is not None else {}
+        offsets = self.offsets = pairs.value if pairs is not None else {}
         self.missing.extend(m.within("offsets") for m in (pairs.missing if pairs is not None else []))
         self.snap.partitions = samples.partition_samples(selected, tps, offsets)
         if tps and not offsets:
@@ -168,29 +169,33 @@ class _Pass:
         return scan
 
     def groups(self, committed: tuple[dict, list[Missing]] | None, queries: tuple, scanned: set[str] | None,
-               settled: dict, memo: facts_lso.ProbeMemo | None = None) -> None:
+               settled: dict, memo: facts_lso.ProbeMemo | None = None, held_only: bool = False) -> None:
         """Where each group stands, from its committed offsets and the offsets pass's pairs (the
-        run's answers, not read again), the pins the scan ``settled`` taken as they are."""
+        run's answers, not read again), the pins the scan ``settled`` taken as they are. ``held_only``:
+        the held places' samples and the largest lag (:func:`kafkatxn.snapshot.held_group_samples`)."""
         from kafkatxn import spark_readers
 
         snap = self.snap
         made = None
         if committed is not None:
-            made = self.step("consumer groups", lambda: self._group_samples(committed, scanned, settled, memo))
+            made = self.step("consumer groups", lambda: self._group_samples(committed, scanned, settled, memo, held_only and not queries))
         snap.groups = made if made is not None else ()
         snap.spark_queries = tuple(spark_readers.query_rows(queries, snap.groups)) if queries else ()
         if made is None:
             self.not_gathered.add(PART_GROUPS)
 
     def _group_samples(self, committed: tuple[dict, list[Missing]], scanned: set[str] | None, settled: dict,
-                       memo: facts_lso.ProbeMemo | None):
+                       memo: facts_lso.ProbeMemo | None, held_only: bool):
         by_group, group_missing = committed
         if not by_group and not group_missing:
             return ()
         groups = facts_lso.finish_group_snapshot(self.cluster, by_group, list(group_missing),
                                                  max_transaction_timeout_ms=self.snap.max_transaction_timeout_ms, settled=settled,
-                                                 memo=memo)
+                                                 memo=memo, pairs=self.offsets)
         self.missing.extend(m.within("group lag") for m in groups.missing)
+        if held_only:
+            held, self.snap.group_lag_max = samples.held_group_samples(groups, scanned)
+            return held
         return samples.group_samples(groups, scanned)
 
 
@@ -205,13 +210,15 @@ def gather_snapshot(
     spark_checkpoints: Sequence[str] = (),
     spark_writers: Sequence = (),
     probe_memo: facts_lso.ProbeMemo | None = None,
+    held_groups_only: bool = False,
 ) -> ClusterSnapshot:
     """One pass over the cluster. Unreachable, auth and deadline failures become ``error``; parts
     that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
     also the transaction-aware lag of the consumer groups ``group_regex`` matches, and of the Spark
     queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``). ``probe_memo``:
     the probes' answers kept from the last gather of this cluster (:class:`kafkatxn.facts_lso.ProbeMemo`:
-    the exporter's)."""
+    the exporter's). ``held_groups_only``: the groups' samples of the places held only, and the largest lag
+    (``ClusterSnapshot.group_lag_max``): what ``check --groups`` decides on without a group lag threshold."""
     started = time.monotonic()
     taken_at_ms = int(clock() * 1000)
     try:
@@ -248,7 +255,7 @@ def gather_snapshot(
         # Pins the scan settled by the coordinator's log: the group pass takes them as they are.
         run.groups(committed, queries, {p.topic for p in selected} if topic_regex else None,
                    found.pins.settled() if found is not None else {},
-                   probe_memo.for_cluster(md.cluster_id) if probe_memo is not None else None)
+                   probe_memo.for_cluster(md.cluster_id) if probe_memo is not None else None, held_groups_only)
     if PART_VERDICTS in run.not_gathered:  # the oldest may be a hanging one, which only the verdicts find
         run.not_gathered.add(PART_TRANSACTION_AGES)
     snap.not_gathered = frozenset(run.not_gathered)

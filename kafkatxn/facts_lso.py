@@ -135,14 +135,12 @@ def take_snapshot(
     taken_at_ms = int(time.time() * 1000)
     rest: list[TopicPartition] = tps
     offsets: dict[TopicPartition, Offsets] = {}
-    if known:
-        rest = []
-        for tp in tps:  # 30,000 partitions a scrape: one lookup each
-            pair = known.get(tp)
-            if pair is None:
-                rest.append(tp)
-            else:
-                offsets[tp] = Offsets(pair[1], pair[0])  # (high_watermark, last_stable_offset) from (LSO, HW)
+    if known:  # 30,000 partitions a pass: looked up and made Offsets(HW, LSO) from (LSO, HW) pairs in C
+        pairs_known = list(map(known.get, tps))
+        rest = [tp for tp, pair in zip(tps, pairs_known) if pair is None] if None in pairs_known else []
+        have = [tp for tp, pair in zip(tps, pairs_known) if pair is not None] if rest else tps
+        pairs_known = [pair for pair in pairs_known if pair is not None] if rest else pairs_known
+        offsets.update(zip(have, map(Offsets, map(_SECOND, pairs_known), map(_FIRST, pairs_known))))
     missing: list[Missing] = []
     if rest:
         asked = cluster.stable_and_high_offsets(rest)
@@ -310,6 +308,8 @@ def committed_offsets(
     """The first step of :func:`take_group_snapshot`: committed offsets per group, on partitions
     that exist (of ``topics`` when given), and ``NO_COMMIT`` on the partitions a Stable group's
     members are assigned without a commit. Read them before the offsets they are compared with."""
+    # The members' assignments go down with the commits' OffsetFetch, read after it at each coordinator.
+    cluster.group_assignments_ahead(groups)
     committed = cluster.group_offsets(groups)
     missing = list(committed.missing)
     uncommitted = gather.uncommitted_assignments(cluster, committed.value, groups, missing)
@@ -332,18 +332,19 @@ def finish_group_snapshot(
     probe_max_gap: int = DEFAULT_PROBE_MAX_GAP,
     max_transaction_timeout_ms: int | None = None,
     settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
-    memo: ProbeMemo | None = None,
+    memo: ProbeMemo | None = None, pairs: Mapping[TopicPartition, tuple[int, int]] | None = None,
 ) -> GroupSnapshot:
     """The rest of :func:`take_group_snapshot` after :func:`committed_offsets`: the LSO snapshot of
-    the groups' partitions (offsets the run read after the committed offsets are its answers;
-    ``settled`` pins, decided by the coordinator's log earlier in the command, are not read again)
-    and the probes (those ``memo`` still knows the answer of are not read again: the exporter's)."""
+    the groups' partitions (offsets the run read after the committed offsets are its answers, or the
+    ``(LSO, HW)`` ``pairs`` given; ``settled`` pins, decided by the coordinator's log earlier in the
+    command, are not read again) and the probes (those ``memo`` still knows the answer of are not read
+    again: the exporter's)."""
     offsets_of = group_offsets_partitions(cluster, by_group)
     # The groups' partitions in the order their commits came (a group's are a topic's, in a row):
     # take_snapshot sorts them, and runs sort in a tenth of a set's hash order (100,000 partitions).
     wanted = dict.fromkeys(chain.from_iterable(by_group.values()))
     wanted.update(dict.fromkeys(offsets_of.values()))
-    lso = take_snapshot(cluster, wanted, None, max_transaction_timeout_ms, settled)
+    lso = take_snapshot(cluster, wanted, pairs, max_transaction_timeout_ms, settled)
     missing.extend(lso.missing)
     unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     rounds = probe_rounds(by_group, lso.offsets, probe_max_gap)
@@ -354,6 +355,10 @@ def finish_group_snapshot(
     # In the rounds' order (sorted): the log starts' sort of 100,000 partitions then takes a pass.
     checked = dict.fromkeys(tp for tp in memo.to_check(rounds, lso.offsets) if tp not in uncommitted) if memo is not None else {}
     asked_starts: list[Missing] = []
+    # Every round of probes after the first goes with it, and the first with the log starts when they are
+    # asked (the memo decides per round what it asks): the same requests, in one round trip.
+    for starts in (rounds if uncommitted else rounds[1:]) if memo is None else ():
+        cluster.first_readable_offsets_ahead(starts)
     log_start = gather.log_starts(cluster, [*sorted(uncommitted), *checked], asked_starts)
     # A kept answer's log start that did not arrive is no missing part: that gap is probed again.
     missing.extend(m for m in asked_starts if m.subject not in checked)

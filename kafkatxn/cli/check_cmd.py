@@ -122,11 +122,17 @@ def register(app: typer.Typer) -> None:
         cluster = ctx.cluster
         cluster.connect_ahead()
         cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
-                         *(() if max_transaction_timeout is not None else ("DescribeConfigs",)))
+                         *(() if max_transaction_timeout is not None else ("DescribeConfigs",)),
+                         *(("ListGroups", "OffsetFetch", "DescribeGroups") if groups else ()))
+        spark_checkpoints = spark_checkpoints or ctx.config.spark_checkpoints
+        # Without a group lag range, a metrics file or a Spark query, check decides on the held places and
+        # the largest lag alone: the 100,000 samples of 5,000 groups are not made.
+        held_only = thresholds.group_lag_warn is None and thresholds.group_lag_crit is None and textfile is None \
+            and not spark_checkpoints
         with collection.one_shot():
             snapshot = gather_snapshot(cluster, topic_regex, max_transaction_timeout,
                                        groups=groups, group_regex=group_regex,
-                                       spark_checkpoints=spark_checkpoints or ctx.config.spark_checkpoints)
+                                       spark_checkpoints=spark_checkpoints, held_groups_only=held_only)
             result = check.evaluate(snapshot, thresholds)
             if textfile is not None:
                 from kafkatxn import exporter, exporter_metrics

@@ -130,6 +130,21 @@ class GroupsApi:
         answered = self._at_coordinators(groups, "DescribeGroups", lambda node_groups: [proto.DescribeGroups(node_groups)])
         return Partial({g: d.assigned for g, d in answered.value.items() if d.state == STABLE}, answered.missing)
 
+    def group_assignments_ahead(self, groups: Iterable[str]) -> None:
+        """The DescribeGroups :meth:`group_assignments` will send for ``groups``, sent with the next round
+        (``Session.send_ahead``): the committed offsets' OffsetFetch, at the same coordinators, which
+        answer a connection's requests in order (read after the commits, as the call reads them). Only
+        when this command knows every group's coordinator (ListGroups placed them): the requests are
+        then the call's own; otherwise it finds them first, and nothing goes ahead."""
+        known = self._known_coordinators()
+        by_node: dict[int, list[str]] = defaultdict(list)
+        for g in dict.fromkeys(groups):  # in the order the call places them (_at_coordinators)
+            node = known.get(g)
+            if node is None:
+                return
+            by_node[node].append(g)
+        self.send_ahead([(node, proto.DescribeGroups(tuple(node_groups))) for node, node_groups in by_node.items()])
+
     def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, int]]:
         """The log start offset of each partition (ListOffsets EARLIEST, one request per leader):
         where a consumer with ``auto.offset.reset=earliest`` and no committed offset starts."""

@@ -77,6 +77,16 @@ def _offsets_requests(by_node: Mapping[int, Sequence[TopicPartition]], levels: t
     return [(node, proto.ListOffsets(tuple(node_tps), committed, earliest)) for node, node_tps in by_node.items() for committed in levels]
 
 
+def _fetches(by_node: Mapping[int, Sequence[TopicPartition]], positions: Mapping[TopicPartition, int], read_committed: bool,
+             partition_max_bytes: int, max_wait_ms: int) -> list[tuple[int, proto.Fetch]]:
+    """One Fetch per leader of its partitions, each from ``positions[tp]``."""
+    return [
+        (node, proto.Fetch(tuple(proto.FetchOffset(tp, positions[tp]) for tp in tps), read_committed, FETCH_MAX_BYTES,
+                           partition_max_bytes, max_wait_ms))
+        for node, tps in by_node.items()
+    ]
+
+
 class OffsetsApi:
     def first_readable_offsets(self, starts: Mapping[TopicPartition, int]) -> Partial[dict[TopicPartition, int | None]]:
         """Per partition, the offset of the first record a read_committed consumer gets from ``starts[tp]``
@@ -88,6 +98,19 @@ class OffsetsApi:
         """
         found = self._first_records(starts, read_committed=True, with_timestamp=False)
         return Partial({tp: (m[0] if m is not None else None) for tp, m in found.value.items()}, found.missing)
+
+    def first_readable_offsets_ahead(self, starts: Mapping[TopicPartition, int]) -> None:
+        """The first Fetch per leader :meth:`first_readable_offsets` will send for ``starts``, sent with the
+        next round (``Session.send_ahead``): the call takes its answers instead of a round trip of its own
+        (a gap longer than one answer reads on from there, as it would)."""
+        if self._answers is None or not starts:
+            return
+        positions = dict(starts)
+        if self.answered_any("Fetch"):  # what the run fetched ahead is answered from it (fetch_from_leaders)
+            _ahead, ask = self.remembered("Fetch", [(tp, offset, True) for tp, offset in positions.items()])
+            positions = {tp: offset for tp, offset, _ in ask}
+        by_node, _unplaced = self._by_leader(positions)
+        self.send_ahead(_fetches(by_node, positions, True, FETCH_PARTITION_BYTES, 0))
 
     def first_record_timestamps(self, starts: Mapping[TopicPartition, int]) -> Partial[dict[TopicPartition, int]]:
         """Per partition, the timestamp of the record at ``starts[tp]`` (a transaction's start offset:
@@ -192,11 +215,7 @@ class OffsetsApi:
                 answers, failed = self.fetch_from_leaders(positions, read_committed, partition_max_bytes, refresh) if positions else ({}, {})
                 return {key[0]: part for key, part in ahead.items()} | answers, failed
         by_node, failed = self._by_leader(positions, refresh)
-        requests = [
-            (node, proto.Fetch(tuple(proto.FetchOffset(tp, positions[tp]) for tp in tps), read_committed, FETCH_MAX_BYTES,
-                               partition_max_bytes, max_wait_ms))
-            for node, tps in by_node.items()
-        ]
+        requests = _fetches(by_node, positions, read_committed, partition_max_bytes, max_wait_ms)
         answers: dict[TopicPartition, proto.FetchedPartition] = {}
         for (node, request), resp in zip(requests, self._send_all(requests) if requests else []):
             arrived: list[Missing] = []

@@ -607,6 +607,9 @@ class FakeCluster(Cluster):
         self.calls.append(("log_start_offsets", tuple(partitions)))
         return super().log_start_offsets(partitions)
 
+    def first_readable_offsets_ahead(self, starts):
+        pass  # the probes are answered from the model (first_readable_offsets below), not over the wire
+
     def first_readable_offsets(self, starts):
         self.calls.append(("first_readable_offsets", dict(starts)))
         # Records below the LSO are readable; nothing in this model is aborted.

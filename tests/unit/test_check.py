@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 
@@ -446,3 +447,65 @@ def test_evaluate_starts_no_collection_over_what_the_gather_left():
         gc.callbacks.remove(note)
         (gc.enable if was else gc.disable)()
     assert result.facts["lagging_partitions"] == 20_000 * 2 // 3 and result.facts["group_lag_max_messages"] == 4
+
+
+# -- check --groups on the held places alone ---------------------------------------------------------
+
+
+def _groups_cluster() -> FakeCluster:
+    """orders-0's LSO pinned at 3 by a transaction its coordinator has in flight (billing waits there),
+    orders-1's by one no coordinator tracks, idle for an hour (ledger is blocked there, stock through
+    orders-1 too); audit-0 lagging 5 (reports) and caught up (billing)."""
+    now = int(time.time() * 1000)
+    model = KafkaModel(brokers=(1, 2))
+    model.add_transaction_log([1, 2])
+    orders0 = model.add_partition("orders", 0, leader=1, lso=3, hw=7)
+    orders1 = model.add_partition("orders", 1, leader=2, lso=4, hw=9)
+    audit = model.add_partition("audit", 0, leader=2, lso=20, hw=20)
+    model.producers[orders0] = [ProducerState(5000, 3, 3, now - 2_000, -1, 3)]
+    model.transactions["billing-tx"] = TransactionDescription("billing-tx", 1, "Ongoing", 5000, 3, 600_000, now - 30_000,
+                                                              frozenset({orders0}))
+    model.producers[orders1] = [ProducerState(6000, 0, 3, now - 3_600_000, -1, 4)]
+    model.record_timestamps[orders1] = {4: now - 3_600_000}
+    model.groups = {"billing": {orders0: 3, audit: 20}, "ledger": {orders1: 4, orders0: 1}, "reports": {audit: 15},
+                    "stock": {orders1: 4}}
+    return FakeCluster(model)
+
+
+def test_check_groups_decides_on_the_held_places_and_the_largest_lag_alone(monkeypatch):
+    """The 100,000 samples of 5,000 groups were made to find a few held places and the largest lag:
+    made of the held places alone, the snapshot decides the same."""
+    fixed = time.time()
+    monkeypatch.setattr(time, "time", lambda: fixed)  # the same ages in both passes
+    full = gather_snapshot(_groups_cluster(), max_transaction_timeout_ms=900_000, clock=time.time, groups=True)
+    held = gather_snapshot(_groups_cluster(), max_transaction_timeout_ms=900_000, clock=time.time, groups=True,
+                           held_groups_only=True)
+    assert full.group_lag_max is None and len(full.groups) == 6
+    assert held.groups == tuple(g for g in full.groups if g.blocked or g.waiting)
+    assert {(g.group, g.partition, g.blocked, g.waiting) for g in held.groups} == {
+        ("billing", 0, False, True), ("ledger", 1, True, False), ("stock", 1, True, False)}
+    assert held.group_lag_max == max(g.lag_messages for g in full.groups) == 5  # reports on audit-0, from 15 to its LSO 20
+
+    def decided(snap):
+        report = evaluate(snap).report()
+        return report.facts | {"gather_duration_ms": None}, report.sections
+
+    assert decided(held) == decided(full)
+    assert evaluate(held).facts["groups_blocked"] == 2 and evaluate(held).facts["group_lag_max_messages"] == 5
+
+
+@pytest.mark.parametrize("options, held_only", [
+    ((), True),
+    (("--group-lag-warn", "10"), False),
+    (("--group-lag-crit", "10"), False),
+    (("--textfile", "/nonexistent-dir/k.prom"), False),
+    (("--spark-checkpoint", "/nonexistent-dir"), False),
+])
+def test_the_command_asks_for_the_held_places_alone_only_where_nothing_needs_every_place(capsys, monkeypatch, options,
+                                                                                            held_only):
+    from tests.support.cli_helpers import run_cli
+
+    asked = []
+    monkeypatch.setattr("kafkatxn.cli.check_cmd.gather_snapshot", lambda *a, **kw: asked.append(kw) or snapshot())
+    run_cli(capsys, "check", "-b", "h:1", "--groups", *options)
+    assert [kw["held_groups_only"] for kw in asked] == [held_only]

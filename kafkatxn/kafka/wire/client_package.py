@@ -96,6 +96,9 @@ PROTOCOL_MODULES: dict[str, tuple[str, ...]] = {
     "FindCoordinator": ("kafka.protocol.metadata",),
     "DescribeConfigs": ("kafka.protocol.admin.configs",),
     "Fetch": ("kafka.protocol.consumer.fetch", "kafka.record"),
+    "ListGroups": ("kafka.protocol.admin.groups",),
+    "OffsetFetch": ("kafka.protocol.consumer.group",),
+    "DescribeGroups": ("kafka.protocol.admin.groups",),
 }
 
 
