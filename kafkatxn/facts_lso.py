@@ -140,7 +140,7 @@ def take_snapshot(
         rest = [tp for tp, pair in zip(tps, pairs_known) if pair is None] if None in pairs_known else []
         have = [tp for tp, pair in zip(tps, pairs_known) if pair is not None] if rest else tps
         pairs_known = [pair for pair in pairs_known if pair is not None] if rest else pairs_known
-        offsets.update(zip(have, map(Offsets, map(_SECOND, pairs_known), map(_FIRST, pairs_known))))
+        offsets.update(zip(have, map(tuple.__new__, repeat(Offsets), map(_SWAPPED, pairs_known))))
     missing: list[Missing] = []
     if rest:
         asked = cluster.stable_and_high_offsets(rest)
