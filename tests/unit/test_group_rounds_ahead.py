@@ -8,7 +8,6 @@ start a request: three groups at three offsets below its LSO make three rounds).
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 
 import pytest
@@ -16,9 +15,9 @@ import pytest
 from kafkatxn import facts_cluster, facts_lso
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.offsets import OffsetsApi
-from kafkatxn.kafka.session import request_label
 from kafkatxn.model import ProducerState, TopicPartition, TransactionDescription
-from tests.support.fake_kafka import FakeCluster, FakeWire, KafkaModel
+from tests.support.fake_kafka import FakeCluster, KafkaModel
+from tests.support.wire_rounds import record_rounds
 
 T0 = 1_700_000_000_000
 
@@ -59,16 +58,7 @@ def rounds(monkeypatch):
     wire's Fetch (the fake cluster answers them from the model otherwise)."""
     monkeypatch.setattr(FakeCluster, "first_readable_offsets", OffsetsApi.first_readable_offsets)
     monkeypatch.setattr(FakeCluster, "first_readable_offsets_ahead", OffsetsApi.first_readable_offsets_ahead)
-    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=7))  # the visibility probe's coordinator, in both runs alike
-    seen: list[list[tuple[str, int | None]]] = []
-    send_all = FakeWire.send_all
-
-    def recorded(self, requests, deadline, count=lambda name: None):
-        seen.append([(request_label(r), node) for node, r in requests])
-        return send_all(self, requests, deadline, count)
-
-    monkeypatch.setattr(FakeWire, "send_all", recorded)
-    return seen
+    return record_rounds(monkeypatch)
 
 
 def _sent(rounds) -> Counter:

@@ -10,16 +10,16 @@ trip of its own after the Fetch ahead.
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 
 import pytest
 
 from kafkatxn import facts_cluster, lso
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.session import Session, request_label
+from kafkatxn.kafka.session import Session
 from kafkatxn.model import Broker, ProducerState, TopicPartition, TransactionDescription
-from tests.support.fake_kafka import FakeCluster, FakeWire, KafkaModel
+from tests.support.fake_kafka import FakeCluster, KafkaModel
+from tests.support.wire_rounds import record_rounds
 
 MAX = 900_000
 T0 = TopicPartition("t", 0)
@@ -43,18 +43,8 @@ def build() -> KafkaModel:
 
 @pytest.fixture
 def rounds(monkeypatch):
-    """Each round the fake wire is sent, as the set of ``(label, node)`` it carried. The probes' random
-    ids fixed: the visibility probe's coordinator decides whether it shares a request, in both runs alike."""
-    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=7))
-    seen: list[list[tuple[str, int | None]]] = []
-    send_all = FakeWire.send_all
-
-    def recorded(self, requests, deadline, count=lambda name: None):
-        seen.append([(request_label(r), node) for node, r in requests])
-        return send_all(self, requests, deadline, count)
-
-    monkeypatch.setattr(FakeWire, "send_all", recorded)
-    return seen
+    """Each round the fake wire is sent, as the ``(label, node)`` of each request it carried."""
+    return record_rounds(monkeypatch)
 
 
 def _sent(rounds: list[list[tuple[str, int | None]]]) -> Counter:
