@@ -37,6 +37,11 @@ DEFAULT_PROBE_MAX_GAP = 1000
 
 _SWAPPED = itemgetter(1, 0)  # (LSO, HW) -> (HW, LSO)
 
+
+def _as_offsets(tps: Iterable[TopicPartition], pairs: Iterable[tuple[int, int]]):
+    """``(tp, Offsets(HW, LSO))`` from each ``(LSO, HW)`` pair, in C (a named tuple's own __new__ is a Python step)."""
+    return zip(tps, map(tuple.__new__, repeat(Offsets), map(_SWAPPED, pairs)))
+
 # In a group's committed offsets: a partition its members are assigned that it has no commit on.
 NO_COMMIT = -1
 
@@ -135,19 +140,17 @@ def take_snapshot(
     taken_at_ms = int(time.time() * 1000)
     rest: list[TopicPartition] = tps
     offsets: dict[TopicPartition, Offsets] = {}
-    if known:  # 30,000 partitions a pass: looked up and made Offsets(HW, LSO) from (LSO, HW) pairs in C
+    if known:  # 30,000 partitions a pass: looked up in C
         pairs_known = list(map(known.get, tps))
         rest = [tp for tp, pair in zip(tps, pairs_known) if pair is None] if None in pairs_known else []
         have = [tp for tp, pair in zip(tps, pairs_known) if pair is not None] if rest else tps
         pairs_known = [pair for pair in pairs_known if pair is not None] if rest else pairs_known
-        offsets.update(zip(have, map(tuple.__new__, repeat(Offsets), map(_SWAPPED, pairs_known))))
+        offsets.update(_as_offsets(have, pairs_known))
     missing: list[Missing] = []
     if rest:
         asked = cluster.stable_and_high_offsets(rest)
         pairs = asked.value
-        # (LSO, HW) pairs to Offsets(HW, LSO) in C: no Python-level step per partition (a named tuple's
-        # own __new__ is one).
-        offsets.update(zip(pairs, map(tuple.__new__, repeat(Offsets), map(_SWAPPED, pairs.values()))))
+        offsets.update(_as_offsets(pairs, pairs.values()))
         missing += asked.missing
     lagging = list(compress(offsets, starmap(gt, offsets.values())))  # HW > LSO (o.lag > 0), in C
     before = len(missing)
