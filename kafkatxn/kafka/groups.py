@@ -26,6 +26,11 @@ from kafkatxn.model import Missing, Part, Partial, TopicPartition
 # The groups a consumer's tools list: consumer groups and those that only commit offsets ("").
 CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
 STABLE = "Stable"
+# A classic group ListGroups lists as Empty has no member (KIP-518's state, v4+): DescribeGroups
+# could only answer Empty, no assignment. Only the classic protocol's (or a v4 listing's, which
+# names no type): a KIP-848 consumer group is not DescribeGroups' to describe.
+EMPTY = "Empty"
+CLASSIC_TYPES = frozenset({"classic", ""})
 
 
 def group_part(group: str) -> Part:
@@ -40,6 +45,8 @@ class GroupsApi:
     # (deadline, group -> coordinator) learnt from ListGroups and FindCoordinator in this command
     # (a scrape restarts the deadline, a prompt extends it: then they are asked again).
     _group_coordinators: tuple[float, dict[str, int]] = (0.0, {})
+    # (deadline, groups) ListGroups listed Empty in this command (classic ones: EMPTY), as the coordinators.
+    _listed_empty: tuple[float, frozenset[str]] = (0.0, frozenset())
 
     def list_groups(self) -> list[str]:
         """Every consumer group, or an error when a broker's part of the list is missing (see
@@ -69,13 +76,16 @@ class GroupsApi:
                 elif resp.error:
                     failed[broker] = Failed(resp.error, resp.error)
                 else:
-                    listed[broker] = [g.group_id for g in resp.groups if g.protocol_type in CONSUMER_PROTOCOL_TYPES]
+                    listed[broker] = [g for g in resp.groups if g.protocol_type in CONSUMER_PROTOCOL_TYPES]
             return listed, failed
 
         asked = retry.ask(brokers, send, "ListGroups", self.deadline)
-        listed = {g: broker for broker, groups in asked.answers.items() for g in groups}
+        listed = {g.group_id: broker for broker, groups in asked.answers.items() for g in groups}
         unlisted: dict[int, str] = asked.failed  # broker -> why its groups are not listed
         self._learn_coordinators(listed)
+        self._listed_empty = (self.deadline, frozenset(
+            g.group_id for groups in asked.answers.values() for g in groups if g.state == EMPTY and g.group_type in CLASSIC_TYPES
+        ))
         names = sorted(listed)
         if not unlisted:
             return Partial(names)
@@ -126,9 +136,20 @@ class GroupsApi:
     def group_assignments(self, groups: Iterable[str]) -> Partial[dict[str, frozenset[TopicPartition]]]:
         """Per Stable group, the partitions its members are assigned (DescribeGroups, all of a
         coordinator's groups in one request); groups that are empty, rebalancing or dead are left
-        out: their members hold no settled assignment."""
-        answered = self._at_coordinators(groups, "DescribeGroups", lambda node_groups: [proto.DescribeGroups(node_groups)])
+        out: their members hold no settled assignment. A classic group this command's ListGroups
+        listed Empty (v4+) is not described: it has no member (most groups that only commit offsets,
+        as Spark's, Flink's or a tool's: 5,000 groups' DescribeGroups were the group pass's largest answer)."""
+        answered = self._at_coordinators(self._to_describe(groups), "DescribeGroups",
+                                         lambda node_groups: [proto.DescribeGroups(node_groups)])
         return Partial({g: d.assigned for g, d in answered.value.items() if d.state == STABLE}, answered.missing)
+
+    def _to_describe(self, groups: Iterable[str]) -> list[str]:
+        """Of ``groups`` (once each, in order), those DescribeGroups is asked about: not those listed Empty."""
+        wanted = list(dict.fromkeys(groups))
+        deadline, empty = self._listed_empty
+        if deadline != self.deadline or not empty:
+            return wanted
+        return [g for g in wanted if g not in empty]
 
     def group_assignments_ahead(self, groups: Iterable[str]) -> None:
         """The DescribeGroups :meth:`group_assignments` will send for ``groups``, sent with the next round
@@ -138,7 +159,7 @@ class GroupsApi:
         then the call's own; otherwise it finds them first, and nothing goes ahead."""
         known = self._known_coordinators()
         by_node: dict[int, list[str]] = defaultdict(list)
-        for g in dict.fromkeys(groups):  # in the order the call places them (_at_coordinators)
+        for g in self._to_describe(groups):  # in the order the call places them (_at_coordinators)
             node = known.get(g)
             if node is None:
                 return

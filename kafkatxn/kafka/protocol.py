@@ -338,6 +338,8 @@ class ListGroups(NamedTuple):
 class ListedGroup(NamedTuple):
     group_id: str
     protocol_type: str  # "consumer" for consumer groups, "" for those that only commit offsets
+    state: str = ""  # "Empty", "Stable", ... (ListGroups v4+); "" when the broker's version does not say
+    group_type: str = ""  # "classic" or "consumer" (KIP-848; ListGroups v5+); "" when the broker's version does not say
 
 
 class ListGroupsResponse(NamedTuple):

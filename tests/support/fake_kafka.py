@@ -107,6 +107,7 @@ class KafkaModel:
     denied_topics: dict[str, set[str]] = field(default_factory=dict)  # request name -> topics
     cluster_operations: set[str] = field(default_factory=lambda: {"DESCRIBE", "DESCRIBE_CONFIGS"})  # DescribeCluster's authorized operations
     denied_groups: set[str] = field(default_factory=set)  # groups the principal may not DESCRIBE
+    listed_stateless: set[str] = field(default_factory=set)  # groups ListGroups lists with no state (a broker before v4)
     topics_filtered: bool | None = False  # whether Metadata leaves out topics the principal may not DESCRIBE
     # Record timestamps by partition and offset (a transaction's first record); an offset not here
     # reads as the timestamp of the last write of the producer whose transaction starts there.
@@ -478,8 +479,12 @@ class FakeWire:
         queued = self.model.group_listing_errors.get(node)
         if queued:
             return proto.ListGroupsResponse(queued.pop(0))
+        # Each group's state as Kafka lists it from v4 on (as _DescribeGroups has it; none for the
+        # groups in listed_stateless: a broker before v4); a classic group (v5's type).
         return proto.ListGroupsResponse(None, tuple(
-            proto.ListedGroup(g, self.model.group_protocol_types.get(g, "consumer"))
+            proto.ListedGroup(g, self.model.group_protocol_types.get(g, "consumer"),
+                              *(("", "") if g in self.model.listed_stateless else
+                                ("Stable" if g in self.model.assignments else "Empty", "classic")))
             for g in sorted(self._groups_known() - self.model.denied_groups) if self.model.group_coordinator(g) == node
         ))
 

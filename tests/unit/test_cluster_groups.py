@@ -221,6 +221,55 @@ def test_describe_groups_errors_are_handled_as_offset_fetch_errors():
     assert [(m.subject, m.acl) for m in result.missing] == [(Part("group a"), "DESCRIBE on Group a"), (Part("group b"), "")]
 
 
+def test_a_classic_group_listed_empty_is_not_described_and_its_answer_is_the_same():
+    """ListGroups v4+ says each group's state: an Empty classic group has no member, so DescribeGroups
+    could only say Empty with no assignment (5,000 groups that only commit offsets: the group pass's
+    largest answer). A group listed with no state (a broker before v4), or of another type, or not
+    listed at all (named: FindCoordinator placed it), is described as before."""
+    def assignments(listed: bool, **changes):
+        model = model_with_groups(brokers=(1, 2), a=1, b=2, c=2, d=1)
+        model.assignments = {"a": {O0, O1}}  # b, c and d have commits and no members: Empty
+        for name, value in changes.items():
+            setattr(model, name, value)
+        cluster = FakeCluster(model)
+        if listed:
+            cluster.list_groups_partial()
+        result = cluster.group_assignments(["a", "b", "c", "d", "unlisted"])
+        return result.value, result.missing, sorted(g for _, r in sent(model, p.DescribeGroups) for g in r.group_ids)
+
+    before = assignments(False)
+    assert before[:2] == ({"a": frozenset({O0, O1})}, [])
+    assert before[2] == ["a", "b", "c", "d", "unlisted"]  # nothing listed: every group described
+    listed = assignments(True)
+    assert listed[:2] == before[:2] and listed[2] == ["a", "unlisted"]
+    stateless = assignments(True, listed_stateless={"c"})
+    assert stateless[:2] == before[:2] and stateless[2] == ["a", "c", "unlisted"]
+
+
+def test_the_describe_groups_sent_ahead_are_the_calls_own_without_the_groups_listed_empty():
+    model = model_with_groups(brokers=(1, 2), a=1, b=2, c=2)
+    model.assignments = {"c": {P0}}
+    cluster = FakeCluster(model)
+    with cluster.one_run():
+        cluster.list_groups_partial()
+        cluster.group_assignments_ahead(["a", "b", "c"])
+        cluster.group_offsets(["a", "b", "c"])
+        assert cluster.group_assignments(["a", "b", "c"]).value == {"c": frozenset({P0})}
+    assert [(node, r.group_ids) for node, r in sent(model, p.DescribeGroups)] == [(2, ("c",))]
+
+
+def test_a_group_listed_empty_is_described_again_in_the_next_command():
+    """What the listing said holds for the command that listed (its deadline), not for the next."""
+    model = model_with_groups(a=1)
+    cluster = FakeCluster(model)
+    cluster.list_groups_partial()
+    assert cluster.group_assignments(["a"]).value == {}
+    assert sent(model, p.DescribeGroups) == []
+    with cluster.deadline_within(5.0):
+        model.assignments = {"a": {O0}}
+        assert cluster.group_assignments(["a"]).value == {"a": frozenset({O0})}
+
+
 # -- log start offsets ---------------------------------------------------------------------------
 
 

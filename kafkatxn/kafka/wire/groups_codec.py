@@ -18,6 +18,9 @@ OFFSET_FETCH_SINGLE = (2, 7)
 # require_stable (KIP-447), which read_committed consumers set: v7+.
 OFFSET_FETCH_STABLE = 7
 UNSTABLE_OFFSET_COMMIT = "UNSTABLE_OFFSET_COMMIT"
+# ListGroups answers each group's state from v4 on.
+LIST_GROUPS_STATE = 4
+LIST_GROUPS_TYPE = 5
 
 
 def _list_groups(_wire: Any, _request: p.ListGroups) -> Any:
@@ -27,9 +30,14 @@ def _list_groups(_wire: Any, _request: p.ListGroups) -> Any:
 
 
 def _decode_list_groups(_request: p.ListGroups, resp: Any) -> p.ListGroupsResponse:
-    return p.ListGroupsResponse(
-        error_name(resp.error_code), tuple(p.ListedGroup(g.group_id, g.protocol_type or "") for g in resp.groups)
-    )
+    # GroupState is v4+ (KIP-518): an older answer says no state (""), never one guessed.
+    # GroupType (classic or consumer: KIP-848) is v5+.
+    version = resp.version
+    return p.ListGroupsResponse(error_name(resp.error_code), tuple(
+        p.ListedGroup(g.group_id, g.protocol_type or "", (g.group_state or "") if version >= LIST_GROUPS_STATE else "",
+                      (g.group_type or "") if version >= LIST_GROUPS_TYPE else "")
+        for g in resp.groups
+    ))
 
 
 def _find_group_coordinators(_wire: Any, request: p.FindGroupCoordinators) -> Any:
