@@ -8,9 +8,9 @@ as ``lso --groups`` and ``diagnose`` have it). Pure: the gathering is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
-from operator import is_not, itemgetter
+from operator import is_not, itemgetter, lt
 from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
 from kafkatxn import group_positions, verdicts, verdicts_age, verdicts_groups
@@ -298,13 +298,37 @@ def held_group_samples(snap: GroupSnapshot, topics: set[str] | None) -> tuple[tu
     """Of :func:`group_samples`, what ``check --groups`` decides on when no group lag threshold, metrics
     file or Spark query needs every place: the samples of the places held (blocked or waiting), in the
     same order, and the largest read_committed lag of them all (``lag_messages``; 0 without a place).
-    The 100,000 places of 5,000 groups are looked over in C, not made into samples."""
-    places = group_positions.group_positions(snap)
+    The 100,000 places of 5,000 groups are looked over in C, not made into samples; only the places
+    behind their high watermark are placed (:func:`_behind`)."""
+    places = group_positions.group_positions(_behind(snap))
     kept = list(places) if topics is None else [p for p in places if p[1].topic in topics]
     held = compress(kept, map(is_not, map(_HELD_AT, kept), repeat(None)))
     return tuple(_held_sample(snap, place) for place in held), max(map(_READ_COMMITTED_LAG, kept), default=0)
 
 
+def _behind(snap: GroupSnapshot) -> GroupSnapshot:
+    """``snap`` with only the commits :func:`kafkatxn.group_positions.group_positions` can find held or
+    lagging: those below their partition's high watermark (or none: NO_COMMIT), and every commit of a
+    group whose stable offset fetch found unstable offsets. A commit at or past the high watermark of
+    a group without is caught up there (its read_committed lag 0, never held), and a partition whose
+    offsets did not arrive is no place at all: both are left out, each group's in C (three places in
+    four at 5,000 groups x 20 partitions), the places left in the same order."""
+    offsets = snap.lso.offsets
+    hw_of = dict(zip(offsets, map(_HIGH_WATERMARK, offsets.values()))).get
+    unstable = snap.unstable
+    committed: dict[str, dict[TopicPartition, int]] = {}
+    for group, commits in snap.committed.items():
+        if group in unstable:
+            committed[group] = commits
+            continue
+        behind = dict(compress(commits.items(), map(lt, commits.values(), map(hw_of, commits, repeat(_NO_OFFSETS)))))
+        if behind:
+            committed[group] = behind
+    return replace(snap, committed=committed)
+
+
+_HIGH_WATERMARK = itemgetter(0)  # of verdicts_groups.Offsets(high_watermark, last_stable_offset)
+_NO_OFFSETS = float("-inf")  # a partition without offsets: no commit is below it (group_positions passes it over)
 _HELD_AT = itemgetter(group_positions.GroupPlace._fields.index("held_at"))
 _READ_COMMITTED_LAG = itemgetter(group_positions.GroupPlace._fields.index("read_committed_lag"))
 
