@@ -28,12 +28,12 @@ from operator import attrgetter, is_, lt, ne, or_
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from kafkatxn import (
-    defaults, facts, group_positions, facts_lso, spark_readers, untracked, verdicts,
+    defaults, facts, gaps, group_positions, facts_lso, spark_readers, untracked, verdicts,
     verdicts_age, verdicts_groups,
 )
 from kafkatxn.durations import format_duration_ms, parse_duration_ms
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, Status, exit_code, worst
-from kafkatxn.gaps import Gap, explain, gap_of
+from kafkatxn.gaps import Gap
 from kafkatxn.model import Missing, ProducerState, QueryReader, TopicPartition
 from kafkatxn.output import Report
 from kafkatxn.plain import RecordColumns
@@ -280,14 +280,13 @@ def diagnose(snapshot: facts_lso.HeldGroupSnapshot, groups_arg: str = "", critic
         )
 
     tid_of = {t.producer_id: t.transactional_id for t in transactions}
-    # Every row read once as a named tuple of its fields (no object made per row) for gaps.py's rules.
-    views = rows.fields()
-    gap_column = list(map(gap_of, views))
-    holders: list[str | None] = [None] * len(views)
-    producer_ids: list[int | None] = [None] * len(views)
-    transactional_ids: list[str | None] = [None] * len(views)
-    for i in _where_either(gap_column, Gap.blocked, Gap.waiting):  # the few held: who holds each
-        r = views[i]
+    # gaps.py's rules over the rows' columns; only the rows they need read (as named tuples of their fields).
+    gap_column = gaps.gap_column(rows.column("verdict"), rows.column("lag_to_hw_messages"))
+    holders: list[str | None] = [None] * len(gap_column)
+    producer_ids: list[int | None] = [None] * len(gap_column)
+    transactional_ids: list[str | None] = [None] * len(gap_column)
+    held = list(_where_either(gap_column, Gap.blocked, Gap.waiting))
+    for i, r in zip(held, rows.fields(held)):  # the few held: who holds each
         tp = TopicPartition(r.topic, r.partition)
         state = pin_of.get(held_at.get((r.group, tp), tp))
         if state is None:
@@ -300,7 +299,7 @@ def diagnose(snapshot: facts_lso.HeldGroupSnapshot, groups_arg: str = "", critic
             "lag_to_hw_messages", "verdict")
     partitions = RecordColumns(PartitionDiagnosis, {
         **{name: rows.column(name) for name in same}, "lag_messages": read_committed_lags, "gap": gap_column,
-        "explanation": list(map(explain, views, gap_column, holders)), "producer_id": producer_ids,
+        "explanation": gaps.explain_column(rows, gap_column, holders), "producer_id": producer_ids,
         "transactional_id": transactional_ids,
     })
 

@@ -5,9 +5,14 @@ rows, deciding nothing that :mod:`kafkatxn.verdicts` does not."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kafkatxn.group_positions import GroupLag
 from kafkatxn.verdicts_groups import GroupVerdict
+
+if TYPE_CHECKING:
+    from kafkatxn.plain import RecordColumns
 
 
 class Gap(str, enum.Enum):
@@ -21,16 +26,35 @@ class Gap(str, enum.Enum):
     unknown = "unknown"  # no committed offset: where it stands depends on its consumers' auto.offset.reset
 
 
+# The gap a verdict says; a group caught up has none, or only markers and aborted records (phantom) up to the HW.
+_GAP_OF_VERDICT = {
+    GroupVerdict.blocked: Gap.blocked, GroupVerdict.waiting: Gap.waiting, GroupVerdict.lagging: Gap.lag,
+    GroupVerdict.unknown: Gap.unknown,
+}
+CAUGHT_UP = "caught up"  # explain's line for a committed group with no gap: most rows
+
+
 def gap_of(row: GroupLag) -> Gap:
-    if row.verdict is GroupVerdict.blocked:
-        return Gap.blocked
-    if row.verdict is GroupVerdict.waiting:
-        return Gap.waiting
-    if row.verdict is GroupVerdict.lagging:
-        return Gap.lag
-    if row.verdict is GroupVerdict.unknown:
-        return Gap.unknown
-    return Gap.phantom if row.lag_to_hw_messages > 0 else Gap.none
+    return gap_column([row.verdict], [row.lag_to_hw_messages])[0]
+
+
+def gap_column(verdicts: Sequence[GroupVerdict], lags_to_hw: Sequence[int]) -> list[Gap]:
+    """:func:`gap_of` of each row, from its verdict and lag_to_hw_messages columns (100,000 rows at
+    5,000 groups: one dictionary lookup each, no row read)."""
+    of, phantom, none = _GAP_OF_VERDICT.get, Gap.phantom, Gap.none
+    return [of(v) or (phantom if h > 0 else none) for v, h in zip(verdicts, lags_to_hw)]
+
+
+def explain_column(rows: RecordColumns, gaps: Sequence[Gap], holders: Sequence[str | None]) -> list[str]:
+    """:func:`explain` of each of ``rows`` (held as columns), with its gap and holder: a row with no gap
+    and a committed offset is :data:`CAUGHT_UP` (explain's rule for it, taken without reading the row:
+    three rows in four at 5,000 groups); the rest are read and explained one by one."""
+    out = [CAUGHT_UP] * len(gaps)
+    none = Gap.none
+    rest = [i for i, (gap, committed) in enumerate(zip(gaps, rows.column("committed_offset"))) if gap is not none or committed is None]
+    for i, row in zip(rest, rows.fields(rest)):
+        out[i] = explain(row, gaps[i], holders[i])
+    return out
 
 
 def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
@@ -44,7 +68,7 @@ def explain(row: GroupLag, gap: Gap, holder: str | None) -> str:
         return _explain_uncommitted(row, gap, holder)
     c, l, h = row.committed_offset, row.last_stable_offset, row.high_watermark
     if gap is Gap.none:
-        return "caught up"
+        return CAUGHT_UP
     if gap is Gap.phantom:
         return f"caught up: the {h - c} offsets to the high watermark are transaction markers or aborted records (phantom lag)"
     if gap is Gap.blocked:
