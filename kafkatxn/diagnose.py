@@ -378,9 +378,11 @@ def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[P
     code = EXIT_OK
     verdicts = _column(partitions, "verdict")
     found = set(verdicts)  # the verdicts present, in C; a lagging partition is a finding by its lag
-    if GroupVerdict.blocked in found or GroupVerdict.unknown in found or (GroupVerdict.lagging in found and any(
-            verdicts_groups.lag_is_finding(v, lag, lag_threshold)
-            for v, lag in zip(verdicts, _column(partitions, "lag_messages")) if v is GroupVerdict.lagging)):
+    lagging = GroupVerdict.lagging
+    # Whether one lagging partition lags enough: the largest lag of them (found in C) does, as
+    # lag_is_finding grows with the lag.
+    if GroupVerdict.blocked in found or GroupVerdict.unknown in found or (lagging in found and verdicts_groups.lag_is_finding(
+            lagging, max(compress(_column(partitions, "lag_messages"), map(is_, verdicts, repeat(lagging)))), lag_threshold)):
         code = EXIT_WARNING
     if any(
         verdicts_groups.blocked_severity(t.verdict is TxnVerdict.hanging, t.overdue, verdicts_groups.is_too_old(t.age_ms, critical_age_ms),
@@ -389,8 +391,9 @@ def _findings(partitions: Sequence[PartitionDiagnosis], transactions: Sequence[P
         for t in transactions
     ):
         code = EXIT_CRITICAL
+    # A blocked partition whose transaction was not found (no producer id): looked for in C.
     undetermined = any(t.verdict is TxnVerdict.undetermined for t in transactions) or (GroupVerdict.blocked in found and any(
-        g is Gap.blocked and pid is None for g, pid in zip(_column(partitions, "gap"), _column(partitions, "producer_id"))
+        map(is_, compress(_column(partitions, "producer_id"), map(is_, _column(partitions, "gap"), repeat(Gap.blocked))), repeat(None))
     ))
     return code, undetermined
 

@@ -33,3 +33,24 @@ def test_the_columns_are_each_rows_gap_and_explanation():
     assert set(gap_column) == set(gaps.Gap)  # every rule taken
     assert gaps.explain_column(held, gap_column, holders) == [gaps.explain(r, g, h) for r, g, h in zip(rows, gap_column, holders)]
     assert gaps.explain_column(held, gap_column, holders).count(gaps.CAUGHT_UP) > 0
+
+
+def _partition(verdict: GroupVerdict, lag: int, gap: gaps.Gap, producer_id: int | None):
+    from kafkatxn.diagnose_rows import PartitionDiagnosis
+
+    return PartitionDiagnosis("g", "orders", 0, 1, 10, 12, lag, lag, 2, verdict, gap, "", producer_id, None)
+
+
+def test_findings_a_lagging_partition_by_its_lag_and_a_blocked_one_whose_transaction_was_not_found():
+    """diagnose._findings' two questions over every row, asked in C: whether any lagging partition lags
+    by the threshold (the largest lag does), and whether a blocked partition's transaction was not found."""
+    from kafkatxn import diagnose
+
+    lagging, caught_up = GroupVerdict.lagging, GroupVerdict.caught_up
+    rows = [_partition(caught_up, 9, gaps.Gap.none, None), _partition(lagging, 3, gaps.Gap.lag, None),
+            _partition(lagging, 5, gaps.Gap.lag, None)]
+    for threshold, code in ((5, 1), (6, 0), (3, 1), (10, 0)):  # the caught-up row's 9 is no lagging lag
+        assert diagnose._findings(rows, [], None, threshold) == (code, False)
+    blocked = _partition(GroupVerdict.blocked, 0, gaps.Gap.blocked, 7)
+    assert diagnose._findings([*rows, blocked], [], None, 100) == (1, False)
+    assert diagnose._findings([*rows, blocked, _partition(GroupVerdict.blocked, 0, gaps.Gap.blocked, None)], [], None, 100) == (1, True)
