@@ -51,9 +51,12 @@ class LabelRows:
         return list(map("".join, zip(*self.pieces())))
 
     def pieces(self) -> list[list[str]]:
-        """Each row's label text in pieces, a column per piece: the first label's ``{name="value",``, then
-        the rest's ``name="value",...}``, each made once per distinct value and shared by its rows (400,000
-        texts, 50 MB at 20,000 groups x 20 partitions, where 20,000 + 100,000 pieces say the same)."""
+        """Each row's label text in pieces, a column per label (names sorted): the first's ``{name="value",``,
+        the next ones' ``name="value",``, the last's ``name="value"}``; each piece made once per distinct
+        value of its label and shared by its rows (400,000 texts, 50 MB at 20,000 groups x 20 partitions,
+        where 20,000 groups, 100 topics and a few hundred partition numbers say the same). A piece per
+        label, not one for a row's last labels together: a group's partitions are a few hundred texts,
+        not one per topic and partition (100,000 at 100,000 partitions), each made in C from its column."""
         if self._text is None:
             order = sorted(self.names)
             columns = [self.columns[self.names.index(k)] for k in order]
@@ -63,14 +66,13 @@ class LabelRows:
                 if "\\" in together or "\n" in together or '"' in together:
                     escaped = {v: _escape_value(v) for v in set(column) if "\\" in v or "\n" in v or '"' in v}
                     columns[i] = [escaped.get(v, v) for v in column]
-            names = [k.replace("%", "%%") for k in order]  # templates: a name's own % is no placeholder
-            first_close, rest_template = ('",', ",".join(f'{k}="%s"' for k in names[1:]) + "}") if len(order) > 1 else ('"}', None)
+            last = len(order) - 1
+            # Templates: a name's own % is no placeholder.
+            templates = [("{" if i == 0 else "") + k.replace("%", "%%") + '="%s"' + ("}" if i == last else ",")
+                         for i, k in enumerate(order)]
             # Each piece made on its value's first row and looked up in C on the others: one pass over
             # the rows (400,000 at 20,000 groups x 20), not one to find the distinct values and one to look them up.
-            out = [list(map(_Pieces(f'{{{names[0]}="%s{first_close}').__getitem__, columns[0]))]
-            if rest_template is not None:
-                out.append(list(map(_Pieces(rest_template).__getitem__, zip(*columns[1:]) if len(columns) > 2 else columns[1])))
-            self._text = out
+            self._text = [list(map(_Pieces(template).__getitem__, column)) for template, column in zip(templates, columns)]
         return self._text
 
     def piece_bytes(self) -> int:
@@ -81,14 +83,13 @@ class LabelRows:
 
 
 class _Pieces(dict):
-    """A label text's piece per value (a row's value, or its tuple of values), made by ``template % value``
-    the first time the value is asked for."""
+    """A label text's piece per value, made by ``template % value`` the first time the value is asked for."""
 
     def __init__(self, template: str):
         super().__init__()
         self._template = template
 
-    def __missing__(self, value: str | tuple[str, ...]) -> str:
+    def __missing__(self, value: str) -> str:
         piece = self[value] = self._template % value
         return piece
 
