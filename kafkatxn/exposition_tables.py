@@ -135,8 +135,11 @@ class TableGauge(GaugeMetricFamily):
 
 
 # A family of many series is written this many rows at a time: no text of a whole family (50 MB
-# at 20,000 groups x 20 partitions) is ever held, only a slice of it until it is encoded.
-_CHUNK_ROWS = 50_000
+# at 20,000 groups x 20 partitions) is ever held, only a slice of it until it is encoded. A slice's
+# text (about 600 KB) and its bytes stay in the CPU's cache between the join, the encoding and the
+# socket's copy; at 50,000 rows (6 MB each) the lines took twice as long (5 families x 100,000
+# rows: 107 -> 54 ms CPU, interleaved in-process).
+_CHUNK_ROWS = 5_000
 
 
 def _table_rows(metric: TableGauge) -> tuple[list, list[list[str]]]:
