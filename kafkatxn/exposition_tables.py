@@ -166,16 +166,19 @@ def _table_lines(metric: TableGauge, head: list[str], rows: tuple[list, list[lis
             yield "".join([f"{name}{labels} {_value(value)}\n"
                            for labels, value in zip(texts[at:at + _CHUNK_ROWS], values[at:at + _CHUNK_ROWS])])
         return
-    suffix = {v: f" {_value(v)}\n" for v in distinct}
-    # name, the label pieces, value, name, ...: one join over a list filled by slice assignments,
-    # a third of the time of a join per line (500,000 lines at 5,000 groups).
-    step = 2 + len(pieces)
+    # name, the label pieces, value and the next line's name, ...: one join over a list filled by slice
+    # assignments, a third of the time of a join per line (500,000 lines at 5,000 groups); a line's
+    # name written with the value before it, a piece fewer per line to join (a tenth of the lines' time).
+    suffix = {v: f" {_value(v)}\n{name}" for v in distinct}
+    last = {v: f" {_value(v)}\n" for v in distinct}  # a slice's last line: no line of it after
+    step = 1 + len(pieces)
     for at in range(0, len(values), _CHUNK_ROWS):
-        n = len(values[at:at + _CHUNK_ROWS])
-        parts = [name] * (step * n)
+        chunk = values[at:at + _CHUNK_ROWS]
+        parts = [name] * (1 + step * len(chunk))
         for i, column in enumerate(pieces, 1):
             parts[i::step] = column[at:at + _CHUNK_ROWS]
-        parts[step - 1::step] = map(suffix.__getitem__, values[at:at + _CHUNK_ROWS])
+        parts[step::step] = map(suffix.__getitem__, chunk)
+        parts[-1] = last[chunk[-1]]
         yield "".join(parts)
 
 
