@@ -268,14 +268,14 @@ def test_a_body_written_as_it_is_made_is_as_long_as_it_said(openmetrics):
 
 def test_label_texts_are_held_in_pieces_shared_by_their_rows():
     """At 20,000 groups x 20 partitions a whole label text per row (400,000) was held through the
-    exposition: each distinct group's piece and each distinct partition-and-topic piece is made once."""
+    exposition: each distinct value of a label makes its piece once (a group, a partition number, a topic)."""
     groups = [f"group-{g}" for g in range(50) for _ in range(20)]
     topics = [f"topic-{g % 7}" for g in range(50) for _ in range(20)]
     partitions = [str(p) for _ in range(50) for p in range(20)]
     rows = exposition.LabelRows(["group", "topic", "partition"], [groups, topics, partitions])
-    first, rest = rows.pieces()
-    assert len({id(p) for p in first}) == 50 and len({id(p) for p in rest}) == len(set(zip(topics, partitions)))
-    assert rows.text()[21] == '{group="group-1",partition="1",topic="topic-1"}' == first[21] + rest[21]
+    by_group, by_partition, by_topic = rows.pieces()  # a piece per label, names sorted
+    assert len({id(p) for p in by_group}) == 50 and len({id(p) for p in by_partition}) == 20 and len({id(p) for p in by_topic}) == 7
+    assert rows.text()[21] == '{group="group-1",partition="1",topic="topic-1"}' == by_group[21] + by_partition[21] + by_topic[21]
 
 
 def test_label_pieces_are_made_once_per_value_whatever_the_values_hold():
@@ -283,7 +283,6 @@ def test_label_pieces_are_made_once_per_value_whatever_the_values_hold():
     value is text, a value that must be escaped is, and rows repeating a value share its piece."""
     rows = exposition.LabelRows(["b%d", "a%s", "c"], [["1", "2", "1"], ["x", 'y%s"', "x"], ["q\n", "w", "q\n"]])
     assert rows.text() == ['{a%s="x",b%d="1",c="q\\n"}', '{a%s="y%s\\"",b%d="2",c="w"}', '{a%s="x",b%d="1",c="q\\n"}']
-    first, rest = rows.pieces()
-    assert first[0] is first[2] and rest[0] is rest[2]
+    assert all(column[0] is column[2] for column in rows.pieces())
     one = exposition.LabelRows(["p%"], [["x%s", "y", "x%s"]])
     assert one.text() == ['{p%="x%s"}', '{p%="y"}', '{p%="x%s"}']
