@@ -552,6 +552,11 @@ class KafkaCluster:
                     break
                 time.sleep(0.1)
 
+    def metadata_of(self, node_id: int, timeout: float, topic: str | None = None):
+        """Metadata as broker ``node_id`` itself sees it, or None if it did not answer within ``timeout``:
+        the brokers learn a change from the controller one by one, so one broker's view is not another's."""
+        return self._metadata_from(self._node(node_id), timeout, topic)
+
     def _metadata_from(self, node: _Node, timeout: float, topic: str | None = None):
         """Metadata as `node` itself sees it, or None if it did not answer within `timeout`."""
         # A fresh client knows only this node, so its first request can go nowhere else.
