@@ -7,13 +7,14 @@ arrive as Kafka's error names (``NOT_LEADER_OR_FOLLOWER``), ``None`` for no erro
 
 Named tuples rather than dataclasses: every command imports this module, and a frozen dataclass
 costs about 0.4 ms to build at import (21 of them: ~8 ms of every start), a named tuple ~0.05 ms.
-Each is its own type (the wire picks its encoder by type), so compare them by type first.
+Each is its own type (the wire picks its encoder by type), so compare them by type first. Their
+annotations are evaluated as the classes are made (no ``from __future__ import annotations``): a named
+tuple's string annotation is compiled into a ``ForwardRef`` at import, ~130 of them here (~2 ms).
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator, Sequence
-from itertools import repeat
+from itertools import groupby, repeat
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from kafkatxn.model import BrokerInfo, PartitionInfo, ProducerState, TopicPartition
@@ -204,11 +205,16 @@ REQUEST_NAMES = {
 
 
 def by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
-    """Partitions grouped as Kafka's requests carry them: topic -> partition numbers."""
+    """Partitions grouped as Kafka's requests carry them: topic -> partition numbers (a topic in the
+    order first named). A topic's partitions in a row are taken in C (usually a request's are: a
+    leader's 10,000 partitions in 100 runs, not a Python step each)."""
     out: dict[str, list[int]] = {}
-    for tp in partitions:
-        out.setdefault(tp.topic, []).append(tp.partition)
+    for topic, run in groupby(partitions, _TOPIC):
+        out.setdefault(topic, []).extend(map(_INDEX, run))
     return out
+
+
+_TOPIC, _INDEX = itemgetter(0), itemgetter(1)  # of a TopicPartition
 
 
 # -- wireadmin: broker configs, the cluster's authorized operations, the topic-visibility probe, fencing --
