@@ -13,8 +13,7 @@ tuple's string annotation is compiled into a ``ForwardRef`` at import, ~130 of t
 """
 
 from collections.abc import Iterator, Sequence
-from itertools import groupby, repeat
-from operator import itemgetter
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from kafkatxn.model import BrokerInfo, PartitionInfo, ProducerState, TopicPartition
@@ -205,16 +204,11 @@ REQUEST_NAMES = {
 
 
 def by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
-    """Partitions grouped as Kafka's requests carry them: topic -> partition numbers (a topic in the
-    order first named). A topic's partitions in a row are taken in C (usually a request's are: a
-    leader's 10,000 partitions in 100 runs, not a Python step each)."""
+    """Partitions grouped as Kafka's requests carry them: topic -> partition numbers."""
     out: dict[str, list[int]] = {}
-    for topic, run in groupby(partitions, _TOPIC):
-        out.setdefault(topic, []).extend(map(_INDEX, run))
+    for tp in partitions:
+        out.setdefault(tp.topic, []).append(tp.partition)
     return out
-
-
-_TOPIC, _INDEX = itemgetter(0), itemgetter(1)  # of a TopicPartition
 
 
 # -- wireadmin: broker configs, the cluster's authorized operations, the topic-visibility probe, fencing --
