@@ -12,22 +12,19 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from operator import itemgetter
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
-from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.client_errors import part_missing
+from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.session import group_by_leader
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
 
 
-# Of a ListOffsets answer's partitions (PartitionOffset: tp, error, offset), read by position: no
-# attribute look-up, and no pair made per partition (zip hands dict.update one it reuses).
-_TP, _ERROR, _OFFSET = itemgetter(0), itemgetter(1), itemgetter(2)
 # What one Fetch round asks of each partition and in all (a probe stops at its first record).
 FETCH_PARTITION_BYTES = 64 * 1024
 FETCH_MAX_BYTES = 4 * 1024 * 1024
@@ -349,29 +346,40 @@ class OffsetsApi:
             if extra:  # sent with the first round only
                 responses, also_answers = responses[: len(requests)], responses[len(requests) :]
                 extra = []
-            found: list[dict[TopicPartition, int]] = [{} for _ in levels]  # per level
+            answers = []  # (level, TopicPartitions, error names, offsets) of each answer that arrived
             for i, resp in enumerate(responses):
-                node, level = requests[i][0], i % len(levels)
+                node = requests[i][0]
                 arrived: list[Missing] = []
                 if not self._arrived(resp, Broker(node), arrived):
                     # fresh metadata may name a leader that answers
                     failed.update((tp, Failed(NO_ANSWER, str(arrived[0]))) for tp in by_node[node])
                     continue
+                answers.append((i % len(levels), *proto.offset_columns(resp.partitions)))
+            if (len(levels) == 2 and len(answers) == len(responses) and not any(any(errors) for _, _, errors, _ in answers)
+                    and all(answers[j][1] == answers[j + 1][1] for j in range(0, len(answers), 2))):
+                # Usually: each leader's two answers whole, naming the same partitions in the same order
+                # (the kept TopicPartitions: compared by identity, in C); its pairs made from their columns.
+                out: dict[TopicPartition, tuple[int, ...]] = {}
+                for j in range(0, len(answers), 2):
+                    out.update(zip(answers[j][1], zip(answers[j][3], answers[j + 1][3])))
+                return out, failed
+            found: list[dict[TopicPartition, int]] = [{} for _ in levels]  # per level
+            for level, tps, errors, offsets in answers:
                 at_level = found[level]
-                if not any(map(_ERROR, resp.partitions)):  # usually: 10,000 answers taken in C
-                    at_level.update(zip(map(_TP, resp.partitions), map(_OFFSET, resp.partitions)))
+                if not any(errors):  # 10,000 answers taken in C
+                    at_level.update(zip(tps, offsets))
                     continue
-                for part in resp.partitions:
-                    if part.error:
-                        failed[part.tp] = Failed(part.error, part.error)
+                for tp, error, offset in zip(tps, errors, offsets):
+                    if error:
+                        failed[tp] = Failed(error, error)
                     else:
-                        at_level[part.tp] = part.offset
+                        at_level[tp] = offset
             # A partition has its offsets when every level (one isolation level, or both) answered
             # for it in one round: a pair must come from one leader.
             first, *others = found
             if others:
                 (second,) = others
-                if not failed and first.keys() == second.keys():  # usually: every pair whole, made in C
+                if not failed and first.keys() == second.keys():  # every pair whole, made in C
                     out = dict(zip(first, zip(first.values(), map(second.__getitem__, first))))
                 else:
                     out = {tp: (offset, second[tp]) for tp, offset in first.items() if tp in second and tp not in failed}

@@ -983,6 +983,15 @@ def test_a_list_offsets_answer_read_from_its_bytes_is_what_the_decoder_makes_of_
         assert read == (_decode_list_offsets(request, R.decode(raw, version=version)), 17)
 
 
+def test_list_offsets_columns_are_their_rows_and_both_are_taken_apart_alike():
+    rows = (p.PartitionOffset(TP0, None, 5), p.PartitionOffset(TP1, "NOT_LEADER_OR_FOLLOWER", -1))
+    columns = p.OffsetColumns((TP0, TP1), (None, "NOT_LEADER_OR_FOLLOWER"), (5, -1))
+    assert columns == rows and rows == columns and tuple(columns) == rows and columns[1] == rows[1] and len(columns) == 2
+    assert columns != rows[:1] and p.ListOffsetsResponse(columns) == p.ListOffsetsResponse(rows)
+    taken = ((TP0, TP1), (None, "NOT_LEADER_OR_FOLLOWER"), (5, -1))
+    assert p.offset_columns(columns) == taken and p.offset_columns(rows) == taken and p.offset_columns(()) == ((), (), ())
+
+
 def test_a_list_offsets_answer_with_tagged_fields_is_left_to_kafka_python():
     from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
 

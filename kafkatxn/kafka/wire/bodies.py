@@ -11,19 +11,16 @@ request with no topics (for its API key, versions, header and response class) wh
 one written here at the version the connection picks; ``tests/unit/test_wire_contract.py``
 compares these bytes with kafka-python's at every version each request may go out at.
 
-The answers to those requests, and Metadata's (every partition of the cluster, each with its
-replica lists), are as costly to decode: objects per partition on kafka-python's IO thread, then a
-named tuple per partition by the wire's decoder (ListOffsets about 19 ms per 10,000 partitions;
-Metadata 60 ms at 30,000 partitions of one replica, 210 ms of three; DescribeProducers 32 ms per
-10,000 partitions). :func:`read_list_offsets`, :func:`read_metadata` and
-:func:`read_describe_producers` make the typed answer from the bytes (a flexible answer's
-partitions are fixed-size records, a topic's all alike where their replica lists or producer counts
-are: ``struct.iter_unpack``); an answer they do not read (an old version, tagged fields) is decoded
-by kafka-python as before. The tests compare their answers with the wire's decoders over
-kafka-python's, at every version. So does :func:`read_offset_fetch` for a batched OffsetFetch (every
-committed offset of a coordinator's groups: 100,000 partitions at 5,000 groups x 20, 0.4-0.6 s of
-kafka-python's objects on the IO thread before ``lso --groups``, ``diagnose``, ``check --groups`` or a
-scrape could go on).
+The answers to those requests, and Metadata's (every partition, with its replica lists), are as
+costly to decode: objects per partition on kafka-python's IO thread, then a named tuple per partition
+by the wire's decoder (ListOffsets ~19 ms per 10,000 partitions; Metadata 60 ms at 30,000 partitions
+of one replica, 210 ms of three; DescribeProducers 32 ms per 10,000). :func:`read_list_offsets` (into
+columns), :func:`read_metadata` and :func:`read_describe_producers` make the typed answer from the bytes
+(a flexible answer's partitions are fixed-size records, a topic's all alike where their replica lists or
+producer counts are); an answer they do not read (an old version, tagged fields) is kafka-python's to
+decode, as before. The tests compare them with the wire's decoders over kafka-python's, at every version;
+so :func:`read_offset_fetch`, a batched OffsetFetch (100,000 committed offsets at 5,000 groups x 20:
+0.4-0.6 s of kafka-python's objects before ``lso --groups``, ``diagnose``, ``check --groups`` or a scrape).
 """
 
 from __future__ import annotations
@@ -33,11 +30,18 @@ from itertools import repeat
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint, encode_uvarint
+from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint
+from kafkatxn.kafka.varint import encode_uvarint
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
-from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
+from kafkatxn.model import (
+    INTERNAL_TOPICS,
+    BrokerInfo,
+    PartitionInfo,
+    ProducerState,
+    TopicPartition,
+)
 
 _INT8 = struct.Struct(">b").pack
 _INT16 = struct.Struct(">h").pack
@@ -133,17 +137,21 @@ _THROTTLE = struct.Struct(">i")
 # count of its tagged fields (a one-byte varint; 0 when it has none). Unpacked: the index, the error
 # and the offset (the rest skipped as padding; the counts are checked on the bytes).
 _LIST_OFFSETS_PARTITION = struct.Struct(">ih8xq4xx")
+_BLOCKS: dict[int, struct.Struct] = {}  # a topic's partitions in a row, by count (a cluster has a few counts)
 
 
 def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResponse, int] | None:
-    """A ListOffsets answer's body (after the response header): the typed answer and its throttle
-    time, or None where it is not read here (before v6, or tagged fields anywhere): kafka-python's."""
+    """A ListOffsets answer's body (after the response header): the typed answer (its partitions as
+    :class:`~kafkatxn.kafka.protocol.OffsetColumns`, a topic's read in one ``unpack`` and taken apart
+    by slices: no tuple per partition) and its throttle time, or None where it is not read here
+    (before v6, or tagged fields anywhere): kafka-python's."""
     if version < LIST_OFFSETS_FLEXIBLE:
         return None
-    size = _LIST_OFFSETS_PARTITION.size
-    (throttle_ms,) = _THROTTLE.unpack_from(data, 0)
+    size, (throttle_ms,) = _LIST_OFFSETS_PARTITION.size, _THROTTLE.unpack_from(data, 0)
     topics, pos = _read_uvarint(data, 4)
-    out: list[p.PartitionOffset] = []
+    tps: list[TopicPartition] = []  # the columns, a topic at a time
+    codes: list[int] = []
+    offsets: list[int] = []
     for _ in range(topics - 1):
         length, pos = _read_uvarint(data, pos)
         name = str(data[pos : pos + length - 1], "utf-8")
@@ -155,13 +163,15 @@ def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResp
         if len(block) != count * size or block[size - 1 :: size].count(0) != count or data[pos] != 0:
             return None  # a partition or the topic with tagged fields
         pos += 1
-        if count:
-            indexes, errors, offsets = zip(*_LIST_OFFSETS_PARTITION.iter_unpack(block))
-            tps = topic_partitions(name, indexes)
-            out.extend(made(p.PartitionOffset, zip(tps, error_names(errors), offsets)))
+        if count:  # a layout per count: the memory they hold is at most the cluster's partitions
+            fields = (_BLOCKS.get(count) or _BLOCKS.setdefault(count, struct.Struct(">" + _LIST_OFFSETS_PARTITION.format[1:] * count))).unpack(block)
+            tps.extend(topic_partitions(name, fields[0::3]))
+            codes.extend(fields[1::3])
+            offsets.extend(fields[2::3])
     if pos != len(data) - 1 or data[pos] != 0:
         return None  # tagged fields at the top level (or bytes this does not know)
-    return p.ListOffsetsResponse(tuple(out)), throttle_ms
+    names = tuple(map(error_name, codes)) if any(codes) else (None,) * len(codes)  # usually: none failed
+    return p.ListOffsetsResponse(p.OffsetColumns(tuple(tps), names, tuple(offsets))), throttle_ms
 
 
 def _compact_string(data: memoryview, pos: int) -> tuple[str | None, int]:
