@@ -30,18 +30,11 @@ from itertools import repeat
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint
-from kafkatxn.kafka.varint import encode_uvarint
+from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint, encode_uvarint
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
-from kafkatxn.model import (
-    INTERNAL_TOPICS,
-    BrokerInfo,
-    PartitionInfo,
-    ProducerState,
-    TopicPartition,
-)
+from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
 _INT8 = struct.Struct(">b").pack
 _INT16 = struct.Struct(">h").pack
