@@ -53,8 +53,8 @@ def describe_group_acl(group: str) -> str:
 
 
 def describe_group_topics_acl(group: str) -> str:
-    """What ConsumerGroupDescribe's TOPIC_AUTHORIZATION_FAILED needs: it describes a group only to a
-    principal that may describe every topic its members subscribe to or are assigned."""
+    """What ConsumerGroupDescribe's TOPIC_AUTHORIZATION_FAILED needs: Kafka describes a consumer group
+    only to a principal that may describe every topic in its members' current and target assignments."""
     return f"DESCRIBE on every Topic of Group {group}"
 
 
