@@ -9,12 +9,13 @@ made the traffic, never from kafkatxn.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from harness.jars import default_kafka_version
 from harness.scenarios import create_topic, run_idempotent, unique
@@ -127,8 +128,10 @@ def test_a_kip848_group_is_read_and_held_as_a_classic_group_is(capsys, kafka):
         assert groups[new] == groups[classic]
         code, report, stderr = cli(capsys, bootstrap, "check", "--groups", "--group-regex", regex)
         assert code in (0, 1, 2) and report["status"] != "UNKNOWN" and report["groups_waiting"] == 2, (report, stderr)
-        producer.abort_transaction(30)
     finally:
+        if producer is not None:  # the session broker's other tests see no transaction of this one's left open
+            with contextlib.suppress(KafkaException):  # none begun: the failure above is the test's
+                producer.abort_transaction(30)
         for r in readers:
             r.stop.set()
         for r in readers:
