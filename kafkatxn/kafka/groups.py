@@ -4,7 +4,9 @@ log start offsets a group without commits could start from.
 ListGroups goes to every broker (each lists the groups it coordinates, which is also where their
 other requests go); FindCoordinator (key type 0) places the groups no broker listed, all in one
 request from v4 on; OffsetFetch (v8+) and DescribeGroups carry all of a coordinator's groups in one
-request, so 5,000 groups cost a few requests per broker, not several per group. One Kafka API
+request, so 5,000 groups cost a few requests per broker, not several per group. A KIP-848 consumer
+group (ListGroups v5+ types it ``consumer``) is described with ConsumerGroupDescribe (API 69), as
+Kafka's ``kafka-consumer-groups.sh`` describes it: DescribeGroups answers it GROUP_ID_NOT_FOUND. One Kafka API
 family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, the per-broker budget, the deadline and error
 translation are the :class:`kafkatxn.kafka.session.Session`'s.
@@ -26,11 +28,20 @@ from kafkatxn.model import Missing, Part, Partial, TopicPartition
 # The groups a consumer's tools list: consumer groups and those that only commit offsets ("").
 CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
 STABLE = "Stable"
-# A classic group ListGroups lists as Empty has no member (KIP-518's state, v4+): DescribeGroups
-# could only answer Empty, no assignment. Only the classic protocol's (or a v4 listing's, which
-# names no type): a KIP-848 consumer group is not DescribeGroups' to describe.
+# A group ListGroups lists as Empty has no member (KIP-518's state, v4+): describing it could only
+# answer Empty, no assignment. So of a classic group (or a v4 listing's, which names no type) and
+# of a KIP-848 consumer group alike (its Empty: no member either; KIP-848's states are Empty,
+# Assigning, Reconciling, Stable, Dead).
 EMPTY = "Empty"
 CLASSIC_TYPES = frozenset({"classic", ""})
+# ListGroups v5+'s type of a KIP-848 consumer group: ConsumerGroupDescribe's to describe, not DescribeGroups'.
+CONSUMER_TYPE = "consumer"
+DESCRIBED_TYPES = CLASSIC_TYPES | {CONSUMER_TYPE}
+# What either describe API answers a group that is not of its kind (DescribeGroups v6+: "not a
+# classic group"; ConsumerGroupDescribe: "not a consumer group") or no longer exists.
+NOT_FOUND = "GROUP_ID_NOT_FOUND"
+# A group neither API finds is gone, as DescribeGroups before v6 answers a group that is: Dead.
+DEAD = "Dead"
 
 
 def group_part(group: str) -> Part:
@@ -41,12 +52,20 @@ def describe_group_acl(group: str) -> str:
     return f"DESCRIBE on Group {group}"
 
 
+def describe_group_topics_acl(group: str) -> str:
+    """What ConsumerGroupDescribe's TOPIC_AUTHORIZATION_FAILED needs: Kafka describes a consumer group
+    only to a principal that may describe every topic in its members' current and target assignments."""
+    return f"DESCRIBE on every Topic of Group {group}"
+
+
 class GroupsApi:
     # (deadline, group -> coordinator) learnt from ListGroups and FindCoordinator in this command
     # (a scrape restarts the deadline, a prompt extends it: then they are asked again).
     _group_coordinators: tuple[float, dict[str, int]] = (0.0, {})
-    # (deadline, groups) ListGroups listed Empty in this command (classic ones: EMPTY), as the coordinators.
+    # (deadline, groups) ListGroups listed Empty in this command (classic or consumer ones: EMPTY), as the coordinators.
     _listed_empty: tuple[float, frozenset[str]] = (0.0, frozenset())
+    # (deadline, groups) ListGroups typed consumer in this command (KIP-848: CONSUMER_TYPE).
+    _listed_consumer: tuple[float, frozenset[str]] = (0.0, frozenset())
 
     def list_groups(self) -> list[str]:
         """Every consumer group, or an error when a broker's part of the list is missing (see
@@ -84,7 +103,10 @@ class GroupsApi:
         unlisted: dict[int, str] = asked.failed  # broker -> why its groups are not listed
         self._learn_coordinators(listed)
         self._listed_empty = (self.deadline, frozenset(
-            g.group_id for groups in asked.answers.values() for g in groups if g.state == EMPTY and g.group_type in CLASSIC_TYPES
+            g.group_id for groups in asked.answers.values() for g in groups if g.state == EMPTY and g.group_type in DESCRIBED_TYPES
+        ))
+        self._listed_consumer = (self.deadline, frozenset(
+            g.group_id for groups in asked.answers.values() for g in groups if g.group_type == CONSUMER_TYPE
         ))
         names = sorted(listed)
         if not unlisted:
@@ -134,17 +156,61 @@ class GroupsApi:
         return Partial({g: a.unstable for g, a in answered.value.items()}, answered.missing)
 
     def group_assignments(self, groups: Iterable[str]) -> Partial[dict[str, frozenset[TopicPartition]]]:
-        """Per Stable group, the partitions its members are assigned (DescribeGroups, all of a
-        coordinator's groups in one request); groups that are empty, rebalancing or dead are left
-        out: their members hold no settled assignment. A classic group this command's ListGroups
+        """Per Stable group, the partitions its members are assigned (DescribeGroups, or
+        ConsumerGroupDescribe for the KIP-848 consumer groups ListGroups typed ``consumer``: all of a
+        coordinator's groups in one request of each); groups that are empty, rebalancing or dead are
+        left out: their members hold no settled assignment. KIP-848's Assigning and Reconciling are
+        its rebalancing (members moving to a new target assignment; a partition being moved is in no
+        member's current assignment): left out as the classic protocol's PreparingRebalance and
+        CompletingRebalance are, so Stable means the same of both. A group this command's ListGroups
         listed Empty (v4+) is not described: it has no member (most groups that only commit offsets,
         as Spark's, Flink's or a tool's: 5,000 groups' DescribeGroups were the group pass's largest answer)."""
-        answered = self._at_coordinators(self._to_describe(groups), "DescribeGroups",
-                                         lambda node_groups: [proto.DescribeGroups(node_groups)])
+        answered = self._described(self._to_describe(groups))
         return Partial({g: d.assigned for g, d in answered.value.items() if d.state == STABLE}, answered.missing)
 
+    def _described(self, groups: list[str]) -> Partial[dict[str, proto.DescribedGroup]]:
+        """Each group's description, by the API of its kind (:meth:`_describe_requests`). A group an
+        API answers GROUP_ID_NOT_FOUND is not of its kind (it moved between the protocols since it
+        was listed: KIP-848's online upgrade and downgrade) or is gone: it is asked once more with the
+        other API, and one neither finds is Dead (left out), as DescribeGroups before v6 answers a
+        group that is gone. Any other error is the group's missing part."""
+        consumer = self._consumer_typed()
+        first = self._at_coordinators(groups, "DescribeGroups", lambda node_groups: self._describe_requests(node_groups, consumer),
+                                      answered=frozenset({NOT_FOUND}))
+        not_found = [g for g, d in first.value.items() if d.error == NOT_FOUND]
+        if not not_found:
+            return first
+        found = {g: d for g, d in first.value.items() if d.error is None}
+        has_consumer_describe = self.wire.max_version("ConsumerGroupDescribe") >= 0
+        other = [g for g in not_found if g in consumer or has_consumer_describe]
+        flipped = frozenset(g for g in other if g not in consumer)
+        again = self._at_coordinators(other, "DescribeGroups", lambda node_groups: self._describe_requests(node_groups, flipped),
+                                      answered=frozenset({NOT_FOUND}))
+        for g in not_found:
+            d = again.value.get(g)
+            if d is not None and d.error is None:
+                found[g] = d
+            elif d is not None or g not in other:  # neither API finds it
+                found[g] = proto.DescribedGroup(g, None, DEAD)
+        return Partial(found, [*first.missing, *again.missing])
+
+    def _consumer_typed(self) -> frozenset[str]:
+        """The groups this command's ListGroups typed ``consumer`` (KIP-848)."""
+        deadline, consumer = self._listed_consumer
+        return consumer if deadline == self.deadline else frozenset()
+
+    @staticmethod
+    def _describe_requests(node_groups: tuple[str, ...], consumer: frozenset[str]) -> list[Any]:
+        """One coordinator's describe requests: DescribeGroups for the classic groups (and those a
+        listing before ListGroups v5 does not type), ConsumerGroupDescribe for those in ``consumer``."""
+        if not consumer:
+            return [proto.DescribeGroups(node_groups)]
+        classic = tuple(g for g in node_groups if g not in consumer)
+        modern = tuple(g for g in node_groups if g in consumer)
+        return [*([proto.DescribeGroups(classic)] if classic else []), *([proto.ConsumerGroupDescribe(modern)] if modern else [])]
+
     def _to_describe(self, groups: Iterable[str]) -> list[str]:
-        """Of ``groups`` (once each, in order), those DescribeGroups is asked about: not those listed Empty."""
+        """Of ``groups`` (once each, in order), those described: not those listed Empty."""
         wanted = list(dict.fromkeys(groups))
         deadline, empty = self._listed_empty
         if deadline != self.deadline or not empty:
@@ -152,7 +218,7 @@ class GroupsApi:
         return [g for g in wanted if g not in empty]
 
     def group_assignments_ahead(self, groups: Iterable[str]) -> None:
-        """The DescribeGroups :meth:`group_assignments` will send for ``groups``, sent with the next round
+        """The DescribeGroups and ConsumerGroupDescribe :meth:`group_assignments` will send for ``groups``, sent with the next round
         (``Session.send_ahead``): the committed offsets' OffsetFetch, at the same coordinators, which
         answer a connection's requests in order (read after the commits, as the call reads them). Only
         when this command knows every group's coordinator (ListGroups placed them): the requests are
@@ -164,7 +230,8 @@ class GroupsApi:
             if node is None:
                 return
             by_node[node].append(g)
-        self.send_ahead([(node, proto.DescribeGroups(tuple(node_groups))) for node, node_groups in by_node.items()])
+        consumer = self._consumer_typed()
+        self.send_ahead([(node, r) for node, node_groups in by_node.items() for r in self._describe_requests(tuple(node_groups), consumer)])
 
     def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, int]]:
         """The log start offset of each partition (ListOffsets EARLIEST, one request per leader):
@@ -213,10 +280,12 @@ class GroupsApi:
         return placed
 
     def _at_coordinators(
-        self, groups: Iterable[str], api: str, requests_for: Callable[[tuple[str, ...]], list[Any]]
+        self, groups: Iterable[str], api: str, requests_for: Callable[[tuple[str, ...]], list[Any]],
+        answered: frozenset[str] = frozenset(),
     ) -> Partial[dict[str, Any]]:
         """Each group's answer from its coordinator (``requests_for`` makes the requests of ``api``
-        for one coordinator's groups; each response's ``groups`` carry ``group_id`` and ``error``).
+        for one coordinator's groups, or of an API its retries are ``api``'s; each response's ``groups``
+        carry ``group_id`` and ``error``; an error in ``answered`` is the group's answer, not a failure).
 
         Asked again on the one policy (``retry.RETRIES``): a coordinator that moved or did not answer
         is found again, one loading its log is asked again after a pause. A refusal is the part's
@@ -239,10 +308,11 @@ class GroupsApi:
                     continue
                 for answer in resp.groups:
                     g = answer.group_id
-                    if answer.error is None:
+                    if answer.error is None or answer.error in answered:
                         out[g] = answer
                     else:
-                        failed[g] = Failed(answer.error, part_missing(group_part(g), answer.error, describe_group_acl(g)))
+                        acl = describe_group_topics_acl(g) if answer.error == "TOPIC_AUTHORIZATION_FAILED" else describe_group_acl(g)
+                        failed[g] = Failed(answer.error, part_missing(group_part(g), answer.error, acl))
             return out, failed
 
         asked = retry.ask(wanted, send, api, self.deadline, refind=self._forget_coordinators)

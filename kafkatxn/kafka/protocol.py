@@ -452,9 +452,18 @@ class DescribeGroupsResponse(NamedTuple):
     groups: tuple[DescribedGroup, ...]
 
 
+class ConsumerGroupDescribe(NamedTuple):
+    """These KIP-848 consumer groups' state and members' assignments (ConsumerGroupDescribe, API 69:
+    ListGroups v5+ types them ``consumer``; one coordinator's groups, one request). Answered as a
+    :class:`DescribeGroupsResponse`, each group's ``assigned`` its members' current assignments."""
+
+    group_ids: tuple[str, ...]
+
+
 REQUEST_NAMES.update({
     ListGroups: "ListGroups",
     FindGroupCoordinators: "FindCoordinator",
     OffsetFetch: "OffsetFetch",
     DescribeGroups: "DescribeGroups",
+    ConsumerGroupDescribe: "ConsumerGroupDescribe",
 })

@@ -53,7 +53,6 @@ from kafkatxn.errors import UnreachableError
 from kafkatxn.kafka import Cluster
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.model import (
-    Broker,
     BrokerInfo,
     ClusterMetadata,
     Missing,
@@ -130,6 +129,12 @@ class KafkaModel:
     group_errors: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     group_listing_errors: dict[int, list[str]] = field(default_factory=dict)
     group_protocol_types: dict[str, str] = field(default_factory=dict)
+    # KIP-848 consumer groups (ListGroups v5's type "consumer"): ConsumerGroupDescribe describes them,
+    # DescribeGroups answers them GROUP_ID_NOT_FOUND ("not a classic group", as Kafka 4's coordinator);
+    # ConsumerGroupDescribe answers every other group so ("not a consumer group"). ``group_states``: a
+    # group's state where it is not Stable (assigned) or Empty ("Reconciling", "PreparingRebalance").
+    consumer_groups: set[str] = field(default_factory=set)
+    group_states: dict[str, str] = field(default_factory=dict)
     # group -> partitions with a transactional offset commit pending: a stable OffsetFetch answers
     # UNSTABLE_OFFSET_COMMIT there (KIP-447).
     pending_offsets: dict[str, set[TopicPartition]] = field(default_factory=dict)
@@ -233,7 +238,7 @@ DEFAULT_APIS = {
     "ListOffsets": (1, 8), "FindCoordinator": (0, 6), "DescribeProducers": (0, 0), "ListTransactions": (0, 2),
     "DescribeTransactions": (0, 0), "WriteTxnMarkers": (0, 1),
     "DescribeCluster": (0, 1), "DescribeConfigs": (1, 4), "InitProducerId": (0, 5),  # wireadmin
-    "ListGroups": (0, 5), "OffsetFetch": (1, 9), "DescribeGroups": (0, 5),
+    "ListGroups": (0, 5), "OffsetFetch": (1, 9), "DescribeGroups": (0, 5), "ConsumerGroupDescribe": (0, 1),
 }
 
 
@@ -480,13 +485,16 @@ class FakeWire:
         if queued:
             return proto.ListGroupsResponse(queued.pop(0))
         # Each group's state as Kafka lists it from v4 on (as _DescribeGroups has it; none for the
-        # groups in listed_stateless: a broker before v4); a classic group (v5's type).
+        # groups in listed_stateless: a broker before v4); its type (v5): classic, or consumer (KIP-848).
         return proto.ListGroupsResponse(None, tuple(
             proto.ListedGroup(g, self.model.group_protocol_types.get(g, "consumer"),
                               *(("", "") if g in self.model.listed_stateless else
-                                ("Stable" if g in self.model.assignments else "Empty", "classic")))
+                                (self._state(g), "consumer" if g in self.model.consumer_groups else "classic")))
             for g in sorted(self._groups_known() - self.model.denied_groups) if self.model.group_coordinator(g) == node
         ))
+
+    def _state(self, g: str) -> str:
+        return self.model.group_states.get(g) or ("Stable" if g in self.model.assignments else "Empty")
 
     def _FindGroupCoordinators(self, node, request):
         out = []
@@ -514,16 +522,31 @@ class FakeWire:
         ))
 
     def _DescribeGroups(self, node, request):
-        """Groups in ``assignments`` are Stable with those partitions; others Empty, unknown ones Dead."""
+        """Groups in ``assignments`` are Stable with those partitions; others Empty, unknown ones Dead;
+        a KIP-848 consumer group GROUP_ID_NOT_FOUND."""
         out = []
         for g in request.group_ids:
-            error = self.model.group_error("DescribeGroups", g, node)
+            error = self.model.group_error("DescribeGroups", g, node) or ("GROUP_ID_NOT_FOUND" if g in self.model.consumer_groups else None)
             if error:
                 out.append(proto.DescribedGroup(g, error))
             elif g in self.model.assignments:
-                out.append(proto.DescribedGroup(g, None, "Stable", "consumer", frozenset(self.model.assignments[g])))
+                out.append(proto.DescribedGroup(g, None, self._state(g), "consumer", frozenset(self.model.assignments[g])))
             else:
-                out.append(proto.DescribedGroup(g, None, "Empty" if g in self.model.groups else "Dead", "consumer"))
+                out.append(proto.DescribedGroup(g, None, self._state(g) if g in self.model.groups else "Dead", "consumer"))
+        return proto.DescribeGroupsResponse(tuple(out))
+
+    def _ConsumerGroupDescribe(self, node, request):
+        """KIP-848 consumer groups: as :meth:`_DescribeGroups` describes the classic ones (their members'
+        current assignments); any other group, or one unknown, GROUP_ID_NOT_FOUND."""
+        out = []
+        for g in request.group_ids:
+            error = self.model.group_error("ConsumerGroupDescribe", g, node)
+            if error is None and (g not in self.model.consumer_groups or g not in self._groups_known()):
+                error = "GROUP_ID_NOT_FOUND"
+            if error:
+                out.append(proto.DescribedGroup(g, error))
+            else:
+                out.append(proto.DescribedGroup(g, None, self._state(g), "consumer", frozenset(self.model.assignments.get(g, ()))))
         return proto.DescribeGroupsResponse(tuple(out))
 
 

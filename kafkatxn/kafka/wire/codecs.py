@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kafkatxn.kafka.wire import (
-    cluster, configs_codec, fencing, fetch, groups_codec, metadata_codec, offsets_codec, producers_codec, transactions_codec,
+    cluster, configs_codec, consumer_group_codec, fencing, fetch, groups_codec, metadata_codec, offsets_codec, producers_codec,
+    transactions_codec,
 )
 
 CODECS: dict[type, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] = {
@@ -23,6 +24,7 @@ CODECS: dict[type, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] 
     **fencing.CODECS,
     **fetch.CODECS,
     **groups_codec.CODECS,
+    **consumer_group_codec.CODECS,
 }
 ENCODERS = {kind: encode for kind, (encode, _decode) in CODECS.items()}
 DECODERS = {kind: decode for kind, (_encode, decode) in CODECS.items()}
