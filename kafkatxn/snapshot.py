@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
-from operator import is_not, itemgetter, lt
-from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
+from operator import ge, is_not, itemgetter, lt, not_
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Sequence
 
 from kafkatxn import group_positions, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.model import Missing, PartitionInfo, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
@@ -166,7 +166,7 @@ class ClusterSnapshot:
     max_transaction_timeout_ms: int | None = None
     missing: tuple[Missing, ...] = ()  # parts that did not answer
     transactional_ids: tuple[str, ...] | None = None  # every id ListTransactions returned; None unless all answered
-    groups: tuple[GroupSample, ...] | None = None  # None when group lag was not gathered
+    groups: Sequence[GroupSample] | None = None  # None when group lag was not gathered (group_samples': GroupSamples)
     # Set when ``groups`` holds only the held places' samples (snapshot.held_group_samples: check
     # --groups without a group lag threshold): the largest lag_messages of every place.
     group_lag_max: int | None = None
@@ -275,23 +275,140 @@ def verdict_samples(found: Pins, offsets: Mapping[TopicPartition, tuple[int, int
     return VerdictSamples(tuple(hanging), tuple(lost), tuple(untracked), tuple(undetermined))
 
 
-def group_samples(snap: GroupSnapshot, topics: set[str] | None) -> tuple[GroupSample, ...]:
+def group_samples(snap: GroupSnapshot, topics: set[str] | None) -> GroupSamples:
     """Where each group stands on each partition of ``topics`` (every one when None), as
     ``lso --groups`` has it (:func:`kafkatxn.group_positions.group_positions`, the pinning transaction's
-    facts by :func:`kafkatxn.group_positions.pin_facts`)."""
-    samples = []
-    append, sample = samples.append, tuple.__new__  # 100,000 a scrape
-    for place in group_positions.group_positions(snap):
-        group, tp, _committed, _offsets, _verdict, _readable, lag_to_lso, lag_to_hw, lag, held = place
-        topic, partition = tp
-        if topics is not None and topic not in topics:
+    facts by :func:`kafkatxn.group_positions.pin_facts`): as columns (:class:`GroupSamples`); only the
+    places held (blocked or waiting) are samples.
+
+    A commit at or past both its partition's offsets, of a group whose stable offset fetch found no
+    unstable offsets, is caught up there (:func:`kafkatxn.group_positions.group_positions`' first rule:
+    no lag, never held): three places in four at 5,000 groups x 20 partitions, whose columns are
+    made for a group at a time in C. The rest are placed by ``group_positions`` (over the snapshot
+    with only them) and taken in at their rows, in the same order."""
+    offsets = snap.lso.offsets.values()
+    past_of = dict(zip(snap.lso.offsets, map(max, map(_HIGH_WATERMARK, offsets), map(_LSO, offsets), repeat(0)))).get
+    unstable = snap.unstable
+    rest: dict = {}  # group -> the commits group_positions places
+    planned = []  # (group, its partitions in order, which are caught up: None when none is)
+    for group in sorted(snap.committed):
+        commits = snap.committed[group]
+        tps = sorted(commits) if topics is None else sorted(tp for tp in commits if tp.topic in topics)
+        if not tps:
             continue
-        if held is not None:  # blocked or waiting
-            append(_held_sample(snap, place))
-        else:  # GroupSample(group, topic, partition, lag, lag_to_lso, lag_to_hw, False), without its Python __new__
-            append(sample(GroupSample, (group, topic, partition, lag, lag_to_lso, lag_to_hw, False, None, False, False, False,
-                                        False, None, None)))
-    return tuple(samples)
+        if group in unstable:
+            caught = None
+        else:  # a partition without offsets is not caught up (group_positions passes it over)
+            caught = list(map(ge, map(commits.__getitem__, tps), map(past_of, tps, repeat(_NO_PAST))))
+        if caught is None or not all(caught):
+            rest[group] = dict(zip(tps, map(commits.__getitem__, tps))) if caught is None else \
+                dict(compress(zip(tps, map(commits.__getitem__, tps)), map(not_, caught)))
+        planned.append((group, tps, caught))
+    places = group_positions.group_positions(replace(snap, committed=rest))
+    place = next(places, None)
+    group_column: list = []
+    topic, partition, lag, lag_to_lso, lag_to_hw = [], [], [], [], []
+    held: dict[int, GroupSample] = {}
+    for group, tps, caught in planned:
+        if caught is not None and all(caught):
+            n = len(tps)
+            group_column += repeat(group, n)
+            topic += map(_TOPIC, tps)
+            partition += map(_PARTITION, tps)
+            zeros = repeat(0, n)
+            lag += zeros
+            lag_to_lso += repeat(0, n)
+            lag_to_hw += repeat(0, n)
+            continue
+        for tp, is_caught in zip(tps, caught if caught is not None else repeat(False)):
+            if is_caught:
+                group_column.append(group)
+                topic.append(tp[0])
+                partition.append(tp[1])
+                lag.append(0)
+                lag_to_lso.append(0)
+                lag_to_hw.append(0)
+            elif place is not None and place[1] == tp and place[0] == group:
+                if place[9] is not None:  # held_at: blocked or waiting
+                    held[len(group_column)] = _held_sample(snap, place)
+                group_column.append(group)
+                topic.append(tp[0])
+                partition.append(tp[1])
+                lag.append(place[8])
+                lag_to_lso.append(place[6])
+                lag_to_hw.append(place[7])
+                place = next(places, None)
+            # else its offsets did not arrive: no place
+    return GroupSamples(group_column, topic, partition, lag, lag_to_lso, lag_to_hw, held)
+
+
+_NO_PAST = float("inf")  # a partition without offsets: no commit is caught up there
+_TOPIC, _PARTITION = itemgetter(0), itemgetter(1)  # of a TopicPartition
+# A sample's fields after the lags when it is not held (GroupSample's defaults, blocked False).
+_NOT_HELD = (False, *GroupSample._field_defaults.values())
+
+
+class GroupSamples(Sequence[GroupSample]):
+    """:func:`group_samples`' samples as columns: the group, topic, partition and three lags of every
+    place, and the whole sample of the few places held (blocked or waiting), by row. The exporter reads
+    the columns (100,000 places at 5,000 groups: no 14-field sample made per place, nor taken apart
+    again per family); read as rows (iterated, indexed, compared with a tuple of :class:`GroupSample`)
+    it is the tuple of the samples."""
+
+    __slots__ = ("group", "held", "lag", "lag_to_hw", "lag_to_lso", "partition", "topic")
+
+    def __init__(self, group: list, topic: list[str], partition: list[int], lag: list[int], lag_to_lso: list[int],
+                 lag_to_hw: list[int], held: dict[int, GroupSample]):
+        self.group, self.topic, self.partition = group, topic, partition
+        self.lag, self.lag_to_lso, self.lag_to_hw, self.held = lag, lag_to_lso, lag_to_hw, held
+
+    @classmethod
+    def of(cls, samples: Sequence[GroupSample]) -> GroupSamples:
+        """``samples`` as columns (as they are when they already are): every sample not as
+        :func:`group_samples` makes a place not held is kept whole."""
+        if type(samples) is GroupSamples:
+            return samples
+        columns = [list(map(itemgetter(i), samples)) for i in range(6)]
+        tail = len(_NOT_HELD)
+        return cls(*columns, {i: s for i, s in enumerate(samples) if s[-tail:] != _NOT_HELD})
+
+    def __len__(self) -> int:
+        return len(self.group)
+
+    def __iter__(self) -> Iterator[GroupSample]:
+        rows = map(tuple.__new__, repeat(GroupSample), zip(self.group, self.topic, self.partition, self.lag, self.lag_to_lso,
+                                                            self.lag_to_hw, *map(repeat, _NOT_HELD)))
+        if not self.held:
+            return rows  # type: ignore[return-value]
+        made = list(rows)
+        for i, sample in self.held.items():
+            made[i] = sample
+        return iter(made)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, int):
+            n = len(self.group)
+            i = index + n if index < 0 else index
+            if not 0 <= i < n:
+                raise IndexError(index)
+            held = self.held.get(i)
+            return held if held is not None else tuple.__new__(GroupSample, (
+                self.group[i], self.topic[i], self.partition[i], self.lag[i], self.lag_to_lso[i], self.lag_to_hw[i], *_NOT_HELD))
+        return tuple(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, GroupSamples)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"GroupSamples({tuple(self)!r})"
+
+    def held_rows(self) -> list[int]:
+        """The rows of the places held (blocked or waiting), in order."""
+        return sorted(self.held)
 
 
 def held_group_samples(snap: GroupSnapshot, topics: set[str] | None) -> tuple[tuple[GroupSample, ...], int]:
@@ -327,7 +444,7 @@ def _behind(snap: GroupSnapshot) -> GroupSnapshot:
     return replace(snap, committed=committed)
 
 
-_HIGH_WATERMARK = itemgetter(0)  # of verdicts_groups.Offsets(high_watermark, last_stable_offset)
+_HIGH_WATERMARK, _LSO = itemgetter(0), itemgetter(1)  # of verdicts_groups.Offsets(high_watermark, last_stable_offset)
 _NO_OFFSETS = float("-inf")  # a partition without offsets: no commit is below it (group_positions passes it over)
 _HELD_AT = itemgetter(group_positions.GroupPlace._fields.index("held_at"))
 _READ_COMMITTED_LAG = itemgetter(group_positions.GroupPlace._fields.index("read_committed_lag"))

@@ -30,7 +30,8 @@ FIGURES = (
 
 def split(samples: Sequence[GroupSample]) -> tuple[Sequence[GroupSample], list[GroupSample]]:
     """The groups' samples and the queries'."""
-    if QueryReader not in set(map(type, map(_GROUP, samples))):  # usually none: 400,000 samples looked at in C
+    groups = getattr(samples, "group", None)  # snapshot.GroupSamples' column, or each sample's
+    if QueryReader not in set(map(type, groups if groups is not None else map(_GROUP, samples))):  # usually none: 400,000 looked at in C
         return samples, []
     queries = [s for s in samples if type(s.group) is QueryReader]
     return [s for s in samples if type(s.group) is not QueryReader], queries
