@@ -75,14 +75,33 @@ class PartitionLag:
     last_write_age_ms: int | None  # since the producer's last write to this partition
 
 
-@dataclass(frozen=True)
-class WatchedPartitionLag(PartitionLag):
-    lso_moved: bool | None = None  # since the previous sample; None on the first sample of the partition
+_WATCHED: dict[str, type] = {}
 
 
-@dataclass(frozen=True)
-class WatchedGroupLag(GroupLag):
-    lso_moved: bool | None = None
+def _watched(name: str) -> type:
+    """``WatchedPartitionLag`` or ``WatchedGroupLag``: a row of ``lso --watch``, with ``lso_moved``.
+    Made when first asked for (``kafkatxn.lso.WatchedPartitionLag``, module ``__getattr__``): a frozen
+    dataclass's methods are compiled as it is made (six, ~6 M instructions each class), and a command
+    that does not watch uses neither."""
+    if not _WATCHED:
+        @dataclass(frozen=True)
+        class WatchedPartitionLag(PartitionLag):
+            lso_moved: bool | None = None  # since the previous sample; None on the first sample of the partition
+
+        @dataclass(frozen=True)
+        class WatchedGroupLag(GroupLag):
+            lso_moved: bool | None = None
+
+        for made in (WatchedPartitionLag, WatchedGroupLag):
+            made.__qualname__ = made.__name__  # as defined at the module's top level
+            _WATCHED[made.__name__] = made
+    return _WATCHED[name]
+
+
+def __getattr__(name: str) -> type:  # PEP 562
+    if name in ("WatchedPartitionLag", "WatchedGroupLag"):
+        return _watched(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag]:
@@ -138,7 +157,7 @@ def with_movement(rows: Sequence[R], moved: Mapping[TopicPartition, bool | None]
     """The rows as their watched variant, with ``lso_moved`` filled in."""
     out = []
     for row in rows:
-        watched = WatchedGroupLag if isinstance(row, GroupLag) else WatchedPartitionLag
+        watched = _watched("WatchedGroupLag" if isinstance(row, GroupLag) else "WatchedPartitionLag")
         values = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
         out.append(watched(**values, lso_moved=moved.get(TopicPartition(row.topic, row.partition))))
     return out

@@ -10,8 +10,8 @@ import functools
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby, repeat
-from operator import itemgetter
+from itertools import groupby, islice, repeat
+from operator import itemgetter, lt
 from typing import Any, Generic, NamedTuple, TypeVar, Union
 
 T = TypeVar("T")
@@ -112,7 +112,11 @@ def in_partition_order(partitions: Iterable[TopicPartition]) -> list[TopicPartit
     """``partitions`` once each, in topic and partition order: the order a snapshot asks offsets in
     (``facts_lso.take_snapshot``), and ``lso`` sends them ahead in. Deduplicated in the order given
     (metadata's: a topic's partitions in a row), then sorted: a sort of those runs costs a tenth of
-    sorting a set's hash order (30 against 3 ms at 30,000)."""
+    sorting a set's hash order (30 against 3 ms at 30,000). A list or tuple in that order already (as
+    ``lso`` hands it to the snapshot, which orders it again) is copied, after one pass of comparisons
+    in C (1.6 against 4 ms at 30,000)."""
+    if type(partitions) in (list, tuple) and all(map(lt, partitions, islice(partitions, 1, None))):  # type: ignore[arg-type]
+        return list(partitions)  # strictly increasing: no partition twice, and sorted
     return sorted(dict.fromkeys(partitions))
 
 

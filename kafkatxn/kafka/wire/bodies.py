@@ -32,6 +32,7 @@ from typing import Any
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint, encode_uvarint
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
+from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
 from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
@@ -460,6 +461,7 @@ READERS = {p.ListOffsets: read_list_offsets, p.Metadata: read_metadata, p.Descri
 WRITERS = {
     p.ListOffsets: (list_offsets_shell, list_offsets_body),
     p.DescribeProducers: (describe_producers_shell, describe_producers_body),
+    p.Fetch: (fetch_shell, fetch_body),  # written per send (wire.client.WRITTEN_PER_SEND), not kept
 }
 
 

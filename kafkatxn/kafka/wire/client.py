@@ -47,6 +47,10 @@ TLS_ALERT_AS_FRAME_LENGTH = 0x15030300
 REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers, p.OffsetFetch)
 # 2 ListOffsets, 1-2 DescribeProducers and an OffsetFetch per broker of a few brokers
 REUSED_LIMIT = 24
+# Requests whose body the wire writes (.bodies' WRITERS) but which are built per send, not kept: a
+# Fetch names its partitions' positions, which move (kafka-python's object per partition, and the
+# encoder it compiles the first time, are what writing it saves).
+WRITTEN_PER_SEND = (p.Fetch,)
 
 
 # The largest response frame taken: kafka-python's admin client's default (the connection manager's
@@ -372,6 +376,9 @@ class Wire:
     def _reused(self, node_id: int | None, request: Request) -> Any:
         """The kafka-python request for ``request`` to ``node_id``: built again only when not among
         the last :data:`REUSED_LIMIT` of the reused kinds sent."""
+        if type(request) in WRITTEN_PER_SEND:  # its body written (.bodies), its class, body and writer its own: none kept
+            shell, body = WRITERS[type(request)]
+            return _encoding_body_once(shell(request), {}, {}, {}, functools.partial(body, request), READERS.get(type(request)))
         # A stable OffsetFetch names the few groups held by a transaction now: not kept.
         if type(request) not in REUSED_REQUESTS or not getattr(request, "batched", True) or getattr(request, "stable", ()):
             return self._encode(request)

@@ -95,7 +95,7 @@ PROTOCOL_MODULES: dict[str, tuple[str, ...]] = {
     "DescribeTransactions": ("kafka.protocol.admin.transactions",),
     "FindCoordinator": ("kafka.protocol.metadata",),
     "DescribeConfigs": ("kafka.protocol.admin.configs",),
-    "Fetch": ("kafka.protocol.consumer.fetch", "kafka.record"),
+    "Fetch": ("kafka.protocol.consumer.fetch",),  # a batch is read by the wire (.fetch_records); kafka.record only for a compressed one
     "ListGroups": ("kafka.protocol.admin.groups",),
     "OffsetFetch": ("kafka.protocol.consumer.group",),
     "DescribeGroups": ("kafka.protocol.admin.groups",),

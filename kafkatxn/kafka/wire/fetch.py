@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 from kafkatxn.kafka import protocol as p
+from kafkatxn.kafka.wire.fetch_records import plain_records
 from kafkatxn.kafka.wire.names import error_name
 from kafkatxn.kafka.wire.offsets_codec import _decode_list_offsets  # the same answer as ListOffsets'
 from kafkatxn.model import TopicPartition
@@ -69,11 +70,12 @@ class BatchRecords(Sequence[p.FetchedRecord]):
         if self._rows is None:
             try:
                 batch = self._batch
-                if isinstance(batch, bytes):
+                rows = plain_records(batch) if isinstance(batch, bytes) else None  # the wire's reader (.fetch_records)
+                if rows is None and isinstance(batch, bytes):  # one it does not read: kafka-python's, and its error
                     from kafka.record import MemoryRecords
 
                     batch = MemoryRecords(batch).next_batch()
-                self._rows = _rows(batch)
+                self._rows = rows if rows is not None else _rows(batch)
             except Exception as exc:  # noqa: BLE001 - what kafka-python's reader raises on a corrupt batch
                 raise p.UnreadableRecords(f"CORRUPT_MESSAGE ({type(exc).__name__}: {exc})") from None
             self._batch = None
@@ -123,6 +125,13 @@ def batches(records: Any) -> tuple[p.FetchedBatch, ...]:
     return tuple(out)
 
 
+def control_type(rows: Sequence[p.FetchedRecord]) -> str:
+    """A control batch's marker, from its first record's key (version, type: 0 ABORT, 1 COMMIT)."""
+    kind = rows[0].key if rows else None
+    code = int.from_bytes(kind[2:4], "big", signed=True) if kind is not None and len(kind) >= 4 else -1
+    return CONTROL_TYPES.get(code, f"TYPE_{code}")
+
+
 def typed_batch(batch: Any) -> p.FetchedBatch | None:
     """One of kafka-python's record batches as a :class:`~kafkatxn.kafka.protocol.FetchedBatch` (None:
     an old-format batch without records)."""
@@ -130,9 +139,7 @@ def typed_batch(batch: Any) -> p.FetchedBatch | None:
         control = None
         if batch.is_control_batch:
             rows: Sequence[p.FetchedRecord] = _rows(batch)
-            kind = rows[0].key if rows else None
-            code = int.from_bytes(kind[2:4], "big", signed=True) if kind is not None and len(kind) >= 4 else -1
-            control = CONTROL_TYPES.get(code, f"TYPE_{code}")
+            control = control_type(rows)
         elif batch.compression_type != batch.CODEC_NONE:
             rows = _rows(batch)  # decompressed here: a codec that fails is this partition's answer
         else:

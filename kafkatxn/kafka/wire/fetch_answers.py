@@ -22,7 +22,8 @@ from __future__ import annotations
 import struct
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.wire.fetch import MAX_VERSION, MIN_VERSION, BatchRecords, batches, typed_batch
+from kafkatxn.kafka.wire.fetch import MAX_VERSION, MIN_VERSION, BatchRecords, batches, control_type, typed_batch
+from kafkatxn.kafka.wire.fetch_records import plain_records
 from kafkatxn.kafka.varint import decode_uvarint as _uvarint
 from kafkatxn.kafka.wire.names import error_name
 from kafkatxn.model import TopicPartition
@@ -38,6 +39,7 @@ _LOG_OVERHEAD = 12  # BaseOffset and Length: every format's batch starts with th
 _MAGIC_AT = 16
 _ATTRIBUTES_AT = 21
 _COMPRESSION_OR_CONTROL = 0x07 | 0x20
+_CONTROL = 0x20
 _TRANSACTIONAL = 0x10
 _ABORTED = struct.Struct(">qq")  # ProducerId, FirstOffset
 # A partition's PartitionIndex, ErrorCode, HighWatermark, LastStableOffset and (v5+) LogStartOffset.
@@ -78,7 +80,15 @@ def read_batches(data: memoryview, start: int, end: int) -> tuple[p.FetchedBatch
         if stop - pos < header_size or data[pos + _MAGIC_AT] != 2:  # too short for its header, or an old format
             return batches(bytes(data[start:end]))  # kafka-python's reader, and its error, as before
         raw = bytes(data[pos:stop])
-        if raw[_ATTRIBUTES_AT + 1] & _COMPRESSION_OR_CONTROL:
+        attributes = raw[_ATTRIBUTES_AT + 1]
+        # An uncompressed control batch: its markers read by the wire (.fetch_records), as typed_batch makes them.
+        markers = plain_records(raw) if attributes & _COMPRESSION_OR_CONTROL == _CONTROL else None
+        if markers is not None:
+            (base, _size, _epoch, _magic, _crc, _attributes, delta, _first_ts, _max_ts, producer_id, producer_epoch,
+             _sequence, count) = _BATCH_HEADER.unpack_from(raw)
+            out.append(p.FetchedBatch(base, base + delta, producer_id, producer_epoch, bool(attributes & _TRANSACTIONAL),
+                                      control_type(markers), markers, count))
+        elif attributes & _COMPRESSION_OR_CONTROL:
             from kafka.record import MemoryRecords
 
             one = typed_batch(MemoryRecords(raw).next_batch())
