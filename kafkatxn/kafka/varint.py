@@ -1,8 +1,9 @@
-"""Kafka's unsigned varint: the lengths of flexible versions' compact arrays and strings, and the
+"""Kafka's varints. The unsigned one: the lengths of flexible versions' compact arrays and strings, and the
 counts and tags of tagged fields, written in the requests the wire writes
 (:mod:`kafkatxn.kafka.wire.bodies`) and the ``__transaction_state`` records the tests write
 (:mod:`kafkatxn.kafka.txnlog_encode`), and read in the answers the wire reads from their bytes
-(``bodies``, :mod:`kafkatxn.kafka.wire.fetch_answers`)."""
+(``bodies``, :mod:`kafkatxn.kafka.wire.fetch_answers`). The zigzag one (varint and varlong): the
+fields of a record, read by :mod:`kafkatxn.kafka.wire.fetch_records`."""
 
 from __future__ import annotations
 
@@ -31,3 +32,19 @@ def decode_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, pos
         shift += 7
+
+
+def decode_zigzag_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """The zigzag varint (a record's varint or varlong) at ``pos``, as kafka-python's ``decode_varint``
+    reads it, and the position after it; IndexError past the end or past a varlong's ten bytes (a
+    corrupt run of high bits would otherwise grow a big integer without end)."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise IndexError(pos)

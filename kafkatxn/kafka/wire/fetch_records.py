@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 
 from kafkatxn.kafka import protocol as p
+from kafkatxn.kafka.varint import decode_zigzag_varint as _varint
 
 # A batch's header (kafka-python's DefaultRecordBatch.HEADER_STRUCT): BaseOffset, Length,
 # PartitionLeaderEpoch, Magic, CRC, Attributes, LastOffsetDelta, BaseTimestamp, MaxTimestamp,
@@ -22,20 +23,6 @@ from kafkatxn.kafka import protocol as p
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _COMPRESSION = 0x07
 _LOG_APPEND_TIME = 0x08
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint (Kafka's varint and varlong), as kafka-python's ``decode_varint`` reads it."""
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 63:  # past a varlong's ten bytes: not read here (kafka-python's reader says why)
-            raise IndexError(pos)
 
 
 def plain_records(raw: bytes) -> tuple[p.FetchedRecord, ...] | None:
