@@ -17,14 +17,24 @@ REQUESTS = "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=*,vers
 _NAME = re.compile(r"request=([A-Za-z]+),version=(\d+):Count$")
 
 
+# A JmxTool that could not read a broker's counters is run again: CI saw one connect and print no
+# counters once (ci54), with the broker up and answering. A reading changes nothing, so asking again
+# is safe; what the test compares is the difference between readings, not when one was taken.
+TRIES = 3
+
+
 def _node_counts(cluster: KafkaCluster, node_id: int) -> Counter:
     url = f"service:jmx:rmi:///jndi/rmi://{LOOPBACK}:{cluster.jmx_port(node_id)}/jmxrmi"
-    done = cluster.run_tool("org.apache.kafka.tools.JmxTool", "--jmx-url", url, "--object-name", REQUESTS,
-                            "--attributes", "Count", "--one-time", "true", "--report-format", "csv", timeout=60)
-    # --one-time prints one `name,"value"` line per attribute (the name has commas of its own), after a time line.
-    rows = [line.rsplit(",", 1) for line in done.stdout.splitlines() if "," in line]
-    if done.returncode != 0 or not rows or rows[0][0] != "time":
-        raise KafkaHarnessError(f"JmxTool on node {node_id} failed: {done.stderr.strip()[-500:] or done.stdout[-500:]}")
+    for _ in range(TRIES):
+        done = cluster.run_tool("org.apache.kafka.tools.JmxTool", "--jmx-url", url, "--object-name", REQUESTS,
+                                "--attributes", "Count", "--one-time", "true", "--report-format", "csv", timeout=60)
+        # --one-time prints one `name,"value"` line per attribute (the name has commas of its own), after a time line.
+        rows = [line.rsplit(",", 1) for line in done.stdout.splitlines() if "," in line]
+        if done.returncode == 0 and rows and rows[0][0] == "time":
+            break
+    else:
+        raise KafkaHarnessError(f"JmxTool on node {node_id} failed {TRIES} times (exit {done.returncode}): "
+                                f"stderr {done.stderr.strip()[-400:]!r}, stdout {done.stdout.strip()[-400:]!r}")
     counts: Counter = Counter()
     for name, value in rows[1:]:
         found = _NAME.search(name)
