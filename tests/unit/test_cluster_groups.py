@@ -10,23 +10,9 @@ import pytest
 
 from kafkatxn.errors import ClusterError, DeadlineExceeded
 from kafkatxn.kafka import protocol as p
-from kafkatxn.model import Part, TopicPartition
+from kafkatxn.model import Part
+from tests.support.fake_groups import O0, O1, P0, model_with_groups
 from tests.support.fake_kafka import FakeCluster, KafkaModel
-
-O0, O1, P0 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 0)
-
-
-def model_with_groups(brokers=(1, 2), **coordinators: int) -> KafkaModel:
-    """One group per keyword, coordinated by that broker, with a commit on orders-0."""
-    model = KafkaModel(brokers=brokers)
-    model.add_partition("orders", 0, leader=brokers[0], lso=10, hw=10)
-    model.add_partition("orders", 1, leader=brokers[-1], lso=10, hw=10)
-    model.add_partition("payments", 0, leader=brokers[0], lso=5, hw=5)
-    for group, node in coordinators.items():
-        model.groups[group] = {O0: 3}
-        model.group_coordinators[group] = node
-    return model
-
 
 def sent(model: KafkaModel, kind: type) -> list[tuple[int | None, object]]:
     return [(node, r) for node, r in model.sent if type(r) is kind]

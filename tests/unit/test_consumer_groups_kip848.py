@@ -14,27 +14,11 @@ import pytest
 
 from kafkatxn.cli.common import CommandContext
 from kafkatxn.kafka import protocol as p
-from kafkatxn.model import Part, TopicPartition
+from kafkatxn.model import Part
 from tests.support.blocked_group import ORDERS, blocked_model
 from tests.support.cli_helpers import run_cli
+from tests.support.fake_groups import O0, O1, P0, model_with_groups
 from tests.support.fake_kafka import FakeCluster, KafkaModel
-
-O0, O1, P0 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 0)
-
-
-def model_with_groups(consumer=(), brokers=(1, 2), **coordinators: int) -> KafkaModel:
-    """One group per keyword, coordinated by that broker, with a commit on orders-0; those named in
-    ``consumer`` are KIP-848 consumer groups."""
-    model = KafkaModel(brokers=brokers)
-    model.add_partition("orders", 0, leader=brokers[0], lso=10, hw=10)
-    model.add_partition("orders", 1, leader=brokers[-1], lso=10, hw=10)
-    model.add_partition("payments", 0, leader=brokers[0], lso=5, hw=5)
-    for group, node in coordinators.items():
-        model.groups[group] = {O0: 3}
-        model.group_coordinators[group] = node
-    model.consumer_groups = set(consumer)
-    return model
-
 
 def sent(model: KafkaModel, kind: type) -> list[tuple[int | None, tuple[str, ...]]]:
     return sorted((node, r.group_ids) for node, r in model.sent if type(r) is kind)
