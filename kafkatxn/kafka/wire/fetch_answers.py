@@ -23,7 +23,7 @@ import struct
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.wire.fetch import MAX_VERSION, MIN_VERSION, BatchRecords, batches, control_type, typed_batch
-from kafkatxn.kafka.wire.fetch_records import plain_records
+from kafkatxn.kafka.wire.fetch_records import BATCH_HEADER as _BATCH_HEADER, plain_records
 from kafkatxn.kafka.varint import decode_uvarint as _uvarint
 from kafkatxn.kafka.wire.names import error_name
 from kafkatxn.model import TopicPartition
@@ -31,10 +31,6 @@ from kafkatxn.model import TopicPartition
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _FLEXIBLE = 12
-# A record batch's header (kafka-python's DefaultRecordBatch.HEADER_STRUCT): BaseOffset, Length,
-# PartitionLeaderEpoch, Magic, CRC, Attributes, LastOffsetDelta, BaseTimestamp, MaxTimestamp,
-# ProducerId, ProducerEpoch, BaseSequence, RecordsCount.
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _LOG_OVERHEAD = 12  # BaseOffset and Length: every format's batch starts with them
 _MAGIC_AT = 16
 _ATTRIBUTES_AT = 21
