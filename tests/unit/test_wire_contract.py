@@ -147,6 +147,97 @@ def test_the_bootstrap_connection_is_kept_as_the_brokers_and_forgotten_when_it_c
     assert manager._conns == {}
 
 
+@pytest.fixture
+def manager_of_three():
+    """A connection manager given three bootstrap addresses, on an IO loop never started: connections
+    begun stay initializing (nothing connects), as they are while the first bootstrap answers."""
+    from kafka.net.manager import KafkaConnectionManager
+    from kafka.net.selector import NetworkSelector
+
+    net = NetworkSelector()
+    made = KafkaConnectionManager(net, bootstrap_servers="127.0.0.1:1,127.0.0.1:2,127.0.0.1:3")
+    yield made
+    made.close()
+    net.close()
+
+
+def _answered_with(brokers):
+    from kafkatxn.kafka.wire.reading import Read
+
+    return Read(p.MetadataResponse("c", brokers[0].id, tuple(brokers), ()), 0)
+
+
+def test_early_bootstrap_connections_are_kept_as_their_brokers_and_the_rest_closed(manager_of_three):
+    manager = manager_of_three
+    servers = sorted(manager.cluster.bootstrap_brokers(), key=lambda s: s.port)
+    first, *others = servers
+    conn = manager.get_connection(first.node_id, timeout_ms=1000, refresh_metadata_on_err=False, reset_backoff_on_connect=False)
+    early = wire_client._connect_early(manager, others)
+    assert [s for s, _ in early] == others and all(c.initializing for _, c in early)
+    # Port 1 is broker 1's, port 2 broker 2's; port 3 is advertised by none (a load balancer's, say).
+    brokers = [BrokerInfo(1, "127.0.0.1", 1, None), BrokerInfo(2, "127.0.0.1", 2, None), BrokerInfo(4, "10.0.0.4", 9092, None)]
+    from kafka.protocol.broker_version_data import BrokerVersionData
+
+    conn.broker_version_data = BrokerVersionData(api_versions={16: (0, 4)})  # as its ApiVersions set it
+    manager.broker_version_data = BrokerVersionData(api_versions={16: (0, 5)})  # an early connection's, made last
+    w = wire.Wire(manager)
+    _, md, answered = w.kept_bootstrap(first, conn, _answered_with(brokers), early)
+    assert answered == 1 and md.brokers == tuple(brokers)
+    assert w.max_version("ListGroups") == 4  # the broker that answered the bootstrap
+    by_port = {s.port: c for s, c in early}
+    assert manager._conns == {1: conn, 2: by_port[2]} and by_port[2].node_id == 2
+    assert by_port[3].closed  # matched no broker: closed, not kept
+    assert manager.get_connection(2) is by_port[2]  # what is sent to broker 2 goes on the early connection
+
+
+def test_a_failed_early_connection_is_not_kept_and_its_broker_connects_afresh(manager_of_three):
+    import kafka.errors as Errors
+
+    manager = manager_of_three
+    first, *others = sorted(manager.cluster.bootstrap_brokers(), key=lambda s: s.port)
+    conn = manager.get_connection(first.node_id, timeout_ms=1000, refresh_metadata_on_err=False, reset_backoff_on_connect=False)
+    early = wire_client._connect_early(manager, others)
+    early[0][1].close(Errors.KafkaConnectionError("refused"))  # port 2's failed (a refused login, say)
+    brokers = [BrokerInfo(1, "127.0.0.1", 1, None), BrokerInfo(2, "127.0.0.1", 2, None), BrokerInfo(3, "127.0.0.1", 3, None)]
+    wire.Wire(manager).kept_bootstrap(first, conn, _answered_with(brokers), early)
+    assert manager._conns == {1: conn, 3: early[1][1]}
+    assert manager.get_connection(2) is not early[0][1]  # broker 2's own connection, judged as any
+
+
+def test_two_bootstrap_addresses_of_one_broker_keep_one_connection(manager_of_three):
+    manager = manager_of_three
+    first, *others = sorted(manager.cluster.bootstrap_brokers(), key=lambda s: s.port)
+    conn = manager.get_connection(first.node_id, timeout_ms=1000, refresh_metadata_on_err=False, reset_backoff_on_connect=False)
+    early = wire_client._connect_early(manager, others)
+    brokers = [BrokerInfo(1, "127.0.0.1", 1, None), BrokerInfo(2, "127.0.0.1", 2, None), BrokerInfo(3, "127.0.0.1", 3, None)]
+    # The loop went on to port 2 (the first failed): its early connection answered, and is not adopted twice.
+    _, _, answered = wire.Wire(manager).kept_bootstrap(others[0], early[0][1], _answered_with(brokers), early)
+    assert answered == 2 and manager._conns[2] is early[0][1] and manager._conns[3] is early[1][1]
+    conn.close()
+
+
+def test_a_bootstrap_address_advertised_by_one_broker_only_names_it():
+    server = type("Server", (), {"host": "kafka-1", "port": 9092})()
+    brokers = [BrokerInfo(1, "kafka-1", 9092, None), BrokerInfo(2, "kafka-2", 9092, None)]
+    assert wire_client._advertised_as(brokers, server, None) == 1
+    assert wire_client._advertised_as(brokers, server, "10.0.0.2") == 1
+    assert wire_client._advertised_as(brokers + [BrokerInfo(3, "10.0.0.2", 9092, None)], server, "10.0.0.2") is None  # two
+    assert wire_client._advertised_as(brokers, type("Server", (), {"host": "lb", "port": 9092})(), None) is None
+
+
+def test_max_version_is_the_answering_bootstrap_brokers():
+    """kafka-python's manager keeps the versions of whichever bootstrap connection was made last."""
+    from kafka.protocol.broker_version_data import BrokerVersionData
+
+    class Manager:
+        broker_version_data = BrokerVersionData(api_versions={16: (0, 5)})
+
+    w = wire.Wire(Manager())
+    assert w.max_version("ListGroups") == 5
+    w._bootstrap_versions = BrokerVersionData(api_versions={16: (0, 4)})
+    assert w.max_version("ListGroups") == 4
+
+
 def test_failed_bootstrap_connections_are_forgotten_when_closed(manager):
     """Wire.begin_bootstrap closes a failed connection with its error and relies on the manager dropping it."""
     import kafka.errors as Errors
