@@ -216,6 +216,24 @@ def test_two_bootstrap_addresses_of_one_broker_keep_one_connection(manager_of_th
     conn.close()
 
 
+def test_early_connections_are_adopted_on_the_io_thread_that_makes_them():
+    import threading
+
+    from kafka.net.manager import KafkaConnectionManager
+    from kafka.net.selector import NetworkSelector
+
+    net = NetworkSelector()
+    manager = KafkaConnectionManager(net, bootstrap_servers="127.0.0.1:1")
+    net.start()
+    w = wire.Wire(manager, net)
+    ran_on = []
+    try:
+        w._on_io_thread(lambda: ran_on.append(threading.current_thread()))
+    finally:
+        w.close()
+    assert len(ran_on) == 1 and ran_on[0] is not threading.current_thread()
+
+
 def test_a_bootstrap_address_advertised_by_one_broker_only_names_it():
     server = type("Server", (), {"host": "kafka-1", "port": 9092})()
     brokers = [BrokerInfo(1, "kafka-1", 9092, None), BrokerInfo(2, "kafka-2", 9092, None)]

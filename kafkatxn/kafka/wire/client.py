@@ -117,6 +117,22 @@ def _connect_early(manager: Any, servers: Sequence[Any]) -> list[tuple[Any, Any]
     return begun
 
 
+def _adopt_early(manager: Any, early: Sequence[tuple[Any, Any]], brokers: Sequence[BrokerInfo], answered: int | None) -> None:
+    """Each connection begun early (:func:`_connect_early`) kept as the connection of the broker that
+    advertises its address, where that broker has none yet; closed where none or several do. One that
+    failed is gone already (the manager forgot it): its broker's own is opened when first asked."""
+    kept = {answered}
+    for server, conn in early:
+        if conn.closed or manager._conns.get(server.node_id) is not conn:
+            continue
+        broker = _advertised_as(brokers, server, _peer_host(conn))
+        if broker is None or broker in kept or broker in manager._conns:
+            conn.close()
+        else:
+            kept.add(broker)
+            _keep_as(manager, conn, server.node_id, broker)
+
+
 def _peer_host(conn: Any) -> str | None:
     """The address ``conn`` is connected to, or None (not connected yet, or no transport)."""
     try:
@@ -284,19 +300,22 @@ class Wire:
             _keep_as(manager, conn, server.node_id, answered)
         else:
             conn.close()
-        kept = {answered}
-        for other, other_conn in early:
-            if other_conn is conn:
-                continue  # the one that answered (the first server failed, the loop went on to this one)
-            if other_conn.closed or manager._conns.get(other.node_id) is not other_conn:
-                continue  # failed (and forgotten): the broker's own connection is opened when it is first asked
-            broker = _advertised_as(md.brokers, other, _peer_host(other_conn))
-            if broker is None or broker in kept or broker in manager._conns:
-                other_conn.close()
-            else:
-                kept.add(broker)
-                _keep_as(manager, other_conn, other.node_id, broker)
+        early = [(other, c) for other, c in early if c is not conn]  # the loop may have gone on to one of them
+        if early:
+            self._on_io_thread(lambda: _adopt_early(manager, early, md.brokers, answered))
         return self, md, answered
+
+    def _on_io_thread(self, step: Callable[[], None]) -> None:
+        """``step`` run on the IO thread, which may be making the connections it changes (their
+        close callbacks run there); where the wire has no IO thread of its own, here."""
+        if self._net is None:
+            step()
+            return
+
+        async def run_step() -> None:
+            step()
+
+        self._manager.run(run_step)
 
     def close(self) -> None:
         """Close the connections on the IO thread that owns them, then stop it: closed from the
