@@ -98,56 +98,6 @@ def _keep_as(manager: Any, conn: Any, bootstrap_id: str, node_id: int) -> None:
     conn.close_future.add_both(forget)
 
 
-def _connect_early(manager: Any, servers: Sequence[Any]) -> list[tuple[Any, Any]]:
-    """Connections begun at once to the bootstrap ``servers`` other than the first, while the first
-    answers Metadata: each broker a command asks next is most often one of them, its connection
-    (TCP, ApiVersions, SASL) then made while the bootstrap waits, not after (:meth:`Wire.kept_bootstrap`
-    keeps each as its broker's). Their failures end nothing: one that failed is forgotten (the manager
-    drops a closed connection) and its broker's own connection, opened when first asked, meets it
-    again and is judged as any (a refused login ending the command); the bootstrap loop, going on to
-    such a server, takes its connection as it is."""
-    begun = []
-    for server in servers:
-        try:
-            conn = manager.get_connection(server.node_id, refresh_metadata_on_err=False, reset_backoff_on_connect=False)
-        except Exception:  # not begun early: the bootstrap loop or the broker's first request opens it
-            log.debug("no early connection to %s:%s", server.host, server.port, exc_info=True)
-            continue
-        begun.append((server, conn))
-    return begun
-
-
-def _adopt_early(manager: Any, early: Sequence[tuple[Any, Any]], brokers: Sequence[BrokerInfo], answered: int | None) -> None:
-    """Each connection begun early (:func:`_connect_early`) kept as the connection of the broker that
-    advertises its address, where that broker has none yet; closed where none or several do. One that
-    failed is gone already (the manager forgot it): its broker's own is opened when first asked."""
-    kept = {answered}
-    for server, conn in early:
-        if conn.closed or manager._conns.get(server.node_id) is not conn:
-            continue
-        broker = _advertised_as(brokers, server, _peer_host(conn))
-        if broker is None or broker in kept or broker in manager._conns:
-            conn.close()
-        else:
-            kept.add(broker)
-            _keep_as(manager, conn, server.node_id, broker)
-
-
-def _peer_host(conn: Any) -> str | None:
-    """The address ``conn`` is connected to, or None (not connected yet, or no transport)."""
-    try:
-        return conn.transport.getPeer()[0]
-    except Exception:  # noqa: BLE001 - only used to match the address
-        return None
-
-
-def _advertised_as(brokers: Sequence[BrokerInfo], server: Any, peer_host: str | None) -> int | None:
-    """The one broker whose advertised address is bootstrap ``server``'s (its host as given or
-    connected to, and its port), or None when none or several are."""
-    matches = [b.id for b in brokers if b.port == server.port and b.host in (server.host, peer_host)]
-    return matches[0] if len(matches) == 1 else None
-
-
 class Begun(NamedTuple):
     """A round begun on the IO thread (:meth:`Wire.begin_send_all`): whether its answers are all in,
     and its end, which waits for them and returns them as :meth:`Wire.send_all` does."""
@@ -166,7 +116,6 @@ class Wire:
         self._bodies: dict[int, dict[int, bytes]] = {}  # id of a kept request -> its body per version
         self._writers: dict[int, Callable[[int], bytes]] = {}  # id of a kept request -> its body's writer (.bodies)
         self._encoding_once: dict[type, type] = {}
-        self._bootstrap_versions: Any = None  # the API versions of the broker that answered the bootstrap
 
     @classmethod
     def begin_bootstrap(
@@ -199,11 +148,8 @@ class Wire:
         net.start()
         deadline = time.monotonic() + max(budget_ms, 1) / 1000
 
-        early: list[tuple[Any, Any]] = []  # (server, connection) begun beside the first: kept_bootstrap adopts them
-
         async def first_answer() -> tuple[Any, Any, Any]:
             servers = manager.cluster.bootstrap_brokers()
-            early[:] = _connect_early(manager, servers[1:])
             last: BaseException | None = None
             reasons: dict[str, BaseException] = {}
             refused_since: float | None = None  # every address refused or did not resolve since then
@@ -277,45 +223,29 @@ class Wire:
             except BaseException:
                 wire.close()
                 raise
-            return wire.kept_bootstrap(server, conn, response, early)
+            return wire.kept_bootstrap(server, conn, response)
 
         return wire, end
 
-    def kept_bootstrap(
-        self, server: Any, conn: Any, response: Any, early: Sequence[tuple[Any, Any]] = ()
-    ) -> tuple["Wire", p.MetadataResponse, int | None]:
-        """The bootstrap's answer read; its connection kept as the broker's that answered, and each
-        connection begun early to another bootstrap address (:func:`_connect_early`) kept as the
-        broker's whose advertised address it is (closed when none, or when it failed)."""
+    def kept_bootstrap(self, server: Any, conn: Any, response: Any) -> tuple["Wire", p.MetadataResponse, int | None]:
+        """The bootstrap's answer read; its connection kept as the broker's that answered."""
         manager = self._manager
         md = response.typed if type(response) is Read else _decode_metadata(p.Metadata(), response)
         _know_brokers(manager, md.brokers)
         # The connection is the bootstrap server's; if that address is a broker's advertised one,
         # it becomes that broker's connection (no second connection, no second ApiVersions).
-        # Its versions are what max_version reads: kafka-python's manager keeps those of whichever
-        # bootstrap connection was made last, one begun early among them.
-        self._bootstrap_versions = conn.broker_version_data
-        answered = _advertised_as(md.brokers, server, _peer_host(conn))
+        peer_host = None
+        try:
+            peer_host = conn.transport.getPeer()[0]
+        except Exception:  # noqa: BLE001 - only used to match the address
+            pass
+        matches = [b.id for b in md.brokers if b.port == server.port and b.host in (server.host, peer_host)]
+        answered = matches[0] if len(matches) == 1 else None
         if answered is not None and _open_connection(manager, answered) is None:
             _keep_as(manager, conn, server.node_id, answered)
         else:
             conn.close()
-        early = [(other, c) for other, c in early if c is not conn]  # the loop may have gone on to one of them
-        if early:
-            self._on_io_thread(lambda: _adopt_early(manager, early, md.brokers, answered))
         return self, md, answered
-
-    def _on_io_thread(self, step: Callable[[], None]) -> None:
-        """``step`` run on the IO thread, which may be making the connections it changes (their
-        close callbacks run there); where the wire has no IO thread of its own, here."""
-        if self._net is None:
-            step()
-            return
-
-        async def run_step() -> None:
-            step()
-
-        self._manager.run(run_step)
 
     def close(self) -> None:
         """Close the connections on the IO thread that owns them, then stop it: closed from the
@@ -349,7 +279,7 @@ class Wire:
         """The highest version of ``api_name`` the bootstrap broker supports, -1 if none."""
         from kafka.protocol.api_key import ApiKey
 
-        data = self._bootstrap_versions if self._bootstrap_versions is not None else self._manager.broker_version_data
+        data = self._manager.broker_version_data
         versions = data.api_versions.get(ApiKey[api_name].value) if data is not None else None
         return versions[1] if versions else -1
 
