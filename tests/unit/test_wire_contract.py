@@ -1133,7 +1133,7 @@ def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
 
 def describe_producers_answer(kind: str, throttle_ms: int = 0):
     """kafka-python's DescribeProducersResponse over 6 topics of 100 partitions: none with producers
-    (``empty``), one each (``one``), 0-2 with errors and an error message (``mixed``), or one
+    (``empty``), one each (``one``), three each (``three``), 0-2 with errors and an error message (``mixed``), or one
     partition of every other topic (``sparse``); a topic name over 127 bytes, a topic with none."""
     from kafka.protocol.admin.transactions import DescribeProducersResponse as R
 
@@ -1148,7 +1148,7 @@ def describe_producers_answer(kind: str, throttle_ms: int = 0):
     for t in range(6):
         parts = []
         for i in range(100):
-            k = {"empty": 0, "one": 1, "mixed": (i * t) % 3, "sparse": int(i == 7 and t % 2 == 0)}[kind]
+            k = {"empty": 0, "one": 1, "three": 3, "mixed": (i * t) % 3, "sparse": int(i == 7 and t % 2 == 0)}[kind]
             error = 6 if kind == "mixed" and i == 3 else 0
             message = "not the leader" if kind == "mixed" and i == 4 and t == 1 else None
             parts.append(P(partition_index=i, error_code=error, error_message=message, active_producers=producers(1000 * t + i, k)))
@@ -1157,7 +1157,7 @@ def describe_producers_answer(kind: str, throttle_ms: int = 0):
     return R(throttle_time_ms=throttle_ms, topics=topics)
 
 
-@pytest.mark.parametrize("kind", ["empty", "one", "mixed", "sparse"])
+@pytest.mark.parametrize("kind", ["empty", "one", "three", "mixed", "sparse"])
 def test_a_describe_producers_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
     from kafka.protocol.admin.transactions import DescribeProducersResponse as R
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import struct
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
@@ -285,6 +286,11 @@ _PARTITION_HEAD_DP = struct.Struct(">ih")  # PartitionIndex, ErrorCode
 _PRODUCER_LAYOUTS: dict[int, struct.Struct] = {}
 
 
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+# The j-th producer's fields in a row of _producers_layout (after index, error, message, count; its tagged fields left out).
+_PRODUCER_AT = [itemgetter(slice(4 + len(_PRODUCER_FIELDS) * j, 4 + len(_PRODUCER_FIELDS) * j + 6)) for j in range(0x7F)]
+
+
 def _producers_layout(producers: int) -> struct.Struct:
     """A partition with ``producers`` producers, no error message and no tagged fields: its index,
     error, the null message (0), the producers' count + 1, each producer, its tagged fields (0)."""
@@ -343,11 +349,11 @@ def read_describe_producers(data: memoryview, version: int) -> tuple[p.DescribeP
                        and all(block[8 + _PRODUCER_STATE.size * (j + 1) - 1 :: size].count(0) == count for j in range(first)))
             if uniform:
                 rows = list(layout.iter_unpack(block))
-                tps = topic_partitions(name, [row[0] for row in rows])
-                width = len(_PRODUCER_FIELDS)
-                producers = ([tuple(made(ProducerState, (row[4 + width * j : 4 + width * j + 6] for j in range(first)))) for row in rows]
-                             if first else repeat((), count))
-                out.extend(made(p.PartitionProducers, zip(tps, error_names([row[1] for row in rows]), producers)))
+                tps = topic_partitions(name, list(map(_FIRST, rows)))
+                # A partition's producers: the j-th of every row taken out at once (a slice each, in C),
+                # zipped into each row's tuple; no Python-level step per partition or producer.
+                producers = zip(*[made(ProducerState, map(_PRODUCER_AT[j], rows)) for j in range(first)]) if first else repeat((), count)
+                out.extend(made(p.PartitionProducers, zip(tps, error_names(list(map(_SECOND, rows))), producers)))
                 pos += count * size
             else:
                 pos = _producers_one_by_one(data, pos, count, name, out)
