@@ -1275,10 +1275,10 @@ def offset_fetch_answer(kind: str, throttle_ms: int = 0):
         topics = []
         for t in range(3):
             rows = []
-            for i in range(20):
+            for i in range(150 if kind == "wide" else 20):  # wide: a partition count over a one-byte varint's
                 offset = g * 100 + t * 10 + i
                 metadata: str | None = {"plain": "", "null": None, "same": "m" * 7, "mixed": ("x" * (i % 3)) if i % 4 else None,
-                                        "long": "y" * 300}[kind]
+                                        "long": "y" * 300, "wide": ""}[kind]
                 error = 0
                 if kind == "mixed" and i == 5:
                     offset, error = -1, 88  # UNSTABLE_OFFSET_COMMIT on one partition
@@ -1295,11 +1295,11 @@ def offset_fetch_answer(kind: str, throttle_ms: int = 0):
     return R(throttle_time_ms=throttle_ms, groups=groups)
 
 
-@pytest.mark.parametrize("kind", ["plain", "null", "same", "mixed", "long"])
+@pytest.mark.parametrize("kind", ["plain", "null", "same", "mixed", "long", "wide"])
 def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
     from kafka.protocol.consumer import OffsetFetchResponse as R
 
-    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire import offset_fetch_answers
     from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
 
     answer = offset_fetch_answer(kind, throttle_ms=11)
@@ -1307,11 +1307,11 @@ def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of
     for version in range(R.max_version + 1):
         if version < 2 or version > 9:
             continue  # the versions the wire sends: v2-v7 one group (kafka-python's), v8-v9 batched
-        if version < bodies.OFFSET_FETCH_READ_FROM:
-            assert bodies.read_offset_fetch(memoryview(b"\x00" * 8), version) is None
+        if version < offset_fetch_answers.OFFSET_FETCH_READ_FROM:
+            assert offset_fetch_answers.read_offset_fetch(memoryview(b"\x00" * 8), version) is None
             continue
         raw = bytes(answer.encode(version=version))
-        read = bodies.read_offset_fetch(memoryview(raw), version)
+        read = offset_fetch_answers.read_offset_fetch(memoryview(raw), version)
         expected = _decode_offset_fetch(request, R.decode(raw, version=version))
         assert read == (expected, 11)
         assert [list(g.offsets.items()) for g in read[0].groups] == [list(g.offsets.items()) for g in expected.groups]  # same order
@@ -1324,17 +1324,17 @@ def test_an_offset_fetch_answer_unstable_for_a_whole_group_or_with_tagged_fields
     asked: the decoder, which has the request, names them."""
     from kafka.protocol.consumer import OffsetFetchResponse as R
 
-    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire import offset_fetch_answers
 
     answer = offset_fetch_answer("plain")
     raw = bytes(answer.encode(version=8))
-    assert bodies.read_offset_fetch(memoryview(raw), 8) is not None
+    assert offset_fetch_answers.read_offset_fetch(memoryview(raw), 8) is not None
     G = R.OffsetFetchResponseGroup
     whole = R(throttle_time_ms=0, groups=[*answer.groups, G(group_id="held", error_code=88, topics=[])])
-    assert bodies.read_offset_fetch(memoryview(bytes(whole.encode(version=8))), 8) is None
+    assert offset_fetch_answers.read_offset_fetch(memoryview(bytes(whole.encode(version=8))), 8) is None
     tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
     assert R.decode(tagged, version=8).groups
-    assert bodies.read_offset_fetch(memoryview(tagged), 8) is None
+    assert offset_fetch_answers.read_offset_fetch(memoryview(tagged), 8) is None
 
 
 def test_kafka_pythons_parser_hands_over_an_offset_fetch_answer_read_by_the_wire():

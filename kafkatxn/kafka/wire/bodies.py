@@ -19,8 +19,8 @@ columns), :func:`read_metadata` and :func:`read_describe_producers` make the typ
 (a flexible answer's partitions are fixed-size records, a topic's all alike where their replica lists or
 producer counts are); an answer they do not read (an old version, tagged fields) is kafka-python's to
 decode, as before. The tests compare them with the wire's decoders over kafka-python's, at every version;
-so :func:`read_offset_fetch`, a batched OffsetFetch (100,000 committed offsets at 5,000 groups x 20:
-0.4-0.6 s of kafka-python's objects before ``lso --groups``, ``diagnose``, ``check --groups`` or a scrape).
+so does :mod:`.offset_fetch_answers`' reader of a batched OffsetFetch (100,000 committed offsets at 5,000
+groups x 20: 0.4-0.6 s of kafka-python's objects before ``lso --groups``, ``diagnose``, ``check --groups`` or a scrape).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint, encode_uvarin
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
 from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
+from kafkatxn.kafka.wire.offset_fetch_answers import read_offset_fetch
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
@@ -367,99 +368,7 @@ def read_describe_producers(data: memoryview, version: int) -> tuple[p.DescribeP
     return p.DescribeProducersResponse(tuple(out)), throttle_ms
 
 
-# -- OffsetFetch (batched, versions 8-9, flexible) ------------------------------------------------------
-
-OFFSET_FETCH_READ_FROM = 8  # the batched form; one group per request (v2-v7) is kafka-python's
-_UNSTABLE_OFFSET_COMMIT = 88
-_OFFSET_FETCH_PARTITION = struct.Struct(">iqi")  # PartitionIndex, CommittedOffset, CommittedLeaderEpoch
-_ERROR = struct.Struct(">h")
-_OFFSET_FETCH_LAYOUTS: dict[int, struct.Struct] = {}
-
-
-def _offset_fetch_layout(metadata: int) -> struct.Struct:
-    """An OffsetFetch partition whose metadata is ``metadata`` bytes long (its length a one-byte
-    varint), with no tagged fields: the index, the offset, the error (the rest skipped)."""
-    layout = _OFFSET_FETCH_LAYOUTS.get(metadata)
-    if layout is None:
-        layout = _OFFSET_FETCH_LAYOUTS[metadata] = struct.Struct(f">iq5x{metadata}xhx")
-    return layout
-
-
-def _offset_fetch_one_by_one(data: memoryview, pos: int, count: int) -> tuple[list[tuple[int, int, int]], int] | None:
-    """A topic's partitions read one at a time (their metadata differ in length): (index, offset,
-    error) rows and where they end; None where one has tagged fields."""
-    rows = []
-    for _ in range(count):
-        index, offset, _epoch = _OFFSET_FETCH_PARTITION.unpack_from(data, pos)
-        length, pos = _read_uvarint(data, pos + _OFFSET_FETCH_PARTITION.size)
-        pos += max(length - 1, 0)  # the metadata (null: 0), not kept (nor by the decoder)
-        (error,) = _ERROR.unpack_from(data, pos)
-        if data[pos + 2] != 0:
-            return None
-        pos += 3
-        rows.append((index, offset, error))
-    return rows, pos
-
-
-def read_offset_fetch(data: memoryview, version: int) -> tuple[p.OffsetFetchResponse, int] | None:
-    """A batched OffsetFetch answer's body: what the wire's decoder makes of kafka-python's (per group
-    its error, its committed offsets and the partitions answered UNSTABLE_OFFSET_COMMIT), and its
-    throttle time; None where it is not read here (before v8, tagged fields, or a group answered
-    UNSTABLE_OFFSET_COMMIT as a whole: the decoder names the partitions the request asked there).
-    A topic whose partitions' metadata are all as long as its first's is read in C."""
-    if version < OFFSET_FETCH_READ_FROM:
-        return None
-    (throttle_ms,) = _THROTTLE.unpack_from(data, 0)
-    count, pos = _read_uvarint(data, 4)
-    groups: list[p.GroupOffsets] = []
-    for _ in range(count - 1):
-        group, pos = _compact_string(data, pos)
-        topics, pos = _read_uvarint(data, pos)
-        if group is None or topics == 0:
-            return None
-        committed: dict[TopicPartition, int] = {}
-        unstable: list[TopicPartition] = []
-        for _topic in range(topics - 1):
-            name, pos = _compact_string(data, pos)
-            partitions, pos = _read_uvarint(data, pos)
-            partitions -= 1
-            if name is None or partitions < 0:
-                return None
-            if partitions > 0:
-                first = data[pos + 16]  # the first partition's metadata length + 1 (0: null)
-                layout = _offset_fetch_layout(max(first - 1, 0)) if first < 0x80 else None
-                size = layout.size if layout is not None else 0
-                block = bytes(data[pos : pos + partitions * size]) if layout is not None else b""
-                if (layout is not None and len(block) == partitions * size and block[16::size].count(first) == partitions
-                        and block[size - 1 :: size].count(0) == partitions):
-                    rows: Any = list(layout.iter_unpack(block))
-                    pos += partitions * size
-                else:
-                    one_by_one = _offset_fetch_one_by_one(data, pos, partitions)
-                    if one_by_one is None:
-                        return None
-                    rows, pos = one_by_one
-                indexes, offsets, errors = zip(*rows)
-                tps = list(topic_partitions(name, indexes))
-                if not any(errors) and min(offsets) >= 0:  # most answers: every partition committed
-                    committed.update(zip(tps, offsets))
-                else:
-                    committed.update((tp, off) for tp, off, error in zip(tps, offsets, errors) if off >= 0 and not error)
-                    unstable.extend(tp for tp, error in zip(tps, errors) if error == _UNSTABLE_OFFSET_COMMIT)
-            if data[pos] != 0:
-                return None
-            pos += 1
-        (error_code,) = _ERROR.unpack_from(data, pos)
-        if error_code == _UNSTABLE_OFFSET_COMMIT or data[pos + 2] != 0:
-            return None
-        pos += 3
-        groups.append(p.GroupOffsets(group, error_name(error_code), committed, frozenset(unstable)))
-    if pos != len(data) - 1 or data[pos] != 0:
-        return None
-    return p.OffsetFetchResponse(tuple(groups)), throttle_ms
-
-
-# The answers read here (a Fetch's by .fetch_answers), by the request type.
+# The answers read here (a Fetch's by .fetch_answers, a batched OffsetFetch's by .offset_fetch_answers), by the request type.
 READERS = {p.ListOffsets: read_list_offsets, p.Metadata: read_metadata, p.DescribeProducers: read_describe_producers,
            p.OffsetFetch: read_offset_fetch, p.Fetch: read_fetch}
 
