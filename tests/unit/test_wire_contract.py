@@ -1299,7 +1299,7 @@ def offset_fetch_answer(kind: str, throttle_ms: int = 0):
 def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
     from kafka.protocol.consumer import OffsetFetchResponse as R
 
-    from kafkatxn.kafka.wire import offset_fetch_answers
+    from kafkatxn.kafka.wire import group_answers
     from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
 
     answer = offset_fetch_answer(kind, throttle_ms=11)
@@ -1307,11 +1307,11 @@ def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of
     for version in range(R.max_version + 1):
         if version < 2 or version > 9:
             continue  # the versions the wire sends: v2-v7 one group (kafka-python's), v8-v9 batched
-        if version < offset_fetch_answers.OFFSET_FETCH_READ_FROM:
-            assert offset_fetch_answers.read_offset_fetch(memoryview(b"\x00" * 8), version) is None
+        if version < group_answers.OFFSET_FETCH_READ_FROM:
+            assert group_answers.read_offset_fetch(memoryview(b"\x00" * 8), version) is None
             continue
         raw = bytes(answer.encode(version=version))
-        read = offset_fetch_answers.read_offset_fetch(memoryview(raw), version)
+        read = group_answers.read_offset_fetch(memoryview(raw), version)
         expected = _decode_offset_fetch(request, R.decode(raw, version=version))
         assert read == (expected, 11)
         assert [list(g.offsets.items()) for g in read[0].groups] == [list(g.offsets.items()) for g in expected.groups]  # same order
@@ -1324,17 +1324,17 @@ def test_an_offset_fetch_answer_unstable_for_a_whole_group_or_with_tagged_fields
     asked: the decoder, which has the request, names them."""
     from kafka.protocol.consumer import OffsetFetchResponse as R
 
-    from kafkatxn.kafka.wire import offset_fetch_answers
+    from kafkatxn.kafka.wire import group_answers
 
     answer = offset_fetch_answer("plain")
     raw = bytes(answer.encode(version=8))
-    assert offset_fetch_answers.read_offset_fetch(memoryview(raw), 8) is not None
+    assert group_answers.read_offset_fetch(memoryview(raw), 8) is not None
     G = R.OffsetFetchResponseGroup
     whole = R(throttle_time_ms=0, groups=[*answer.groups, G(group_id="held", error_code=88, topics=[])])
-    assert offset_fetch_answers.read_offset_fetch(memoryview(bytes(whole.encode(version=8))), 8) is None
+    assert group_answers.read_offset_fetch(memoryview(bytes(whole.encode(version=8))), 8) is None
     tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
     assert R.decode(tagged, version=8).groups
-    assert offset_fetch_answers.read_offset_fetch(memoryview(tagged), 8) is None
+    assert group_answers.read_offset_fetch(memoryview(tagged), 8) is None
 
 
 def test_kafka_pythons_parser_hands_over_an_offset_fetch_answer_read_by_the_wire():
@@ -1389,3 +1389,65 @@ def test_an_answers_topic_partitions_are_kept_once_a_process_and_shared(monkeypa
     # The metadata's routing shares them.
     info = model.PartitionInfo("next", 3, 1, (1,), (1,))
     assert model.topic_partitions([info])[0] is model._kept["next"][3]
+
+
+def list_groups_answer(error_code: int = 0, throttle_ms: int = 0):
+    """kafka-python's ListGroupsResponse: groups of every protocol type and state, an empty protocol
+    type and state, a group id over 127 bytes (a two-byte length), one of non-ASCII text, and null strings."""
+    from kafka.protocol.admin.groups import ListGroupsResponse as R
+
+    G = R.ListedGroup
+    groups = [G(group_id=f"group-{i}", protocol_type=("consumer", "connect", "")[i % 3],
+                group_state=("Stable", "Empty", "PreparingRebalance", "")[i % 4], group_type=("classic", "consumer")[i % 2])
+              for i in range(40)]
+    groups += [G(group_id="g" * 200, protocol_type="consumer", group_state="Stable", group_type="classic"),
+               G(group_id="gruppe-ä", protocol_type="consumer", group_state="Empty", group_type="consumer"),
+               G(group_id="no-state", protocol_type="consumer", group_state=None, group_type=None)]  # null strings
+    return R(throttle_time_ms=throttle_ms, error_code=error_code, groups=groups)
+
+
+@pytest.mark.parametrize("error_code", [0, 14])
+def test_a_list_groups_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(error_code):
+    from kafka.protocol.admin.groups import ListGroupsResponse as R
+
+    from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.groups_codec import _decode_list_groups
+
+    answer = list_groups_answer(error_code, throttle_ms=9)
+    read_at = []
+    for version in range(R.max_version + 1):
+        raw = bytes(answer.encode(version=version))
+        read = group_answers.read_list_groups(memoryview(raw), version)
+        if version < group_answers.LIST_GROUPS_READ_FROM:
+            assert read is None  # not flexible: kafka-python's
+            continue
+        read_at.append(version)
+        assert read == (_decode_list_groups(p.ListGroups(), R.decode(raw, version=version)), 9)
+        assert len(read[0].groups) == 43 and read[0].groups[-2].group_id == "gruppe-ä"
+    assert read_at == [3, 4, 5]
+
+
+def test_a_list_groups_answer_with_tagged_fields_is_left_to_kafka_python():
+    from kafka.protocol.admin.groups import ListGroupsResponse as R
+
+    from kafkatxn.kafka.wire import group_answers
+
+    raw = bytes(list_groups_answer().encode(version=5))
+    assert group_answers.read_list_groups(memoryview(raw), 5) is not None
+    tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
+    assert R.decode(tagged, version=5).groups
+    assert group_answers.read_list_groups(memoryview(tagged), 5) is None
+
+
+def test_kafka_pythons_parser_hands_over_a_list_groups_answer_read_by_the_wire():
+    from kafka.protocol.admin.groups import ListGroupsResponse as R
+
+    from kafkatxn.kafka.wire.groups_codec import _decode_list_groups
+
+    expected = list_groups_answer(throttle_ms=4)
+    w = wire.Wire(None)
+    sent = w._encode(p.ListGroups())  # built per send; its answers read by the wire
+    sent.API_VERSION = 5
+    answer = handed_over(sent, bytes(expected.encode(version=5)), flexible=True)
+    assert isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 4
+    assert w._decode(p.ListGroups(), answer) == _decode_list_groups(p.ListGroups(), R.decode(bytes(expected.encode(version=5)), version=5))

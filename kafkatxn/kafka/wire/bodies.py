@@ -19,7 +19,7 @@ columns), :func:`read_metadata` and :func:`read_describe_producers` make the typ
 (a flexible answer's partitions are fixed-size records, a topic's all alike where their replica lists or
 producer counts are); an answer they do not read (an old version, tagged fields) is kafka-python's to
 decode, as before. The tests compare them with the wire's decoders over kafka-python's, at every version;
-so does :mod:`.offset_fetch_answers`' reader of a batched OffsetFetch (100,000 committed offsets at 5,000
+so does :mod:`.group_answers`' reader of a batched OffsetFetch (100,000 committed offsets at 5,000
 groups x 20: 0.4-0.6 s of kafka-python's objects before ``lso --groups``, ``diagnose``, ``check --groups`` or a scrape).
 """
 
@@ -35,7 +35,7 @@ from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint, encode_uvarin
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
 from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
-from kafkatxn.kafka.wire.offset_fetch_answers import read_offset_fetch
+from kafkatxn.kafka.wire.group_answers import read_list_groups, read_offset_fetch
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
@@ -368,9 +368,9 @@ def read_describe_producers(data: memoryview, version: int) -> tuple[p.DescribeP
     return p.DescribeProducersResponse(tuple(out)), throttle_ms
 
 
-# The answers read here (a Fetch's by .fetch_answers, a batched OffsetFetch's by .offset_fetch_answers), by the request type.
+# The answers read here (a Fetch's by .fetch_answers, a batched OffsetFetch's and ListGroups' by .group_answers), by the request type.
 READERS = {p.ListOffsets: read_list_offsets, p.Metadata: read_metadata, p.DescribeProducers: read_describe_producers,
-           p.OffsetFetch: read_offset_fetch, p.Fetch: read_fetch}
+           p.OffsetFetch: read_offset_fetch, p.ListGroups: read_list_groups, p.Fetch: read_fetch}
 
 # type -> (the kafka-python request without its partitions, the body at a version)
 WRITERS = {

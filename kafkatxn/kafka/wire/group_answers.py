@@ -1,4 +1,7 @@
-"""A batched OffsetFetch answer (v8-v9, flexible) read from its bytes: what the wire's decoder makes
+"""The consumer groups' answers every group command and exporter scrape reads, read from their bytes
+(the wire's readers, :data:`kafkatxn.kafka.wire.bodies.READERS`): a batched OffsetFetch and ListGroups.
+
+A batched OffsetFetch answer (v8-v9, flexible) read from its bytes: what the wire's decoder makes
 of kafka-python's objects (per group its error, its committed offsets and the partitions answered
 UNSTABLE_OFFSET_COMMIT), without them. 100,000 committed offsets at 5,000 groups x 20 partitions
 arrive before ``lso --groups``, ``diagnose``, ``check --groups`` and every exporter scrape with group
@@ -10,6 +13,9 @@ kept), its indexes, offsets and errors then every third field (slices, in C): no
 no transposing. A topic whose partitions differ is read one partition at a time; an answer with
 tagged fields, or a group answered UNSTABLE_OFFSET_COMMIT as a whole (the decoder names the
 partitions the request asked there), is left to kafka-python (None).
+
+A ListGroups answer (v3+, flexible) lists every group a broker coordinates, four strings each (5,000
+groups a scrape): kafka-python's decoder made an object per group, the codec a ListedGroup of it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import struct
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint
-from kafkatxn.kafka.wire.names import error_name, topic_partitions
+from kafkatxn.kafka.wire.names import error_name, made, topic_partitions
 from kafkatxn.model import TopicPartition
 
 OFFSET_FETCH_READ_FROM = 8  # the batched form; one group per request (v2-v7) is kafka-python's
@@ -143,3 +149,42 @@ def read_offset_fetch(data: memoryview, version: int) -> tuple[p.OffsetFetchResp
     if pos != len(raw) - 1 or raw[pos] != 0:
         return None
     return p.OffsetFetchResponse(tuple(groups)), throttle_ms
+
+
+# -- ListGroups (flexible, v3+) ----------------------------------------------------------------------
+
+LIST_GROUPS_READ_FROM = 3
+_LIST_GROUPS_STATE, _LIST_GROUPS_TYPE = 4, 5  # GroupState (KIP-518), GroupType (KIP-848)
+_HEAD = struct.Struct(">ih")  # ThrottleTimeMs, ErrorCode
+
+
+def read_list_groups(data: memoryview, version: int) -> tuple[p.ListGroupsResponse, int] | None:
+    """A ListGroups answer's body (what the wire's decoder makes of kafka-python's: a null or absent
+    string is ""; a state before v4 and a type before v5 are "") and its throttle time; None before
+    v3 or where a group or the answer has tagged fields."""
+    if version < LIST_GROUPS_READ_FROM:
+        return None
+    raw = bytes(data)
+    throttle_ms, error_code = _HEAD.unpack_from(raw, 0)
+    count, pos = _read_uvarint(raw, 6)
+    strings = 2 + (version >= _LIST_GROUPS_STATE) + (version >= _LIST_GROUPS_TYPE)
+    groups = []
+    for _ in range(count - 1):
+        fields = []
+        for _field in range(strings):
+            length = raw[pos]
+            if 0 < length < 0x80:
+                fields.append(raw[pos + 1 : pos + length].decode())
+                pos += length
+            else:
+                value, pos = _compact_string(data, pos)
+                fields.append(value or "")
+        if raw[pos] != 0:
+            return None
+        pos += 1
+        groups.append(fields)
+    if pos != len(raw) - 1 or raw[pos] != 0:
+        return None
+    if strings < 4:
+        groups = [[*fields, *("",) * (4 - strings)] for fields in groups]
+    return p.ListGroupsResponse(error_name(error_code) if error_code else None, tuple(made(p.ListedGroup, groups))), throttle_ms
