@@ -1099,6 +1099,41 @@ def test_a_metadata_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafk
         assert [type(x) for x in read[0].partitions[:1]] == [PartitionInfo]
 
 
+def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers_objects(monkeypatch):
+    """The exporter asks metadata every scrape, of whichever broker: the answers of two brokers order
+    their topics apart, a topic's partitions are the same bytes. Those bytes again are the last answer's
+    PartitionInfos again (immutable, shared); a topic whose partitions changed is read anew, and only the
+    last answer's topics are kept."""
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.metadata_codec import _decode_metadata
+
+    monkeypatch.setattr(bodies, "_METADATA_TOPICS", [{}])
+    answer = metadata_answer(rf=3)
+    first = bodies.read_metadata(memoryview(bytes(answer.encode(version=12))), 12)[0]
+    other = M(throttle_time_ms=0, brokers=list(reversed(answer.brokers)), cluster_id="cid", controller_id=2,
+              topics=list(reversed(answer.topics)))  # another broker's order
+    T, P = M.MetadataResponseTopic, M.MetadataResponseTopic.MetadataResponsePartition
+    moved = answer.topics[1]
+    other.topics[-2] = T(error_code=0, name=moved.name, topic_id=moved.topic_id, is_internal=False, partitions=[
+        P(error_code=0, partition_index=p.partition_index, leader_id=p.replica_nodes[1] if p.partition_index == 3 else p.leader_id,
+          leader_epoch=p.leader_epoch, replica_nodes=p.replica_nodes, isr_nodes=p.isr_nodes, offline_replicas=p.offline_replicas)
+        for p in moved.partitions])  # partition 3's leader moved
+    raw = bytes(other.encode(version=12))
+    second = bodies.read_metadata(memoryview(raw), 12)[0]
+    assert second == _decode_metadata(p.Metadata(), M.decode(raw, version=12))
+    before = {pi.tp: pi for pi in first.partitions}
+    for pi in second.partitions:
+        if pi.topic == moved.name:
+            assert pi is not before[pi.tp] and (pi.leader != before[pi.tp].leader) == (pi.partition == 3)
+        elif pi.replicas:  # the leaderless topic's partitions have no replicas: read one at a time, not kept
+            assert pi is before[pi.tp]
+    gone = M(throttle_time_ms=0, brokers=answer.brokers, cluster_id="cid", controller_id=2, topics=answer.topics[:1])
+    bodies.read_metadata(memoryview(bytes(gone.encode(version=12))), 12)
+    assert {name for name, _ in bodies._METADATA_TOPICS[0]} == {answer.topics[0].name}
+
+
 def test_a_metadata_answer_with_tagged_fields_is_left_to_kafka_python():
     from kafka.protocol.metadata import MetadataResponse as M
 
