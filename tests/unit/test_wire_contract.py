@@ -1354,6 +1354,28 @@ def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of
         assert read[0].groups[0].unstable == frozenset(TopicPartition(t, 5) for t in ("t0", "t1", "z" * 200))
 
 
+def test_an_offset_fetch_reads_long_runs_a_partition_at_a_time_and_keeps_few_run_formats(monkeypatch):
+    """A run's format holds ~100 bytes per partition: a run longer than _RUN_LONGEST is unpacked a
+    partition at a time, and the formats kept hold _RUNS_KEPT_PARTITIONS partitions at most; either
+    way the answer is the decoder's."""
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+
+    from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
+
+    monkeypatch.setattr(group_answers, "_RUN_LONGEST", 100)
+    monkeypatch.setattr(group_answers, "_RUNS_KEPT_PARTITIONS", 30)
+    monkeypatch.setattr(group_answers, "_RUNS", {})
+    monkeypatch.setattr(group_answers, "_RUNS_PARTITIONS", [0])
+    for kind in ("wide", "plain", "same"):  # runs of 150 (long), then of 20 (kept, one format), of 20 with metadata (another)
+        answer = offset_fetch_answer(kind)
+        raw = bytes(answer.encode(version=9))
+        request = p.OffsetFetch(tuple(g.group_id for g in answer.groups))
+        assert group_answers.read_offset_fetch(memoryview(raw), 9) == (_decode_offset_fetch(request, R.decode(raw, version=9)), 0)
+        assert sum(n for n, _ in group_answers._RUNS) == group_answers._RUNS_PARTITIONS[0] <= 30
+    assert list(group_answers._RUNS) == [(20, 7)]  # the plain runs' format let go for the next one's
+
+
 def test_an_offset_fetch_answer_unstable_for_a_whole_group_or_with_tagged_fields_is_left_to_kafka_python():
     """A group answered UNSTABLE_OFFSET_COMMIT as a whole is unstable on every partition the request
     asked: the decoder, which has the request, names them."""

@@ -9,7 +9,7 @@ lag, read on the IO thread while the command waits.
 
 A topic's partitions whose metadata are all as long as its first's are fixed-size records: they are
 taken apart by one ``struct`` unpack of the whole run (a format per run length and metadata length,
-kept), its indexes, offsets and errors then every third field (slices, in C): no tuple per partition,
+kept, 20,000 partitions' worth at most), its indexes, offsets and errors then every third field (slices, in C): no tuple per partition,
 no transposing. A topic whose partitions differ is read one partition at a time; an answer with
 tagged fields, or a group answered UNSTABLE_OFFSET_COMMIT as a whole (the decoder names the
 partitions the request asked there), is left to kafka-python (None).
@@ -34,23 +34,33 @@ _OFFSET_FETCH_PARTITION = struct.Struct(">iqi")  # PartitionIndex, CommittedOffs
 _ERROR = struct.Struct(">h")
 _NONE_UNSTABLE: frozenset[TopicPartition] = frozenset()
 # (partitions, metadata length) -> the struct of a run of that many partitions with metadata that long.
+# A struct holds ~100 bytes per partition: the runs kept hold 20,000 partitions at most (~2 MB), and a
+# run longer than _RUN_LONGEST (a group committed on most of a large topic) is unpacked a partition at a time.
 _RUNS: dict[tuple[int, int], struct.Struct] = {}
-_RUNS_KEPT = 256
+_RUNS_PARTITIONS = [0]  # the partitions of the runs kept
+_RUNS_KEPT_PARTITIONS = 20_000
+_RUN_LONGEST = 1_000
 # A partition's bytes but its metadata's: index, offset, leader epoch, the metadata's length (one byte),
 # error, and the count of its tagged fields.
 _PARTITION_FIXED = 4 + 8 + 4 + 1 + 2 + 1
 
 
-def _run(partitions: int, metadata: int) -> struct.Struct:
-    """``partitions`` partitions whose metadata are ``metadata`` bytes long (its length a one-byte varint)
-    and that have no tagged fields (:data:`_PARTITION_FIXED` bytes and the metadata each), unpacked as index, offset and error each
-    (the rest skipped)."""
+def _columns(block: bytes, partitions: int, metadata: int) -> tuple[tuple, tuple, tuple]:
+    """The indexes, offsets and errors of ``partitions`` partitions in ``block``, their metadata
+    ``metadata`` bytes long (its length a one-byte varint) and no tagged fields each
+    (:data:`_PARTITION_FIXED` bytes and the metadata): one unpack of the run, every third field."""
+    if partitions > _RUN_LONGEST:
+        indexes, offsets, errors = zip(*struct.iter_unpack(f">iq5x{metadata}xhx", block))
+        return indexes, offsets, errors
     layout = _RUNS.get((partitions, metadata))
     if layout is None:
-        if len(_RUNS) >= _RUNS_KEPT:
+        if _RUNS_PARTITIONS[0] + partitions > _RUNS_KEPT_PARTITIONS:
             _RUNS.clear()
+            _RUNS_PARTITIONS[0] = 0
         layout = _RUNS[(partitions, metadata)] = struct.Struct(">" + f"iq5x{metadata}xhx" * partitions)
-    return layout
+        _RUNS_PARTITIONS[0] += partitions
+    fields = layout.unpack(block)
+    return fields[0::3], fields[1::3], fields[2::3]
 
 
 def _one_by_one(data: memoryview, pos: int, count: int) -> tuple[tuple, tuple, tuple, int] | None:
@@ -122,8 +132,7 @@ def read_offset_fetch(data: memoryview, version: int) -> tuple[p.OffsetFetchResp
                 block = raw[pos:end]
                 if (size and len(block) == partitions * size and block[16::size].count(first) == partitions
                         and block[size - 1 :: size].count(0) == partitions):
-                    fields = _run(partitions, size - _PARTITION_FIXED).unpack(block)
-                    indexes, offsets, errors = fields[0::3], fields[1::3], fields[2::3]
+                    indexes, offsets, errors = _columns(block, partitions, size - _PARTITION_FIXED)
                     pos = end
                 else:
                     one_by_one = _one_by_one(data, pos, partitions)
