@@ -1099,6 +1099,41 @@ def test_a_metadata_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafk
         assert [type(x) for x in read[0].partitions[:1]] == [PartitionInfo]
 
 
+def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers_objects(monkeypatch):
+    """The exporter asks metadata every scrape, of whichever broker: the answers of two brokers order
+    their topics apart, a topic's partitions are the same bytes. Those bytes again are the last answer's
+    PartitionInfos again (immutable, shared); a topic whose partitions changed is read anew, and only the
+    last answer's topics are kept."""
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.metadata_codec import _decode_metadata
+
+    monkeypatch.setattr(bodies, "_METADATA_TOPICS", [{}])
+    answer = metadata_answer(rf=3)
+    first = bodies.read_metadata(memoryview(bytes(answer.encode(version=12))), 12)[0]
+    other = M(throttle_time_ms=0, brokers=list(reversed(answer.brokers)), cluster_id="cid", controller_id=2,
+              topics=list(reversed(answer.topics)))  # another broker's order
+    T, P = M.MetadataResponseTopic, M.MetadataResponseTopic.MetadataResponsePartition
+    moved = answer.topics[1]
+    other.topics[-2] = T(error_code=0, name=moved.name, topic_id=moved.topic_id, is_internal=False, partitions=[
+        P(error_code=0, partition_index=p.partition_index, leader_id=p.replica_nodes[1] if p.partition_index == 3 else p.leader_id,
+          leader_epoch=p.leader_epoch, replica_nodes=p.replica_nodes, isr_nodes=p.isr_nodes, offline_replicas=p.offline_replicas)
+        for p in moved.partitions])  # partition 3's leader moved
+    raw = bytes(other.encode(version=12))
+    second = bodies.read_metadata(memoryview(raw), 12)[0]
+    assert second == _decode_metadata(p.Metadata(), M.decode(raw, version=12))
+    before = {pi.tp: pi for pi in first.partitions}
+    for pi in second.partitions:
+        if pi.topic == moved.name:
+            assert pi is not before[pi.tp] and (pi.leader != before[pi.tp].leader) == (pi.partition == 3)
+        elif pi.replicas:  # the leaderless topic's partitions have no replicas: read one at a time, not kept
+            assert pi is before[pi.tp]
+    gone = M(throttle_time_ms=0, brokers=answer.brokers, cluster_id="cid", controller_id=2, topics=answer.topics[:1])
+    bodies.read_metadata(memoryview(bytes(gone.encode(version=12))), 12)
+    assert {name for name, _ in bodies._METADATA_TOPICS[0]} == {answer.topics[0].name}
+
+
 def test_a_metadata_answer_with_tagged_fields_is_left_to_kafka_python():
     from kafka.protocol.metadata import MetadataResponse as M
 
@@ -1133,7 +1168,7 @@ def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
 
 def describe_producers_answer(kind: str, throttle_ms: int = 0):
     """kafka-python's DescribeProducersResponse over 6 topics of 100 partitions: none with producers
-    (``empty``), one each (``one``), 0-2 with errors and an error message (``mixed``), or one
+    (``empty``), one each (``one``), three each (``three``), 0-2 with errors and an error message (``mixed``), or one
     partition of every other topic (``sparse``); a topic name over 127 bytes, a topic with none."""
     from kafka.protocol.admin.transactions import DescribeProducersResponse as R
 
@@ -1148,7 +1183,7 @@ def describe_producers_answer(kind: str, throttle_ms: int = 0):
     for t in range(6):
         parts = []
         for i in range(100):
-            k = {"empty": 0, "one": 1, "mixed": (i * t) % 3, "sparse": int(i == 7 and t % 2 == 0)}[kind]
+            k = {"empty": 0, "one": 1, "three": 3, "mixed": (i * t) % 3, "sparse": int(i == 7 and t % 2 == 0)}[kind]
             error = 6 if kind == "mixed" and i == 3 else 0
             message = "not the leader" if kind == "mixed" and i == 4 and t == 1 else None
             parts.append(P(partition_index=i, error_code=error, error_message=message, active_producers=producers(1000 * t + i, k)))
@@ -1157,7 +1192,7 @@ def describe_producers_answer(kind: str, throttle_ms: int = 0):
     return R(throttle_time_ms=throttle_ms, topics=topics)
 
 
-@pytest.mark.parametrize("kind", ["empty", "one", "mixed", "sparse"])
+@pytest.mark.parametrize("kind", ["empty", "one", "three", "mixed", "sparse"])
 def test_a_describe_producers_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
     from kafka.protocol.admin.transactions import DescribeProducersResponse as R
 
@@ -1275,10 +1310,10 @@ def offset_fetch_answer(kind: str, throttle_ms: int = 0):
         topics = []
         for t in range(3):
             rows = []
-            for i in range(20):
+            for i in range(150 if kind == "wide" else 20):  # wide: a partition count over a one-byte varint's
                 offset = g * 100 + t * 10 + i
                 metadata: str | None = {"plain": "", "null": None, "same": "m" * 7, "mixed": ("x" * (i % 3)) if i % 4 else None,
-                                        "long": "y" * 300}[kind]
+                                        "long": "y" * 300, "wide": ""}[kind]
                 error = 0
                 if kind == "mixed" and i == 5:
                     offset, error = -1, 88  # UNSTABLE_OFFSET_COMMIT on one partition
@@ -1295,11 +1330,11 @@ def offset_fetch_answer(kind: str, throttle_ms: int = 0):
     return R(throttle_time_ms=throttle_ms, groups=groups)
 
 
-@pytest.mark.parametrize("kind", ["plain", "null", "same", "mixed", "long"])
+@pytest.mark.parametrize("kind", ["plain", "null", "same", "mixed", "long", "wide"])
 def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
     from kafka.protocol.consumer import OffsetFetchResponse as R
 
-    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire import group_answers
     from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
 
     answer = offset_fetch_answer(kind, throttle_ms=11)
@@ -1307,11 +1342,11 @@ def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of
     for version in range(R.max_version + 1):
         if version < 2 or version > 9:
             continue  # the versions the wire sends: v2-v7 one group (kafka-python's), v8-v9 batched
-        if version < bodies.OFFSET_FETCH_READ_FROM:
-            assert bodies.read_offset_fetch(memoryview(b"\x00" * 8), version) is None
+        if version < group_answers.OFFSET_FETCH_READ_FROM:
+            assert group_answers.read_offset_fetch(memoryview(b"\x00" * 8), version) is None
             continue
         raw = bytes(answer.encode(version=version))
-        read = bodies.read_offset_fetch(memoryview(raw), version)
+        read = group_answers.read_offset_fetch(memoryview(raw), version)
         expected = _decode_offset_fetch(request, R.decode(raw, version=version))
         assert read == (expected, 11)
         assert [list(g.offsets.items()) for g in read[0].groups] == [list(g.offsets.items()) for g in expected.groups]  # same order
@@ -1319,22 +1354,44 @@ def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of
         assert read[0].groups[0].unstable == frozenset(TopicPartition(t, 5) for t in ("t0", "t1", "z" * 200))
 
 
+def test_an_offset_fetch_reads_long_runs_a_partition_at_a_time_and_keeps_few_run_formats(monkeypatch):
+    """A run's format holds ~100 bytes per partition: a run longer than _RUN_LONGEST is unpacked a
+    partition at a time, and the formats kept hold _RUNS_KEPT_PARTITIONS partitions at most; either
+    way the answer is the decoder's."""
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+
+    from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
+
+    monkeypatch.setattr(group_answers, "_RUN_LONGEST", 100)
+    monkeypatch.setattr(group_answers, "_RUNS_KEPT_PARTITIONS", 30)
+    monkeypatch.setattr(group_answers, "_RUNS", {})
+    monkeypatch.setattr(group_answers, "_RUNS_PARTITIONS", [0])
+    for kind in ("wide", "plain", "same"):  # runs of 150 (long), then of 20 (kept, one format), of 20 with metadata (another)
+        answer = offset_fetch_answer(kind)
+        raw = bytes(answer.encode(version=9))
+        request = p.OffsetFetch(tuple(g.group_id for g in answer.groups))
+        assert group_answers.read_offset_fetch(memoryview(raw), 9) == (_decode_offset_fetch(request, R.decode(raw, version=9)), 0)
+        assert sum(n for n, _ in group_answers._RUNS) == group_answers._RUNS_PARTITIONS[0] <= 30
+    assert list(group_answers._RUNS) == [(20, 7)]  # the plain runs' format let go for the next one's
+
+
 def test_an_offset_fetch_answer_unstable_for_a_whole_group_or_with_tagged_fields_is_left_to_kafka_python():
     """A group answered UNSTABLE_OFFSET_COMMIT as a whole is unstable on every partition the request
     asked: the decoder, which has the request, names them."""
     from kafka.protocol.consumer import OffsetFetchResponse as R
 
-    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire import group_answers
 
     answer = offset_fetch_answer("plain")
     raw = bytes(answer.encode(version=8))
-    assert bodies.read_offset_fetch(memoryview(raw), 8) is not None
+    assert group_answers.read_offset_fetch(memoryview(raw), 8) is not None
     G = R.OffsetFetchResponseGroup
     whole = R(throttle_time_ms=0, groups=[*answer.groups, G(group_id="held", error_code=88, topics=[])])
-    assert bodies.read_offset_fetch(memoryview(bytes(whole.encode(version=8))), 8) is None
+    assert group_answers.read_offset_fetch(memoryview(bytes(whole.encode(version=8))), 8) is None
     tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
     assert R.decode(tagged, version=8).groups
-    assert bodies.read_offset_fetch(memoryview(tagged), 8) is None
+    assert group_answers.read_offset_fetch(memoryview(tagged), 8) is None
 
 
 def test_kafka_pythons_parser_hands_over_an_offset_fetch_answer_read_by_the_wire():
@@ -1389,3 +1446,65 @@ def test_an_answers_topic_partitions_are_kept_once_a_process_and_shared(monkeypa
     # The metadata's routing shares them.
     info = model.PartitionInfo("next", 3, 1, (1,), (1,))
     assert model.topic_partitions([info])[0] is model._kept["next"][3]
+
+
+def list_groups_answer(error_code: int = 0, throttle_ms: int = 0):
+    """kafka-python's ListGroupsResponse: groups of every protocol type and state, an empty protocol
+    type and state, a group id over 127 bytes (a two-byte length), one of non-ASCII text, and null strings."""
+    from kafka.protocol.admin.groups import ListGroupsResponse as R
+
+    G = R.ListedGroup
+    groups = [G(group_id=f"group-{i}", protocol_type=("consumer", "connect", "")[i % 3],
+                group_state=("Stable", "Empty", "PreparingRebalance", "")[i % 4], group_type=("classic", "consumer")[i % 2])
+              for i in range(40)]
+    groups += [G(group_id="g" * 200, protocol_type="consumer", group_state="Stable", group_type="classic"),
+               G(group_id="gruppe-ä", protocol_type="consumer", group_state="Empty", group_type="consumer"),
+               G(group_id="no-state", protocol_type="consumer", group_state=None, group_type=None)]  # null strings
+    return R(throttle_time_ms=throttle_ms, error_code=error_code, groups=groups)
+
+
+@pytest.mark.parametrize("error_code", [0, 14])
+def test_a_list_groups_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(error_code):
+    from kafka.protocol.admin.groups import ListGroupsResponse as R
+
+    from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.groups_codec import _decode_list_groups
+
+    answer = list_groups_answer(error_code, throttle_ms=9)
+    read_at = []
+    for version in range(R.max_version + 1):
+        raw = bytes(answer.encode(version=version))
+        read = group_answers.read_list_groups(memoryview(raw), version)
+        if version < group_answers.LIST_GROUPS_READ_FROM:
+            assert read is None  # not flexible: kafka-python's
+            continue
+        read_at.append(version)
+        assert read == (_decode_list_groups(p.ListGroups(), R.decode(raw, version=version)), 9)
+        assert len(read[0].groups) == 43 and read[0].groups[-2].group_id == "gruppe-ä"
+    assert read_at == [3, 4, 5]
+
+
+def test_a_list_groups_answer_with_tagged_fields_is_left_to_kafka_python():
+    from kafka.protocol.admin.groups import ListGroupsResponse as R
+
+    from kafkatxn.kafka.wire import group_answers
+
+    raw = bytes(list_groups_answer().encode(version=5))
+    assert group_answers.read_list_groups(memoryview(raw), 5) is not None
+    tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
+    assert R.decode(tagged, version=5).groups
+    assert group_answers.read_list_groups(memoryview(tagged), 5) is None
+
+
+def test_kafka_pythons_parser_hands_over_a_list_groups_answer_read_by_the_wire():
+    from kafka.protocol.admin.groups import ListGroupsResponse as R
+
+    from kafkatxn.kafka.wire.groups_codec import _decode_list_groups
+
+    expected = list_groups_answer(throttle_ms=4)
+    w = wire.Wire(None)
+    sent = w._encode(p.ListGroups())  # built per send; its answers read by the wire
+    sent.API_VERSION = 5
+    answer = handed_over(sent, bytes(expected.encode(version=5)), flexible=True)
+    assert isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 4
+    assert w._decode(p.ListGroups(), answer) == _decode_list_groups(p.ListGroups(), R.decode(bytes(expected.encode(version=5)), version=5))

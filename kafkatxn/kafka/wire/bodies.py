@@ -19,14 +19,15 @@ columns), :func:`read_metadata` and :func:`read_describe_producers` make the typ
 (a flexible answer's partitions are fixed-size records, a topic's all alike where their replica lists or
 producer counts are); an answer they do not read (an old version, tagged fields) is kafka-python's to
 decode, as before. The tests compare them with the wire's decoders over kafka-python's, at every version;
-so :func:`read_offset_fetch`, a batched OffsetFetch (100,000 committed offsets at 5,000 groups x 20:
-0.4-0.6 s of kafka-python's objects before ``lso --groups``, ``diagnose``, ``check --groups`` or a scrape).
+so does :mod:`.group_answers`' reader of a batched OffsetFetch (100,000 committed offsets at 5,000
+groups x 20: 0.4-0.6 s of kafka-python's objects before ``lso --groups``, ``diagnose``, ``check --groups`` or a scrape).
 """
 
 from __future__ import annotations
 
 import struct
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
@@ -34,6 +35,7 @@ from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint, encode_uvarin
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
 from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
+from kafkatxn.kafka.wire.group_answers import read_list_groups, read_offset_fetch
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
@@ -212,6 +214,15 @@ def _partitions_one_by_one(data: memoryview, pos: int, count: int, name: str, in
     return pos
 
 
+# The partitions of the last Metadata answer's topics read in C, by the topic's name and its partitions'
+# bytes: the exporter asks every scrape, and a topic's partitions are usually what they were, byte for
+# byte (the brokers answer with their topics and brokers in orders of their own: the answers of two
+# brokers differ, a topic's partitions do not). Those bytes again are those PartitionInfos again (named
+# tuples of ints and tuples: immutable, shared): at 30,000 partitions of one replica, ~25 ms of reading
+# and of freeing at the run's end. Only the last answer's are kept: a topic gone is let go with it.
+_METADATA_TOPICS: list[dict[tuple[str, bytes], tuple[PartitionInfo, ...]]] = [{}]
+
+
 def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, int] | None:
     """A Metadata answer's body: what the wire's decoder makes of kafka-python's (brokers by id, every
     partition with its leader, replicas and in-sync replicas) and its throttle time, or None where it
@@ -234,6 +245,7 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
     (controller_id,) = _THROTTLE.unpack_from(data, pos)
     topics, pos = _read_uvarint(data, pos + 4)
     partitions: list[PartitionInfo] = []
+    kept, reading = _METADATA_TOPICS[0], {}
     for _ in range(topics - 1):
         name, pos = _compact_string(data, pos + 2)  # after the topic's ErrorCode
         pos += 17  # TopicId (a UUID), IsInternal
@@ -253,11 +265,16 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
             if (layout is not None and len(block) == count * size and block[14::size].count(replicas + 1) == count
                     and block[15 + 4 * replicas :: size].count(isr + 1) == count
                     and block[size - 2 :: size].count(1) == count and block[size - 1 :: size].count(0) == count):
-                columns = list(zip(*layout.iter_unpack(block)))
-                indexes, leaders = columns[1], columns[2]
-                replica_ids = zip(*columns[5 : 5 + replicas]) if replicas else repeat((), count)
-                isr_ids = zip(*columns[6 + replicas : 6 + replicas + isr]) if isr else repeat((), count)
-                partitions.extend(made(PartitionInfo, zip(repeat(name), indexes, leaders, replica_ids, isr_ids, repeat(internal))))
+                key = (name, block)
+                read = kept.get(key)
+                if read is None:
+                    columns = list(zip(*layout.iter_unpack(block)))
+                    indexes, leaders = columns[1], columns[2]
+                    replica_ids = zip(*columns[5 : 5 + replicas]) if replicas else repeat((), count)
+                    isr_ids = zip(*columns[6 + replicas : 6 + replicas + isr]) if isr else repeat((), count)
+                    read = tuple(made(PartitionInfo, zip(repeat(name), indexes, leaders, replica_ids, isr_ids, repeat(internal))))
+                reading[key] = read
+                partitions.extend(read)
                 pos += count * size
             else:
                 pos = _partitions_one_by_one(data, pos, count, name, internal, partitions)
@@ -271,6 +288,7 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
         pos += 2  # the answer's ErrorCode (the wire's decoder does not read it either)
     if pos != len(data) - 1 or data[pos] != 0:
         return None
+    _METADATA_TOPICS[0] = reading  # this answer's topics: the next answer's to take
     brokers.sort(key=lambda b: b.id)
     return p.MetadataResponse(cluster_id, -1 if controller_id is None else controller_id, tuple(brokers), tuple(partitions)), throttle_ms
 
@@ -283,6 +301,11 @@ _PRODUCER_FIELDS = "qiiqiqB"
 _PRODUCER_STATE = struct.Struct(">" + _PRODUCER_FIELDS)
 _PARTITION_HEAD_DP = struct.Struct(">ih")  # PartitionIndex, ErrorCode
 _PRODUCER_LAYOUTS: dict[int, struct.Struct] = {}
+
+
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+# The j-th producer's fields in a row of _producers_layout (after index, error, message, count; its tagged fields left out).
+_PRODUCER_AT = [itemgetter(slice(4 + len(_PRODUCER_FIELDS) * j, 4 + len(_PRODUCER_FIELDS) * j + 6)) for j in range(0x7F)]
 
 
 def _producers_layout(producers: int) -> struct.Struct:
@@ -343,11 +366,11 @@ def read_describe_producers(data: memoryview, version: int) -> tuple[p.DescribeP
                        and all(block[8 + _PRODUCER_STATE.size * (j + 1) - 1 :: size].count(0) == count for j in range(first)))
             if uniform:
                 rows = list(layout.iter_unpack(block))
-                tps = topic_partitions(name, [row[0] for row in rows])
-                width = len(_PRODUCER_FIELDS)
-                producers = ([tuple(made(ProducerState, (row[4 + width * j : 4 + width * j + 6] for j in range(first)))) for row in rows]
-                             if first else repeat((), count))
-                out.extend(made(p.PartitionProducers, zip(tps, error_names([row[1] for row in rows]), producers)))
+                tps = topic_partitions(name, list(map(_FIRST, rows)))
+                # A partition's producers: the j-th of every row taken out at once (a slice each, in C),
+                # zipped into each row's tuple; no Python-level step per partition or producer.
+                producers = zip(*[made(ProducerState, map(_PRODUCER_AT[j], rows)) for j in range(first)]) if first else repeat((), count)
+                out.extend(made(p.PartitionProducers, zip(tps, error_names(list(map(_SECOND, rows))), producers)))
                 pos += count * size
             else:
                 pos = _producers_one_by_one(data, pos, count, name, out)
@@ -361,101 +384,9 @@ def read_describe_producers(data: memoryview, version: int) -> tuple[p.DescribeP
     return p.DescribeProducersResponse(tuple(out)), throttle_ms
 
 
-# -- OffsetFetch (batched, versions 8-9, flexible) ------------------------------------------------------
-
-OFFSET_FETCH_READ_FROM = 8  # the batched form; one group per request (v2-v7) is kafka-python's
-_UNSTABLE_OFFSET_COMMIT = 88
-_OFFSET_FETCH_PARTITION = struct.Struct(">iqi")  # PartitionIndex, CommittedOffset, CommittedLeaderEpoch
-_ERROR = struct.Struct(">h")
-_OFFSET_FETCH_LAYOUTS: dict[int, struct.Struct] = {}
-
-
-def _offset_fetch_layout(metadata: int) -> struct.Struct:
-    """An OffsetFetch partition whose metadata is ``metadata`` bytes long (its length a one-byte
-    varint), with no tagged fields: the index, the offset, the error (the rest skipped)."""
-    layout = _OFFSET_FETCH_LAYOUTS.get(metadata)
-    if layout is None:
-        layout = _OFFSET_FETCH_LAYOUTS[metadata] = struct.Struct(f">iq5x{metadata}xhx")
-    return layout
-
-
-def _offset_fetch_one_by_one(data: memoryview, pos: int, count: int) -> tuple[list[tuple[int, int, int]], int] | None:
-    """A topic's partitions read one at a time (their metadata differ in length): (index, offset,
-    error) rows and where they end; None where one has tagged fields."""
-    rows = []
-    for _ in range(count):
-        index, offset, _epoch = _OFFSET_FETCH_PARTITION.unpack_from(data, pos)
-        length, pos = _read_uvarint(data, pos + _OFFSET_FETCH_PARTITION.size)
-        pos += max(length - 1, 0)  # the metadata (null: 0), not kept (nor by the decoder)
-        (error,) = _ERROR.unpack_from(data, pos)
-        if data[pos + 2] != 0:
-            return None
-        pos += 3
-        rows.append((index, offset, error))
-    return rows, pos
-
-
-def read_offset_fetch(data: memoryview, version: int) -> tuple[p.OffsetFetchResponse, int] | None:
-    """A batched OffsetFetch answer's body: what the wire's decoder makes of kafka-python's (per group
-    its error, its committed offsets and the partitions answered UNSTABLE_OFFSET_COMMIT), and its
-    throttle time; None where it is not read here (before v8, tagged fields, or a group answered
-    UNSTABLE_OFFSET_COMMIT as a whole: the decoder names the partitions the request asked there).
-    A topic whose partitions' metadata are all as long as its first's is read in C."""
-    if version < OFFSET_FETCH_READ_FROM:
-        return None
-    (throttle_ms,) = _THROTTLE.unpack_from(data, 0)
-    count, pos = _read_uvarint(data, 4)
-    groups: list[p.GroupOffsets] = []
-    for _ in range(count - 1):
-        group, pos = _compact_string(data, pos)
-        topics, pos = _read_uvarint(data, pos)
-        if group is None or topics == 0:
-            return None
-        committed: dict[TopicPartition, int] = {}
-        unstable: list[TopicPartition] = []
-        for _topic in range(topics - 1):
-            name, pos = _compact_string(data, pos)
-            partitions, pos = _read_uvarint(data, pos)
-            partitions -= 1
-            if name is None or partitions < 0:
-                return None
-            if partitions > 0:
-                first = data[pos + 16]  # the first partition's metadata length + 1 (0: null)
-                layout = _offset_fetch_layout(max(first - 1, 0)) if first < 0x80 else None
-                size = layout.size if layout is not None else 0
-                block = bytes(data[pos : pos + partitions * size]) if layout is not None else b""
-                if (layout is not None and len(block) == partitions * size and block[16::size].count(first) == partitions
-                        and block[size - 1 :: size].count(0) == partitions):
-                    rows: Any = list(layout.iter_unpack(block))
-                    pos += partitions * size
-                else:
-                    one_by_one = _offset_fetch_one_by_one(data, pos, partitions)
-                    if one_by_one is None:
-                        return None
-                    rows, pos = one_by_one
-                indexes, offsets, errors = zip(*rows)
-                tps = list(topic_partitions(name, indexes))
-                if not any(errors) and min(offsets) >= 0:  # most answers: every partition committed
-                    committed.update(zip(tps, offsets))
-                else:
-                    committed.update((tp, off) for tp, off, error in zip(tps, offsets, errors) if off >= 0 and not error)
-                    unstable.extend(tp for tp, error in zip(tps, errors) if error == _UNSTABLE_OFFSET_COMMIT)
-            if data[pos] != 0:
-                return None
-            pos += 1
-        (error_code,) = _ERROR.unpack_from(data, pos)
-        if error_code == _UNSTABLE_OFFSET_COMMIT or data[pos + 2] != 0:
-            return None
-        pos += 3
-        groups.append(p.GroupOffsets(group, error_name(error_code), committed, frozenset(unstable)))
-    if pos != len(data) - 1 or data[pos] != 0:
-        return None
-    return p.OffsetFetchResponse(tuple(groups)), throttle_ms
-
-
-# The answers read here (a Fetch's by .fetch_answers), by the request type.
+# The answers read here (a Fetch's by .fetch_answers, a batched OffsetFetch's and ListGroups' by .group_answers), by the request type.
 READERS = {p.ListOffsets: read_list_offsets, p.Metadata: read_metadata, p.DescribeProducers: read_describe_producers,
-           p.OffsetFetch: read_offset_fetch, p.Fetch: read_fetch}
+           p.OffsetFetch: read_offset_fetch, p.ListGroups: read_list_groups, p.Fetch: read_fetch}
 
 # type -> (the kafka-python request without its partitions, the body at a version)
 WRITERS = {
