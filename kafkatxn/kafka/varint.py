@@ -1,5 +1,5 @@
 """Kafka's varints. The unsigned one: the lengths of flexible versions' compact arrays and strings, and the
-counts and tags of tagged fields, written in the requests the wire writes
+counts and tags of tagged fields (and the compact strings they lead), written in the requests the wire writes
 (:mod:`kafkatxn.kafka.wire.bodies`) and the ``__transaction_state`` records the tests write
 (:mod:`kafkatxn.kafka.txnlog_encode`), and read in the answers the wire reads from their bytes
 (``bodies``, :mod:`kafkatxn.kafka.wire.fetch_answers`). The zigzag one (varint and varlong): the
@@ -32,6 +32,16 @@ def decode_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, pos
         shift += 7
+
+
+def decode_compact_string(data: memoryview, pos: int) -> tuple[str | None, int]:
+    """The compact nullable string at ``pos`` (its length + 1 as an unsigned varint, 0 for null, then
+    its UTF-8 bytes) of an answer the wire reads from its bytes, and the position after it."""
+    length, pos = decode_uvarint(data, pos)
+    if length == 0:
+        return None, pos
+    end = pos + length - 1
+    return str(data[pos:end], "utf-8"), end
 
 
 def decode_zigzag_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:

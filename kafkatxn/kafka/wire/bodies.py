@@ -31,7 +31,7 @@ from operator import itemgetter
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint, encode_uvarint
+from kafkatxn.kafka.varint import decode_compact_string as _compact_string, decode_uvarint as _read_uvarint, encode_uvarint
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
 from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
@@ -168,14 +168,6 @@ def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResp
         return None  # tagged fields at the top level (or bytes this does not know)
     names = tuple(map(error_name, codes)) if any(codes) else (None,) * len(codes)  # usually: none failed
     return p.ListOffsetsResponse(p.OffsetColumns(tuple(tps), names, tuple(offsets))), throttle_ms
-
-
-def _compact_string(data: memoryview, pos: int) -> tuple[str | None, int]:
-    length, pos = _read_uvarint(data, pos)
-    if length == 0:
-        return None, pos
-    end = pos + length - 1
-    return str(data[pos:end], "utf-8"), end
 
 
 # The Metadata versions read here: flexible, with nullable topic names (v12, Kafka 3.x; v13, 4.x).

@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint
+from kafkatxn.kafka.varint import decode_compact_string as _compact_string, decode_uvarint as _read_uvarint
 from kafkatxn.kafka.wire.names import error_name, made, topic_partitions
 from kafkatxn.model import TopicPartition
 
@@ -78,14 +78,6 @@ def _one_by_one(data: memoryview, pos: int, count: int) -> tuple[tuple, tuple, t
         rows.append((index, offset, error))
     indexes, offsets, errors = zip(*rows)
     return indexes, offsets, errors, pos
-
-
-def _compact_string(data: memoryview, pos: int) -> tuple[str | None, int]:
-    length, pos = _read_uvarint(data, pos)
-    if length == 0:
-        return None, pos
-    end = pos + length - 1
-    return str(data[pos:end], "utf-8"), end
 
 
 def read_offset_fetch(data: memoryview, version: int) -> tuple[p.OffsetFetchResponse, int] | None:
