@@ -1,5 +1,5 @@
-"""Kafka's varints. The unsigned one: the lengths of flexible versions' compact arrays and strings, and the
-counts and tags of tagged fields (and the compact strings they lead), written in the requests the wire writes
+"""Kafka's varints. The unsigned one: the lengths of flexible versions' compact arrays and strings (a whole
+compact string read by :func:`decode_compact_string`), and the counts and tags of tagged fields, written in the requests the wire writes
 (:mod:`kafkatxn.kafka.wire.bodies`) and the ``__transaction_state`` records the tests write
 (:mod:`kafkatxn.kafka.txnlog_encode`), and read in the answers the wire reads from their bytes
 (``bodies``, :mod:`kafkatxn.kafka.wire.fetch_answers`). The zigzag one (varint and varlong): the
@@ -22,8 +22,11 @@ def encode_uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def decode_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
-    """The unsigned varint at ``pos`` of an answer the wire reads from its bytes, and the position after it."""
+def decode_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` of an answer the wire reads from its bytes, and the position after
+    it; IndexError past the end or past ten bytes (a varlong's most: a corrupt run of high bits would
+    otherwise grow a big integer without end). Every reader takes an IndexError as an answer it cannot
+    read, which is where such a run ended before too."""
     value = shift = 0
     while True:
         byte = data[pos]
@@ -32,6 +35,8 @@ def decode_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, pos
         shift += 7
+        if shift > 63:
+            raise IndexError(pos)
 
 
 def decode_compact_string(data: memoryview, pos: int) -> tuple[str | None, int]:
@@ -46,15 +51,6 @@ def decode_compact_string(data: memoryview, pos: int) -> tuple[str | None, int]:
 
 def decode_zigzag_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     """The zigzag varint (a record's varint or varlong) at ``pos``, as kafka-python's ``decode_varint``
-    reads it, and the position after it; IndexError past the end or past a varlong's ten bytes (a
-    corrupt run of high bits would otherwise grow a big integer without end)."""
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 63:
-            raise IndexError(pos)
+    reads it, and the position after it: :func:`decode_uvarint`'s bits, zigzag-decoded."""
+    value, pos = decode_uvarint(data, pos)
+    return (value >> 1) ^ -(value & 1), pos
