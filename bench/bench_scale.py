@@ -25,10 +25,14 @@ target is missed (issue 38's): a warm exporter scrape <= 0.7 s, ``lso`` <= 0.06x
 their floor; and exporter peak RSS < 200 MB, requests per command <= 15 per broker (O(brokers)).
 
 Each command's floor (``*_vs_floor``): the CLI's start-up (``kafkatxn config show``, no broker) plus
-the time the busiest broker spent answering the command's requests, from the brokers' own
-``TotalTimeMs`` histograms (JMX), the median of ``FLOOR_RUNS`` runs each read around
-(``NAME_broker_time_runs_s``: a single run's moved 0.154 s to 0.204 s from one benchmark to the next). It is a
-lower bound: it does not add up the rounds a command must make one after another.
+the brokers answering the command's requests, measured as bench/wire_replay.py has it: one run of
+the command recorded, and its requests sent again byte for byte, each as soon as the answers the
+command had before sending it are in (the order the command must keep, no client work), the median
+of ``FLOOR_RUNS`` replays (``NAME_replay_s``, ``NAME_replay_runs_s``, ``NAME_rounds``). Beside it,
+``NAME_broker_time_s``: the busiest broker's time on the same requests from the brokers' own
+``TotalTimeMs`` histograms (JMX), the median of ``FLOOR_RUNS`` runs each read around, and
+``NAME_vs_broker_time`` over start-up plus that: a lower bound no client reaches, as it leaves out
+the rounds a command makes one after another.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from benchlib import (  # noqa: E402
     get_offset_shell,
     kafkatxn,
     peak_rss_mb,
+    replayed,
     run_measured,
     scrape,
     start_exporter,
@@ -70,7 +75,7 @@ TARGET_LSO_VS_GET_OFFSET_SHELL = 0.06
 TARGET_HANGING_VS_FIND_HANGING = 0.1
 TARGET_RSS_MB = 200
 REQUESTS_PER_BROKER = 15
-# A command's time over its floor (start-up plus the busiest broker's time on its requests).
+# A command's time over its floor (start-up plus its requests replayed with no client work).
 FLOOR_TARGETS = {"lso": 1.3, "check": 1.3}
 # Runs each between JMX reads for a command's broker time: the floor takes their median.
 FLOOR_RUNS = 3
@@ -274,6 +279,9 @@ def main() -> int:
                     broker_runs_ms.setdefault(name, []).append(busiest_broker_ms(spent_before, spent_after))
                     before, spent_before = after, spent_after
                 broker_ms[name] = statistics.median(broker_runs_ms[name])
+            # The floor proper: each command's requests replayed with no client work, in the order
+            # the command had to make them (wire_replay.py), the median of FLOOR_RUNS replays.
+            replays = {name: replayed(bootstrap, COMMANDS[name], FLOOR_RUNS, Path(workdir)) for name in COMMANDS}
             get_offset_shell(cluster, "--exclude-internal-topics")
             after = cluster.request_counts()
             requests["get_offset_shell"] = counted_delta(before, after)
@@ -317,12 +325,12 @@ def main() -> int:
         statistics.median(times["hanging"]) / statistics.median(times["find_hanging_per_broker"]), 2)
     figures["ratio_hanging_vs_kafka_python"] = round(
         statistics.median(times["hanging"]) / statistics.median(times["kafka_python_find_hanging"]), 2)
-    # The floor: start-up (not for a scrape: the exporter is running) plus the busiest broker's time
-    # answering the command's requests. A lower bound: the rounds a command needs one after another
-    # (metadata first) are not added up.
+    # The floor: start-up plus the command's requests replayed (not for a scrape, which keeps the
+    # busiest broker's time: the exporter is running and its requests are not recorded).
     figures["startup_median_s"] = round(startup_s, 3)
     for name, ms in broker_ms.items():
-        floor_figures(figures, name, statistics.median(times[name]), ms, 0.0 if name == "exporter_scrape" else startup_s)
+        floor_figures(figures, name, statistics.median(times[name]), ms, 0.0 if name == "exporter_scrape" else startup_s,
+                      replays.get(name))
         figures[f"{name}_broker_time_runs_s"] = [round(one / 1000, 3) for one in broker_runs_ms[name]]
     for name, target in FLOOR_TARGETS.items():
         if figures.get(f"{name}_vs_floor") is not None and figures[f"{name}_vs_floor"] > target:

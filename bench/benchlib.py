@@ -19,6 +19,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from wire_replay import replay_s  # bench/ is on the path of every benchmark
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -193,17 +195,43 @@ def cli_startup_s(rounds: int = 3) -> float:
         run_measured([sys.executable, "-m", "kafkatxn", "config", "show", "-b", "127.0.0.1:9"]).seconds for _ in range(rounds))
 
 
-def floor_figures(figures: dict, name: str, median_s: float, broker_ms: float, startup_s: float) -> float | None:
-    """A command's floor beside its time (issue 38 item 1): ``NAME_broker_time_s`` (the busiest broker's
-    time answering its requests), ``NAME_floor_s`` (that plus ``startup_s``: 0 for a running exporter's
-    scrape) and ``NAME_vs_floor`` (its median over the floor), added to ``figures``; returns the last.
-    A lower bound: the rounds a command must make one after another (metadata first) are not added up."""
-    floor_s = startup_s + broker_ms / 1000
+def floor_figures(figures: dict, name: str, median_s: float, broker_ms: float, startup_s: float,
+                  replay: tuple[float, list[float], int] | None = None) -> float | None:
+    """A command's floor beside its time (issue 38 item 1), added to ``figures``; returns ``NAME_vs_floor``.
+
+    ``NAME_broker_time_s`` is the busiest broker's time answering its requests (JMX), and
+    ``NAME_vs_broker_time`` the median over start-up plus that: a lower bound that leaves out the
+    rounds a command must make one after another (metadata first). With ``replay`` (wire_replay's
+    median, runs and rounds: the same requests sent again, each as soon as the answers it waited
+    for are in, no client work), the floor is start-up plus the replay (``NAME_replay_s``,
+    ``NAME_rounds``); without, start-up plus the broker time. ``startup_s`` is 0 for a running
+    exporter's scrape."""
     figures[f"{name}_broker_time_s"] = round(broker_ms / 1000, 3)
+    by_broker_time = startup_s + broker_ms / 1000
+    floor_s = by_broker_time
+    if replay is not None:
+        replay_s, replay_runs, rounds = replay
+        figures[f"{name}_replay_s"] = round(replay_s, 3)
+        figures[f"{name}_replay_runs_s"] = [round(one, 3) for one in replay_runs]
+        figures[f"{name}_rounds"] = rounds
+        figures[f"{name}_vs_broker_time"] = round(median_s / by_broker_time, 2) if by_broker_time > 0 else None
+        floor_s = startup_s + replay_s
     figures[f"{name}_floor_s"] = round(floor_s, 3)
     vs = round(median_s / floor_s, 2) if floor_s > 0 else None
     figures[f"{name}_vs_floor"] = vs
     return vs
+
+
+def replayed(bootstrap: str, command: list[str], runs: int, workdir: Path) -> tuple[float, list[float], int]:
+    """``kafkatxn COMMAND`` recorded once (bench/wire_replay.py, its own process) and its requests
+    replayed ``runs`` times: the median seconds, the runs, the command's rounds."""
+    out = workdir / f"replay-{'-'.join(command[:2])}.pickle"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "wire_replay.py"), "record", str(out), "--",
+                           *command, "-b", bootstrap, "--timeout", "120s"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if not out.exists():
+        raise SystemExit(f"wire_replay record {command} failed ({done.returncode}): {done.stderr.strip()[-1000:]}")
+    return replay_s(out, runs)
 
 
 def counted_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
