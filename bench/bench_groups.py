@@ -66,6 +66,7 @@ from benchlib import (  # noqa: E402  (puts the repository on sys.path)
     kafka_tool,
     kafkatxn,
     peak_rss_mb,
+    replayed,
     run_measured,
     start_exporter,
     wait_until_every_partition_answers,
@@ -350,7 +351,8 @@ def floors_of_held(path: Path, rounds: int) -> int:
             figures[f"{name}_median_s"] = round(statistics.median(took), 3)
             figures[f"{name}_runs_s"] = [round(t, 3) for t in took]
             figures[f"{name}_broker_runs_s"] = [round(ms / 1000, 3) for ms in spent]
-            floor_figures(figures, name, statistics.median(took), statistics.median(spent), startup_s)
+            floor_figures(figures, name, statistics.median(took), statistics.median(spent), startup_s,
+                          replayed(held["bootstrap"], COMMANDS[name], rounds, Path(workdir)))
     return finish(figures, [])
 
 
@@ -420,8 +422,9 @@ def main() -> int:
                              "keep the cluster, its open transactions included, until FILE is removed; then stop "
                              "(nothing measured): for A/B runs and profiles against one cluster")
     parser.add_argument("--floors", metavar="FILE", type=Path,
-                        help="measure nothing else: each command's floor (start-up plus the busiest broker's time on "
-                             "its requests, JMX) on the cluster a running --hold FILE keeps, --rounds runs each")
+                        help="measure nothing else: each command's floor (start-up plus its requests replayed, beside "
+                             "the busiest broker's time on them, JMX) on the cluster a running --hold FILE keeps, "
+                             "--rounds runs each")
     parser.add_argument("--no-requests", action="store_true", help="skip the broker-side request counts and the floors")
     parser.add_argument("--profile", metavar="DIR", help="after the rounds, profile one `lso --groups` (cProfile) and one "
                         "exporter scrape in this process (gather and exposition timed apart); .prof files in DIR")
@@ -442,6 +445,7 @@ def main() -> int:
     rss: dict[str, float] = {}
     requests: dict[str, dict[str, int]] = {}
     broker_ms: dict[str, float] = {}
+    replays: dict[str, tuple[float, list[float], int]] = {}
     startup_s = 0.0
 
     def note(name: str, seconds: float, peak_mb: float | None = None) -> None:
@@ -527,6 +531,8 @@ def main() -> int:
                     broker_ms[name] = busiest_broker_ms(spent_before, spent_after)
                     before, spent_before = after, spent_after
                 startup_s = cli_startup_s(max(args.rounds, 3))  # the CLI's own start-up, no broker
+                # The floor proper: each command's requests replayed with no client work (wire_replay.py).
+                replays.update({name: replayed(bootstrap, COMMANDS[name], 3, Path(workdir)) for name in COMMANDS})
             if args.profile:
                 figures.update(profile_runs(bootstrap, Path(args.profile)))
         finally:
@@ -584,13 +590,14 @@ def main() -> int:
     figures["target_exporter_scrape"] = f"<= {TARGET_SCRAPE_S} s: {'met' if scrape_s <= TARGET_SCRAPE_S else 'missed'}"
     if scrape_s > TARGET_SCRAPE_S:
         failures.append(f"exporter scrape {scrape_s:.3f} s, target <= {TARGET_SCRAPE_S} s")
-    # Each command's floor (issue 38 item 1): start-up (none for a running exporter's scrape) plus the
-    # busiest broker's time answering its requests; Kafka's tool's broker time shown beside.
+    # Each command's floor (issue 38 item 1): start-up plus its requests replayed; the exporter's scrape
+    # (nothing to start, its requests not recorded) the busiest broker's time. Kafka's tool's broker time beside.
     if broker_ms:
         figures["startup_median_s"] = round(startup_s, 3)
         figures["kafka_consumer_groups_broker_time_s"] = round(broker_ms["kafka_consumer_groups"] / 1000, 3)
         for name in (*COMMANDS, "exporter_scrape"):
-            floor_figures(figures, name, statistics.median(times[name]), broker_ms[name], 0.0 if name == "exporter_scrape" else startup_s)
+            floor_figures(figures, name, statistics.median(times[name]), broker_ms[name], 0.0 if name == "exporter_scrape" else startup_s,
+                          replays.get(name))
     for name, counts in requests.items():
         figures[f"requests_{name}"] = sum(counts.values())
         print(f"requests (broker-side) {name}: {json.dumps(counts, sort_keys=True)}")
