@@ -445,7 +445,7 @@ def main() -> int:
     rss: dict[str, float] = {}
     requests: dict[str, dict[str, int]] = {}
     broker_ms: dict[str, float] = {}
-    replays: dict[str, tuple[float, list[float], int]] = {}
+    replays: dict[str, tuple] = {}
     startup_s = 0.0
 
     def note(name: str, seconds: float, peak_mb: float | None = None) -> None:

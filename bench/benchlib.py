@@ -196,7 +196,7 @@ def cli_startup_s(rounds: int = 3) -> float:
 
 
 def floor_figures(figures: dict, name: str, median_s: float, broker_ms: float, startup_s: float,
-                  replay: tuple[float, list[float], int] | None = None) -> float | None:
+                  replay: tuple[float, list[float], int, list[tuple[float, str, str]]] | None = None) -> float | None:
     """A command's floor beside its time (issue 38 item 1), added to ``figures``; returns ``NAME_vs_floor``.
 
     ``NAME_broker_time_s`` is the busiest broker's time answering its requests (JMX), and
@@ -204,16 +204,19 @@ def floor_figures(figures: dict, name: str, median_s: float, broker_ms: float, s
     rounds a command must make one after another (metadata first). With ``replay`` (wire_replay's
     median, runs and rounds: the same requests sent again, each as soon as the answers it waited
     for are in, no client work), the floor is start-up plus the replay (``NAME_replay_s``,
-    ``NAME_rounds``); without, start-up plus the broker time. ``startup_s`` is 0 for a running
-    exporter's scrape."""
+    ``NAME_rounds``), and ``NAME_recorded_idle_ms`` says where the recorded run had nothing in flight
+    (its own work on the critical path, interpreter start aside); without, start-up plus the broker
+    time. ``startup_s`` is 0 for a running exporter's scrape."""
     figures[f"{name}_broker_time_s"] = round(broker_ms / 1000, 3)
     by_broker_time = startup_s + broker_ms / 1000
     floor_s = by_broker_time
     if replay is not None:
-        replay_s, replay_runs, rounds = replay
+        replay_s, replay_runs, rounds, idle = replay
         figures[f"{name}_replay_s"] = round(replay_s, 3)
         figures[f"{name}_replay_runs_s"] = [round(one, 3) for one in replay_runs]
         figures[f"{name}_rounds"] = rounds
+        figures[f"{name}_recorded_idle_ms"] = f"{sum(ms for ms, _, _ in idle):.0f}: " + ", ".join(
+            f"{ms:.0f} {after}>{before}" for ms, after, before in idle if ms >= 5)
         figures[f"{name}_vs_broker_time"] = round(median_s / by_broker_time, 2) if by_broker_time > 0 else None
         floor_s = startup_s + replay_s
     figures[f"{name}_floor_s"] = round(floor_s, 3)
@@ -222,9 +225,10 @@ def floor_figures(figures: dict, name: str, median_s: float, broker_ms: float, s
     return vs
 
 
-def replayed(bootstrap: str, command: list[str], runs: int, workdir: Path) -> tuple[float, list[float], int]:
+def replayed(bootstrap: str, command: list[str], runs: int, workdir: Path) -> tuple[float, list[float], int, list]:
     """``kafkatxn COMMAND`` recorded once (bench/wire_replay.py, its own process) and its requests
-    replayed ``runs`` times: the median seconds, the runs, the command's rounds."""
+    replayed ``runs`` times: the median seconds, the runs, the command's rounds, the recorded
+    run's stretches with nothing in flight."""
     out = workdir / f"replay-{'-'.join(command[:2])}.pickle"
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "wire_replay.py"), "record", str(out), "--",
                            *command, "-b", bootstrap, "--timeout", "120s"],

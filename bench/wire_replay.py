@@ -57,6 +57,26 @@ class Request:
 @dataclass
 class Recording:
     requests: list[Request] = field(default_factory=list)
+    started_at: float | None = None  # when the recording process began running kafkatxn (interpreter up)
+    ended_at: float | None = None  # when kafkatxn returned
+
+    def idle(self) -> list[tuple[float, str, str]]:
+        """The stretches when no request was in flight: the command's own work on its critical path
+        (milliseconds, what was answered last, what was sent next), from ``started_at`` to ``ended_at``."""
+        answered = [r for r in self.requests if r.answered_at is not None]  # one never answered is not waited for
+        events = sorted([(r.sent_at, 1, r) for r in answered] + [(r.answered_at, -1, r) for r in answered],
+                        key=lambda e: (e[0], -e[1]))
+        out: list[tuple[float, str, str]] = []
+        in_flight, since, last = 0, self.started_at, "start"
+        for at, step, request in events:
+            if step == 1 and in_flight == 0 and since is not None:
+                out.append(((at - since) * 1000, last, api_name(request.api_key)))
+            in_flight += step
+            if in_flight == 0:
+                since, last = at, api_name(request.api_key)
+        if self.ended_at is not None and in_flight == 0 and since is not None:
+            out.append(((self.ended_at - since) * 1000, last, "exit"))
+        return out
 
     def schedule(self) -> list[tuple[int, Request]]:
         """Each request with how many answers, in the recording's order of arrival, it waited for."""
@@ -71,6 +91,10 @@ class Recording:
     def rounds(self) -> int:
         """Times the command waited for answers before it could ask more (its sequential rounds)."""
         return len({waited for waited, _ in self.schedule()})
+
+
+def api_name(api_key: int) -> str:
+    return READ_ONLY_APIS.get(api_key, f"API {api_key}")
 
 
 def frames(chunks: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
@@ -153,6 +177,7 @@ def record(out: Path, argv: list[str]) -> int:
     socket.socket.send, socket.socket.sendall, socket.socket.recv, os._exit = send, sendall, recv, exit_now
     sys.argv = ["kafkatxn", *argv]
     code = 0
+    started_at = time.perf_counter()
     try:
         runpy.run_module("kafkatxn", run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
@@ -161,9 +186,11 @@ def record(out: Path, argv: list[str]) -> int:
         socket.socket.send, socket.socket.sendall, socket.socket.recv = original_send, original_sendall, original_recv
         os._exit = original_exit
         sys.stdout.flush()
+        ended_at = time.perf_counter()
         with lock:
             recording = assemble(traffic)
-        out.write_bytes(pickle.dumps([asdict(request) for request in recording.requests]))  # plain data: read by any module
+        out.write_bytes(pickle.dumps({"started_at": started_at, "ended_at": ended_at,  # plain data: read by any module
+                                      "requests": [asdict(request) for request in recording.requests]}))
     return code
 
 
@@ -236,14 +263,16 @@ def recording_address(sock: socket.socket) -> str:
 
 
 def load(path: Path) -> Recording:
-    return Recording([Request(**fields) for fields in pickle.loads(path.read_bytes())])
+    saved = pickle.loads(path.read_bytes())
+    return Recording([Request(**fields) for fields in saved["requests"]], saved["started_at"], saved["ended_at"])
 
 
-def replay_s(path: Path, runs: int) -> tuple[float, list[float], int]:
-    """The median of ``runs`` replays of a recording, the runs, and the command's rounds."""
+def replay_s(path: Path, runs: int) -> tuple[float, list[float], int, list[tuple[float, str, str]]]:
+    """The median of ``runs`` replays of a recording, the runs, the command's rounds, and the
+    recorded run's stretches with nothing in flight (:meth:`Recording.idle`)."""
     recording = load(path)
     seconds = [replay(recording) for _ in range(runs)]
-    return statistics.median(seconds), seconds, recording.rounds()
+    return statistics.median(seconds), seconds, recording.rounds(), recording.idle()
 
 
 def main() -> int:
@@ -259,8 +288,10 @@ def main() -> int:
     if args.action == "record":
         argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
         return record(args.out, argv)
-    median, seconds, rounds = replay_s(args.recording, args.runs)
+    median, seconds, rounds, idle = replay_s(args.recording, args.runs)
     print(f"replay {median:.3f} s (runs {', '.join(f'{s:.3f}' for s in seconds)}; {rounds} rounds)")
+    print(f"recorded run: {sum(ms for ms, _, _ in idle):.0f} ms with nothing in flight: "
+          + ", ".join(f"{ms:.0f} ({after} to {before})" for ms, after, before in idle))
     return 0
 
 

@@ -69,6 +69,14 @@ def test_each_request_waits_for_the_answers_that_had_arrived_before_the_command_
     assert wire_replay.assemble(traffic()).rounds() == 3
 
 
+def test_the_stretches_with_nothing_in_flight_are_the_commands_own_work():
+    recording = wire_replay.assemble(traffic())
+    recording.started_at, recording.ended_at = 0.5, 6.0
+    idle = [(round(ms), after, before) for ms, after, before in recording.idle()]
+    # The ApiVersions never answered is not waited for: the command was idle after the last ListOffsets.
+    assert idle == [(500, "start", "Metadata"), (1000, "Metadata", "ListOffsets"), (1000, "ListOffsets", "exit")]
+
+
 def test_a_recording_with_a_request_that_writes_is_never_replayed():
     writes = traffic()
     writes[1]["sent"].append((6.0, request_frame(26, 3)))  # EndTxn
