@@ -5,6 +5,8 @@ in bench_scale.py."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import socket
 import struct
 import sys
 from pathlib import Path
@@ -82,3 +84,14 @@ def test_a_recording_with_a_request_that_writes_is_never_replayed():
     writes[1]["sent"].append((6.0, request_frame(26, 3)))  # EndTxn
     with pytest.raises(SystemExit, match=r"\[26\]"):
         wire_replay.replay(wire_replay.assemble(writes))
+
+
+def test_recording_a_run_without_brokers_restores_the_socket_and_keeps_the_exit_code(tmp_path):
+    send, exit_ = socket.socket.send, os._exit
+    out = tmp_path / "run.rec"
+    assert wire_replay.record(out, ["--version"]) == 0
+    assert (socket.socket.send, os._exit) == (send, exit_)
+    recording = wire_replay.load(out)
+    assert recording.requests == [] and recording.started_at <= recording.ended_at
+    assert wire_replay.replay(recording) < 1.0
+    assert wire_replay.record(out, ["no-such-command"]) == 64
