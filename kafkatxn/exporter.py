@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from kafkatxn.audit.churn import ChurnSample, IdChurn, churn_metric_families
 from kafkatxn.exporter_metrics import ExportOptions, metric_families
 from kafkatxn.facts_cluster import gather_snapshot
-from kafkatxn.facts_lso import ProbeMemo
+from kafkatxn.facts_probes import ProbeMemo
 from kafkatxn.snapshot import ClusterSnapshot
 from kafkatxn.kafka import Cluster
 from kafkatxn.validation import compile_regex

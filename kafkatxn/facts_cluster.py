@@ -216,7 +216,7 @@ def gather_snapshot(
     that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
     also the transaction-aware lag of the consumer groups ``group_regex`` matches, and of the Spark
     queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``). ``probe_memo``:
-    the probes' answers kept from the last gather of this cluster (:class:`kafkatxn.facts_lso.ProbeMemo`:
+    the probes' answers kept from the last gather of this cluster (:class:`kafkatxn.facts_probes.ProbeMemo`:
     the exporter's). ``held_groups_only``: the groups' samples of the places held only, and the largest lag
     (``ClusterSnapshot.group_lag_max``): what ``check --groups`` decides on without a group lag threshold."""
     started = time.monotonic()
