@@ -94,11 +94,10 @@ class _Pieces(dict):
 
 
 def _utf8_len(texts: list[str]) -> int:
-    """The UTF-8 bytes of ``texts`` (``str.isascii`` reads a flag: a non-ASCII text is longer in bytes)."""
-    size = sum(map(len, texts))
-    if not all(map(str.isascii, texts)):
-        size += sum(len(t.encode("utf-8")) - len(t) for t in texts if not t.isascii())
-    return size
+    """The UTF-8 bytes of ``texts``: of their join, whose ``isascii`` reads a flag (one join in C, not a
+    length and a flag read per text: 100,000 texts a label at 5,000 groups x 20 partitions)."""
+    joined = "".join(texts)
+    return len(joined) if joined.isascii() else len(joined.encode("utf-8"))
 
 
 class TableGauge(GaugeMetricFamily):

@@ -311,3 +311,11 @@ def _registry_of(families: list) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_StaticCollector(families))
     return registry
+
+
+def test_utf8_length_of_label_pieces_is_that_of_each_encoded():
+    """exposition_tables._utf8_len (LabelRows.piece_bytes): the UTF-8 bytes of texts, ASCII or not."""
+    from kafkatxn.exposition_tables import _utf8_len
+
+    for texts in ([], [""], ["abc", "d"], ["é", "a", "中文", "\U0001F600", 'q"uote'], ["x"] * 1000 + ["ü"]):
+        assert _utf8_len(texts) == sum(len(t.encode("utf-8")) for t in texts)

@@ -178,8 +178,8 @@ def test_per_group_sums_add_every_sample_of_a_group_in_any_order():
     assert got["kafkatxn_groups_stuck{}"] == 1  # "a": blocked behind a hanging transaction on t-1
 
 
-def test_per_group_sums_from_running_sums_equal_a_row_by_row_sum():
-    """exporter_metrics._per_group_sums sums each group's run of rows from running sums and counts the
+def test_per_group_sums_of_runs_equal_a_row_by_row_sum():
+    """exporter_metrics._per_group_sums sums each group's run of rows as a slice and counts the
     flagged rows per run: the same sums as adding row by row, whatever order the groups come in, a
     group met in several runs, a single row, or none."""
     import random
