@@ -353,11 +353,14 @@ def finish_group_snapshot(
     unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     rounds = probe_rounds(by_group, lso.offsets, probe_max_gap)
     # Only places without a commit (NO_COMMIT, < 0) need the log start; most groups have none. The
-    # probe answers ``memo`` kept that found a record need it too: asked in the same ListOffsets.
-    uncommitted = {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0
-                   for tp, c in offsets.items() if c < 0}
-    # In the rounds' order (sorted): the log starts' sort of 100,000 partitions then takes a pass.
-    checked = dict.fromkeys(tp for tp in memo.to_check(rounds, lso.offsets) if tp not in uncommitted) if memo is not None else {}
+    # probe answers ``memo`` kept that found a record need it too: asked in the same ListOffsets, every
+    # one kept (those whose offsets moved are probed again, their log start unread), as
+    # log_starts_ahead sent it with the offsets' round trip.
+    uncommitted = uncommitted_partitions(by_group)
+    checked: dict[TopicPartition, None] = {}
+    if memo is not None:
+        memo.to_check(rounds, lso.offsets)  # the kept answers still valid, for memo.answers
+        checked = dict.fromkeys(tp for tp in memo.recorded() if tp not in uncommitted)
     asked_starts: list[Missing] = []
     # Every round of probes after the first goes with it, and the first with the log starts when they are
     # asked (the memo decides per round what it asks): the same requests, in one round trip.
@@ -381,6 +384,18 @@ def finish_group_snapshot(
     if checked:
         log_start = {tp: start for tp, start in log_start.items() if tp in uncommitted}
     return GroupSnapshot(lso, by_group, first_readable, missing, log_start, offsets_of, unstable)
+
+
+def uncommitted_partitions(by_group: Mapping[str, Mapping[TopicPartition, int]]) -> set[TopicPartition]:
+    """The partitions some group is assigned without a commit (NO_COMMIT): where it starts needs the log start."""
+    return {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0 for tp, c in offsets.items() if c < 0}
+
+
+def log_starts_ahead(cluster: Cluster, by_group: Mapping[str, Mapping[TopicPartition, int]], memo: ProbeMemo) -> None:
+    """The log starts :func:`finish_group_snapshot` of ``by_group`` with ``memo`` will ask (the partitions
+    without a commit, and those a kept probe answer found a record on), sent with the next round trip
+    (the offsets' one: the exporter's), whose call then takes them instead of a round trip of its own."""
+    cluster.log_start_offsets_ahead([*uncommitted_partitions(by_group), *memo.recorded()])
 
 
 def group_offsets_partitions(cluster: Cluster, groups: Iterable[str]) -> dict[str, TopicPartition]:

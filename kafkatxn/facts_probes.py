@@ -64,6 +64,11 @@ class ProbeMemo:
         self._valid = valid
         return list(dict.fromkeys(key[0] for key, kept in valid.items() if kept[2] is not None))
 
+    def recorded(self) -> list[TopicPartition]:
+        """The partitions a kept answer found a record on, each once: their log starts are read in the
+        next gather (:meth:`answers` takes only the valid ones, :meth:`to_check`'s)."""
+        return list(dict.fromkeys(key[0] for key, kept in self._kept.items() if kept[2] is not None))
+
     def answers(self, starts: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, Offsets],
                 log_start: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         """The answers still true of ``starts``, partition by partition, with the log starts read in
