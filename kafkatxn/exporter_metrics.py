@@ -76,14 +76,14 @@ def metric_families(
     out.append(brokers)
 
     partition_lags = _partition_lags(snapshot.partitions)
-    lags = [lag for lag in partition_lags if lag is not None]
+    lags = [lag for lag in partition_lags if lag is not None] if None in partition_lags else partition_lags
     out.append(gauge("kafkatxn_partitions", "Partitions scanned (after --topic-regex).", len(snapshot.partitions)))
     if has(PART_OFFSETS):
         out += [
             gauge("kafkatxn_lso_lag_max_messages", "Largest high watermark minus last stable offset over the partitions scanned.",
                   max(lags, default=0)),
             gauge("kafkatxn_lagging_partitions", "Partitions whose last stable offset is behind the high watermark.",
-                  sum(1 for lag in lags if lag > 0)),
+                  len(lags) - lags.count(0)),  # the lags are at least 0
         ]
 
     if options.per_topic:
@@ -157,8 +157,14 @@ def metric_families(
 def _partition_lags(partitions: Sequence[PartitionSample]) -> list[int | None]:
     """PartitionSample.lso_lag_messages of each partition, column by column (not a property call each):
     None where its offsets did not arrive, clamped at 0."""
-    return [None if h is None or s is None else h - s if h > s else 0
-            for h, s in zip(map(itemgetter(3), partitions), map(itemgetter(4), partitions))]
+    high, stable = list(map(_HIGH, partitions)), list(map(_STABLE, partitions))
+    if None in high or None in stable:
+        return [None if h is None or s is None else h - s if h > s else 0 for h, s in zip(high, stable)]
+    lags = list(map(sub, high, stable))  # every partition's offsets arrived (usually): in C
+    return lags if not lags or min(lags) >= 0 else [max(0, lag) for lag in lags]  # a leader moved between the reads
+
+
+_HIGH, _STABLE = itemgetter(3), itemgetter(4)  # of a PartitionSample
 
 
 def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions, lags: list[int | None]) -> list[Metric]:
@@ -175,11 +181,13 @@ def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions, lags: list
     missing = GaugeMetricFamily("kafkatxn_partition_offsets_missing",
                                 "1 for a scanned partition whose offsets did not arrive (its lag series is absent).",
                                 labels=["topic", "partition"])
-    for i in itertools.compress(range(len(lags)), [lag is None for lag in lags]):
+    unanswered = None in lags
+    for i in itertools.compress(range(len(lags)), [lag is None for lag in lags]) if unanswered else ():
         missing.add_metric([topics[i], str(numbers[i])], 1)
-    keep = [lag is not None and (lag != 0 or not options.only_lagging) for lag in lags]
-    if not all(keep):
-        topics, numbers, high, stable, lags = (list(itertools.compress(column, keep)) for column in (topics, numbers, high, stable, lags))
+    if unanswered or options.only_lagging:  # else every partition has its series
+        keep = [lag is not None and (lag != 0 or not options.only_lagging) for lag in lags]
+        if not all(keep):
+            topics, numbers, high, stable, lags = (list(itertools.compress(column, keep)) for column in (topics, numbers, high, stable, lags))
     texts = {n: str(n) for n in set(numbers)}  # a partition number's text made once
     rows = LabelRows(["topic", "partition"], [topics, list(map(texts.__getitem__, numbers))])
     hw = TableGauge("kafkatxn_partition_high_watermark", "High watermark (read_uncommitted end offset).", rows)
@@ -308,15 +316,13 @@ def _group_lag(snapshot: ClusterSnapshot, options: ExportOptions, samples: Seque
 def _per_group_sums(groups: list[str], columns: list[list[int]], flagged: list[list[int]]) -> tuple[list[str], list[list[int]]]:
     """The groups in order, and per group each column's sum over its rows and each ``flagged`` list's
     count of its rows (row numbers, ascending). A group's rows come one after another
-    (group_positions' order): each run of them is summed from the column's running sums, in C, not
+    (group_positions' order): each run of them is summed as a slice, in C, not
     100,000 rows one by one; a group met again later adds to its sums all the same."""
     n = len(groups)
     starts = [0, *itertools.compress(range(1, n), map(ne, itertools.islice(groups, 1, None), groups))] if n else []
-    ends = starts[1:] + [n] if n else []
-    sums = []
-    for column in columns:
-        running = list(itertools.accumulate(column, initial=0))
-        sums.append(list(map(sub, map(running.__getitem__, ends), map(running.__getitem__, starts))))
+    runs_of = list(map(slice, starts, starts[1:] + [n])) if n else []
+    # Each run's slice summed in C: half the time of running sums taken apart (a few thousand runs of tens of rows).
+    sums = [list(map(sum, map(column.__getitem__, runs_of))) for column in columns]
     for rows in flagged:
         counts = [0] * len(starts)
         for i in rows:

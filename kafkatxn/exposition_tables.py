@@ -7,7 +7,6 @@ family, byte for byte as prometheus_client would.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress
 
@@ -95,11 +94,10 @@ class _Pieces(dict):
 
 
 def _utf8_len(texts: list[str]) -> int:
-    """The UTF-8 bytes of ``texts`` (``str.isascii`` reads a flag: a non-ASCII text is longer in bytes)."""
-    size = sum(map(len, texts))
-    if not all(map(str.isascii, texts)):
-        size += sum(len(t.encode("utf-8")) - len(t) for t in texts if not t.isascii())
-    return size
+    """The UTF-8 bytes of ``texts``: of their join, whose ``isascii`` reads a flag (one join in C, not a
+    length and a flag read per text: 100,000 texts a label at 5,000 groups x 20 partitions)."""
+    joined = "".join(texts)
+    return len(joined) if joined.isascii() else len(joined.encode("utf-8"))
 
 
 class TableGauge(GaugeMetricFamily):
@@ -142,22 +140,24 @@ class TableGauge(GaugeMetricFamily):
 _CHUNK_ROWS = 5_000
 
 
-def _table_rows(metric: TableGauge) -> tuple[list, list[list[str]]]:
-    """The values and the label texts' pieces (:meth:`LabelRows.pieces`) of the rows that have a series."""
+def _table_rows(metric: TableGauge) -> tuple[list, list[list[str]], set]:
+    """The values and the label texts' pieces (:meth:`LabelRows.pieces`) of the rows that have a series,
+    and their distinct values (one set, which :func:`_table_lines` and :func:`_table_size` both read)."""
     values = metric.values
     pieces = metric.label_rows.pieces()
-    if None in values:  # rows without a series
+    distinct = set(values)
+    if None in distinct:  # rows without a series
         keep = [v is not None for v in values]
         values, pieces = list(compress(values, keep)), [list(compress(column, keep)) for column in pieces]
-    return values, pieces
+        distinct.discard(None)
+    return values, pieces, distinct
 
 
-def _table_lines(metric: TableGauge, head: list[str], rows: tuple[list, list[list[str]]] | None = None) -> Iterator[str]:
+def _table_lines(metric: TableGauge, head: list[str], rows: tuple[list, list[list[str]], set] | None = None) -> Iterator[str]:
     """The family's lines, ``head`` first, in slices of :data:`_CHUNK_ROWS` rows: where every value is
     an int (lags, counts, flags), each distinct value's text made once and a slice's lines joined
     without a Python-level step per series. ``rows``: its :func:`_table_rows`, when already made."""
-    values, pieces = rows if rows is not None else _table_rows(metric)
-    distinct = set(values)
+    values, pieces, distinct = rows if rows is not None else _table_rows(metric)
     yield "".join(head)
     name = metric.name
     if not all(type(v) is int for v in distinct):  # 1 == 1.0 == True, -0.0 == 0, NaN != NaN: no keys for texts
@@ -182,19 +182,26 @@ def _table_lines(metric: TableGauge, head: list[str], rows: tuple[list, list[lis
         yield "".join(parts)
 
 
-def _table_size(metric: TableGauge, head: list[str], rows: tuple[list, list[list[str]]]) -> int | None:
+def _table_size(metric: TableGauge, head: list[str], rows: tuple[list, list[list[str]], set]) -> int | None:
     """The bytes :func:`_table_lines` writes for ``rows`` (its :func:`_table_rows`), known without
-    writing them (from the label pieces' lengths and how often each value comes); None unless every
-    value is an int."""
-    values, pieces = rows
-    counts = Counter(values)
-    if not all(type(v) is int for v in counts):
+    writing them (from the label pieces' lengths and each value's text's); None unless every value is
+    an int."""
+    values, pieces, distinct = rows
+    if not all(type(v) is int for v in distinct):
         return None
     size = len("".join(head).encode("utf-8")) + len(metric.name.encode("utf-8")) * len(values)
     rows_pieces = metric.label_rows.pieces()
     # Every row has a series (no row left out by _table_rows): the pieces' bytes its rows' families share.
     size += metric.label_rows.piece_bytes() if pieces is rows_pieces else sum(map(_utf8_len, pieces))
-    return size + sum((len(_value(v)) + 2) * n for v, n in counts.items())
+    line_end = {v: len(_value(v)) + 2 for v in distinct}  # " value\n"
+    if len(distinct) <= _COUNTED:  # flags and counts: each value counted in C (a small int is found by identity)
+        return size + sum(line_end[v] * values.count(v) for v in distinct)
+    return size + sum(map(line_end.__getitem__, values))
+
+
+# A family of at most this many distinct values is sized by counting each (list.count), else by
+# looking each row's value up.
+_COUNTED = 4
 
 
 def _value(v) -> str:

@@ -216,7 +216,7 @@ def gather_snapshot(
     that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
     also the transaction-aware lag of the consumer groups ``group_regex`` matches, and of the Spark
     queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``). ``probe_memo``:
-    the probes' answers kept from the last gather of this cluster (:class:`kafkatxn.facts_lso.ProbeMemo`:
+    the probes' answers kept from the last gather of this cluster (:class:`kafkatxn.facts_probes.ProbeMemo`:
     the exporter's). ``held_groups_only``: the groups' samples of the places held only, and the largest lag
     (``ClusterSnapshot.group_lag_max``): what ``check --groups`` decides on without a group lag threshold."""
     started = time.monotonic()
@@ -240,6 +240,12 @@ def gather_snapshot(
     tps = topic_partitions(selected)
     grouped = groups or bool(spark_checkpoints)
     committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
+    memo = probe_memo.for_cluster(md.cluster_id) if probe_memo is not None and grouped else None
+    if memo is not None and committed is not None:  # the group pass's log starts go with the offsets' round trip
+        try:
+            facts_lso.log_starts_ahead(cluster, committed[0], memo)
+        except KafkatxnError:
+            pass  # not sent ahead: the group pass asks them itself, and meets what this met
     # Two questions that need only the metadata go down with the offsets' round trip, after its
     # requests on each connection, instead of a round trip each: the topic-visibility probe and the
     # listing of every transaction (which the scan reads after DescribeProducers' answers all the same).
@@ -255,7 +261,7 @@ def gather_snapshot(
         # Pins the scan settled by the coordinator's log: the group pass takes them as they are.
         run.groups(committed, queries, {p.topic for p in selected} if topic_regex else None,
                    found.pins.settled() if found is not None else {},
-                   probe_memo.for_cluster(md.cluster_id) if probe_memo is not None else None, held_groups_only)
+                   memo, held_groups_only)
     if PART_VERDICTS in run.not_gathered:  # the oldest may be a hanging one, which only the verdicts find
         run.not_gathered.add(PART_TRANSACTION_AGES)
     snap.not_gathered = frozenset(run.not_gathered)

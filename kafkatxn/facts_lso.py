@@ -16,10 +16,11 @@ import time
 from itertools import chain, compress, repeat, starmap
 from operator import gt, itemgetter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import facts, gather, group_positions
 from kafkatxn.errors import NotFoundError
+from kafkatxn.facts_probes import ProbeMemo
 from kafkatxn.gather import probe_rounds
 from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition, in_partition_order
 from kafkatxn.validation import compile_regex
@@ -352,11 +353,14 @@ def finish_group_snapshot(
     unstable = unstable_offsets(cluster, by_group, offsets_of, lso, missing)
     rounds = probe_rounds(by_group, lso.offsets, probe_max_gap)
     # Only places without a commit (NO_COMMIT, < 0) need the log start; most groups have none. The
-    # probe answers ``memo`` kept that found a record need it too: asked in the same ListOffsets.
-    uncommitted = {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0
-                   for tp, c in offsets.items() if c < 0}
-    # In the rounds' order (sorted): the log starts' sort of 100,000 partitions then takes a pass.
-    checked = dict.fromkeys(tp for tp in memo.to_check(rounds, lso.offsets) if tp not in uncommitted) if memo is not None else {}
+    # probe answers ``memo`` kept that found a record need it too: asked in the same ListOffsets, every
+    # one kept (those whose offsets moved are probed again, their log start unread), as
+    # log_starts_ahead sent it with the offsets' round trip.
+    uncommitted = uncommitted_partitions(by_group)
+    checked: dict[TopicPartition, None] = {}
+    if memo is not None:
+        memo.to_check(rounds, lso.offsets)  # the kept answers still valid, for memo.answers
+        checked = dict.fromkeys(tp for tp in memo.recorded() if tp not in uncommitted)
     asked_starts: list[Missing] = []
     # Every round of probes after the first goes with it, and the first with the log starts when they are
     # asked (the memo decides per round what it asks): the same requests, in one round trip.
@@ -382,102 +386,42 @@ def finish_group_snapshot(
     return GroupSnapshot(lso, by_group, first_readable, missing, log_start, offsets_of, unstable)
 
 
-class ProbeMemo:
-    """The read_committed probes' answers kept from one gather to the next (the exporter's, whose
-    scrapes ask the same gaps again: 5.2 s of a scrape at 20,000 groups x 20 partitions).
+def uncommitted_partitions(by_group: Mapping[str, Mapping[TopicPartition, int]]) -> set[TopicPartition]:
+    """The partitions some group is assigned without a commit (NO_COMMIT): where it starts needs the log start."""
+    return {tp for offsets in by_group.values() if offsets and min(offsets.values()) < 0 for tp, c in offsets.items() if c < 0}
 
-    An answer is the first record a read_committed consumer gets from a start offset below the LSO,
-    or None when it reaches the LSO without one. It is taken again only while the cluster itself
-    says the gap is as it was probed: the partition's LSO and high watermark both as they were
-    then (nothing written or ended since, and a log rewritten to the same two offsets is
-    improbable), and for a record found, the log start, read afresh in this gather, not past it
-    (retention or DeleteRecords removed nothing up to it). A gap the probe found nothing in needs
-    no more: a log start moved into it only shortens it, and a consumer reset to the new start
-    finds nothing either. Whatever else could change a gap's records with both offsets standing (a
-    compacted topic's tombstone expiring, a topic deleted and made again to the same offsets) is
-    bounded by ``max_age_s``: an answer older is probed again. Only the answers of the last gather
-    are kept, and none across clusters (``cluster_id``)."""
 
-    def __init__(self, max_age_s: float = 300.0, clock: Callable[[], float] = time.monotonic):
-        self.max_age_s, self._clock = max_age_s, clock
-        # (partition, start) -> (LSO, HW, first readable offset or None, when probed)
-        self._kept: dict[tuple[TopicPartition, int], tuple[int, int, int | None, float]] = {}
-        self._next: dict[tuple[TopicPartition, int], tuple[int, int, int | None, float]] = {}
-        self._valid: dict[tuple[TopicPartition, int], tuple[int, int, int | None, float]] | None = None  # to_check's
-        self._cluster_id: str | None = None
-
-    def for_cluster(self, cluster_id: str | None) -> ProbeMemo:
-        """This memo for ``cluster_id``: another cluster's answers (or an unnamed one's) are dropped."""
-        if cluster_id is None or cluster_id != self._cluster_id:
-            self._kept = {}
-        self._next = {}  # a gather that failed before its end left its answers here: only this one's are kept
-        self._valid = None
-        self._cluster_id = cluster_id
-        return self
-
-    def to_check(self, rounds: Iterable[Mapping[TopicPartition, int]], offsets: Mapping[TopicPartition, Offsets]) -> list[TopicPartition]:
-        """The partitions whose log start :meth:`answers` needs: those a kept answer found a record on, in
-        the rounds' order.
-        The kept answers still valid (LSO and HW as they were, not too old) are looked up here, once
-        per gap (100,000 at 20,000 groups x 20 partitions), for :meth:`answers`."""
-        now, max_age = self._clock(), self.max_age_s
-        kept_get, offsets_get = self._kept.get, offsets.get
-        valid: dict[tuple[TopicPartition, int], tuple[int, int, int | None, float]] = {}
-        for starts in rounds:
-            for key in starts.items():  # (partition, start): the key the answers are kept by
-                kept = kept_get(key)
-                if kept is None:
-                    continue
-                o = offsets_get(key[0])
-                if o is not None and now - kept[3] <= max_age and kept[0] == o.last_stable_offset and kept[1] == o.high_watermark:
-                    valid[key] = kept
-        self._valid = valid
-        return list(dict.fromkeys(key[0] for key, kept in valid.items() if kept[2] is not None))
-
-    def answers(self, starts: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, Offsets],
-                log_start: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
-        """The answers still true of ``starts``, partition by partition, with the log starts read in
-        this gather (:meth:`to_check`'s, which found the valid ones; a partition without one is probed again)."""
-        valid = self._valid if self._valid is not None else self._validated(starts, offsets)
-        known: dict[TopicPartition, int | None] = {}
-        keep = self._next
-        for key in starts.items():
-            kept = valid.get(key)
-            if kept is None:
-                continue
-            first = kept[2]
-            if first is None or log_start.get(key[0], first + 1) <= first:
-                known[key[0]] = first
-                keep[key] = kept
-        return known
-
-    def _validated(self, starts: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, Offsets]) -> dict:
-        """The kept answers of ``starts`` still valid, when :meth:`to_check` was not asked first."""
-        self.to_check([starts], offsets)
-        valid, self._valid = self._valid, None
-        return valid or {}
-
-    def probed(self, starts: Mapping[TopicPartition, int], answers: Mapping[TopicPartition, int | None],
-               offsets: Mapping[TopicPartition, Offsets]) -> None:
-        """Keep what was probed now, with the offsets it was probed at."""
-        now = self._clock()
-        for tp, answer in answers.items():
-            o = offsets.get(tp)
-            if o is not None:
-                self._next[(tp, starts[tp])] = (o.last_stable_offset, o.high_watermark, answer, now)
-
-    def gathered(self) -> None:
-        """A gather's probes are done: its answers are the ones kept."""
-        self._kept, self._next, self._valid = self._next, {}, None
+def log_starts_ahead(cluster: Cluster, by_group: Mapping[str, Mapping[TopicPartition, int]], memo: ProbeMemo) -> None:
+    """The log starts :func:`finish_group_snapshot` of ``by_group`` with ``memo`` will ask (the partitions
+    without a commit, and those a kept probe answer found a record on), sent with the next round trip
+    (the offsets' one: the exporter's), whose call then takes them instead of a round trip of its own."""
+    cluster.log_start_offsets_ahead([*uncommitted_partitions(by_group), *memo.recorded()])
 
 
 def group_offsets_partitions(cluster: Cluster, groups: Iterable[str]) -> dict[str, TopicPartition]:
     """Each group's ``__consumer_offsets`` partition (:func:`kafkatxn.verdicts_groups.offsets_partition`);
-    none when the topic is not in the metadata (not created, or not visible to this principal)."""
+    none when the topic is not in the metadata (not created, or not visible to this principal). Each
+    group's is kept per partition count (:data:`_OFFSETS_PARTITIONS`): the exporter's scrapes ask the
+    same groups' every time (Java's string hash of 5,000 names: 15 ms a scrape)."""
     count = sum(1 for p in cluster.metadata().partitions if p.topic == CONSUMER_OFFSETS_TOPIC)
     if not count:
         return {}
-    return {g: TopicPartition(CONSUMER_OFFSETS_TOPIC, offsets_partition(g, count)) for g in groups if not isinstance(g, QueryReader)}
+    kept = _OFFSETS_PARTITIONS.get(count)
+    if kept is None or len(kept) > _KEPT_GROUPS:  # a partition count not seen, or too many groups kept
+        _OFFSETS_PARTITIONS.clear()
+        kept = _OFFSETS_PARTITIONS[count] = {}
+    out = {g: kept.get(g) for g in groups if not isinstance(g, QueryReader)}
+    if None in out.values():
+        for g, tp in out.items():
+            if tp is None:
+                out[g] = kept[g] = TopicPartition(CONSUMER_OFFSETS_TOPIC, offsets_partition(g, count))
+    return out
+
+
+# __consumer_offsets partition count -> group -> its offsets partition (group_offsets_partitions'),
+# dropped past _KEPT_GROUPS names (group names come and go over an exporter's days).
+_OFFSETS_PARTITIONS: dict[int, dict[str, TopicPartition]] = {}
+_KEPT_GROUPS = 200_000
 
 
 def unstable_offsets(

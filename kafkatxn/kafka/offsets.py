@@ -296,6 +296,20 @@ class OffsetsApi:
         if by_node:
             self.send_now(_offsets_requests(by_node, (True, False), False))
 
+    def log_start_offsets_ahead(self, partitions: Iterable[TopicPartition]) -> None:
+        """The ListOffsets EARLIEST per leader that ``log_start_offsets`` of ``partitions`` will send,
+        sent with the next round (``Session.send_ahead``): the call takes their answers instead of a
+        round trip of its own. Nothing is sent when a partition has no leader to ask: the call then
+        asks as it always does."""
+        if self._answers is None:
+            return
+        tps = sorted(dict.fromkeys(partitions))  # as log_start_offsets orders them
+        known = self._remembered_offsets(tps, (False,), True)
+        pending = [tp for tp in tps if tp not in known] if known else tps
+        by_node = group_by_leader(pending, self.metadata().leaders, self.silent) if pending else None
+        if by_node:
+            self.send_ahead(_offsets_requests(by_node, (False,), True))
+
     def offsets_and_producers(
         self, partitions: Iterable[TopicPartition]
     ) -> tuple[Partial[dict[TopicPartition, tuple[int, int]]], Partial[dict[TopicPartition, list[ProducerState]]] | None]:

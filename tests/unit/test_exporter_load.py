@@ -292,3 +292,26 @@ def test_the_snapshot_served_until_now_is_let_go_before_the_next_gather(ttl, gzi
     clock.now += 11
     call(app, gzipped=gzipped)
     assert alive_during_gather == [False]
+
+
+def test_what_the_first_gather_built_to_last_is_frozen_once_after_its_snapshot_is_let_go(monkeypatch):
+    """exporter._settle_heap: the heap is frozen (gc.freeze) once, as the second gather begins, when the
+    first snapshot is gone (frozen, a snapshot left in a cycle would never be collected); never again."""
+    import weakref
+
+    clock = Clock()
+    served: list = []
+    frozen: list[bool] = []  # per freeze: whether the first snapshot was still alive
+    monkeypatch.setattr(exporter.gc, "freeze", lambda: frozen.append(served[0]() is not None))
+
+    def gather() -> ClusterSnapshot:
+        snap = snapshot()
+        served.append(weakref.ref(snap))
+        return snap
+
+    collector = SnapshotCollector(gather, cache_ttl_s=0.0, clock=clock)
+    app = exposition.make_wsgi_app(build_registry(collector), exposition_shared.SnapshotBodies(collector))
+    for _ in range(4):
+        call(app)
+        clock.now += 1
+    assert len(served) == 4 and frozen == [False]

@@ -286,3 +286,36 @@ def test_label_pieces_are_made_once_per_value_whatever_the_values_hold():
     assert all(column[0] is column[2] for column in rows.pieces())
     one = exposition.LabelRows(["p%"], [["x%s", "y", "x%s"]])
     assert one.text() == ['{p%="x%s"}', '{p%="y"}', '{p%="x%s"}']
+
+
+@pytest.mark.parametrize("values", [
+    [0, 1, None, 0, 0, 1],  # flags: few distinct values, each counted
+    [0, 0, 0, 0],  # one value
+    [None, None],  # no series at all
+    [i * 7919 % 5003 - 40 for i in range(3000)] + [None, 2**53, 2**53 + 1, -(2**53) - 3, 999_999, 1_000_000, 10**20],  # many: looked up
+    [3, None, 1_000_000, -1, 2**60],  # few, of every text form
+])
+def test_an_int_tables_size_is_that_of_its_lines_however_its_values_are_counted(values):
+    """_table_size sizes an int family from each distinct value's text: counted per value where there are
+    few (exposition_tables._COUNTED), looked up per row otherwise; either way the bytes its lines are,
+    rows without a series left out."""
+    rows = exposition.LabelRows(["group", "partition"], [[f"g{i % 13}" for i in range(len(values))], [str(i % 5) for i in range(len(values))]])
+    family = exposition.TableGauge("kafkatxn_test_sized", "sized", rows)
+    family.values = values
+    parts, length = exposition.sized_parts([family])
+    body = b"".join(parts)
+    assert len(body) == length and body == generate_latest(_registry_of([family]))
+
+
+def _registry_of(families: list) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_StaticCollector(families))
+    return registry
+
+
+def test_utf8_length_of_label_pieces_is_that_of_each_encoded():
+    """exposition_tables._utf8_len (LabelRows.piece_bytes): the UTF-8 bytes of texts, ASCII or not."""
+    from kafkatxn.exposition_tables import _utf8_len
+
+    for texts in ([], [""], ["abc", "d"], ["é", "a", "中文", "\U0001F600", 'q"uote'], ["x"] * 1000 + ["ü"]):
+        assert _utf8_len(texts) == sum(len(t.encode("utf-8")) for t in texts)

@@ -3,6 +3,8 @@ metric families and the check findings over snapshots."""
 
 from __future__ import annotations
 
+import pytest
+
 from kafkatxn import check, exitcodes, monitoring_plugin
 from kafkatxn.exporter import render_text
 from kafkatxn.exporter_metrics import ExportOptions
@@ -178,8 +180,8 @@ def test_per_group_sums_add_every_sample_of_a_group_in_any_order():
     assert got["kafkatxn_groups_stuck{}"] == 1  # "a": blocked behind a hanging transaction on t-1
 
 
-def test_per_group_sums_from_running_sums_equal_a_row_by_row_sum():
-    """exporter_metrics._per_group_sums sums each group's run of rows from running sums and counts the
+def test_per_group_sums_of_runs_equal_a_row_by_row_sum():
+    """exporter_metrics._per_group_sums sums each group's run of rows as a slice and counts the
     flagged rows per run: the same sums as adding row by row, whatever order the groups come in, a
     group met in several runs, a single row, or none."""
     import random
@@ -200,3 +202,38 @@ def test_per_group_sums_from_running_sums_equal_a_row_by_row_sum():
             rows = [i for i in range(n) if groups[i] == group]
             assert [column[k] for column in sums] == [sum(c[i] for i in rows) for c in columns] + \
                 [sum(1 for i in f if i in rows) for f in flagged]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_partition_lags_and_their_families_are_each_partitions_lso_lag(seed):
+    """exporter_metrics._partition_lags takes the lags in C when every partition's offsets arrived: each is
+    PartitionSample.lso_lag_messages (None where a leader did not answer, 0 where the LSO passed the high
+    watermark), and the partitions' families are those of the lags taken one by one, only_lagging or not."""
+    import random
+
+    from kafkatxn import exporter_metrics
+    from kafkatxn.snapshot import PartitionSample
+
+    rng = random.Random(seed)
+    parts = []
+    for i in range(rng.randrange(0, 60)):
+        hw = rng.choice([0, 5, 10**7 + rng.randrange(100), 2**40])
+        lso = hw - rng.choice([0, 0, 0, 1, 3, -2])  # -2: the LSO past the high watermark (a leader moved)
+        parts.append(PartitionSample(f"t{i % 4}", i, 1, None, None) if seed % 3 == 0 and rng.random() < 0.2 else
+                     PartitionSample(f"t{i % 4}", i, 1, hw, lso))
+    lags = exporter_metrics._partition_lags(parts)
+    assert lags == [p.lso_lag_messages for p in parts]
+    known = [lag for lag in lags if lag is not None]
+    for only_lagging in (False, True):
+        families = {f.name: f.samples for f in
+                    exporter_metrics.metric_families(_with_partitions(parts), ExportOptions(only_lagging=only_lagging))}
+        assert [s.value for s in families["kafkatxn_lagging_partitions"]] == [sum(1 for lag in known if lag > 0)]
+        assert [s.value for s in families["kafkatxn_lso_lag_max_messages"]] == [max(known, default=0)]
+        expected = [(p.topic, str(p.partition), lag) for p, lag in zip(parts, lags) if lag is not None and (lag or not only_lagging)]
+        assert [(s.labels["topic"], s.labels["partition"], s.value) for s in families["kafkatxn_partition_lso_lag_messages"]] == expected
+        assert [(s.labels["topic"], s.labels["partition"]) for s in families["kafkatxn_partition_offsets_missing"]] == \
+            [(p.topic, str(p.partition)) for p, lag in zip(parts, lags) if lag is None]
+
+
+def _with_partitions(parts) -> ClusterSnapshot:
+    return ClusterSnapshot(1_700_000_000_000, partitions=tuple(parts))

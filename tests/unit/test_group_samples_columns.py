@@ -89,3 +89,51 @@ def test_the_exporters_families_are_those_of_the_samples_as_a_tuple():
             as_columns = metric_families(ClusterSnapshot(NOW, groups=made), options)
             as_rows = metric_families(ClusterSnapshot(NOW, groups=tuple(made)), options)
             assert [(f.name, f.samples) for f in as_columns] == [(f.name, f.samples) for f in as_rows]
+
+
+def _every_case() -> facts_lso.GroupSnapshot:
+    """A group per case, on a partition of its own: every commit (none committed too) against every pair of
+    offsets up to 4 (the LSO past the high watermark too: a leader moved between the reads), each gap below
+    the LSO not probed, probed to nothing, to a record below the LSO or to one at it, and each group with
+    and without unstable offsets; a last partition whose offsets did not arrive."""
+    offsets, committed, first_readable, unstable, open_txns = {}, {}, {}, {}, {}
+    n = 0
+    for hw in range(-1, 5):
+        for lso in range(-1, 5):
+            for c in range(-1, 6):
+                for probe in ("none", None, "below", "at"):
+                    for is_unstable in (False, True):
+                        if probe != "none" and not 0 <= c < lso:
+                            continue  # only a gap below the LSO is probed
+                        tp = TopicPartition(f"t{n % 7}", n)
+                        n += 1
+                        offsets[tp] = Offsets(hw, lso)
+                        group = f"g{n:05}"
+                        committed[group] = {tp: NO_COMMIT if c < 0 else c, TopicPartition("gone", n): 0}
+                        if probe != "none":
+                            first_readable[(tp, c)] = None if probe is None else lso - 1 if probe == "below" else lso
+                        if is_unstable:
+                            unstable[group] = frozenset([tp])
+                        if 0 <= lso < hw:
+                            state = ProducerState(1000 + n, 0, 0, NOW - 5_000, 0, lso)
+                            described = TransactionDescription(f"tx-{n}", 1, "Ongoing", 1000 + n, 0, 60_000, NOW - 9_000,
+                                                               frozenset([tp]))
+                            open_txns[tp] = [OpenTransaction(tp, state, f"tx-{n}", described)]
+    offsets_tp = TopicPartition("__consumer_offsets", 0)
+    offsets[offsets_tp] = Offsets(5, 3)
+    return facts_lso.GroupSnapshot(facts_lso.LsoSnapshot(NOW, offsets, open_txns), committed, first_readable, [],
+                                   {tp: 1 for tp in list(offsets)[::2]}, {g: offsets_tp for g in committed}, unstable)
+
+
+@pytest.mark.parametrize("topics", [None, {"t1", "t3", "gone"}])
+def test_every_case_of_commit_offsets_and_probe_is_placed_as_group_positions_places_it(topics):
+    """Each place the columns tell apart by themselves (caught up, past the LSO, below it with records or
+    an unread gap, caught up past markers) and each left to group_positions (none committed, at the LSO,
+    blocked past markers, unstable, crossed offsets): the sample group_positions makes of it, and no place
+    where the offsets did not arrive."""
+    snap = _every_case()
+    made = snapshot.group_samples(snap, topics)
+    expected = _every_place(snap, topics)
+    assert len(expected) > 200 and any(s.blocked for s in expected)
+    assert tuple(made) == expected
+    assert made.held_rows() == [i for i, s in enumerate(expected) if s.blocked or s.waiting]

@@ -1,11 +1,11 @@
-"""The exporter's memo of read_committed probe answers (facts_lso.ProbeMemo): an answer is taken
+"""The exporter's memo of read_committed probe answers (facts_probes.ProbeMemo): an answer is taken
 again only while the cluster says the gap is as it was probed, and never makes a verdict the probe
 would not make now."""
 
 from __future__ import annotations
 
 from kafkatxn.facts_cluster import gather_snapshot
-from kafkatxn.facts_lso import ProbeMemo
+from kafkatxn.facts_probes import ProbeMemo
 from kafkatxn.model import TopicPartition
 from tests.support.blocked_group import PhantomCluster
 from tests.support.fake_kafka import KafkaModel

@@ -18,6 +18,7 @@ from kafkatxn import facts_cluster, lso
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.session import Session
 from kafkatxn.model import Broker, ProducerState, TopicPartition, TransactionDescription
+from kafkatxn.snapshot import ClusterSnapshot
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 from tests.support.wire_rounds import record_rounds
 
@@ -263,3 +264,43 @@ def test_a_request_sent_ahead_twice_goes_once(rounds):
         cluster.topic_list_filtered()
         cluster.list_offsets([T0], read_committed=True)
     assert [label for one in rounds for label, _node in one].count("Metadata") == 1
+
+
+def _groups_model() -> KafkaModel:
+    """A group whose commit trails the LSO by a gap with records in it (the probe finds one: the exporter's
+    memo keeps that answer, read again only while the log start stays at or below it), one assigned a
+    partition without a commit, and a partition of each leader."""
+    m = KafkaModel(brokers=(1, 2))
+    a = m.add_partition("orders", 0, leader=1, lso=8, hw=8)
+    b = m.add_partition("orders", 1, leader=2, lso=6, hw=6)
+    m.groups["g"] = {a: 5, b: 6}
+    m.groups["h"] = {a: 8}
+    m.assignments["h"] = {a, b}  # b: no commit
+    m.log_starts[b] = 2
+    return m
+
+
+def test_the_exporters_log_starts_go_with_the_offsets_round_trip(rounds, monkeypatch):
+    """A warm gather with group lag (facts_lso.log_starts_ahead): the log starts the group pass reads (of
+    the partitions without a commit, and those a kept probe answer found a record on) ride with the
+    offsets' round trip instead of one of their own: the same requests, one round trip fewer, the same
+    snapshot."""
+    from kafkatxn.facts_probes import ProbeMemo
+
+    def warm() -> tuple[list, ClusterSnapshot]:
+        model, memo = _groups_model(), ProbeMemo()
+        facts_cluster.gather_snapshot(FakeCluster(model), max_transaction_timeout_ms=MAX, groups=True, probe_memo=memo)
+        assert memo.recorded() == [TopicPartition("orders", 0)]
+        rounds.clear()
+        snap = facts_cluster.gather_snapshot(FakeCluster(model), max_transaction_timeout_ms=MAX, groups=True, probe_memo=memo)
+        return list(rounds), snap
+
+    ahead, snap = warm()
+    from kafkatxn import facts_lso
+
+    monkeypatch.setattr(facts_lso, "log_starts_ahead", lambda cluster, by_group, memo: None)
+    alone, snap_alone = warm()
+    assert _sent(ahead) == _sent(alone)  # the same requests, to the same brokers
+    assert len(ahead) == len(alone) - 1
+    assert tuple(snap.groups) == tuple(snap_alone.groups) and snap.missing == snap_alone.missing == ()
+    assert [(s.group, s.partition, s.lag_messages) for s in snap.groups] == [("g", 0, 3), ("g", 1, 0), ("h", 0, 0), ("h", 1, 4)]
