@@ -44,6 +44,8 @@ PRIVATE_NAMES = {
     "__class__ =": "test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_encoded_once",
     "__getattr__ =": "test_the_deferred_kafka_package_still_serves_its_names",
     "setattr": "test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_their_names",
+    "load_json =": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
+    "_resolve_common_structs": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
 }
 
 
@@ -1292,6 +1294,53 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["CreateTopicsRequest", "ProduceRequest", "2"]
+
+
+def test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it():
+    """The wire has kafka-python build its classes from schemas read by schema_json (its comment
+    regex's two passes over every text were ~3 % of lso): every schema kafka-python ships reads as
+    the same dictionary (its licence and doc comments, and its common structs resolved, included), and
+    a schema of another package, or one that is not there, is kafka-python's own load_json's."""
+    from kafka.protocol import api_data
+
+    from kafkatxn.kafka.wire import schema_json
+
+    kafka_load_json = sys.modules["kafka.protocol.schemas.load_json"].load_json
+    assert api_data.load_json.__module__ == schema_json.__name__, "the wire's import did not install the reader"
+    resources = Path(schema_json._resources())
+    names = sorted(path.stem for path in resources.glob("*.json"))
+    assert len(names) > 100 and "ListOffsetsRequest" in names
+    read = [(name, api_data.load_json(name)) for name in names]
+    assert [(name, kafka_load_json(name)) for name in names] == read
+    assert sum("commonStructs" in data for _, data in read) and all("license" in data for _, data in read)
+    for name, package in (("NoSuchRequest", None), ("ListOffsetsRequest", "kafka.protocol.schemas.resources")):
+        try:
+            expected: Any = kafka_load_json(name, package)
+        except Exception as exc:  # noqa: BLE001 - the same exception, whatever it is
+            expected = type(exc)
+        try:
+            got: Any = api_data.load_json(name, package)
+        except Exception as exc:  # noqa: BLE001
+            got = type(exc)
+        assert got == expected, name
+
+
+def test_the_comment_blocks_are_the_regexs():
+    """schema_json.comment_spans finds what kafka-python's comment regex finds, on texts made of the
+    pieces that decide it: white space of every kind (a line start's \\s* crosses newlines), '//' at
+    and after a line's start, other text, lines without a newline at the end."""
+    import random
+    import re
+
+    from kafkatxn.kafka.wire.schema_json import comment_spans
+
+    regex = re.compile(r"(?m)((?:^\s*//.*\n?)+)")
+    pieces = [" ", "\t", "\n", "\r", "\x0b", "\x85", "\u2028", "\x1c", "/", "//", "// c\n", "\n\n", "a", '"', "{"]
+    rnd = random.Random(38)
+    texts = ["", "//", "// a", "\n// a\n\n  // b\n}\n", "{\n  // a\n  \"b\": 1 // c\n}", "x//\n//"]
+    texts += ["".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 30))) for _ in range(20_000)]
+    for text in texts:
+        assert comment_spans(text) == [m.span() for m in regex.finditer(text)], repr(text)
 
 
 def offset_fetch_answer(kind: str, throttle_ms: int = 0):
