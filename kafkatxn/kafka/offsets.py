@@ -324,18 +324,19 @@ class OffsetsApi:
             return self.stable_and_high_offsets(tps), None
         known, ask = self.to_ask_in_table("DescribeProducers", None, sorted(tps))
         producer_requests, producers_missing = self._producer_requests(ask, None) if ask else ([], {})
-        pairs, responses = self._latest_offsets(tps, (True, False), producer_requests)
+        pairs, responses = self._latest_offsets(tps, (True, False), producer_requests, distinct=True)
         producers = self._producer_answers(ask, (producer_requests, responses, producers_missing)) if ask else Partial({})
         return pairs, self.with_remembered_producers(known, producers)  # type: ignore[return-value]
 
     def _latest_offsets(
         self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...], also: Sequence[tuple[int, Any]] = (),
-        earliest: bool = False,
+        earliest: bool = False, distinct: bool = False,
     ) -> tuple[Partial[dict[TopicPartition, tuple[int, ...]]], list[Any]]:
         """The offsets at ``levels`` (the latest, or with ``earliest`` the log start offsets), and the
-        answers to ``also``: other requests sent in the first round trip, after the ListOffsets ones."""
+        answers to ``also``: other requests sent in the first round trip, after the ListOffsets ones.
+        ``distinct``: ``partitions`` are a list holding each partition once (not put through a dict again)."""
         grouped = self._grouped_ahead(partitions) if levels == (True, False) and not earliest else None
-        tps = list(grouped[0]) if grouped is not None else list(dict.fromkeys(partitions))
+        tps = list(grouped[0]) if grouped is not None else list(partitions) if distinct else list(dict.fromkeys(partitions))
         known = self._remembered_offsets(tps, levels, earliest)
         also_answers: list[Any] = []
         extra = list(also)
