@@ -1325,6 +1325,22 @@ def test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it():
         assert got == expected, name
 
 
+def test_a_kafka_python_that_reads_its_schemas_otherwise_keeps_its_own_reading(monkeypatch):
+    """Without the names schema_json stands on (a release that moved them), the wire's import leaves
+    kafka-python's reading as it is: the classes are built as kafka-python builds them."""
+    from kafka.protocol import api_data
+
+    from kafkatxn.kafka.wire import schema_json
+
+    kafka_load_json = sys.modules["kafka.protocol.schemas.load_json"].load_json
+    monkeypatch.setattr(api_data, "load_json", kafka_load_json)
+    monkeypatch.delattr(sys.modules["kafka.protocol.schemas.load_json"], "_resolve_common_structs")
+    schema_json.read_schemas_faster()
+    assert api_data.load_json is kafka_load_json
+    monkeypatch.undo()
+    assert api_data.load_json.__module__ == schema_json.__name__
+
+
 def test_the_comment_blocks_are_the_regexs():
     """schema_json.comment_spans finds what kafka-python's comment regex finds, on texts made of the
     pieces that decide it: white space of every kind (a line start's \\s* crosses newlines), '//' at
