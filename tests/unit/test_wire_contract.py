@@ -352,6 +352,40 @@ def test_the_big_per_leader_requests_are_built_once_and_reused_within_a_limit():
 
 
 
+def test_a_metadata_request_writes_kafka_pythons_bytes_at_every_version_without_its_encoder():
+    """Metadata (the bootstrap's, and every refresh) is written by the wire (metadata_codec.metadata_body),
+    built per send, its answers read by the wire: the framed bytes kafka-python writes for the same
+    request at every version it may go out at, and kafka-python compiles no encoder for them."""
+    from kafka.protocol.api_message import ApiMessage
+    from kafka.protocol.metadata import MetadataRequest
+
+    from kafkatxn.kafka.wire import bodies, client as wire_client_module, metadata_codec
+
+    assert p.Metadata in wire_client_module.WRITTEN_PER_SEND and bodies.WRITERS[p.Metadata][1] is metadata_codec.metadata_body
+    w = wire.Wire(None)
+    sent = w._reused(None, p.Metadata())
+    assert w._reused(None, p.Metadata()) is not sent and not w._built  # built per send, none kept
+    fresh = metadata_codec._metadata(None, p.Metadata())  # kafka-python's own encoding: the reference
+    assert (sent._min_version, sent._max_version) == (fresh._min_version, fresh._max_version)
+    assert isinstance(sent, MetadataRequest) and type(sent).header_class is not type(fresh).header_class  # answers read by the wire
+    low, high = fresh._min_version or 0, MetadataRequest.max_version
+    assert low == 1 and high >= 12
+    struct = MetadataRequest._struct
+    compiled_before = dict(struct._compiled_encoders)
+    written = {}
+    for version in range(low, high + 1):
+        sent.with_header(correlation_id=version, client_id="kafkatxn")
+        written[version] = sent.encode(version=version, header=True, framed=True)
+        assert sent.encode() == metadata_codec.metadata_body(p.Metadata(), version)
+    assert struct._compiled_encoders == compiled_before  # kafka-python compiled no encoder for them
+    for version in range(low, high + 1):
+        fresh.with_header(correlation_id=version, client_id="kafkatxn")
+        fresh.API_VERSION = version
+        assert written[version] == bytes(ApiMessage.encode(fresh, version=version, header=True, framed=True)), version
+    with pytest.raises(ValueError):
+        metadata_codec.metadata_body(p.Metadata(), 0)
+
+
 def test_an_offset_fetch_is_reused_when_batched_and_built_per_send_one_group_at_a_time():
     w = wire.Wire(None)
     batched, single = (1, p.OffsetFetch(("group-a", "group-b"))), (1, p.OffsetFetch(("group-a",), batched=False))
@@ -1155,7 +1189,7 @@ def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
 
     expected = metadata_answer(racks=True, throttle_ms=5)
     for version in (8, 11, 12, 13):
-        sent = wire.Wire(None)._encode(p.Metadata())
+        sent = wire.Wire(None)._reused(None, p.Metadata())  # as the wire sends it (its body written: WRITTEN_PER_SEND)
         assert type(sent).__name__ == "MetadataRequest"
         sent.API_VERSION = version
         answer = handed_over(sent, bytes(expected.encode(version=version)), M.flexible_version_q(version))
