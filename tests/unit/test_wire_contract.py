@@ -359,7 +359,8 @@ def test_a_metadata_request_writes_kafka_pythons_bytes_at_every_version_without_
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.metadata import MetadataRequest
 
-    from kafkatxn.kafka.wire import bodies, client as wire_client_module, metadata_codec
+    from kafkatxn.kafka.wire import bodies, metadata_codec
+    from kafkatxn.kafka.wire import client as wire_client_module
 
     assert p.Metadata in wire_client_module.WRITTEN_PER_SEND and bodies.WRITERS[p.Metadata][1] is metadata_codec.metadata_body
     w = wire.Wire(None)
