@@ -13,6 +13,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import filterfalse
 from typing import Any
 
 from kafkatxn.kafka import protocol as proto
@@ -292,9 +293,23 @@ class OffsetsApi:
         if self.answered_any("ListOffsets"):
             return
         tps = list(dict.fromkeys(partitions))
-        by_node = group_by_leader(tps, self.metadata().leaders, self.silent)
+        md = self.metadata()
+        by_node = group_by_leader(tps, md.leaders, self.silent)
         if by_node:
             self.send_now(_offsets_requests(by_node, (True, False), False))
+            self._offsets_grouped_ahead = (tps, md, by_node)
+
+    def _grouped_ahead(self, partitions: Any, md: Any = None) -> tuple[list[TopicPartition], dict[int, list[TopicPartition]]] | None:
+        """``partitions`` once each and by leader, as :meth:`stable_and_high_offsets_ahead` grouped the same
+        list by the leaders of the same metadata (``md``, by default the session's; none of them silent
+        since): the call that sends its requests does not group 30,000 partitions again. None otherwise."""
+        grouped = self._offsets_grouped_ahead
+        if grouped is None or type(partitions) is not list or grouped[1] is not (md or self._metadata):
+            return None
+        tps, _, by_node = grouped
+        if any(node in self.silent for node in by_node) or partitions != tps:  # equal lists: compared by identity, in C
+            return None
+        return tps, by_node
 
     def log_start_offsets_ahead(self, partitions: Iterable[TopicPartition]) -> None:
         """The ListOffsets EARLIEST per leader that ``log_start_offsets`` of ``partitions`` will send,
@@ -323,17 +338,19 @@ class OffsetsApi:
             return self.stable_and_high_offsets(tps), None
         known, ask = self.to_ask_in_table("DescribeProducers", None, sorted(tps))
         producer_requests, producers_missing = self._producer_requests(ask, None) if ask else ([], {})
-        pairs, responses = self._latest_offsets(tps, (True, False), producer_requests)
+        pairs, responses = self._latest_offsets(tps, (True, False), producer_requests, distinct=True)
         producers = self._producer_answers(ask, (producer_requests, responses, producers_missing)) if ask else Partial({})
         return pairs, self.with_remembered_producers(known, producers)  # type: ignore[return-value]
 
     def _latest_offsets(
         self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...], also: Sequence[tuple[int, Any]] = (),
-        earliest: bool = False,
+        earliest: bool = False, distinct: bool = False,
     ) -> tuple[Partial[dict[TopicPartition, tuple[int, ...]]], list[Any]]:
         """The offsets at ``levels`` (the latest, or with ``earliest`` the log start offsets), and the
-        answers to ``also``: other requests sent in the first round trip, after the ListOffsets ones."""
-        tps = list(dict.fromkeys(partitions))
+        answers to ``also``: other requests sent in the first round trip, after the ListOffsets ones.
+        ``distinct``: ``partitions`` are a list holding each partition once (not put through a dict again)."""
+        grouped = self._grouped_ahead(partitions) if levels == (True, False) and not earliest else None
+        tps = list(grouped[0]) if grouped is not None else list(partitions) if distinct else list(dict.fromkeys(partitions))
         known = self._remembered_offsets(tps, levels, earliest)
         also_answers: list[Any] = []
         extra = list(also)
@@ -341,8 +358,11 @@ class OffsetsApi:
         def send(pending: list[TopicPartition]) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[TopicPartition, Failed]]:
             nonlocal extra, also_answers
             failed: dict[TopicPartition, Failed] = {}
-            leaders = self.metadata().leaders
-            by_node = group_by_leader(pending, leaders, self.silent)  # usually: every partition led by a broker that answers
+            md = self.metadata()
+            leaders = md.leaders
+            ahead = self._grouped_ahead(pending, md) if grouped is not None else None
+            # usually: every partition led by a broker that answers
+            by_node = ahead[1] if ahead is not None else group_by_leader(pending, leaders, self.silent)
             if by_node is None:
                 by_node = defaultdict(list)
                 for tp in pending:
@@ -402,7 +422,7 @@ class OffsetsApi:
             return out, failed
 
         pending = [tp for tp in tps if tp not in known] if known else tps
-        asked = retry.ask(pending, send, "ListOffsets", self.deadline, refresh=lambda: self.metadata(refresh=True))
+        asked = retry.ask(pending, send, "ListOffsets", self.deadline, refresh=lambda: self.metadata(refresh=True), distinct=True)
         if extra:  # nothing was pending: the other requests still go
             also_answers = self._send_all(extra)
         out = asked.answers
@@ -410,7 +430,8 @@ class OffsetsApi:
         if known:
             out = {tp: known[tp] if tp in known else out[tp] for tp in tps if tp in known or tp in out}
         errors = asked.failed
-        missing = [part_missing(tp, errors.get(tp, "no answer"), f"DESCRIBE on Topic {tp.topic}") for tp in tps if tp not in out]
+        # The partitions without an answer (none, most often), found in C.
+        missing = [part_missing(tp, errors.get(tp, "no answer"), f"DESCRIBE on Topic {tp.topic}") for tp in filterfalse(out.__contains__, tps)]
         return Partial(out, missing), also_answers  # type: ignore[arg-type]
 
     def _remembered_offsets(

@@ -135,5 +135,6 @@ class ProducerStateApi:
                 responses = self._send_all(requests) if requests else []
             return self._producer_split(requests, responses, failed)
 
-        asked = retry.ask(tps, send, "DescribeProducers", self.deadline, refresh=lambda: self.metadata(refresh=True))
+        # tps: once each (every caller's are a run's keys still to ask, of partitions made distinct)
+        asked = retry.ask(tps, send, "DescribeProducers", self.deadline, refresh=lambda: self.metadata(refresh=True), distinct=True)
         return Partial(asked.answers, asked.failed_in(tps))

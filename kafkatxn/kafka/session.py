@@ -122,6 +122,9 @@ class Session(RoundsAhead):
         # of those gone, by (node as given, type, request), until the call that makes them takes them.
         self._riding: list[tuple[int | None, Any]] = []
         self._ahead: dict[tuple[int | None, type, Any], Any] = {}
+        # The partitions OffsetsApi.stable_and_high_offsets_ahead sent ListOffsets for, as (those, the metadata
+        # whose leaders grouped them, that grouping): the call that sends the same takes the grouping.
+        self._offsets_grouped_ahead: tuple[list, ClusterMetadata, dict[int, list]] | None = None
         # Rounds begun by send_now and not landed: (their requests, their end, the brokers' budget).
         self._in_flight: list[tuple[list[tuple[int, int | None, Any]], Any, float]] = []
 

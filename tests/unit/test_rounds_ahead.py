@@ -16,7 +16,7 @@ import pytest
 
 from kafkatxn import facts_cluster, lso
 from kafkatxn.kafka import protocol as proto
-from kafkatxn.kafka.session import Session
+from kafkatxn.kafka.session import BrokerSilent, Session
 from kafkatxn.model import Broker, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.snapshot import ClusterSnapshot
 from tests.support.fake_kafka import FakeCluster, KafkaModel
@@ -182,6 +182,45 @@ def test_a_round_begun_now_is_taken_by_the_call_that_makes_its_requests(rounds):
         cluster.stable_and_high_offsets_ahead([T0])  # the run holds offsets: nothing goes ahead
         assert len(rounds) == 1
     assert pairs.value == {T0: (0, 0)} and pairs.missing == []
+
+
+def test_the_call_that_takes_a_round_begun_now_takes_its_grouping_by_leader(rounds, monkeypatch):
+    """lso's offsets are sent ahead, grouped by leader; the snapshot's call asks the same partitions by
+    the same metadata, and takes that grouping instead of making it again (30,000 partitions). Asked
+    of other partitions, or with a leader silent since, it groups them itself; the answers are the same."""
+    from kafkatxn.kafka import offsets
+
+    grouped: list[int] = []
+    group_by_leader = offsets.group_by_leader
+    monkeypatch.setattr(offsets, "group_by_leader", lambda tps, *a: grouped.append(len(tps)) or group_by_leader(tps, *a))
+
+    class Cluster(FakeCluster):  # its metadata kept until refreshed, as the session keeps it (MetadataApi.metadata)
+        def metadata(self, refresh: bool = False):
+            if self._metadata is None or refresh:
+                self._metadata = super().metadata(refresh)
+            return self._metadata
+
+    model = KafkaModel(brokers=(1, 2, 3))
+    tps = [model.add_partition("t", p, leader=p % 3 + 1, lso=p, hw=p + 2) for p in range(6)]
+    expected = {tp: (p, p + 2) for p, tp in enumerate(tps)}
+    cluster = Cluster(model)
+    with cluster.one_run():
+        cluster.stable_and_high_offsets_ahead(tps)
+        pairs = cluster.stable_and_high_offsets(list(tps))
+    assert grouped == [6] and len(rounds) == 1 and pairs.value == expected and pairs.missing == []
+    grouped.clear()
+    cluster = Cluster(model)
+    with cluster.one_run():
+        cluster.stable_and_high_offsets_ahead(tps)
+        other = cluster.stable_and_high_offsets(tps[:3])  # not the partitions sent ahead: grouped anew
+    assert grouped == [6, 3] and other.value == {tp: expected[tp] for tp in tps[:3]}
+    grouped.clear()
+    cluster = Cluster(model)
+    with cluster.one_run():
+        cluster.stable_and_high_offsets_ahead(tps)
+        cluster.silent[2] = BrokerSilent(2, 1.0)  # a leader that used up its share since
+        partial = cluster.stable_and_high_offsets(list(tps))
+    assert grouped == [6, 6] and set(partial.value) == {tp for tp in tps if model.leader(tp) != 2}
 
 
 def test_nothing_is_begun_outside_a_run_and_what_a_run_did_not_take_ends_with_it(rounds):

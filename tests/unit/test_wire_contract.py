@@ -44,6 +44,8 @@ PRIVATE_NAMES = {
     "__class__ =": "test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_encoded_once",
     "__getattr__ =": "test_the_deferred_kafka_package_still_serves_its_names",
     "setattr": "test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_their_names",
+    "load_json =": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
+    "_resolve_common_structs": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
 }
 
 
@@ -348,6 +350,41 @@ def test_the_big_per_leader_requests_are_built_once_and_reused_within_a_limit():
     w.send_all(offsets[:1], deadline=1e12)
     assert manager.sent[sent][1] is not manager.sent[0][1]
 
+
+
+def test_a_metadata_request_writes_kafka_pythons_bytes_at_every_version_without_its_encoder():
+    """Metadata (the bootstrap's, and every refresh) is written by the wire (metadata_codec.metadata_body),
+    built per send, its answers read by the wire: the framed bytes kafka-python writes for the same
+    request at every version it may go out at, and kafka-python compiles no encoder for them."""
+    from kafka.protocol.api_message import ApiMessage
+    from kafka.protocol.metadata import MetadataRequest
+
+    from kafkatxn.kafka.wire import bodies, metadata_codec
+    from kafkatxn.kafka.wire import client as wire_client_module
+
+    assert p.Metadata in wire_client_module.WRITTEN_PER_SEND and bodies.WRITERS[p.Metadata][1] is metadata_codec.metadata_body
+    w = wire.Wire(None)
+    sent = w._reused(None, p.Metadata())
+    assert w._reused(None, p.Metadata()) is not sent and not w._built  # built per send, none kept
+    fresh = metadata_codec._metadata(None, p.Metadata())  # kafka-python's own encoding: the reference
+    assert (sent._min_version, sent._max_version) == (fresh._min_version, fresh._max_version)
+    assert isinstance(sent, MetadataRequest) and type(sent).header_class is not type(fresh).header_class  # answers read by the wire
+    low, high = fresh._min_version or 0, MetadataRequest.max_version
+    assert low == 1 and high >= 12
+    struct = MetadataRequest._struct
+    compiled_before = dict(struct._compiled_encoders)
+    written = {}
+    for version in range(low, high + 1):
+        sent.with_header(correlation_id=version, client_id="kafkatxn")
+        written[version] = sent.encode(version=version, header=True, framed=True)
+        assert sent.encode() == metadata_codec.metadata_body(p.Metadata(), version)
+    assert struct._compiled_encoders == compiled_before  # kafka-python compiled no encoder for them
+    for version in range(low, high + 1):
+        fresh.with_header(correlation_id=version, client_id="kafkatxn")
+        fresh.API_VERSION = version
+        assert written[version] == bytes(ApiMessage.encode(fresh, version=version, header=True, framed=True)), version
+    with pytest.raises(ValueError):
+        metadata_codec.metadata_body(p.Metadata(), 0)
 
 
 def test_an_offset_fetch_is_reused_when_batched_and_built_per_send_one_group_at_a_time():
@@ -1153,7 +1190,7 @@ def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
 
     expected = metadata_answer(racks=True, throttle_ms=5)
     for version in (8, 11, 12, 13):
-        sent = wire.Wire(None)._encode(p.Metadata())
+        sent = wire.Wire(None)._reused(None, p.Metadata())  # as the wire sends it (its body written: WRITTEN_PER_SEND)
         assert type(sent).__name__ == "MetadataRequest"
         sent.API_VERSION = version
         answer = handed_over(sent, bytes(expected.encode(version=version)), M.flexible_version_q(version))
@@ -1292,6 +1329,69 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["CreateTopicsRequest", "ProduceRequest", "2"]
+
+
+def test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it():
+    """The wire has kafka-python build its classes from schemas read by schema_json (its comment
+    regex's two passes over every text were ~3 % of lso): every schema kafka-python ships reads as
+    the same dictionary (its licence and doc comments, and its common structs resolved, included), and
+    a schema of another package, or one that is not there, is kafka-python's own load_json's."""
+    from kafka.protocol import api_data
+
+    from kafkatxn.kafka.wire import schema_json
+
+    kafka_load_json = sys.modules["kafka.protocol.schemas.load_json"].load_json
+    assert api_data.load_json.__module__ == schema_json.__name__, "the wire's import did not install the reader"
+    resources = Path(schema_json._resources())
+    names = sorted(path.stem for path in resources.glob("*.json"))
+    assert len(names) > 100 and "ListOffsetsRequest" in names
+    read = [(name, api_data.load_json(name)) for name in names]
+    assert [(name, kafka_load_json(name)) for name in names] == read
+    assert sum("commonStructs" in data for _, data in read) and all("license" in data for _, data in read)
+    for name, package in (("NoSuchRequest", None), ("ListOffsetsRequest", "kafka.protocol.schemas.resources")):
+        try:
+            expected: Any = kafka_load_json(name, package)
+        except Exception as exc:  # noqa: BLE001 - the same exception, whatever it is
+            expected = type(exc)
+        try:
+            got: Any = api_data.load_json(name, package)
+        except Exception as exc:  # noqa: BLE001
+            got = type(exc)
+        assert got == expected, name
+
+
+def test_a_kafka_python_that_reads_its_schemas_otherwise_keeps_its_own_reading(monkeypatch):
+    """Without the names schema_json stands on (a release that moved them), the wire's import leaves
+    kafka-python's reading as it is: the classes are built as kafka-python builds them."""
+    from kafka.protocol import api_data
+
+    from kafkatxn.kafka.wire import schema_json
+
+    kafka_load_json = sys.modules["kafka.protocol.schemas.load_json"].load_json
+    monkeypatch.setattr(api_data, "load_json", kafka_load_json)
+    monkeypatch.delattr(sys.modules["kafka.protocol.schemas.load_json"], "_resolve_common_structs")
+    schema_json.read_schemas_faster()
+    assert api_data.load_json is kafka_load_json
+    monkeypatch.undo()
+    assert api_data.load_json.__module__ == schema_json.__name__
+
+
+def test_the_comment_blocks_are_the_regexs():
+    """schema_json.comment_spans finds what kafka-python's comment regex finds, on texts made of the
+    pieces that decide it: white space of every kind (a line start's \\s* crosses newlines), '//' at
+    and after a line's start, other text, lines without a newline at the end."""
+    import random
+    import re
+
+    from kafkatxn.kafka.wire.schema_json import comment_spans
+
+    regex = re.compile(r"(?m)((?:^\s*//.*\n?)+)")
+    pieces = [" ", "\t", "\n", "\r", "\x0b", "\x85", "\u2028", "\x1c", "/", "//", "// c\n", "\n\n", "a", '"', "{"]
+    rnd = random.Random(38)
+    texts = ["", "//", "// a", "\n// a\n\n  // b\n}\n", "{\n  // a\n  \"b\": 1 // c\n}", "x//\n//"]
+    texts += ["".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 30))) for _ in range(20_000)]
+    for text in texts:
+        assert comment_spans(text) == [m.span() for m in regex.finditer(text)], repr(text)
 
 
 def offset_fetch_answer(kind: str, throttle_ms: int = 0):

@@ -14,6 +14,10 @@ from kafkatxn.kafka.wire.client_package import defer_package_init
 
 defer_package_init()  # before any kafka-python import: its package __init__ runs only if asked for
 
+from kafkatxn.kafka.wire.schema_json import read_schemas_faster
+
+read_schemas_faster()  # before any of kafka-python's classes is built from its schema
+
 from kafkatxn.kafka.wire.client import LOGINS_CUT_SHORT, REUSED_LIMIT, REUSED_REQUESTS, Wire
 from kafkatxn.kafka.wire.refusal import is_refusal
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS

@@ -36,6 +36,7 @@ from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
 from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
 from kafkatxn.kafka.wire.group_answers import read_list_groups, read_offset_fetch
+from kafkatxn.kafka.wire.metadata_codec import metadata_body, metadata_shell
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
 
@@ -385,6 +386,7 @@ WRITERS = {
     p.ListOffsets: (list_offsets_shell, list_offsets_body),
     p.DescribeProducers: (describe_producers_shell, describe_producers_body),
     p.Fetch: (fetch_shell, fetch_body),  # written per send (wire.client.WRITTEN_PER_SEND), not kept
+    p.Metadata: (metadata_shell, metadata_body),  # the same: a few bytes
 }
 
 

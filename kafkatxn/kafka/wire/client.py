@@ -21,7 +21,7 @@ from kafkatxn.kafka.unreachable import (
 )
 from kafkatxn.kafka.wire.bodies import READERS, WRITERS
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
-from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata, _metadata
+from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata
 from kafkatxn.kafka.wire.reading import Read, _encoding_body_once, _negotiate_again, _reading_answers
 from kafkatxn.kafka.wire.refusal import is_refusal
 from kafkatxn.model import BrokerInfo
@@ -49,13 +49,21 @@ REUSED_REQUESTS = (p.ListOffsets, p.DescribeProducers, p.OffsetFetch)
 REUSED_LIMIT = 24
 # Requests whose body the wire writes (.bodies' WRITERS) but which are built per send, not kept: a
 # Fetch names its partitions' positions, which move (kafka-python's object per partition, and the
-# encoder it compiles the first time, are what writing it saves).
-WRITTEN_PER_SEND = (p.Fetch,)
+# encoder it compiles the first time, are what writing it saves); a Metadata is a few bytes (the
+# encoder kafka-python would compile for them is what writing it saves).
+WRITTEN_PER_SEND = (p.Fetch, p.Metadata)
 
 
 # The largest response frame taken: kafka-python's admin client's default (the connection manager's
 # own, 1 MB, is less than a big cluster's Metadata or a Fetch of the transaction log).
 RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
+
+
+def _written_per_send(request: Request) -> Any:
+    """A request of :data:`WRITTEN_PER_SEND` as kafka-python's: its body written (.bodies' WRITERS), its
+    answers read where the wire reads them; its class, body and writer its own, none kept."""
+    shell, body = WRITERS[type(request)]
+    return _encoding_body_once(shell(request), {}, {}, {}, functools.partial(body, request), READERS.get(type(request)))
 
 
 def _mark_bootstrapped(manager: Any) -> None:
@@ -170,7 +178,7 @@ class Wire:
                 )
                 try:
                     await manager.wait_for(conn.init_future, share_ms)
-                    asked = _reading_answers(_metadata(None, p.Metadata()), READERS[p.Metadata])
+                    asked = _written_per_send(p.Metadata())  # its body written (.metadata_codec), its answer read (.bodies)
                     response = await manager.wait_for(conn.send_request(asked), max(int((deadline - time.monotonic()) * 1000), 1))
                 except Exception as exc:  # noqa: BLE001 - a refusal is final, anything else: the next server
                     during_login = sasl and conn.broker_version_data is not None and not conn.connected
@@ -376,9 +384,8 @@ class Wire:
     def _reused(self, node_id: int | None, request: Request) -> Any:
         """The kafka-python request for ``request`` to ``node_id``: built again only when not among
         the last :data:`REUSED_LIMIT` of the reused kinds sent."""
-        if type(request) in WRITTEN_PER_SEND:  # its body written (.bodies), its class, body and writer its own: none kept
-            shell, body = WRITERS[type(request)]
-            return _encoding_body_once(shell(request), {}, {}, {}, functools.partial(body, request), READERS.get(type(request)))
+        if type(request) in WRITTEN_PER_SEND:
+            return _written_per_send(request)
         # A stable OffsetFetch names the few groups held by a transaction now: not kept.
         if type(request) not in REUSED_REQUESTS or not getattr(request, "batched", True) or getattr(request, "stable", ()):
             return self._encode(request)
