@@ -31,8 +31,10 @@ command had before sending it are in (the order the command must keep, no client
 of ``FLOOR_RUNS`` replays (``NAME_replay_s``, ``NAME_replay_runs_s``, ``NAME_rounds``). Beside it,
 ``NAME_broker_time_s``: the busiest broker's time on the same requests from the brokers' own
 ``TotalTimeMs`` histograms (JMX), the median of ``FLOOR_RUNS`` runs each read around, and
-``NAME_vs_broker_time`` over start-up plus that: a lower bound no client reaches, as it leaves out
-the rounds a command makes one after another.
+``NAME_vs_broker_time`` over start-up plus that. Not a bound either way: it leaves out the rounds a
+command makes one after another, but counts the time an answer waits for the command to read it
+(``ResponseSendTime``) and a request queued behind the one before it on its connection; at 30,000
+partitions it came out above the replay (0.188 against 0.144 s for ``lso``).
 """
 
 from __future__ import annotations

@@ -203,8 +203,9 @@ def floor_figures(figures: dict, name: str, median_s: float, broker_ms: float, s
     """A command's floor beside its time (issue 38 item 1), added to ``figures``; returns ``NAME_vs_floor``.
 
     ``NAME_broker_time_s`` is the busiest broker's time answering its requests (JMX), and
-    ``NAME_vs_broker_time`` the median over start-up plus that: a lower bound that leaves out the
-    rounds a command must make one after another (metadata first). With ``replay`` (wire_replay's
+    ``NAME_vs_broker_time`` the median over start-up plus that: it leaves out the rounds a command
+    must make one after another (metadata first) but counts the time an answer waits for the client
+    to read it, so it is no bound either way. With ``replay`` (wire_replay's
     median, runs and rounds: the same requests sent again, each as soon as the answers it waited
     for are in, no client work), the floor is start-up plus the replay (``NAME_replay_s``,
     ``NAME_rounds``), and ``NAME_recorded_idle_ms`` says where the recorded run had nothing in flight
