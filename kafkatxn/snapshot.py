@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, 
 
 from kafkatxn import group_positions, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.model import Missing, PartitionInfo, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
+from kafkatxn.verdicts_groups import GroupVerdict, group_verdict, readable_before_lso
 
 if TYPE_CHECKING:
     from kafkatxn.facts import Pins
@@ -285,10 +286,10 @@ def group_samples(snap: GroupSnapshot, topics: set[str] | None) -> GroupSamples:
     partitions): a commit at or past both its partition's offsets is caught up there (no lag, never
     held: three places in four), and of the rest, those lagging (past the LSO, or below it with records
     or an unread gap before it) and those caught up past a gap of markers are told apart by
-    :func:`_lag_at` with :func:`kafkatxn.group_positions.group_positions`' rules, a step each. What is
-    left (none committed, at the LSO, held, of a group whose stable offset fetch found unstable
-    offsets, offsets that crossed) is placed by ``group_positions`` itself (over the snapshot with only
-    them) and taken in at its rows."""
+    :func:`_lag_at`, which calls the rules ``group_positions`` calls, a step each. What is left (none
+    committed, held at the LSO or past a gap of markers, of a group whose stable offset fetch found
+    unstable offsets) is placed by ``group_positions`` itself (over the snapshot with only them) and
+    taken in at its rows."""
     committed = snap.committed
     group_column: list = []
     tps: list[TopicPartition] = []
@@ -332,29 +333,22 @@ def group_samples(snap: GroupSnapshot, topics: set[str] | None) -> GroupSamples:
 
 
 def _lag_at(snap: GroupSnapshot) -> Callable[..., int | None]:
-    """The read_committed lag of a place :func:`kafkatxn.group_positions.group_positions` finds lagging
-    or caught up and not held, from its commit and offsets (as it has them): None for a place it must
-    place itself (none committed, at the LSO, a group with unstable offsets, blocked past a gap of markers)."""
+    """The read_committed lag of a place :func:`kafkatxn.group_positions.group_positions` finds not held,
+    decided by the same rules it calls (``group_verdict`` over the probe's answer, ``readable_lag``): None
+    for a place it must place itself (none committed, a group with unstable offsets, a held one)."""
     unstable, first_readable = snap.unstable, snap.first_readable
+    blocked, not_probed = GroupVerdict.blocked, group_positions.NOT_PROBED
+    readable_lag = group_positions.readable_lag
 
     def lag_at(group: str, tp: TopicPartition, c: int, hw: int, lso: int, lag_to_lso: int, lag_to_hw: int) -> int | None:
         if c < 0 or group in unstable:
             return None
-        if c >= hw:  # caught up (group_verdict's first rule), below the LSO or not
-            return 0
-        if c > lso:  # read past the LSO: what is left to the high watermark
-            return lag_to_hw
-        if c == lso:  # at the LSO below the high watermark: held
-            return None
-        probed = first_readable.get((tp, c), _NOT_PROBED)
-        if probed is _NOT_PROBED or (probed is not None and probed < lso):  # records (or an unread gap) before the LSO
-            return lag_to_lso
-        return 0 if lso == hw else None  # only markers and aborted records: caught up at the LSO, or blocked there
+        # A gap below the LSO is read by the probe's answer, as group_positions reads it.
+        probed = first_readable.get((tp, c), not_probed) if c < lso else not_probed
+        verdict = group_verdict(c, lso, hw, None if probed is not_probed else readable_before_lso(probed, lso))
+        return None if verdict is blocked else readable_lag(verdict, c, lso, lag_to_lso, lag_to_hw)
 
     return lag_at
-
-
-_NOT_PROBED = group_positions.NOT_PROBED
 _TOPIC, _PARTITION = itemgetter(0), itemgetter(1)  # of a TopicPartition
 # A sample's fields after the lags when it is not held (GroupSample's defaults, blocked False).
 _NOT_HELD = (False, *GroupSample._field_defaults.values())
