@@ -6,7 +6,9 @@ other requests go); FindCoordinator (key type 0) places the groups no broker lis
 request from v4 on; OffsetFetch (v8+) and DescribeGroups carry all of a coordinator's groups in one
 request, so 5,000 groups cost a few requests per broker, not several per group. A KIP-848 consumer
 group (ListGroups v5+ types it ``consumer``) is described with ConsumerGroupDescribe (API 69), as
-Kafka's ``kafka-consumer-groups.sh`` describes it: DescribeGroups answers it GROUP_ID_NOT_FOUND. One Kafka API
+Kafka's ``kafka-consumer-groups.sh`` describes it: DescribeGroups answers it GROUP_ID_NOT_FOUND. A Kafka
+Streams application on the streams protocol (KIP-1071) is listed too and read by its committed offsets,
+not described (STREAMS_PROTOCOL_TYPE). One Kafka API
 family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, the per-broker budget, the deadline and error
 translation are the :class:`kafkatxn.kafka.session.Session`'s.
@@ -25,8 +27,17 @@ from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.model import Missing, Part, Partial, TopicPartition
 
-# The groups a consumer's tools list: consumer groups and those that only commit offsets ("").
-CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
+# The groups that read by committed offsets: consumer groups, those that only commit offsets (""), and
+# Kafka Streams applications on the streams rebalance protocol (KIP-1071; on by default from Kafka 4.2,
+# ``group.protocol=streams``), which ListGroups lists with protocol type "streams": an exactly-once
+# application reads read_committed and is held behind an open transaction as a consumer group is.
+# Kafka's kafka-consumer-groups.sh lists only the first two (kafka-streams-groups.sh the third).
+READER_PROTOCOL_TYPES = frozenset({"consumer", "", "streams"})
+# A streams group is described by StreamsGroupDescribe (API 89; its members' tasks), which this does
+# not read: DescribeGroups and ConsumerGroupDescribe both answer it GROUP_ID_NOT_FOUND. It is seen by
+# its committed offsets (a Streams application commits every commit.interval.ms, 100 ms under
+# exactly-once), not by the partitions its tasks hold without a commit yet.
+STREAMS_PROTOCOL_TYPE = "streams"
 STABLE = "Stable"
 # A group ListGroups lists as Empty has no member (KIP-518's state, v4+): describing it could only
 # answer Empty, no assignment. So of a classic group (or a v4 listing's, which names no type) and
@@ -66,6 +77,8 @@ class GroupsApi:
     _listed_empty: tuple[float, frozenset[str]] = (0.0, frozenset())
     # (deadline, groups) ListGroups typed consumer in this command (KIP-848: CONSUMER_TYPE).
     _listed_consumer: tuple[float, frozenset[str]] = (0.0, frozenset())
+    # (deadline, groups) ListGroups listed with protocol type "streams" in this command (KIP-1071).
+    _listed_streams: tuple[float, frozenset[str]] = (0.0, frozenset())
 
     def list_groups(self) -> list[str]:
         """Every consumer group, or an error when a broker's part of the list is missing (see
@@ -76,8 +89,8 @@ class GroupsApi:
         return listed.value
 
     def list_groups_partial(self) -> Partial[list[str]]:
-        """The consumer groups the brokers listed (ListGroups on every broker: each lists the groups
-        it coordinates). A broker that answers "not yet" (COORDINATOR_LOAD_IN_PROGRESS right after
+        """The consumer groups the brokers listed, with the Kafka Streams applications' streams groups
+        (READER_PROTOCOL_TYPES; ListGroups on every broker: each lists the groups it coordinates). A broker that answers "not yet" (COORDINATOR_LOAD_IN_PROGRESS right after
         ``__consumer_offsets`` is created) is asked again on the one policy (``retry.RETRIES``); a
         broker that still does not list its groups then (an error, frozen, dead) leaves them out,
         named in the missing part ``consumer groups`` (a group missing from an incomplete list is
@@ -95,7 +108,7 @@ class GroupsApi:
                 elif resp.error:
                     failed[broker] = Failed(resp.error, resp.error)
                 else:
-                    listed[broker] = [g for g in resp.groups if g.protocol_type in CONSUMER_PROTOCOL_TYPES]
+                    listed[broker] = [g for g in resp.groups if g.protocol_type in READER_PROTOCOL_TYPES]
             return listed, failed
 
         asked = retry.ask(brokers, send, "ListGroups", self.deadline)
@@ -107,6 +120,9 @@ class GroupsApi:
         ))
         self._listed_consumer = (self.deadline, frozenset(
             g.group_id for groups in asked.answers.values() for g in groups if g.group_type == CONSUMER_TYPE
+        ))
+        self._listed_streams = (self.deadline, frozenset(
+            g.group_id for groups in asked.answers.values() for g in groups if g.protocol_type == STREAMS_PROTOCOL_TYPE
         ))
         names = sorted(listed)
         if not unlisted:
@@ -210,12 +226,14 @@ class GroupsApi:
         return [*([proto.DescribeGroups(classic)] if classic else []), *([proto.ConsumerGroupDescribe(modern)] if modern else [])]
 
     def _to_describe(self, groups: Iterable[str]) -> list[str]:
-        """Of ``groups`` (once each, in order), those described: not those listed Empty."""
+        """Of ``groups`` (once each, in order), those described: not those listed Empty, nor the
+        streams groups (neither describe API knows them: STREAMS_PROTOCOL_TYPE)."""
         wanted = list(dict.fromkeys(groups))
-        deadline, empty = self._listed_empty
-        if deadline != self.deadline or not empty:
+        left_out = frozenset().union(*(listed for deadline, listed in (self._listed_empty, self._listed_streams)
+                                       if deadline == self.deadline))
+        if not left_out:
             return wanted
-        return [g for g in wanted if g not in empty]
+        return [g for g in wanted if g not in left_out]
 
     def group_assignments_ahead(self, groups: Iterable[str]) -> None:
         """The DescribeGroups and ConsumerGroupDescribe :meth:`group_assignments` will send for ``groups``, sent with the next round

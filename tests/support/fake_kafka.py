@@ -134,6 +134,9 @@ class KafkaModel:
     # ConsumerGroupDescribe answers every other group so ("not a consumer group"). ``group_states``: a
     # group's state where it is not Stable (assigned) or Empty ("Reconciling", "PreparingRebalance").
     consumer_groups: set[str] = field(default_factory=set)
+    # Kafka Streams applications on the streams protocol (KIP-1071): ListGroups lists them with protocol
+    # type and type "streams"; DescribeGroups and ConsumerGroupDescribe answer them GROUP_ID_NOT_FOUND.
+    streams_groups: set[str] = field(default_factory=set)
     group_states: dict[str, str] = field(default_factory=dict)
     # group -> partitions with a transactional offset commit pending: a stable OffsetFetch answers
     # UNSTABLE_OFFSET_COMMIT there (KIP-447).
@@ -487,11 +490,13 @@ class FakeWire:
         # Each group's state as Kafka lists it from v4 on (as _DescribeGroups has it; none for the
         # groups in listed_stateless: a broker before v4); its type (v5): classic, or consumer (KIP-848).
         return proto.ListGroupsResponse(None, tuple(
-            proto.ListedGroup(g, self.model.group_protocol_types.get(g, "consumer"),
-                              *(("", "") if g in self.model.listed_stateless else
-                                (self._state(g), "consumer" if g in self.model.consumer_groups else "classic")))
+            proto.ListedGroup(g, "streams" if g in self.model.streams_groups else self.model.group_protocol_types.get(g, "consumer"),
+                              *(("", "") if g in self.model.listed_stateless else (self._state(g), self._type(g))))
             for g in sorted(self._groups_known() - self.model.denied_groups) if self.model.group_coordinator(g) == node
         ))
+
+    def _type(self, g: str) -> str:
+        return "streams" if g in self.model.streams_groups else "consumer" if g in self.model.consumer_groups else "classic"
 
     def _state(self, g: str) -> str:
         return self.model.group_states.get(g) or ("Stable" if g in self.model.assignments else "Empty")
@@ -526,7 +531,7 @@ class FakeWire:
         a KIP-848 consumer group GROUP_ID_NOT_FOUND."""
         out = []
         for g in request.group_ids:
-            error = self.model.group_error("DescribeGroups", g, node) or ("GROUP_ID_NOT_FOUND" if g in self.model.consumer_groups else None)
+            error = self.model.group_error("DescribeGroups", g, node) or ("GROUP_ID_NOT_FOUND" if g in self.model.consumer_groups | self.model.streams_groups else None)
             if error:
                 out.append(proto.DescribedGroup(g, error))
             elif g in self.model.assignments:
