@@ -7,8 +7,8 @@ request from v4 on; OffsetFetch (v8+) and DescribeGroups carry all of a coordina
 request, so 5,000 groups cost a few requests per broker, not several per group. A KIP-848 consumer
 group (ListGroups v5+ types it ``consumer``) is described with ConsumerGroupDescribe (API 69), as
 Kafka's ``kafka-consumer-groups.sh`` describes it: DescribeGroups answers it GROUP_ID_NOT_FOUND. A Kafka
-Streams application on the streams protocol (KIP-1071) is listed too and read by its committed offsets,
-not described (STREAMS_PROTOCOL_TYPE). One Kafka API
+Streams application on the streams protocol (KIP-1071) is listed too, and described with
+StreamsGroupDescribe (API 89). One Kafka API
 family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, the per-broker budget, the deadline and error
 translation are the :class:`kafkatxn.kafka.session.Session`'s.
@@ -33,10 +33,9 @@ from kafkatxn.model import Missing, Part, Partial, TopicPartition
 # application reads read_committed and is held behind an open transaction as a consumer group is.
 # Kafka's kafka-consumer-groups.sh lists only the first two (kafka-streams-groups.sh the third).
 READER_PROTOCOL_TYPES = frozenset({"consumer", "", "streams"})
-# A streams group is described by StreamsGroupDescribe (API 89; its members' tasks), which this does
-# not read: DescribeGroups and ConsumerGroupDescribe both answer it GROUP_ID_NOT_FOUND. It is seen by
-# its committed offsets (a Streams application commits every commit.interval.ms, 100 ms under
-# exactly-once), not by the partitions its tasks hold without a commit yet.
+# A streams group is described by StreamsGroupDescribe (API 89: its members' active tasks, the partitions
+# they read); DescribeGroups and ConsumerGroupDescribe both answer it GROUP_ID_NOT_FOUND. On a broker
+# without that API it is read by its committed offsets only (not described).
 STREAMS_PROTOCOL_TYPE = "streams"
 STABLE = "Stable"
 # A group ListGroups lists as Empty has no member (KIP-518's state, v4+): describing it could only
@@ -53,6 +52,9 @@ DESCRIBED_TYPES = CLASSIC_TYPES | {CONSUMER_TYPE}
 NOT_FOUND = "GROUP_ID_NOT_FOUND"
 # A group neither API finds is gone, as DescribeGroups before v6 answers a group that is: Dead.
 DEAD = "Dead"
+# Each kind of group by the describe API of its protocol, in the order one coordinator's requests go.
+_DESCRIBE_REQUESTS = (("", proto.DescribeGroups), (CONSUMER_TYPE, proto.ConsumerGroupDescribe),
+                      (STREAMS_PROTOCOL_TYPE, proto.StreamsGroupDescribe))
 
 
 def group_part(group: str) -> Part:
@@ -188,18 +190,19 @@ class GroupsApi:
         """Each group's description, by the API of its kind (:meth:`_describe_requests`). A group an
         API answers GROUP_ID_NOT_FOUND is not of its kind (it moved between the protocols since it
         was listed: KIP-848's online upgrade and downgrade) or is gone: it is asked once more with the
-        other API, and one neither finds is Dead (left out), as DescribeGroups before v6 answers a
-        group that is gone. Any other error is the group's missing part."""
-        consumer = self._consumer_typed()
-        first = self._at_coordinators(groups, "DescribeGroups", lambda node_groups: self._describe_requests(node_groups, consumer),
+        other API (DescribeGroups for a consumer or streams group, ConsumerGroupDescribe for a classic
+        one), and one neither finds is Dead (left out), as DescribeGroups before v6 answers a group
+        that is gone. Any other error is the group's missing part."""
+        kinds = self._describe_kinds()
+        first = self._at_coordinators(groups, "DescribeGroups", lambda node_groups: self._describe_requests(node_groups, kinds),
                                       answered=frozenset({NOT_FOUND}))
         not_found = [g for g, d in first.value.items() if d.error == NOT_FOUND]
         if not not_found:
             return first
         found = {g: d for g, d in first.value.items() if d.error is None}
         has_consumer_describe = self.wire.max_version("ConsumerGroupDescribe") >= 0
-        other = [g for g in not_found if g in consumer or has_consumer_describe]
-        flipped = frozenset(g for g in other if g not in consumer)
+        other = [g for g in not_found if g in kinds or has_consumer_describe]
+        flipped = {g: CONSUMER_TYPE for g in other if g not in kinds}
         again = self._at_coordinators(other, "DescribeGroups", lambda node_groups: self._describe_requests(node_groups, flipped),
                                       answered=frozenset({NOT_FOUND}))
         for g in not_found:
@@ -210,27 +213,42 @@ class GroupsApi:
                 found[g] = proto.DescribedGroup(g, None, DEAD)
         return Partial(found, [*first.missing, *again.missing])
 
+    def _listed_now(self, listed: tuple[float, frozenset[str]]) -> frozenset[str]:
+        deadline, groups = listed
+        return groups if deadline == self.deadline else frozenset()
+
     def _consumer_typed(self) -> frozenset[str]:
         """The groups this command's ListGroups typed ``consumer`` (KIP-848)."""
-        deadline, consumer = self._listed_consumer
-        return consumer if deadline == self.deadline else frozenset()
+        return self._listed_now(self._listed_consumer)
+
+    def _describe_kinds(self) -> dict[str, str]:
+        """The groups not described by DescribeGroups, by the API that describes them: KIP-848's consumer
+        groups (ConsumerGroupDescribe), and the streams groups where the broker has StreamsGroupDescribe
+        (without it they are not described: :meth:`_to_describe`)."""
+        kinds = dict.fromkeys(self._consumer_typed(), CONSUMER_TYPE)
+        if self.wire.max_version("StreamsGroupDescribe") >= 0:
+            kinds.update(dict.fromkeys(self._listed_now(self._listed_streams), STREAMS_PROTOCOL_TYPE))
+        return kinds
 
     @staticmethod
-    def _describe_requests(node_groups: tuple[str, ...], consumer: frozenset[str]) -> list[Any]:
+    def _describe_requests(node_groups: tuple[str, ...], kinds: Mapping[str, str]) -> list[Any]:
         """One coordinator's describe requests: DescribeGroups for the classic groups (and those a
-        listing before ListGroups v5 does not type), ConsumerGroupDescribe for those in ``consumer``."""
-        if not consumer:
+        listing before ListGroups v5 does not type), ConsumerGroupDescribe for the consumer groups and
+        StreamsGroupDescribe for the streams groups in ``kinds``; one request of each API at most."""
+        if not kinds:
             return [proto.DescribeGroups(node_groups)]
-        classic = tuple(g for g in node_groups if g not in consumer)
-        modern = tuple(g for g in node_groups if g in consumer)
-        return [*([proto.DescribeGroups(classic)] if classic else []), *([proto.ConsumerGroupDescribe(modern)] if modern else [])]
+        by_kind: dict[str, list[str]] = defaultdict(list)
+        for g in node_groups:
+            by_kind[kinds.get(g, "")].append(g)
+        return [request(tuple(by_kind[kind])) for kind, request in _DESCRIBE_REQUESTS if by_kind.get(kind)]
 
     def _to_describe(self, groups: Iterable[str]) -> list[str]:
         """Of ``groups`` (once each, in order), those described: not those listed Empty, nor the
-        streams groups (neither describe API knows them: STREAMS_PROTOCOL_TYPE)."""
+        streams groups where the broker has no StreamsGroupDescribe (neither other API knows them)."""
         wanted = list(dict.fromkeys(groups))
-        left_out = frozenset().union(*(listed for deadline, listed in (self._listed_empty, self._listed_streams)
-                                       if deadline == self.deadline))
+        left_out = self._listed_now(self._listed_empty)
+        if self.wire.max_version("StreamsGroupDescribe") < 0:
+            left_out |= self._listed_now(self._listed_streams)
         if not left_out:
             return wanted
         return [g for g in wanted if g not in left_out]
@@ -248,8 +266,8 @@ class GroupsApi:
             if node is None:
                 return
             by_node[node].append(g)
-        consumer = self._consumer_typed()
-        self.send_ahead([(node, r) for node, node_groups in by_node.items() for r in self._describe_requests(tuple(node_groups), consumer)])
+        kinds = self._describe_kinds()
+        self.send_ahead([(node, r) for node, node_groups in by_node.items() for r in self._describe_requests(tuple(node_groups), kinds)])
 
     def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> Partial[dict[TopicPartition, int]]:
         """The log start offset of each partition (ListOffsets EARLIEST, one request per leader):

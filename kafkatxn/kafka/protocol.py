@@ -456,7 +456,7 @@ class DescribedGroup(NamedTuple):
     error: str | None
     state: str = ""  # "Stable", "Empty", "PreparingRebalance", "Dead", ...
     protocol_type: str = ""
-    assigned: frozenset[TopicPartition] = frozenset()  # every member's assigned partitions (consumer protocol)
+    assigned: frozenset[TopicPartition] = frozenset()  # every member's assigned partitions (streams: its active tasks' input)
 
 
 class DescribeGroupsResponse(NamedTuple):
@@ -471,10 +471,19 @@ class ConsumerGroupDescribe(NamedTuple):
     group_ids: tuple[str, ...]
 
 
+class StreamsGroupDescribe(NamedTuple):
+    """These Kafka Streams groups' state and the partitions their members' active tasks read
+    (StreamsGroupDescribe, API 89, KIP-1071: ListGroups lists them with protocol type ``streams``).
+    Answered as a :class:`DescribeGroupsResponse`."""
+
+    group_ids: tuple[str, ...]
+
+
 REQUEST_NAMES.update({
     ListGroups: "ListGroups",
     FindGroupCoordinators: "FindCoordinator",
     OffsetFetch: "OffsetFetch",
     DescribeGroups: "DescribeGroups",
     ConsumerGroupDescribe: "ConsumerGroupDescribe",
+    StreamsGroupDescribe: "StreamsGroupDescribe",
 })

@@ -1,7 +1,8 @@
 """A Kafka Streams application on the streams rebalance protocol (KIP-1071, ``group.protocol=streams``,
 on by default from Kafka 4.2) with exactly-once processing, on a real broker at its defaults, beside a
-classic consumer group reading the same topic: the group commands list its group and report it held
-behind an open transaction exactly as the classic group. ListGroups lists a streams group with protocol
+classic consumer group reading the same topic: the group commands list its group, read the partitions
+its tasks hold (StreamsGroupDescribe, API 89), and report it held behind an open transaction exactly as
+the classic group. ListGroups lists a streams group with protocol
 type "streams", which the commands left out (as Connect's), so ``check --groups`` counted a held
 Streams application nowhere. What is compared comes from the clients that made the traffic."""
 
@@ -11,14 +12,14 @@ import contextlib
 import time
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from harness.jars import default_kafka_version
 from harness.scenarios import create_topic, run_idempotent, unique
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
-from tests.integration.test_kip848_group import RECORDS, Reading, by_group, cli, listed_stable
+from tests.support.group_readers import RECORDS, Reading, by_group, cli, listed_stable, open_transaction
 from tests.support.java_streams import StreamsApp
 
 pytestmark = [
@@ -45,7 +46,7 @@ def committed(bootstrap: str, group: str, topic: str, offset: int, timeout_s: fl
 def test_a_streams_group_is_listed_and_held_as_a_classic_group_is(capsys, kafka):
     bootstrap = kafka.bootstrap_servers
     topic, sink = unique("streams-in"), unique("streams-out")
-    create_topic(bootstrap, topic, partitions=2)
+    create_topic(bootstrap, topic, partitions=3)  # partition 2 stays empty: read, never committed
     create_topic(bootstrap, sink, partitions=2)
     for partition in (0, 1):
         run_idempotent(bootstrap, topic, partition=partition, records=RECORDS)
@@ -68,17 +69,14 @@ def test_a_streams_group_is_listed_and_held_as_a_classic_group_is(capsys, kafka)
             code, rows, stderr = cli(capsys, bootstrap, "lso", "--groups", "--min-lag", "0")
             assert code in (0, 1, 2), (code, stderr)
             groups = by_group(rows)
+            # Partition 2, empty, has no commit: only the members' tasks (StreamsGroupDescribe) and
+            # assignments (DescribeGroups) say the groups read it.
             assert [(r["partition"], r["committed_offset"], r["verdict"]) for r in groups[app_id]] == [
-                (0, RECORDS, "caught_up"), (1, RECORDS, "caught_up")]
+                (0, RECORDS, "caught_up"), (1, RECORDS, "caught_up"), (2, None, "caught_up")], groups[app_id]
             assert groups[app_id] == groups[classic]
 
             # An open transaction on partition 0: both held at it, reported alike.
-            tid = unique("streams-tx")
-            producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "log_level": 0})
-            producer.init_transactions(30)
-            producer.begin_transaction()
-            producer.produce(topic, value=b"open", partition=0)
-            producer.flush(30)
+            producer, tid = open_transaction(bootstrap, topic, "streams-tx")
             code, rows, stderr = cli(capsys, bootstrap, "lso", "--groups", "--min-lag", "0")
             assert code in (0, 1, 2), (code, stderr)
             groups = by_group(rows)

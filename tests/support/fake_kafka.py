@@ -135,7 +135,8 @@ class KafkaModel:
     # group's state where it is not Stable (assigned) or Empty ("Reconciling", "PreparingRebalance").
     consumer_groups: set[str] = field(default_factory=set)
     # Kafka Streams applications on the streams protocol (KIP-1071): ListGroups lists them with protocol
-    # type and type "streams"; DescribeGroups and ConsumerGroupDescribe answer them GROUP_ID_NOT_FOUND.
+    # type and type "streams"; StreamsGroupDescribe describes them (``assignments``: the partitions their
+    # active tasks read), DescribeGroups and ConsumerGroupDescribe answer them GROUP_ID_NOT_FOUND.
     streams_groups: set[str] = field(default_factory=set)
     group_states: dict[str, str] = field(default_factory=dict)
     # group -> partitions with a transactional offset commit pending: a stable OffsetFetch answers
@@ -242,6 +243,7 @@ DEFAULT_APIS = {
     "DescribeTransactions": (0, 0), "WriteTxnMarkers": (0, 1),
     "DescribeCluster": (0, 1), "DescribeConfigs": (1, 4), "InitProducerId": (0, 5),  # wireadmin
     "ListGroups": (0, 5), "OffsetFetch": (1, 9), "DescribeGroups": (0, 5), "ConsumerGroupDescribe": (0, 1),
+    "StreamsGroupDescribe": (0, 1),
 }
 
 
@@ -552,6 +554,20 @@ class FakeWire:
                 out.append(proto.DescribedGroup(g, error))
             else:
                 out.append(proto.DescribedGroup(g, None, self._state(g), "consumer", frozenset(self.model.assignments.get(g, ()))))
+        return proto.DescribeGroupsResponse(tuple(out))
+
+    def _StreamsGroupDescribe(self, node, request):
+        """Kafka Streams groups, as :meth:`_ConsumerGroupDescribe` describes KIP-848's; any other
+        group, or one unknown, GROUP_ID_NOT_FOUND."""
+        out = []
+        for g in request.group_ids:
+            error = self.model.group_error("StreamsGroupDescribe", g, node)
+            if error is None and (g not in self.model.streams_groups or g not in self._groups_known()):
+                error = "GROUP_ID_NOT_FOUND"
+            if error:
+                out.append(proto.DescribedGroup(g, error))
+            else:
+                out.append(proto.DescribedGroup(g, None, self._state(g), "streams", frozenset(self.model.assignments.get(g, ()))))
         return proto.DescribeGroupsResponse(tuple(out))
 
 

@@ -8,7 +8,6 @@ GROUP_ID_NOT_FOUND").
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -19,6 +18,8 @@ from tests.support.blocked_group import ORDERS, blocked_model
 from tests.support.cli_helpers import run_cli
 from tests.support.fake_groups import O0, O1, P0, model_with_groups
 from tests.support.fake_kafka import FakeCluster, KafkaModel
+from tests.support.json_compare import differences, without_times
+
 
 def sent(model: KafkaModel, kind: type) -> list[tuple[int | None, tuple[str, ...]]]:
     return sorted((node, r.group_ids) for node, r in model.sent if type(r) is kind)
@@ -112,25 +113,6 @@ def test_a_classic_group_gone_on_a_broker_without_consumer_group_describe_is_dea
 
 
 # -- the commands: a KIP-848 group reported as the same classic group ----------------------------
-
-
-def without_times(doc):
-    """A command's JSON without what moves with the clock (ages, dates, durations, the performance data)."""
-    if isinstance(doc, dict):
-        return {k: without_times(v) for k, v in doc.items()
-                if not any(w in k for w in ("age", "_at", "until", "duration", "perfdata"))}
-    if isinstance(doc, list):
-        return [without_times(v) for v in doc]
-    return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "<date>", doc) if isinstance(doc, str) else doc
-
-
-def differences(a, b, path="") -> list[str]:
-    """Where two JSON documents differ, by path."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [d for k in sorted(set(a) | set(b)) for d in differences(a.get(k), b.get(k), f"{path}.{k}")]
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
-    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
 
 
 def commands(capsys, monkeypatch, consumer: bool) -> dict[str, tuple[int, object]]:

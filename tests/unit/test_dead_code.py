@@ -31,9 +31,9 @@ USED_FROM_OUTSIDE = {
     ("kafkatxn/exporter_server.py", "log_message"): "http.server calls it (override: the access log at debug level)",
     ("kafkatxn/exporter_server.py", "readinto"): "io.BufferedReader calls it (a RawIOBase)",
     ("kafkatxn/exporter_server.py", "get_app"): "wsgiref's handler calls it",
-    ("kafkatxn/kafka/wire/consumer_group_codec.py", "expect_response"): "kafka-python's connection and parser call it "
+    ("kafkatxn/kafka/wire/describe_codec.py", "expect_response"): "kafka-python's connection and parser call it "
                                                                          "(its request interface: ConsumerGroupDescribeRequest)",
-    ("kafkatxn/kafka/wire/consumer_group_codec.py", "with_header"): "kafka-python's parser calls it (its request interface)",
+    ("kafkatxn/kafka/wire/describe_codec.py", "with_header"): "kafka-python's parser calls it (its request interface)",
     ("kafkatxn/kafka/groups.py", "list_groups"): "no caller: kafka/groups.py is rewritten by the retry consolidation, which removes it",
     ("kafkatxn/lso.py", "DEFAULT_CRITICAL_AGE"): "lso's own default; the CLI shows kafkatxn.defaults.LSO_CRITICAL_AGE, checked "
                                                   "equal to it (test_connect_ahead), not to import lso before its offsets are sent",

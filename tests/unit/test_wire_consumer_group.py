@@ -17,44 +17,16 @@ import pytest
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka import wire
-from kafkatxn.kafka.varint import encode_uvarint
 from kafkatxn.kafka.wire import consumer_group_codec as codec
+from kafkatxn.kafka.wire.describe_codec import group_ids_body
 from kafkatxn.kafka.wire.reading import Read
 from kafkatxn.model import TopicPartition
+from tests.support.flexible_bytes import arr, i8, i16, i32, s, tags
 
 O0, O1, P3 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 3)
 
 
 # -- a writer of the answer, from ConsumerGroupDescribeResponse.json ------------------------------
-
-
-def i8(v: int) -> bytes:
-    return struct.pack(">b", v)
-
-
-def i16(v: int) -> bytes:
-    return struct.pack(">h", v)
-
-
-def i32(v: int) -> bytes:
-    return struct.pack(">i", v)
-
-
-def s(v: str | None) -> bytes:
-    """COMPACT_(NULLABLE_)STRING."""
-    if v is None:
-        return b"\x00"
-    raw = v.encode()
-    return encode_uvarint(len(raw) + 1) + raw
-
-
-def arr(items: list[bytes]) -> bytes:
-    return encode_uvarint(len(items) + 1) + b"".join(items)
-
-
-def tags(*fields: tuple[int, bytes]) -> bytes:
-    """A tagged-field section: fields no reader here knows (tag, bytes), skipped by their size."""
-    return encode_uvarint(len(fields)) + b"".join(encode_uvarint(t) + encode_uvarint(len(b)) + b for t, b in fields)
 
 
 def assignment(*tps: TopicPartition, tagged: bytes = b"\x00") -> bytes:
@@ -107,8 +79,8 @@ EXPECTED = p.DescribeGroupsResponse((
 
 def test_the_request_body_is_the_schemas_at_both_versions():
     # GroupIds: compact array (2 + 1) of compact strings; IncludeAuthorizedOperations false; no tagged fields.
-    assert codec.request_body(("g1", "billing")) == b"\x03\x03g1\x08billing\x00\x00"
-    assert codec.request_body(()) == b"\x01\x00\x00"
+    assert group_ids_body(("g1", "billing")) == b"\x03\x03g1\x08billing\x00\x00"
+    assert group_ids_body(()) == b"\x01\x00\x00"
     request = wire.Wire(None)._encode(p.ConsumerGroupDescribe(("g1",)))
     assert request.encode(version=0) == request.encode(version=1) == b"\x02\x03g1\x00\x00"
     with pytest.raises(ValueError):

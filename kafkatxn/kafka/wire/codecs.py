@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from kafkatxn.kafka.wire import (
     cluster, configs_codec, consumer_group_codec, fencing, fetch, groups_codec, metadata_codec, offsets_codec, producers_codec,
-    transactions_codec,
+    streams_group_codec, transactions_codec,
 )
 
 CODECS: dict[type, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] = {
@@ -25,6 +25,7 @@ CODECS: dict[type, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]] 
     **fetch.CODECS,
     **groups_codec.CODECS,
     **consumer_group_codec.CODECS,
+    **streams_group_codec.CODECS,
 }
 ENCODERS = {kind: encode for kind, (encode, _decode) in CODECS.items()}
 DECODERS = {kind: decode for kind, (_encode, decode) in CODECS.items()}
