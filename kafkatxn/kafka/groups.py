@@ -40,13 +40,13 @@ STREAMS_PROTOCOL_TYPE = "streams"
 STABLE = "Stable"
 # A group ListGroups lists as Empty has no member (KIP-518's state, v4+): describing it could only
 # answer Empty, no assignment. So of a classic group (or a v4 listing's, which names no type) and
-# of a KIP-848 consumer group alike (its Empty: no member either; KIP-848's states are Empty,
-# Assigning, Reconciling, Stable, Dead).
+# of a KIP-848 consumer group and a streams group alike (their Empty: no member either; KIP-848's
+# states are Empty, Assigning, Reconciling, Stable, Dead; KIP-1071's add NotReady).
 EMPTY = "Empty"
 CLASSIC_TYPES = frozenset({"classic", ""})
 # ListGroups v5+'s type of a KIP-848 consumer group: ConsumerGroupDescribe's to describe, not DescribeGroups'.
 CONSUMER_TYPE = "consumer"
-DESCRIBED_TYPES = CLASSIC_TYPES | {CONSUMER_TYPE}
+DESCRIBED_TYPES = CLASSIC_TYPES | {CONSUMER_TYPE, STREAMS_PROTOCOL_TYPE}
 # What either describe API answers a group that is not of its kind (DescribeGroups v6+: "not a
 # classic group"; ConsumerGroupDescribe: "not a consumer group") or no longer exists.
 NOT_FOUND = "GROUP_ID_NOT_FOUND"

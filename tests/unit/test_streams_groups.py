@@ -46,6 +46,17 @@ def test_each_kind_of_group_is_described_by_its_own_api_in_one_request_per_coord
                                 ("StreamsGroupDescribe", 1, ("s1",)), ("StreamsGroupDescribe", 2, ("s2", "s3"))]
 
 
+def test_a_streams_group_listed_empty_is_not_described():
+    """An Empty streams group has no member, as an Empty group of the other protocols."""
+    model = model_with_groups(s1=1, s2=2)
+    model.streams_groups = {"s1", "s2"}
+    model.assignments = {"s2": {P0}}
+    cluster = FakeCluster(model)
+    cluster.list_groups()
+    assert cluster.group_assignments(["s1", "s2"]).value == {"s2": frozenset({P0})}
+    assert described(model) == [("StreamsGroupDescribe", 2, ("s2",))]
+
+
 def test_without_streams_group_describe_a_streams_group_is_read_by_its_commits_and_not_described():
     """Kafka 4.1's brokers list streams groups only with the API enabled; a broker that lists one
     without it (or whose principal cannot see it) is not asked two other APIs for GROUP_ID_NOT_FOUND."""
