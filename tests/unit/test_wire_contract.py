@@ -1233,25 +1233,25 @@ def describe_producers_answer(kind: str, throttle_ms: int = 0):
 def test_a_describe_producers_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
     from kafka.protocol.admin.transactions import DescribeProducersResponse as R
 
-    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire import producers_answers
     from kafkatxn.kafka.wire.producers_codec import _decode_describe_producers
 
     request = p.DescribeProducers((TP0,))
     for version in range(0, R.max_version + 1):
         raw = bytes(describe_producers_answer(kind, throttle_ms=13).encode(version=version))
-        assert bodies.read_describe_producers(memoryview(raw), version) == (
+        assert producers_answers.read_describe_producers(memoryview(raw), version) == (
             _decode_describe_producers(request, R.decode(raw, version=version)), 13)
 
 
 def test_a_describe_producers_answer_with_tagged_fields_is_left_to_kafka_python():
     from kafka.protocol.admin.transactions import DescribeProducersResponse as R
 
-    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire import producers_answers
 
     raw = bytes(describe_producers_answer("one").encode(version=0))
     tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
     assert R.decode(tagged, version=0).topics
-    assert bodies.read_describe_producers(memoryview(tagged), 0) is None
+    assert producers_answers.read_describe_producers(memoryview(tagged), 0) is None
 
 
 def test_kafka_pythons_parser_hands_over_a_describe_producers_answer_read_by_the_wire():
