@@ -1431,12 +1431,15 @@ def offset_fetch_answer(kind: str, throttle_ms: int = 0):
 
 
 @pytest.mark.parametrize("kind", ["plain", "null", "same", "mixed", "long", "wide"])
-def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
+def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind, monkeypatch):
+    """Read twice: the second time each group is the one kept by its bytes (group_answers.MEMO), where it was kept."""
     from kafka.protocol.consumer import OffsetFetchResponse as R
 
     from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
     from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
 
+    monkeypatch.setattr(group_answers, "MEMO", BlockMemo(group_answers.MEMO.limit))
     answer = offset_fetch_answer(kind, throttle_ms=11)
     request = p.OffsetFetch(tuple(g.group_id for g in answer.groups))
     for version in range(R.max_version + 1):
@@ -1446,12 +1449,50 @@ def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of
             assert group_answers.read_offset_fetch(memoryview(b"\x00" * 8), version) is None
             continue
         raw = bytes(answer.encode(version=version))
-        read = group_answers.read_offset_fetch(memoryview(raw), version)
         expected = _decode_offset_fetch(request, R.decode(raw, version=version))
-        assert read == (expected, 11)
-        assert [list(g.offsets.items()) for g in read[0].groups] == [list(g.offsets.items()) for g in expected.groups]  # same order
+        first = group_answers.read_offset_fetch(memoryview(raw), version)
+        read = group_answers.read_offset_fetch(memoryview(raw), version)
+        for got in (first, read):
+            assert got == (expected, 11)
+            assert [list(g.offsets.items()) for g in got[0].groups] == [list(g.offsets.items()) for g in expected.groups]  # same order
+        # Kept: the groups whose lengths are one byte each (these have a topic name of 200 bytes but the last two).
+        assert [a is b for a, b in zip(first[0].groups, read[0].groups)] == [False] * 5 + [True, True]
     if kind == "mixed":
         assert read[0].groups[0].unstable == frozenset(TopicPartition(t, 5) for t in ("t0", "t1", "z" * 200))
+
+
+def test_an_offset_fetch_group_read_again_from_the_same_bytes_is_the_group_read_before(monkeypatch):
+    """Groups whose bytes are those of a group read before are that group (one that committed since is
+    read anew); groups whose partitions' metadata differ in length are never kept, and always read right."""
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+
+    from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
+    from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
+
+    monkeypatch.setattr(group_answers, "MEMO", BlockMemo(1_000))
+    G = R.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics
+    P = T.OffsetFetchResponsePartitions
+
+    def answer(moved: int) -> bytes:
+        groups = [G(group_id=f"g{g}", error_code=0, topics=[
+            T(name=f"t{t}", partitions=[P(partition_index=i, committed_offset=100 * g + i + (g == moved), committed_leader_epoch=-1,
+                                           metadata="m" * (i % 2 if g == 2 else 1), error_code=0) for i in range(g + 1)])
+            for t in range(2)]) for g in range(4)]
+        return bytes(R(throttle_time_ms=0, groups=[*groups, G(group_id="gone", error_code=69, topics=[])]).encode(version=9))
+
+    def read(raw: bytes) -> tuple:
+        got = group_answers.read_offset_fetch(memoryview(raw), 9)
+        names = tuple(g.group_id for g in got[0].groups)
+        assert got == (_decode_offset_fetch(p.OffsetFetch(names), R.decode(raw, version=9)), 0)
+        return got[0].groups
+
+    first, again, moved = read(answer(-1)), read(answer(-1)), read(answer(1))
+    assert [a is b for a, b in zip(first, again)] == [True, True, False, True, True]  # g2: metadata of two lengths
+    assert [a is b for a, b in zip(first, moved)] == [True, False, False, True, True]
+    assert moved[1].offsets[TopicPartition("t0", 0)] == 101
+    assert group_answers.MEMO.held == (2 + 1) + (4 + 1) + (8 + 1) + (0 + 1) + (4 + 1)  # g0, g1, g3, gone, g1 moved: offsets + 1 each
 
 
 def test_an_offset_fetch_reads_long_runs_a_partition_at_a_time_and_keeps_few_run_formats(monkeypatch):
@@ -1463,6 +1504,9 @@ def test_an_offset_fetch_reads_long_runs_a_partition_at_a_time_and_keeps_few_run
     from kafkatxn.kafka.wire import group_answers
     from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
 
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
+
+    monkeypatch.setattr(group_answers, "MEMO", BlockMemo(0))  # every group read
     monkeypatch.setattr(group_answers, "_RUN_LONGEST", 100)
     monkeypatch.setattr(group_answers, "_RUNS_KEPT_PARTITIONS", 30)
     monkeypatch.setattr(group_answers, "_RUNS", {})
