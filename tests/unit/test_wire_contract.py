@@ -1018,6 +1018,24 @@ def test_a_list_offsets_answer_read_from_its_bytes_is_what_the_decoder_makes_of_
             assert read is None  # kafka-python's to decode
             continue
         assert read == (_decode_list_offsets(request, R.decode(raw, version=version)), 17)
+        assert bodies.read_list_offsets(memoryview(raw), version) == read  # again: each topic's columns as kept
+
+
+def test_a_list_offsets_topic_read_again_from_the_same_bytes_is_the_columns_read_before(monkeypatch):
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
+    from kafkatxn.kafka.wire.offsets_codec import _decode_list_offsets
+
+    monkeypatch.setattr(bodies, "OFFSETS_MEMO", BlockMemo(1_000))
+    request = p.ListOffsets((TP0,), True)
+    before = {"orders": [(i, 0, 10 + i) for i in range(50)], "payments": [(i, 0, 7) for i in range(3)]}
+    after = {**before, "orders": [*before["orders"][:-1], (49, 0, 60)]}  # one partition written to since
+    for topics in (before, before, after):
+        raw = list_offsets_answer(topics).encode(version=9)
+        assert bodies.read_list_offsets(memoryview(raw), 9) == (_decode_list_offsets(request, R.decode(raw, version=9)), 0)
+    assert bodies.OFFSETS_MEMO.held == 50 + 3 + 50  # orders twice (before and after), payments once
 
 
 def test_list_offsets_columns_are_their_rows_and_both_are_taken_apart_alike():
@@ -1608,12 +1626,14 @@ def list_groups_answer(error_code: int = 0, throttle_ms: int = 0):
 
 
 @pytest.mark.parametrize("error_code", [0, 14])
-def test_a_list_groups_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(error_code):
+def test_a_list_groups_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(error_code, monkeypatch):
     from kafka.protocol.admin.groups import ListGroupsResponse as R
 
     from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
     from kafkatxn.kafka.wire.groups_codec import _decode_list_groups
 
+    monkeypatch.setattr(group_answers, "LISTINGS", BlockMemo(1_000))
     answer = list_groups_answer(error_code, throttle_ms=9)
     read_at = []
     for version in range(R.max_version + 1):
@@ -1625,7 +1645,10 @@ def test_a_list_groups_answer_read_from_its_bytes_is_what_the_decoder_makes_of_k
         read_at.append(version)
         assert read == (_decode_list_groups(p.ListGroups(), R.decode(raw, version=version)), 9)
         assert len(read[0].groups) == 43 and read[0].groups[-2].group_id == "gruppe-ä"
+        assert group_answers.read_list_groups(memoryview(bytes(raw)), version) is read  # the same bytes again: kept
     assert read_at == [3, 4, 5]
+    changed = bytes(list_groups_answer(error_code, throttle_ms=10).encode(version=5))  # another throttle time
+    assert group_answers.read_list_groups(memoryview(changed), 5)[1] == 10
 
 
 def test_a_list_groups_answer_with_tagged_fields_is_left_to_kafka_python():

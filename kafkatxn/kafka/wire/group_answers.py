@@ -16,6 +16,11 @@ partitions the request asked there), is left to kafka-python (None).
 
 A ListGroups answer (v3+, flexible) lists every group a broker coordinates, four strings each (5,000
 groups a scrape): kafka-python's decoder made an object per group, the codec a ListedGroup of it.
+
+Both are asked every scrape, and a quiet cluster answers with the same bytes: a group's committed
+offsets whose bytes were read before as a whole group are that group again (:data:`MEMO`), and a
+coordinator's listing read before is that listing again (:data:`LISTINGS`), each a
+:class:`~.answer_memo.BlockMemo`.
 """
 
 from __future__ import annotations
@@ -197,6 +202,9 @@ def read_offset_fetch(data: memoryview, version: int) -> tuple[p.OffsetFetchResp
 LIST_GROUPS_READ_FROM = 3
 _LIST_GROUPS_STATE, _LIST_GROUPS_TYPE = 4, 5  # GroupState (KIP-518), GroupType (KIP-848)
 _HEAD = struct.Struct(">ih")  # ThrottleTimeMs, ErrorCode
+# A coordinator's listing read again from the same bytes (no group came, went or changed state since):
+# the groups read before (.answer_memo), 100,000 groups' at most.
+LISTINGS = BlockMemo(100_000)
 
 
 def read_list_groups(data: memoryview, version: int) -> tuple[p.ListGroupsResponse, int] | None:
@@ -206,6 +214,17 @@ def read_list_groups(data: memoryview, version: int) -> tuple[p.ListGroupsRespon
     if version < LIST_GROUPS_READ_FROM:
         return None
     raw = bytes(data)
+    key = (version, raw)
+    kept = LISTINGS.get(key)
+    if kept is None:
+        kept = _list_groups(raw, data, version)
+        if kept is not None:
+            LISTINGS.put(key, kept, len(kept[0].groups) + 1)
+    return kept
+
+
+def _list_groups(raw: bytes, data: memoryview, version: int) -> tuple[p.ListGroupsResponse, int] | None:
+    """:func:`read_list_groups` of bytes not read before."""
     throttle_ms, error_code = _HEAD.unpack_from(raw, 0)
     count, pos = _read_uvarint(raw, 6)
     strings = 2 + (version >= _LIST_GROUPS_STATE) + (version >= _LIST_GROUPS_TYPE)
