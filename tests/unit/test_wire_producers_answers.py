@@ -81,17 +81,19 @@ def test_the_same_bytes_again_are_the_same_partitions_again_and_other_bytes_are_
     assert all(a is b for a, b in zip(moved[30:], first[30:])) and moved[0] is not first[0]
 
 
-def test_the_memo_lets_the_least_recently_used_go_past_its_bound():
-    memo = BlockMemo(10)
-    memo.put("a", 1, 4)
-    memo.put("b", 2, 4)
-    assert memo.get("a") == 1  # now the one used last
-    memo.put("c", 3, 4)
-    assert (memo.get("a"), memo.get("b"), memo.get("c"), memo.held) == (1, None, 3, 8)
-    memo.put("d", 4, 11)  # more than the bound alone: not kept
-    assert memo.get("d") is None and memo.held == 8
-    memo.put("a", 5, 2)
-    assert memo.get("a") == 5 and memo.held == 6
+def test_the_memo_keeps_what_was_used_lately_within_its_bound():
+    memo = BlockMemo(20)  # generations of 10 at most
+    for key in "abc":
+        memo.put(key, key.upper(), 4)  # c takes the new generation past 10: a, b, c the old one
+    assert [memo.get(k) for k in "ab"] == ["A", "B"] and memo.held == 12  # a and b new again
+    for key in "de":
+        memo.put(key, key.upper(), 4)  # a, b, d past 10: the old one; c, not used since, let go
+    assert [memo.get(k) for k in "dec"] == ["D", "E", None]
+    for n in range(100):  # as many scrapes of changing bytes: never past the bound
+        memo.put(n, n, 3)
+        assert memo.held <= 20
+    memo.put("big", 0, 11)  # more than a generation alone: not kept
+    assert memo.get("big") is None
 
 
 def test_an_answer_with_tagged_fields_in_a_partition_is_left_to_kafka_python():

@@ -138,8 +138,9 @@ _THROTTLE = struct.Struct(">i")
 _LIST_OFFSETS_PARTITION = struct.Struct(">ih8xq4xx")
 _BLOCKS: dict[int, struct.Struct] = {}  # a topic's partitions in a row, by count (a cluster has a few counts)
 # A topic's partitions at a leader read again from the same bytes: the columns read before (.answer_memo).
-# Where nothing was written since, both isolation levels' answers say the same (~80 bytes a partition).
-OFFSETS_MEMO = BlockMemo(200_000)
+# Where nothing was written since, both isolation levels' answers say the same (~80 bytes a partition;
+# a generation holds 200,000: 100,000 partitions at both levels where they differ).
+OFFSETS_MEMO = BlockMemo(400_000)
 
 
 def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResponse, int] | None:

@@ -40,8 +40,9 @@ _OFFSET_FETCH_PARTITION = struct.Struct(">iqi")  # PartitionIndex, CommittedOffs
 _ERROR = struct.Struct(">h")
 _NONE_UNSTABLE: frozenset[TopicPartition] = frozenset()
 # A group's committed offsets by its bytes (and the answer's version): a group that committed nothing
-# since the last scrape is the same group again (.answer_memo). ~2.5 kB a group of 20 offsets: 200,000 offsets at most.
-MEMO = BlockMemo(200_000)
+# since the last scrape is the same group again (.answer_memo). ~2.5 kB a group of 20 offsets; a generation
+# holds 10,000 such groups (the groups of one pass at the largest size, 20,000 groups, kept in part).
+MEMO = BlockMemo(400_000)
 # (partitions, metadata length) -> the struct of a run of that many partitions with metadata that long.
 # A struct holds ~100 bytes per partition: the runs kept hold 20,000 partitions at most (~2 MB), and a
 # run longer than _RUN_LONGEST (a group committed on most of a large topic) is unpacked a partition at a time.

@@ -47,8 +47,8 @@ _FORMATS_KEPT_PARTITIONS = 20_000
 _RUN_LONGEST = 1_000
 
 # A topic's partitions at a leader, by its name and their bytes. ~350 bytes a partition with one
-# producer: 100,000 partitions' worth at most (a cluster's every partition at the issue's largest size).
-MEMO = BlockMemo(100_000)
+# producer; a generation holds 100,000 partitions (a pass at the issue's largest size).
+MEMO = BlockMemo(200_000)
 
 
 def _record_format(producers: int) -> str:
