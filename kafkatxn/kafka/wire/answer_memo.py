@@ -52,6 +52,10 @@ class BlockMemo:
                 self._new_held += entry[1]
             self._new[key] = entry
 
+    def __bool__(self) -> bool:
+        """Whether anything is kept: a command's first answer has nothing to look up (a one-shot command's every answer)."""
+        return bool(self._new or self._old)
+
     @property
     def held(self) -> int:
         """The partitions (or offsets) of the results kept, both generations."""

@@ -39,7 +39,7 @@ _THROTTLE = struct.Struct(">i")
 _OFFSET_FETCH_PARTITION = struct.Struct(">iqi")  # PartitionIndex, CommittedOffset, CommittedLeaderEpoch
 _ERROR = struct.Struct(">h")
 _NONE_UNSTABLE: frozenset[TopicPartition] = frozenset()
-# A group's committed offsets by its bytes (and the answer's version): a group that committed nothing
+# A group's committed offsets by its bytes (a group is read alike at every version read): a group that committed nothing
 # since the last scrape is the same group again (.answer_memo). ~2.5 kB a group of 20 offsets; a generation
 # holds 10,000 such groups (the groups of one pass at the largest size, 20,000 groups, kept in part).
 MEMO = BlockMemo(400_000)
@@ -178,20 +178,21 @@ def read_offset_fetch(data: memoryview, version: int) -> tuple[p.OffsetFetchResp
     (throttle_ms,) = _THROTTLE.unpack_from(raw, 0)
     count, pos = _read_uvarint(raw, 4)
     groups: list[p.GroupOffsets] = []
+    looking = bool(MEMO)  # nothing to find in a command's first answer: no group's end looked for
     for _ in range(count - 1):
-        end = _group_end(raw, pos)
-        key = (version, raw[pos:end]) if end > pos else None
-        kept = MEMO.get(key) if key is not None else None
-        if kept is not None:
-            groups.append(kept)
-            pos = end
-            continue
+        start = pos
+        if looking:
+            end = _group_end(raw, pos)
+            kept = MEMO.get(raw[pos:end]) if end > pos else None
+            if kept is not None:
+                groups.append(kept)
+                pos = end
+                continue
         read = _group(raw, data, pos)
         if read is None:
             return None
         group, pos = read
-        if pos == end:  # read whole from the bytes it is looked up by
-            MEMO.put(key, group, len(group.offsets) + 1)
+        MEMO.put(raw[start:pos], group, len(group.offsets) + 1)  # read whole from these bytes (read alike at v8 and v9)
         groups.append(group)
     if pos != len(raw) - 1 or raw[pos] != 0:
         return None
