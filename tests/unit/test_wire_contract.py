@@ -1018,6 +1018,24 @@ def test_a_list_offsets_answer_read_from_its_bytes_is_what_the_decoder_makes_of_
             assert read is None  # kafka-python's to decode
             continue
         assert read == (_decode_list_offsets(request, R.decode(raw, version=version)), 17)
+        assert bodies.read_list_offsets(memoryview(raw), version) == read  # again: each topic's columns as kept
+
+
+def test_a_list_offsets_topic_read_again_from_the_same_bytes_is_the_columns_read_before(monkeypatch):
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
+    from kafkatxn.kafka.wire.offsets_codec import _decode_list_offsets
+
+    monkeypatch.setattr(bodies, "OFFSETS_MEMO", BlockMemo(1_000))
+    request = p.ListOffsets((TP0,), True)
+    before = {"orders": [(i, 0, 10 + i) for i in range(50)], "payments": [(i, 0, 7) for i in range(3)]}
+    after = {**before, "orders": [*before["orders"][:-1], (49, 0, 60)]}  # one partition written to since
+    for topics in (before, before, after):
+        raw = list_offsets_answer(topics).encode(version=9)
+        assert bodies.read_list_offsets(memoryview(raw), 9) == (_decode_list_offsets(request, R.decode(raw, version=9)), 0)
+    assert bodies.OFFSETS_MEMO.held == 50 + 3 + 50  # orders twice (before and after), payments once
 
 
 def test_list_offsets_columns_are_their_rows_and_both_are_taken_apart_alike():
@@ -1233,25 +1251,25 @@ def describe_producers_answer(kind: str, throttle_ms: int = 0):
 def test_a_describe_producers_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
     from kafka.protocol.admin.transactions import DescribeProducersResponse as R
 
-    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire import producers_answers
     from kafkatxn.kafka.wire.producers_codec import _decode_describe_producers
 
     request = p.DescribeProducers((TP0,))
     for version in range(0, R.max_version + 1):
         raw = bytes(describe_producers_answer(kind, throttle_ms=13).encode(version=version))
-        assert bodies.read_describe_producers(memoryview(raw), version) == (
+        assert producers_answers.read_describe_producers(memoryview(raw), version) == (
             _decode_describe_producers(request, R.decode(raw, version=version)), 13)
 
 
 def test_a_describe_producers_answer_with_tagged_fields_is_left_to_kafka_python():
     from kafka.protocol.admin.transactions import DescribeProducersResponse as R
 
-    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire import producers_answers
 
     raw = bytes(describe_producers_answer("one").encode(version=0))
     tagged = raw[:-1] + b"\x01\x09\x01\x07"  # the answer's own tagged fields: one unknown tag
     assert R.decode(tagged, version=0).topics
-    assert bodies.read_describe_producers(memoryview(tagged), 0) is None
+    assert producers_answers.read_describe_producers(memoryview(tagged), 0) is None
 
 
 def test_kafka_pythons_parser_hands_over_a_describe_producers_answer_read_by_the_wire():
@@ -1431,12 +1449,15 @@ def offset_fetch_answer(kind: str, throttle_ms: int = 0):
 
 
 @pytest.mark.parametrize("kind", ["plain", "null", "same", "mixed", "long", "wide"])
-def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind):
+def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(kind, monkeypatch):
+    """Read twice: the second time each group is the one kept by its bytes (group_answers.MEMO), where it was kept."""
     from kafka.protocol.consumer import OffsetFetchResponse as R
 
     from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
     from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
 
+    monkeypatch.setattr(group_answers, "MEMO", BlockMemo(group_answers.MEMO.limit))
     answer = offset_fetch_answer(kind, throttle_ms=11)
     request = p.OffsetFetch(tuple(g.group_id for g in answer.groups))
     for version in range(R.max_version + 1):
@@ -1446,12 +1467,51 @@ def test_an_offset_fetch_answer_read_from_its_bytes_is_what_the_decoder_makes_of
             assert group_answers.read_offset_fetch(memoryview(b"\x00" * 8), version) is None
             continue
         raw = bytes(answer.encode(version=version))
-        read = group_answers.read_offset_fetch(memoryview(raw), version)
         expected = _decode_offset_fetch(request, R.decode(raw, version=version))
-        assert read == (expected, 11)
-        assert [list(g.offsets.items()) for g in read[0].groups] == [list(g.offsets.items()) for g in expected.groups]  # same order
+        first = group_answers.read_offset_fetch(memoryview(raw), version)
+        read = group_answers.read_offset_fetch(memoryview(raw), version)
+        for got in (first, read):
+            assert got == (expected, 11)
+            assert [list(g.offsets.items()) for g in got[0].groups] == [list(g.offsets.items()) for g in expected.groups]  # same order
+        # Kept: the groups whose lengths are one byte each (these have a topic name of 200 bytes but the last two).
+        assert [a is b for a, b in zip(first[0].groups, read[0].groups)] == [False] * 5 + [True, True]
     if kind == "mixed":
         assert read[0].groups[0].unstable == frozenset(TopicPartition(t, 5) for t in ("t0", "t1", "z" * 200))
+
+
+def test_an_offset_fetch_group_read_again_from_the_same_bytes_is_the_group_read_before(monkeypatch):
+    """Groups whose bytes are those of a group read before are that group (one that committed since is
+    read anew); groups whose partitions' metadata differ in length are never kept, and always read right."""
+    from kafka.protocol.consumer import OffsetFetchResponse as R
+
+    from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
+    from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
+
+    monkeypatch.setattr(group_answers, "MEMO", BlockMemo(1_000))
+    G = R.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics
+    P = T.OffsetFetchResponsePartitions
+
+    def answer(moved: int) -> bytes:
+        groups = [G(group_id=f"g{g}", error_code=0, topics=[
+            T(name=f"t{t}", partitions=[P(partition_index=i, committed_offset=100 * g + i + (g == moved), committed_leader_epoch=-1,
+                                           metadata="m" * (i % 2 if g == 2 else 1), error_code=0) for i in range(g + 1)])
+            for t in range(2)]) for g in range(4)]
+        return bytes(R(throttle_time_ms=0, groups=[*groups, G(group_id="gone", error_code=69, topics=[])]).encode(version=9))
+
+    def read(raw: bytes) -> tuple:
+        got = group_answers.read_offset_fetch(memoryview(raw), 9)
+        names = tuple(g.group_id for g in got[0].groups)
+        assert got == (_decode_offset_fetch(p.OffsetFetch(names), R.decode(raw, version=9)), 0)
+        return got[0].groups
+
+    first, again, moved = read(answer(-1)), read(answer(-1)), read(answer(1))
+    assert [a is b for a, b in zip(first, again)] == [True, True, False, True, True]  # g2: metadata of two lengths
+    assert [a is b for a, b in zip(first, moved)] == [True, False, False, True, True]
+    assert moved[1].offsets[TopicPartition("t0", 0)] == 101
+    # Offsets + 1 each: g0, g1, g2 (kept, never found), g3, gone, then g1 moved.
+    assert group_answers.MEMO.held == (2 + 1) + (4 + 1) + (6 + 1) + (8 + 1) + (0 + 1) + (4 + 1)
 
 
 def test_an_offset_fetch_reads_long_runs_a_partition_at_a_time_and_keeps_few_run_formats(monkeypatch):
@@ -1463,6 +1523,9 @@ def test_an_offset_fetch_reads_long_runs_a_partition_at_a_time_and_keeps_few_run
     from kafkatxn.kafka.wire import group_answers
     from kafkatxn.kafka.wire.groups_codec import _decode_offset_fetch
 
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
+
+    monkeypatch.setattr(group_answers, "MEMO", BlockMemo(0))  # every group read
     monkeypatch.setattr(group_answers, "_RUN_LONGEST", 100)
     monkeypatch.setattr(group_answers, "_RUNS_KEPT_PARTITIONS", 30)
     monkeypatch.setattr(group_answers, "_RUNS", {})
@@ -1564,12 +1627,14 @@ def list_groups_answer(error_code: int = 0, throttle_ms: int = 0):
 
 
 @pytest.mark.parametrize("error_code", [0, 14])
-def test_a_list_groups_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(error_code):
+def test_a_list_groups_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafka_pythons(error_code, monkeypatch):
     from kafka.protocol.admin.groups import ListGroupsResponse as R
 
     from kafkatxn.kafka.wire import group_answers
+    from kafkatxn.kafka.wire.answer_memo import BlockMemo
     from kafkatxn.kafka.wire.groups_codec import _decode_list_groups
 
+    monkeypatch.setattr(group_answers, "LISTINGS", BlockMemo(1_000))
     answer = list_groups_answer(error_code, throttle_ms=9)
     read_at = []
     for version in range(R.max_version + 1):
@@ -1581,7 +1646,10 @@ def test_a_list_groups_answer_read_from_its_bytes_is_what_the_decoder_makes_of_k
         read_at.append(version)
         assert read == (_decode_list_groups(p.ListGroups(), R.decode(raw, version=version)), 9)
         assert len(read[0].groups) == 43 and read[0].groups[-2].group_id == "gruppe-ä"
+        assert group_answers.read_list_groups(memoryview(bytes(raw)), version) is read  # the same bytes again: kept
     assert read_at == [3, 4, 5]
+    changed = bytes(list_groups_answer(error_code, throttle_ms=10).encode(version=5))  # another throttle time
+    assert group_answers.read_list_groups(memoryview(changed), 5)[1] == 10
 
 
 def test_a_list_groups_answer_with_tagged_fields_is_left_to_kafka_python():

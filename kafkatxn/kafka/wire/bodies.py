@@ -15,10 +15,11 @@ The answers to those requests, and Metadata's (every partition, with its replica
 costly to decode: objects per partition on kafka-python's IO thread, then a named tuple per partition
 by the wire's decoder (ListOffsets ~19 ms per 10,000 partitions; Metadata 60 ms at 30,000 partitions
 of one replica, 210 ms of three; DescribeProducers 32 ms per 10,000). :func:`read_list_offsets` (into
-columns), :func:`read_metadata` and :func:`read_describe_producers` make the typed answer from the bytes
+columns), :func:`read_metadata` and :func:`.producers_answers.read_describe_producers` make the typed answer from the bytes
 (a flexible answer's partitions are fixed-size records, a topic's all alike where their replica lists or
 producer counts are); an answer they do not read (an old version, tagged fields) is kafka-python's to
-decode, as before. The tests compare them with the wire's decoders over kafka-python's, at every version;
+decode, as before. A ListOffsets topic's partitions read again from the same bytes are the columns read
+before (:data:`OFFSETS_MEMO`). The tests compare them with the wire's decoders over kafka-python's, at every version;
 so does :mod:`.group_answers`' reader of a batched OffsetFetch (100,000 committed offsets at 5,000
 groups x 20: 0.4-0.6 s of kafka-python's objects before ``lso --groups``, ``diagnose``, ``check --groups`` or a scrape).
 """
@@ -27,18 +28,19 @@ from __future__ import annotations
 
 import struct
 from itertools import repeat
-from operator import itemgetter
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.varint import decode_compact_string as _compact_string, decode_uvarint as _read_uvarint, encode_uvarint
+from kafkatxn.kafka.wire.answer_memo import BlockMemo
 from kafkatxn.kafka.wire.fetch_answers import read_fetch
 from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
-from kafkatxn.kafka.wire.names import error_name, error_names, made, topic_partitions
+from kafkatxn.kafka.wire.names import error_name, made, topic_partitions
 from kafkatxn.kafka.wire.group_answers import read_list_groups, read_offset_fetch
 from kafkatxn.kafka.wire.metadata_codec import metadata_body, metadata_shell
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
-from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, ProducerState, TopicPartition
+from kafkatxn.kafka.wire.producers_answers import read_describe_producers
+from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, TopicPartition
 
 _INT8 = struct.Struct(">b").pack
 _INT16 = struct.Struct(">h").pack
@@ -135,6 +137,10 @@ _THROTTLE = struct.Struct(">i")
 # and the offset (the rest skipped as padding; the counts are checked on the bytes).
 _LIST_OFFSETS_PARTITION = struct.Struct(">ih8xq4xx")
 _BLOCKS: dict[int, struct.Struct] = {}  # a topic's partitions in a row, by count (a cluster has a few counts)
+# A topic's partitions at a leader read again from the same bytes: the columns read before (.answer_memo).
+# Where nothing was written since, both isolation levels' answers say the same (~80 bytes a partition;
+# a generation holds 200,000: 100,000 partitions at both levels where they differ).
+OFFSETS_MEMO = BlockMemo(400_000)
 
 
 def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResponse, int] | None:
@@ -160,11 +166,16 @@ def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResp
         if len(block) != count * size or block[size - 1 :: size].count(0) != count or data[pos] != 0:
             return None  # a partition or the topic with tagged fields
         pos += 1
-        if count:  # a layout per count: the memory they hold is at most the cluster's partitions
-            fields = (_BLOCKS.get(count) or _BLOCKS.setdefault(count, struct.Struct(">" + _LIST_OFFSETS_PARTITION.format[1:] * count))).unpack(block)
-            tps.extend(topic_partitions(name, fields[0::3]))
-            codes.extend(fields[1::3])
-            offsets.extend(fields[2::3])
+        if count:
+            key = (name, block)
+            read = OFFSETS_MEMO.get(key)
+            if read is None:  # a layout per count: the memory they hold is at most the cluster's partitions
+                fields = (_BLOCKS.get(count) or _BLOCKS.setdefault(count, struct.Struct(">" + _LIST_OFFSETS_PARTITION.format[1:] * count))).unpack(block)
+                read = (tuple(topic_partitions(name, fields[0::3])), fields[1::3], fields[2::3])
+                OFFSETS_MEMO.put(key, read, count)
+            tps.extend(read[0])
+            codes.extend(read[1])
+            offsets.extend(read[2])
     if pos != len(data) - 1 or data[pos] != 0:
         return None  # tagged fields at the top level (or bytes this does not know)
     names = tuple(map(error_name, codes)) if any(codes) else (None,) * len(codes)  # usually: none failed
@@ -286,98 +297,8 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
     return p.MetadataResponse(cluster_id, -1 if controller_id is None else controller_id, tuple(brokers), tuple(partitions)), throttle_ms
 
 
-# -- DescribeProducers (version 0, flexible) ---------------------------------------------------------
-
-# A producer: ProducerId, ProducerEpoch, LastSequence, LastTimestamp, CoordinatorEpoch,
-# CurrentTxnStartOffset, then the count of its tagged fields (unpacked, to be checked: 0).
-_PRODUCER_FIELDS = "qiiqiqB"
-_PRODUCER_STATE = struct.Struct(">" + _PRODUCER_FIELDS)
-_PARTITION_HEAD_DP = struct.Struct(">ih")  # PartitionIndex, ErrorCode
-_PRODUCER_LAYOUTS: dict[int, struct.Struct] = {}
-
-
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
-# The j-th producer's fields in a row of _producers_layout (after index, error, message, count; its tagged fields left out).
-_PRODUCER_AT = [itemgetter(slice(4 + len(_PRODUCER_FIELDS) * j, 4 + len(_PRODUCER_FIELDS) * j + 6)) for j in range(0x7F)]
-
-
-def _producers_layout(producers: int) -> struct.Struct:
-    """A partition with ``producers`` producers, no error message and no tagged fields: its index,
-    error, the null message (0), the producers' count + 1, each producer, its tagged fields (0)."""
-    layout = _PRODUCER_LAYOUTS.get(producers)
-    if layout is None:
-        layout = _PRODUCER_LAYOUTS[producers] = struct.Struct(">ihBB" + _PRODUCER_FIELDS * producers + "B")
-    return layout
-
-
-def _producers_one_by_one(data: memoryview, pos: int, count: int, name: str,
-                          out: list[p.PartitionProducers]) -> int | None:
-    size = _PRODUCER_STATE.size
-    head = _PARTITION_HEAD_DP.unpack_from
-    for _ in range(count):
-        index, error = head(data, pos)
-        if data[pos + 6 : pos + 9] == b"\x00\x01\x00":  # no message, no producers, no tagged fields: most partitions
-            out.append(p.PartitionProducers(TopicPartition(name, index), error_name(error) if error else None, ()))
-            pos += 9
-            continue
-        message, pos = _read_uvarint(data, pos + _PARTITION_HEAD_DP.size)
-        pos += max(message - 1, 0)  # the error message (null: 0), not kept (nor by the decoder)
-        n, pos = _read_uvarint(data, pos)
-        if n == 0:
-            return None  # a null list: not what the schema allows
-        rows = list(_PRODUCER_STATE.iter_unpack(data[pos : pos + (n - 1) * size]))
-        pos += (n - 1) * size
-        if any(row[6] for row in rows) or data[pos] != 0:
-            return None
-        pos += 1
-        producers = tuple(made(ProducerState, (row[:6] for row in rows)))
-        out.append(p.PartitionProducers(TopicPartition(name, index), error_name(error) if error else None, producers))
-    return pos
-
-
-def read_describe_producers(data: memoryview, version: int) -> tuple[p.DescribeProducersResponse, int] | None:
-    """A DescribeProducers answer's body: what the wire's decoder makes of kafka-python's, and its
-    throttle time; None where tagged fields are found (kafka-python's). A topic whose partitions all
-    have as many producers as its first and no error message is read in C, another one partition at
-    a time."""
-    (throttle_ms,) = _THROTTLE.unpack_from(data, 0)
-    topics, pos = _read_uvarint(data, 4)
-    out: list[p.PartitionProducers] = []
-    for _ in range(topics - 1):
-        name, pos = _compact_string(data, pos)
-        count, pos = _read_uvarint(data, pos)
-        count -= 1
-        if name is None:
-            return None
-        if count > 0:
-            first = data[pos + 7] - 1 if data[pos + 6] == 0 else -1  # the first partition's producers (no message)
-            layout = _producers_layout(first) if 0 <= first < 0x7F else None
-            size = layout.size if layout is not None else 0
-            block = bytes(data[pos : pos + count * size]) if layout is not None else b""
-            uniform = (layout is not None and len(block) == count * size and block[6::size].count(0) == count
-                       and block[7::size].count(first + 1) == count and block[size - 1 :: size].count(0) == count
-                       and all(block[8 + _PRODUCER_STATE.size * (j + 1) - 1 :: size].count(0) == count for j in range(first)))
-            if uniform:
-                rows = list(layout.iter_unpack(block))
-                tps = topic_partitions(name, list(map(_FIRST, rows)))
-                # A partition's producers: the j-th of every row taken out at once (a slice each, in C),
-                # zipped into each row's tuple; no Python-level step per partition or producer.
-                producers = zip(*[made(ProducerState, map(_PRODUCER_AT[j], rows)) for j in range(first)]) if first else repeat((), count)
-                out.extend(made(p.PartitionProducers, zip(tps, error_names(list(map(_SECOND, rows))), producers)))
-                pos += count * size
-            else:
-                pos = _producers_one_by_one(data, pos, count, name, out)
-                if pos is None:
-                    return None
-        if data[pos] != 0:
-            return None
-        pos += 1
-    if pos != len(data) - 1 or data[pos] != 0:
-        return None
-    return p.DescribeProducersResponse(tuple(out)), throttle_ms
-
-
-# The answers read here (a Fetch's by .fetch_answers, a batched OffsetFetch's and ListGroups' by .group_answers), by the request type.
+# The answers read here (a Fetch's by .fetch_answers, DescribeProducers' by .producers_answers, a batched OffsetFetch's and
+# ListGroups' by .group_answers), by the request type.
 READERS = {p.ListOffsets: read_list_offsets, p.Metadata: read_metadata, p.DescribeProducers: read_describe_producers,
            p.OffsetFetch: read_offset_fetch, p.ListGroups: read_list_groups, p.Fetch: read_fetch}
 
