@@ -26,7 +26,7 @@ from kafkatxn.monitoring_plugin import (
 from kafkatxn.output import Report
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_VERDICTS, ClusterSnapshot, GroupSample,
-    PartitionSample,
+    PartitionSample, lso_lags,
 )
 
 T = TypeVar("T")  # what a threshold finding is about: a partition, a transaction, a broker, a group's partition
@@ -326,15 +326,12 @@ _GROUP_LAG = itemgetter(GroupSample._fields.index("lag_messages"))
 
 
 def partition_lags(partitions: Sequence[PartitionSample]) -> list[tuple[PartitionSample, int]]:
-    """Each partition with its LSO lag (:attr:`PartitionSample.lso_lag_messages`), those whose leader
-    did not answer left out: 30,000 a check, the lag read once each."""
-    out = []
-    append = out.append
-    for p in partitions:
-        hw, lso = p.high_watermark, p.last_stable_offset
-        if hw is not None and lso is not None:
-            append((p, hw - lso if hw > lso else 0))
-    return out
+    """Each partition with its LSO lag (:func:`kafkatxn.snapshot.lso_lags`, as the exporter's series), those
+    whose leader did not answer left out: 30,000 a check, paired in C."""
+    lags = lso_lags(partitions)
+    if None in lags:
+        return [(p, lag) for p, lag in zip(partitions, lags) if lag is not None]
+    return list(zip(partitions, lags))
 
 
 def held_samples(groups: Sequence[GroupSample]) -> list[GroupSample]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
-from operator import is_not, itemgetter, lt, or_
+from operator import is_not, itemgetter, lt, or_, sub
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from kafkatxn import group_positions, verdicts, verdicts_age, verdicts_groups
@@ -56,6 +56,19 @@ class PartitionSample(NamedTuple):
             return None
         # verdicts_groups.Offsets.lag, without an Offsets per partition: clamped at 0 in case a leader moved between.
         return hw - lso if hw > lso else 0
+
+
+def lso_lags(partitions: Sequence[PartitionSample]) -> list[int | None]:
+    """:attr:`PartitionSample.lso_lag_messages` of each partition, column by column (not a property call
+    each: 30,000 a check or a scrape): None where its offsets did not arrive, clamped at 0."""
+    high, stable = list(map(_HIGH, partitions)), list(map(_STABLE, partitions))
+    if None in high or None in stable:
+        return [None if h is None or s is None else h - s if h > s else 0 for h, s in zip(high, stable)]
+    lags = list(map(sub, high, stable))  # every partition's offsets arrived (usually): in C
+    return lags if not lags or min(lags) >= 0 else [max(0, lag) for lag in lags]  # a leader moved between the reads
+
+
+_HIGH, _STABLE = itemgetter(3), itemgetter(4)  # of a PartitionSample
 
 
 @dataclass(frozen=True)
