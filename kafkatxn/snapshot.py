@@ -13,7 +13,7 @@ from itertools import compress, repeat
 from operator import is_not, itemgetter, lt, or_, sub
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
-from kafkatxn import group_positions, verdicts, verdicts_age, verdicts_groups
+from kafkatxn import group_positions, pinning, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.model import Missing, PartitionInfo, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
 from kafkatxn.verdicts_groups import GroupVerdict, group_verdict, readable_before_lso
 
@@ -292,7 +292,7 @@ def verdict_samples(found: Pins, offsets: Mapping[TopicPartition, tuple[int, int
 def group_samples(snap: GroupSnapshot, topics: set[str] | None) -> GroupSamples:
     """Where each group stands on each partition of ``topics`` (every one when None), as
     ``lso --groups`` has it (:func:`kafkatxn.group_positions.group_positions`, the pinning transaction's
-    facts by :func:`kafkatxn.group_positions.pin_facts`): as columns (:class:`GroupSamples`); only the
+    facts by :func:`kafkatxn.pinning.pin_facts`): as columns (:class:`GroupSamples`); only the
     places held (blocked or waiting) are samples.
 
     The places' columns are made for every place at once, in C (100,000 at 5,000 groups x 20
@@ -472,7 +472,7 @@ _READ_COMMITTED_LAG = itemgetter(group_positions.GroupPlace._fields.index("read_
 def _held_sample(snap: GroupSnapshot, place: group_positions.GroupPlace) -> GroupSample:
     """The sample of a place held (blocked or waiting), with what is known of the transaction holding it."""
     group, tp, _committed, _offsets, verdict, _readable, lag_to_lso, lag_to_hw, lag, held = place
-    facts = group_positions.pin_facts(snap.lso, held)
+    facts = pinning.pin_facts(snap.lso, held)
     pinned = facts.pin is not None  # its blocking transaction was found
     # The blocking transaction's verdict as lso gives it (None: undetermined).
     waiting = verdict is verdicts_groups.GroupVerdict.waiting
