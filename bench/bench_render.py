@@ -34,13 +34,13 @@ KINDS = ("kafkatxn_json", "json_dumps", "kafkatxn_table", "tabulate", "kafkatxn_
 
 
 def rows(n: int) -> list:
-    from kafkatxn import lso
+    from kafkatxn.group_positions import GroupLag
     from kafkatxn.verdicts_groups import BlockVerdict, GroupVerdict
 
     out = []
     for i in range(n):
         blocked = i % 50 == 0
-        out.append(lso.GroupLag(
+        out.append(GroupLag(
             f"group-{i // 20:05d}", f"orders-{i % 500:03d}", i % 20, 1_000 + i, 2_000 + i, 2_500 + i, 1_000, 1_500,
             GroupVerdict.blocked if blocked else GroupVerdict.lagging if i % 3 else GroupVerdict.caught_up, None,
             7 if blocked else None, "orders-app-7" if blocked else None, 930_000 if blocked else None,
@@ -51,7 +51,8 @@ def rows(n: int) -> list:
 
 def one(kind: str, n: int, out_path: str) -> None:
     """In a child process: make the rows, then time the rendering alone."""
-    from kafkatxn import lso, output
+    from kafkatxn import output
+    from kafkatxn.group_positions import GroupLag
     from kafkatxn.plain import to_plain
 
     made = rows(n)
@@ -60,12 +61,12 @@ def one(kind: str, n: int, out_path: str) -> None:
         if kind == "rows_only":
             pass
         elif kind == "kafkatxn_json":
-            output.render(made, "json", out=out, row_type=lso.GroupLag)
+            output.render(made, "json", out=out, row_type=GroupLag)
         elif kind == "json_dumps":
             json.dump([to_plain(r) for r in made], out, indent=2)
             out.write("\n")
         elif kind == "kafkatxn_table":
-            output.render(made, "table", out=out, row_type=lso.GroupLag, width=120)
+            output.render(made, "table", out=out, row_type=GroupLag, width=120)
         elif kind == "tabulate":
             from tabulate import tabulate
 
@@ -74,7 +75,7 @@ def one(kind: str, n: int, out_path: str) -> None:
             out.write(tabulate([[output.column_cells(c, [p])[0] for c in columns] for p in plain], headers=columns,
                                tablefmt="simple", disable_numparse=True) + "\n")
         else:
-            output.render(made, "csv", out=out, row_type=lso.GroupLag)
+            output.render(made, "csv", out=out, row_type=GroupLag)
         took, cpu = time.perf_counter() - started, time.process_time() - cpu
     print(json.dumps({"seconds": took, "cpu_seconds": cpu}))
 

@@ -14,7 +14,7 @@ import logging
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
-from operator import itemgetter, lt, ne, sub
+from operator import itemgetter, lt, ne
 from typing import Iterable, Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -24,7 +24,7 @@ from kafkatxn.exposition_tables import LabelRows, TableGauge
 from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS, ClusterSnapshot,
-    GroupSample, GroupSamples, PartitionSample,
+    GroupSample, GroupSamples, lso_lags,
 )
 
 log = logging.getLogger("kafkatxn.exporter")
@@ -75,7 +75,7 @@ def metric_families(
         brokers.add_metric([str(broker_id)], 1 if up else 0)
     out.append(brokers)
 
-    partition_lags = _partition_lags(snapshot.partitions)
+    partition_lags = lso_lags(snapshot.partitions)
     lags = [lag for lag in partition_lags if lag is not None] if None in partition_lags else partition_lags
     out.append(gauge("kafkatxn_partitions", "Partitions scanned (after --topic-regex).", len(snapshot.partitions)))
     if has(PART_OFFSETS):
@@ -154,23 +154,10 @@ def metric_families(
     return out
 
 
-def _partition_lags(partitions: Sequence[PartitionSample]) -> list[int | None]:
-    """PartitionSample.lso_lag_messages of each partition, column by column (not a property call each):
-    None where its offsets did not arrive, clamped at 0."""
-    high, stable = list(map(_HIGH, partitions)), list(map(_STABLE, partitions))
-    if None in high or None in stable:
-        return [None if h is None or s is None else h - s if h > s else 0 for h, s in zip(high, stable)]
-    lags = list(map(sub, high, stable))  # every partition's offsets arrived (usually): in C
-    return lags if not lags or min(lags) >= 0 else [max(0, lag) for lag in lags]  # a leader moved between the reads
-
-
-_HIGH, _STABLE = itemgetter(3), itemgetter(4)  # of a PartitionSample
-
-
 def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions, lags: list[int | None]) -> list[Metric]:
     # 3 series per partition, 90,000 at 30,000 partitions: rows of one label table the three share,
     # made column by column (PartitionSample is a tuple), not a step per partition and column.
-    # ``lags``: _partition_lags of the snapshot's partitions.
+    # ``lags``: snapshot.lso_lags of the snapshot's partitions.
     partitions = snapshot.partitions
     topics = list(map(itemgetter(0), partitions))
     numbers = list(map(itemgetter(1), partitions))

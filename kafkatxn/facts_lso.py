@@ -18,7 +18,7 @@ from operator import gt, itemgetter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from kafkatxn import facts, gather, group_positions
+from kafkatxn import facts, gather
 from kafkatxn.errors import NotFoundError
 from kafkatxn.facts_probes import ProbeMemo
 from kafkatxn.gather import probe_rounds
@@ -273,6 +273,8 @@ def take_held_group_snapshot(
     out = HeldGroupSnapshot(snap.lso.taken_at_ms, snap, missing=missing,
                             max_transaction_timeout_ms=max_transaction_timeout_ms if given else snap.lso.max_transaction_timeout_ms,
                             max_timeout_given=given)
+    from kafkatxn import group_positions  # the group pass's: lso without --groups does not import it
+
     # Where a group is held (blocked or waiting): its partition, or its offsets partition.
     if not any(place.held_at is not None for place in group_positions.group_positions(snap)):
         return out

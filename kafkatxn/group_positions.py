@@ -14,16 +14,15 @@ from operator import attrgetter, is_not, itemgetter
 from typing import TYPE_CHECKING, ClassVar, Iterator, NamedTuple, Sequence
 
 from kafkatxn.model import TopicPartition
+from kafkatxn.pinning import NO_PIN, PinFacts, pin_facts
 from kafkatxn.plain import RecordColumns
-from kafkatxn.verdicts import OpenTransaction, pin_flags
-from kafkatxn.verdicts_age import is_overdue, last_write_age_ms, transaction_age
 from kafkatxn.verdicts_groups import (
-    BlockVerdict, GroupVerdict, Offsets, block_verdict, group_verdict, held_verdict, readable_before_lso,
-    stable_verdict, uncommitted_verdict,
+    BlockVerdict, GroupVerdict, Offsets, group_verdict, held_verdict, readable_before_lso, stable_verdict,
+    uncommitted_verdict,
 )
 
 if TYPE_CHECKING:
-    from kafkatxn.facts_lso import GroupSnapshot, LsoSnapshot
+    from kafkatxn.facts_lso import GroupSnapshot
 
 
 class GroupPlace(NamedTuple):
@@ -44,38 +43,7 @@ class GroupPlace(NamedTuple):
     held_at: TopicPartition | None = None
 
 
-@dataclass(frozen=True)
-class PinFacts:
-    """What is known of the transaction pinning a partition's LSO (all None without a pin)."""
-
-    pin: OpenTransaction | None
-    age_ms: int | None
-    age_source: str | None
-    hanging: bool | None  # by hanging's whole rule and its coordinator's log; None when undetermined
-    lost_commit: bool | None  # it lost its COMMIT marker (restore-commit releases it); None when undetermined
-    overdue: bool | None  # past its own timeout and its coordinator's chance to abort it (verdicts_age.is_overdue)
-    last_write_age_ms: int | None
-    verdict: BlockVerdict | None = None  # what it is, in the one word every page names (verdicts.block_verdict)
-
-
-NO_PIN = PinFacts(None, None, None, None, None, None, None)
-
-
 NOT_PROBED = object()  # no probe result for a committed offset (None is a result: no record before the LSO)
-
-
-def pin_facts(snapshot: LsoSnapshot, tp: TopicPartition) -> PinFacts:
-    """The transaction pinning ``tp``'s LSO and what the verdicts say of it, at the snapshot's time."""
-    pin = snapshot.pin(tp)
-    if pin is None:
-        return NO_PIN
-    now = snapshot.taken_at_ms
-    age = transaction_age(pin, now)
-    pinned = snapshot.pin_verdict(pin)
-    hanging, lost_commit = pin_flags(pinned)
-    cleanup = snapshot.abort_cleanup_interval_ms
-    return PinFacts(pin, age.ms if age else None, age.source if age else None, hanging, lost_commit,
-                    is_overdue(pin, now, cleanup), last_write_age_ms(pin, now), block_verdict(pinned, pin, now, cleanup))
 
 
 def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[GroupPlace]:

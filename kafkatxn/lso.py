@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Mapping, Sequenc
 from kafkatxn import lost_commit
 from kafkatxn.gather import in_one_run
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
-from kafkatxn.group_positions import GroupLag, group_lags, pin_facts, read_committed_lag
 from kafkatxn.facts_lso import DEFAULT_PROBE_MAX_GAP, GroupSnapshot, LsoSnapshot, take_group_snapshot, take_snapshot
 from kafkatxn.model import Missing, TopicPartition, topic_partitions
+from kafkatxn.pinning import pin_facts
 from kafkatxn.plain import RecordColumns
 from kafkatxn.verdicts_age import best_age_ms
 from kafkatxn.verdicts_groups import (
@@ -32,6 +32,7 @@ from kafkatxn.verdicts_groups import (
 )
 
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
+    from kafkatxn.group_positions import GroupLag
     from kafkatxn.kafka import Cluster
 
 
@@ -84,6 +85,8 @@ def _watched(name: str) -> type:
     dataclass's methods are compiled as it is made (six, ~6 M instructions each class), and a command
     that does not watch uses neither."""
     if not _WATCHED:
+        from kafkatxn.group_positions import GroupLag
+
         @dataclass(frozen=True)
         class WatchedPartitionLag(PartitionLag):
             lso_moved: bool | None = None  # since the previous sample; None on the first sample of the partition
@@ -150,11 +153,13 @@ def lso_moved(previous: LsoSnapshot | None, current: LsoSnapshot) -> dict[TopicP
     }
 
 
-R = TypeVar("R", PartitionLag, GroupLag)
+R = TypeVar("R", "PartitionLag", "GroupLag")  # GroupLag: group_positions, imported for --groups only
 
 
 def with_movement(rows: Sequence[R], moved: Mapping[TopicPartition, bool | None]) -> list:
     """The rows as their watched variant, with ``lso_moved`` filled in."""
+    from kafkatxn.group_positions import GroupLag
+
     out = []
     for row in rows:
         watched = _watched("WatchedGroupLag" if isinstance(row, GroupLag) else "WatchedPartitionLag")
@@ -233,6 +238,8 @@ def groups_exit_code(rows: Iterable[GroupLag], critical_age_ms: int | None = DEF
     unknown start, or lagging by more; 2 a group blocked (or waiting) behind a transaction that
     hangs, lost its COMMIT marker, is past its own timeout, or is at least ``critical_age_ms`` old.
     (A block behind a transaction whose verdict is undetermined is :func:`undetermined_pins`.)"""
+    from kafkatxn.group_positions import read_committed_lag  # the group rows' module: lso --groups only
+
     code = EXIT_OK
     # Caught-up rows (most of 100,000) decide nothing: left out in C, not looked at one by one.
     for r in _rows_where(rows, "verdict", is_not, GroupVerdict.caught_up):
@@ -343,6 +350,8 @@ def group_report(
 ) -> LsoReport:
     """Transaction-aware lag of ``groups`` (and ``readers``: take_group_snapshot) on the partitions they committed
     offsets for or, without a commit, are assigned."""
+    from kafkatxn.group_positions import group_lags  # the group rows: lso alone does not import them
+
     snapshot = take_group_snapshot(cluster, groups, topics, probe_max_gap, readers=readers, every_group=every_group)
     rows = group_lags(snapshot, min_lag)
     code = groups_exit_code(rows, critical_age_ms, lag_threshold)

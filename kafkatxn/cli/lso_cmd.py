@@ -154,7 +154,7 @@ def register(app: typer.Typer) -> None:
         def take_sample(previous: "facts_lso.LsoSnapshot | None") -> Sample:
             if groups:
                 # Only groups are compared with Spark queries: lso alone does not pay for spark_readers.
-                from kafkatxn import lso, spark_readers
+                from kafkatxn import group_positions, lso, spark_readers
 
                 # A query's position is read before the offsets it is compared with, as a group's commits are.
                 # The profile's queries are read beside every group; those given here, beside the groups named.
@@ -168,7 +168,7 @@ def register(app: typer.Typer) -> None:
                 report.missing[:0] = unread
                 report.exit_code = exit_code(report.exit_code, unread)
                 report.hints[:0] = spark_readers.query_notes(queries)
-                row_type: type = lso.WatchedGroupLag if watching else lso.GroupLag
+                row_type: type = lso.WatchedGroupLag if watching else group_positions.GroupLag
                 empty = "no committed offsets" + (f" for group {', '.join(group_names)}" if group_names else
                                                   " of the Spark queries named" if spark_checkpoints else " in any group")
                 if report.measured:  # there were rows: the filter removed every one

@@ -410,13 +410,21 @@ def test_threshold_findings_decide_each_value_once_and_name_only_what_alerts():
     assert [f.subject for _, f in findings] == ["b2", "b1"]  # the order given
 
 
-def test_partition_lags_are_each_partitions_lso_lag_the_unanswered_left_out():
-    from kafkatxn.check import partition_lags
-    from kafkatxn.snapshot import PartitionSample
+def test_lso_lags_are_each_partitions_lso_lag_and_alerting_keeps_the_alerting_pairs_in_order():
+    from kafkatxn.check import alerting
+    from kafkatxn.snapshot import PartitionSample, lso_lags
 
-    samples = [PartitionSample("t", 0, 1, 10, 7), PartitionSample("t", 1, 1, None, None), PartitionSample("t", 2, 1, 5, 6)]
-    assert partition_lags(samples) == [(samples[0], 3), (samples[2], 0)]
-    assert [lag for _, lag in partition_lags(samples)] == [s.lso_lag_messages for s in samples if s.lso_lag_messages is not None]
+    samples = [PartitionSample("t", 0, 1, 10, 7), PartitionSample("t", 1, 1, None, None), PartitionSample("t", 2, 1, 5, 6),
+               PartitionSample("t", 3, 1, 20, 8)]
+    lags = lso_lags(samples)
+    assert lags == [s.lso_lag_messages for s in samples] == [3, None, 0, 12]
+    warn, crit = Range.parse("2"), Range.parse("10")  # alerts above 2, above 10
+    assert alerting(samples, lags, warn, crit) == [(samples[0], 3), (samples[3], 12)]  # None and 0 alert on nothing
+    assert alerting(samples, lags, None, crit) == [(samples[3], 12)]
+    assert alerting(samples, lags, None, None) == []
+    # What the pairs one by one would give: every pair a range alerts on, in the order given.
+    for rng in (warn, crit, Range.parse("@0:3")):
+        assert alerting(samples, lags, rng, None) == [(s, lag) for s, lag in zip(samples, lags) if lag is not None and rng.alerts(lag)]
 
 
 def test_evaluate_starts_no_collection_over_what_the_gather_left():

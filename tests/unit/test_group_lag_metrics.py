@@ -206,13 +206,13 @@ def test_per_group_sums_of_runs_equal_a_row_by_row_sum():
 
 @pytest.mark.parametrize("seed", range(12))
 def test_partition_lags_and_their_families_are_each_partitions_lso_lag(seed):
-    """exporter_metrics._partition_lags takes the lags in C when every partition's offsets arrived: each is
+    """snapshot.lso_lags (the exporter's and check's) takes the lags in C when every partition's offsets arrived: each is
     PartitionSample.lso_lag_messages (None where a leader did not answer, 0 where the LSO passed the high
     watermark), and the partitions' families are those of the lags taken one by one, only_lagging or not."""
     import random
 
     from kafkatxn import exporter_metrics
-    from kafkatxn.snapshot import PartitionSample
+    from kafkatxn.snapshot import PartitionSample, lso_lags
 
     rng = random.Random(seed)
     parts = []
@@ -221,7 +221,7 @@ def test_partition_lags_and_their_families_are_each_partitions_lso_lag(seed):
         lso = hw - rng.choice([0, 0, 0, 1, 3, -2])  # -2: the LSO past the high watermark (a leader moved)
         parts.append(PartitionSample(f"t{i % 4}", i, 1, None, None) if seed % 3 == 0 and rng.random() < 0.2 else
                      PartitionSample(f"t{i % 4}", i, 1, hw, lso))
-    lags = exporter_metrics._partition_lags(parts)
+    lags = lso_lags(parts)
     assert lags == [p.lso_lag_messages for p in parts]
     known = [lag for lag in lags if lag is not None]
     for only_lagging in (False, True):

@@ -361,9 +361,9 @@ def test_lso_calls_a_lost_commit_what_hanging_calls_it_and_says_restore_commit(c
         if "--groups" in args:
             assert row["verdict"] == "blocked" and result.code == 2, (args, result.code, result.stderr)
     # The library's rows: the group blocked behind it is critical whatever the age threshold.
-    from kafkatxn import lso as lso_mod, facts_lso
+    from kafkatxn import facts_lso, group_positions, lso as lso_mod
 
-    (group_row,) = lso_mod.group_lags(facts_lso.take_group_snapshot(fake, ["billing"]))
+    (group_row,) = group_positions.group_lags(facts_lso.take_group_snapshot(fake, ["billing"]))
     assert lso_mod.blocked_row_severity(group_row, None) is verdicts_groups.Severity.critical
     assert verdicts_groups.blocked_severity(False, False, False, old=False, lost_commit=True) is verdicts_groups.Severity.critical
 

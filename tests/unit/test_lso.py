@@ -13,6 +13,7 @@ from tests.support import fake_kafka
 from tests.support.fake_kafka import KafkaModel
 
 from kafkatxn import exitcodes, gather, lso, facts_lso, verdicts, verdicts_groups
+from kafkatxn.group_positions import group_lags
 from kafkatxn.cli import lso_cmd
 from kafkatxn.model import Broker, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.errors import DeadlineExceeded
@@ -134,7 +135,7 @@ def test_group_lags_joins_probe_and_pinning_transaction():
         first_readable={(TP0, 98): None, (TP1, 59): None, (TP2, 10): 10},
         open_txns={TP0: [txn(21, 100, tid="etl", started=NOW - 9_000)]},
     )
-    rows = {(r.topic, r.partition): r for r in lso.group_lags(s)}
+    rows = {(r.topic, r.partition): r for r in group_lags(s)}
     blocked = rows[("orders", 0)]
     assert blocked.verdict is GroupVerdict.blocked
     assert (blocked.lag_to_lso_messages, blocked.lag_to_hw_messages) == (2, 32)
@@ -150,13 +151,13 @@ def test_group_lags_joins_probe_and_pinning_transaction():
 
 def test_group_lags_without_probe_counts_the_gap_as_lag():
     s = group_snap({TP0: (60, 60)}, {"g": {TP0: 59}})
-    (row,) = lso.group_lags(s)
+    (row,) = group_lags(s)
     assert row.verdict is GroupVerdict.lagging and row.readable_before_lso is None
 
 
 def test_group_lags_min_lag_keeps_blocked_rows():
     s = group_snap({TP0: (100, 130), TP1: (60, 70), TP2: (40, 40)}, {"g": {TP0: 100, TP1: 55, TP2: 40}})
-    rows = lso.group_lags(s, min_lag=3)
+    rows = group_lags(s, min_lag=3)
     assert [(r.partition, r.topic, r.verdict) for r in rows] == [
         (0, "orders", GroupVerdict.blocked),
         (1, "orders", GroupVerdict.lagging),
@@ -165,7 +166,7 @@ def test_group_lags_min_lag_keeps_blocked_rows():
 
 def test_group_lags_skips_partitions_without_offsets():
     s = group_snap({TP0: (5, 5)}, {"g": {TP0: 5, TP1: 3}})
-    assert [r.partition for r in lso.group_lags(s)] == [0]
+    assert [r.partition for r in group_lags(s)] == [0]
 
 
 def test_probe_rounds_only_small_gaps_and_one_start_per_partition_a_round():
@@ -191,7 +192,7 @@ def test_with_movement_adds_the_column_to_both_row_kinds():
     moved = {TP0: False}
     (prow,) = lso.with_movement(lso.partition_lags(snap({TP0: (1, 3)})), moved)
     assert isinstance(prow, lso.WatchedPartitionLag) and prow.lso_moved is False and prow.lag_messages == 2
-    (grow,) = lso.with_movement(lso.group_lags(group_snap({TP0: (1, 3)}, {"g": {TP0: 1}})), {TP0: True})
+    (grow,) = lso.with_movement(group_lags(group_snap({TP0: (1, 3)}, {"g": {TP0: 1}})), {TP0: True})
     assert isinstance(grow, lso.WatchedGroupLag) and grow.lso_moved is True and grow.verdict is GroupVerdict.blocked
 
 
@@ -269,16 +270,16 @@ def test_partitions_exit_code():
 
 def test_groups_exit_code():
     open_old = {TP0: [txn(1, 10, started=NOW - 600_000)]}
-    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 10}}))) == 0
+    assert lso.groups_exit_code(group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 10}}))) == 0
     # Lagging by 7: below the default --lag-threshold, no finding; from the threshold on, a warning.
-    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 3}}))) == 0
-    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 3}})), lag_threshold=7) == 1
-    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}))) == 1
-    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}, open_txns=open_old))) == 2
+    assert lso.groups_exit_code(group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 3}}))) == 0
+    assert lso.groups_exit_code(group_lags(group_snap({TP0: (10, 10)}, {"g": {TP0: 3}})), lag_threshold=7) == 1
+    assert lso.groups_exit_code(group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}))) == 1
+    assert lso.groups_exit_code(group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}}, open_txns=open_old))) == 2
     # Lagging behind an old transaction is not blocked: still a warning.
-    assert lso.groups_exit_code(lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 4}}, open_txns=open_old)), lag_threshold=6) == 1
+    assert lso.groups_exit_code(group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 4}}, open_txns=open_old)), lag_threshold=6) == 1
     # Rows handed over once only (a generator): the same answers.
-    rows = lso.group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}, "h": {TP0: 12}}, open_txns=open_old))
+    rows = group_lags(group_snap({TP0: (10, 12)}, {"g": {TP0: 10}, "h": {TP0: 12}}, open_txns=open_old))
     assert lso.groups_exit_code(iter(rows)) == lso.groups_exit_code(rows) == 2
     snapshot = group_snap({TP0: (10, 12)}, {}, open_txns=open_old).lso
     assert lso.undetermined_pins(snapshot, iter(rows)) == lso.undetermined_pins(snapshot, rows)

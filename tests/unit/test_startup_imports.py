@@ -171,3 +171,11 @@ def test_no_cyclic_collection_while_a_command_starts_and_it_runs_again_after():
     assert lso_start[0] is False and lso_settled == (True, None) and lso_after == ("after", True), seen
     assert facade == ("facade", False), seen
     assert help_after == ("after", True) and show_start[0] is False and show_after == ("after", True), seen
+
+
+def test_lso_without_groups_builds_no_group_rows():
+    """`lso` alone makes partition rows: the group rows' module (kafkatxn.group_positions, its big row
+    dataclasses) is imported where group rows are made (`lso --groups`, check, the exporter, diagnose)."""
+    code = "import sys, kafkatxn.lso, kafkatxn.facts_lso, kafkatxn.cli.lso_cmd; print('kafkatxn.group_positions' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "False", proc.stderr
