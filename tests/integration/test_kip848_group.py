@@ -16,7 +16,7 @@ from confluent_kafka import KafkaException
 
 from harness.jars import default_kafka_version
 from harness.scenarios import create_topic, run_idempotent, unique
-from tests.support.group_readers import RECORDS, Reading, by_group, cli, listed_stable, open_transaction
+from tests.support.group_readers import RECORDS, Reading, assert_held_alike, by_group, cli, listed_stable, open_transaction
 
 pytestmark = [
     pytest.mark.integration,
@@ -55,14 +55,7 @@ def test_a_kip848_group_is_read_and_held_as_a_classic_group_is(capsys, kafka):
 
         # An open transaction on partition 0: both groups held at it, reported alike.
         producer, tid = open_transaction(bootstrap, topic, "kip848-tx")
-        code, rows, stderr = cli(capsys, bootstrap, "lso", "--groups", new, classic, "--min-lag", "0")
-        assert code in (0, 1, 2) and "GROUP_ID_NOT_FOUND" not in stderr, (code, stderr)
-        groups = by_group(rows)
-        held = {r["partition"]: r for r in groups[new]}[0]
-        assert (held["verdict"], held["transactional_id"], held["committed_offset"]) == ("waiting", tid, RECORDS), held
-        assert groups[new] == groups[classic]
-        code, report, stderr = cli(capsys, bootstrap, "check", "--groups", "--group-regex", regex)
-        assert code in (0, 1, 2) and report["status"] != "UNKNOWN" and report["groups_waiting"] == 2, (report, stderr)
+        assert_held_alike(capsys, bootstrap, new, classic, tid, regex, new, classic)
     finally:
         if producer is not None:  # the session broker's other tests see no transaction of this one's left open
             with contextlib.suppress(KafkaException):  # none begun: the failure above is the test's

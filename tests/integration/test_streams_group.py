@@ -19,7 +19,7 @@ from harness.scenarios import create_topic, run_idempotent, unique
 from kafkatxn.config import ConnectionConfig
 from kafkatxn.kafka import Cluster
 from kafkatxn.model import TopicPartition
-from tests.support.group_readers import RECORDS, Reading, by_group, cli, listed_stable, open_transaction
+from tests.support.group_readers import RECORDS, Reading, assert_held_alike, by_group, cli, listed_stable, open_transaction
 from tests.support.java_streams import StreamsApp
 
 pytestmark = [
@@ -77,14 +77,7 @@ def test_a_streams_group_is_listed_and_held_as_a_classic_group_is(capsys, kafka)
 
             # An open transaction on partition 0: both held at it, reported alike.
             producer, tid = open_transaction(bootstrap, topic, "streams-tx")
-            code, rows, stderr = cli(capsys, bootstrap, "lso", "--groups", "--min-lag", "0")
-            assert code in (0, 1, 2), (code, stderr)
-            groups = by_group(rows)
-            held = {r["partition"]: r for r in groups[app_id]}[0]
-            assert (held["verdict"], held["transactional_id"], held["committed_offset"]) == ("waiting", tid, RECORDS), held
-            assert groups[app_id] == groups[classic]
-            code, report, stderr = cli(capsys, bootstrap, "check", "--groups", "--group-regex", regex)
-            assert code in (0, 1, 2) and report["status"] != "UNKNOWN" and report["groups_waiting"] == 2, (report, stderr)
+            assert_held_alike(capsys, bootstrap, app_id, classic, tid, regex)
             code, doc, stderr = cli(capsys, bootstrap, "diagnose", "--group", app_id)
             assert code in (0, 1, 2) and not doc["missing"] and [g["group"] for g in doc["groups"]] == [app_id], (doc, stderr)
         finally:

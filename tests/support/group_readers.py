@@ -80,3 +80,17 @@ def by_group(rows: list[dict]) -> dict[str, list[dict]]:
     for r in rows:
         out.setdefault(r["group"], []).append({k: v for k, v in r.items() if k not in ("group", "txn_age_ms")})
     return out
+
+
+def assert_held_alike(capsys, bootstrap: str, group: str, classic: str, tid: str, regex: str, *named: str) -> None:
+    """With ``tid`` open on partition 0: ``lso --groups`` (the groups ``named``, or every group) shows
+    ``group`` waiting behind it at RECORDS, its rows those of the classic group ``classic``, and
+    ``check --groups`` (``regex``) counts both waiting."""
+    code, rows, stderr = cli(capsys, bootstrap, "lso", "--groups", *named, "--min-lag", "0")
+    assert code in (0, 1, 2) and "GROUP_ID_NOT_FOUND" not in stderr, (code, stderr)
+    groups = by_group(rows)
+    held = {r["partition"]: r for r in groups[group]}[0]
+    assert (held["verdict"], held["transactional_id"], held["committed_offset"]) == ("waiting", tid, RECORDS), held
+    assert groups[group] == groups[classic]
+    code, report, stderr = cli(capsys, bootstrap, "check", "--groups", "--group-regex", regex)
+    assert code in (0, 1, 2) and report["status"] != "UNKNOWN" and report["groups_waiting"] == 2, (report, stderr)
