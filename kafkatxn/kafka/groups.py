@@ -77,10 +77,9 @@ class GroupsApi:
     _group_coordinators: tuple[float, dict[str, int]] = (0.0, {})
     # (deadline, groups) ListGroups listed Empty in this command (classic or consumer ones: EMPTY), as the coordinators.
     _listed_empty: tuple[float, frozenset[str]] = (0.0, frozenset())
-    # (deadline, groups) ListGroups typed consumer in this command (KIP-848: CONSUMER_TYPE).
-    _listed_consumer: tuple[float, frozenset[str]] = (0.0, frozenset())
-    # (deadline, groups) ListGroups listed with protocol type "streams" in this command (KIP-1071).
-    _listed_streams: tuple[float, frozenset[str]] = (0.0, frozenset())
+    # (deadline, group -> kind) the groups ListGroups typed consumer (KIP-848: CONSUMER_TYPE) or listed with
+    # protocol type "streams" (KIP-1071: STREAMS_PROTOCOL_TYPE) in this command; classic ones are not in it.
+    _listed_kinds: tuple[float, dict[str, str]] = (0.0, {})
 
     def list_groups(self) -> list[str]:
         """Every consumer group, or an error when a broker's part of the list is missing (see
@@ -120,12 +119,11 @@ class GroupsApi:
         self._listed_empty = (self.deadline, frozenset(
             g.group_id for groups in asked.answers.values() for g in groups if g.state == EMPTY and g.group_type in DESCRIBED_TYPES
         ))
-        self._listed_consumer = (self.deadline, frozenset(
-            g.group_id for groups in asked.answers.values() for g in groups if g.group_type == CONSUMER_TYPE
-        ))
-        self._listed_streams = (self.deadline, frozenset(
-            g.group_id for groups in asked.answers.values() for g in groups if g.protocol_type == STREAMS_PROTOCOL_TYPE
-        ))
+        self._listed_kinds = (self.deadline, {
+            g.group_id: STREAMS_PROTOCOL_TYPE if g.protocol_type == STREAMS_PROTOCOL_TYPE else CONSUMER_TYPE
+            for groups in asked.answers.values() for g in groups
+            if g.group_type == CONSUMER_TYPE or g.protocol_type == STREAMS_PROTOCOL_TYPE
+        })
         names = sorted(listed)
         if not unlisted:
             return Partial(names)
@@ -213,21 +211,22 @@ class GroupsApi:
                 found[g] = proto.DescribedGroup(g, None, DEAD)
         return Partial(found, [*first.missing, *again.missing])
 
-    def _listed_now(self, listed: tuple[float, frozenset[str]]) -> frozenset[str]:
-        deadline, groups = listed
-        return groups if deadline == self.deadline else frozenset()
+    def _listed_kinds_now(self) -> dict[str, str]:
+        """This command's listing's consumer and streams groups, by kind (none from another command's)."""
+        deadline, kinds = self._listed_kinds
+        return kinds if deadline == self.deadline else {}
 
-    def _consumer_typed(self) -> frozenset[str]:
-        """The groups this command's ListGroups typed ``consumer`` (KIP-848)."""
-        return self._listed_now(self._listed_consumer)
+    def _streams_not_described(self) -> bool:
+        """Whether the broker has no StreamsGroupDescribe: its streams groups are then not described."""
+        return self.wire.max_version("StreamsGroupDescribe") < 0
 
     def _describe_kinds(self) -> dict[str, str]:
         """The groups not described by DescribeGroups, by the API that describes them: KIP-848's consumer
         groups (ConsumerGroupDescribe), and the streams groups where the broker has StreamsGroupDescribe
         (without it they are not described: :meth:`_to_describe`)."""
-        kinds = dict.fromkeys(self._consumer_typed(), CONSUMER_TYPE)
-        if self.wire.max_version("StreamsGroupDescribe") >= 0:
-            kinds.update(dict.fromkeys(self._listed_now(self._listed_streams), STREAMS_PROTOCOL_TYPE))
+        kinds = self._listed_kinds_now()
+        if kinds and self._streams_not_described():
+            return {g: kind for g, kind in kinds.items() if kind != STREAMS_PROTOCOL_TYPE}
         return kinds
 
     @staticmethod
@@ -246,9 +245,11 @@ class GroupsApi:
         """Of ``groups`` (once each, in order), those described: not those listed Empty, nor the
         streams groups where the broker has no StreamsGroupDescribe (neither other API knows them)."""
         wanted = list(dict.fromkeys(groups))
-        left_out = self._listed_now(self._listed_empty)
-        if self.wire.max_version("StreamsGroupDescribe") < 0:
-            left_out |= self._listed_now(self._listed_streams)
+        deadline, empty = self._listed_empty
+        left_out = empty if deadline == self.deadline else frozenset()
+        kinds = self._listed_kinds_now()
+        if kinds and self._streams_not_described():
+            left_out = left_out | {g for g, kind in kinds.items() if kind == STREAMS_PROTOCOL_TYPE}
         if not left_out:
             return wanted
         return [g for g in wanted if g not in left_out]
