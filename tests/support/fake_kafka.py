@@ -545,31 +545,25 @@ class FakeWire:
     def _ConsumerGroupDescribe(self, node, request):
         """KIP-848 consumer groups: as :meth:`_DescribeGroups` describes the classic ones (their members'
         current assignments); any other group, or one unknown, GROUP_ID_NOT_FOUND."""
-        out = []
-        for g in request.group_ids:
-            error = self.model.group_error("ConsumerGroupDescribe", g, node)
-            if error is None and (g not in self.model.consumer_groups or g not in self._groups_known()):
-                error = "GROUP_ID_NOT_FOUND"
-            if error:
-                out.append(proto.DescribedGroup(g, error))
-            else:
-                out.append(proto.DescribedGroup(g, None, self._state(g), "consumer", frozenset(self.model.assignments.get(g, ()))))
-        return proto.DescribeGroupsResponse(tuple(out))
+        return self._described_kind(node, request, "ConsumerGroupDescribe", self.model.consumer_groups, "consumer")
 
     def _StreamsGroupDescribe(self, node, request):
-        """Kafka Streams groups, as :meth:`_ConsumerGroupDescribe` describes KIP-848's; any other
+        """Kafka Streams groups, as :meth:`_ConsumerGroupDescribe` describes KIP-848's."""
+        return self._described_kind(node, request, "StreamsGroupDescribe", self.model.streams_groups, "streams")
+
+    def _described_kind(self, node, request, api: str, of_kind: set[str], protocol_type: str):
+        """The groups of ``of_kind`` described by ``api`` (their state and members' assignments); any other
         group, or one unknown, GROUP_ID_NOT_FOUND."""
         out = []
         for g in request.group_ids:
-            error = self.model.group_error("StreamsGroupDescribe", g, node)
-            if error is None and (g not in self.model.streams_groups or g not in self._groups_known()):
+            error = self.model.group_error(api, g, node)
+            if error is None and (g not in of_kind or g not in self._groups_known()):
                 error = "GROUP_ID_NOT_FOUND"
             if error:
                 out.append(proto.DescribedGroup(g, error))
             else:
-                out.append(proto.DescribedGroup(g, None, self._state(g), "streams", frozenset(self.model.assignments.get(g, ()))))
+                out.append(proto.DescribedGroup(g, None, self._state(g), protocol_type, frozenset(self.model.assignments.get(g, ()))))
         return proto.DescribeGroupsResponse(tuple(out))
-
 
 class FakeCluster(Cluster):
     """The real facade over a :class:`KafkaModel`: wire requests go to a :class:`FakeWire`; metadata
