@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.broker import TOOL_JVM_OPTIONS, KafkaCluster, _java
 from harness.jars import ensure_artifact_jars
+from tests.support.java_traffic import compile_java, end_by_stdin, read_lines
 
 SOURCE = Path(__file__).resolve().parent / "java" / "StreamsEos.java"
 
@@ -24,27 +25,13 @@ def streams_libs(cluster: KafkaCluster) -> Path:
     return ensure_artifact_jars("org.apache.kafka", "kafka-streams", version)
 
 
-def compiled(cluster: KafkaCluster, libs: Path) -> Path:
-    out = cluster.workdir / "streams-eos-classes"
-    if (out / "StreamsEos.class").exists():
-        return out
-    javac = shutil.which("javac")
-    if javac is None:
-        raise RuntimeError("javac is not on PATH; the Kafka Streams application needs a JDK (17+)")
-    out.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([javac, "-cp", f"{libs}/*", "-d", str(out), str(SOURCE)], capture_output=True, text=True, timeout=180)
-    if done.returncode != 0:
-        raise RuntimeError(f"javac failed:\n{done.stdout}{done.stderr}")
-    return out
-
-
 class StreamsApp:
     """The application ``application_id`` copying ``source`` to ``sink``; :meth:`wait_for` its state
     ("RUNNING"). A context manager: closing its standard input closes it."""
 
     def __init__(self, cluster: KafkaCluster, application_id: str, source: str, sink: str):
         libs = streams_libs(cluster)
-        classes = compiled(cluster, libs)
+        classes = compile_java(SOURCE, f"{libs}/*", cluster.workdir / "streams-eos-classes", "the Kafka Streams application")
         self._state_dir = tempfile.mkdtemp(prefix="streams-eos-", dir=cluster.workdir)
         self._process = subprocess.Popen(
             [_java(), *TOOL_JVM_OPTIONS, "-cp", f"{classes}:{libs}/*", "StreamsEos",
@@ -52,14 +39,8 @@ class StreamsApp:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: list[str] = []
-        threading.Thread(target=self._read, args=(self._process.stdout, self._lines.put), daemon=True).start()
-        threading.Thread(target=self._read, args=(self._process.stderr, self.stderr.append), daemon=True).start()
-
-    @staticmethod
-    def _read(stream, put) -> None:
-        for line in stream:
-            put(line.rstrip("\n"))
-        put(None)
+        threading.Thread(target=read_lines, args=(self._process.stdout, self._lines.put), daemon=True).start()
+        threading.Thread(target=read_lines, args=(self._process.stderr, self.stderr.append), daemon=True).start()
 
     def wait_for(self, state: str, timeout: float = 90) -> None:
         while True:
@@ -74,13 +55,7 @@ class StreamsApp:
                 return
 
     def close(self) -> None:
-        if self._process.poll() is None:
-            self._process.stdin.close()
-            try:
-                self._process.wait(45)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        end_by_stdin(self._process, 45)
         shutil.rmtree(self._state_dir, ignore_errors=True)
 
     def __enter__(self) -> "StreamsApp":

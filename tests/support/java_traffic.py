@@ -20,20 +20,24 @@ from harness.broker import TOOL_JVM_OPTIONS, KafkaCluster, _java, _logging_optio
 SOURCE = Path(__file__).resolve().parent / "java" / "TxnTraffic.java"
 
 
-def compiled(cluster: KafkaCluster) -> Path:
-    """The directory holding TxnTraffic.class, compiled against the cluster's kafka-clients jar."""
-    out = cluster.workdir / "txn-traffic-classes"
-    if (out / "TxnTraffic.class").exists():
+def compile_java(source: Path, classpath: str, out: Path, needed_by: str) -> Path:
+    """``out``, holding ``source`` compiled against ``classpath`` with ``javac`` (once: kept there)."""
+    if (out / f"{source.stem}.class").exists():
         return out
     javac = shutil.which("javac")
     if javac is None:
-        raise RuntimeError("javac is not on PATH; the Java-client traffic needs a JDK (17+)")
+        raise RuntimeError(f"javac is not on PATH; {needed_by} needs a JDK (17+)")
     out.mkdir(parents=True, exist_ok=True)
-    jars = sorted(cluster.libs_dir.glob("kafka-clients-*.jar"))
-    done = subprocess.run([javac, "-cp", str(jars[0]), "-d", str(out), str(SOURCE)], capture_output=True, text=True, timeout=180)
+    done = subprocess.run([javac, "-cp", classpath, "-d", str(out), str(source)], capture_output=True, text=True, timeout=180)
     if done.returncode != 0:
         raise RuntimeError(f"javac failed:\n{done.stdout}{done.stderr}")
     return out
+
+
+def compiled(cluster: KafkaCluster) -> Path:
+    """The directory holding TxnTraffic.class, compiled against the cluster's kafka-clients jar."""
+    jars = sorted(cluster.libs_dir.glob("kafka-clients-*.jar"))
+    return compile_java(SOURCE, str(jars[0]), cluster.workdir / "txn-traffic-classes", "the Java-client traffic")
 
 
 def _command(cluster: KafkaCluster, topic: str) -> list[str]:
@@ -53,6 +57,24 @@ def run_script(cluster: KafkaCluster, topic: str, lines: list[str], timeout: flo
     return done.stdout
 
 
+def read_lines(stream, put) -> None:
+    """Each line of a JVM's ``stream`` to ``put``, then None when it ends (a reader thread's work)."""
+    for line in stream:
+        put(line.rstrip("\n"))
+    put(None)
+
+
+def end_by_stdin(process: subprocess.Popen, timeout: float) -> None:
+    """Close the JVM's standard input (its signal to finish) and wait for it; killed after ``timeout``."""
+    if process.poll() is None:
+        process.stdin.close()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class Session:
     """One TxnTraffic JVM taking lines one at a time: :meth:`send` returns its answer ("ok LINE", or
     "fenced NAME" for a fenced ``commit``). Used as a context manager; closing ends the JVM."""
@@ -62,18 +84,12 @@ class Session:
                                          stderr=subprocess.PIPE, text=True)
         self._answers: queue.Queue[str | None] = queue.Queue()
         self._stderr: list[str] = []
-        threading.Thread(target=self._read, args=(self._process.stdout, self._answers.put), daemon=True).start()
-        threading.Thread(target=self._read, args=(self._process.stderr, self._keep_stderr), daemon=True).start()
+        threading.Thread(target=read_lines, args=(self._process.stdout, self._answers.put), daemon=True).start()
+        threading.Thread(target=read_lines, args=(self._process.stderr, self._keep_stderr), daemon=True).start()
 
     def _keep_stderr(self, line: str | None) -> None:
         if line is not None:
             self._stderr.append(line)
-
-    @staticmethod
-    def _read(stream, put) -> None:
-        for line in stream:
-            put(line.rstrip("\n"))
-        put(None)
 
     def send(self, line: str, timeout: float = 90) -> str:
         self._process.stdin.write(line + "\n")
@@ -87,13 +103,7 @@ class Session:
         return answer
 
     def close(self) -> None:
-        if self._process.poll() is None:
-            self._process.stdin.close()
-            try:
-                self._process.wait(30)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        end_by_stdin(self._process, 30)
 
     def __enter__(self) -> "Session":
         return self
