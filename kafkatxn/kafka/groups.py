@@ -66,8 +66,9 @@ def describe_group_acl(group: str) -> str:
 
 
 def describe_group_topics_acl(group: str) -> str:
-    """What ConsumerGroupDescribe's TOPIC_AUTHORIZATION_FAILED needs: Kafka describes a consumer group
-    only to a principal that may describe every topic in its members' current and target assignments."""
+    """What TOPIC_AUTHORIZATION_FAILED in a group's description needs: Kafka describes a consumer group
+    (ConsumerGroupDescribe) only to a principal that may describe every topic in its members' current
+    and target assignments, a streams group (StreamsGroupDescribe) every topic of its topology."""
     return f"DESCRIBE on every Topic of Group {group}"
 
 

@@ -89,6 +89,21 @@ def test_stream_group_describe_errors_follow_the_one_rule():
     assert ("DescribeGroups", 2, ("s3",)) in described(model)
 
 
+def test_a_streams_group_whose_topology_topics_may_not_be_described_is_missing_naming_that_acl():
+    """StreamsGroupDescribe answers TOPIC_AUTHORIZATION_FAILED for a group with a topology topic the
+    principal may not describe (Kafka 4.4's KafkaApis filters the groups by DESCRIBE on every source,
+    repartition and changelog topic): the group is missing, naming that ACL, not its group ACL."""
+    model = model_with_groups(s1=1, s2=1)
+    model.streams_groups = {"s1", "s2"}
+    model.assignments = {"s1": {O0}, "s2": {O1}}
+    cluster = FakeCluster(model)
+    cluster.list_groups()
+    model.group_errors[("StreamsGroupDescribe", "s1")] = ["TOPIC_AUTHORIZATION_FAILED"]
+    result = cluster.group_assignments(["s1", "s2"])
+    assert result.value == {"s2": frozenset({O1})}
+    assert [(m.subject, m.acl) for m in result.missing] == [(Part("group s1"), "DESCRIBE on every Topic of Group s1")]
+
+
 def commands(capsys, monkeypatch, kind: str) -> dict[str, tuple[int, object, str]]:
     """lso --groups, check --groups and diagnose on billing, whose commit sits at orders-0's LSO behind
     an open transaction and whose members are assigned orders-0 and orders-1 (no commit there): a
