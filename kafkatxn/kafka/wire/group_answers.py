@@ -26,6 +26,7 @@ coordinator's listing read before is that listing again (:data:`LISTINGS`), each
 from __future__ import annotations
 
 import struct
+from types import MappingProxyType
 
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.varint import decode_compact_string as _compact_string, decode_uvarint as _read_uvarint
@@ -163,7 +164,8 @@ def _group(raw: bytes, data: memoryview, pos: int) -> tuple[p.GroupOffsets, int]
     (error_code,) = _ERROR.unpack_from(raw, pos)
     if error_code == _UNSTABLE_OFFSET_COMMIT or raw[pos + 2] != 0:
         return None
-    return p.GroupOffsets(group, error_name(error_code) if error_code else None, committed,
+    # Read-only: the group is kept in MEMO and handed to every later answer with the same bytes.
+    return p.GroupOffsets(group, error_name(error_code) if error_code else None, MappingProxyType(committed),
                           frozenset(unstable) if unstable else _NONE_UNSTABLE), pos + 3
 
 
