@@ -187,3 +187,11 @@ def test_lso_imports_no_thread_pool_module():
     loaded = modules_loaded_by(*LSO_REACHING_THE_WIRE)
     assert "kafka.net.manager" in loaded, "the wire did not reach kafka-python's network layer"
     assert "concurrent.futures" not in loaded
+
+
+def test_only_oauthbearer_imports_the_token_provider():
+    """kafkatxn's OAUTHBEARER token provider (kafkatxn.config.sasl_oauth) is imported where kafka-python's
+    settings name that mechanism, not at every start."""
+    loaded = modules_loaded_by(*LSO_REACHING_THE_WIRE)
+    assert "kafka.net.manager" in loaded, "the wire did not reach kafka-python's network layer"
+    assert "kafkatxn.config.sasl_oauth" not in loaded  # made under OAUTHBEARER: tests/unit/test_sasl_oauth.py
