@@ -1,7 +1,7 @@
 """``kafkatxn check``: one status for cron and Nagios/Icinga (``kafkatxn exporter`` is in exporter_cmd)."""
 
-from __future__ import annotations
-
+# Annotations evaluated as defined (no __future__ import): the options' Annotated[...] are made once, not
+# compiled from their text at every start.
 import sys
 from typing import Annotated, Optional
 

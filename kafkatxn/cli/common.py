@@ -196,6 +196,7 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
 
         context_param = inspect.Parameter("click_ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
         wrapper.__signature__ = inspect.Signature([context_param] + own + shared_parameters())  # type: ignore[attr-defined]
+        wrapper.__annotations__ = hints  # typer reads them too: evaluated once, not compiled again from their text
         from kafkatxn.cli.helptext import CommandHelp
 
         app.command(name, cls=CommandHelp, **kwargs)(wrapper)

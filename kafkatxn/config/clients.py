@@ -9,7 +9,6 @@ from typing import Mapping
 
 from kafkatxn.config.properties import GSSAPI, KAFKATXN_ONLY_KEYS, OAUTHBEARER, SASL_MECHANISMS, check_kerberos, check_oauth, mask
 from kafkatxn.config.kerberos import kafka_python_arguments, librdkafka_refusal
-from kafkatxn.config.sasl_oauth import ClientCredentials
 from kafkatxn.errors import UsageError
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -76,6 +75,8 @@ class ConnectionConfig:
             if key in s:
                 kw[argument] = s[key]
         if s.get("sasl.mechanisms") == OAUTHBEARER:  # the token provider kafka-python asks at each login
+            from kafkatxn.config.sasl_oauth import ClientCredentials  # OAUTHBEARER's alone: not every start's
+
             kw["sasl_oauth_token_provider"] = ClientCredentials.from_settings(s, self.timeout_s)
         if s.get("sasl.mechanisms") == GSSAPI:
             kw.update(kafka_python_arguments(s))

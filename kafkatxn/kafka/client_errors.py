@@ -6,7 +6,6 @@ than the failing call; the translator keeps those and consults them when a call 
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import re
 from typing import Any, Callable
@@ -220,9 +219,9 @@ class ErrorTranslator:
             detail = self.transport_failure() or clean(exc.args[0].str())
             return UnreachableError(f"cannot reach any broker at {servers}: {detail}")
         if code == "_TIMED_OUT":
-            exc = concurrent.futures.TimeoutError()
+            exc = TimeoutError()
             name = "Timeout"
-        if "Timeout" in name or "timed out" in text.lower() or isinstance(exc, concurrent.futures.TimeoutError):
+        if "Timeout" in name or "timed out" in text.lower() or isinstance(exc, TimeoutError):  # concurrent.futures' too (3.11+)
             unreachable = self.transport_failure()
             if unreachable:
                 return UnreachableError(f"cannot reach any broker at {servers} within {timeout_s}: {unreachable}")

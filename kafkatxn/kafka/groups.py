@@ -16,7 +16,6 @@ translation are the :class:`kafkatxn.kafka.session.Session`'s.
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -131,7 +130,7 @@ class GroupsApi:
         if len(failures) == len(brokers) and len(unlisted) == len(brokers):
             # Nothing answered: say so as every other request does (unreachable, deadline).
             if all(isinstance(f, DeadlineExceeded) or is_timeout(f) for f in failures):  # BrokerSilent too
-                raise self.errors.translate(concurrent.futures.TimeoutError(), "listing consumer groups")
+                raise self.errors.translate(TimeoutError(), "listing consumer groups")
             raise self.errors.translate(failures[0], "listing consumer groups")
         ids = sorted(unlisted)
         named = "; ".join(f"broker {b}: {unlisted[b]}" for b in ids)

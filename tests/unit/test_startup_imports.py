@@ -179,3 +179,19 @@ def test_lso_without_groups_builds_no_group_rows():
     code = "import sys, kafkatxn.lso, kafkatxn.facts_lso, kafkatxn.cli.lso_cmd; print('kafkatxn.group_positions' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_lso_imports_no_thread_pool_module():
+    """The facade's timeouts are the builtin TimeoutError (concurrent.futures' one since Python 3.11):
+    nothing on lso's path imports concurrent.futures (~1.3 ms of every Kafka command's start)."""
+    loaded = modules_loaded_by(*LSO_REACHING_THE_WIRE)
+    assert "kafka.net.manager" in loaded, "the wire did not reach kafka-python's network layer"
+    assert "concurrent.futures" not in loaded
+
+
+def test_only_oauthbearer_imports_the_token_provider():
+    """kafkatxn's OAUTHBEARER token provider (kafkatxn.config.sasl_oauth) is imported where kafka-python's
+    settings name that mechanism, not at every start."""
+    loaded = modules_loaded_by(*LSO_REACHING_THE_WIRE)
+    assert "kafka.net.manager" in loaded, "the wire did not reach kafka-python's network layer"
+    assert "kafkatxn.config.sasl_oauth" not in loaded  # made under OAUTHBEARER: tests/unit/test_sasl_oauth.py

@@ -1318,6 +1318,8 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
     __init__ deferred (bound on kafka.protocol as the import system would): importing one API's module
     builds that API's classes only, and kafka-python's network layer, whose broker_version_data reads
     two names from the packages, imports only the modules defining them (client_package.DEFERRED).
+    The network package and its metrics packages likewise: kafka.net.metrics's four stats come from
+    their own modules, no proxy, sensor or reporter is imported.
     The first read of another name runs the package's own __init__, which binds the same objects."""
     code = (
         "import sys\n"
@@ -1327,7 +1329,8 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
         "import kafka.protocol.admin.transactions, kafka.protocol.consumer.offsets, kafka.protocol.producer.transaction\n"
         "assert kafka.protocol.admin is sys.modules['kafka.protocol.admin'], 'not bound on its parent'\n"
         "unsent = {'kafka.protocol.admin.topics', 'kafka.protocol.admin.acl', 'kafka.protocol.admin.cluster',\n"
-        "          'kafka.protocol.consumer.metadata', 'kafka.protocol.producer.produce'}\n"
+        "          'kafka.protocol.consumer.metadata', 'kafka.protocol.producer.produce',\n"
+        "          'kafka.net.socks5', 'kafka.net.compat', 'kafka.metrics.metrics', 'kafka.metrics.stats.sensor'}\n"
         "assert not unsent & set(sys.modules), sorted(unsent & set(sys.modules))\n"
         "served = {(package, name): getattr(sys.modules[package], name)\n"
         "          for package, names in DEFERRED.items() if package != 'kafka' for name in names}\n"
@@ -1335,6 +1338,9 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
         "from kafka.protocol.admin import CreateTopicsRequest, ListGroupsRequest\n"
         "from kafka.protocol.consumer import *\n"
         "from kafka.protocol.producer import ProduceRequest\n"
+        "from kafka.net import Socks5Proxy\n"
+        "from kafka.metrics import Metrics\n"
+        "from kafka.metrics.stats import Sensor\n"
         "for (package, name), got in served.items():\n"
         "    assert sys.modules[package].__dict__[name] is got, (package, name)\n"
         "assert OffsetFetchRequest is served[('kafka.protocol.consumer', 'OffsetFetchRequest')]\n"
@@ -1346,7 +1352,7 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
     )
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["CreateTopicsRequest", "ProduceRequest", "2"]
+    assert proc.stdout.split() == ["CreateTopicsRequest", "ProduceRequest", "6"]
 
 
 def test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it():

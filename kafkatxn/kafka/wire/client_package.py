@@ -5,14 +5,17 @@ command's start, a fifth of the client's import); the wire uses only its protoco
 modules, which import none of those. Three of its protocol packages, ``kafka.protocol.admin``,
 ``.consumer`` and ``.producer``, import every API module of their family in their ``__init__``
 (each module builds its request and response classes from Kafka's JSON schemas: ``admin`` alone is
-~30 ms), where a command sends a few of those APIs and the wire imports each API's own module.
+~30 ms), where a command sends a few of those APIs and the wire imports each API's own module. The
+network package ``kafka.net`` and the metrics packages its connections import, ``kafka.metrics`` and
+``.stats``, likewise (their proxies, compat client, sensors and reporters: the wire gives the manager no metrics).
 :func:`defer_package_init` puts each of these packages in ``sys.modules`` unexecuted: their submodules
 import as usual, and the first read of any other name of a package (``from kafka import
 KafkaProducer``, ``kafka.__version__``, ``from kafka.protocol.admin import *``) runs the real
 ``__init__`` then, so code beside kafkatxn in the same process (tests, a Spark job) sees the package
 it expects. The few names kafka-python's own modules on the wire's path read from a deferred package
 (``DEFERRED``: ``kafka.protocol.broker_version_data``, imported by ``kafka.net.connection``, reads
-``ListGroupsRequest`` and ``OffsetFetchRequest``) are served from the submodule that defines them.
+``ListGroupsRequest`` and ``OffsetFetchRequest``; ``kafka.net.metrics``, four stats) are served from
+the submodule that defines them.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ import types
 # that the package's __init__ binds the same object).
 DEFERRED: dict[str, dict[str, str]] = {
     "kafka": {},
+    "kafka.net": {},
+    "kafka.metrics": {},
+    "kafka.metrics.stats": {"Avg": "avg", "Count": "count", "Max": "max_stat", "Rate": "rate"},
     "kafka.protocol.admin": {"ListGroupsRequest": "groups"},
     "kafka.protocol.consumer": {"OffsetFetchRequest": "group"},
     "kafka.protocol.producer": {},
