@@ -57,6 +57,9 @@ class LsoSnapshot:
     # The pinning transactions through the one pins sequence (facts.pins), as hanging's scan has
     # every open transaction (facts_scan.Scan.pins): the same fact, of the LSOs that trail.
     pins: facts.Pins = field(default_factory=lambda: facts.Pins({}, 0, None))
+    # The partitions of ``offsets`` whose LSO trails the HW, as take_snapshot found them (kept with
+    # ``offsets``): the rows look at these few, not 30,000 again. None: not kept, read ``offsets``.
+    lagging: list[TopicPartition] | None = None
 
     @property
     def classifications(self) -> dict[tuple[TopicPartition, int], Classification]:
@@ -157,7 +160,7 @@ def take_snapshot(
     before = len(missing)
     open_txns, view = gather.describe_open(cluster, lagging, missing)
     unanswered = {m.subject for m in missing[before:]}
-    snapshot = LsoSnapshot(taken_at_ms, offsets, open_txns, missing)
+    snapshot = LsoSnapshot(taken_at_ms, offsets, open_txns, missing, lagging=lagging)
     pins = [p for tp in sorted(lagging) if (p := snapshot.pin(tp)) is not None]
     # The one pins sequence (as hanging asks it), every pin dated: lso shows each one's age.
     found = facts.pins(cluster, pins, view, taken_at_ms, max_transaction_timeout_ms, missing, settled, date_all=True, cleanup=True)
@@ -195,6 +198,8 @@ def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[Topi
             return
         again = take_snapshot(cluster, moved, moved, snapshot.max_transaction_timeout_ms, settled, again=False)
     snapshot.offsets.update(again.offsets)
+    if snapshot.lagging is not None:
+        snapshot.lagging = [tp for tp in snapshot.lagging if tp not in moved] + list(again.lagging or ())
     for tp in moved:
         snapshot.open_transactions.pop(tp, None)
     snapshot.open_transactions.update(again.open_transactions)

@@ -111,9 +111,15 @@ def partition_lags(snapshot: LsoSnapshot, min_lag: int = 1) -> list[PartitionLag
     """A row per partition with ``lag_messages >= min_lag``, in topic and partition order."""
     rows = []
     offsets = snapshot.offsets
-    # Sorted after the filter: of 30,000 partitions, the few that lag, found in C (o.lag >= min_lag:
-    # HW - LSO >= min_lag, every partition when min_lag is 0 or less, as the lag is never below 0).
-    found = offsets if min_lag <= 0 else compress(offsets, map(ge, starmap(sub, offsets.values()), repeat(min_lag)))
+    # Sorted after the filter: of 30,000 partitions, the few that lag (o.lag >= min_lag: HW - LSO >=
+    # min_lag, every partition when min_lag is 0 or less, as the lag is never below 0); of those the
+    # snapshot found lagging when it kept them, else found in C.
+    if min_lag <= 0:
+        found: Iterable[TopicPartition] = offsets
+    elif snapshot.lagging is not None:
+        found = [tp for tp in snapshot.lagging if offsets[tp].lag >= min_lag]
+    else:
+        found = compress(offsets, map(ge, starmap(sub, offsets.values()), repeat(min_lag)))
     for tp in sorted(found):
         o = offsets[tp]
         txns = snapshot.open_transactions.get(tp, []) if o.lag > 0 else []

@@ -117,6 +117,16 @@ def test_partition_lags_min_lag():
     assert lso.partition_lags(s)[0].producer_id is None
 
 
+def test_partition_lags_of_the_lagging_partitions_the_snapshot_kept():
+    s = snap({TP0: (100, 130), TP1: (50, 50), TP2: (7, 8)})
+    kept = snap({TP0: (100, 130), TP1: (50, 50), TP2: (7, 8)})
+    kept.lagging = [TP2, TP0]  # as take_snapshot finds them: HW > LSO
+    for min_lag in (0, 1, 2, 31):
+        assert lso.partition_lags(kept, min_lag) == lso.partition_lags(s, min_lag)
+    kept.lagging = [TP2]  # only those are looked at: the snapshot keeps them with its offsets
+    assert [r.partition for r in lso.partition_lags(kept)] == [0] and lso.partition_lags(kept)[0].topic == "payments"
+
+
 def test_lag_never_negative():
     assert Offsets(high_watermark=5, last_stable_offset=6).lag == 0
 
