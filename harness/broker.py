@@ -446,6 +446,10 @@ class KafkaCluster:
             "transaction.state.log.num.partitions": "5",
             "num.network.threads": "2",
             "num.io.threads": "4",
+            # The log cleaner's dedupe map is allocated whole as a broker starts: 128 MiB by default, half
+            # the initial heap, the longest step of most starts in CI's logs (3.35 s in the one whose
+            # ZooKeeper session expired meanwhile). Test topics compact few keys; Kafka wants > 1 MiB.
+            "log.cleaner.dedupe.buffer.size": str(4 << 20),
             # A killed node can re-register only once its old session expired (9 s by default):
             # keep kill/restart tests short.
             "broker.session.timeout.ms": "3000",
