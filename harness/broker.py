@@ -13,6 +13,7 @@ import atexit
 import base64
 import concurrent.futures
 import itertools
+import logging
 import os
 import shutil
 import socket
@@ -58,6 +59,9 @@ JMX_PORT = "JMX"
 
 STOP_GRACE_SECONDS = 5.0
 _PORT_ATTEMPTS = 3
+# Starts again of a ZooKeeper-mode node that died starting because its session expired (zookeeper.expired_at_startup).
+_EXPIRED_SESSION_RESTARTS = 2
+_log = logging.getLogger(__name__)
 _PROBE_TOPIC = "_kafkatxn_harness_probe"
 _LOG_TAIL_LINES = 40
 
@@ -68,6 +72,14 @@ class KafkaHarnessError(RuntimeError):
 
 class _PortTaken(KafkaHarnessError):
     """A node could not bind one of its ports: another process took it after we picked it."""
+
+
+class _SessionExpiredAtStart(KafkaHarnessError):
+    """ZooKeeper-mode nodes died starting because their ZooKeeper session expired: they may start again."""
+
+    def __init__(self, message: str, nodes: "list[_Node]"):
+        super().__init__(message)
+        self.nodes = nodes
 
 
 @dataclass
@@ -90,6 +102,14 @@ class _Node:
     directory: Path
     ports: dict[str, int]  # listener name -> port, CONTROLLER included
     process: subprocess.Popen | None = None
+    log_start: int = 0  # server.log's size when the process was launched: what it wrote comes after
+
+    def log_since_launch(self) -> str:
+        if not self.server_log.exists():
+            return ""
+        with open(self.server_log, "rb") as log:
+            log.seek(self.log_start)
+            return log.read().decode(errors="replace")
 
     @property
     def running(self) -> bool:
@@ -426,6 +446,10 @@ class KafkaCluster:
             "transaction.state.log.num.partitions": "5",
             "num.network.threads": "2",
             "num.io.threads": "4",
+            # The log cleaner's dedupe map is allocated whole as a broker starts: 128 MiB by default, half
+            # the initial heap, the longest step of most starts in CI's logs (3.35 s in the one whose
+            # ZooKeeper session expired meanwhile). Test topics compact few keys; Kafka wants > 1 MiB.
+            "log.cleaner.dedupe.buffer.size": str(4 << 20),
             # A killed node can re-register only once its old session expired (9 s by default):
             # keep kill/restart tests short.
             "broker.session.timeout.ms": "3000",
@@ -493,6 +517,7 @@ class KafkaCluster:
             "kafka.Kafka",
             str(node.server_properties),
         ]
+        node.log_start = node.server_log.stat().st_size if node.server_log.exists() else 0
         with open(node.stdout_log, "ab") as stdout:
             # Own session: a terminal's Ctrl-C reaches the harness, which then stops brokers in order.
             node.process = subprocess.Popen(
@@ -502,7 +527,24 @@ class KafkaCluster:
         _class_archives.adopt(archive_writer, node.process)
 
     def _wait_until_serving(self, node_ids: Iterable[int], deadline: float) -> None:
-        """Wait until each node answers Metadata itself and lists every running node as a live broker."""
+        """Wait until each node answers Metadata itself and lists every running node as a live broker.
+        A ZooKeeper-mode node that died starting because its session expired is started again, at most
+        _EXPIRED_SESSION_RESTARTS times."""
+        node_ids = list(node_ids)
+        for restart in itertools.count(1):
+            try:
+                self._wait_until_each_serves(node_ids, deadline)
+                return
+            except _SessionExpiredAtStart as expired:
+                if restart > _EXPIRED_SESSION_RESTARTS:
+                    raise
+                for node in expired.nodes:
+                    _log.warning("%s: node %d died starting, its ZooKeeper session expired: starting it again (%d of %d)",
+                                 self.name, node.node_id, restart, _EXPIRED_SESSION_RESTARTS)
+                    self.zookeeper.wait_until_unregistered(node.node_id, deadline)
+                    self._launch(node, self.libs_dir)
+
+    def _wait_until_each_serves(self, node_ids: Iterable[int], deadline: float) -> None:
         for node_id in node_ids:
             node = self._nodes[node_id]
             self._wait_for_port(node, deadline)
@@ -586,7 +628,11 @@ class KafkaCluster:
             ids = ", ".join(f"{node.node_id} (exit code {node.process.returncode})" for node in dead)
             message = f"{self.name}: node {ids} exited while waiting for {waiting_for}\n{self._log_excerpts(dead)}"
             port_taken = any("Address already in use" in _read(node.server_log) + _read(node.stdout_log) for node in dead)
-            raise (_PortTaken if port_taken else KafkaHarnessError)(message)
+            if port_taken:
+                raise _PortTaken(message)
+            if self.zookeeper is not None and all(zookeeper.expired_at_startup(node.log_since_launch()) for node in dead):
+                raise _SessionExpiredAtStart(message, dead)
+            raise KafkaHarnessError(message)
         if time.monotonic() > deadline:
             raise KafkaHarnessError(
                 f"{self.name} (Kafka {self.version}): timed out waiting for {waiting_for}\n"

@@ -180,7 +180,8 @@ def write_committed(bootstrap_servers: str, tp: TopicPartition, values: list[byt
     """One committed transaction of ``values`` on ``tp``.
 
     It does not wait for the LSO to reach the high watermark (a hanging transaction before it keeps
-    the LSO where it is); commit_transaction returning means the coordinator completed it.
+    the LSO where it is), nor for the commit marker: commit_transaction returns once the coordinator
+    decided (PrepareCommit), and the marker follows. ``wait_until_settled`` waits for it.
     """
     from confluent_kafka import Producer
 
@@ -191,3 +192,26 @@ def write_committed(bootstrap_servers: str, tp: TopicPartition, values: list[byt
     for value in values:
         producer.produce(tp.topic, value=value, partition=tp.partition)
     producer.commit_transaction(30)
+
+
+# Between its decision and its markers a transaction is PrepareCommit or PrepareAbort at its coordinator.
+_ENDING = ("PrepareCommit", "PrepareAbort")
+
+
+def wait_until_settled(bootstrap_servers: str, id_prefix: str, timeout_s: float = 30) -> None:
+    """Wait until no transaction whose id starts with ``id_prefix`` is between its decision and its
+    markers: a scene read before that (its LSO and high watermark) moves on by itself afterwards
+    (CI: test_bad_input read c1 in PrepareCommit before a command and CompleteCommit after it)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    with Cluster(ConnectionConfig(bootstrap_servers, timeout_ms=20_000)) as cluster:
+        while True:
+            listed, _ = cluster.list_transactions()
+            ending = [(t.transactional_id, t.state) for t in listed.value
+                      if t.transactional_id.startswith(id_prefix) and t.state in _ENDING]
+            if listed.complete and not ending:
+                return
+            if time.monotonic() > deadline:
+                raise HangingMakerError(f"transactions of {id_prefix}* did not settle within {timeout_s} s: {ending or listed.missing}")
+            time.sleep(0.1)

@@ -68,6 +68,21 @@ def broker_properties(kraft_properties: Mapping[str, str], node_id: int, connect
     return properties
 
 
+# A starting broker whose JVM stalls longer than 2/3 of SESSION_TIMEOUT_MS (C1 on two loaded cores,
+# a pause at a large allocation) loses its session, and KafkaServer.startup gives up on it (CI: a
+# restarted broker in test_faults, SessionExpiredException for /feature). Another start succeeds.
+_FATAL_AT_STARTUP = "Fatal error during KafkaServer startup"
+_SESSION_EXPIRED = "KeeperException$SessionExpiredException"
+
+
+def expired_at_startup(server_log: str) -> bool:
+    """Whether the broker that wrote ``server_log`` (this start's part of it) died at start-up because
+    its ZooKeeper session expired: worth starting again, unlike a bad configuration or a port taken."""
+    lines = server_log.splitlines()
+    fatal = [i for i, line in enumerate(lines) if _FATAL_AT_STARTUP in line]
+    return bool(fatal) and any(_SESSION_EXPIRED in line for line in lines[fatal[-1] + 1:fatal[-1] + 3])
+
+
 def settle(cluster, deadline: float) -> None:
     """After a (re)start in ZooKeeper mode: admin requests such as CreateTopics go to the controller,
     which a killed or restarted broker may have been (KRaft brokers forward them, ZooKeeper-mode ones

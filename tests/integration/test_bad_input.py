@@ -11,7 +11,6 @@ genuinely hanging transaction can sit on partition 0, ready to be aborted by mis
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -40,27 +39,9 @@ def scene(broker):
     hm.write_committed(bootstrap, TopicPartition(topic, 0), [b"c0"], f"{topic}-c0")
     made = hm.make_hanging_transaction(bootstrap, f"{topic}-hanging", topic, 0)
     hm.write_committed(bootstrap, TopicPartition(topic, 1), [b"c1"], f"{topic}-c1")
-    settle(bootstrap, topic)
+    # Its commits' markers written: read before them, the state the cases compare moves on by itself.
+    hm.wait_until_settled(bootstrap, topic)
     return topic, made
-
-
-# A commit returns once its coordinator decided; the coordinator says CompleteCommit only after the
-# markers are written. Read before that, the state the cases compare moved on by itself (CI: c1 in
-# PrepareCommit before a command, CompleteCommit after it, and a case failed that had changed nothing).
-ENDING = ("PrepareCommit", "PrepareAbort")
-
-
-def settle(bootstrap: str, topic: str, timeout_s: float = 30) -> None:
-    """Wait until no transaction of the scene's ids is between its decision and its markers."""
-    deadline = time.monotonic() + timeout_s
-    with Cluster(ConnectionConfig(bootstrap, timeout_ms=20_000)) as cluster:
-        while True:
-            listed, _ = cluster.list_transactions()
-            ending = [(t.transactional_id, t.state) for t in listed.value if t.transactional_id.startswith(topic) and t.state in ENDING]
-            if listed.complete and not ending:
-                return
-            assert time.monotonic() < deadline, f"the scene's transactions did not settle: {ending}"
-            time.sleep(0.1)
 
 
 def state(broker, topic: str, audit_path) -> dict:
