@@ -865,6 +865,27 @@ def test_an_earliest_list_offsets_is_not_reused_for_a_latest_one():
     assert timestamp(earliest) == -2
 
 
+def test_the_two_isolation_levels_list_offsets_bodies_share_what_follows_the_level_and_are_kafka_pythons():
+    from kafka.protocol.api_message import ApiMessage
+
+    from kafkatxn.kafka.wire import bodies
+
+    bodies._WRITTEN_TOPICS.clear()
+    for version in range(1, 12):
+        for earliest in (False, True):
+            pair = [p.ListOffsets(tuple(MANY), committed, earliest) for committed in (False, True)]  # equal, not the same tuple
+            written = [bodies.list_offsets_body(request, version) for request in pair]
+            for request, body in zip(pair, written):
+                if version < 2 and request.read_committed:
+                    continue  # isolation levels came with v2
+                fresh = wire.Wire(None)._encode(request)
+                assert body == bytes(ApiMessage.encode(fresh, version=version)), (version, request.read_committed, earliest)
+            level = 5 if version >= 2 else 4
+            assert bodies._list_offsets_topics(pair[1].partitions, earliest, version) is bodies._WRITTEN_TOPICS[-1][3]
+            assert written[0][level:] == written[1][level:]
+    assert len(bodies._WRITTEN_TOPICS) == bodies.WRITTEN_TOPICS_KEPT
+
+
 def test_list_groups_response():
     from kafka.protocol.admin.groups import ListGroupsResponse as R
 
