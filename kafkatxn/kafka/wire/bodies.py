@@ -173,26 +173,37 @@ def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResp
     codes: list[int] = []
     offsets: list[int] = []
     for _ in range(topics - 1):
-        length, pos = _read_uvarint(data, pos)
+        length = data[pos]  # the name's length + 1: one byte under 128 (a varint's first byte otherwise)
+        if length < 0x80:
+            pos += 1
+        else:
+            length, pos = _read_uvarint(data, pos)
         name = str(data[pos : pos + length - 1], "utf-8")
         pos += length - 1
-        count, pos = _read_uvarint(data, pos)
+        count = data[pos]  # the partitions + 1, as the name's length
+        if count < 0x80:
+            pos += 1
+        else:
+            count, pos = _read_uvarint(data, pos)
         count -= 1
         block = bytes(data[pos : pos + count * size])
         pos += count * size
-        if len(block) != count * size or block[size - 1 :: size].count(0) != count or data[pos] != 0:
-            return None  # a partition or the topic with tagged fields
+        if len(block) != count * size or data[pos] != 0:
+            return None  # short, or the topic with tagged fields
         pos += 1
         if count:
             key = (name, block)
-            read = OFFSETS_MEMO.get(key)
-            if read is None:  # a layout per count: the memory they hold is at most the cluster's partitions
+            read = OFFSETS_MEMO.get(key)  # found: bytes read before, and so without tagged fields
+            if read is None:
+                if block[size - 1 :: size].count(0) != count:
+                    return None  # a partition with tagged fields
+                # a layout per count: the memory they hold is at most the cluster's partitions
                 fields = (_BLOCKS.get(count) or _BLOCKS.setdefault(count, struct.Struct(">" + _LIST_OFFSETS_PARTITION.format[1:] * count))).unpack(block)
                 read = (tuple(topic_partitions(name, fields[0::3])), fields[1::3], fields[2::3])
                 OFFSETS_MEMO.put(key, read, count)
-            tps.extend(read[0])
-            codes.extend(read[1])
-            offsets.extend(read[2])
+            tps += read[0]
+            codes += read[1]
+            offsets += read[2]
     if pos != len(data) - 1 or data[pos] != 0:
         return None  # tagged fields at the top level (or bytes this does not know)
     names = tuple(map(error_name, codes)) if any(codes) else (None,) * len(codes)  # usually: none failed
