@@ -41,8 +41,10 @@ def _encoding_body_once(
             if body is None:
                 written = writers.get(id(self))
                 body = by_version[at] = written(at) if written is not None else bytes(ApiMessage.encode(self))
-            data = self.encode_header(flexible=self.flexible_version_q(at)) + body if header else body
-            return len(data).to_bytes(4, "big") + data if framed else data
+            head = self.encode_header(flexible=self.flexible_version_q(at)) if header else b""
+            if framed:  # one copy of the body (ListOffsets': 175 KB at 10,000 partitions), not two
+                return b"".join(((len(head) + len(body)).to_bytes(4, "big"), head, body))
+            return head + body if header else body
 
         attrs: dict[str, Any] = {"__slots__": (), "encode": encode}
         if read is not None:  # its answers read by the wire (.bodies), not decoded by kafka-python
@@ -76,7 +78,9 @@ class _ReadingAnswers:
         return self.answer_class.parse_header(data)
 
     def decode(self, data: Any) -> Any:
-        raw = memoryview(data.read())
+        # kafka-python's buffer of the frame (a bytearray of its own, not written again): its bytes where they
+        # are, not copied twice by read() (2.5 MB an lso at 30,000 partitions)
+        raw = memoryview(data)[data.tell() :] if isinstance(data, bytearray) else memoryview(data.read())
         try:
             done = self.read(raw, self.version)
         except (IndexError, ValueError, struct.error):  # not what it expects: kafka-python's, whose error is the answer's
