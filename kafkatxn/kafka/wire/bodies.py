@@ -218,11 +218,25 @@ _PARTITION_LAYOUTS: dict[tuple[int, int], struct.Struct] = {}
 
 def _partition_layout(replicas: int, isr: int) -> struct.Struct:
     """A Metadata partition with ``replicas`` replicas, ``isr`` in sync, none offline and no tagged
-    fields: the head, each list's count (its length + 1, one byte under 127) and its broker ids."""
+    fields: the head, each list's count (its length + 1, one byte under 127) and its broker ids. Unpacked:
+    the index, the leader, the replicas and those in sync (the rest skipped as padding; the counts are
+    checked on the bytes)."""
     layout = _PARTITION_LAYOUTS.get((replicas, isr))
     if layout is None:
-        layout = _PARTITION_LAYOUTS[(replicas, isr)] = struct.Struct(f">hiiiB{replicas}iB{isr}iBB")
+        layout = _PARTITION_LAYOUTS[(replicas, isr)] = struct.Struct(f">2xii4xx{replicas}ix{isr}i2x")
     return layout
+
+
+_TOPIC_LAYOUTS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def _topic_layout(layout: struct.Struct, count: int) -> struct.Struct:
+    """``count`` partitions of ``layout`` in a row (a cluster has a few layouts and counts)."""
+    key = (layout.format, count)
+    topic = _TOPIC_LAYOUTS.get(key)
+    if topic is None:
+        topic = _TOPIC_LAYOUTS[key] = struct.Struct(">" + layout.format[1:] * count)
+    return topic
 
 
 def _partitions_one_by_one(data: memoryview, pos: int, count: int, name: str, internal: bool,
@@ -300,10 +314,12 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
                 key = (name, block)
                 read = kept.get(key)
                 if read is None:
-                    columns = list(zip(*layout.iter_unpack(block)))
-                    indexes, leaders = columns[1], columns[2]
-                    replica_ids = zip(*columns[5 : 5 + replicas]) if replicas else repeat((), count)
-                    isr_ids = zip(*columns[6 + replicas : 6 + replicas + isr]) if isr else repeat((), count)
+                    # the topic's partitions in one unpack, taken apart by slices (no tuple per partition)
+                    width = 2 + replicas + isr
+                    fields = _topic_layout(layout, count).unpack(block)
+                    indexes, leaders = fields[0::width], fields[1::width]
+                    replica_ids = zip(*(fields[k::width] for k in range(2, 2 + replicas))) if replicas else repeat((), count)
+                    isr_ids = zip(*(fields[k::width] for k in range(2 + replicas, width))) if isr else repeat((), count)
                     read = tuple(made(PartitionInfo, zip(repeat(name), indexes, leaders, replica_ids, isr_ids, repeat(internal))))
                 reading[key] = read
                 partitions.extend(read)
