@@ -498,6 +498,100 @@ def test_each_request_encodes_at_every_version_it_may_be_sent_at(typed):
         assert again == project(sent, again), version
 
 
+def _walked(typed):
+    """Whether the wire walks ``typed``'s small bodies and answers (kafka-python neither compiles for them)."""
+    from kafkatxn.kafka.wire import bodies
+
+    return type(typed) not in bodies.READERS and type(typed) not in bodies.WRITERS
+
+
+@pytest.mark.parametrize("typed", [r for r in SAMPLE_REQUESTS if _walked(r)] + [
+    p.DescribeTransactions(tuple(f"app-{i}" for i in range(200))),  # large: kafka-python's compiled encoder
+    p.DescribeConfigs("topic", "orders", tuple(f"config.{i}" for i in range(63))),  # 64 items: walked still
+], ids=lambda r: type(r).__name__)
+def test_a_small_request_walked_by_kafka_pythons_schema_is_its_compiled_bytes_and_compiles_nothing(typed):
+    from kafka.protocol.api_message import ApiMessage
+
+    from kafkatxn.kafka.wire import reading
+
+    request = wire.Wire(None)._encode(typed)
+    small = reading._items_within(request, reading.SMALL_ITEMS) >= 0
+    assert small == (len(getattr(typed, "transactional_ids", ())) < 200)
+    compiled = type(request)._struct._compiled_encoders
+    for version in versions(request):
+        before = dict(compiled)
+        request.with_header(correlation_id=version, client_id="kafkatxn")
+        walked = request.encode(version=version, header=True, framed=True)
+        if small:
+            assert compiled == before, version  # no encoder compiled for it
+        assert walked == bytes(ApiMessage.encode(request, version=version, header=True, framed=True)), version  # the compiled one's
+
+
+def _small_answers():
+    from kafka.protocol.admin.configs import DescribeConfigsResponse as Configs
+    from kafka.protocol.admin.transactions import DescribeTransactionsResponse as Described, ListTransactionsResponse as Listed
+    from kafka.protocol.metadata import FindCoordinatorResponse as Found
+
+    C, S = Configs.DescribeConfigsResult.DescribeConfigsResourceResult, Described.TransactionState
+    return [
+        Listed(error_code=0, unknown_state_filters=["Nope"], transaction_states=[
+            Listed.TransactionState(transactional_id="app-1", producer_id=7, transaction_state="Ongoing")]),
+        Found(error_code=0, node_id=3, host="h", port=9092, coordinators=[
+            Found.Coordinator(key="app-1", node_id=2, host="h", port=9092, error_code=0),
+            Found.Coordinator(key="app-10", node_id=-1, host="", port=-1, error_code=15, error_message="not yet")]),
+        Described(transaction_states=[
+            S(error_code=0, transactional_id="app-1", transaction_state="Ongoing", transaction_timeout_ms=60_000,
+              transaction_start_time_ms=1_700_000_000_000, producer_id=7, producer_epoch=3,
+              topics=[S.TopicData(topic="orders", partitions=[0, 1])]),
+            S(error_code=105, transactional_id="app-10", transaction_state="", transaction_timeout_ms=0,
+              transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[])]),
+        Configs(results=[Configs.DescribeConfigsResult(error_code=0, error_message=None, resource_type=4, resource_name="2", configs=[
+            C(name="transaction.max.timeout.ms", value="900000", read_only=True, config_source=5, is_sensitive=False, synonyms=[
+                C.DescribeConfigsSynonym(name="transaction.max.timeout.ms", value="900000", source=5)]),
+            C(name="sasl.jaas.config", value=None, read_only=True, config_source=4, is_sensitive=True, synonyms=[])])]),
+    ]
+
+
+@pytest.mark.parametrize("answer", _small_answers(), ids=lambda a: type(a).__name__)
+def test_a_small_answer_walked_by_kafka_pythons_schema_is_what_its_compiled_decoder_makes_and_compiles_nothing(answer):
+    from kafka.protocol.frame import KafkaBytes
+
+    from kafkatxn.kafka.wire import reading
+
+    cls = type(answer)
+    low, high = cls._valid_versions
+    for version in range(low, high + 1):
+        raw = bytes(answer.encode(version=version))
+        kept = KafkaBytes(len(raw) + 3)  # as kafka-python's parser hands it over: after the header
+        kept.write(b"hdr" + raw)
+        kept.seek(3)
+        compiled = dict(cls._struct._compiled_encoders)
+        walked = reading._WalkingSmallAnswers(cls[version], version).decode(kept)
+        assert cls._struct._compiled_encoders == compiled, version  # no decoder compiled for it
+        assert kept.tell() == len(kept)
+        expected = cls.decode(raw, version=version)
+        assert walked == expected and walked.to_dict(meta="all") == expected.to_dict(meta="all"), version
+        assert type(walked) is type(expected) and (walked.tags, walked.unknown_tags) == (expected.tags, expected.unknown_tags)
+
+
+def test_a_large_answer_is_left_to_kafka_pythons_compiled_decoder(monkeypatch):
+    from kafka.protocol.admin.transactions import ListTransactionsResponse as Listed
+    from kafka.protocol.data_container import DataContainer
+    from kafka.protocol.frame import KafkaBytes
+
+    from kafkatxn.kafka.wire import reading
+
+    answer = Listed(error_code=0, unknown_state_filters=[], transaction_states=[
+        Listed.TransactionState(transactional_id=f"app-{i}", producer_id=i, transaction_state="Ongoing") for i in range(300)])
+    raw = bytes(answer.encode(version=1))
+    assert len(raw) > reading.SMALL_ANSWER_BYTES
+    kept = KafkaBytes(len(raw))
+    kept.write(raw)
+    kept.seek(0)
+    monkeypatch.setattr(DataContainer, "decode", None)  # the walker, not to be used
+    assert reading._WalkingSmallAnswers(Listed[1], 1).decode(kept) == Listed.decode(raw, version=1)
+
+
 def project(sent, shape):
     """``sent`` cut down to the fields present in ``shape`` (what one version carries)."""
     if isinstance(shape, dict):
@@ -863,6 +957,27 @@ def test_an_earliest_list_offsets_is_not_reused_for_a_latest_one():
 
     assert latest is not earliest and timestamp(latest) == -1
     assert timestamp(earliest) == -2
+
+
+def test_the_two_isolation_levels_list_offsets_bodies_share_what_follows_the_level_and_are_kafka_pythons():
+    from kafka.protocol.api_message import ApiMessage
+
+    from kafkatxn.kafka.wire import bodies
+
+    bodies._WRITTEN_TOPICS.clear()
+    for version in range(1, 12):
+        for earliest in (False, True):
+            pair = [p.ListOffsets(tuple(MANY), committed, earliest) for committed in (False, True)]  # equal, not the same tuple
+            written = [bodies.list_offsets_body(request, version) for request in pair]
+            for request, body in zip(pair, written):
+                if version < 2 and request.read_committed:
+                    continue  # isolation levels came with v2
+                fresh = wire.Wire(None)._encode(request)
+                assert body == bytes(ApiMessage.encode(fresh, version=version)), (version, request.read_committed, earliest)
+            level = 5 if version >= 2 else 4
+            assert bodies._list_offsets_topics(pair[1].partitions, earliest, version) is bodies._WRITTEN_TOPICS[-1][3]
+            assert written[0][level:] == written[1][level:]
+    assert len(bodies._WRITTEN_TOPICS) == bodies.WRITTEN_TOPICS_KEPT
 
 
 def test_list_groups_response():

@@ -22,7 +22,7 @@ from kafkatxn.kafka.unreachable import (
 from kafkatxn.kafka.wire.bodies import READERS, WRITERS
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata
-from kafkatxn.kafka.wire.reading import Read, _encoding_body_once, _negotiate_again, _reading_answers
+from kafkatxn.kafka.wire.reading import Read, _encoding_body_once, _negotiate_again, _reading_answers, _walking_small
 from kafkatxn.kafka.wire.refusal import is_refusal
 from kafkatxn.model import BrokerInfo
 
@@ -379,7 +379,9 @@ class Wire:
         built = encode(self, request)
         read = READERS.get(type(request))
         # A kept request's class is made by _encoding_body_once, which reads its answers too.
-        return built if read is None or type(request) in WRITERS else _reading_answers(built, read)
+        if read is None:
+            return _walking_small(built)
+        return built if type(request) in WRITERS else _reading_answers(built, read)
 
     def _reused(self, node_id: int | None, request: Request) -> Any:
         """The kafka-python request for ``request`` to ``node_id``: built again only when not among

@@ -41,8 +41,7 @@ def _encoding_body_once(
             if body is None:
                 written = writers.get(id(self))
                 body = by_version[at] = written(at) if written is not None else bytes(ApiMessage.encode(self))
-            data = self.encode_header(flexible=self.flexible_version_q(at)) + body if header else body
-            return len(data).to_bytes(4, "big") + data if framed else data
+            return _framed(self, body, header, framed)
 
         attrs: dict[str, Any] = {"__slots__": (), "encode": encode}
         if read is not None:  # its answers read by the wire (.bodies), not decoded by kafka-python
@@ -54,6 +53,16 @@ def _encoding_body_once(
     if write is not None:
         writers[id(built)] = write
     return built
+
+
+def _framed(request: Any, body: bytes, header: bool, framed: bool) -> bytes:
+    """``body`` as kafka-python's ``encode(header=..., framed=...)`` returns it: after the request's header
+    (a new correlation id each send) and the frame's size; one copy of the body (ListOffsets': 175 KB
+    at 10,000 partitions), not two."""
+    head = request.encode_header(flexible=request.flexible_version_q(request.API_VERSION)) if header else b""
+    if framed:
+        return b"".join(((len(head) + len(body)).to_bytes(4, "big"), head, body))
+    return head + body if header else body
 
 
 class Read(NamedTuple):
@@ -76,7 +85,9 @@ class _ReadingAnswers:
         return self.answer_class.parse_header(data)
 
     def decode(self, data: Any) -> Any:
-        raw = memoryview(data.read())
+        # kafka-python's buffer of the frame (a bytearray of its own, not written again): its bytes where they
+        # are, not copied twice by read() (2.5 MB an lso at 30,000 partitions)
+        raw = memoryview(data)[data.tell() :] if isinstance(data, bytearray) else memoryview(data.read())
         try:
             done = self.read(raw, self.version)
         except (IndexError, ValueError, struct.error):  # not what it expects: kafka-python's, whose error is the answer's
@@ -121,3 +132,94 @@ def _negotiate_again(built: Any) -> None:
     (the broker may have been upgraded since). Private ``_version``: kafka-python's ``API_VERSION``
     setter refuses None, and its connection picks a version only for a request without one."""
     built._version = None
+
+
+# -- small requests and answers in kafka-python's schema walkers, not the codecs it compiles ----------
+# kafka-python compiles an encoder per request class and version, and a decoder per answer class and
+# version, the first time one goes out or comes in: generated source parsed and compiled, 0.4-2.4 ms
+# each on the IO thread (an `lso` at 30,000 partitions: 8, for ListTransactions, FindCoordinator,
+# DescribeTransactions and DescribeConfigs, ~50M of the IO thread's ~385M instructions). A few
+# strings and numbers are cheaper walked by its schema (``DataContainer.encode``/``decode``, which
+# its compiled codecs stand in for: the same bytes, the same objects, tests/unit/test_wire_contract.py
+# compares them); a large one is compiled for, as before.
+SMALL_ITEMS = 64  # a request walked: at most this many list items (at every level)
+SMALL_ANSWER_BYTES = 4096  # an answer walked: at most this many bytes
+
+
+def _items_within(message: Any, budget: int) -> int:
+    """``budget`` less the list items in ``message`` (a kafka-python message, at every level);
+    negative once past it (counting stops there)."""
+    from kafka.protocol.data_container import DataContainer
+
+    for name in type(message).fields:
+        value = getattr(message, name, None)
+        if isinstance(value, list):
+            budget -= len(value)
+            for item in value:
+                if budget < 0:
+                    return budget
+                if isinstance(item, DataContainer):
+                    budget = _items_within(item, budget)
+        elif isinstance(value, DataContainer):
+            budget = _items_within(value, budget)
+        if budget < 0:
+            return budget
+    return budget
+
+
+class _WalkingSmallAnswers:
+    """What kafka-python's parser takes an answer's class for (as :class:`_ReadingAnswers`): a small
+    answer decoded by its schema walker, a large one (or of a class with a decode of its own,
+    ApiVersions') by kafka-python's compiled decoder."""
+
+    def __init__(self, answer_class: Any, version: int):
+        self.answer_class, self.version = answer_class, version
+
+    def parse_header(self, data: Any) -> Any:
+        return self.answer_class.parse_header(data)
+
+    def decode(self, data: Any) -> Any:
+        from kafka.protocol.api_message import ApiMessage
+
+        cls, version = self.answer_class, self.version
+        if len(data) - data.tell() > SMALL_ANSWER_BYTES or cls.decode.__func__ is not ApiMessage.decode.__func__:
+            return cls.decode(data)
+        flexible = cls.flexible_version_q(version)
+        # DataContainer's decode (the schema walker), past ApiMessage's (the compiled decoder)
+        return super(ApiMessage, cls).decode(data, version=version, compact=flexible, tagged=flexible, data_class=cls[None])
+
+
+_WALKING_CLASSES: dict[type, type] = {}  # a kafka-python request class -> its subclass that walks small ones
+
+
+def _walking_small(built: Any) -> Any:
+    """``built`` (a kafka-python request whose body the wire neither writes nor whose answers it reads)
+    encoded by kafka-python's schema walker when small, and its small answers decoded by it
+    (:class:`_WalkingSmallAnswers`): its class becomes a subclass with the same slots, made once per
+    class, with ``init=False`` as kafka-python makes its versioned classes."""
+    from kafka.protocol.api_header import RequestHeader
+    from kafka.protocol.api_message import ApiMessage
+    from kafka.protocol.data_container import DataContainer
+
+    cls = type(built)
+    if not isinstance(built, ApiMessage) or cls.encode is not ApiMessage.encode:
+        return built  # not kafka-python's message, or one that encodes itself (.describe_codec's)
+    walking = _WALKING_CLASSES.get(cls)
+    if walking is None:
+        def encode(self: Any, version: int | None = None, header: bool = False, framed: bool = False) -> Any:
+            if version is not None:
+                self.API_VERSION = version
+            if self.API_VERSION is None or _items_within(self, SMALL_ITEMS) < 0:
+                return cls.encode(self, header=header, framed=framed)  # kafka-python's compiled encoder
+            flexible = self.flexible_version_q(self.API_VERSION)
+            return _framed(self, DataContainer.encode(self, version=self.API_VERSION, compact=flexible, tagged=flexible), header, framed)
+
+        def get_response_class(self: Any) -> Any:
+            answer_class = RequestHeader.get_response_class(self)
+            return None if answer_class is None else _WalkingSmallAnswers(answer_class, self.request_api_version)
+
+        header = type(RequestHeader.__name__, (RequestHeader,), {"__slots__": (), "get_response_class": get_response_class}, init=False)
+        walking = _WALKING_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": (), "encode": encode,
+                                                                         "header_class": property(lambda self: header)}, init=False)
+    built.__class__ = walking
+    return built
