@@ -226,7 +226,8 @@ _ENDING = ("PrepareCommit", "PrepareAbort")
 def wait_until_settled(bootstrap_servers: str, id_prefix: str, timeout_s: float = 30) -> None:
     """Wait until no transaction whose id starts with ``id_prefix`` is between its decision and its
     markers: a scene read before that (its LSO and high watermark) moves on by itself afterwards
-    (CI: test_bad_input read c1 in PrepareCommit before a command and CompleteCommit after it)."""
+    (CI: test_bad_input read c1 in PrepareCommit before a command and CompleteCommit after it).
+    ``write_committed`` waits for its own; this is for transactions committed otherwise."""
     import time
 
     deadline = time.monotonic() + timeout_s
