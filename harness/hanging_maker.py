@@ -176,12 +176,14 @@ def end_offset(bootstrap_servers: str, tp: TopicPartition, read_committed: bool)
         consumer.close()
 
 
-def write_committed(bootstrap_servers: str, tp: TopicPartition, values: list[bytes], transactional_id: str) -> None:
-    """One committed transaction of ``values`` on ``tp``.
+def write_committed(bootstrap_servers: str, tp: TopicPartition, values: list[bytes], transactional_id: str,
+                    settle_timeout_s: float = 30) -> None:
+    """One committed transaction of ``values`` on ``tp``, returned once its markers are written.
 
-    It does not wait for the LSO to reach the high watermark (a hanging transaction before it keeps
-    the LSO where it is), nor for the commit marker: commit_transaction returns once the coordinator
-    decided (PrepareCommit), and the marker follows. ``wait_until_settled`` waits for it.
+    commit_transaction returns once the coordinator decided (PrepareCommit); the markers follow, and
+    until then the partition's high watermark and LSO still move by themselves. So this waits for its
+    own id to be CompleteCommit (``wait_until_committed``). The LSO cannot tell instead: a hanging
+    transaction before this one pins it, as in most scenes here.
     """
     from confluent_kafka import Producer
 
@@ -192,6 +194,29 @@ def write_committed(bootstrap_servers: str, tp: TopicPartition, values: list[byt
     for value in values:
         producer.produce(tp.topic, value=value, partition=tp.partition)
     producer.commit_transaction(30)
+    # The facade's deadline is the whole session's: past the wait's, so the wait's error is the one seen.
+    with Cluster(ConnectionConfig(bootstrap_servers, timeout_ms=int(settle_timeout_s * 1000) + 10_000)) as cluster:
+        wait_until_committed(cluster, transactional_id, settle_timeout_s)
+
+
+def wait_until_committed(cluster: Cluster, transactional_id: str, timeout_s: float = 30, sleep=None, clock=None) -> None:
+    """Wait until the coordinator of ``transactional_id`` says CompleteCommit: it moves there only once
+    every partition's leader took the COMMIT marker (WriteTxnMarkers appends with acks=all), so each
+    partition's high watermark is past it, whatever pins its LSO."""
+    import time
+
+    sleep = sleep or time.sleep
+    clock = clock or time.monotonic
+    deadline = clock() + timeout_s
+    while True:
+        described = cluster.describe_transactions([transactional_id])
+        found = described.value.found.get(transactional_id)
+        if found is not None and found.state == "CompleteCommit":
+            return
+        if clock() > deadline:
+            seen = found.state if found else described.value.not_found.get(transactional_id) or described.missing
+            raise HangingMakerError(f"the commit of {transactional_id!r} was not complete within {timeout_s} s: {seen}")
+        sleep(0.05)
 
 
 # Between its decision and its markers a transaction is PrepareCommit or PrepareAbort at its coordinator.
@@ -201,7 +226,8 @@ _ENDING = ("PrepareCommit", "PrepareAbort")
 def wait_until_settled(bootstrap_servers: str, id_prefix: str, timeout_s: float = 30) -> None:
     """Wait until no transaction whose id starts with ``id_prefix`` is between its decision and its
     markers: a scene read before that (its LSO and high watermark) moves on by itself afterwards
-    (CI: test_bad_input read c1 in PrepareCommit before a command and CompleteCommit after it)."""
+    (CI: test_bad_input read c1 in PrepareCommit before a command and CompleteCommit after it).
+    ``write_committed`` waits for its own; this is for transactions committed otherwise."""
     import time
 
     deadline = time.monotonic() + timeout_s

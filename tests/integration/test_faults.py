@@ -465,11 +465,16 @@ def test_stuck_in_prepare_commit_is_long_running_and_not_aborted(capsys, faults:
         # the LSO held until B returns), which is not the state this test is about.
         wait_for_isr(faults, stuck, [a], seen_by=a)
         producer.commit_transaction(60)  # returns once PrepareCommit is in the log
-        time.sleep(1.5)  # older than MAX_TIMEOUT: a candidate
+        committed = time.monotonic()
+        # Its other partition gets its marker after commit_transaction returns: wait for it, bounded.
+        marker_deadline = committed + 30
+        while (done_offsets := offsets(faults, done))[0] != done_offsets[1] and time.monotonic() < marker_deadline:
+            time.sleep(0.1)
+        lso_done, hw_done = done_offsets
+        assert lso_done == hw_done, done_offsets  # its other partition got its marker
+        time.sleep(max(0.0, committed + 1.5 - time.monotonic()))  # older than MAX_TIMEOUT: a candidate
         before = offsets(faults, stuck)
         assert before[0] < before[1], before  # still open on the stuck partition
-        lso_done, hw_done = offsets(faults, done)
-        assert lso_done == hw_done  # its other partition got its marker
 
         # Right after the kill the cluster may still be settling (the killed broker not yet fenced,
         # a leader moving): such a scan is incomplete (exit 3). Ask again until one is complete;
