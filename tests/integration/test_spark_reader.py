@@ -24,6 +24,7 @@ pytest.importorskip("pyspark")
 from harness import hanging_maker as hm  # noqa: E402
 from harness.spark_jars import ensure_spark_kafka_jars  # noqa: E402
 from kafkatxn.model import TopicPartition  # noqa: E402
+from kafkatxn.spark_readers import read_checkpoint  # noqa: E402
 from tests.support.cli_helpers import run_cli  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -51,6 +52,12 @@ def wait_for(what: str, condition, timeout_s: float, log: Path | None = None) ->
             tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
             pytest.fail(f"{what}: not within {timeout_s:.0f} s\n{tail}")
         time.sleep(0.3)
+
+
+def committed_position(spec: str, tp: TopicPartition) -> int | None:
+    """Where the query's checkpoint says it stands on ``tp`` (its committed batch's end), as the commands read it."""
+    query, _missing = read_checkpoint(spec)
+    return None if query is None else query.position.get(tp)
 
 
 def show(capsys, line: str) -> None:
@@ -81,6 +88,9 @@ def test_a_stalled_query_is_diagnosed_and_the_command_unblocks_it(broker, unique
     spec = f"orders-etl={ck}"
     try:
         wait_for("the query reads the committed records", lambda: read_values(out) == ["a0", "a1", "a2"], 120, log)
+        # Spark writes a batch's commit entry after its sink ran: until then the checkpoint says the query
+        # is still at its start, with the batch in flight (CI: committed 0, lagging, read between the two).
+        wait_for("the query commits that batch", lambda: committed_position(spec, tp) == 4, 60, log)
         # Healthy: caught up, never paged.
         only = ("--topic-regex", f"^{topic}$")  # the shared broker holds other tests' hanging transactions
         healthy = cli(capsys, "-b", bootstrap, "check", *only, "--spark-checkpoint", spec)
