@@ -153,7 +153,21 @@ _THROTTLE = struct.Struct(">i")
 # count of its tagged fields (a one-byte varint; 0 when it has none). Unpacked: the index, the error
 # and the offset (the rest skipped as padding; the counts are checked on the bytes).
 _LIST_OFFSETS_PARTITION = struct.Struct(">ih8xq4xx")
-_BLOCKS: dict[int, struct.Struct] = {}  # a topic's partitions in a row, by count (a cluster has a few counts)
+
+
+_TOPIC_LAYOUTS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def _topic_layout(layout: struct.Struct, count: int) -> struct.Struct:
+    """``count`` partitions of ``layout`` in a row, kept (a cluster has a few layouts and counts): the
+    memory they hold is at most the cluster's partitions."""
+    key = (layout.format, count)
+    topic = _TOPIC_LAYOUTS.get(key)
+    if topic is None:
+        topic = _TOPIC_LAYOUTS[key] = struct.Struct(">" + layout.format[1:] * count)
+    return topic
+
+
 # A topic's partitions at a leader read again from the same bytes: the columns read before (.answer_memo).
 # Where nothing was written since, both isolation levels' answers say the same (~80 bytes a partition;
 # a generation holds 200,000: 100,000 partitions at both levels where they differ).
@@ -197,8 +211,7 @@ def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResp
             if read is None:
                 if block[size - 1 :: size].count(0) != count:
                     return None  # a partition with tagged fields
-                # a layout per count: the memory they hold is at most the cluster's partitions
-                fields = (_BLOCKS.get(count) or _BLOCKS.setdefault(count, struct.Struct(">" + _LIST_OFFSETS_PARTITION.format[1:] * count))).unpack(block)
+                fields = _topic_layout(_LIST_OFFSETS_PARTITION, count).unpack(block)
                 read = (tuple(topic_partitions(name, fields[0::3])), fields[1::3], fields[2::3])
                 OFFSETS_MEMO.put(key, read, count)
             tps += read[0]
@@ -225,18 +238,6 @@ def _partition_layout(replicas: int, isr: int) -> struct.Struct:
     if layout is None:
         layout = _PARTITION_LAYOUTS[(replicas, isr)] = struct.Struct(f">2xii4xx{replicas}ix{isr}i2x")
     return layout
-
-
-_TOPIC_LAYOUTS: dict[tuple[str, int], struct.Struct] = {}
-
-
-def _topic_layout(layout: struct.Struct, count: int) -> struct.Struct:
-    """``count`` partitions of ``layout`` in a row (a cluster has a few layouts and counts)."""
-    key = (layout.format, count)
-    topic = _TOPIC_LAYOUTS.get(key)
-    if topic is None:
-        topic = _TOPIC_LAYOUTS[key] = struct.Struct(">" + layout.format[1:] * count)
-    return topic
 
 
 def _partitions_one_by_one(data: memoryview, pos: int, count: int, name: str, internal: bool,
