@@ -17,7 +17,7 @@ translation are the :class:`kafkatxn.kafka.session.Session`'s.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from kafkatxn.errors import ClusterError, DeadlineExceeded
 from kafkatxn.kafka import protocol as proto
@@ -25,6 +25,8 @@ from kafkatxn.kafka.client_errors import is_timeout, part_missing
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.model import Missing, Part, Partial, TopicPartition
+
+T = TypeVar("T")
 
 # The groups that read by committed offsets: consumer groups, those that only commit offsets (""), and
 # Kafka Streams applications on the streams rebalance protocol (KIP-1071; on by default from Kafka 4.2,
@@ -211,10 +213,14 @@ class GroupsApi:
                 found[g] = proto.DescribedGroup(g, None, DEAD)
         return Partial(found, [*first.missing, *again.missing])
 
+    def _listed_now(self, listed: tuple[float, T], none: T) -> T:
+        """What this command's listing kept in ``listed`` (``none`` when another command listed it)."""
+        deadline, kept = listed
+        return kept if deadline == self.deadline else none
+
     def _listed_kinds_now(self) -> dict[str, str]:
-        """This command's listing's consumer and streams groups, by kind (none from another command's)."""
-        deadline, kinds = self._listed_kinds
-        return kinds if deadline == self.deadline else {}
+        """This command's listing's consumer and streams groups, by kind."""
+        return self._listed_now(self._listed_kinds, {})
 
     def _streams_not_described(self) -> bool:
         """Whether the broker has no StreamsGroupDescribe: its streams groups are then not described."""
@@ -245,8 +251,7 @@ class GroupsApi:
         """Of ``groups`` (once each, in order), those described: not those listed Empty, nor the
         streams groups where the broker has no StreamsGroupDescribe (neither other API knows them)."""
         wanted = list(dict.fromkeys(groups))
-        deadline, empty = self._listed_empty
-        left_out = empty if deadline == self.deadline else frozenset()
+        left_out = self._listed_now(self._listed_empty, frozenset())
         kinds = self._listed_kinds_now()
         if kinds and self._streams_not_described():
             left_out = left_out | {g for g, kind in kinds.items() if kind == STREAMS_PROTOCOL_TYPE}
