@@ -152,9 +152,11 @@ def take_snapshot(
         offsets.update(_as_offsets(have, pairs_known))
     missing: list[Missing] = []
     if rest:
-        asked = cluster.stable_and_high_offsets(rest)
-        pairs = asked.value
-        offsets.update(_as_offsets(pairs, pairs.values()))
+        asked = cluster.stable_and_high_offsets(rest, high_first=Offsets)  # made from the answers' columns
+        if offsets:
+            offsets.update(asked.value)
+        else:
+            offsets = asked.value
         missing += asked.missing
     lagging = list(compress(offsets, starmap(gt, offsets.values())))  # HW > LSO (o.lag > 0), in C
     before = len(missing)
