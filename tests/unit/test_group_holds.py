@@ -220,11 +220,11 @@ class EndedBetweenRequests(FakeCluster):
 
     stale = True
 
-    def stable_and_high_offsets(self, partitions):
-        answer = super().stable_and_high_offsets(partitions)
+    def stable_and_high_offsets(self, partitions, high_first=None):
+        answer = super().stable_and_high_offsets(partitions, high_first)
         if self.stale and ORDERS in answer.value:
             self.stale = False
-            return Partial({**answer.value, ORDERS: (3, 7)}, answer.missing)
+            return Partial({**answer.value, ORDERS: (3, 7) if high_first is None else high_first(7, 3)}, answer.missing)
         return answer
 
 

@@ -88,6 +88,23 @@ def test_one_isolation_level_is_read_from_a_pair_but_a_pair_is_never_made_of_two
     assert len(sent(other, "ListOffsets")) == 4  # the pair asked as a pair
 
 
+def test_pairs_kept_high_first_answer_the_run_as_pairs_do():
+    """lso's snapshot asks its pairs as Offsets (HW, LSO), made from the answers' columns: the run reads
+    them back for either level and as (LSO, HW) pairs, and asks nothing again."""
+    from kafkatxn.verdicts_groups import Offsets
+
+    cluster = world()
+    with cluster.one_run():
+        shaped = cluster.stable_and_high_offsets([A0, B0], high_first=Offsets)
+        plain = {tp: (o.last_stable_offset, o.high_watermark) for tp, o in shaped.value.items()}
+        assert all(type(o) is Offsets for o in shaped.value.values()) and set(plain) == {A0, B0}
+        assert cluster.stable_and_high_offsets([A0, B0]).value == plain
+        assert cluster.list_offsets([A0, B0], read_committed=True).value == {tp: p[0] for tp, p in plain.items()}
+        assert cluster.list_offsets([B0], read_committed=False).value == {B0: plain[B0][1]}
+        assert cluster.stable_and_high_offsets([A0], high_first=Offsets).value == {A0: shaped.value[A0]}
+        assert len(sent(cluster, "ListOffsets")) == 4  # both levels, two leaders: once
+
+
 def test_an_unfiltered_listing_answers_a_listing_by_producer_id():
     cluster = world()
     with cluster.one_run():

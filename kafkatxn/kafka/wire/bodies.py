@@ -27,6 +27,7 @@ groups x 20: 0.4-0.6 s of kafka-python's objects before ``lso --groups``, ``diag
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from itertools import repeat
 from typing import Any
 
@@ -102,16 +103,18 @@ def _list_offsets_topics(partitions: tuple[TopicPartition, ...], earliest: bool,
         + (_INT32(1) if version == 0 else b"")
         + (NO_TAGGED_FIELDS if flexible else b"")
     )
-    topics = p.by_topic(partitions)
-    out = [array_length(len(topics), flexible)]
-    for name, indexes in topics.items():
-        out.append(string(name, flexible))
-        out.append(array_length(len(indexes), flexible))
-        if indexes:
-            out.append(after_index.join(map(_INT32, indexes)))
-            out.append(after_index)
-        if flexible:
-            out.append(NO_TAGGED_FIELDS)
+    out = _topics_in_runs(partitions, after_index, flexible)
+    if out is None:  # topics not in sorted runs: not as the facade sends them
+        topics = p.by_topic(partitions)
+        out = [array_length(len(topics), flexible)]
+        for name, indexes in topics.items():
+            out.append(string(name, flexible))
+            out.append(array_length(len(indexes), flexible))
+            if indexes:
+                out.append(after_index.join(map(_INT32, indexes)))
+                out.append(after_index)
+            if flexible:
+                out.append(NO_TAGGED_FIELDS)
     if version >= 10:
         out.append(_INT32(0))  # TimeoutMs: kafka-python's default (no tiered-storage wait)
     if flexible:
@@ -120,6 +123,44 @@ def _list_offsets_topics(partitions: tuple[TopicPartition, ...], earliest: bool,
     _WRITTEN_TOPICS.append((partitions, earliest, version, written))
     del _WRITTEN_TOPICS[:-WRITTEN_TOPICS_KEPT]
     return written
+
+
+# A ListOffsets partition as written (its index, then the bytes after every index), by those bytes
+# (the version and the timestamp decide them) and the partition number: a request's 10,000 partitions
+# are 10,000 look-ups and one join, not a pack each (at most a topic's partition count kept per kind).
+_PARTITIONS_WRITTEN: dict[bytes, dict[int, bytes]] = {}
+
+
+def _topics_in_runs(partitions: tuple[TopicPartition, ...], after_index: bytes, flexible: bool) -> list[bytes] | None:
+    """The topics of a ListOffsets request as :func:`_list_offsets_topics` writes them, when ``partitions``
+    come a topic at a time in topic order (the facade's requests): the names and indexes taken apart
+    in C, each topic's run found by bisection (a Python step per topic, not per partition) and its
+    partitions' bytes looked up. None otherwise."""
+    if not partitions:
+        return None
+    names, indexes = zip(*partitions)
+    written = _PARTITIONS_WRITTEN.setdefault(after_index, {})
+    out = [b""]  # the topic count, known at the end
+    start, count, last, topics = 0, len(names), "", 0
+    while start < count:
+        name = names[start]
+        end = bisect_right(names, name, start)
+        # Each run one topic, the topics strictly increasing: the order the topics are written in is
+        # theirs, and no topic comes twice (as p.by_topic would group them).
+        if (topics and name <= last) or names[start:end].count(name) != end - start:
+            return None
+        run = indexes[start:end]
+        try:
+            body = b"".join(map(written.__getitem__, run))
+        except KeyError:  # partition numbers not written before
+            written.update((i, _INT32(i) + after_index) for i in run if i not in written)
+            body = b"".join(map(written.__getitem__, run))
+        out += (string(name, flexible), array_length(end - start, flexible), body)
+        if flexible:
+            out.append(NO_TAGGED_FIELDS)
+        start, last, topics = end, name, topics + 1
+    out[0] = array_length(topics, flexible)
+    return out
 
 
 # -- DescribeProducers (DescribeProducersRequest.json: version 0, flexible) ---------------------------
