@@ -1465,9 +1465,42 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
         "    pass\n"
         "print(CreateTopicsRequest.__name__, ProduceRequest.__name__, len(served))\n"
     )
+    assert python_prints(code) == ["CreateTopicsRequest", "ProduceRequest", "6"]
+
+
+def python_prints(code: str) -> list[str]:
+    """What a fresh interpreter running ``code`` prints, split into words (it must exit 0)."""
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["CreateTopicsRequest", "ProduceRequest", "6"]
+    return proc.stdout.split()
+
+
+def test_the_sasl_package_runs_its_init_at_the_first_sasl_login_and_serves_every_mechanism_then():
+    """kafka.net.sasl's __init__ (every mechanism: GSSAPI's, AWS MSK's with hashlib and hmac) is
+    deferred: kafka-python's connection imports get_sasl_mechanism at once and calls it only in its
+    SASL login, so it is served a stand-in (client_package.CALLED_LATER) whose first call runs the
+    __init__; then it answers as the real one does, mechanism by mechanism, and the package serves
+    its own names (register_sasl_mechanism, SASL_MECHANISMS)."""
+    code = (
+        "import inspect, sys\n"
+        "import kafkatxn.kafka.wire\n"
+        "import kafka.net.manager, kafka.net.selector, kafka.net.sasl.oauth\n"
+        "import kafka.net.connection as connection\n"
+        "loaded = {'kafka.net.sasl.gssapi', 'kafka.net.sasl.msk', 'kafka.net.sasl.scram', 'hashlib', 'hmac'} & set(sys.modules)\n"
+        "assert not loaded, sorted(loaded)\n"
+        "login = inspect.getsource(connection.KafkaConnection._sasl_authenticate)\n"
+        "assert \"get_sasl_mechanism(self.config['sasl_mechanism'])\" in login\n"
+        "assert inspect.getsource(connection).count('get_sasl_mechanism') == 2, 'called elsewhere than the login'\n"
+        "names = ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'GSSAPI', 'OAUTHBEARER', 'AWS_MSK_IAM']\n"
+        "got = [connection.get_sasl_mechanism(name) for name in names]\n"
+        "import kafka.net.sasl as sasl\n"
+        "assert got == [sasl.SASL_MECHANISMS[name] for name in names] == [sasl.get_sasl_mechanism(name) for name in names]\n"
+        "sasl.register_sasl_mechanism('X-TEST', object)\n"
+        "assert connection.get_sasl_mechanism('X-TEST') is object\n"
+        "print(' '.join(m.__name__ for m in got))\n"
+    )
+    assert python_prints(code) == ["SaslMechanismPlain", "SaslMechanismScram", "SaslMechanismScram", "SaslMechanismGSSAPI",
+                                   "SaslMechanismOAuth", "SaslMechanismAwsMskIam"]
 
 
 def test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it():

@@ -15,7 +15,11 @@ KafkaProducer``, ``kafka.__version__``, ``from kafka.protocol.admin import *``) 
 it expects. The few names kafka-python's own modules on the wire's path read from a deferred package
 (``DEFERRED``: ``kafka.protocol.broker_version_data``, imported by ``kafka.net.connection``, reads
 ``ListGroupsRequest`` and ``OffsetFetchRequest``; ``kafka.net.metrics``, four stats) are served from
-the submodule that defines them.
+the submodule that defines them. The SASL package ``kafka.net.sasl``, whose ``__init__`` imports every
+mechanism (GSSAPI's, AWS MSK's with ``hashlib`` and ``hmac``: ~12 M instructions before the first
+request), is deferred too: ``kafka.net.connection`` imports its ``get_sasl_mechanism``, defined by that
+``__init__``, and calls it at a SASL login only, so it is served a stand-in that runs the ``__init__``
+at its first call (``CALLED_LATER``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import importlib.util
 import logging
 import sys
 import types
+from typing import Any
 
 # Each deferred package, parents first, with the names read from it by kafka-python's own modules that
 # the wire imports, mapped to the submodule defining each (tests/unit/test_wire_contract.py checks
@@ -37,7 +42,11 @@ DEFERRED: dict[str, dict[str, str]] = {
     "kafka.protocol.admin": {"ListGroupsRequest": "groups"},
     "kafka.protocol.consumer": {"OffsetFetchRequest": "group"},
     "kafka.protocol.producer": {},
+    "kafka.net.sasl": {},
 }
+# Functions a deferred package's own __init__ defines that kafka-python's modules on the wire's path
+# import at once and call only later: served as a stand-in (:func:`_called_later`).
+CALLED_LATER: dict[str, tuple[str, ...]] = {"kafka.net.sasl": ("get_sasl_mechanism",)}
 
 
 def defer_package_init() -> None:
@@ -59,8 +68,11 @@ def _defer(name: str, names: dict[str, str]) -> bool:
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
         return False  # not installed as a package: the import error comes where the client is used
     package = importlib.util.module_from_spec(spec)
+    stand_ins = {attr: _called_later(package, attr) for attr in CALLED_LATER.get(name, ())}
 
     def __getattr__(attr: str) -> object:  # PEP 562: read for names the module lacks
+        if attr in stand_ins:
+            return stand_ins[attr]
         if not attr.startswith("__"):
             submodule_name = names.get(attr)
             if submodule_name is not None:  # a name kafka-python's own modules read: from its submodule
@@ -83,6 +95,17 @@ def _defer(name: str, names: dict[str, str]) -> bool:
     if parent:  # as the import system binds a submodule it loads on its package
         setattr(sys.modules[parent], child, package)
     return True
+
+
+def _called_later(package: types.ModuleType, attr: str) -> Any:
+    """A stand-in for the function ``attr`` that ``package``'s own ``__init__`` defines: its first call
+    runs that ``__init__``, and every call is the real function's."""
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        _run_init(package)
+        return package.__dict__[attr](*args, **kwargs)
+
+    return stand_in
 
 
 def _run_init(package: types.ModuleType) -> None:
