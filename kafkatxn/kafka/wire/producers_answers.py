@@ -126,15 +126,10 @@ class ProducerColumns(Sequence[p.PartitionProducers]):
     def __getitem__(self, index: Any) -> Any:
         return tuple(self)[index]
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (tuple, ProducerColumns)):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"ProducerColumns({tuple(self)!r})"
+    def __eq__(self, other: object) -> bool:  # (unhashable, as a list: __eq__ without __hash__)
+        # Two answers' columns are equal where their rows are; rows are made only to compare with rows.
+        return self.columns == other.columns if isinstance(other, ProducerColumns) else \
+            tuple(self) == other if isinstance(other, tuple) else NotImplemented
 
 
 def _read_runs(data: memoryview, runs: list[tuple[int, int, int]], name: str) -> tuple[list, list, list]:
