@@ -165,10 +165,13 @@ def _evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds) -> CheckResult:
         summary.append(_plural(len(snapshot.untracked), "untracked transaction"))
 
     lags = lso_lags(snapshot.partitions)
-    answered = [lag for lag in lags if lag is not None] if None in lags else lags  # a leader that did not answer: no lag
-    max_lag = max(answered, default=0)
+    # 30,000 lags hold a handful of distinct values, asked here what is asked of all of them: an int is
+    # hashed cheaply, compared with None through both types' comparisons (~200 instructions each).
+    distinct = set(lags)
+    answered = [lag for lag in lags if lag is not None] if None in distinct else lags  # a leader that did not answer: no lag
+    max_lag = max(distinct - {None}, default=0)
     lag_counts = _threshold_findings(
-        findings, alerting(snapshot.partitions, lags, thresholds.lso_lag_warn, thresholds.lso_lag_crit), lambda p: str(p.tp),
+        findings, alerting(snapshot.partitions, lags, thresholds.lso_lag_warn, thresholds.lso_lag_crit, distinct), lambda p: str(p.tp),
         thresholds.lso_lag_warn, thresholds.lso_lag_crit, "lso_lag",
         lambda subject, value, rng: f"{subject}: LSO lag {value} messages ({rng.describe()})",
     )
@@ -327,12 +330,15 @@ def _evaluate(snapshot: ClusterSnapshot, thresholds: Thresholds) -> CheckResult:
 _GROUP_LAG = itemgetter(GroupSample._fields.index("lag_messages"))
 
 
-def alerting(items: Sequence[T], values: Sequence[float | None], warn: Range | None, crit: Range | None) -> list[tuple[T, float]]:
+def alerting(items: Sequence[T], values: Sequence[float | None], warn: Range | None, crit: Range | None,
+             distinct: set[float | None] | None = None) -> list[tuple[T, float]]:
     """The ``(item, value)`` pairs, in order, whose value ``warn`` or ``crit`` alerts on (None: no value,
     never alerting): each distinct value decided once, the pairs picked in C, as 30,000 partitions (100,000
-    group places) hold a handful of distinct lags, and most of them alert on nothing."""
+    group places) hold a handful of distinct lags, and most of them alert on nothing. ``distinct``: ``set(values)``,
+    when the caller has it."""
     ranges = [rng for rng in (crit, warn) if rng is not None]
-    alerts = {value for value in set(values) if value is not None and any(rng.alerts(value) for rng in ranges)}
+    alerts = {value for value in (set(values) if distinct is None else distinct)
+              if value is not None and any(rng.alerts(value) for rng in ranges)}
     return list(compress(zip(items, values), map(alerts.__contains__, values))) if alerts else []
 
 

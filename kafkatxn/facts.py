@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
@@ -123,11 +123,13 @@ def _topic_partitions(partitions: Iterable[PartitionInfo | TopicPartition]) -> l
 
 def active_producer_ids(facts: ProducerStates) -> dict[int, int]:
     """Per reporting broker, the distinct producer ids it holds state for."""
-    # 30,000 partitions a check: each broker's producer ids counted in C, one pass over the partitions
-    # per broker, not a Python step per partition and producer.
-    brokers = list(map(facts.reported_by.get, facts.states, repeat(-1)))
-    return {b: len(set(map(_PRODUCER_ID, chain.from_iterable(compress(facts.states.values(), map(b.__eq__, brokers))))))
-            for b in sorted(set(brokers))}
+    # 30,000 partitions a check, a few dozen with producer state: the brokers found in one pass in C,
+    # the producer ids read only where there are any (one pass per broker over all of them was 8 ms).
+    states, reported_by = facts.states, facts.reported_by
+    ids: dict[int, set[int]] = {b: set() for b in sorted(set(map(reported_by.get, states, repeat(-1))))}
+    for tp in compress(states, states.values()):
+        ids[reported_by.get(tp, -1)].update(map(_PRODUCER_ID, states[tp]))
+    return {b: len(found) for b, found in ids.items()}
 
 
 _PRODUCER_ID = itemgetter(0)  # of a ProducerState (a named tuple)

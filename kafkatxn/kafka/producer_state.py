@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from operator import attrgetter
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
@@ -22,7 +21,16 @@ from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartiti
 
 log = logging.getLogger("kafkatxn.cluster")
 
-_TP, _ERROR, _PRODUCERS = attrgetter("tp"), attrgetter("error"), attrgetter("producers")  # of a DescribeProducers answer's partitions
+
+def _columns(partitions: Sequence[proto.PartitionProducers]) -> tuple[Sequence[TopicPartition], Sequence[str | None], Sequence[tuple]]:
+    """A DescribeProducers answer's partitions as (TopicPartitions, error names, producers): the columns
+    the wire read them into (``wire.producers_answers.ProducerColumns``) as they are, or rows taken apart
+    (the fake's, kafka-python's decoding)."""
+    columns = getattr(partitions, "columns", None)
+    if columns is not None:
+        return columns
+    return tuple(zip(*partitions)) or ((), (), ())  # type: ignore[return-value]
+
 
 # One request per leader up to this many partitions: a round trip per leader, not one per 500
 # partitions as Kafka's own tool sends them.
@@ -108,14 +116,15 @@ class ProducerStateApi:
                 reason = f"{arrived[0].reason} (broker {node})"
                 failed.update((tp, Failed(NO_ANSWER, Missing(tp, reason))) for tp in request.partitions)
                 continue
-            if not any(map(_ERROR, resp.partitions)):  # usually: 10,000 answers taken in C
-                out.update(zip(map(_TP, resp.partitions), map(list, map(_PRODUCERS, resp.partitions))))
+            tps, errors, producers = _columns(resp.partitions)
+            if not any(errors):  # usually: 10,000 answers taken in C
+                out.update(zip(tps, map(list, producers)))
                 continue
-            for part in resp.partitions:
-                if part.error:
-                    failed[part.tp] = Failed(part.error, part_missing(part.tp, part.error, f"READ on Topic {part.tp.topic}"))
+            for tp, error, states in zip(tps, errors, producers):
+                if error:
+                    failed[tp] = Failed(error, part_missing(tp, error, f"READ on Topic {tp.topic}"))
                 else:
-                    out[part.tp] = list(part.producers)
+                    out[tp] = list(states)
         return out, failed
 
     def _producer_answers(

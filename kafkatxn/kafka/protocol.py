@@ -119,7 +119,7 @@ class PartitionProducers(NamedTuple):
 
 
 class DescribeProducersResponse(NamedTuple):
-    partitions: tuple[PartitionProducers, ...]
+    partitions: Sequence[PartitionProducers]  # a tuple of PartitionProducers, or the wire's ProducerColumns
 
 
 class ListTransactions(NamedTuple):

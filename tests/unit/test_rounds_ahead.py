@@ -86,6 +86,21 @@ def test_check_sends_the_listing_and_the_visibility_probe_with_the_offsets_and_t
     assert len(ahead) == len(rounds) - 3  # three round trips fewer
 
 
+def test_check_without_a_timeout_reads_the_brokers_timeouts_with_the_coordinators_first_round(rounds, monkeypatch):
+    facts_cluster.gather_snapshot(FakeCluster(build()))
+    ahead = list(rounds)
+    configs, = _round_of(ahead, "DescribeConfigs")
+    # Not a round of its own: with the next round after the offsets' (the fake's ApiVersions; FindCoordinator on a cluster).
+    assert configs > min(_round_of(ahead, "ListOffsets (read_committed)"))
+    assert {label for label, _node in ahead[configs]} - {"DescribeConfigs"}
+
+    rounds.clear()
+    _without_ahead(monkeypatch)
+    facts_cluster.gather_snapshot(FakeCluster(build()))
+    assert _sent(ahead) == _sent(rounds)
+    assert len(ahead) == len(rounds) - 4  # the three of the test above, and the configs' own
+
+
 def test_lso_reads_the_brokers_timeouts_with_the_fetch_ahead(rounds, monkeypatch):
     lso.partition_report(FakeCluster(build()))
     ahead = list(rounds)
