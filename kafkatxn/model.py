@@ -13,7 +13,7 @@ import reprlib
 import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import FrozenInstanceError, dataclass
+from dataclasses import FrozenInstanceError, dataclass, field
 from itertools import islice, repeat
 from operator import itemgetter, lt
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, Union
@@ -307,8 +307,8 @@ class DescribedTransactions(FrozenRecord):
     """DescribeTransactions by id: what the coordinators described, and the ids they do not know
     (TRANSACTIONAL_ID_NOT_FOUND, with the error name). Ids that could not be asked are ``Missing``."""
 
-    found: dict[str, TransactionDescription]
-    not_found: dict[str, str]
+    found: dict[str, TransactionDescription] = field(default_factory=dict)
+    not_found: dict[str, str] = field(default_factory=dict)
 
     def __init__(self, found: dict[str, TransactionDescription] = FRESH, not_found: dict[str, str] = FRESH) -> None:
         self.__dict__.update(found={} if found is FRESH else found, not_found={} if not_found is FRESH else not_found)
@@ -465,7 +465,7 @@ class Partial(Record, Generic[T]):
     """A result that may lack parts: ``missing`` names each part that did not arrive, and why."""
 
     value: T
-    missing: list[Missing]
+    missing: list[Missing] = field(default_factory=list)
 
     __hash__ = None  # type: ignore[assignment]  # its fields can change, as a dataclass's with eq and not frozen
 
