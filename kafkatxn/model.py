@@ -15,7 +15,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import FrozenInstanceError, dataclass, field
 from itertools import islice, repeat
-from operator import itemgetter, lt
+from operator import attrgetter, itemgetter, lt
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, Union
 
 T = TypeVar("T")
@@ -33,25 +33,28 @@ class Record:
     ``__dict__``, its annotations being its fields."""
 
     _FIELDS: ClassVar[tuple[str, ...]] = ()
+    _VALUES: ClassVar[Any]  # a record's field values, as a tuple: taken in C (operator.attrgetter)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._FIELDS = tuple(cls.__dict__.get("__annotations__", {}))
-
-    def _values(self) -> tuple:
-        return tuple(map(self.__dict__.__getitem__, self._FIELDS))
+        cls._FIELDS = names = tuple(cls.__dict__.get("__annotations__", {}))
+        if len(names) == 1:
+            single = attrgetter(names[0])
+            cls._VALUES = staticmethod(lambda record: (single(record),))
+        elif names:  # (FrozenRecord itself has none)
+            cls._VALUES = staticmethod(attrgetter(*names))
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return self._values() == other._values()  # type: ignore[attr-defined]
+            return self._VALUES(self) == self._VALUES(other)
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(self._values())
+        return hash(self._VALUES(self))
 
     @reprlib.recursive_repr()
     def __repr__(self) -> str:
-        return f"{self.__class__.__qualname__}({', '.join(f'{name}={value!r}' for name, value in zip(self._FIELDS, self._values()))})"
+        return f"{self.__class__.__qualname__}({', '.join(f'{name}={value!r}' for name, value in zip(self._FIELDS, self._VALUES(self)))})"
 
 
 class FrozenRecord(Record):

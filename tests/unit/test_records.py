@@ -10,10 +10,11 @@ import pickle
 
 import pytest
 
-from kafkatxn import model
+from kafkatxn import model, verdicts, verdicts_age
 
-RECORDS = [c for c in vars(model).values()
-           if isinstance(c, type) and issubclass(c, model.Record) and c not in (model.Record, model.FrozenRecord)]
+RECORDS = [c for module in (model, verdicts, verdicts_age) for c in vars(module).values()
+           if isinstance(c, type) and issubclass(c, model.Record) and c not in (model.Record, model.FrozenRecord)
+           and c.__module__ == module.__name__]
 
 
 def twin(cls: type) -> type:
@@ -24,7 +25,8 @@ def twin(cls: type) -> type:
 
 
 def test_every_record_of_the_model_is_checked_here():
-    assert {c.__name__ for c in RECORDS} >= {"BrokerInfo", "ClusterMetadata", "Missing", "Partial", "Part", "Broker"}
+    assert {c.__name__ for c in RECORDS} >= {"BrokerInfo", "ClusterMetadata", "Missing", "Partial", "Part", "Broker",
+                                             "OpenTransaction", "Classification", "CoordinatorView", "TransactionAge"}
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
