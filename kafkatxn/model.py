@@ -2,20 +2,73 @@
 
 Nothing here talks to Kafka or imports a Kafka client, so hanging, lso, check, remedy and the
 audit rules can be tested over plain values.
+
+Annotations are evaluated as the classes are made (no ``from __future__ import annotations``): a named
+tuple's string annotation is compiled into a ``ForwardRef`` at import (14 of them here), an evaluated
+one is not.
 """
 
-from __future__ import annotations
-
 import functools
+import reprlib
 import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
 from itertools import islice, repeat
-from operator import itemgetter, lt
-from typing import Any, Generic, NamedTuple, TypeVar, Union
+from operator import attrgetter, itemgetter, lt
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, Union
 
 T = TypeVar("T")
+
+
+# The records below are dataclasses (``dataclasses.fields``, ``replace`` and ``asdict`` work, and
+# ``plain.to_plain`` shows them as objects) whose methods are not generated: ``@dataclass(frozen=True)``
+# compiles six methods from their source text as each class is made (3.5 M instructions a class, the
+# 14 of this module 45 M: most of its import, before every command's first request). Their behaviour is
+# written once here, the same as the generated one's, and each class writes its own ``__init__``.
+class Record:
+    """Equal to a record of the same class with equal fields, hashed by its fields, shown as
+    ``Name(field=value, ...)``: what ``@dataclass`` generates. A subclass is declared
+    ``@dataclass(init=False, repr=False, eq=False)`` and sets its fields in its ``__init__`` through
+    ``__dict__``, its annotations being its fields."""
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+    _VALUES: ClassVar[Any]  # a record's field values, as a tuple: taken in C (operator.attrgetter)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._FIELDS = names = tuple(cls.__dict__.get("__annotations__", {}))
+        if len(names) == 1:
+            single = attrgetter(names[0])
+            cls._VALUES = staticmethod(lambda record: (single(record),))
+        elif names:  # (FrozenRecord itself has none)
+            cls._VALUES = staticmethod(attrgetter(*names))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._VALUES(self) == self._VALUES(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._VALUES(self))
+
+    @reprlib.recursive_repr()
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}({', '.join(f'{name}={value!r}' for name, value in zip(self._FIELDS, self._VALUES(self)))})"
+
+
+class FrozenRecord(Record):
+    """A :class:`Record` whose fields cannot be set or deleted once made, as ``@dataclass(frozen=True)``'s."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+record = dataclass(init=False, repr=False, eq=False)  # the declaration of a Record: a dataclass, nothing generated
+FRESH: Any = object()  # a default made afresh for each record, as a dataclass field's default_factory's
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -33,12 +86,17 @@ class TopicPartition(NamedTuple):
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2_147_483_647
 
 
-@dataclass(frozen=True)
-class BrokerInfo:
+@record
+class BrokerInfo(FrozenRecord):
+    """A broker, as the metadata lists it."""
+
     id: int
     host: str
     port: int
     rack: str | None = None
+
+    def __init__(self, id: int, host: str, port: int, rack: str | None = None) -> None:
+        self.__dict__.update(id=id, host=host, port=port, rack=rack)
 
 
 # PartitionInfo and ProducerState are named tuples, not frozen dataclasses: a metadata answer at
@@ -148,13 +206,20 @@ def in_partition_order(partitions: Iterable[TopicPartition]) -> list[TopicPartit
     return sorted(dict.fromkeys(partitions))
 
 
-@dataclass(frozen=True)
-class ClusterMetadata:
+@record
+class ClusterMetadata(FrozenRecord):
+    """The cluster's brokers and partitions, as one metadata answer gives them."""
+
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
     partitions: tuple[PartitionInfo, ...]
     answered_by: int | None = None  # the broker that answered this metadata request
+
+    def __init__(self, cluster_id: str | None, controller_id: int, brokers: tuple[BrokerInfo, ...],
+                 partitions: tuple[PartitionInfo, ...], answered_by: int | None = None) -> None:
+        self.__dict__.update(cluster_id=cluster_id, controller_id=controller_id, brokers=brokers, partitions=partitions,
+                             answered_by=answered_by)
 
     def topics(self) -> list[str]:
         return sorted({p.topic for p in self.partitions})
@@ -203,16 +268,23 @@ TRANSACTION_STATES: tuple[str, ...] = (
 OPEN_TRANSACTION_STATES: tuple[str, ...] = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 
 
-@dataclass(frozen=True)
-class TransactionListing:
+@record
+class TransactionListing(FrozenRecord):
+    """One transactional id as ListTransactions lists it."""
+
     transactional_id: str
     producer_id: int
     state: str
     coordinator_id: int
 
+    def __init__(self, transactional_id: str, producer_id: int, state: str, coordinator_id: int) -> None:
+        self.__dict__.update(transactional_id=transactional_id, producer_id=producer_id, state=state, coordinator_id=coordinator_id)
 
-@dataclass(frozen=True)
-class TransactionDescription:
+
+@record
+class TransactionDescription(FrozenRecord):
+    """One transactional id as its coordinator describes it (DescribeTransactions)."""
+
     transactional_id: str
     coordinator_id: int
     state: str
@@ -222,19 +294,27 @@ class TransactionDescription:
     start_time_ms: int  # -1 when no transaction is open
     partitions: frozenset[TopicPartition]
 
+    def __init__(self, transactional_id: str, coordinator_id: int, state: str, producer_id: int, producer_epoch: int,
+                 timeout_ms: int, start_time_ms: int, partitions: frozenset[TopicPartition]) -> None:
+        self.__dict__.update(transactional_id=transactional_id, coordinator_id=coordinator_id, state=state, producer_id=producer_id,
+                             producer_epoch=producer_epoch, timeout_ms=timeout_ms, start_time_ms=start_time_ms, partitions=partitions)
+
     @property
     def two_phase_commit(self) -> bool:
         """KIP-939: the coordinator records a 2PC producer's timeout as Int.MaxValue; no one times it out."""
         return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
-@dataclass(frozen=True)
-class DescribedTransactions:
+@record
+class DescribedTransactions(FrozenRecord):
     """DescribeTransactions by id: what the coordinators described, and the ids they do not know
     (TRANSACTIONAL_ID_NOT_FOUND, with the error name). Ids that could not be asked are ``Missing``."""
 
     found: dict[str, TransactionDescription] = field(default_factory=dict)
     not_found: dict[str, str] = field(default_factory=dict)
+
+    def __init__(self, found: dict[str, TransactionDescription] = FRESH, not_found: dict[str, str] = FRESH) -> None:
+        self.__dict__.update(found={} if found is FRESH else found, not_found={} if not_found is FRESH else not_found)
 
 
 # Whether ListTransactions shows this principal every transactional id
@@ -244,55 +324,77 @@ IDS_FILTERED = "filtered"  # DESCRIBE on a random id was denied: ids this princi
 IDS_UNKNOWN = "unknown"  # the probe did not answer
 
 
-@dataclass(frozen=True)
-class ConfigValue:
+@record
+class ConfigValue(FrozenRecord):
+    """One broker config's value, where it was set, and whether it is Kafka's default."""
+
     value: str | None
     source: str
     is_default: bool
 
+    def __init__(self, value: str | None, source: str, is_default: bool) -> None:
+        self.__dict__.update(value=value, source=source, is_default=is_default)
 
-@dataclass(frozen=True)
-class BrokerApis:
+
+@record
+class BrokerApis(FrozenRecord):
+    """A broker's API versions (ApiVersions)."""
+
     versions: dict[str, tuple[int, int]]  # API name -> (min, max) version
     inferred_version: str  # the newest Kafka release these versions fit, e.g. "4.3"
 
+    def __init__(self, versions: dict[str, tuple[int, int]], inferred_version: str) -> None:
+        self.__dict__.update(versions=versions, inferred_version=inferred_version)
 
-@dataclass(frozen=True)
-class ListTransactionsSupport:
+
+@record
+class ListTransactionsSupport(FrozenRecord):
     """Which filters the brokers applied themselves (ListTransactions v1: duration, v2: pattern)."""
 
     duration_on_broker: bool
     pattern_on_broker: bool
 
+    def __init__(self, duration_on_broker: bool, pattern_on_broker: bool) -> None:
+        self.__dict__.update(duration_on_broker=duration_on_broker, pattern_on_broker=pattern_on_broker)
+
 
 # -- what did not arrive -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Broker:
+@record
+class Broker(FrozenRecord):
     """A broker as the subject of a missing part."""
 
     id: int
+
+    def __init__(self, id: int) -> None:
+        self.__dict__["id"] = id
 
     def __str__(self) -> str:
         return f"broker {self.id}"
 
 
-@dataclass(frozen=True)
-class TransactionalId:
+@record
+class TransactionalId(FrozenRecord):
     """A transactional id as the subject of a missing part."""
 
     id: str
+
+    def __init__(self, id: str) -> None:
+        self.__dict__["id"] = id
 
     def __str__(self) -> str:
         return f"transactional id {self.id!r}"
 
 
-@dataclass(frozen=True)
-class Part:
+@record
+class Part(FrozenRecord):
     """Any other part of an answer (a step, a group, a config), named in words."""
 
     name: str
+
+    def __init__(self, name: str) -> None:
+        self.__dict__["name"] = name
 
     def __str__(self) -> str:
         return self.name
@@ -318,8 +420,8 @@ class QueryReader(str):
         return (QueryReader, (self.query_name, self.query_id, self.checkpoint))
 
 
-@dataclass(frozen=True)
-class TransactionLogHistory:
+@record
+class TransactionLogHistory(FrozenRecord):
     """What ``__transaction_state`` still holds of one transactional id: its records in log order
     (``kafkatxn.txnlog_records.TxnLogRecord``), a contiguous tail of the id's history (the
     cleaner keeps only a key's latest record in the segments it compacted), and how many records of
@@ -330,9 +432,12 @@ class TransactionLogHistory:
     records: tuple[Any, ...] = ()
     undecoded: int = 0
 
+    def __init__(self, transactional_id: str, log_partition: int, records: tuple[Any, ...] = (), undecoded: int = 0) -> None:
+        self.__dict__.update(transactional_id=transactional_id, log_partition=log_partition, records=records, undecoded=undecoded)
 
-@dataclass(frozen=True)
-class Missing:
+
+@record
+class Missing(FrozenRecord):
     """A part of a fan-out answer that did not arrive, and why. Verdicts compare ``subject``
     (a typed value), never the text: a missing ``t-10`` is not ``t-1``."""
 
@@ -342,6 +447,9 @@ class Missing:
     # Set when the principal was not authorized: the ACL that would let it see this part
     # ("READ on Topic orders"); its ``reason`` then says "not authorized: needs ...".
     acl: str = ""
+
+    def __init__(self, subject: Subject, reason: str, what: str = "", acl: str = "") -> None:
+        self.__dict__.update(subject=subject, reason=reason, what=what, acl=acl)
 
     def __str__(self) -> str:
         return f"{self.what} {self.subject}: {self.reason}" if self.what else f"{self.subject}: {self.reason}"
@@ -355,12 +463,18 @@ class Missing:
         return bool(self.acl)
 
 
-@dataclass
-class Partial(Generic[T]):
+@record
+class Partial(Record, Generic[T]):
     """A result that may lack parts: ``missing`` names each part that did not arrive, and why."""
 
     value: T
     missing: list[Missing] = field(default_factory=list)
+
+    __hash__ = None  # type: ignore[assignment]  # its fields can change, as a dataclass's with eq and not frozen
+
+    def __init__(self, value: T, missing: list[Missing] = FRESH) -> None:
+        self.value = value
+        self.missing = [] if missing is FRESH else missing
 
     @property
     def complete(self) -> bool:

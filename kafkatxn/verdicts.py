@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import chain, compress
 from typing import Iterable, Mapping, Sequence
 from operator import mul
 
 from kafkatxn.model import (
-    IDS_ALL, IDS_FILTERED, OPEN_TRANSACTION_STATES, TRANSACTION_STATE_TOPIC, ClusterMetadata, Missing, Part, ProducerState, TopicPartition,
-    TransactionalId, TransactionDescription,
+    FRESH, IDS_ALL, IDS_FILTERED, OPEN_TRANSACTION_STATES, TRANSACTION_STATE_TOPIC, ClusterMetadata, FrozenRecord, Missing, Part,
+    ProducerState, TopicPartition, TransactionalId, TransactionDescription, record,
 )
 
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
@@ -112,8 +112,8 @@ def transaction_log_gaps(metadata: ClusterMetadata, answered_brokers: Iterable[i
     return gaps
 
 
-@dataclass(frozen=True)
-class CoordinatorView:
+@record  # a frozen dataclass whose methods are not compiled as it is made: model.Record
+class CoordinatorView(FrozenRecord):
     """What the coordinators said about the candidates' producer ids (snapshot of steps 3 and 4)."""
 
     transactional_ids: dict[int, str] = field(default_factory=dict)  # producer id -> transactional id
@@ -128,14 +128,25 @@ class CoordinatorView:
     # every producer id asked was listed (no probe needed).
     ids_hidden: tuple[Missing, ...] = ()
 
+    def __init__(self, transactional_ids: dict[int, str] = FRESH, ids_missing: tuple[Missing, ...] = (),
+                 descriptions: dict[str, TransactionDescription] = FRESH, unknown_ids: frozenset[str] = frozenset(),
+                 unanswered_ids: dict[str, tuple[Missing, ...]] = FRESH, ids_hidden: tuple[Missing, ...] = ()) -> None:
+        self.__dict__.update(
+            transactional_ids={} if transactional_ids is FRESH else transactional_ids, ids_missing=ids_missing,
+            descriptions={} if descriptions is FRESH else descriptions, unknown_ids=unknown_ids,
+            unanswered_ids={} if unanswered_ids is FRESH else unanswered_ids, ids_hidden=ids_hidden,
+        )
+
     @property
     def ids_complete(self) -> bool:
         """Every coordinator that could own a transactional id answered ListTransactions."""
         return not self.ids_missing
 
 
-@dataclass(frozen=True)
-class Classification:
+@record
+class Classification(FrozenRecord):
+    """A verdict on one open transaction (:func:`classify`), and why."""
+
     open_txn: OpenTransaction
     verdict: Verdict
     reason: str
@@ -143,6 +154,12 @@ class Classification:
     description: TransactionDescription | None = None
     missing: tuple[Missing, ...] = ()  # for UNDETERMINED: the typed parts that did not answer
     hanging_at_ms: int | None = None  # for UNTRACKED: when it becomes hanging unless it ends first
+
+    def __init__(self, open_txn: OpenTransaction, verdict: Verdict, reason: str, transactional_id: str | None = None,
+                 description: TransactionDescription | None = None, missing: tuple[Missing, ...] = (),
+                 hanging_at_ms: int | None = None) -> None:
+        self.__dict__.update(open_txn=open_txn, verdict=verdict, reason=reason, transactional_id=transactional_id,
+                             description=description, missing=missing, hanging_at_ms=hanging_at_ms)
 
     @property
     def two_phase_commit(self) -> bool:
@@ -295,8 +312,8 @@ def max_timeout_from_configs(values: Iterable[str | None]) -> int | None:
 # -- open transactions ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OpenTransaction:
+@record
+class OpenTransaction(FrozenRecord):
     """One producer's open transaction on one partition (DescribeProducers), with what its
     coordinator said of it when that was gathered."""
 
@@ -306,6 +323,11 @@ class OpenTransaction:
     description: TransactionDescription | None = None  # the coordinator's transaction for that id
     # The timestamp of the batch at the transaction's start offset (its first record), when read.
     first_record_timestamp_ms: int | None = None
+
+    def __init__(self, tp: TopicPartition, producer: ProducerState, transactional_id: str | None = None,
+                 description: TransactionDescription | None = None, first_record_timestamp_ms: int | None = None) -> None:
+        self.__dict__.update(tp=tp, producer=producer, transactional_id=transactional_id, description=description,
+                             first_record_timestamp_ms=first_record_timestamp_ms)
 
     @property
     def producer_id(self) -> int:

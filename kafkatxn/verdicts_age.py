@@ -6,7 +6,7 @@ other verdict modules), as tests/unit/test_layering.py checks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kafkatxn.model import FrozenRecord, record
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,10 +25,15 @@ AGE_FROM_FIRST_RECORD = "first_record"  # the timestamp of the partition's first
 AGE_FROM_LAST_WRITE = "last_write"  # DescribeProducers' last timestamp: a lower bound (the first record was not read)
 
 
-@dataclass(frozen=True)
-class TransactionAge:
+@record  # a frozen dataclass whose methods are not compiled as it is made: model.Record
+class TransactionAge(FrozenRecord):
+    """How old a transaction is, and where that was read (:func:`transaction_age`)."""
+
     ms: int
     source: str  # AGE_FROM_*
+
+    def __init__(self, ms: int, source: str) -> None:
+        self.__dict__.update(ms=ms, source=source)
 
 
 def transaction_age(txn: OpenTransaction | None, now_ms: int) -> TransactionAge | None:

@@ -228,6 +228,7 @@ def _partition_report(cluster: "Cluster", topics: Sequence[str], *args: Any) -> 
         # What a partition that lags asks next, while the brokers have not answered (none lag, most often: not later).
         cluster.will_ask_while_waiting("DescribeProducers", "ListTransactions", "FindCoordinator", "DescribeTransactions", "Fetch",
                                        "DescribeConfigs")
+        cluster.will_read_log_while_waiting()
 
         return lso.partition_report(cluster, topics, *args, partitions=partitions)
 

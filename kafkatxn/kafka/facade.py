@@ -15,6 +15,7 @@ costs one deadline, not one per part.
 
 from __future__ import annotations
 
+import importlib
 import time
 from typing import Iterable
 
@@ -53,6 +54,14 @@ class Cluster(
 
         selection.check_selection(topics, partition, topic_pattern)
         return selection.select_partitions(self.metadata(), topics, partition, include_internal, topic_pattern)
+
+    def will_read_log_while_waiting(self) -> None:
+        """The modules that read the coordinators' log (:meth:`transaction_log_histories`, which settles a
+        transaction past its deadline: a hanging one) imported now if a round begun by ``send_now`` is
+        still waiting for answers, as :meth:`will_ask_while_waiting` imports the protocol's; otherwise
+        where the log is first read, after its Fetch has answered, at the command's end."""
+        if self.answers_pending():
+            importlib.import_module("kafkatxn.kafka.log_fetch")  # and with it the log's decoder and records
 
     def writer_batches(self, ledger_topic: str, application: str, query: str | None) -> Partial[dict[int, int]]:
         """Per task of kafkatxn's exactly-once writer ``application``/``query``, the batch its ledger

@@ -22,7 +22,6 @@ from kafkatxn.model import (
     IDS_ALL, IDS_FILTERED, IDS_UNKNOWN, TRANSACTION_STATE_TOPIC, Broker, DescribedTransactions, ListTransactionsSupport,
     Missing, Part, Partial, TopicPartition, TransactionalId, TransactionDescription, TransactionListing,
 )
-from kafkatxn.verdicts import coordinator_partition
 
 log = logging.getLogger("kafkatxn.cluster")
 
@@ -38,6 +37,8 @@ def log_probe_ids(partitions: int) -> tuple[str, ...]:
     """One id per ``__transaction_state`` partition, hashing to it (by position), for
     :meth:`TransactionsApi.loaded_log_partitions`. Fixed names: which ids they are does not matter,
     only where they hash (a real id of the same name would be described, which tells the same)."""
+    from kafkatxn.verdicts import coordinator_partition  # here, not with the facade: see _probe_id
+
     out: dict[int, str] = {}
     n = 0
     while len(out) < partitions:
@@ -358,6 +359,10 @@ class TransactionsApi:
         in this command: any coordinator can answer the authorizer's question, so the probe is not
         sent to a log partition without one (it would wait out its backoff for nothing). Without the
         log in the metadata (a cluster that never had a transaction), any id."""
+        # Imported here, as fetch_ahead and transaction_log import it: the verdicts are not needed to send a
+        # command's first requests, and lso imports them with its library while its ListOffsets are in flight.
+        from kafkatxn.verdicts import coordinator_partition
+
         leaders = {p.partition: p.leader for p in self.metadata().transaction_log}
         probe = f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}"
         for _ in range(PROBE_ID_TRIES):

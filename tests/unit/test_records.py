@@ -1,0 +1,72 @@
+"""The model's records (``model.Record``, ``model.FrozenRecord``) are dataclasses declared without
+generated methods: each must behave as the ``@dataclass`` it replaces (``frozen=True`` for a frozen
+record), field for field: made by position and by keyword, defaults, equality, hash, repr, the
+errors of a read-only field, ``dataclasses.replace``, pickling."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+
+from kafkatxn import model, verdicts, verdicts_age
+
+RECORDS = [c for module in (model, verdicts, verdicts_age) for c in vars(module).values()
+           if isinstance(c, type) and issubclass(c, model.Record) and c not in (model.Record, model.FrozenRecord)
+           and c.__module__ == module.__name__]
+
+
+def twin(cls: type) -> type:
+    """The class ``@dataclass`` would make of ``cls``'s fields (frozen as ``cls`` is)."""
+    fields = [(f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory))
+              for f in dataclasses.fields(cls)]
+    return dataclasses.make_dataclass(cls.__name__, fields, frozen=issubclass(cls, model.FrozenRecord))
+
+
+def test_every_record_of_the_model_is_checked_here():
+    assert {c.__name__ for c in RECORDS} >= {"BrokerInfo", "ClusterMetadata", "Missing", "Partial", "Part", "Broker",
+                                             "OpenTransaction", "Classification", "CoordinatorView", "TransactionAge"}
+
+
+@pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
+def test_a_record_behaves_as_the_dataclass_it_declares(cls):
+    made_by = twin(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    assert cls._FIELDS == tuple(names)
+    values = [f"{name}-value" for name in names]
+    others = [f"{name}-other" for name in names]
+    record, generated = cls(*values), made_by(*values)
+
+    assert repr(record) == repr(generated)
+    assert record == cls(*values) and record == cls(**dict(zip(names, values)))
+    assert record != cls(*others) and record != generated and not (record == generated)
+    assert dataclasses.asdict(record) == dataclasses.asdict(generated)
+    assert dataclasses.replace(record, **{names[0]: "changed"}) == cls("changed", *values[1:])
+    assert pickle.loads(pickle.dumps(record)) == record
+
+    required = [f for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    assert repr(cls(*values[:len(required)])) == repr(made_by(*values[:len(required)]))  # the defaults
+
+    if issubclass(cls, model.FrozenRecord):
+        assert hash(record) == hash(generated) == hash(cls(*values))
+        for name in (names[0], "not_a_field"):
+            for change in (lambda obj: setattr(obj, name, 1), lambda obj: delattr(obj, name)):
+                with pytest.raises(dataclasses.FrozenInstanceError) as ours:
+                    change(record)
+                with pytest.raises(dataclasses.FrozenInstanceError) as theirs:
+                    change(generated)
+                assert str(ours.value) == str(theirs.value)
+    else:
+        with pytest.raises(TypeError):
+            hash(record)
+        setattr(record, names[0], "set")
+        setattr(generated, names[0], "set")
+        assert repr(record) == repr(generated)
+
+
+def test_a_default_made_afresh_is_made_for_each_record():
+    first, second = model.Partial(1), model.Partial(1)
+    first.missing.append(model.Missing(model.Part("p"), "r"))
+    assert second.missing == [] and model.DescribedTransactions().found is not model.DescribedTransactions().found
