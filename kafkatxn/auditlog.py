@@ -57,7 +57,7 @@ class AuditLog:
     """Appends records to ``path``; creates the file (mode 600) and its directory on first use."""
 
     def __init__(self, path: str | Path | None = None, *, cluster_id: str | None = None, bootstrap_servers: str = ""):
-        self.path = Path(path).expanduser() if path else default_path()
+        self.path = Path(os.path.expanduser(path)) if path else default_path()  # an unknown ~user left as written
         self.cluster_id = cluster_id
         self.bootstrap_servers = bootstrap_servers
         self.user = current_user()
@@ -159,7 +159,7 @@ class AuditLog:
 def read_records(path: str | Path, unreadable: UnreadableLines | None = None) -> list[dict[str, Any]]:
     """Every record in the log, oldest first; a missing file has none. Torn lines are skipped."""
     try:
-        raw = Path(path).expanduser().read_bytes()
+        raw = Path(os.path.expanduser(path)).read_bytes()
     except FileNotFoundError:
         return []
     except OSError as exc:

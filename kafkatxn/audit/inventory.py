@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +117,7 @@ def parse_inventory(text: str, source: str = "<inventory>") -> list[Declaration]
 
 
 def read_inventory(path: str | Path) -> list[Declaration]:
-    path = Path(path).expanduser()
+    path = Path(os.path.expanduser(path))  # an unknown ~user left as written, not raised
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -1,5 +1,6 @@
 """``kafkatxn audit``: transactional-id uniqueness and stability, audited with Spark."""
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -153,7 +154,7 @@ def register(app: typer.Typer) -> None:
         config = ctx.config if (capture or not no_live) else None
         require_pyspark()
         for h in history or []:  # before Spark starts: a typo is one line at once, not a Spark start-up first
-            if not Path(h).expanduser().is_dir():
+            if not Path(os.path.expanduser(h)).is_dir():
                 raise UsageError(f"history directory {h} does not exist")
         if config is not None:
             # Ask the cluster before Spark starts: a refused login or a dead cluster is one line at

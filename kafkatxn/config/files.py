@@ -4,6 +4,7 @@ read it, files holding secrets that others can read, a client certificate out of
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from pathlib import Path
 
 from kafkatxn.config.properties import PropertyLine, is_secret, normalize_properties, parse_properties
@@ -19,7 +20,8 @@ def load_properties_file(path: str | Path, warnings: list[str] | None = None) ->
     so does this. Other characters are written as ``\\uXXXX``; a file with UTF-8 in it gets a warning,
     as does a file holding a secret that group or others can read.
     """
-    path = Path(path).expanduser()
+    # os.path's expanduser leaves an unknown ~user as written (as a shell does); pathlib's raises.
+    path = Path(os.path.expanduser(path))
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -80,7 +82,7 @@ def client_certificate_problem(settings: dict[str, str], now: _dt.datetime | Non
     """
     location = settings.get("ssl.certificate.location")
     try:
-        data = Path(location).expanduser().read_bytes() if location else settings.get("ssl.certificate.pem", "").encode()
+        data = Path(os.path.expanduser(location)).read_bytes() if location else settings.get("ssl.certificate.pem", "").encode()
         validity = certificate_validity(data)
     except (OSError, ValueError):
         return None  # unreadable or not a certificate: the client library reports that itself

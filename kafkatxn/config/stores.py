@@ -86,7 +86,7 @@ def read_stores(lines: list[PropertyLine], warnings: list[str] | None = None) ->
         path = _trim(location.value)
         shown = f"{location.key}={path}"
         try:
-            data = Path(path).expanduser().read_bytes()
+            data = Path(os.path.expanduser(path)).read_bytes()  # an unknown ~user left as written
         except FileNotFoundError:
             raise location.error(f"{shown}: no such file" + (f" (a {declared_type} store, says {type_key})" if declared_type else "")) from None
         except OSError as exc:

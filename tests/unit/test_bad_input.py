@@ -687,6 +687,21 @@ def test_properties_files_are_read_or_refused_in_one_line(files, lines, newline,
         assert str(path) in outcome.stderr, outcome
 
 
+def test_a_path_under_an_unknown_user_is_a_file_that_does_not_exist(files):
+    """``~user`` of no user stays as written, as a shell leaves it: the file is missing (exit 64, the
+    key and line named), not an unexpected error (pathlib raises for it; hypothesis found ``~0``)."""
+    path = Path(files["home"], "unknown-user.properties")
+    path.write_text("ssl.truststore.location=~kafkatxn-no-such-user-0/truststore.jks\n", encoding="utf-8")
+    args = ["config", "show", "-c", str(path), "-b", UNREACHABLE]
+    outcome = run(args)
+    assert outcome.code == 64, f"{args!r}\n{outcome}"
+    assert_rules(outcome, args)
+    assert f"{path}:1: ssl.truststore.location=~kafkatxn-no-such-user-0/truststore.jks: no such file" in outcome.stderr, outcome
+    args = ["config", "show", "-c", "~kafkatxn-no-such-user-0/client.properties", "-b", UNREACHABLE]
+    outcome = run(args)
+    assert outcome.code == 64 and "~kafkatxn-no-such-user-0/client.properties does not exist" in outcome.stderr, outcome
+
+
 @settings(SETTINGS, max_examples=300)
 @given(pairs=st.lists(st.tuples(st.text(TOPIC_CHARS, min_size=1, max_size=20),
                                 st.text(st.characters(blacklist_characters="\x00\r\n", blacklist_categories=("Cs",)), max_size=20).filter(lambda v: v == v.strip())),
