@@ -102,8 +102,9 @@ def until(condition, seconds: float = 5.0) -> bool:
     return condition()
 
 
-def bootstrap(port: int, **settings):
-    _wire, end = wire.Wire.begin_bootstrap({"bootstrap_servers": f"127.0.0.1:{port}", **settings}, 5000, 5000)
+def bootstrap(port: int, connect_every_broker: bool = True, **settings):
+    _wire, end = wire.Wire.begin_bootstrap({"bootstrap_servers": f"127.0.0.1:{port}", **settings}, 5000, 5000,
+                                           connect_every_broker=connect_every_broker)
     return end()
 
 
@@ -122,6 +123,23 @@ def test_the_other_brokers_are_connected_as_soon_as_the_metadata_names_them():
             # The command's request went down that connection: one connection, one ApiVersions.
             assert second.asked == [API_VERSIONS, METADATA] and second.connections == 1
             assert first.asked == [API_VERSIONS, METADATA] and first.connections == 1  # the bootstrap's, kept
+        finally:
+            w.close()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_command_that_does_not_ask_every_leader_connects_only_where_it_asks():
+    ports: dict[int, int] = {}
+    first, second = Broker(ports), Broker(ports)
+    ports.update({1: first.port, 2: second.port})
+    try:
+        w, md, answered = bootstrap(first.port, connect_every_broker=False)
+        try:
+            assert answered == 1 and sorted(b.id for b in md.brokers) == [1, 2]
+            time.sleep(0.2)  # time enough for a connection begun ahead (the test above sees one in ms)
+            assert second.connections == 0 and second.asked == []
         finally:
             w.close()
     finally:

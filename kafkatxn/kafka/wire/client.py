@@ -171,7 +171,7 @@ class Wire:
 
     @classmethod
     def begin_bootstrap(
-        cls, settings: dict, budget_ms: int, request_timeout_ms: int
+        cls, settings: dict, budget_ms: int, request_timeout_ms: int, connect_every_broker: bool = False
     ) -> tuple["Wire", Callable[[], tuple["Wire", p.MetadataResponse, int | None]]]:
         """Bootstrap in one connection that stays open, on the IO thread; the caller goes on meanwhile.
         Returned: the wire (closed to give up), and its end, which waits for it and returns the
@@ -258,7 +258,8 @@ class Wire:
                     continue
                 # Read here, on the IO thread: the connections to the other brokers begin at once.
                 md, answered = _kept_bootstrap(manager, server, conn, response)
-                _connect_ahead(manager, md.brokers, answered)
+                if connect_every_broker:
+                    _connect_ahead(manager, md.brokers, answered)
                 return md, answered
             raise NoBrokersAvailable([f"{s.host}:{s.port}" for s in servers], last, reasons)
 
