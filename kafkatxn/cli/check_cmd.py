@@ -120,7 +120,6 @@ def register(app: typer.Typer) -> None:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
         # The bootstrap goes on on the IO thread while the pass and what its requests need are imported.
         cluster = ctx.cluster
-        cluster.will_ask_every_leader()
         cluster.connect_ahead()
         cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
                          *(() if max_transaction_timeout is not None else ("DescribeConfigs",)),

@@ -78,8 +78,6 @@ def _find_hanging(cluster: "Cluster", broker_id: int | None, topics: Sequence[st
     they have not answered, the protocol modules of the requests after them are imported meanwhile."""
     with cluster.one_run():
         partitions = None
-        if broker_id is None and not topics:
-            cluster.will_ask_every_leader()
         if broker_id is None and max_transaction_timeout_ms is not None:
             cluster.will_ask("DescribeProducers")  # kafka-python's request class, imported here rather than on the IO thread
             partitions = topic_partitions(cluster.select_partitions(topics=topics, partition=partition, include_internal=True))

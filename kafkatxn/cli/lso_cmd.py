@@ -220,8 +220,6 @@ def _partition_report(cluster: "Cluster", topics: Sequence[str], *args: Any) -> 
     they have not answered the protocol modules of the requests after them, are imported while the
     brokers answer, not before."""
     with cluster.one_run():
-        if not topics:
-            cluster.will_ask_every_leader()
         cluster.will_ask("ListOffsets")  # kafka-python's request class, imported here rather than on the IO thread
         partitions = in_partition_order(topic_partitions(cluster.select_partitions(topics)))
         cluster.stable_and_high_offsets_ahead(partitions)

@@ -105,7 +105,6 @@ class Session(RoundsAhead):
         self._wire = wire
         # A bootstrap begun ahead (connect_ahead): the wire, and its end (which raises what it met).
         self._bootstrapping: tuple[Wire | None, Any] | None = None
-        self._connect_every_broker = False  # will_ask_every_leader
         self._metadata: ClusterMetadata | None = None
         self._last_metadata: ClusterMetadata | None = None  # kept across restart_deadline: who to ask first
         self._api_versions: dict[int, BrokerApis] = {}
@@ -336,14 +335,6 @@ class Session(RoundsAhead):
             self._metadata = self._last_metadata = cluster_metadata(md, answered)
         return self._wire
 
-    def will_ask_every_leader(self) -> None:
-        """The command asks every partition's leader right after the metadata (``lso``, ``check``,
-        ``hanging``): the bootstrap begins the other brokers' connections as soon as its Metadata answer
-        names them, while the command reads it, not as its first request goes to each. Said before
-        the bootstrap begins. A command that asks one coordinator or one topic's leaders does not say
-        it, and connects only to the brokers it asks (dozens of logins saved on a large cluster)."""
-        self._connect_every_broker = True
-
     def connect_ahead(self) -> None:
         """Begin the bootstrap (:attr:`wire`) now, on the IO thread, and return: what the command
         does next that needs no answer (importing the modules that read its answers) takes the time
@@ -355,8 +346,7 @@ class Session(RoundsAhead):
             settings = self.config.kafka_python()
             # What librdkafka would refuse as a client is built, refused before anything is sent.
             check_settings_as_librdkafka(self.config.settings)
-            self._bootstrapping = Wire.begin_bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"],
-                                                       connect_every_broker=self._connect_every_broker)
+            self._bootstrapping = Wire.begin_bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"])
         except Exception as exc:  # noqa: BLE001 - raised as it was, where the wire is first used
 
             def end(exc: Exception = exc) -> Any:

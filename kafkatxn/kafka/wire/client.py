@@ -106,50 +106,6 @@ def _keep_as(manager: Any, conn: Any, bootstrap_id: str, node_id: int) -> None:
     conn.close_future.add_both(forget)
 
 
-def _kept_bootstrap(manager: Any, server: Any, conn: Any, response: Any) -> tuple[p.MetadataResponse, int | None]:
-    """The bootstrap's answer read; its connection kept as the broker's that answered (None when its
-    address is none of the advertised ones: the connection is closed then)."""
-    md = response.typed if type(response) is Read else _decode_metadata(p.Metadata(), response)
-    _know_brokers(manager, md.brokers)
-    # The connection is the bootstrap server's; if that address is a broker's advertised one,
-    # it becomes that broker's connection (no second connection, no second ApiVersions).
-    peer_host = None
-    try:
-        peer_host = conn.transport.getPeer()[0]
-    except Exception:  # noqa: BLE001 - only used to match the address
-        pass
-    matches = [b.id for b in md.brokers if b.port == server.port and b.host in (server.host, peer_host)]
-    answered = matches[0] if len(matches) == 1 else None
-    if answered is not None and _open_connection(manager, answered) is None:
-        _keep_as(manager, conn, server.node_id, answered)
-    else:
-        conn.close()
-    return md, answered
-
-
-def _connect_ahead(manager: Any, brokers: Sequence[BrokerInfo], answered: int | None) -> None:
-    """Connections to the other brokers the bootstrap's metadata names, begun now on the IO thread: a
-    command asks every leader next, and their connection set-up (TCP, TLS, SASL, ApiVersions) then
-    runs while the main thread reads the metadata, not after it has sent the first requests (at
-    30,000 partitions ~15 ms on lso's path). Each is the connection a request to that broker makes
-    (``get_connection``'s defaults, as ``send`` calls it). One that fails leaves nothing behind: the
-    manager drops it, and its reconnect backoff is cleared once its connect has set it, so the
-    command's first request to that broker connects as it would have (and meets what it meets)."""
-    for broker in brokers:
-        if broker.id == answered:
-            continue
-        try:
-            conn = manager.get_connection(broker.id)
-        except Exception:  # noqa: BLE001 - in backoff, or a login refused before: the request meets it
-            continue
-
-        def forget_backoff(_: Any, node_id: int = broker.id) -> None:
-            # call_soon: the manager sets the backoff after failing the connection's futures
-            manager.call_soon(lambda: manager.reset_backoff(node_id))
-
-        conn.init_future.add_errback(forget_backoff)
-
-
 class Begun(NamedTuple):
     """A round begun on the IO thread (:meth:`Wire.begin_send_all`): whether its answers are all in,
     and its end, which waits for them and returns them as :meth:`Wire.send_all` does."""
@@ -171,7 +127,7 @@ class Wire:
 
     @classmethod
     def begin_bootstrap(
-        cls, settings: dict, budget_ms: int, request_timeout_ms: int, connect_every_broker: bool = False
+        cls, settings: dict, budget_ms: int, request_timeout_ms: int
     ) -> tuple["Wire", Callable[[], tuple["Wire", p.MetadataResponse, int | None]]]:
         """Bootstrap in one connection that stays open, on the IO thread; the caller goes on meanwhile.
         Returned: the wire (closed to give up), and its end, which waits for it and returns the
@@ -200,7 +156,7 @@ class Wire:
         net.start()
         deadline = time.monotonic() + max(budget_ms, 1) / 1000
 
-        async def first_answer() -> tuple[p.MetadataResponse, int | None]:
+        async def first_answer() -> tuple[Any, Any, Any]:
             servers = manager.cluster.bootstrap_brokers()
             last: BaseException | None = None
             reasons: dict[str, BaseException] = {}
@@ -256,11 +212,7 @@ class Wire:
                     if attempt % len(servers) == 0:
                         await net.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
                     continue
-                # Read here, on the IO thread: the connections to the other brokers begin at once.
-                md, answered = _kept_bootstrap(manager, server, conn, response)
-                if connect_every_broker:
-                    _connect_ahead(manager, md.brokers, answered)
-                return md, answered
+                return server, conn, response
             raise NoBrokersAvailable([f"{s.host}:{s.port}" for s in servers], last, reasons)
 
         wire = cls(manager, net)
@@ -270,18 +222,38 @@ class Wire:
             wire.close()
             raise
 
-        async def answered() -> tuple[p.MetadataResponse, int | None]:
+        async def answered() -> tuple[Any, Any, Any]:
             return await started
 
         def end() -> tuple["Wire", p.MetadataResponse, int | None]:
             try:
-                md, answered_by = manager.run(answered)
+                server, conn, response = manager.run(answered)
             except BaseException:
                 wire.close()
                 raise
-            return wire, md, answered_by
+            return wire.kept_bootstrap(server, conn, response)
 
         return wire, end
+
+    def kept_bootstrap(self, server: Any, conn: Any, response: Any) -> tuple["Wire", p.MetadataResponse, int | None]:
+        """The bootstrap's answer read; its connection kept as the broker's that answered."""
+        manager = self._manager
+        md = response.typed if type(response) is Read else _decode_metadata(p.Metadata(), response)
+        _know_brokers(manager, md.brokers)
+        # The connection is the bootstrap server's; if that address is a broker's advertised one,
+        # it becomes that broker's connection (no second connection, no second ApiVersions).
+        peer_host = None
+        try:
+            peer_host = conn.transport.getPeer()[0]
+        except Exception:  # noqa: BLE001 - only used to match the address
+            pass
+        matches = [b.id for b in md.brokers if b.port == server.port and b.host in (server.host, peer_host)]
+        answered = matches[0] if len(matches) == 1 else None
+        if answered is not None and _open_connection(manager, answered) is None:
+            _keep_as(manager, conn, server.node_id, answered)
+        else:
+            conn.close()
+        return self, md, answered
 
     def close(self) -> None:
         """Close the connections on the IO thread that owns them, then stop it: closed from the
