@@ -148,8 +148,12 @@ class Session(RoundsAhead):
         self._admin = None
 
     def restart_deadline(self, timeout_s: float | None = None) -> None:
-        """Start a fresh deadline (the exporter does this once per scrape, abort after a prompt)."""
+        """Start a fresh deadline (the exporter does this once per scrape, ``lso --watch`` per sample, abort
+        after a prompt): a pass over the cluster begins, for the wire's memos of answers too."""
+        from kafkatxn.kafka.wire.answer_memo import begin_passes
+
         self.deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.config.timeout_s)
+        begin_passes()
         self._metadata = None
         self._drop_ahead()
         self._api_versions.clear()

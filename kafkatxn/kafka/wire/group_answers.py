@@ -47,6 +47,7 @@ _NONE_UNSTABLE: frozenset[TopicPartition] = frozenset()
 # same order each time, so a generation smaller than a pass finds none of them again, not some (each generation
 # rotated out just before its groups come round): at 400,000 (10,000 groups) the scrape read all 400,000 offsets
 # anew at 20,000 groups, 310 ms of the IO thread against 28 ms found (tests/unit/test_offset_fetch_memo_scale.py).
+# Past two generations (~47,600 groups of 20) the scrapes' passes keep the groups that fit (.answer_memo.begin_passes).
 MEMO = BlockMemo(1_000_000)
 # (partitions, metadata length) -> the struct of a run of that many partitions with metadata that long.
 # A struct holds ~100 bytes per partition: the runs kept hold 20,000 partitions at most (~2 MB), and a
