@@ -757,6 +757,23 @@ def test_api_versions_response_names_apis_and_infers_the_broker_version():
     assert got.inferred_version and all(part.isdigit() for part in got.inferred_version.split("."))
 
 
+def test_api_versions_read_again_are_the_same_answer_each_with_its_own_dict():
+    """The brokers of a cluster give the same versions: read once (metadata_codec._READ), each broker's
+    answer equal to reading them afresh, its versions a dict of its own."""
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker_version_from_api_versions
+
+    from kafkatxn.kafka.wire import metadata_codec
+
+    by_key = {**BROKER_API_VERSIONS[(3, 9)], 999: (0, 1)}
+    first, again = metadata_codec._api_versions_response(by_key), metadata_codec._api_versions_response(dict(by_key))
+    assert first == again and first.versions is not again.versions
+    assert first.versions == {**{ApiKey(k).name: span for k, span in by_key.items() if k != 999}, "api_999": (0, 1)}
+    assert first.inferred_version == ".".join(map(str, infer_broker_version_from_api_versions(by_key))) == "3.9"
+    newest = max(BROKER_API_VERSIONS)
+    assert metadata_codec._api_versions_response({**BROKER_API_VERSIONS[newest], 999: (0, 1)}).inferred_version.endswith("+")
+
+
 def test_every_typed_request_has_an_encoder_and_a_decoder():
     typed = set(p.REQUEST_NAMES)
     assert set(wire.ENCODERS) == typed and set(wire.DECODERS) == typed
