@@ -46,6 +46,8 @@ PRIVATE_NAMES = {
     "setattr": "test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_their_names",
     "load_json =": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
     "_resolve_common_structs": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
+    "_getframe": "test_the_version_checks_broker_version_data_makes_are_kafka_pythons_requests_made_when_first_read",
+    "_value2member_map_": "test_api_versions_read_again_are_the_same_answer_each_with_its_own_dict",
 }
 
 
@@ -1449,7 +1451,8 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
     """kafka-python's protocol packages admin, consumer and producer are registered with their
     __init__ deferred (bound on kafka.protocol as the import system would): importing one API's module
     builds that API's classes only, and kafka-python's network layer, whose broker_version_data reads
-    two names from the packages, imports only the modules defining them (client_package.DEFERRED).
+    two names from the packages to make requests it never sends, imports neither module defining them
+    (client_package.MADE_LATER); read by anything else, they come from those modules (DEFERRED).
     The network package and its metrics packages likewise: kafka.net.metrics's four stats come from
     their own modules, no proxy, sensor or reporter is imported.
     The first read of another name runs the package's own __init__, which binds the same objects."""
@@ -1458,6 +1461,7 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
         "import kafkatxn.kafka.wire\n"
         "from kafkatxn.kafka.wire.client_package import DEFERRED\n"
         "import kafka.net.manager, kafka.protocol\n"
+        "assert not {'kafka.protocol.admin.groups', 'kafka.protocol.consumer.group'} & set(sys.modules)\n"
         "import kafka.protocol.admin.transactions, kafka.protocol.consumer.offsets, kafka.protocol.producer.transaction\n"
         "assert kafka.protocol.admin is sys.modules['kafka.protocol.admin'], 'not bound on its parent'\n"
         "unsent = {'kafka.protocol.admin.topics', 'kafka.protocol.admin.acl', 'kafka.protocol.admin.cluster',\n"
@@ -1483,6 +1487,37 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
         "print(CreateTopicsRequest.__name__, ProduceRequest.__name__, len(served))\n"
     )
     assert python_prints(code) == ["CreateTopicsRequest", "ProduceRequest", "6"]
+
+
+def test_the_version_checks_broker_version_data_makes_are_kafka_pythons_requests_made_when_first_read():
+    """broker_version_data makes VERSION_CHECKS' requests of ListGroupsRequest and OffsetFetchRequest
+    at its import, for brokers older than ApiVersions, and no module of kafka-python reads them: served
+    stand-ins (client_package.MADE_LATER), they are the same requests made when first read, and the
+    group APIs' modules are imported then, not with kafka-python's network layer."""
+    code = (
+        "import pathlib, sys\n"
+        "import kafkatxn.kafka.wire\n"
+        "import kafka.net.manager\n"
+        "from kafka.protocol import broker_version_data\n"
+        "root = pathlib.Path(broker_version_data.__file__).parent.parent\n"
+        "readers = sorted(str(f.relative_to(root)) for f in root.rglob('*.py') if 'VERSION_CHECKS' in f.read_text())\n"
+        "assert readers == ['protocol/broker_version_data.py'], readers\n"
+        "assert not {'kafka.protocol.admin.groups', 'kafka.protocol.consumer.group'} & set(sys.modules)\n"
+        "checks = broker_version_data.VERSION_CHECKS\n"
+        "from kafka.protocol.admin.groups import ListGroupsRequest\n"
+        "from kafka.protocol.consumer.group import OffsetFetchRequest\n"
+        "from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest\n"
+        "real = (((0, 9), ListGroupsRequest[0]()), ((0, 8, 2), FindCoordinatorRequest[0]('kafka-python-default-group')),\n"
+        "        ((0, 8, 1), OffsetFetchRequest[0]('kafka-python-default-group', [])), ((0, 8, 0), MetadataRequest[0]([])))\n"
+        "assert [v for v, _ in checks] == [v for v, _ in real]\n"
+        "assert [r.encode() for _, r in checks] == [r.encode() for _, r in real]\n"
+        "assert [repr(r) for _, r in checks] == [repr(r) for _, r in real]\n"
+        "assert [(r.API_KEY, r.API_VERSION) for _, r in checks] == [(r.API_KEY, r.API_VERSION) for _, r in real]\n"
+        "from kafka.protocol.admin import ListGroupsRequest as served\n"
+        "assert served is ListGroupsRequest\n"
+        "print(len(checks))\n"
+    )
+    assert python_prints(code) == ["4"]
 
 
 def python_prints(code: str) -> list[str]:
