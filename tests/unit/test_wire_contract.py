@@ -48,6 +48,7 @@ PRIVATE_NAMES = {
     "_resolve_common_structs": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
     "_getframe": "test_the_version_checks_broker_version_data_makes_are_kafka_pythons_requests_made_when_first_read",
     "_value2member_map_": "test_api_versions_read_again_are_the_same_answer_each_with_its_own_dict",
+    "underscore_name =": "test_every_field_of_every_schema_is_named_as_kafka_pythons_regex_names_it_once_per_name",
 }
 
 
@@ -1598,6 +1599,39 @@ def test_a_kafka_python_that_reads_its_schemas_otherwise_keeps_its_own_reading(m
     assert api_data.load_json is kafka_load_json
     monkeypatch.undo()
     assert api_data.load_json.__module__ == schema_json.__name__
+
+
+def test_every_field_of_every_schema_is_named_as_kafka_pythons_regex_names_it_once_per_name():
+    """BaseField.underscore_name, installed by the wire's import (schema_json.once_per_name), gives
+    kafka-python's own name for every field name of every schema it ships, working each out once."""
+    import json
+    import pathlib
+
+    from kafka.protocol.schemas.fields.base import BaseField
+
+    from kafkatxn.kafka.wire import schema_json
+
+    named = BaseField.__dict__["underscore_name"].__func__
+    assert named.__module__ == schema_json.__name__
+    kafkas = named.__wrapped__
+
+    def field_names(fields: list) -> list[str]:
+        return [n for f in fields for n in [f["name"], *field_names(f.get("fields", []))]]
+
+    resources = pathlib.Path(schema_json._resources())
+    names = set()
+    for path in resources.glob("*.json"):
+        data = json.loads("".join(line for line in path.read_text(encoding="utf-8").splitlines(True)
+                                          if not line.lstrip().startswith("//")))
+        names.update(field_names(data.get("fields", [])))
+        names.update(n for struct in data.get("commonStructs", []) for n in [struct["name"], *field_names(struct["fields"])])
+    assert len(names) > 200
+    for name in sorted(names):
+        assert BaseField.underscore_name(name) == kafkas(BaseField, name) == BaseField.underscore_name(name), name
+    calls = []
+    once = schema_json.once_per_name(lambda cls, name: calls.append(name) or name.lower())
+    assert [once(BaseField, n) for n in ("ErrorCode", "Name", "ErrorCode")] == ["errorcode", "name", "errorcode"]
+    assert calls == ["ErrorCode", "Name"]
 
 
 def test_the_comment_blocks_are_the_regexs():
