@@ -1521,6 +1521,38 @@ def test_the_version_checks_broker_version_data_makes_are_kafka_pythons_requests
     assert python_prints(code) == ["4"]
 
 
+def test_the_metrics_and_sasl_modules_run_when_first_called_or_read_by_another_module():
+    """kafka.net.metrics and kafka.protocol.sasl are registered unexecuted (client_package.DEFERRED_MODULES):
+    kafka-python's connection and manager, which only call their names (metrics the wire never asks for,
+    the SASL login's requests), are served stand-ins whose first call runs the module and answers as the
+    real class; any other read (a module beside kafkatxn, kafka.net's own __init__) gets the real names."""
+    code = (
+        "import sys\n"
+        "import kafkatxn.kafka.wire\n"
+        "import kafka.net.manager, kafka.net.selector\n"
+        "import kafka.net.connection as connection, kafka.net.manager as manager\n"
+        "from kafkatxn.kafka.wire.client_package import DEFERRED_MODULES\n"
+        "unrun = [m for m in DEFERRED_MODULES if '__getattr__' in sys.modules[m].__dict__]\n"
+        "assert unrun == list(DEFERRED_MODULES), unrun\n"
+        "assert 'kafka.metrics.stats.avg' not in sys.modules\n"
+        "request = connection.SaslHandshakeRequest(mechanism='PLAIN', max_version=1)\n"
+        "assert '__getattr__' not in sys.modules['kafka.protocol.sasl'].__dict__, 'the first call runs the module'\n"
+        "from kafka.protocol.sasl import SaslAuthenticateRequest, SaslBytesRequest, SaslHandshakeRequest\n"
+        "assert type(request) is SaslHandshakeRequest and request.encode(version=1) == SaslHandshakeRequest(mechanism='PLAIN', max_version=1).encode(version=1)\n"
+        "assert type(connection.SaslAuthenticateRequest(b't')) is SaslAuthenticateRequest\n"
+        "assert type(connection.SaslBytesRequest(b't')) is SaslBytesRequest\n"
+        "from kafka.net import KafkaConnectionMetrics, KafkaManagerMetrics\n"
+        "assert isinstance(KafkaConnectionMetrics, type) and isinstance(KafkaManagerMetrics, type)\n"
+        "assert '__getattr__' not in sys.modules['kafka.net.metrics'].__dict__\n"
+        "from kafka.metrics import Metrics\n"
+        "sensors = manager.KafkaManagerMetrics(Metrics(), 'kafkatxn', {})\n"
+        "assert type(sensors) is KafkaManagerMetrics\n"
+        "assert not hasattr(sys.modules['kafka.protocol.sasl'], '__path__')\n"
+        "print(len(unrun))\n"
+    )
+    assert python_prints(code) == ["2"]
+
+
 def python_prints(code: str) -> list[str]:
     """What a fresh interpreter running ``code`` prints, split into words (it must exit 0)."""
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)

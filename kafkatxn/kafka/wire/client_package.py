@@ -55,6 +55,15 @@ CALLED_LATER: dict[str, tuple[str, ...]] = {"kafka.net.sasl": ("get_sasl_mechani
 # Names of a deferred package (its DEFERRED names) that the module reading them (the key) only makes
 # requests of, never sends: it is served a stand-in that makes them when they are first read.
 MADE_LATER: dict[str, frozenset[str]] = {"kafka.protocol.broker_version_data": frozenset({"ListGroupsRequest", "OffsetFetchRequest"})}
+# Modules (not packages) registered unexecuted too: the modules on the wire's path (the inner keys) import
+# these names of them at once and call them only later, or never: the metrics the wire gives kafka-python
+# none of, the SASL login's requests (built from their schemas at import: 6.6 M instructions before every
+# command's first request). Those readers are served stand-ins (:func:`_called_later`); any other read of
+# the module runs it, so code beside kafkatxn gets its own names.
+DEFERRED_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
+    "kafka.net.metrics": {"kafka.net.connection": ("KafkaConnectionMetrics",), "kafka.net.manager": ("KafkaManagerMetrics",)},
+    "kafka.protocol.sasl": {"kafka.net.connection": ("SaslAuthenticateRequest", "SaslHandshakeRequest", "SaslBytesRequest")},
+}
 
 
 def defer_package_init() -> None:
@@ -63,25 +72,36 @@ def defer_package_init() -> None:
         if _defer(name, names) and name == "kafka":
             # What __init__ does first, kept at once: kafka-python's loggers never reach Python's last resort.
             logging.getLogger("kafka").addHandler(logging.NullHandler())
+    for name in DEFERRED_MODULES:
+        _defer(name, {})
 
 
 def _defer(name: str, names: dict[str, str]) -> bool:
-    """Register the package ``name`` unexecuted; False if it is imported already or not installed."""
+    """Register the package ``name`` (or the module, one of DEFERRED_MODULES) unexecuted; False if it is
+    imported already or not installed."""
     if name in sys.modules:
         return False
     try:
         spec = importlib.util.find_spec(name)  # imports the parents: kafka (deferred), kafka.protocol
     except (ImportError, ValueError):
         return False
-    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+    is_package = spec is not None and spec.submodule_search_locations is not None
+    if spec is None or spec.loader is None or not (is_package or name in DEFERRED_MODULES):
         return False  # not installed as a package: the import error comes where the client is used
     package = importlib.util.module_from_spec(spec)
     stand_ins = {attr: _called_later(package, attr) for attr in CALLED_LATER.get(name, ())}
+    readers = DEFERRED_MODULES.get(name, {})
+    served: dict[str, Any] = {}  # stand-ins for those readers only
 
     def __getattr__(attr: str) -> object:  # PEP 562: read for names the module lacks
         if attr in stand_ins:
             return stand_ins[attr]
-        if not attr.startswith("__"):
+        if not is_package:
+            if attr == "__path__":  # asked by every `from module import name`: a module has none
+                raise AttributeError(attr)
+            if attr in readers.get(_reader(), ()):
+                return served.setdefault(attr, _called_later(package, attr))
+        elif not attr.startswith("__"):
             submodule_name = names.get(attr)
             if submodule_name is not None:  # a name kafka-python's own modules read: from its submodule
                 if attr in MADE_LATER.get(_reader(), ()):
