@@ -15,8 +15,14 @@ typing's: the same fields, defaults, ``__new__`` signature and errors, ``_make``
 from __future__ import annotations
 
 import sys
-from collections import _tuplegetter  # type: ignore[attr-defined] - the field accessor collections.namedtuple uses
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
+
+try:
+    from collections import _tuplegetter  # type: ignore[attr-defined] - the field accessor collections.namedtuple uses
+except ImportError:  # as collections does without it
+    def _tuplegetter(index: int, doc: str) -> Any:
+        return property(itemgetter(index), doc=doc)
 
 __all__ = ["NamedTuple"]
 
