@@ -22,25 +22,27 @@ from kafkatxn.kafka.unreachable import answered_in_tls, is_no_brokers_error
 from kafkatxn.model import Missing, Subject
 from kafkatxn.redact import redact
 
+# The patterns below read a failure's words only: kept as text, each is compiled by ``re`` where it is
+# first used (and cached there), not at import (the eight here and in unreachable.py were 6.8 M
+# instructions of every command's start before its first request).
 # A TLS alert from the broker: it refused the handshake (often: our client certificate).
-_TLS_ALERT = re.compile(r"SSL alert number \d+|\b(?:sslv3|tlsv1\d?|ssl/tls) alert\b", re.I)
-_LIBRDKAFKA_STATE = re.compile(r"\s*\(after \d+ms in state \w+\)")
+_TLS_ALERT = r"(?i)SSL alert number \d+|\b(?:sslv3|tlsv1\d?|ssl/tls) alert\b"
+_LIBRDKAFKA_STATE = r"\s*\(after \d+ms in state \w+\)"
 
-_ERRNO = re.compile(r"(?:^|:)\s*(\d+) E[A-Z]+\s*$")
+_ERRNO = r"(?:^|:)\s*(\d+) E[A-Z]+\s*$"
 
 _TRANSPORT_CODES = ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE")
 
 # A listener that does not speak what security.protocol says. TLS to a plaintext listener: the
 # broker reads the ClientHello as a huge request and closes (Python's ssl, librdkafka's words).
-_NOT_TLS = re.compile(
-    r"UNEXPECTED_EOF_WHILE_READING|WRONG_VERSION_NUMBER|EOF occurred in violation of protocol|unexpected eof while reading"
-    r"|connecting to a PLAINTEXT broker listener|Disconnected during SSL handshake|SSL handshake failed: Disconnected",
-    re.I,
+_NOT_TLS = (
+    r"(?i)UNEXPECTED_EOF_WHILE_READING|WRONG_VERSION_NUMBER|EOF occurred in violation of protocol|unexpected eof while reading"
+    r"|connecting to a PLAINTEXT broker listener|Disconnected during SSL handshake|SSL handshake failed: Disconnected"
 )
 # SASL to a listener without it: SaslHandshake answered ILLEGAL_SASL_STATE (error 34).
-_NOT_SASL = re.compile(r"IllegalSaslState|ILLEGAL_SASL_STATE|Request not valid (?:given|in) current SASL state", re.I)
+_NOT_SASL = r"(?i)IllegalSaslState|ILLEGAL_SASL_STATE|Request not valid (?:given|in) current SASL state"
 # Plaintext to a TLS listener: the broker closes before answering ApiVersions.
-_SPEAKS_TLS = re.compile(r"connecting to a SSL listener", re.I)
+_SPEAKS_TLS = r"(?i)connecting to a SSL listener"
 
 
 # Kafka's authorization errors. Authorization is not authentication: the login succeeded, the
@@ -105,7 +107,7 @@ def _connect_failure(exc: BaseException) -> str:
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
     if isinstance(exc, OSError) and exc.strerror:
         return clean(exc.strerror)
-    errno = _ERRNO.search(str(exc))  # kafka-python: KafkaConnectionError('111 ECONNREFUSED')
+    errno = re.search(_ERRNO, str(exc))  # kafka-python: KafkaConnectionError('111 ECONNREFUSED')
     if errno:
         return os.strerror(int(errno.group(1)))
     if "DNS" in str(exc).upper():
@@ -130,18 +132,18 @@ class ErrorTranslator:
                 text = clean(err.str())
                 # librdkafka prefixes with the client's name and broker: keep the reason.
                 reason = text.rsplit(": ", 1)[-1] if ": " in text else text
-                return _LIBRDKAFKA_STATE.sub("", reason)
+                return re.sub(_LIBRDKAFKA_STATE, "", reason)
         return None
 
     def listener_mismatch(self, text: str) -> AuthenticationError | None:
         """The one line for a listener that does not speak what ``security.protocol`` says, or None."""
         protocol = str(self.config.settings.get("security.protocol", "PLAINTEXT")).upper()
         at = f"the broker at {self.config.bootstrap_servers}"
-        if protocol.endswith("SSL") and _NOT_TLS.search(text):
+        if protocol.endswith("SSL") and re.search(_NOT_TLS, text):
             return AuthenticationError(f"{at} does not speak TLS: check security.protocol ({protocol} here)")
-        if protocol.startswith("SASL") and _NOT_SASL.search(text):
+        if protocol.startswith("SASL") and re.search(_NOT_SASL, text):
             return AuthenticationError(f"{at} does not speak SASL on this listener: check security.protocol ({protocol} here)")
-        if not protocol.endswith("SSL") and (_SPEAKS_TLS.search(text) or answered_in_tls(text)):
+        if not protocol.endswith("SSL") and (re.search(_SPEAKS_TLS, text) or answered_in_tls(text)):
             return AuthenticationError(f"{at} speaks TLS: check security.protocol ({protocol} here; SSL or SASL_SSL)")
         return None
 
@@ -156,13 +158,13 @@ class ErrorTranslator:
             # With TLS 1.3 a broker refuses a client certificate after the client thinks the
             # handshake is done: librdkafka reports that alert as a transport error, and retries it
             # until the deadline. It is as final as a failed handshake.
-            if code == "_SSL" or (code == "_TRANSPORT" and _TLS_ALERT.search(err.str())):
+            if code == "_SSL" or (code == "_TRANSPORT" and re.search(_TLS_ALERT, err.str())):
                 raise self.tls_error(clean(err.str()))
 
     def tls_error(self, text: str) -> AuthenticationError:
-        text = _LIBRDKAFKA_STATE.sub("", text)
+        text = re.sub(_LIBRDKAFKA_STATE, "", text)
         problem = client_certificate_problem(self.config.settings)
-        if problem and _TLS_ALERT.search(text):
+        if problem and re.search(_TLS_ALERT, text):
             # The broker only says certificate_unknown; the client can say why.
             return AuthenticationError(f"TLS handshake failed: {problem}; the broker refused it ({text})")
         return AuthenticationError(f"TLS handshake failed: {text}")
@@ -246,7 +248,7 @@ _PLAIN_REASONS = {
     "StaleMetadata": "the client's metadata is out of date",
     "NoBrokersAvailable": "no broker answered",
 }
-_CLASS_NAME = re.compile(r"\b(?:[A-Z][A-Za-z]*(?:Error|Exception)|Kafka[A-Z][A-Za-z]*)\b:?\s*")
+_CLASS_NAME = r"\b(?:[A-Z][A-Za-z]*(?:Error|Exception)|Kafka[A-Z][A-Za-z]*)\b:?\s*"
 
 
 def plain_reason(exc: BaseException) -> str:
@@ -256,7 +258,7 @@ def plain_reason(exc: BaseException) -> str:
         return exc.plain_reason  # type: ignore[attr-defined]
     if kafka_error_code(exc) is not None:  # confluent-kafka: its KafkaError's own words, not its repr
         text = clean(exc.args[0].str())
-        return "timed out" if kafka_error_code(exc) == "_TIMED_OUT" else _LIBRDKAFKA_STATE.sub("", text)
+        return "timed out" if kafka_error_code(exc) == "_TIMED_OUT" else re.sub(_LIBRDKAFKA_STATE, "", text)
     if is_timeout(exc):
         return "timed out"
     if name in _PLAIN_REASONS:
@@ -269,4 +271,4 @@ def plain_reason(exc: BaseException) -> str:
 
 
 def _without_class_names(exc: BaseException) -> str:
-    return _CLASS_NAME.sub("", clean(str(exc))).strip(" :") or "failed"
+    return re.sub(_CLASS_NAME, "", clean(str(exc))).strip(" :") or "failed"

@@ -41,12 +41,12 @@ def nothing_listens(exc: BaseException) -> bool:
 
 # A TLS listener's answer to a plaintext request is a TLS record (0x15 alert or 0x16 handshake,
 # version 0x03 0x0N); a plaintext client reads its first four bytes as a huge frame size.
-_FRAME_SIZE = re.compile(r"(?:frame length|response size)\D{0,3}(\d+)", re.I)
+_FRAME_SIZE = r"(?i)(?:frame length|response size)\D{0,3}(\d+)"  # compiled where first used (client_errors.py)
 
 
 def answered_in_tls(text: str) -> bool:
     """Whether a client's "invalid frame length/response size N" is a TLS record read as a Kafka frame."""
-    match = _FRAME_SIZE.search(text)
+    match = re.search(_FRAME_SIZE, text)
     return match is not None and (int(match.group(1)) >> 16) in (0x1503, 0x1603)
 
 

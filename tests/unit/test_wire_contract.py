@@ -46,6 +46,9 @@ PRIVATE_NAMES = {
     "setattr": "test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_their_names",
     "load_json =": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
     "_resolve_common_structs": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
+    "_getframe": "test_the_version_checks_broker_version_data_makes_are_kafka_pythons_requests_made_when_first_read",
+    "_value2member_map_": "test_api_versions_read_again_are_the_same_answer_each_with_its_own_dict",
+    "underscore_name =": "test_every_field_of_every_schema_is_named_as_kafka_pythons_regex_names_it_once_per_name",
 }
 
 
@@ -757,6 +760,23 @@ def test_api_versions_response_names_apis_and_infers_the_broker_version():
     assert got.inferred_version and all(part.isdigit() for part in got.inferred_version.split("."))
 
 
+def test_api_versions_read_again_are_the_same_answer_each_with_its_own_dict():
+    """The brokers of a cluster give the same versions: read once (metadata_codec._READ), each broker's
+    answer equal to reading them afresh, its versions a dict of its own."""
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker_version_from_api_versions
+
+    from kafkatxn.kafka.wire import metadata_codec
+
+    by_key = {**BROKER_API_VERSIONS[(3, 9)], 999: (0, 1)}
+    first, again = metadata_codec._api_versions_response(by_key), metadata_codec._api_versions_response(dict(by_key))
+    assert first == again and first.versions is not again.versions
+    assert first.versions == {**{ApiKey(k).name: span for k, span in by_key.items() if k != 999}, "api_999": (0, 1)}
+    assert first.inferred_version == ".".join(map(str, infer_broker_version_from_api_versions(by_key))) == "3.9"
+    newest = max(BROKER_API_VERSIONS)
+    assert metadata_codec._api_versions_response({**BROKER_API_VERSIONS[newest], 999: (0, 1)}).inferred_version.endswith("+")
+
+
 def test_every_typed_request_has_an_encoder_and_a_decoder():
     typed = set(p.REQUEST_NAMES)
     assert set(wire.ENCODERS) == typed and set(wire.DECODERS) == typed
@@ -1432,7 +1452,8 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
     """kafka-python's protocol packages admin, consumer and producer are registered with their
     __init__ deferred (bound on kafka.protocol as the import system would): importing one API's module
     builds that API's classes only, and kafka-python's network layer, whose broker_version_data reads
-    two names from the packages, imports only the modules defining them (client_package.DEFERRED).
+    two names from the packages to make requests it never sends, imports neither module defining them
+    (client_package.MADE_LATER); read by anything else, they come from those modules (DEFERRED).
     The network package and its metrics packages likewise: kafka.net.metrics's four stats come from
     their own modules, no proxy, sensor or reporter is imported.
     The first read of another name runs the package's own __init__, which binds the same objects."""
@@ -1441,6 +1462,7 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
         "import kafkatxn.kafka.wire\n"
         "from kafkatxn.kafka.wire.client_package import DEFERRED\n"
         "import kafka.net.manager, kafka.protocol\n"
+        "assert not {'kafka.protocol.admin.groups', 'kafka.protocol.consumer.group'} & set(sys.modules)\n"
         "import kafka.protocol.admin.transactions, kafka.protocol.consumer.offsets, kafka.protocol.producer.transaction\n"
         "assert kafka.protocol.admin is sys.modules['kafka.protocol.admin'], 'not bound on its parent'\n"
         "unsent = {'kafka.protocol.admin.topics', 'kafka.protocol.admin.acl', 'kafka.protocol.admin.cluster',\n"
@@ -1466,6 +1488,69 @@ def test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_th
         "print(CreateTopicsRequest.__name__, ProduceRequest.__name__, len(served))\n"
     )
     assert python_prints(code) == ["CreateTopicsRequest", "ProduceRequest", "6"]
+
+
+def test_the_version_checks_broker_version_data_makes_are_kafka_pythons_requests_made_when_first_read():
+    """broker_version_data makes VERSION_CHECKS' requests of ListGroupsRequest and OffsetFetchRequest
+    at its import, for brokers older than ApiVersions, and no module of kafka-python reads them: served
+    stand-ins (client_package.MADE_LATER), they are the same requests made when first read, and the
+    group APIs' modules are imported then, not with kafka-python's network layer."""
+    code = (
+        "import pathlib, sys\n"
+        "import kafkatxn.kafka.wire\n"
+        "import kafka.net.manager\n"
+        "from kafka.protocol import broker_version_data\n"
+        "root = pathlib.Path(broker_version_data.__file__).parent.parent\n"
+        "readers = sorted(str(f.relative_to(root)) for f in root.rglob('*.py') if 'VERSION_CHECKS' in f.read_text())\n"
+        "assert readers == ['protocol/broker_version_data.py'], readers\n"
+        "assert not {'kafka.protocol.admin.groups', 'kafka.protocol.consumer.group'} & set(sys.modules)\n"
+        "checks = broker_version_data.VERSION_CHECKS\n"
+        "from kafka.protocol.admin.groups import ListGroupsRequest\n"
+        "from kafka.protocol.consumer.group import OffsetFetchRequest\n"
+        "from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest\n"
+        "real = (((0, 9), ListGroupsRequest[0]()), ((0, 8, 2), FindCoordinatorRequest[0]('kafka-python-default-group')),\n"
+        "        ((0, 8, 1), OffsetFetchRequest[0]('kafka-python-default-group', [])), ((0, 8, 0), MetadataRequest[0]([])))\n"
+        "assert [v for v, _ in checks] == [v for v, _ in real]\n"
+        "assert [r.encode() for _, r in checks] == [r.encode() for _, r in real]\n"
+        "assert [repr(r) for _, r in checks] == [repr(r) for _, r in real]\n"
+        "assert [(r.API_KEY, r.API_VERSION) for _, r in checks] == [(r.API_KEY, r.API_VERSION) for _, r in real]\n"
+        "from kafka.protocol.admin import ListGroupsRequest as served\n"
+        "assert served is ListGroupsRequest\n"
+        "print(len(checks))\n"
+    )
+    assert python_prints(code) == ["4"]
+
+
+def test_the_metrics_and_sasl_modules_run_when_first_called_or_read_by_another_module():
+    """kafka.net.metrics and kafka.protocol.sasl are registered unexecuted (client_package.DEFERRED_MODULES):
+    kafka-python's connection and manager, which only call their names (metrics the wire never asks for,
+    the SASL login's requests), are served stand-ins whose first call runs the module and answers as the
+    real class; any other read (a module beside kafkatxn, kafka.net's own __init__) gets the real names."""
+    code = (
+        "import sys\n"
+        "import kafkatxn.kafka.wire\n"
+        "import kafka.net.manager, kafka.net.selector\n"
+        "import kafka.net.connection as connection, kafka.net.manager as manager\n"
+        "from kafkatxn.kafka.wire.client_package import DEFERRED_MODULES\n"
+        "unrun = [m for m in DEFERRED_MODULES if '__getattr__' in sys.modules[m].__dict__]\n"
+        "assert unrun == list(DEFERRED_MODULES), unrun\n"
+        "assert 'kafka.metrics.stats.avg' not in sys.modules\n"
+        "request = connection.SaslHandshakeRequest(mechanism='PLAIN', max_version=1)\n"
+        "assert '__getattr__' not in sys.modules['kafka.protocol.sasl'].__dict__, 'the first call runs the module'\n"
+        "from kafka.protocol.sasl import SaslAuthenticateRequest, SaslBytesRequest, SaslHandshakeRequest\n"
+        "assert type(request) is SaslHandshakeRequest and request.encode(version=1) == SaslHandshakeRequest(mechanism='PLAIN', max_version=1).encode(version=1)\n"
+        "assert type(connection.SaslAuthenticateRequest(b't')) is SaslAuthenticateRequest\n"
+        "assert type(connection.SaslBytesRequest(b't')) is SaslBytesRequest\n"
+        "from kafka.net import KafkaConnectionMetrics, KafkaManagerMetrics\n"
+        "assert isinstance(KafkaConnectionMetrics, type) and isinstance(KafkaManagerMetrics, type)\n"
+        "assert '__getattr__' not in sys.modules['kafka.net.metrics'].__dict__\n"
+        "from kafka.metrics import Metrics\n"
+        "sensors = manager.KafkaManagerMetrics(Metrics(), 'kafkatxn', {})\n"
+        "assert type(sensors) is KafkaManagerMetrics\n"
+        "assert not hasattr(sys.modules['kafka.protocol.sasl'], '__path__')\n"
+        "print(len(unrun))\n"
+    )
+    assert python_prints(code) == ["2"]
 
 
 def python_prints(code: str) -> list[str]:
@@ -1546,6 +1631,39 @@ def test_a_kafka_python_that_reads_its_schemas_otherwise_keeps_its_own_reading(m
     assert api_data.load_json is kafka_load_json
     monkeypatch.undo()
     assert api_data.load_json.__module__ == schema_json.__name__
+
+
+def test_every_field_of_every_schema_is_named_as_kafka_pythons_regex_names_it_once_per_name():
+    """BaseField.underscore_name, installed by the wire's import (schema_json.once_per_name), gives
+    kafka-python's own name for every field name of every schema it ships, working each out once."""
+    import json
+    import pathlib
+
+    from kafka.protocol.schemas.fields.base import BaseField
+
+    from kafkatxn.kafka.wire import schema_json
+
+    named = BaseField.__dict__["underscore_name"].__func__
+    assert named.__module__ == schema_json.__name__
+    kafkas = named.__wrapped__
+
+    def field_names(fields: list) -> list[str]:
+        return [n for f in fields for n in [f["name"], *field_names(f.get("fields", []))]]
+
+    resources = pathlib.Path(schema_json._resources())
+    names = set()
+    for path in resources.glob("*.json"):
+        data = json.loads("".join(line for line in path.read_text(encoding="utf-8").splitlines(True)
+                                          if not line.lstrip().startswith("//")))
+        names.update(field_names(data.get("fields", [])))
+        names.update(n for struct in data.get("commonStructs", []) for n in [struct["name"], *field_names(struct["fields"])])
+    assert len(names) > 200
+    for name in sorted(names):
+        assert BaseField.underscore_name(name) == kafkas(BaseField, name) == BaseField.underscore_name(name), name
+    calls = []
+    once = schema_json.once_per_name(lambda cls, name: calls.append(name) or name.lower())
+    assert [once(BaseField, n) for n in ("ErrorCode", "Name", "ErrorCode")] == ["errorcode", "name", "errorcode"]
+    assert calls == ["ErrorCode", "Name"]
 
 
 def test_the_comment_blocks_are_the_regexs():

@@ -19,7 +19,12 @@ the submodule that defines them. The SASL package ``kafka.net.sasl``, whose ``__
 mechanism (GSSAPI's, AWS MSK's with ``hashlib`` and ``hmac``: ~12 M instructions before the first
 request), is deferred too: ``kafka.net.connection`` imports its ``get_sasl_mechanism``, defined by that
 ``__init__``, and calls it at a SASL login only, so it is served a stand-in that runs the ``__init__``
-at its first call (``CALLED_LATER``).
+at its first call (``CALLED_LATER``). ``broker_version_data`` reads ``ListGroupsRequest`` and
+``OffsetFetchRequest`` only to make two requests of ``VERSION_CHECKS``, the probes of a broker older than
+ApiVersions (0.10) that no module of kafka-python sends; their modules build every group API's classes
+(25 M instructions, ~7 ms of every command's start before its first request). So that module alone is
+served stand-ins for them (``MADE_LATER``): its two requests are made, from the real classes, when first
+read (:class:`_RequestLater`).
 """
 
 from __future__ import annotations
@@ -47,6 +52,18 @@ DEFERRED: dict[str, dict[str, str]] = {
 # Functions a deferred package's own __init__ defines that kafka-python's modules on the wire's path
 # import at once and call only later: served as a stand-in (:func:`_called_later`).
 CALLED_LATER: dict[str, tuple[str, ...]] = {"kafka.net.sasl": ("get_sasl_mechanism",)}
+# Names of a deferred package (its DEFERRED names) that the module reading them (the key) only makes
+# requests of, never sends: it is served a stand-in that makes them when they are first read.
+MADE_LATER: dict[str, frozenset[str]] = {"kafka.protocol.broker_version_data": frozenset({"ListGroupsRequest", "OffsetFetchRequest"})}
+# Modules (not packages) registered unexecuted too: the modules on the wire's path (the inner keys) import
+# these names of them at once and call them only later, or never: the metrics the wire gives kafka-python
+# none of, the SASL login's requests (built from their schemas at import: 6.6 M instructions before every
+# command's first request). Those readers are served stand-ins (:func:`_called_later`); any other read of
+# the module runs it, so code beside kafkatxn gets its own names.
+DEFERRED_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
+    "kafka.net.metrics": {"kafka.net.connection": ("KafkaConnectionMetrics",), "kafka.net.manager": ("KafkaManagerMetrics",)},
+    "kafka.protocol.sasl": {"kafka.net.connection": ("SaslAuthenticateRequest", "SaslHandshakeRequest", "SaslBytesRequest")},
+}
 
 
 def defer_package_init() -> None:
@@ -55,27 +72,40 @@ def defer_package_init() -> None:
         if _defer(name, names) and name == "kafka":
             # What __init__ does first, kept at once: kafka-python's loggers never reach Python's last resort.
             logging.getLogger("kafka").addHandler(logging.NullHandler())
+    for name in DEFERRED_MODULES:
+        _defer(name, {})
 
 
 def _defer(name: str, names: dict[str, str]) -> bool:
-    """Register the package ``name`` unexecuted; False if it is imported already or not installed."""
+    """Register the package ``name`` (or the module, one of DEFERRED_MODULES) unexecuted; False if it is
+    imported already or not installed."""
     if name in sys.modules:
         return False
     try:
         spec = importlib.util.find_spec(name)  # imports the parents: kafka (deferred), kafka.protocol
     except (ImportError, ValueError):
         return False
-    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+    is_package = spec is not None and spec.submodule_search_locations is not None
+    if spec is None or spec.loader is None or not (is_package or name in DEFERRED_MODULES):
         return False  # not installed as a package: the import error comes where the client is used
     package = importlib.util.module_from_spec(spec)
     stand_ins = {attr: _called_later(package, attr) for attr in CALLED_LATER.get(name, ())}
+    readers = DEFERRED_MODULES.get(name, {})
+    served: dict[str, Any] = {}  # stand-ins for those readers only
 
     def __getattr__(attr: str) -> object:  # PEP 562: read for names the module lacks
         if attr in stand_ins:
             return stand_ins[attr]
-        if not attr.startswith("__"):
+        if not is_package:
+            if attr == "__path__":  # asked by every `from module import name`: a module has none
+                raise AttributeError(attr)
+            if attr in readers.get(_reader(), ()):
+                return served.setdefault(attr, _called_later(package, attr))
+        elif not attr.startswith("__"):
             submodule_name = names.get(attr)
             if submodule_name is not None:  # a name kafka-python's own modules read: from its submodule
+                if attr in MADE_LATER.get(_reader(), ()):
+                    return _RequestLater(f"{name}.{submodule_name}", attr)
                 return getattr(importlib.import_module(f"{name}.{submodule_name}"), attr)
             try:
                 submodule = importlib.util.find_spec(f"{name}.{attr}")
@@ -106,6 +136,45 @@ def _called_later(package: types.ModuleType, attr: str) -> Any:
         return package.__dict__[attr](*args, **kwargs)
 
     return stand_in
+
+
+def _reader() -> str | None:
+    """The module reading a deferred package's name: the first caller outside the import system
+    (``from package import name`` asks the name first from importlib's ``_handle_fromlist``)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") == "importlib._bootstrap":
+        frame = frame.f_back
+    return frame.f_globals.get("__name__") if frame is not None else None
+
+
+class _RequestLater:
+    """A protocol class of module ``module``, ``attr``, as a module that makes requests of it without
+    sending them reads it: ``cls[version](*args)`` is a request made of the real class when it is
+    first read (an attribute, its text), the same request from then on."""
+
+    __slots__ = ("_module", "_attr", "_version", "_args", "_made")
+
+    def __init__(self, module: str, attr: str, version: Any = None, args: tuple = ()) -> None:
+        self._module, self._attr, self._version, self._args, self._made = module, attr, version, args, None
+
+    def __getitem__(self, version: Any) -> "_RequestLater":
+        return _RequestLater(self._module, self._attr, version)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "_RequestLater":
+        return _RequestLater(self._module, self._attr, self._version, (args, kwargs))
+
+    def _request(self) -> Any:
+        if self._made is None:
+            cls = getattr(importlib.import_module(self._module), self._attr)
+            args, kwargs = self._args
+            self._made = cls[self._version](*args, **kwargs)
+        return self._made
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._request(), name)
+
+    def __repr__(self) -> str:
+        return repr(self._request())
 
 
 def _run_init(package: types.ModuleType) -> None:
