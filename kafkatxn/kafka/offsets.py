@@ -21,7 +21,7 @@ from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
-from kafkatxn.kafka.session import group_by_leader
+from kafkatxn.kafka.session import group_by_leader, group_by_leader_column
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -288,16 +288,22 @@ class OffsetsApi:
         """
         return self._latest_offsets(partitions, (True, False), high_first=high_first)[0]  # type: ignore[return-value]
 
-    def stable_and_high_offsets_ahead(self, partitions: Sequence[TopicPartition]) -> None:
+    def stable_and_high_offsets_ahead(self, partitions: Sequence[TopicPartition], leaders: Sequence[int] | None = None) -> None:
         """The requests :meth:`stable_and_high_offsets` of ``partitions`` (in that order) makes first,
         sent now (``Session.send_now``): the brokers answer while the command imports what reads the
         answers. Nothing is sent when the run holds offsets already or a partition has no leader to
-        ask: the call then asks as it always does."""
+        ask: the call then asks as it always does. ``leaders``: the current metadata's leader of each
+        partition, beside it (``Cluster.select_in_partition_order``'s), the partitions then each once:
+        not looked up, nor put through a dict."""
         if self.answered_any("ListOffsets"):
             return
-        tps = list(dict.fromkeys(partitions))
         md = self.metadata()
-        by_node = group_by_leader(tps, md.leaders, self.silent)
+        if leaders is not None:
+            tps = list(partitions)
+            by_node = group_by_leader_column(tps, leaders, self.silent)
+        else:
+            tps = list(dict.fromkeys(partitions))
+            by_node = group_by_leader(tps, md.leaders, self.silent)
         if by_node:
             self.send_now(_offsets_requests(by_node, (True, False), False))
             self._offsets_grouped_ahead = (tps, md, by_node)

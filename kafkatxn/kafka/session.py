@@ -61,7 +61,11 @@ def group_by_leader(partitions: Sequence[Any], leaders: Mapping[Any, int], silen
     they first lead one), made in C: one pass of dict look-ups and list appends, no Python step per
     partition (30,000 and more a command). None when a partition has no leader to ask (unknown,
     none, or ``silent``): the caller's own loop names those."""
-    leader_of = list(map(leaders.get, partitions))
+    return group_by_leader_column(partitions, list(map(leaders.get, partitions)), silent)
+
+
+def group_by_leader_column(partitions: Sequence[Any], leader_of: Sequence[int | None], silent: Mapping[int, Any]) -> dict[int, list[Any]] | None:
+    """:func:`group_by_leader` of ``partitions`` whose leaders are the column ``leader_of`` (None: unknown)."""
     nodes = dict.fromkeys(leader_of)
     if None in nodes or any(node < 0 or node in silent for node in nodes):
         return None
