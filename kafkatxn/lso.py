@@ -333,7 +333,7 @@ def partition_report(
     those, chosen by the caller in this run, in partition order and each once: ``model.in_partition_order``'s)."""
     if partitions is None:
         partitions = cluster.select_in_partition_order(topics)[0]
-    snapshot = take_snapshot(cluster, partitions, ordered=True)
+    snapshot = take_snapshot(cluster, partitions, ordered=True, lagging_only=True)
     rows = partition_lags(snapshot, min_lag)
     code = partitions_exit_code(rows, critical_age_ms)
     return _report(rows, snapshot, snapshot.missing, code, sort, top, watching, previous)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, 
 
 from kafkatxn import group_positions, pinning, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.model import Missing, PartitionInfo, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
+from kafkatxn.offset_table import OffsetTable
 from kafkatxn.verdicts_groups import GroupVerdict, group_verdict, readable_before_lso
 
 if TYPE_CHECKING:
@@ -233,11 +234,10 @@ def partition_samples(selected: Sequence[PartitionInfo], tps: Sequence[TopicPart
     """A sample per scanned partition (``selected``, whose ``tps`` are given: not made again) from its
     ``(LSO, HW)`` pair, both None where its leader did not answer. 30,000 a scrape: made with
     ``tuple.__new__``, one lookup each."""
-    get, sample = offsets.get, tuple.__new__
+    sample = tuple.__new__
     out = []
     append = out.append
-    for p, tp in zip(selected, tps):
-        pair = get(tp)
+    for p, pair in zip(selected, offsets.looked_up(tps) if type(offsets) is OffsetTable else map(offsets.get, tps)):
         append(sample(PartitionSample, (p.topic, p.partition, p.leader, pair[1], pair[0]) if pair else
                       (p.topic, p.partition, p.leader, None, None)))
     return tuple(out)

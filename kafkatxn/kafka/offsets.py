@@ -23,6 +23,7 @@ from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.session import group_by_leader, group_by_leader_column
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
+from kafkatxn.offset_table import OffsetTable
 
 log = logging.getLogger("kafkatxn.cluster")
 
@@ -368,9 +369,12 @@ class OffsetsApi:
             known = dict(_as_high_first(high_first, known, known.values()))
         also_answers: list[Any] = []
         extra = list(also)
+        whole: list[OffsetTable] = []  # the first round's answers, every one whole: their columns as they are
+        rounds = 0
 
         def send(pending: list[TopicPartition]) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[TopicPartition, Failed]]:
-            nonlocal extra, also_answers
+            nonlocal extra, also_answers, rounds
+            rounds += 1
             failed: dict[TopicPartition, Failed] = {}
             md = self.metadata()
             leaders = md.leaders
@@ -404,16 +408,18 @@ class OffsetsApi:
                     continue
                 answers.append((i % len(levels), *proto.offset_columns(resp.partitions)))
             if (len(levels) == 2 and len(answers) == len(responses) and not any(any(errors) for _, _, errors, _ in answers)
-                    and all(answers[j][1] == answers[j + 1][1] for j in range(0, len(answers), 2))):
-                # Usually: each leader's two answers whole, naming the same partitions in the same order
-                # (the kept TopicPartitions: compared by identity, in C); its pairs made from their columns.
-                out: dict[TopicPartition, tuple[int, ...]] = {}
+                    and all(answers[j][1] == answers[j + 1][1] for j in range(0, len(answers), 2))
+                    and rounds == 1 and not failed and sum(len(answer[1]) for answer in answers) == 2 * len(pending)):
+                # Usually: the first round, each leader's two answers whole, naming the same partitions in the
+                # same order (the kept TopicPartitions: compared by identity, in C), every partition asked:
+                # their columns are the answer (an OffsetTable), no pair made nor partition hashed here.
+                tps, stable, high = [], [], []
                 for j in range(0, len(answers), 2):
-                    if high_first is None:
-                        out.update(zip(answers[j][1], zip(answers[j][3], answers[j + 1][3])))
-                    else:  # (HW, LSO) named tuples, in C: one tuple each (zip reuses its own)
-                        out.update(zip(answers[j][1], map(tuple.__new__, repeat(high_first), zip(answers[j + 1][3], answers[j][3]))))
-                return out, failed
+                    tps += answers[j][1]
+                    stable += answers[j][3]
+                    high += answers[j + 1][3]
+                whole.append(OffsetTable(tps, high, stable, high_first))
+                return {}, failed
             found: list[dict[TopicPartition, int]] = [{} for _ in levels]  # per level
             for level, tps, errors, offsets in answers:
                 at_level = found[level]
@@ -444,10 +450,13 @@ class OffsetsApi:
         asked = retry.ask(pending, send, "ListOffsets", self.deadline, refresh=lambda: self.metadata(refresh=True), distinct=True)
         if extra:  # nothing was pending: the other requests still go
             also_answers = self._send_all(extra)
-        out = asked.answers
+        out: Mapping[TopicPartition, tuple[int, ...]] = whole[0] if whole else asked.answers
         self.remember_table("ListOffsets", shaped or (levels, earliest), out)
         if known:
-            out = {tp: known[tp] if tp in known else out[tp] for tp in tps if tp in known or tp in out}
+            answered = dict(out.items()) if whole else out
+            out = {tp: known[tp] if tp in known else answered[tp] for tp in tps if tp in known or tp in answered}
+        elif whole:  # every partition asked was answered
+            return Partial(out, []), also_answers  # type: ignore[arg-type]
         errors = asked.failed
         # The partitions without an answer (none, most often), found in C.
         missing = [part_missing(tp, errors.get(tp, "no answer"), f"DESCRIBE on Topic {tp.topic}") for tp in filterfalse(out.__contains__, tps)]

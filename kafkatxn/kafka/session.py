@@ -250,10 +250,21 @@ class Session(RoundsAhead):
     def remember_table(self, api: str, table: Any, answers: Mapping[Any, Any]) -> None:
         """Keep ``answers`` (by key) of ``api`` asked as ``table`` says (ListOffsets: the isolation
         levels) for the rest of the run, as one table: 30,000 partitions' offsets kept by one dict
-        update, not a key made and kept each (nothing outside a run)."""
-        if self._answers is not None:
-            self._answers.setdefault((api, _TABLE, table), {}).update(answers)
-            self._answered_apis.add(api)
+        update, not a key made and kept each (nothing outside a run); a read-only table that is not a
+        dict (``offset_table.OffsetTable``, no one changes it) kept as it is."""
+        if self._answers is None:
+            return
+        key = (api, _TABLE, table)
+        kept = self._answers.get(key)
+        if kept is None and not isinstance(answers, dict):  # read-only (an OffsetTable): kept as it is, not copied
+            self._answers[key] = answers
+        else:
+            if kept is None:
+                kept = self._answers[key] = {}
+            elif not isinstance(kept, dict):  # more answers join a read-only table: a dict of both
+                kept = self._answers[key] = dict(kept.items())
+            kept.update(answers.items() if not isinstance(answers, dict) else answers)
+        self._answered_apis.add(api)
 
     def remembered_in_table(self, api: str, table: Any, keys: Sequence[Any]) -> dict[Any, Any]:
         """Of ``keys`` asked of ``api`` as ``table`` says, the answers this run has (by key)."""
