@@ -63,3 +63,19 @@ def test_more_answers_join_a_table_the_run_keeps_without_changing_it():
         assert cluster.remembered_in_table("ListOffsets", "t", [A0, B0, A1]) == {A0: (4, 10), B0: (7, 7)}
     assert table == {A0: (4, 10)}
 
+
+def test_the_scanned_partitions_samples_are_columns_read_as_the_tuple_of_them():
+    from kafkatxn.model import PartitionInfo
+    from kafkatxn.snapshot import PartitionSample, lso_lags, partition_samples
+
+    infos = [PartitionInfo(tp.topic, tp.partition, leader, (1,), (1,)) for tp, leader in ((A0, 1), (A1, 2), (B0, 1))]
+    expected = (PartitionSample("a", 0, 1, 10, 4), PartitionSample("a", 1, 2, 5, 5), PartitionSample("b", 0, 1, 7, 7))
+    table = OffsetTable([B0, A1, A0], [7, 5, 10], [7, 5, 4])  # as the leaders answered: not the partitions' order
+    for offsets in (table, dict(table.items())):
+        samples = partition_samples(infos, [A0, A1, B0], offsets)
+        assert lso_lags(samples) == [6, 0, 0] and samples._rows is None  # read from the columns: no sample made
+        assert samples == expected and expected == samples and tuple(samples) == expected and samples[1] == expected[1]
+        assert len(samples) == 3 and hash(samples) == hash(expected)
+    unanswered = partition_samples(infos, [A0, A1, B0], {A0: (4, 10)})
+    assert unanswered == (expected[0], PartitionSample("a", 1, 2, None, None), PartitionSample("b", 0, 1, None, None))
+    assert lso_lags(unanswered) == [6, None, None] and lso_lags(tuple(unanswered)) == [6, None, None]
