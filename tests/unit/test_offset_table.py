@@ -79,3 +79,17 @@ def test_the_scanned_partitions_samples_are_columns_read_as_the_tuple_of_them():
     unanswered = partition_samples(infos, [A0, A1, B0], {A0: (4, 10)})
     assert unanswered == (expected[0], PartitionSample("a", 1, 2, None, None), PartitionSample("b", 0, 1, None, None))
     assert lso_lags(unanswered) == [6, None, None] and lso_lags(tuple(unanswered)) == [6, None, None]
+
+
+def test_offsets_and_producers_of_partitions_in_order_ask_as_of_the_same_partitions_given_otherwise():
+    from kafkatxn.model import ProducerState
+
+    answers = []
+    for given in ([A0, A1, B0], [B0, A0, A1, A0]):  # in partition order (the metadata's); or not, and one twice
+        kafka = model()
+        kafka.producers[A0] = [ProducerState(7, 0, 0, 1, 0, 4)]
+        pairs, producers = fake_kafka.FakeCluster(kafka).offsets_and_producers(given)
+        sent = sorted((node, type(r).__name__, tuple(sorted(r.partitions))) for node, r in kafka.sent)  # (ListOffsets in the order given)
+        answers.append((dict(pairs.value.items()), pairs.missing, producers.value, producers.missing, sent))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == {A0: (4, 10), A1: (5, 5), B0: (7, 7)} and answers[0][2][A0] == [ProducerState(7, 0, 0, 1, 0, 4)]
