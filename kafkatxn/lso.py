@@ -333,7 +333,9 @@ def partition_report(
     those, chosen by the caller in this run, in partition order and each once: ``model.in_partition_order``'s)."""
     if partitions is None:
         partitions = cluster.select_in_partition_order(topics)[0]
-    snapshot = take_snapshot(cluster, partitions, ordered=True, lagging_only=True)
+    # Rows of the lagging partitions only (min_lag >= 1), not compared with the previous sample: their offsets
+    # are all the rows read, the answers' columns kept as they are. Otherwise every partition's are read.
+    snapshot = take_snapshot(cluster, partitions, ordered=True, lagging_only=min_lag > 0 and not watching)
     rows = partition_lags(snapshot, min_lag)
     code = partitions_exit_code(rows, critical_age_ms)
     return _report(rows, snapshot, snapshot.missing, code, sort, top, watching, previous)

@@ -93,3 +93,12 @@ def test_offsets_and_producers_of_partitions_in_order_ask_as_of_the_same_partiti
         answers.append((dict(pairs.value.items()), pairs.missing, producers.value, producers.missing, sent))
     assert answers[0] == answers[1]
     assert answers[0][0] == {A0: (4, 10), A1: (5, 5), B0: (7, 7)} and answers[0][2][A0] == [ProducerState(7, 0, 0, 1, 0, 4)]
+
+
+def test_lso_keeps_the_columns_only_where_its_rows_read_the_lagging_partitions_alone():
+    from kafkatxn import lso
+
+    assert type(lso.partition_report(fake_kafka.FakeCluster(model())).snapshot.offsets) is OffsetTable
+    for every in ({"min_lag": 0}, {"watching": True}):  # a row per partition, or each compared with the last sample
+        report = lso.partition_report(fake_kafka.FakeCluster(model()), **every)
+        assert type(report.snapshot.offsets) is dict and report.snapshot.lagging == [A0]
