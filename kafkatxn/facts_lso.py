@@ -23,6 +23,7 @@ from kafkatxn.errors import NotFoundError
 from kafkatxn.facts_probes import ProbeMemo
 from kafkatxn.gather import probe_rounds
 from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition, in_partition_order
+from kafkatxn.offset_table import OffsetTable
 from kafkatxn.validation import compile_regex
 from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, pin_verdict, pinning_transaction
 from kafkatxn.verdicts_groups import CONSUMER_OFFSETS_TOPIC, Offsets, may_have_ended, offsets_partition
@@ -50,7 +51,7 @@ NO_COMMIT = -1
 @dataclass
 class LsoSnapshot:
     taken_at_ms: int  # wall clock, for ages
-    offsets: dict[TopicPartition, Offsets]
+    offsets: Mapping[TopicPartition, Offsets]  # a dict, or the answers' columns (OffsetTable, read-only)
     # Only for partitions whose LSO trails the HW; a partition may hold several open transactions.
     open_transactions: dict[TopicPartition, list[OpenTransaction]] = field(default_factory=dict)
     missing: list[Missing] = field(default_factory=list)
@@ -131,7 +132,7 @@ class GroupSnapshot:
 def take_snapshot(
     cluster: Cluster, partitions: Iterable[TopicPartition], known: Mapping[TopicPartition, tuple[int, int]] | None = None,
     max_transaction_timeout_ms: int | None = None, settled: Mapping[tuple[TopicPartition, int], Classification] | None = None,
-    again: bool = True, ordered: bool = False,
+    again: bool = True, ordered: bool = False, lagging_only: bool = False,
 ) -> LsoSnapshot:
     """Offsets of ``partitions`` at both isolation levels, and the open transactions where the LSO lags.
 
@@ -140,14 +141,16 @@ def take_snapshot(
     are dated by their first record, and decided hanging or not (``max_transaction_timeout_ms``
     is read from the brokers only when one may hang and it is not given). ``ordered``: ``partitions`` are a
     list in partition order, each once (:func:`kafkatxn.model.in_partition_order`'s, as ``lso`` sends
-    their offsets ahead): not checked again (30,000 comparisons).
+    their offsets ahead): not checked again (30,000 comparisons). ``lagging_only``: the caller reads the
+    offsets of the lagging partitions alone (``lso``'s rows): the answers' columns are kept as they are
+    (an :class:`~kafkatxn.offset_table.OffsetTable`), not made a dict of every partition.
     """
     tps = partitions if ordered and type(partitions) is list else in_partition_order(partitions)
     taken_at_ms = int(time.time() * 1000)
     rest: list[TopicPartition] = tps
     offsets: dict[TopicPartition, Offsets] = {}
     if known:  # 30,000 partitions a pass: looked up in C
-        pairs_known = list(map(known.get, tps))
+        pairs_known = known.looked_up(tps) if type(known) is OffsetTable else list(map(known.get, tps))
         rest = [tp for tp, pair in zip(tps, pairs_known) if pair is None] if None in pairs_known else []
         have = [tp for tp, pair in zip(tps, pairs_known) if pair is not None] if rest else tps
         pairs_known = [pair for pair in pairs_known if pair is not None] if rest else pairs_known
@@ -155,12 +158,13 @@ def take_snapshot(
     missing: list[Missing] = []
     if rest:
         asked = cluster.stable_and_high_offsets(rest, high_first=Offsets)  # made from the answers' columns
-        if offsets:
-            offsets.update(asked.value)
+        if offsets or not lagging_only and type(asked.value) is OffsetTable:
+            offsets.update(asked.value.items())
         else:
-            offsets = asked.value
+            offsets = asked.value  # (lagging_only) usually an OffsetTable: the few that trail found in C
         missing += asked.missing
-    lagging = list(compress(offsets, starmap(gt, offsets.values())))  # HW > LSO (o.lag > 0), in C
+    # HW > LSO (o.lag > 0), in C
+    lagging = offsets.trailing() if isinstance(offsets, OffsetTable) else list(compress(offsets, starmap(gt, offsets.values())))
     before = len(missing)
     open_txns, view = gather.describe_open(cluster, lagging, missing)
     unanswered = {m.subject for m in missing[before:]}
@@ -201,7 +205,7 @@ def _ask_again(cluster: Cluster, snapshot: LsoSnapshot, described: Sequence[Topi
         if not moved:
             return
         again = take_snapshot(cluster, moved, moved, snapshot.max_transaction_timeout_ms, settled, again=False)
-    snapshot.offsets.update(again.offsets)
+    snapshot.offsets = dict(chain(snapshot.offsets.items(), again.offsets.items()))  # (an OffsetTable is read-only: the run's answers)
     if snapshot.lagging is not None:
         snapshot.lagging = [tp for tp in snapshot.lagging if tp not in moved] + list(again.lagging or ())
     for tp in moved:

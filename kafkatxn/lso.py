@@ -22,7 +22,7 @@ from kafkatxn import lost_commit
 from kafkatxn.gather import in_one_run
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.facts_lso import DEFAULT_PROBE_MAX_GAP, GroupSnapshot, LsoSnapshot, take_group_snapshot, take_snapshot
-from kafkatxn.model import Missing, TopicPartition, in_partition_order, topic_partitions
+from kafkatxn.model import Missing, TopicPartition
 from kafkatxn.pinning import pin_facts
 from kafkatxn.plain import RecordColumns
 from kafkatxn.verdicts_age import best_age_ms
@@ -332,8 +332,10 @@ def partition_report(
     """Partitions with LSO lag >= ``min_lag`` (all non-internal topics unless ``topics``; ``partitions``:
     those, chosen by the caller in this run, in partition order and each once: ``model.in_partition_order``'s)."""
     if partitions is None:
-        partitions = in_partition_order(topic_partitions(cluster.select_partitions(topics)))
-    snapshot = take_snapshot(cluster, partitions, ordered=True)
+        partitions = cluster.select_in_partition_order(topics)[0]
+    # Rows of the lagging partitions only (min_lag >= 1), not compared with the previous sample: their offsets
+    # are all the rows read, the answers' columns kept as they are. Otherwise every partition's are read.
+    snapshot = take_snapshot(cluster, partitions, ordered=True, lagging_only=min_lag > 0 and not watching)
     rows = partition_lags(snapshot, min_lag)
     code = partitions_exit_code(rows, critical_age_ms)
     return _report(rows, snapshot, snapshot.missing, code, sort, top, watching, previous)

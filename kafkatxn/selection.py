@@ -9,10 +9,10 @@ from operator import itemgetter, not_
 from typing import Iterable
 
 from kafkatxn.errors import InputError, NotFoundError
-from kafkatxn.model import ClusterMetadata, PartitionInfo
+from kafkatxn.model import ClusterMetadata, PartitionInfo, TopicPartition, in_partition_order, is_in_partition_order, topic_partitions
 from kafkatxn.validation import check_topic_name, compile_regex
 
-_INTERNAL = itemgetter(5)  # of a PartitionInfo: whether its topic is internal
+_INTERNAL, _LEADER = itemgetter(5), itemgetter(2)  # of a PartitionInfo: whether its topic is internal, its leader
 
 
 def check_selection(topics: Iterable[str] | None = None, partition: int | None = None, topic_pattern: str | None = None) -> None:
@@ -57,3 +57,22 @@ def select_partitions(
     if rx is not None:
         chosen = [p for p in chosen if rx.search(p.topic)]
     return chosen
+
+
+def select_in_partition_order(
+    metadata: ClusterMetadata, topics: Iterable[str] | None = None
+) -> tuple[list[TopicPartition], list[int] | None]:
+    """The TopicPartitions :func:`select_partitions` chooses (no internal topic's), in partition order and
+    each once, and beside them their leaders (-1: none), or None where they were put in order here.
+    Every partition but the internal topics' (no ``topics``, most often) is the metadata's own
+    TopicPartitions and leaders, picked in C: already in that order (checked), nothing made, sorted
+    or looked up by hand again (30,000 partitions and more)."""
+    topics = list(topics or [])
+    if not topics:
+        partitions = metadata.partitions
+        chosen = list(map(not_, map(_INTERNAL, partitions)))
+        tps = list(compress(metadata.tps, chosen))
+        if is_in_partition_order(tps):
+            return tps, list(compress(map(_LEADER, partitions), chosen))
+        return in_partition_order(tps), None
+    return in_partition_order(topic_partitions(select_partitions(metadata, topics))), None

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, 
 
 from kafkatxn import group_positions, pinning, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.model import Missing, PartitionInfo, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
+from kafkatxn.offset_table import OffsetTable
+from kafkatxn.partition_columns import PartitionColumns
 from kafkatxn.verdicts_groups import GroupVerdict, group_verdict, readable_before_lso
 
 if TYPE_CHECKING:
@@ -61,10 +63,14 @@ class PartitionSample(NamedTuple):
 def lso_lags(partitions: Sequence[PartitionSample]) -> list[int | None]:
     """:attr:`PartitionSample.lso_lag_messages` of each partition, column by column (not a property call
     each: 30,000 a check or a scrape): None where its offsets did not arrive, clamped at 0."""
-    high, stable = list(map(_HIGH, partitions)), list(map(_STABLE, partitions))
-    if None in high or None in stable:
+    if type(partitions) is PartitionColumns:  # (partition_samples'): its columns as they are
+        high, stable = partitions.high, partitions.stable
+    else:
+        high, stable = list(map(_HIGH, partitions)), list(map(_STABLE, partitions))
+    try:
+        lags = list(map(sub, high, stable))  # every partition's offsets arrived (usually): in C, no None looked for
+    except TypeError:  # a None: its offsets did not arrive
         return [None if h is None or s is None else h - s if h > s else 0 for h, s in zip(high, stable)]
-    lags = list(map(sub, high, stable))  # every partition's offsets arrived (usually): in C
     return lags if not lags or min(lags) >= 0 else [max(0, lag) for lag in lags]  # a leader moved between the reads
 
 
@@ -163,7 +169,7 @@ class ClusterSnapshot:
     cluster_id: str | None = None
     brokers: tuple[int, ...] = ()  # registered in metadata
     replica_brokers: tuple[int, ...] = ()  # named as a replica of some partition (may be down)
-    partitions: tuple[PartitionSample, ...] = ()
+    partitions: Sequence[PartitionSample] = ()  # a tuple, or partition_samples' columns (read as the tuple)
     transaction_states: dict[str, int] = field(default_factory=dict)  # ListTransactions counts by state
     open_transactions: tuple[TransactionSample, ...] = ()
     active_producer_ids: dict[int, int] = field(default_factory=dict)  # leader broker -> distinct producer ids
@@ -229,18 +235,19 @@ class ClusterSnapshot:
 
 
 def partition_samples(selected: Sequence[PartitionInfo], tps: Sequence[TopicPartition],
-                      offsets: Mapping[TopicPartition, tuple[int, int]]) -> tuple[PartitionSample, ...]:
+                      offsets: Mapping[TopicPartition, tuple[int, int]]) -> Sequence[PartitionSample]:
     """A sample per scanned partition (``selected``, whose ``tps`` are given: not made again) from its
-    ``(LSO, HW)`` pair, both None where its leader did not answer. 30,000 a scrape: made with
-    ``tuple.__new__``, one lookup each."""
-    get, sample = offsets.get, tuple.__new__
-    out = []
-    append = out.append
-    for p, tp in zip(selected, tps):
-        pair = get(tp)
-        append(sample(PartitionSample, (p.topic, p.partition, p.leader, pair[1], pair[0]) if pair else
-                      (p.topic, p.partition, p.leader, None, None)))
-    return tuple(out)
+    ``(LSO, HW)`` pair, both None where its leader did not answer. 30,000 a scrape: held as columns
+    (:class:`kafkatxn.partition_columns.PartitionColumns`), each taken in C, one lookup each."""
+    pairs = offsets.looked_up(tps) if type(offsets) is OffsetTable else list(map(offsets.get, tps))
+    if all(pairs):  # every partition's offsets arrived (usually)
+        stable, high = list(map(_FIRST, pairs)), list(map(_SECOND, pairs))
+    else:
+        stable, high = [pair[0] if pair else None for pair in pairs], [pair[1] if pair else None for pair in pairs]
+    return PartitionColumns(PartitionSample, selected, high, stable)
+
+
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)  # of a pair
 
 
 def transaction_sample(d: TransactionDescription) -> TransactionSample:

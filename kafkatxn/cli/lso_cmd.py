@@ -14,7 +14,7 @@ from kafkatxn.cli.options import LagThreshold, ProbeMaxGap, SparkCheckpoints, du
 from kafkatxn.cli.common import CommandContext, command, incomplete_note
 from kafkatxn.errors import EXIT_UNKNOWN, ClusterError, UsageError
 from kafkatxn.exitcodes import exit_code
-from kafkatxn.model import Missing, in_partition_order, topic_partitions
+from kafkatxn.model import Missing
 from kafkatxn.output import render_to_string
 
 if TYPE_CHECKING:  # imported while the offsets' round trip is in flight (_partition_report)
@@ -221,14 +221,15 @@ def _partition_report(cluster: "Cluster", topics: Sequence[str], *args: Any) -> 
     brokers answer, not before."""
     with cluster.one_run():
         cluster.will_ask("ListOffsets")  # kafka-python's request class, imported here rather than on the IO thread
-        partitions = in_partition_order(topic_partitions(cluster.select_partitions(topics)))
-        cluster.stable_and_high_offsets_ahead(partitions)
+        partitions, leaders = cluster.select_in_partition_order(topics)
+        cluster.stable_and_high_offsets_ahead(partitions, leaders)
         from kafkatxn import lso
 
         # What a partition that lags asks next, while the brokers have not answered (none lag, most often: not later).
         cluster.will_ask_while_waiting("DescribeProducers", "ListTransactions", "FindCoordinator", "DescribeTransactions", "Fetch",
                                        "DescribeConfigs")
         cluster.will_read_log_while_waiting()
+        cluster.route_while_waiting()
 
         return lso.partition_report(cluster, topics, *args, partitions=partitions)
 

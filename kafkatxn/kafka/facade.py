@@ -30,7 +30,7 @@ from kafkatxn.kafka.producer_state import DESCRIBE_PRODUCERS_BATCH, ProducerStat
 from kafkatxn.kafka.session import LEADERSHIP_ERRORS, Session
 from kafkatxn.kafka.transaction_log import TransactionLogApi
 from kafkatxn.kafka.transactions import TransactionsApi
-from kafkatxn.model import Missing, Part, Partial, PartitionInfo
+from kafkatxn.model import Missing, Part, Partial, PartitionInfo, TopicPartition
 
 __all__ = ["Cluster", "check_client_settings", "DESCRIBE_PRODUCERS_BATCH", "LEADERSHIP_ERRORS"]
 
@@ -55,6 +55,14 @@ class Cluster(
         selection.check_selection(topics, partition, topic_pattern)
         return selection.select_partitions(self.metadata(), topics, partition, include_internal, topic_pattern)
 
+    def select_in_partition_order(self, topics: Iterable[str] | None = None) -> tuple[list[TopicPartition], list[int] | None]:
+        """:func:`kafkatxn.selection.select_in_partition_order` over this cluster's metadata: the partitions
+        ``lso`` measures, in partition order, and their leaders where the metadata had them in that order."""
+        from kafkatxn import selection
+
+        selection.check_selection(topics)
+        return selection.select_in_partition_order(self.metadata(), topics)
+
     def will_read_log_while_waiting(self) -> None:
         """The modules that read the coordinators' log (:meth:`transaction_log_histories`, which settles a
         transaction past its deadline: a hanging one) imported now if a round begun by ``send_now`` is
@@ -62,6 +70,13 @@ class Cluster(
         where the log is first read, after its Fetch has answered, at the command's end."""
         if self.answers_pending():
             importlib.import_module("kafkatxn.kafka.log_fetch")  # and with it the log's decoder and records
+
+    def route_while_waiting(self) -> None:
+        """The leader of every partition (``ClusterMetadata.leaders``: 30,000 and more), by which the
+        requests after a round begun by ``send_now`` are routed (a lagging partition's DescribeProducers
+        and Fetch), made now if that round is still waiting for answers; otherwise where first routed."""
+        if self.answers_pending():
+            self.metadata().leaders  # noqa: B018 - made and kept by the metadata
 
     def writer_batches(self, ledger_topic: str, application: str, query: str | None) -> Partial[dict[int, int]]:
         """Per task of kafkatxn's exactly-once writer ``application``/``query``, the batch its ledger

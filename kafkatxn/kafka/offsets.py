@@ -21,8 +21,9 @@ from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
-from kafkatxn.kafka.session import group_by_leader
-from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
+from kafkatxn.kafka.session import group_by_leader, group_by_leader_column
+from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition, is_in_partition_order
+from kafkatxn.offset_table import OffsetTable
 
 log = logging.getLogger("kafkatxn.cluster")
 
@@ -288,16 +289,22 @@ class OffsetsApi:
         """
         return self._latest_offsets(partitions, (True, False), high_first=high_first)[0]  # type: ignore[return-value]
 
-    def stable_and_high_offsets_ahead(self, partitions: Sequence[TopicPartition]) -> None:
+    def stable_and_high_offsets_ahead(self, partitions: Sequence[TopicPartition], leaders: Sequence[int] | None = None) -> None:
         """The requests :meth:`stable_and_high_offsets` of ``partitions`` (in that order) makes first,
         sent now (``Session.send_now``): the brokers answer while the command imports what reads the
         answers. Nothing is sent when the run holds offsets already or a partition has no leader to
-        ask: the call then asks as it always does."""
+        ask: the call then asks as it always does. ``leaders``: the current metadata's leader of each
+        partition, beside it (``Cluster.select_in_partition_order``'s), the partitions then each once:
+        not looked up, nor put through a dict."""
         if self.answered_any("ListOffsets"):
             return
-        tps = list(dict.fromkeys(partitions))
         md = self.metadata()
-        by_node = group_by_leader(tps, md.leaders, self.silent)
+        if leaders is not None:
+            tps = list(partitions)
+            by_node = group_by_leader_column(tps, leaders, self.silent)
+        else:
+            tps = list(dict.fromkeys(partitions))
+            by_node = group_by_leader(tps, md.leaders, self.silent)
         if by_node:
             self.send_now(_offsets_requests(by_node, (True, False), False))
             self._offsets_grouped_ahead = (tps, md, by_node)
@@ -336,10 +343,12 @@ class OffsetsApi:
         DescribeProducers while the client decodes its ListOffsets answers, instead of a round trip
         after them (``check`` and the exporter need both). The producers are None when the brokers
         do not support DescribeProducers; ask :meth:`describe_producers` then, for its error."""
-        tps = list(dict.fromkeys(partitions))
+        # In partition order already, each once (the metadata's, most often): neither put through a dict nor sorted.
+        ordered = type(partitions) is list and is_in_partition_order(partitions)
+        tps = list(partitions) if ordered else list(dict.fromkeys(partitions))
         if self.wire.max_version("DescribeProducers") < 0:
             return self.stable_and_high_offsets(tps), None
-        known, ask = self.to_ask_in_table("DescribeProducers", None, sorted(tps))
+        known, ask = self.to_ask_in_table("DescribeProducers", None, tps if ordered else sorted(tps))
         producer_requests, producers_missing = self._producer_requests(ask, None) if ask else ([], {})
         pairs, responses = self._latest_offsets(tps, (True, False), producer_requests, distinct=True)
         producers = self._producer_answers(ask, (producer_requests, responses, producers_missing)) if ask else Partial({})
@@ -362,9 +371,12 @@ class OffsetsApi:
             known = dict(_as_high_first(high_first, known, known.values()))
         also_answers: list[Any] = []
         extra = list(also)
+        whole: list[OffsetTable] = []  # the first round's answers, every one whole: their columns as they are
+        rounds = 0
 
         def send(pending: list[TopicPartition]) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[TopicPartition, Failed]]:
-            nonlocal extra, also_answers
+            nonlocal extra, also_answers, rounds
+            rounds += 1
             failed: dict[TopicPartition, Failed] = {}
             md = self.metadata()
             leaders = md.leaders
@@ -398,16 +410,18 @@ class OffsetsApi:
                     continue
                 answers.append((i % len(levels), *proto.offset_columns(resp.partitions)))
             if (len(levels) == 2 and len(answers) == len(responses) and not any(any(errors) for _, _, errors, _ in answers)
-                    and all(answers[j][1] == answers[j + 1][1] for j in range(0, len(answers), 2))):
-                # Usually: each leader's two answers whole, naming the same partitions in the same order
-                # (the kept TopicPartitions: compared by identity, in C); its pairs made from their columns.
-                out: dict[TopicPartition, tuple[int, ...]] = {}
+                    and all(answers[j][1] == answers[j + 1][1] for j in range(0, len(answers), 2))
+                    and rounds == 1 and not failed and sum(len(answer[1]) for answer in answers) == 2 * len(pending)):
+                # Usually: the first round, each leader's two answers whole, naming the same partitions in the
+                # same order (the kept TopicPartitions: compared by identity, in C), every partition asked:
+                # their columns are the answer (an OffsetTable), no pair made nor partition hashed here.
+                tps, stable, high = [], [], []
                 for j in range(0, len(answers), 2):
-                    if high_first is None:
-                        out.update(zip(answers[j][1], zip(answers[j][3], answers[j + 1][3])))
-                    else:  # (HW, LSO) named tuples, in C: one tuple each (zip reuses its own)
-                        out.update(zip(answers[j][1], map(tuple.__new__, repeat(high_first), zip(answers[j + 1][3], answers[j][3]))))
-                return out, failed
+                    tps += answers[j][1]
+                    stable += answers[j][3]
+                    high += answers[j + 1][3]
+                whole.append(OffsetTable(tps, high, stable, high_first))
+                return {}, failed
             found: list[dict[TopicPartition, int]] = [{} for _ in levels]  # per level
             for level, tps, errors, offsets in answers:
                 at_level = found[level]
@@ -438,10 +452,13 @@ class OffsetsApi:
         asked = retry.ask(pending, send, "ListOffsets", self.deadline, refresh=lambda: self.metadata(refresh=True), distinct=True)
         if extra:  # nothing was pending: the other requests still go
             also_answers = self._send_all(extra)
-        out = asked.answers
+        out: Mapping[TopicPartition, tuple[int, ...]] = whole[0] if whole else asked.answers
         self.remember_table("ListOffsets", shaped or (levels, earliest), out)
         if known:
-            out = {tp: known[tp] if tp in known else out[tp] for tp in tps if tp in known or tp in out}
+            answered = dict(out.items()) if whole else out
+            out = {tp: known[tp] if tp in known else answered[tp] for tp in tps if tp in known or tp in answered}
+        elif whole:  # every partition asked was answered
+            return Partial(out, []), also_answers  # type: ignore[arg-type]
         errors = asked.failed
         # The partitions without an answer (none, most often), found in C.
         missing = [part_missing(tp, errors.get(tp, "no answer"), f"DESCRIBE on Topic {tp.topic}") for tp in filterfalse(out.__contains__, tps)]

@@ -21,7 +21,7 @@ from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
 from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
-from kafkatxn.kafka.rounds_ahead import _NOT_ANSWERED, RoundsAhead, request_label
+from kafkatxn.kafka.rounds_ahead import _NOT_ANSWERED, AheadKey, RoundsAhead, request_label
 from kafkatxn.kafka.wire import Wire
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -61,7 +61,11 @@ def group_by_leader(partitions: Sequence[Any], leaders: Mapping[Any, int], silen
     they first lead one), made in C: one pass of dict look-ups and list appends, no Python step per
     partition (30,000 and more a command). None when a partition has no leader to ask (unknown,
     none, or ``silent``): the caller's own loop names those."""
-    leader_of = list(map(leaders.get, partitions))
+    return group_by_leader_column(partitions, list(map(leaders.get, partitions)), silent)
+
+
+def group_by_leader_column(partitions: Sequence[Any], leader_of: Sequence[int | None], silent: Mapping[int, Any]) -> dict[int, list[Any]] | None:
+    """:func:`group_by_leader` of ``partitions`` whose leaders are the column ``leader_of`` (None: unknown)."""
     nodes = dict.fromkeys(leader_of)
     if None in nodes or any(node < 0 or node in silent for node in nodes):
         return None
@@ -119,14 +123,14 @@ class Session(RoundsAhead):
         self._answers: dict[tuple, Any] | None = None
         self._answered_apis: set[str] = set()  # the APIs _answers holds any answer of
         # Requests of this run sent ahead (see send_ahead): to go with the next round, and the answers
-        # of those gone, by (node as given, type, request), until the call that makes them takes them.
+        # of those gone, by AheadKey (node as given, type, request), until the call that makes them takes them.
         self._riding: list[tuple[int | None, Any]] = []
-        self._ahead: dict[tuple[int | None, type, Any], Any] = {}
+        self._ahead: dict[AheadKey, Any] = {}
         # The partitions OffsetsApi.stable_and_high_offsets_ahead sent ListOffsets for, as (those, the metadata
         # whose leaders grouped them, that grouping): the call that sends the same takes the grouping.
         self._offsets_grouped_ahead: tuple[list, ClusterMetadata, dict[int, list]] | None = None
-        # Rounds begun by send_now and not landed: (their requests, their end, the brokers' budget).
-        self._in_flight: list[tuple[list[tuple[int, int | None, Any]], Any, float]] = []
+        # Rounds begun by send_now and not landed: (their requests, their keys in _ahead, their end, the brokers' budget).
+        self._in_flight: list[tuple[list[tuple[int, int | None, Any]], list[AheadKey], Any, float]] = []
 
     def __enter__(self) -> "Session":
         return self
@@ -250,10 +254,21 @@ class Session(RoundsAhead):
     def remember_table(self, api: str, table: Any, answers: Mapping[Any, Any]) -> None:
         """Keep ``answers`` (by key) of ``api`` asked as ``table`` says (ListOffsets: the isolation
         levels) for the rest of the run, as one table: 30,000 partitions' offsets kept by one dict
-        update, not a key made and kept each (nothing outside a run)."""
-        if self._answers is not None:
-            self._answers.setdefault((api, _TABLE, table), {}).update(answers)
-            self._answered_apis.add(api)
+        update, not a key made and kept each (nothing outside a run); a read-only table that is not a
+        dict (``offset_table.OffsetTable``, no one changes it) kept as it is."""
+        if self._answers is None:
+            return
+        key = (api, _TABLE, table)
+        kept = self._answers.get(key)
+        if kept is None and not isinstance(answers, dict):  # read-only (an OffsetTable): kept as it is, not copied
+            self._answers[key] = answers
+        else:
+            if kept is None:
+                kept = self._answers[key] = {}
+            elif not isinstance(kept, dict):  # more answers join a read-only table: a dict of both
+                kept = self._answers[key] = dict(kept.items())
+            kept.update(answers.items() if not isinstance(answers, dict) else answers)
+        self._answered_apis.add(api)
 
     def remembered_in_table(self, api: str, table: Any, keys: Sequence[Any]) -> dict[Any, Any]:
         """Of ``keys`` asked of ``api`` as ``table`` says, the answers this run has (by key)."""
@@ -419,7 +434,7 @@ class Session(RoundsAhead):
                 results[i] = answer
             else:
                 given = riders_given[-1 - i]
-                self._ahead[(given, type(request), request)] = answer
+                self._ahead[AheadKey(given, request)] = answer
         return results
 
     def _count(self, name: str) -> None:

@@ -524,3 +524,12 @@ def test_a_metadata_answer_is_ordered_and_routed_as_before():
     assert all(type(tp) is TopicPartition for tp in md.leaders)
     assert [p.tp for p in md.partitions] == [TopicPartition(p.topic, p.partition) for p in md.partitions]
     assert type(md.partitions[0].tp) is TopicPartition and str(md.partitions[0].tp) == "a-0"
+
+
+def test_group_by_leader_column_takes_the_leaders_beside_the_partitions():
+    from kafkatxn.kafka.session import group_by_leader_column
+
+    a, b, c = (TopicPartition("t", i) for i in range(3))
+    assert group_by_leader_column([a, b, c], [2, 1, 2], {}) == {2: [a, c], 1: [b]}
+    assert group_by_leader_column([a, b], [2, -1], {}) is None and group_by_leader_column([a], [None], {}) is None
+    assert group_by_leader_column([a, b], [2, 1], {1: "silent"}) is None

@@ -7,7 +7,7 @@ import pytest
 
 from kafkatxn import selection
 from kafkatxn.errors import InputError, NotFoundError, UsageError
-from kafkatxn.model import ClusterMetadata, PartitionInfo
+from kafkatxn.model import ClusterMetadata, PartitionInfo, TopicPartition
 
 
 def metadata(*topics: tuple[str, int]) -> ClusterMetadata:
@@ -45,3 +45,18 @@ def test_the_cli_words_an_input_error_with_its_flags(capsys):
     result = run_cli(capsys, "producers", "-b", "127.0.0.1:1", "--partition", "0")
     assert result.code == 64
     assert "--partition needs exactly one --topic" in result.stderr
+
+
+def test_the_partitions_lso_measures_are_the_metadatas_own_with_their_leaders_in_partition_order():
+    a0, a1, b0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+    def led(*parts: tuple[str, int, int]) -> ClusterMetadata:
+        return ClusterMetadata("c", 1, (), tuple(PartitionInfo(t, p, leader, (1,), (1,), t.startswith("__")) for t, p, leader in parts))
+
+    md = led(("__transaction_state", 0, 1), ("a", 0, 2), ("a", 1, 1), ("b", 0, 3))
+    tps, leaders = selection.select_in_partition_order(md)
+    assert tps == [a0, a1, b0] and leaders == [2, 1, 3]
+    assert all(tp is md.tps[i + 1] for i, tp in enumerate(tps))  # the metadata's, not made again
+    assert selection.select_in_partition_order(md, ["b", "a"]) == ([a0, a1, b0], None)  # put in order: leaders looked up
+    # A metadata not in partition order (never as the session keeps it) is put in order, each once.
+    assert selection.select_in_partition_order(led(("b", 0, 3), ("a", 1, 1), ("a", 0, 2), ("a", 0, 2))) == ([a0, a1, b0], None)
