@@ -46,6 +46,7 @@ PRIVATE_NAMES = {
     "setattr": "test_the_deferred_protocol_packages_import_one_api_module_and_still_serve_their_names",
     "load_json =": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
     "_resolve_common_structs": "test_every_schema_kafka_python_ships_reads_as_its_load_json_reads_it",
+    "_build_transport": "test_the_managers_plain_tcp_connections_read_in_bulk",
 }
 
 
@@ -147,6 +148,85 @@ def test_the_bootstrap_connection_is_kept_as_the_brokers_and_forgotten_when_it_c
     assert wire_client._open_connection(manager, 7) is None  # not open yet: not among the open connections
     conn.close(Errors.KafkaConnectionError("gone"))  # closed with an error: at once
     assert manager._conns == {}
+
+
+def test_the_managers_plain_tcp_connections_read_in_bulk():
+    """receiving.Manager's transports, made where kafka-python makes them, read in bulk on a QuietSelector."""
+    import socket
+    from types import SimpleNamespace
+
+    from kafka.net.selector import NetworkSelector
+
+    from kafkatxn.kafka.wire.receiving import Manager, QuietSelector, ReadingInBulk
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    net = NetworkSelector(selector=QuietSelector)
+    made = Manager(net, bootstrap_servers="127.0.0.1:1")
+    net.start()
+    try:
+        async def build() -> Any:
+            return await made._build_transport(SimpleNamespace(host="127.0.0.1", port=listener.getsockname()[1]))
+
+        transport = made.run(build)
+        assert type(transport) is ReadingInBulk and isinstance(net._selector, QuietSelector)
+
+        async def close() -> None:
+            transport.close()
+
+        made.run(close)
+    finally:
+        made.close()
+        net.close()
+        listener.close()
+
+
+def test_reading_in_bulk_hands_over_what_kafka_pythons_transport_reads():
+    """The same bytes as kafka-python's 4 KB reads, in one call while the buffer holds them; the
+    connection's end is the same error."""
+    import socket
+    import threading
+    import time
+
+    from kafka.net.transport import KafkaTCPTransport
+
+    from kafkatxn.kafka.wire.receiving import RECEIVE_BUFFER_BYTES, ReadingInBulk
+
+    payload = bytes(range(256)) * (RECEIVE_BUFFER_BYTES // 256 + 1000)  # more than the buffer holds
+    for transport_class in (KafkaTCPTransport, ReadingInBulk):
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        sender = threading.Thread(target=lambda: (theirs.sendall(payload), theirs.close()))
+        sender.start()
+        transport = transport_class(None, ours)
+        got, err = bytearray(), None
+        while err is None:
+            data, err = transport._sock_recv()
+            got += data
+            if not data and err is None:
+                time.sleep(0.001)  # nothing yet: the sender's next bytes
+        sender.join()
+        ours.close()
+        assert bytes(got) == payload, transport_class
+        assert str(err) == "KafkaConnectionError: socket disconnected", transport_class
+
+
+def test_the_quiet_selector_looks_keys_up_as_the_platforms_does():
+    import socket
+
+    from kafkatxn.kafka.wire.receiving import QuietSelector
+
+    a, b = socket.socketpair()
+    selector = QuietSelector()
+    with pytest.raises(KeyError) as raised:
+        selector.get_key(a)
+    assert raised.value.args == (a,)  # named, not formatted
+    selector.register(a, 1, "data")
+    assert selector.get_key(a).data == "data" and selector.get_key(a.fileno()).fileobj is a
+    selector.close()
+    with pytest.raises(RuntimeError):
+        selector.get_key(a)
+    a.close()
+    b.close()
 
 
 def test_failed_bootstrap_connections_are_forgotten_when_closed(manager):

@@ -140,9 +140,10 @@ class Wire:
         refused login or handshake is raised at once (:func:`is_refusal`); a server that does not
         answer gets its share of ``budget_ms`` and the next one is tried."""
         import kafka.errors as Errors
-        from kafka.net.manager import KafkaConnectionManager
         from kafka.net.sasl.oauth import AbstractTokenProvider
         from kafka.net.selector import NetworkSelector
+
+        from kafkatxn.kafka.wire.receiving import Manager, QuietSelector
 
         kw = {"receive_message_max_bytes": RECEIVE_MESSAGE_MAX_BYTES, **settings}
         provider = kw.get("sasl_oauth_token_provider")  # OAUTHBEARER: kafkatxn.config.sasl_oauth's, as kafka-python's type
@@ -150,8 +151,8 @@ class Wire:
             AbstractTokenProvider.register(type(provider))
             provider.token()
         kw["request_timeout_ms"] = max(min(request_timeout_ms, budget_ms), 1)
-        net = NetworkSelector(**kw)
-        manager = KafkaConnectionManager(net, **kw)
+        net = NetworkSelector(**{**kw, "selector": QuietSelector})  # fewer system calls on the IO thread (.receiving)
+        manager = Manager(net, **kw)
         _mark_bootstrapped(manager)  # done below, on our own connection
         net.start()
         deadline = time.monotonic() + max(budget_ms, 1) / 1000
