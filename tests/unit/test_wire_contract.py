@@ -352,10 +352,21 @@ class _Manager:
         self.config = dict(KafkaConnectionManager.DEFAULT_CONFIG)
         self.answer = answer
         self.sent = []
+        self.broker_version_data = None  # the bootstrap broker's ApiVersions: none answered here
+        self.connected = set()  # node ids with an open connection
+        self.soon = []  # what the wire queued on the IO loop, run by the test
 
     def send(self, request, node_id=None, request_timeout_ms=None):
         self.sent.append((node_id, request))
         return self.answer(request)
+
+    def least_used_connections(self):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(node_id=n) for n in self.connected]
+
+    def call_soon(self, fn, *args):
+        self.soon.append((fn, args))
 
     async def wait_for(self, future, timeout_ms):
         return future.value
@@ -432,6 +443,40 @@ def test_the_big_per_leader_requests_are_built_once_and_reused_within_a_limit():
 
 
 
+def test_requests_to_brokers_not_connected_go_first_and_their_bodies_are_written_while_they_connect():
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.broker_version_data import BrokerVersionData
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+
+    manager = _Manager(lambda request: _Answer(roundtrip(R(topics=[]), 4)))
+    manager.connected = {1}
+    manager.broker_version_data = BrokerVersionData(api_versions={ApiKey["ListOffsets"].value: (0, 7)})
+    w = wire.Wire(manager)
+    w.send_all([(1, p.ListOffsets((TP0,), True)), (2, p.ListOffsets((OTHER,), True))], deadline=1e12)
+    assert [node for node, _ in manager.sent] == [2, 1]  # its connection begun before broker 1's body is written
+    (fn, args), = manager.soon
+    fn(*args)  # on the IO loop, after the connections' first steps
+    built = manager.sent[0][1]
+    assert list(w._bodies[id(built)]) == [7]  # written at the bootstrap broker's version, not yet sent
+    assert built.encode(version=7, header=False) == bodies.list_offsets_body(p.ListOffsets((OTHER,), True), 7)
+    assert w._bodies[id(built)][7] is built.encode(version=7, header=False)  # the body written ahead, taken as it is
+
+
+def test_a_kept_request_is_found_by_its_ends_and_told_apart_whole():
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    manager = _Manager(lambda request: _Answer(roundtrip(R(topics=[]), 4)))
+    w = wire.Wire(manager)
+    a, b = p.ListOffsets((TP0, TP1, OTHER), True), p.ListOffsets((TP0, TopicPartition("orders", 9), OTHER), True)
+    assert wire_client._reuse_key(1, a) == wire_client._reuse_key(1, b)  # the same ends and length
+    first = w._reused(1, a)
+    assert w._reused(1, b) is not first  # told apart whole: built anew, the other forgotten
+    assert w._reused(1, p.ListOffsets(tuple(a.partitions), True)) is not first and len(w._built) == 1
+    assert w._reused(1, p.ListOffsets(tuple(a.partitions), True)) is w._reused(1, a)  # an equal request: the kept one
+
+
 def test_a_metadata_request_writes_kafka_pythons_bytes_at_every_version_without_its_encoder():
     """Metadata (the bootstrap's, and every refresh) is written by the wire (metadata_codec.metadata_body),
     built per send, its answers read by the wire: the framed bytes kafka-python writes for the same
@@ -474,7 +519,7 @@ def test_an_offset_fetch_is_reused_when_batched_and_built_per_send_one_group_at_
         w._reused(*batched), w._reused(*single)
     assert w._reused(*batched) is w._reused(*batched)
     assert w._reused(*single) is not w._reused(*single)
-    assert list(w._built) == [batched]
+    assert list(w._built) == [wire_client._reuse_key(*batched)]
 
 
 # Over 127 partitions of a topic and a topic name over 127 bytes: two-byte lengths in flexible versions.
@@ -517,7 +562,7 @@ def test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_e
     assert len(bodies) == high - low + 1  # once per version, not per send
     assert isinstance(reused, type(fresh)) and type(reused).__name__ == type(fresh).__name__
     assert (reused._min_version, reused._max_version) == (fresh._min_version, fresh._max_version)
-    w._forget(w._built.pop((1, request_)))  # a request the Wire drops takes its bodies with it
+    w._forget(w._built.pop(wire_client._reuse_key(1, request_)))  # a request the Wire drops takes its bodies with it
     assert id(reused) not in w._bodies and id(reused) not in w._writers
 
 
