@@ -1339,10 +1339,11 @@ def test_kafka_pythons_parser_hands_over_a_list_offsets_answer_read_by_the_wire(
 # -- Metadata answers read from their bytes (wire/bodies.py) ------------------------------------------
 
 
-def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, racks: bool = False, throttle_ms: int = 0):
+def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, racks: bool = False, throttle_ms: int = 0,
+                    reordered: bool = False):
     """kafka-python's MetadataResponse: topics of ``rf`` replicas (one partition's in-sync list
-    shrunk, one with an offline replica), an internal topic, a topic in error with no partitions,
-    and one of 200 leaderless partitions with a name over 127 bytes."""
+    shrunk, one with an offline replica, a topic's in-sync lists in another order), an internal topic,
+    a topic in error with no partitions, and one of 200 leaderless partitions with a name over 127 bytes."""
     import uuid
 
     from kafka.protocol.metadata import MetadataResponse as M
@@ -1359,7 +1360,7 @@ def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, ra
         parts = []
         for i in range(150):
             reps = [((i + k) % 5) + 1 for k in range(rf)]
-            parts.append(part(i, reps, reps[:-1] if shrunk and t == 2 and i == 70 else None,
+            parts.append(part(i, reps, reps[:-1] if shrunk and t == 2 and i == 70 else reps[::-1] if reordered and t == 3 else None,
                               reps[-1:] if offline and t == 1 and i == 7 else ()))
         topics.append(T(error_code=0, name=f"topic-{t}", topic_id=uuid.uuid4(), is_internal=False, partitions=parts))
     topics.append(T(error_code=0, name="__transaction_state", topic_id=uuid.uuid4(), is_internal=True,
@@ -1373,7 +1374,7 @@ def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, ra
 
 METADATA_ANSWERS = {
     "three-replicas": {}, "one-replica": {"rf": 1}, "racks": {"racks": True}, "isr-shrunk": {"shrunk": True},
-    "offline": {"offline": True}, "no-replicas": {"rf": 0},
+    "offline": {"offline": True}, "no-replicas": {"rf": 0}, "isr-reordered": {"reordered": True},
 }
 
 
@@ -1392,6 +1393,11 @@ def test_a_metadata_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafk
             continue
         assert read == (_decode_metadata(p.Metadata(), M.decode(raw, version=version)), 11)
         assert [type(x) for x in read[0].partitions[:1]] == [PartitionInfo]
+        # Every replica in sync in the same order: the in-sync list is the replica list's tuple (one broker's: shared).
+        first = read[0].partitions[0]
+        assert not first.replicas or (first.isr is first.replicas) == (first.isr == first.replicas)
+        if kw.get("rf") == 1:
+            assert len({id(x.replicas) for x in read[0].partitions if x.replicas}) < 10  # about one per broker, not per partition
 
 
 def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers_objects(monkeypatch):
