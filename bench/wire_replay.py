@@ -152,6 +152,7 @@ def record(out: Path, argv: list[str]) -> int:
             return traffic[number]
 
     original_send, original_recv, original_sendall = socket.socket.send, socket.socket.recv, socket.socket.sendall
+    original_recv_into = socket.socket.recv_into
 
     def send(self, data, *args):
         sent = original_send(self, data, *args)
@@ -170,11 +171,18 @@ def record(out: Path, argv: list[str]) -> int:
             s["received"].append((time.perf_counter(), data))
         return data
 
+    def recv_into(self, buffer, *args):  # the wire's own reads (kafkatxn.kafka.wire.receiving)
+        n = original_recv_into(self, buffer, *args)
+        if n and (s := stream(self)) is not None:
+            s["received"].append((time.perf_counter(), bytes(memoryview(buffer)[:n])))
+        return n
+
     def exit_now(code):  # a CLI that leaves by os._exit still hands over its recording
         raise SystemExit(code)
 
     original_exit = os._exit
     socket.socket.send, socket.socket.sendall, socket.socket.recv, os._exit = send, sendall, recv, exit_now
+    socket.socket.recv_into = recv_into
     sys.argv = ["kafkatxn", *argv]
     code = 0
     started_at = time.perf_counter()
@@ -184,6 +192,7 @@ def record(out: Path, argv: list[str]) -> int:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     finally:
         socket.socket.send, socket.socket.sendall, socket.socket.recv = original_send, original_sendall, original_recv
+        socket.socket.recv_into = original_recv_into
         os._exit = original_exit
         sys.stdout.flush()
         ended_at = time.perf_counter()

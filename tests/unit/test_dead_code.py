@@ -34,6 +34,8 @@ USED_FROM_OUTSIDE = {
     ("kafkatxn/kafka/wire/describe_codec.py", "expect_response"): "kafka-python's connection and parser call it "
                                                                          "(its request interface: ConsumerGroupDescribeRequest)",
     ("kafkatxn/kafka/wire/describe_codec.py", "with_header"): "kafka-python's parser calls it (its request interface)",
+    ("kafkatxn/kafka/wire/receiving.py", "_sock_recv"): "kafka-python's transport calls it (override: reads in bulk)",
+    ("kafkatxn/kafka/wire/receiving.py", "get_key"): "kafka-python's selector calls it (override: no socket repr)",
     ("kafkatxn/kafka/groups.py", "list_groups"): "no caller: kafka/groups.py is rewritten by the retry consolidation, which removes it",
     ("kafkatxn/lso.py", "DEFAULT_CRITICAL_AGE"): "lso's own default; the CLI shows kafkatxn.defaults.LSO_CRITICAL_AGE, checked "
                                                   "equal to it (test_connect_ahead), not to import lso before its offsets are sent",

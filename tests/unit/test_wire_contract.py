@@ -49,6 +49,7 @@ PRIVATE_NAMES = {
     "_getframe": "test_the_version_checks_broker_version_data_makes_are_kafka_pythons_requests_made_when_first_read",
     "_value2member_map_": "test_api_versions_read_again_are_the_same_answer_each_with_its_own_dict",
     "underscore_name =": "test_every_field_of_every_schema_is_named_as_kafka_pythons_regex_names_it_once_per_name",
+    "_build_transport": "test_the_managers_plain_tcp_connections_read_in_bulk",
 }
 
 
@@ -150,6 +151,85 @@ def test_the_bootstrap_connection_is_kept_as_the_brokers_and_forgotten_when_it_c
     assert wire_client._open_connection(manager, 7) is None  # not open yet: not among the open connections
     conn.close(Errors.KafkaConnectionError("gone"))  # closed with an error: at once
     assert manager._conns == {}
+
+
+def test_the_managers_plain_tcp_connections_read_in_bulk():
+    """receiving.Manager's transports, made where kafka-python makes them, read in bulk on a QuietSelector."""
+    import socket
+    from types import SimpleNamespace
+
+    from kafka.net.selector import NetworkSelector
+
+    from kafkatxn.kafka.wire.receiving import Manager, QuietSelector, ReadingInBulk
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    net = NetworkSelector(selector=QuietSelector)
+    made = Manager(net, bootstrap_servers="127.0.0.1:1")
+    net.start()
+    try:
+        async def build() -> Any:
+            return await made._build_transport(SimpleNamespace(host="127.0.0.1", port=listener.getsockname()[1]))
+
+        transport = made.run(build)
+        assert type(transport) is ReadingInBulk and isinstance(net._selector, QuietSelector)
+
+        async def close() -> None:
+            transport.close()
+
+        made.run(close)
+    finally:
+        made.close()
+        net.close()
+        listener.close()
+
+
+def test_reading_in_bulk_hands_over_what_kafka_pythons_transport_reads():
+    """The same bytes as kafka-python's 4 KB reads, in one call while the buffer holds them; the
+    connection's end is the same error."""
+    import socket
+    import threading
+    import time
+
+    from kafka.net.transport import KafkaTCPTransport
+
+    from kafkatxn.kafka.wire.receiving import RECEIVE_BUFFER_BYTES, ReadingInBulk
+
+    payload = bytes(range(256)) * (RECEIVE_BUFFER_BYTES // 256 + 1000)  # more than the buffer holds
+    for transport_class in (KafkaTCPTransport, ReadingInBulk):
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        sender = threading.Thread(target=lambda: (theirs.sendall(payload), theirs.close()))
+        sender.start()
+        transport = transport_class(None, ours)
+        got, err = bytearray(), None
+        while err is None:
+            data, err = transport._sock_recv()
+            got += data
+            if not data and err is None:
+                time.sleep(0.001)  # nothing yet: the sender's next bytes
+        sender.join()
+        ours.close()
+        assert bytes(got) == payload, transport_class
+        assert str(err) == "KafkaConnectionError: socket disconnected", transport_class
+
+
+def test_the_quiet_selector_looks_keys_up_as_the_platforms_does():
+    import socket
+
+    from kafkatxn.kafka.wire.receiving import QuietSelector
+
+    a, b = socket.socketpair()
+    selector = QuietSelector()
+    with pytest.raises(KeyError) as raised:
+        selector.get_key(a)
+    assert raised.value.args == (a,)  # named, not formatted
+    selector.register(a, 1, "data")
+    assert selector.get_key(a).data == "data" and selector.get_key(a.fileno()).fileobj is a
+    selector.close()
+    with pytest.raises(RuntimeError):
+        selector.get_key(a)
+    a.close()
+    b.close()
 
 
 def test_failed_bootstrap_connections_are_forgotten_when_closed(manager):
@@ -275,10 +355,21 @@ class _Manager:
         self.config = dict(KafkaConnectionManager.DEFAULT_CONFIG)
         self.answer = answer
         self.sent = []
+        self.broker_version_data = None  # the bootstrap broker's ApiVersions: none answered here
+        self.connected = set()  # node ids with an open connection
+        self.soon = []  # what the wire queued on the IO loop, run by the test
 
     def send(self, request, node_id=None, request_timeout_ms=None):
         self.sent.append((node_id, request))
         return self.answer(request)
+
+    def least_used_connections(self):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(node_id=n) for n in self.connected]
+
+    def call_soon(self, fn, *args):
+        self.soon.append((fn, args))
 
     async def wait_for(self, future, timeout_ms):
         return future.value
@@ -355,6 +446,40 @@ def test_the_big_per_leader_requests_are_built_once_and_reused_within_a_limit():
 
 
 
+def test_requests_to_brokers_not_connected_go_first_and_their_bodies_are_written_while_they_connect():
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.broker_version_data import BrokerVersionData
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    from kafkatxn.kafka.wire import bodies
+
+    manager = _Manager(lambda request: _Answer(roundtrip(R(topics=[]), 4)))
+    manager.connected = {1}
+    manager.broker_version_data = BrokerVersionData(api_versions={ApiKey["ListOffsets"].value: (0, 7)})
+    w = wire.Wire(manager)
+    w.send_all([(1, p.ListOffsets((TP0,), True)), (2, p.ListOffsets((OTHER,), True))], deadline=1e12)
+    assert [node for node, _ in manager.sent] == [2, 1]  # its connection begun before broker 1's body is written
+    (fn, args), = manager.soon
+    fn(*args)  # on the IO loop, after the connections' first steps
+    built = manager.sent[0][1]
+    assert list(w._bodies[id(built)]) == [7]  # written at the bootstrap broker's version, not yet sent
+    assert built.encode(version=7, header=False) == bodies.list_offsets_body(p.ListOffsets((OTHER,), True), 7)
+    assert w._bodies[id(built)][7] is built.encode(version=7, header=False)  # the body written ahead, taken as it is
+
+
+def test_a_kept_request_is_found_by_its_ends_and_told_apart_whole():
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
+
+    manager = _Manager(lambda request: _Answer(roundtrip(R(topics=[]), 4)))
+    w = wire.Wire(manager)
+    a, b = p.ListOffsets((TP0, TP1, OTHER), True), p.ListOffsets((TP0, TopicPartition("orders", 9), OTHER), True)
+    assert wire_client._reuse_key(1, a) == wire_client._reuse_key(1, b)  # the same ends and length
+    first = w._reused(1, a)
+    assert w._reused(1, b) is not first  # told apart whole: built anew, the other forgotten
+    assert w._reused(1, p.ListOffsets(tuple(a.partitions), True)) is not first and len(w._built) == 1
+    assert w._reused(1, p.ListOffsets(tuple(a.partitions), True)) is w._reused(1, a)  # an equal request: the kept one
+
+
 def test_a_metadata_request_writes_kafka_pythons_bytes_at_every_version_without_its_encoder():
     """Metadata (the bootstrap's, and every refresh) is written by the wire (metadata_codec.metadata_body),
     built per send, its answers read by the wire: the framed bytes kafka-python writes for the same
@@ -397,7 +522,7 @@ def test_an_offset_fetch_is_reused_when_batched_and_built_per_send_one_group_at_
         w._reused(*batched), w._reused(*single)
     assert w._reused(*batched) is w._reused(*batched)
     assert w._reused(*single) is not w._reused(*single)
-    assert list(w._built) == [batched]
+    assert list(w._built) == [wire_client._reuse_key(*batched)]
 
 
 # Over 127 partitions of a topic and a topic name over 127 bytes: two-byte lengths in flexible versions.
@@ -440,7 +565,7 @@ def test_a_reused_request_writes_kafka_pythons_bytes_at_every_version_its_body_e
     assert len(bodies) == high - low + 1  # once per version, not per send
     assert isinstance(reused, type(fresh)) and type(reused).__name__ == type(fresh).__name__
     assert (reused._min_version, reused._max_version) == (fresh._min_version, fresh._max_version)
-    w._forget(w._built.pop((1, request_)))  # a request the Wire drops takes its bodies with it
+    w._forget(w._built.pop(wire_client._reuse_key(1, request_)))  # a request the Wire drops takes its bodies with it
     assert id(reused) not in w._bodies and id(reused) not in w._writers
 
 
@@ -1234,10 +1359,11 @@ def test_kafka_pythons_parser_hands_over_a_list_offsets_answer_read_by_the_wire(
 # -- Metadata answers read from their bytes (wire/bodies.py) ------------------------------------------
 
 
-def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, racks: bool = False, throttle_ms: int = 0):
+def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, racks: bool = False, throttle_ms: int = 0,
+                    reordered: bool = False):
     """kafka-python's MetadataResponse: topics of ``rf`` replicas (one partition's in-sync list
-    shrunk, one with an offline replica), an internal topic, a topic in error with no partitions,
-    and one of 200 leaderless partitions with a name over 127 bytes."""
+    shrunk, one with an offline replica, a topic's in-sync lists in another order), an internal topic,
+    a topic in error with no partitions, and one of 200 leaderless partitions with a name over 127 bytes."""
     import uuid
 
     from kafka.protocol.metadata import MetadataResponse as M
@@ -1254,7 +1380,7 @@ def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, ra
         parts = []
         for i in range(150):
             reps = [((i + k) % 5) + 1 for k in range(rf)]
-            parts.append(part(i, reps, reps[:-1] if shrunk and t == 2 and i == 70 else None,
+            parts.append(part(i, reps, reps[:-1] if shrunk and t == 2 and i == 70 else reps[::-1] if reordered and t == 3 else None,
                               reps[-1:] if offline and t == 1 and i == 7 else ()))
         topics.append(T(error_code=0, name=f"topic-{t}", topic_id=uuid.uuid4(), is_internal=False, partitions=parts))
     topics.append(T(error_code=0, name="__transaction_state", topic_id=uuid.uuid4(), is_internal=True,
@@ -1268,7 +1394,7 @@ def metadata_answer(rf: int = 3, shrunk: bool = False, offline: bool = False, ra
 
 METADATA_ANSWERS = {
     "three-replicas": {}, "one-replica": {"rf": 1}, "racks": {"racks": True}, "isr-shrunk": {"shrunk": True},
-    "offline": {"offline": True}, "no-replicas": {"rf": 0},
+    "offline": {"offline": True}, "no-replicas": {"rf": 0}, "isr-reordered": {"reordered": True},
 }
 
 
@@ -1287,6 +1413,11 @@ def test_a_metadata_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafk
             continue
         assert read == (_decode_metadata(p.Metadata(), M.decode(raw, version=version)), 11)
         assert [type(x) for x in read[0].partitions[:1]] == [PartitionInfo]
+        # Every replica in sync in the same order: the in-sync list is the replica list's tuple (one broker's: shared).
+        first = read[0].partitions[0]
+        assert not first.replicas or (first.isr is first.replicas) == (first.isr == first.replicas)
+        if kw.get("rf") == 1:
+            assert len({id(x.replicas) for x in read[0].partitions if x.replicas}) < 10  # about one per broker, not per partition
 
 
 def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers_objects(monkeypatch):

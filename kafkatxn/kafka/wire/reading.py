@@ -55,6 +55,15 @@ def _encoding_body_once(
     return built
 
 
+def _write_body_ahead(built: Any, bodies: dict[int, dict[int, bytes]], writers: dict[int, Callable[[int], bytes]],
+                      version: int) -> None:
+    """The body of ``built`` (made by :func:`_encoding_body_once` with a writer) at ``version`` written
+    now, before it is sent: its ``encode`` at that version takes it."""
+    by_version, written = bodies.get(id(built)), writers.get(id(built))
+    if by_version is not None and written is not None and version not in by_version:
+        by_version[version] = written(version)
+
+
 def _framed(request: Any, body: bytes, header: bool, framed: bool) -> bytes:
     """``body`` as kafka-python's ``encode(header=..., framed=...)`` returns it: after the request's header
     (a new correlation id each send) and the frame's size; one copy of the body (ListOffsets': 175 KB

@@ -1,0 +1,83 @@
+"""The IO thread's socket reads and selector look-ups, with fewer system calls than kafka-python's.
+
+Every system call the IO thread makes lets go of the GIL, and while the main thread runs Python (a
+pass over 30,000 partitions, the imports of the next requests' modules) the IO thread waits up to the
+switch interval (5 ms) to have it back. kafka-python's plain-TCP transport reads 4 KB a ``recv`` (an
+`lso` at 30,000 partitions: ~660 of them for six 175-350 KB answers, each a copy joined again), and its
+selector looks a socket up before each wait on it, which for a socket not waited on (every wait: it is
+unregistered after each) raises a ``KeyError`` whose message is the socket's ``repr``: a
+``getsockname`` and a ``getpeername`` each time, twice (~130 calls an `lso`). Here a connection reads
+what has arrived in one ``recv_into`` of a buffer of its own, and the selector's look-up raises its
+``KeyError`` without a message. The bytes handed over, and what kafka-python does with them, are the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import selectors
+from typing import Any
+
+import kafka.errors as Errors
+from kafka.net.manager import KafkaConnectionManager
+from kafka.net.transport import KafkaTCPTransport
+
+log = logging.getLogger(KafkaTCPTransport.__module__)  # kafka-python's transport's: its messages, as before
+
+# A connection's receive buffer: most answers in one read (a ListOffsets answer at 10,000 partitions
+# is 175-350 KB); a larger one takes a few reads, one a wake-up of the selector.
+RECEIVE_BUFFER_BYTES = 256 * 1024
+
+
+class QuietSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """The platform's selector whose ``get_key`` of a file object not registered raises a ``KeyError``
+    naming it without formatting it (kafka-python's selector asks before every wait, expecting one).
+    Given as kafka-python's ``selector`` option."""
+
+    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
+        if self.get_map() is None:
+            raise RuntimeError("Selector is closed")
+        key = self._fd_to_key.get(self._fileobj_lookup(fileobj))
+        if key is None:
+            raise KeyError(fileobj)  # as the stdlib's, but no repr() of a socket: two system calls
+        return key
+
+
+class ReadingInBulk(KafkaTCPTransport):
+    """kafka-python's plain-TCP transport reading into a buffer of its own: ``recv_into`` until none is
+    left or the buffer is full (kafka-python's loop: a ``recv`` of 4 KB at a time until none is left,
+    then a join). Reading on until none is left, as kafka-python does, takes what arrived meanwhile:
+    each wake-up of the selector costs more (two ``epoll_ctl``, its tasks) than the read that finds nothing."""
+
+    def _sock_recv(self) -> tuple[bytes, Any]:
+        inbox = getattr(self, "inbox", None)
+        if inbox is None:
+            inbox = self.inbox = memoryview(bytearray(RECEIVE_BUFFER_BYTES))
+        filled, err = 0, None
+        while filled < RECEIVE_BUFFER_BYTES:
+            try:
+                n = self._sock.recv_into(inbox[filled:])
+            except (BlockingIOError, InterruptedError):
+                break
+            except BaseException as e:  # noqa: BLE001 - as kafka-python's: the connection's error
+                log.exception("%s: Error receiving network data closing socket", self)
+                err = Errors.KafkaConnectionError(e)
+                break
+            if not n:
+                log.error("%s: socket disconnected", self)
+                err = Errors.KafkaConnectionError("socket disconnected")
+                break
+            filled += n
+        # A copy: the parser keeps no view of it, but a debug log record would keep it past the next read.
+        return bytes(inbox[:filled]), err
+
+
+class Manager(KafkaConnectionManager):
+    """kafka-python's connection manager whose plain-TCP connections read in bulk (:class:`ReadingInBulk`).
+    ``_build_transport`` is private: kafka-python has no option for a transport's class, and the
+    transport is made there, before the connection begins reading it."""
+
+    async def _build_transport(self, node: Any, timeout_at: Any = None) -> Any:
+        transport = await super()._build_transport(node, timeout_at=timeout_at)
+        if type(transport) is KafkaTCPTransport:  # TLS reads through its own loop (want-read, records)
+            transport.__class__ = ReadingInBulk
+        return transport
