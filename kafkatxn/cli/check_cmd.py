@@ -31,12 +31,40 @@ PerTopic = Annotated[
 ]
 
 
-def gather_snapshot(*args, **kwargs):
-    """:func:`kafkatxn.facts_cluster.gather_snapshot`, imported as it is first called: after the
-    bootstrap has begun (``Session.connect_ahead``), whose time the import then takes."""
-    from kafkatxn import facts_cluster
+def gather_snapshot(cluster, topic_regex: Optional[str], max_transaction_timeout: Optional[int], **kwargs):
+    """:func:`kafkatxn.facts_cluster.gather_snapshot` in one run, its first round sent first: without
+    groups or Spark queries (whose commits are read before the offsets), the chosen partitions'
+    ListOffsets and DescribeProducers go down as the pass will ask them, in one round
+    (``Cluster.stable_and_high_offsets_ahead``, ``Cluster.describe_producers_ahead`` with it, the topic-visibility
+    probe and the listing of every transaction too), and the pass (``facts_cluster`` and what it imports) and, while the brokers have
+    not answered, the protocol modules of the requests after them and the coordinators' log readers
+    are imported meanwhile, not before the first request."""
+    from kafkatxn.errors import KafkatxnError
+    from kafkatxn.model import topic_partitions
 
-    return facts_cluster.gather_snapshot(*args, **kwargs)
+    with cluster.one_run():
+        chosen = met = None
+        if not kwargs.get("groups") and not kwargs.get("spark_checkpoints"):
+            try:
+                selected = cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
+                chosen = selected, topic_partitions(selected)
+                # One round, in the order the pass sends it: DescribeProducers after the ListOffsets,
+                # then the probe and the listing.
+                cluster.describe_producers_ahead(chosen[1], with_next_round=True)
+                if not topic_regex:
+                    cluster.topic_list_filtered_ahead()
+                cluster.list_transactions_ahead()
+                cluster.stable_and_high_offsets_ahead(chosen[1])
+            except UsageError:
+                raise
+            except KafkatxnError as exc:  # the pass's own: met once, not asked again
+                met = exc
+        from kafkatxn import facts_cluster
+
+        cluster.will_ask_while_waiting("FindCoordinator", "DescribeTransactions", "Fetch",
+                                       *(() if max_transaction_timeout is not None else ("DescribeConfigs",)))
+        cluster.will_read_log_while_waiting()
+        return facts_cluster.gather_snapshot(cluster, topic_regex, max_transaction_timeout, chosen=chosen, met=met, **kwargs)
 
 
 def _age_range(option: str):
@@ -121,10 +149,14 @@ def register(app: typer.Typer) -> None:
         # The bootstrap goes on on the IO thread while the pass and what its requests need are imported.
         cluster = ctx.cluster
         cluster.connect_ahead()
-        cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
-                         *(() if max_transaction_timeout is not None else ("DescribeConfigs",)),
-                         *(("ListGroups", "OffsetFetch", "DescribeGroups") if groups else ()))
         spark_checkpoints = spark_checkpoints or ctx.config.spark_checkpoints
+        # What the first round sends; the rest is imported while it is answered (gather_snapshot), or
+        # here with groups or Spark queries (the groups' commits are read first: no round goes ahead).
+        ahead = not groups and not spark_checkpoints
+        cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions",
+                         *(() if ahead else ("DescribeTransactions", "FindCoordinator", "Fetch")),
+                         *(() if ahead or max_transaction_timeout is not None else ("DescribeConfigs",)),
+                         *(("ListGroups", "OffsetFetch", "DescribeGroups") if groups else ()))
         # Without a group lag range, a metrics file or a Spark query, check decides on the held places and
         # the largest lag alone: the 100,000 samples of 5,000 groups are not made.
         held_only = thresholds.group_lag_warn is None and thresholds.group_lag_crit is None and textfile is None \
