@@ -32,13 +32,14 @@ PerTopic = Annotated[
 
 
 def gather_snapshot(cluster, topic_regex: Optional[str], max_transaction_timeout: Optional[int], **kwargs):
-    """:func:`kafkatxn.facts_cluster.gather_snapshot` in one run, its first round sent first: without
-    groups or Spark queries (whose commits are read before the offsets), the chosen partitions'
-    ListOffsets and DescribeProducers go down as the pass will ask them, in one round
-    (``Cluster.stable_and_high_offsets_ahead``, ``Cluster.describe_producers_ahead`` with it, the topic-visibility
-    probe and the listing of every transaction too), and the pass (``facts_cluster`` and what it imports) and, while the brokers have
-    not answered, the protocol modules of the requests after them and the coordinators' log readers
-    are imported meanwhile, not before the first request."""
+    """:func:`kafkatxn.facts_cluster.gather_snapshot` in one run, imported as it is first called: after the
+    bootstrap has begun (``Session.connect_ahead``), whose time the import then takes. Without groups
+    or Spark queries (whose commits are read before the offsets), the pass's first round is begun here
+    as the pass sends it (the chosen partitions' ListOffsets, ``Cluster.stable_and_high_offsets_ahead``,
+    their DescribeProducers with them, ``Cluster.describe_producers_ahead``, the topic-visibility probe
+    and the listing of every transaction), and the coordinators' log readers, which settle a hanging
+    transaction after the last Fetch, are imported while the brokers answer it."""
+    from kafkatxn import facts_cluster
     from kafkatxn.errors import KafkatxnError
     from kafkatxn.model import topic_partitions
 
@@ -48,8 +49,7 @@ def gather_snapshot(cluster, topic_regex: Optional[str], max_transaction_timeout
             try:
                 selected = cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
                 chosen = selected, topic_partitions(selected)
-                # One round, in the order the pass sends it: DescribeProducers after the ListOffsets,
-                # then the probe and the listing.
+                # One round, in the pass's order: the ListOffsets, the DescribeProducers, the probe, the listing.
                 cluster.describe_producers_ahead(chosen[1], with_next_round=True)
                 if not topic_regex:
                     cluster.topic_list_filtered_ahead()
@@ -59,11 +59,7 @@ def gather_snapshot(cluster, topic_regex: Optional[str], max_transaction_timeout
                 raise
             except KafkatxnError as exc:  # the pass's own: met once, not asked again
                 met = exc
-        from kafkatxn import facts_cluster
-
-        cluster.will_ask_while_waiting("FindCoordinator", "DescribeTransactions", "Fetch",
-                                       *(() if max_transaction_timeout is not None else ("DescribeConfigs",)))
-        cluster.will_read_log_while_waiting()
+            cluster.will_read_log_while_waiting()
         return facts_cluster.gather_snapshot(cluster, topic_regex, max_transaction_timeout, chosen=chosen, met=met, **kwargs)
 
 
@@ -149,14 +145,10 @@ def register(app: typer.Typer) -> None:
         # The bootstrap goes on on the IO thread while the pass and what its requests need are imported.
         cluster = ctx.cluster
         cluster.connect_ahead()
-        spark_checkpoints = spark_checkpoints or ctx.config.spark_checkpoints
-        # What the first round sends; the rest is imported while it is answered (gather_snapshot), or
-        # here with groups or Spark queries (the groups' commits are read first: no round goes ahead).
-        ahead = not groups and not spark_checkpoints
-        cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions",
-                         *(() if ahead else ("DescribeTransactions", "FindCoordinator", "Fetch")),
-                         *(() if ahead or max_transaction_timeout is not None else ("DescribeConfigs",)),
+        cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
+                         *(() if max_transaction_timeout is not None else ("DescribeConfigs",)),
                          *(("ListGroups", "OffsetFetch", "DescribeGroups") if groups else ()))
+        spark_checkpoints = spark_checkpoints or ctx.config.spark_checkpoints
         # Without a group lag range, a metrics file or a Spark query, check decides on the held places and
         # the largest lag alone: the 100,000 samples of 5,000 groups are not made.
         held_only = thresholds.group_lag_warn is None and thresholds.group_lag_crit is None and textfile is None \

@@ -362,8 +362,8 @@ def test_the_exporters_log_starts_go_with_the_offsets_round_trip(rounds, monkeyp
 
 def test_check_sends_its_first_round_ahead_and_the_pass_takes_it(rounds):
     """``check``'s offsets, producer states, probe and listing go down in one round begun before the
-    pass is imported (the protocol of what comes after, and the log's readers, imported while it is
-    answered): the requests and rounds the pass makes on its own, the same snapshot."""
+    pass is called (the coordinators' log readers imported while it is answered): the requests and
+    rounds the pass makes on its own, the same snapshot."""
     from kafkatxn.cli import check_cmd
 
     cluster = FakeCluster(build())
