@@ -212,8 +212,6 @@ def gather_snapshot(
     spark_writers: Sequence = (),
     probe_memo: facts_lso.ProbeMemo | None = None,
     held_groups_only: bool = False,
-    chosen: tuple[list[PartitionInfo], list[TopicPartition]] | None = None,
-    met: KafkatxnError | None = None,
 ) -> ClusterSnapshot:
     """One pass over the cluster. Unreachable, auth and deadline failures become ``error``; parts
     that did not answer become ``missing``. Usage errors (a bad regex) are raised. With ``groups``,
@@ -221,19 +219,14 @@ def gather_snapshot(
     queries of ``spark_checkpoints`` (the group pass with only them when not ``groups``). ``probe_memo``:
     the probes' answers kept from the last gather of this cluster (:class:`kafkatxn.facts_probes.ProbeMemo`:
     the exporter's). ``held_groups_only``: the groups' samples of the places held only, and the largest lag
-    (``ClusterSnapshot.group_lag_max``): what ``check --groups`` decides on without a group lag threshold.
-    ``chosen``: the partitions this pass selects (``select_partitions``, internal topics too) and their
-    TopicPartitions, selected by the caller in this run; ``met``: the error selecting them met there."""
+    (``ClusterSnapshot.group_lag_max``): what ``check --groups`` decides on without a group lag threshold."""
     started = time.monotonic()
     taken_at_ms = int(clock() * 1000)
     try:
-        if met is not None:
-            raise met
         md = cluster.metadata()
         # Internal topics too: a hanging transaction on __consumer_offsets stalls transactional
         # offset commits just as one on a data topic stalls consumers.
-        selected, tps = chosen if chosen is not None else (
-            cluster.select_partitions(include_internal=True, topic_pattern=topic_regex), None)
+        selected = cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
     except UsageError:
         raise
     except KafkatxnError as exc:
@@ -245,7 +238,7 @@ def gather_snapshot(
         # A typo in the regex must not turn into a check that is always OK.
         run.missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
     unseen_at = len(run.missing)  # the topics this principal cannot see are named here, asked below
-    tps = topic_partitions(selected) if tps is None else tps
+    tps = topic_partitions(selected)
     grouped = groups or bool(spark_checkpoints)
     committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
     memo = probe_memo.for_cluster(md.cluster_id) if probe_memo is not None and grouped else None

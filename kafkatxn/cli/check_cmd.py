@@ -31,36 +31,12 @@ PerTopic = Annotated[
 ]
 
 
-def gather_snapshot(cluster, topic_regex: Optional[str], max_transaction_timeout: Optional[int], **kwargs):
-    """:func:`kafkatxn.facts_cluster.gather_snapshot` in one run, imported as it is first called: after the
-    bootstrap has begun (``Session.connect_ahead``), whose time the import then takes. Without groups
-    or Spark queries (whose commits are read before the offsets), the pass's first round is begun here
-    as the pass sends it (the chosen partitions' ListOffsets, ``Cluster.stable_and_high_offsets_ahead``,
-    their DescribeProducers with them, ``Cluster.describe_producers_ahead``, the topic-visibility probe
-    and the listing of every transaction), and the coordinators' log readers, which settle a hanging
-    transaction after the last Fetch, are imported while the brokers answer it."""
+def gather_snapshot(*args, **kwargs):
+    """:func:`kafkatxn.facts_cluster.gather_snapshot`, imported as it is first called: after the
+    bootstrap has begun (``Session.connect_ahead``), whose time the import then takes."""
     from kafkatxn import facts_cluster
-    from kafkatxn.errors import KafkatxnError
-    from kafkatxn.model import topic_partitions
 
-    with cluster.one_run():
-        chosen = met = None
-        if not kwargs.get("groups") and not kwargs.get("spark_checkpoints"):
-            try:
-                selected = cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
-                chosen = selected, topic_partitions(selected)
-                # One round, in the pass's order: the ListOffsets, the DescribeProducers, the probe, the listing.
-                cluster.describe_producers_ahead(chosen[1], with_next_round=True)
-                if not topic_regex:
-                    cluster.topic_list_filtered_ahead()
-                cluster.list_transactions_ahead()
-                cluster.stable_and_high_offsets_ahead(chosen[1])
-            except UsageError:
-                raise
-            except KafkatxnError as exc:  # the pass's own: met once, not asked again
-                met = exc
-            cluster.will_read_log_while_waiting()
-        return facts_cluster.gather_snapshot(cluster, topic_regex, max_transaction_timeout, chosen=chosen, met=met, **kwargs)
+    return facts_cluster.gather_snapshot(*args, **kwargs)
 
 
 def _age_range(option: str):

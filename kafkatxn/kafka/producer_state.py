@@ -59,18 +59,16 @@ class ProducerStateApi:
             return Partial(known)
         return self.with_remembered_producers(known, self._producer_answers(ask))
 
-    def describe_producers_ahead(self, partitions: Iterable[TopicPartition], with_next_round: bool = False) -> None:
+    def describe_producers_ahead(self, partitions: Iterable[TopicPartition]) -> None:
         """The requests :meth:`describe_producers` of ``partitions`` makes first (every leader's), sent now
         (``Session.send_now``): the brokers answer while the command imports what reads the answers.
-        ``with_next_round``: with the round sent next instead (``Session.send_ahead``; ``check``'s
-        ListOffsets, as ``offsets_and_producers`` sends them: one round keeps each connection within
-        its requests in flight). Nothing is sent when the run holds producer states already or a
-        partition has no leader to ask: the call then asks as it always does."""
+        Nothing is sent when the run holds producer states already or a partition has no leader to
+        ask: the call then asks as it always does."""
         if self.answered_any("DescribeProducers") or self.wire.max_version("DescribeProducers") < 0:
             return
         requests, missing = self._producer_requests(sorted(dict.fromkeys(partitions)), None)
         if requests and not missing:
-            (self.send_ahead if with_next_round else self.send_now)(requests)
+            self.send_now(requests)
 
     def with_remembered_producers(
         self, known: dict[TopicPartition, list[ProducerState]], answer: Partial[dict[TopicPartition, list[ProducerState]]]

@@ -360,49 +360,6 @@ def test_the_exporters_log_starts_go_with_the_offsets_round_trip(rounds, monkeyp
     assert [(s.group, s.partition, s.lag_messages) for s in snap.groups] == [("g", 0, 3), ("g", 1, 0), ("h", 0, 0), ("h", 1, 4)]
 
 
-def test_check_sends_its_first_round_ahead_and_the_pass_takes_it(rounds):
-    """``check``'s offsets, producer states, probe and listing go down in one round begun before the
-    pass is called (the coordinators' log readers imported while it is answered): the requests and
-    rounds the pass makes on its own, the same snapshot."""
-    from kafkatxn.cli import check_cmd
-
-    cluster = FakeCluster(build())
-    snap = check_cmd.gather_snapshot(cluster, None, MAX, groups=False, group_regex=None, spark_checkpoints=[],
-                                     held_groups_only=True)
-    ahead = list(rounds)
-    assert cluster.wire.begun == 1
-    assert {label for label, _node in ahead[0]} == {
-        "ListOffsets (read_committed)", "ListOffsets (read_uncommitted)", "DescribeProducers", "Metadata", "ListTransactions"}
-
-    rounds.clear()
-    plain = facts_cluster.gather_snapshot(FakeCluster(build()), max_transaction_timeout_ms=MAX, held_groups_only=True)
-    assert _sent(ahead) == _sent(rounds)  # the same requests, to the same brokers, as many rounds
-    assert len(ahead) == len(rounds)
-    assert ahead[0] == rounds[0]  # in the order the pass sends them: offsets, producer states, probe, listing
-    timeless = ("taken_at_ms", "duration_s", "open_transactions", "hanging", "untracked")
-    assert {k: v for k, v in vars(snap).items() if k not in timeless} == {k: v for k, v in vars(plain).items() if k not in timeless}
-    assert [(h.topic, h.partition, h.producer_id) for h in snap.hanging] == [(h.topic, h.partition, h.producer_id) for h in plain.hanging]
-
-
-def test_check_whose_cluster_does_not_answer_its_metadata_asks_it_once(rounds, monkeypatch):
-    """The pass's own error, met where the first round is chosen: not met again by asking again."""
-    from kafkatxn.cli import check_cmd
-    from kafkatxn.errors import ClusterError
-
-    cluster = FakeCluster(build())
-    asked = []
-
-    def unanswered(*args, **kwargs):
-        asked.append(1)
-        raise ClusterError("no broker answered the metadata request")
-
-    monkeypatch.setattr(type(cluster), "metadata", unanswered)
-    snap = check_cmd.gather_snapshot(cluster, None, MAX, groups=False, group_regex=None, spark_checkpoints=[],
-                                     held_groups_only=True)
-    assert snap.error == "no broker answered the metadata request" and not snap.up
-    assert len(asked) == 1 and rounds == []
-
-
 def test_a_requests_partitions_are_hashed_once_and_as_their_tuple():
     """A request sent ahead is a key looked up as it rides, lands and is taken: its 10,000 partitions
     were hashed at each look-up (~90 M instructions of check's first round at 30,000 partitions)."""
