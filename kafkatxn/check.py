@@ -12,7 +12,7 @@ Three parts, as every capability has them:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import compress
 from operator import itemgetter
 from typing import Callable, Iterable, Sequence, TypeVar
@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from kafkatxn import collection, defaults, untracked, verdicts_groups
 from kafkatxn.durations import format_duration_ms
 from kafkatxn.exitcodes import SEVERITY, Status, worst
-from kafkatxn.model import TopicPartition
+from kafkatxn.model import FRESH, FrozenRecord, Record, TopicPartition, record
 from kafkatxn.monitoring_plugin import (
     PerfDatum, Range, number_text, duration_seconds, format_perfdata, parse_count_range, parse_duration_range,
 )
@@ -37,22 +37,37 @@ T = TypeVar("T")  # what a threshold finding is about: a partition, a transactio
 # ------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Thresholds:
+_LSO_LAG_WARN, _LSO_LAG_CRIT = Range.parse(defaults.CHECK_LSO_LAG_WARN), Range.parse(defaults.CHECK_LSO_LAG_CRIT)
+_TXN_AGE_WARN = Range.parse(defaults.CHECK_TXN_AGE_WARN, number=duration_seconds)
+_TXN_AGE_CRIT = Range.parse(defaults.CHECK_TXN_AGE_CRIT, number=duration_seconds)
+
+
+# Records (model.Record), not @dataclass: the three classes' generated methods were ~10 M instructions
+# of every check's start, before its first request.
+@record
+class Thresholds(FrozenRecord):
     """Ranges per figure; None disables that check. Durations are in seconds."""
 
-    lso_lag_warn: Range | None = Range.parse(defaults.CHECK_LSO_LAG_WARN)
-    lso_lag_crit: Range | None = Range.parse(defaults.CHECK_LSO_LAG_CRIT)
-    txn_age_warn: Range | None = Range.parse(defaults.CHECK_TXN_AGE_WARN, number=duration_seconds)
-    txn_age_crit: Range | None = Range.parse(defaults.CHECK_TXN_AGE_CRIT, number=duration_seconds)
+    lso_lag_warn: Range | None = _LSO_LAG_WARN
+    lso_lag_crit: Range | None = _LSO_LAG_CRIT
+    txn_age_warn: Range | None = _TXN_AGE_WARN
+    txn_age_crit: Range | None = _TXN_AGE_CRIT
     producer_ids_warn: Range | None = None
     producer_ids_crit: Range | None = None
     group_lag_warn: Range | None = None  # read_committed group lag per group and partition (with --groups)
     group_lag_crit: Range | None = None
 
+    def __init__(self, lso_lag_warn: Range | None = _LSO_LAG_WARN, lso_lag_crit: Range | None = _LSO_LAG_CRIT,
+                 txn_age_warn: Range | None = _TXN_AGE_WARN, txn_age_crit: Range | None = _TXN_AGE_CRIT,
+                 producer_ids_warn: Range | None = None, producer_ids_crit: Range | None = None,
+                 group_lag_warn: Range | None = None, group_lag_crit: Range | None = None) -> None:
+        self.__dict__.update(lso_lag_warn=lso_lag_warn, lso_lag_crit=lso_lag_crit, txn_age_warn=txn_age_warn,
+                             txn_age_crit=txn_age_crit, producer_ids_warn=producer_ids_warn, producer_ids_crit=producer_ids_crit,
+                             group_lag_warn=group_lag_warn, group_lag_crit=group_lag_crit)
 
-@dataclass(frozen=True)
-class Finding:
+
+@record
+class Finding(FrozenRecord):
     status: str  # warning, critical or unknown
     # hanging_transaction, lost_commit_marker, undetermined_transaction, untracked_transaction, lso_lag, transaction_age, active_producer_ids,
     # group_blocked, group_waiting, group_undetermined, group_lag, incomplete, unreachable
@@ -62,14 +77,24 @@ class Finding:
     threshold: str | None
     message: str
 
+    def __init__(self, status: str, kind: str, subject: str, value: float | int | None, threshold: str | None, message: str) -> None:
+        self.__dict__.update(status=status, kind=kind, subject=subject, value=value, threshold=threshold, message=message)
 
-@dataclass
-class CheckResult:
+
+@record
+class CheckResult(Record):
     status: Status
     summary: str
     findings: list[Finding]
     perfdata: list[PerfDatum]
     facts: dict[str, object] = field(default_factory=dict)
+
+    __hash__ = None  # type: ignore[assignment]  # its fields can change, as a dataclass's with eq and not frozen
+
+    def __init__(self, status: Status, summary: str, findings: list[Finding], perfdata: list[PerfDatum],
+                 facts: dict[str, object] = FRESH) -> None:
+        self.status, self.summary, self.findings, self.perfdata = status, summary, findings, perfdata
+        self.facts = {} if facts is FRESH else facts
 
     @property
     def exit_code(self) -> int:

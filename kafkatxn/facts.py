@@ -50,7 +50,7 @@ class ProducerStates:
 
     taken_at_ms: int
     states: dict[TopicPartition, list[ProducerState]]
-    reported_by: dict[TopicPartition, int]  # broker asked for each partition
+    reported_by: Mapping[TopicPartition, int]  # broker asked for each partition
     transactional_ids: dict[int, str] = field(default_factory=dict)  # producer id -> transactional id
     missing: list[Missing] = field(default_factory=list)
 
@@ -95,18 +95,44 @@ def producer_states(
     ``described``: their answer, already asked for (``Cluster.offsets_and_producers``)."""
     if described is None:
         described = cluster.describe_producers(sorted(dict.fromkeys(_topic_partitions(partitions))), broker_id=broker_id)
-    # A reporting broker per partition, in C (30,000 partitions a scan).
     if broker_id is not None:
-        reported_by = dict.fromkeys(described.value, broker_id)
+        reported_by: Mapping[TopicPartition, int] = dict.fromkeys(described.value, broker_id)
     else:
-        leaders = cluster.metadata().leaders
-        reported_by = dict(zip(described.value, map(leaders.get, described.value, repeat(-1))))
+        reported_by = ReportedByLeaders(described.value, cluster.metadata().leaders)
     missing = list(described.missing)
     tids: dict[int, str] = {}
     if with_transactional_ids:
         pids = {s.producer_id for states in described.value.values() for s in states}
         tids = transactional_ids_for(cluster, pids, missing)
     return ProducerStates(int(time.time() * 1000), described.value, reported_by, tids, missing)
+
+
+class ReportedByLeaders(Mapping[TopicPartition, int]):
+    """The broker that reported each described partition's producers: its leader (-1: none), looked up
+    when asked. A scan's 30,000 partitions, a few with producers, and the few asked: no dict of them
+    all (~20 M instructions of every check)."""
+
+    __slots__ = ("_described", "leaders")
+
+    def __init__(self, described: Mapping[TopicPartition, object], leaders: Mapping[TopicPartition, int]) -> None:
+        self._described, self.leaders = described, leaders
+
+    def __getitem__(self, tp: TopicPartition) -> int:
+        if tp not in self._described:
+            raise KeyError(tp)
+        return self.leaders.get(tp, -1)
+
+    def get(self, tp: TopicPartition, default: int | None = None) -> int | None:  # type: ignore[override]
+        return self.leaders.get(tp, -1) if tp in self._described else default
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._described
+
+    def __iter__(self):
+        return iter(self._described)
+
+    def __len__(self) -> int:
+        return len(self._described)
 
 
 def _topic_partitions(partitions: Iterable[PartitionInfo | TopicPartition]) -> list[TopicPartition]:
@@ -126,7 +152,9 @@ def active_producer_ids(facts: ProducerStates) -> dict[int, int]:
     # 30,000 partitions a check, a few dozen with producer state: the brokers found in one pass in C,
     # the producer ids read only where there are any (one pass per broker over all of them was 8 ms).
     states, reported_by = facts.states, facts.reported_by
-    ids: dict[int, set[int]] = {b: set() for b in sorted(set(map(reported_by.get, states, repeat(-1))))}
+    # (a partition's leader is the broker that reported it: the leaders looked up in C)
+    reporter = reported_by.leaders.get if isinstance(reported_by, ReportedByLeaders) else reported_by.get
+    ids: dict[int, set[int]] = {b: set() for b in sorted(set(map(reporter, states, repeat(-1))))}
     for tp in compress(states, states.values()):
         ids[reported_by.get(tp, -1)].update(map(_PRODUCER_ID, states[tp]))
     return {b: len(found) for b, found in ids.items()}

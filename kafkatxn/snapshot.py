@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
-from operator import is_not, itemgetter, lt, or_, sub
+from operator import is_not, itemgetter, lt, or_
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from kafkatxn import group_positions, pinning, verdicts, verdicts_age, verdicts_groups
@@ -65,16 +65,18 @@ def lso_lags(partitions: Sequence[PartitionSample]) -> list[int | None]:
     each: 30,000 a check or a scrape): None where its offsets did not arrive, clamped at 0."""
     if type(partitions) is PartitionColumns:  # (partition_samples'): its columns as they are
         high, stable = partitions.high, partitions.stable
+        try:
+            lags = list(map(sub, high, stable))  # every partition's offsets arrived (usually): in C, no None looked for
+        except TypeError:  # a None: its offsets did not arrive
+            return [None if h is None or s is None else h - s if h > s else 0 for h, s in zip(high, stable)]
     else:
-        high, stable = list(map(_HIGH, partitions)), list(map(_STABLE, partitions))
-    try:
-        lags = list(map(sub, high, stable))  # every partition's offsets arrived (usually): in C, no None looked for
-    except TypeError:  # a None: its offsets did not arrive
-        return [None if h is None or s is None else h - s if h > s else 0 for h, s in zip(high, stable)]
+        # Indexed in a comprehension: on Python 3.11 a tuple's item is a specialized instruction, a third
+        # of the cost of map(itemgetter) over the column (37 M instructions at 30,000 partitions, 15 M so).
+        try:
+            lags = [p[3] - p[4] for p in partitions]  # every partition's offsets arrived (usually)
+        except TypeError:  # a None: a leader that did not answer
+            return [None if p[3] is None or p[4] is None else p[3] - p[4] if p[3] > p[4] else 0 for p in partitions]
     return lags if not lags or min(lags) >= 0 else [max(0, lag) for lag in lags]  # a leader moved between the reads
-
-
-_HIGH, _STABLE = itemgetter(3), itemgetter(4)  # of a PartitionSample
 
 
 @dataclass(frozen=True)

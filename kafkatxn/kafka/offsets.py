@@ -21,6 +21,7 @@ from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
+from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.session import group_by_leader, group_by_leader_column
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition, is_in_partition_order
 from kafkatxn.offset_table import OffsetTable
@@ -74,7 +75,8 @@ def first_readable(
 def _offsets_requests(by_node: Mapping[int, Sequence[TopicPartition]], levels: tuple[bool, ...], earliest: bool) -> list[tuple[int, Any]]:
     """The ListOffsets of one round: per leader, one request per isolation level, in ``levels``' order
     (a leader answers a connection's requests in order: the LSO before the HW)."""
-    return [(node, proto.ListOffsets(tuple(node_tps), committed, earliest)) for node, node_tps in by_node.items() for committed in levels]
+    shared = {node: HashedOnce(node_tps) for node, node_tps in by_node.items()}  # one tuple for both levels
+    return [(node, proto.ListOffsets(shared[node], committed, earliest)) for node in by_node for committed in levels]
 
 
 def _fetches(by_node: Mapping[int, Sequence[TopicPartition]], positions: Mapping[TopicPartition, int], read_committed: bool,

@@ -15,6 +15,7 @@ from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
+from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.session import group_by_leader
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
@@ -98,7 +99,7 @@ class ProducerStateApi:
                 else:
                     by_node[leader].append(tp)
         requests = [
-            (node, proto.DescribeProducers(tuple(node_tps[i : i + DESCRIBE_PRODUCERS_BATCH])))
+            (node, proto.DescribeProducers(HashedOnce(node_tps[i : i + DESCRIBE_PRODUCERS_BATCH])))
             for node, node_tps in by_node.items()
             for i in range(0, len(node_tps), DESCRIBE_PRODUCERS_BATCH)
         ]

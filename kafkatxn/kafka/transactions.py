@@ -77,7 +77,8 @@ class TransactionsApi:
         (v1 and v2); otherwise they are left to the caller, as the returned support says.
         """
         ids = list(broker_ids) if broker_ids is not None else [b.id for b in self.metadata().brokers]
-        lowest = min((v for v in self._list_transactions_versions(ids) if v is not None), default=0)
+        filtered = min_duration_ms is not None or pattern is not None
+        lowest = min((v for v in self._list_transactions_versions(ids, filtered) if v is not None), default=0)
         support = ListTransactionsSupport(
             duration_on_broker=min_duration_ms is not None and lowest >= 1,
             pattern_on_broker=pattern is not None and lowest >= 2,
@@ -147,10 +148,15 @@ class TransactionsApi:
     def require_transaction_apis(self) -> None:
         """Raise :class:`UnsupportedBrokerError` when the brokers have no ListTransactions (before
         Kafka 3.0, KIP-664): nothing that needs the coordinators' side can be decided."""
-        self._list_transactions_versions([b.id for b in self.metadata().brokers])
+        self._list_transactions_versions([b.id for b in self.metadata().brokers], filtered=False)
 
-    def _list_transactions_versions(self, ids: list[int]) -> list[int | None]:
-        """ListTransactions' highest version per broker (None: not known), or the error when none has it."""
+    def _list_transactions_versions(self, ids: list[int], filtered: bool) -> list[int | None]:
+        """ListTransactions' highest version per broker (None: not known), or the error when none has it.
+        Not ``filtered``, only whether any broker has it matters: when the bootstrap broker has it, no
+        broker is asked (a broker not connected yet would be sent an ApiVersions of its own after the
+        one its connection makes) and none is known."""
+        if not filtered and self.wire.max_version("ListTransactions") >= 0:
+            return [None] * len(ids)
         versions = self.api_versions(ids, probe=False).value  # ListTransactions itself finds a dead broker
         max_versions = [versions[i].versions.get("ListTransactions", (0, -1))[1] if i in versions else None for i in ids]
         if versions and all(v < 0 for v in max_versions if v is not None):

@@ -263,12 +263,25 @@ def test_metadata_that_does_not_arrive_ends_the_command_as_undetermined():
         raise AssertionError("metadata without an answer was taken for an empty cluster")
 
 
-def test_list_transactions_asks_no_api_versions_of_a_broker_whose_connection_gave_them():
+def test_a_filtered_listing_asks_api_versions_only_of_a_broker_whose_connection_did_not_give_them():
+    """Where the listing filters (ListTransactions v1, v2) depends on every broker's versions."""
     model = KafkaModel(brokers=(1, 2))
     model.connected = {1}  # the bootstrap connection: ApiVersions was part of making it
     cluster = FakeCluster(model)
-    cluster.list_transactions()
+    cluster.list_transactions(min_duration_ms=1000)
     assert [node for node, _r in sent(model, proto.ApiVersions)] == [2]
+    assert sorted(node for node, _r in sent(model, proto.ListTransactions)) == [1, 2]
+
+
+def test_an_unfiltered_listing_asks_no_api_versions_of_a_broker_not_connected_yet():
+    """``transactions list`` sent broker 2 an ApiVersions of its own, after the one kafka-python's
+    connection makes: an unfiltered listing needs only to know that ListTransactions exists, which
+    the bootstrap broker's versions say."""
+    model = KafkaModel(brokers=(1, 2))
+    model.connected = {1}
+    cluster = FakeCluster(model)
+    cluster.list_transactions()
+    assert sent(model, proto.ApiVersions) == []
     assert sorted(node for node, _r in sent(model, proto.ListTransactions)) == [1, 2]
 
 

@@ -10,9 +10,9 @@ import pickle
 
 import pytest
 
-from kafkatxn import model, verdicts, verdicts_age
+from kafkatxn import check, model, verdicts, verdicts_age
 
-RECORDS = [c for module in (model, verdicts, verdicts_age) for c in vars(module).values()
+RECORDS = [c for module in (model, verdicts, verdicts_age, check) for c in vars(module).values()
            if isinstance(c, type) and issubclass(c, model.Record) and c not in (model.Record, model.FrozenRecord)
            and c.__module__ == module.__name__]
 
@@ -26,7 +26,8 @@ def twin(cls: type) -> type:
 
 def test_every_record_of_the_model_is_checked_here():
     assert {c.__name__ for c in RECORDS} >= {"BrokerInfo", "ClusterMetadata", "Missing", "Partial", "Part", "Broker",
-                                             "OpenTransaction", "Classification", "CoordinatorView", "TransactionAge"}
+                                             "OpenTransaction", "Classification", "CoordinatorView", "TransactionAge",
+                                             "Thresholds", "Finding", "CheckResult"}
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
