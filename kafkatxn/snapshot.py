@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
-from operator import is_not, itemgetter, lt, or_
+from operator import is_not, itemgetter, lt, or_, sub
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from kafkatxn import group_positions, pinning, verdicts, verdicts_age, verdicts_groups
