@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from itertools import repeat
 from typing import Any
 
 from kafkatxn.kafka import protocol as proto
@@ -49,25 +48,6 @@ def request_label(request: Any) -> str:
     return f"{name} ({'read_committed' if level else 'read_uncommitted'})"
 
 
-class AheadKey:
-    """A request sent ahead as the run keeps it until its call takes the answer: the node it was given (None:
-    any broker), its type and itself, hashed once. A tuple of them is hashed again at every look-up, and a
-    ListOffsets of 10,000 partitions takes ~0.13 ms to hash: four times each, for a request sent now."""
-
-    __slots__ = ("_hash", "given", "request")
-
-    def __init__(self, given: int | None, request: Any):
-        self.given, self.request = given, request
-        self._hash = hash((given, type(request), request))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return (type(other) is AheadKey and self._hash == other._hash and self.given == other.given
-                and type(self.request) is type(other.request) and self.request == other.request)
-
-
 class RoundsAhead:
     """The requests of a run sent before their calls; the session's attributes they use are its own
     (``_answers``, ``_riding``, ``_ahead``, ``_in_flight``, ``silent``)."""
@@ -84,7 +64,7 @@ class RoundsAhead:
         already, or gone down and not taken yet, is not added again."""
         if self._answers is not None:
             for given, request in requests:
-                if AheadKey(given, request) not in self._ahead and (given, request) not in self._riding:
+                if (given, type(request), request) not in self._ahead and (given, request) not in self._riding:
                     self._riding.append((given, request))
 
     def send_now(self, requests: Sequence[tuple[int, Any]]) -> None:
@@ -114,28 +94,27 @@ class RoundsAhead:
         except Exception:  # noqa: BLE001 - the call sends them itself, and meets what this met
             self._riding = riding  # to go with the call's round, as without this one
             return
-        keys = [AheadKey(given, request) for given, _, request in to_send]
-        self._ahead.update(zip(keys, repeat(_IN_FLIGHT)))
-        self._in_flight.append((to_send, keys, begun, budget))
+        self._ahead.update(((given, type(request), request), _IN_FLIGHT) for given, _, request in to_send)
+        self._in_flight.append((to_send, begun, budget))
 
     def answers_pending(self) -> bool:
         """Whether a round begun by :meth:`send_now` is still waiting for answers: what the command
         does meanwhile is free while it is, and delays the round's reading once it is not."""
-        return any(not begun.done() for _, _, begun, _ in self._in_flight)
+        return any(not begun.done() for _, begun, _ in self._in_flight)
 
     def _land(self) -> None:
         """The answers of the rounds begun by :meth:`send_now`, waited for and kept for their calls
         (a broker that did not answer in time silent, as :meth:`_send_all` takes it)."""
         while self._in_flight:
-            to_send, keys, begun, budget = self._in_flight.pop(0)
+            to_send, begun, budget = self._in_flight.pop(0)
             try:
                 answers = begun.end()
             except Exception as exc:
-                for key in keys:
-                    self._ahead.pop(key, None)
+                for given, _, request in to_send:
+                    self._ahead.pop((given, type(request), request), None)
                 raise self.errors.translate(exc, "sending requests") from exc
-            for key, (_, node, _), answer in zip(keys, to_send, answers):
-                self._ahead[key] = self._answered(node, answer, budget)
+            for (given, node, request), answer in zip(to_send, answers):
+                self._ahead[(given, type(request), request)] = self._answered(node, answer, budget)
 
     def _drop_ahead(self) -> None:
         self._riding.clear()
@@ -147,7 +126,7 @@ class RoundsAhead:
         once (waited for when still on its way); else _NOT_ANSWERED."""
         if not self._ahead:
             return _NOT_ANSWERED
-        key = AheadKey(node, request)
+        key = (node, type(request), request)
         kept = self._ahead.get(key, _NOT_ANSWERED)
         if kept is _IN_FLIGHT:
             self._land()
@@ -160,11 +139,11 @@ class RoundsAhead:
         if not self._riding:
             return [], []
         riding, self._riding = self._riding, []
-        own = {AheadKey(given, request) for given, request in requests}
+        own = {(given, type(request), request) for given, request in requests}
         out: list[tuple[int, int | None, Any]] = []
         given_nodes: list[int | None] = []
         for given, request in riding:
-            key = AheadKey(given, request)
+            key = (given, type(request), request)
             if key in own or key in self._ahead:
                 continue
             own.add(key)

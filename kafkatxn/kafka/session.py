@@ -21,7 +21,7 @@ from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
 from kafkatxn.model import BrokerApis, ClusterMetadata, Missing, Subject
-from kafkatxn.kafka.rounds_ahead import _NOT_ANSWERED, AheadKey, RoundsAhead, request_label
+from kafkatxn.kafka.rounds_ahead import _NOT_ANSWERED, RoundsAhead, request_label
 from kafkatxn.kafka.wire import Wire
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -123,14 +123,14 @@ class Session(RoundsAhead):
         self._answers: dict[tuple, Any] | None = None
         self._answered_apis: set[str] = set()  # the APIs _answers holds any answer of
         # Requests of this run sent ahead (see send_ahead): to go with the next round, and the answers
-        # of those gone, by AheadKey (node as given, type, request), until the call that makes them takes them.
+        # of those gone, by (node as given, type, request), until the call that makes them takes them.
         self._riding: list[tuple[int | None, Any]] = []
-        self._ahead: dict[AheadKey, Any] = {}
+        self._ahead: dict[tuple[int | None, type, Any], Any] = {}
         # The partitions OffsetsApi.stable_and_high_offsets_ahead sent ListOffsets for, as (those, the metadata
         # whose leaders grouped them, that grouping): the call that sends the same takes the grouping.
         self._offsets_grouped_ahead: tuple[list, ClusterMetadata, dict[int, list]] | None = None
-        # Rounds begun by send_now and not landed: (their requests, their keys in _ahead, their end, the brokers' budget).
-        self._in_flight: list[tuple[list[tuple[int, int | None, Any]], list[AheadKey], Any, float]] = []
+        # Rounds begun by send_now and not landed: (their requests, their end, the brokers' budget).
+        self._in_flight: list[tuple[list[tuple[int, int | None, Any]], Any, float]] = []
 
     def __enter__(self) -> "Session":
         return self
@@ -434,7 +434,7 @@ class Session(RoundsAhead):
                 results[i] = answer
             else:
                 given = riders_given[-1 - i]
-                self._ahead[AheadKey(given, request)] = answer
+                self._ahead[(given, type(request), request)] = answer
         return results
 
     def _count(self, name: str) -> None:

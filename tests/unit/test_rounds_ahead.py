@@ -360,30 +360,6 @@ def test_the_exporters_log_starts_go_with_the_offsets_round_trip(rounds, monkeyp
     assert [(s.group, s.partition, s.lag_messages) for s in snap.groups] == [("g", 0, 3), ("g", 1, 0), ("h", 0, 0), ("h", 1, 4)]
 
 
-def test_a_request_sent_now_is_hashed_once_there_and_once_where_its_call_takes_the_answer(rounds):
-    """A ListOffsets of 10,000 partitions takes ~0.13 ms to hash: the run keeps a request sent ahead by an
-    AheadKey, hashed once, not by a tuple hashed at each look-up (four times for one sent now)."""
-    from kafkatxn.kafka.rounds_ahead import AheadKey
-
-    class Partitions(tuple):
-        hashed = 0
-
-        def __hash__(self):
-            Partitions.hashed += 1
-            return tuple.__hash__(self)
-
-    cluster = _two_brokers()
-    request = proto.ListOffsets(Partitions((T0,)), True)
-    with cluster.one_run():
-        cluster.send_now([(1, request)])
-        assert Partitions.hashed == 1
-        (answer,) = cluster._send_all([(1, proto.ListOffsets(Partitions((T0,)), True))])  # the call's own, equal
-        assert Partitions.hashed == 2 and len(rounds) == 1
-    assert [part.tp for part in answer.partitions] == [T0]
-    assert AheadKey(1, request) == AheadKey(1, proto.ListOffsets((T0,), True))
-    assert AheadKey(1, request) != AheadKey(2, request) and AheadKey(1, request) != AheadKey(1, tuple(request))
-
-
 def test_a_requests_partitions_are_hashed_once_and_as_their_tuple():
     """A request sent ahead is a key looked up as it rides, lands and is taken: its 10,000 partitions
     were hashed at each look-up (~90 M instructions of check's first round at 30,000 partitions)."""
