@@ -42,6 +42,6 @@ def test_a_fetch_goes_out_as_kafka_pythons_with_its_header_built_per_send_and_re
         fresh.API_VERSION = version
         assert sent.encode(version=version, header=True, framed=True) == bytes(fresh.encode(version=version, header=True, framed=True))
     # Its answers are read from their bytes by the wire (.fetch_answers), as a Fetch built by the codec's.
-    from kafkatxn.kafka.wire.bodies import read_fetch
+    from kafkatxn.kafka.wire.fetch_answers import read_fetch
 
     assert sent.header.get_response_class().read is read_fetch

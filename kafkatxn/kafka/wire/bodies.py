@@ -34,13 +34,11 @@ from typing import Any
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.varint import decode_compact_string as _compact_string, decode_uvarint as _read_uvarint, encode_uvarint
 from kafkatxn.kafka.wire.answer_memo import BlockMemo
-from kafkatxn.kafka.wire.fetch_answers import read_fetch
+from kafkatxn.kafka.wire.codecs import ByRequestType, wire_module
 from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
 from kafkatxn.kafka.wire.names import error_name, made, topic_partitions
-from kafkatxn.kafka.wire.group_answers import read_list_groups, read_offset_fetch
 from kafkatxn.kafka.wire.metadata_codec import metadata_body, metadata_shell
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
-from kafkatxn.kafka.wire.producers_answers import read_describe_producers
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, TopicPartition
 
 _INT8 = struct.Struct(">b").pack
@@ -408,9 +406,15 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
 
 
 # The answers read here (a Fetch's by .fetch_answers, DescribeProducers' by .producers_answers, a batched OffsetFetch's and
-# ListGroups' by .group_answers), by the request type.
-READERS = {p.ListOffsets: read_list_offsets, p.Metadata: read_metadata, p.DescribeProducers: read_describe_producers,
-           p.OffsetFetch: read_offset_fetch, p.ListGroups: read_list_groups, p.Fetch: read_fetch}
+# ListGroups' by .group_answers), by the request type; those modules imported when their first answer is read
+# (~2 ms before every command's first connect, imported with the wire).
+READERS = ByRequestType({
+    p.DescribeProducers: lambda: wire_module("producers_answers").read_describe_producers,
+    p.OffsetFetch: lambda: wire_module("group_answers").read_offset_fetch,
+    p.ListGroups: lambda: wire_module("group_answers").read_list_groups,
+    p.Fetch: lambda: wire_module("fetch_answers").read_fetch,
+})
+READERS.update({p.ListOffsets: read_list_offsets, p.Metadata: read_metadata})
 
 # type -> (the kafka-python request without its partitions, the body at a version)
 WRITERS = {
