@@ -69,3 +69,17 @@ def test_the_wire_imports_no_family_it_has_not_sent():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_an_api_the_command_will_ask_has_its_wire_modules_imported_with_kafka_pythons():
+    code = (
+        "import sys\n"
+        "import kafkatxn.kafka\n"
+        "from kafkatxn.kafka.wire.client_package import import_protocol\n"
+        "assert 'kafkatxn.kafka.wire.producers_answers' not in sys.modules\n"
+        "import_protocol(('DescribeProducers',))\n"
+        "assert {'kafkatxn.kafka.wire.producers_answers', 'kafkatxn.kafka.wire.producers_codec'} <= set(sys.modules)\n"
+        "assert 'kafkatxn.kafka.wire.groups_codec' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr

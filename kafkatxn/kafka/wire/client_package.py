@@ -201,8 +201,17 @@ PROTOCOL_MODULES: dict[str, tuple[str, ...]] = {
 
 
 def import_protocol(apis: tuple[str, ...]) -> None:
-    """Import the kafka-python modules of ``apis`` (:data:`PROTOCOL_MODULES`): a command that will
-    send them does it while its bootstrap is in flight (``Session.connect_ahead``, ``Session.will_ask``)."""
+    """Import the kafka-python modules of ``apis`` (:data:`PROTOCOL_MODULES`), and the wire's codecs and
+    readers of their requests (each imported where first used otherwise: on the IO thread, maybe): a
+    command that will send them does it while its bootstrap is in flight (``Session.connect_ahead``,
+    ``Session.will_ask``)."""
     for api in apis:
         for module in PROTOCOL_MODULES[api]:
             importlib.import_module(module)
+    from kafkatxn.kafka import protocol as p
+    from kafkatxn.kafka.wire.bodies import READERS
+    from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
+
+    for kind, name in p.REQUEST_NAMES.items():
+        if name in apis:
+            ENCODERS.get(kind), DECODERS.get(kind), READERS.get(kind)
