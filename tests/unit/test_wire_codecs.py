@@ -53,8 +53,14 @@ def test_the_readers_are_the_answer_modules_functions():
     assert p.ApiVersions not in bodies.READERS and bodies.READERS.get(p.ApiVersions) is None
 
 
+def _in_a_fresh_interpreter(code: str) -> None:
+    """Run ``code`` where nothing of kafkatxn is imported yet; it asserts what it checks."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_the_wire_imports_no_family_it_has_not_sent():
-    code = (
+    _in_a_fresh_interpreter((
         "import sys\n"
         "import kafkatxn.kafka\n"
         "from kafkatxn.kafka.wire import codecs\n"
@@ -66,13 +72,11 @@ def test_the_wire_imports_no_family_it_has_not_sent():
         "codecs.DECODERS[p.ListTransactions]\n"
         "assert 'kafkatxn.kafka.wire.transactions_codec' in sys.modules\n"
         "assert 'kafkatxn.kafka.wire.producers_codec' not in sys.modules\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    ))
 
 
 def test_an_api_the_command_will_ask_has_its_wire_modules_imported_with_kafka_pythons():
-    code = (
+    _in_a_fresh_interpreter((
         "import sys\n"
         "import kafkatxn.kafka\n"
         "from kafkatxn.kafka.wire.client_package import import_protocol\n"
@@ -80,6 +84,4 @@ def test_an_api_the_command_will_ask_has_its_wire_modules_imported_with_kafka_py
         "import_protocol(('DescribeProducers',))\n"
         "assert {'kafkatxn.kafka.wire.producers_answers', 'kafkatxn.kafka.wire.producers_codec'} <= set(sys.modules)\n"
         "assert 'kafkatxn.kafka.wire.groups_codec' not in sys.modules\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    ))
