@@ -99,10 +99,9 @@ class BrokerInfo(FrozenRecord):
         self.__dict__.update(id=id, host=host, port=port, rack=rack)
 
 
-# PartitionInfo and ProducerState are named tuples, not frozen dataclasses: a metadata answer at
-# tens of thousands of partitions makes as many of each, and a frozen dataclass's __init__ goes
-# through object.__setattr__ per field, several times the cost of a named tuple.
-# ``_object_in_json``: plain.to_plain shows them as objects, like the other records, not lists.
+# PartitionInfo and ProducerState are named tuples, not frozen dataclasses (a metadata answer at tens of
+# thousands of partitions makes as many of each: several times cheaper to make). ``_object_in_json``:
+# plain.to_plain shows them as objects, like the other records, not lists.
 class PartitionInfo(NamedTuple):
     topic: str
     partition: int
@@ -120,9 +119,8 @@ class PartitionInfo(NamedTuple):
 _TOPIC, _INDEX, _LEADER = itemgetter(0), itemgetter(1), itemgetter(2)  # of a PartitionInfo (or a TopicPartition)
 
 # Each topic's TopicPartitions by index, made once a process and shared by the metadata's routing and
-# every answer that names them (the wire's readers): a named tuple made even in C costs 0.2 us, 30,000
-# a pass, several passes a command and every scrape, and dict look-ups of the same object stop at
-# its identity. Emptied past this many (deleted topics' would stay otherwise).
+# every answer that names them (the wire's readers): a named tuple made even in C costs 0.2 us, 30,000 a
+# pass, and dict look-ups of the same object stop at its identity. Emptied past this many (deleted topics').
 KEPT_PARTITIONS_LIMIT = 1_000_000
 _kept: dict[str, list[TopicPartition]] = {}
 _kept_count = 0
@@ -174,11 +172,9 @@ def _made(name: str, indexes: Iterable[int]) -> Iterator[TopicPartition]:
 
 
 def topic_partitions(partitions: Iterable[PartitionInfo]) -> list[TopicPartition]:
-    """Each partition's :attr:`PartitionInfo.tp`, the kept ones (:func:`kept_topic_partitions`), a
-    topic's run at a time: a named tuple's own ``__new__`` is a Python step, and a command over
-    the whole cluster asks for one per partition (30,000 and more). A run's end is found by
-    bisection (metadata's order: topics sorted, a topic's partitions in a row) and checked to hold
-    only its topic, in C: half the steps per partition of ``groupby``."""
+    """Each partition's :attr:`PartitionInfo.tp`, the kept ones (:func:`kept_topic_partitions`), a topic's
+    run at a time (a named tuple's own ``__new__`` is a Python step): a run's end found by bisection (metadata's
+    order) and checked to hold only its topic, in C: half the steps per partition of ``groupby``."""
     parts = partitions if type(partitions) in (list, tuple) else list(partitions)
     names = list(map(_TOPIC, parts))
     indexes = list(map(_INDEX, parts))
@@ -194,13 +190,21 @@ def topic_partitions(partitions: Iterable[PartitionInfo]) -> list[TopicPartition
     return out
 
 
+class InTopicOrder(tuple):  # type: ignore[type-arg]
+    """PartitionInfos in topic and partition order, each once, with their kept TopicPartitions (``tps``): made a topic
+    at a time where a Metadata answer is read (``wire.bodies``), not a partition at a time again (:attr:`ClusterMetadata.tps`)."""
+
+    def __new__(cls, partitions: Iterable["PartitionInfo"], tps: list[TopicPartition] | None = None) -> "InTopicOrder":
+        made = super().__new__(cls, partitions)
+        made.tps = tps if tps is not None else topic_partitions(made)  # (a copy's are set after: pickle, copy)
+        return made
+
+
 def in_partition_order(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
     """``partitions`` once each, in topic and partition order: the order a snapshot asks offsets in
     (``facts_lso.take_snapshot``), and ``lso`` sends them ahead in. Deduplicated in the order given
-    (metadata's: a topic's partitions in a row), then sorted: a sort of those runs costs a tenth of
-    sorting a set's hash order (30 against 3 ms at 30,000). A list or tuple in that order already (as
-    ``lso`` hands it to the snapshot, which orders it again) is copied, after one pass of comparisons
-    in C (1.6 against 4 ms at 30,000)."""
+    (metadata's), then sorted: a tenth of sorting a set's hash order (3 against 30 ms at 30,000). A list
+    or tuple in that order already (as ``lso`` hands it over) is copied after one pass in C (1.6 ms)."""
     if type(partitions) in (list, tuple) and is_in_partition_order(partitions):  # type: ignore[arg-type]
         return list(partitions)
     return sorted(dict.fromkeys(partitions))
@@ -236,7 +240,7 @@ class ClusterMetadata(FrozenRecord):
     def tps(self) -> list[TopicPartition]:
         """Each partition's TopicPartition, in :attr:`partitions`' order: made once per metadata answer
         (the selection and the leaders take them, not made again)."""
-        return topic_partitions(self.partitions)
+        return self.partitions.tps if type(self.partitions) is InTopicOrder else topic_partitions(self.partitions)
 
     @functools.cached_property
     def leaders(self) -> dict[TopicPartition, int]:

@@ -9,7 +9,7 @@ from operator import itemgetter, not_
 from typing import Iterable
 
 from kafkatxn.errors import InputError, NotFoundError
-from kafkatxn.model import ClusterMetadata, PartitionInfo, TopicPartition, in_partition_order, is_in_partition_order, topic_partitions
+from kafkatxn.model import ClusterMetadata, InTopicOrder, PartitionInfo, TopicPartition, in_partition_order, is_in_partition_order, topic_partitions
 from kafkatxn.validation import check_topic_name, compile_regex
 
 _INTERNAL, _LEADER = itemgetter(5), itemgetter(2)  # of a PartitionInfo: whether its topic is internal, its leader
@@ -72,7 +72,7 @@ def select_in_partition_order(
         partitions = metadata.partitions
         chosen = list(map(not_, map(_INTERNAL, partitions)))
         tps = list(compress(metadata.tps, chosen))
-        if is_in_partition_order(tps):
+        if type(partitions) is InTopicOrder or is_in_partition_order(tps):  # the former: ordered where read
             return tps, list(compress(map(_LEADER, partitions), chosen))
         return in_partition_order(tps), None
     return in_partition_order(topic_partitions(select_partitions(metadata, topics))), None

@@ -60,3 +60,15 @@ def test_the_partitions_lso_measures_are_the_metadatas_own_with_their_leaders_in
     assert selection.select_in_partition_order(md, ["b", "a"]) == ([a0, a1, b0], None)  # put in order: leaders looked up
     # A metadata not in partition order (never as the session keeps it) is put in order, each once.
     assert selection.select_in_partition_order(led(("b", 0, 3), ("a", 1, 1), ("a", 0, 2), ("a", 0, 2))) == ([a0, a1, b0], None)
+
+
+def test_the_partitions_of_metadata_read_in_order_are_chosen_as_they_are():
+    """Partitions the wire read in topic and partition order (InTopicOrder) are not compared again: the
+    choice is the same as of the same partitions in a plain tuple."""
+    from kafkatxn.model import InTopicOrder, topic_partitions
+
+    parts = tuple(PartitionInfo(t, p, leader, (1,), (1,), t.startswith("__")) for t, p, leader in
+                  (("__transaction_state", 0, 1), ("a", 0, 2), ("a", 1, 1), ("b", 0, 3)))
+    read = ClusterMetadata("c", 1, (), InTopicOrder(parts, topic_partitions(parts)))
+    assert selection.select_in_partition_order(read) == selection.select_in_partition_order(ClusterMetadata("c", 1, (), parts))
+    assert selection.select_in_partition_order(read)[0][0] is read.tps[1]

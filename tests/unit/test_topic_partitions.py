@@ -40,3 +40,21 @@ def test_a_topics_every_partition_grows_the_kept_ones_past_the_last_asked(monkey
     assert list(kept_topic_partitions("t", (0, 1, 2))) == longer[:3]  # a tuple: looked up one by one
     monkeypatch.setattr(model, "KEPT_PARTITIONS_LIMIT", 3)
     assert list(kept_topic_partitions("u", [0, 1, 2, 3])) == [TopicPartition("u", i) for i in range(4)] and "u" not in model._kept
+
+
+def test_partitions_in_topic_order_carry_their_topic_partitions_to_the_metadata_and_its_copies():
+    """What the wire reads a Metadata answer into (``InTopicOrder``): the ClusterMetadata's TopicPartitions
+    are the ones made with it, not made again; a copy (pickle, copy) keeps them, as they were made."""
+    import copy
+    import pickle
+
+    from kafkatxn.model import ClusterMetadata, InTopicOrder
+
+    parts = infos(("a", 0), ("a", 1), ("b", 0))
+    tps = topic_partitions(parts)
+    ordered = InTopicOrder(parts, tps)
+    assert ordered == tuple(parts) and ordered.tps is tps
+    assert ClusterMetadata("c", 1, (), ordered).tps is tps
+    for again in (pickle.loads(pickle.dumps(ordered)), copy.copy(ordered), copy.deepcopy(ordered)):
+        assert type(again) is InTopicOrder and again == ordered and again.tps == tps
+    assert InTopicOrder(parts).tps == tps  # made here where not given

@@ -24,7 +24,8 @@ import pytest
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka import wire
 from kafkatxn.kafka.wire import client as wire_client
-from kafkatxn.model import BrokerInfo, PartitionInfo, ProducerState, TopicPartition
+from kafkatxn.kafka.session import in_topic_order
+from kafkatxn.model import BrokerInfo, InTopicOrder, PartitionInfo, ProducerState, TopicPartition
 
 TP0, TP1, OTHER = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 3)
 
@@ -1414,7 +1415,10 @@ def test_a_metadata_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafk
         if version < bodies.METADATA_READ_FROM:
             assert read is None  # kafka-python's to decode
             continue
-        assert read == (_decode_metadata(p.Metadata(), M.decode(raw, version=version)), 11)
+        decoded = _decode_metadata(p.Metadata(), M.decode(raw, version=version))
+        # in the session's order, made where read (a topic at a time), with their TopicPartitions
+        assert read == (p.MetadataResponse(*decoded[:3], in_topic_order(decoded.partitions)), 11)
+        assert type(read[0].partitions) is InTopicOrder and read[0].partitions.tps == [x.tp for x in read[0].partitions]
         assert [type(x) for x in read[0].partitions[:1]] == [PartitionInfo]
         # Every replica in sync in the same order: the in-sync list is the replica list's tuple (one broker's: shared).
         first = read[0].partitions[0]
@@ -1446,7 +1450,8 @@ def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers
         for p in moved.partitions])  # partition 3's leader moved
     raw = bytes(other.encode(version=12))
     second = bodies.read_metadata(memoryview(raw), 12)[0]
-    assert second == _decode_metadata(p.Metadata(), M.decode(raw, version=12))
+    decoded = _decode_metadata(p.Metadata(), M.decode(raw, version=12))
+    assert second == p.MetadataResponse(*decoded[:3], in_topic_order(decoded.partitions))
     before = {pi.tp: pi for pi in first.partitions}
     for pi in second.partitions:
         if pi.topic == moved.name:
@@ -1456,6 +1461,33 @@ def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers
     gone = M(throttle_time_ms=0, brokers=answer.brokers, cluster_id="cid", controller_id=2, topics=answer.topics[:1])
     bodies.read_metadata(memoryview(bytes(gone.encode(version=12))), 12)
     assert {name for name, _ in bodies._METADATA_TOPICS[0]} == {answer.topics[0].name}
+
+
+def test_a_metadata_answer_not_in_order_is_left_in_its_order_for_the_session_to_order():
+    """Kafka names a topic's partitions in order, each topic once: where an answer does not, the wire
+    leaves its partitions as they came, and the session orders them (the same ClusterMetadata either way)."""
+    from kafka.protocol.metadata import MetadataResponse as M
+
+    from kafkatxn.kafka.session import cluster_metadata
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.kafka.wire.metadata_codec import _decode_metadata
+
+    answer = metadata_answer(rf=3)
+    ordered = bodies.read_metadata(memoryview(bytes(answer.encode(version=12))), 12)[0]
+    T = M.MetadataResponseTopic
+
+    def topic(t: Any, partitions: list) -> Any:
+        return T(error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.is_internal, partitions=partitions)
+
+    shuffled, twice = answer.topics[2], answer.topics[3]
+    for topics in ([*answer.topics[:2], topic(shuffled, list(reversed(shuffled.partitions))), *answer.topics[3:]],
+                   [*answer.topics[:3], topic(twice, twice.partitions[:70]), *answer.topics[4:], topic(twice, twice.partitions[70:])]):
+        raw = bytes(M(throttle_time_ms=0, brokers=answer.brokers, cluster_id="cid", controller_id=2, topics=topics).encode(version=12))
+        read = bodies.read_metadata(memoryview(raw), 12)[0]
+        assert read == _decode_metadata(p.Metadata(), M.decode(raw, version=12))  # as the answer names them
+        assert type(read.partitions) is tuple
+        md = cluster_metadata(read, 1)
+        assert md.partitions == ordered.partitions and md.tps == ordered.partitions.tps
 
 
 def test_a_metadata_answer_with_tagged_fields_is_left_to_kafka_python():
@@ -1484,7 +1516,8 @@ def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
         assert isinstance(answer, wire_client.Read) == (version >= 12)
         assert answer.throttle_time_ms == 5
         reference = _decode_metadata(p.Metadata(), M.decode(bytes(expected.encode(version=version)), version=version))
-        assert wire.Wire(None)._decode(p.Metadata(), answer) == reference
+        decoded = wire.Wire(None)._decode(p.Metadata(), answer)
+        assert decoded == (reference if version < 12 else p.MetadataResponse(*reference[:3], in_topic_order(reference.partitions)))
 
 
 # -- DescribeProducers answers read from their bytes (wire/bodies.py) ---------------------------------

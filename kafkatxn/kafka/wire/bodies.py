@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from itertools import repeat
+from itertools import chain, islice, repeat
+from operator import itemgetter, lt
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
@@ -39,7 +40,7 @@ from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
 from kafkatxn.kafka.wire.names import error_name, made, topic_partitions
 from kafkatxn.kafka.wire.metadata_codec import metadata_body, metadata_shell
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
-from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, TopicPartition
+from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, InTopicOrder, PartitionInfo, TopicPartition, kept_topic_partitions
 
 _INT8 = struct.Struct(">b").pack
 _INT16 = struct.Struct(">h").pack
@@ -265,6 +266,7 @@ def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResp
 # The Metadata versions read here: flexible, with nullable topic names (v12, Kafka 3.x; v13, 4.x).
 METADATA_READ_FROM = 12
 _PARTITION_HEAD = struct.Struct(">hiii")  # ErrorCode, PartitionIndex, LeaderId, LeaderEpoch
+_INDEX = itemgetter(1)  # a PartitionInfo's partition number
 _PARTITION_LAYOUTS: dict[tuple[int, int], struct.Struct] = {}
 
 
@@ -326,7 +328,7 @@ def _partitions_one_by_one(data: memoryview, pos: int, count: int, name: str, in
 # brokers differ, a topic's partitions do not). Those bytes again are those PartitionInfos again (named
 # tuples of ints and tuples: immutable, shared): at 30,000 partitions of one replica, ~25 ms of reading
 # and of freeing at the run's end. Only the last answer's are kept: a topic gone is let go with it.
-_METADATA_TOPICS: list[dict[tuple[str, bytes], tuple[PartitionInfo, ...]]] = [{}]
+_METADATA_TOPICS: list[dict[tuple[str, bytes], tuple[tuple[PartitionInfo, ...], list[int]]]] = [{}]
 
 
 def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, int] | None:
@@ -350,7 +352,9 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
     cluster_id, pos = _compact_string(data, pos)
     (controller_id,) = _THROTTLE.unpack_from(data, pos)
     topics, pos = _read_uvarint(data, pos + 4)
-    partitions: list[PartitionInfo] = []
+    # Each topic's partitions and their partition numbers, in the answer's order; in topic and partition
+    # order at the end, a topic at a time, where no topic comes twice and each topic's come in order (Kafka's).
+    runs: list[tuple[str, tuple[PartitionInfo, ...], list[int]]] = []
     kept, reading = _METADATA_TOPICS[0], {}
     for _ in range(topics - 1):
         name, pos = _compact_string(data, pos + 2)  # after the topic's ErrorCode
@@ -372,8 +376,8 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
                     and block[15 + 4 * replicas :: size].count(isr + 1) == count
                     and block[size - 2 :: size].count(1) == count and block[size - 1 :: size].count(0) == count):
                 key = (name, block)
-                read = kept.get(key)
-                if read is None:
+                known = kept.get(key)
+                if known is None:
                     # the topic's partitions in one unpack, taken apart by slices (no tuple per partition)
                     width = 2 + replicas + isr
                     fields = _topic_layout(layout, count).unpack(block)
@@ -384,14 +388,17 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
                         isr_ids = replica_ids  # every replica in sync (as usual): the same tuples
                     else:
                         isr_ids = _broker_lists(fields, 2 + replicas, isr, width, count)
-                    read = tuple(made(PartitionInfo, zip(repeat(name), indexes, leaders, replica_ids, isr_ids, repeat(internal))))
-                reading[key] = read
-                partitions.extend(read)
+                    known = (tuple(made(PartitionInfo, zip(repeat(name), indexes, leaders, replica_ids, isr_ids, repeat(internal)))),
+                             list(indexes))
+                reading[key] = known
+                runs.append((name, *known))
                 pos += count * size
             else:
-                pos = _partitions_one_by_one(data, pos, count, name, internal, partitions)
+                one_by_one: list[PartitionInfo] = []
+                pos = _partitions_one_by_one(data, pos, count, name, internal, one_by_one)
                 if pos is None:
                     return None
+                runs.append((name, tuple(one_by_one), list(map(_INDEX, one_by_one))))
         pos += 4  # TopicAuthorizedOperations
         if data[pos] != 0:
             return None
@@ -402,7 +409,23 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
         return None
     _METADATA_TOPICS[0] = reading  # this answer's topics: the next answer's to take
     brokers.sort(key=lambda b: b.id)
-    return p.MetadataResponse(cluster_id, -1 if controller_id is None else controller_id, tuple(brokers), tuple(partitions)), throttle_ms
+    return p.MetadataResponse(cluster_id, -1 if controller_id is None else controller_id, tuple(brokers), _in_topic_order(runs)), throttle_ms
+
+
+def _in_topic_order(runs: list[tuple[str, tuple[PartitionInfo, ...], list[int]]]) -> tuple[PartitionInfo, ...]:
+    """The partitions of ``runs`` (a topic's each) in topic and partition order with their kept TopicPartitions
+    (:class:`InTopicOrder`), made a topic at a time: no partition's compared or made by hand again on the
+    main thread (30,000 and more). In the answer's order (the session orders them) where a topic comes
+    twice or a topic's partitions are not in order (each in C)."""
+    by_name = {name: (read, indexes) for name, read, indexes in runs}
+    if len(by_name) != len(runs) or not all(all(map(lt, indexes, islice(indexes, 1, None))) for _, _, indexes in runs):
+        return tuple(chain.from_iterable(read for _, read, _ in runs))
+    ordered, tps = [], []
+    for name in sorted(by_name):
+        read, indexes = by_name[name]
+        ordered += read
+        tps += kept_topic_partitions(name, indexes)
+    return InTopicOrder(ordered, tps)
 
 
 # The answers read here (a Fetch's by .fetch_answers, DescribeProducers' by .producers_answers, a batched OffsetFetch's and
