@@ -628,10 +628,15 @@ def test_each_request_encodes_at_every_version_it_may_be_sent_at(typed):
 
 
 def _walked(typed):
-    """Whether the wire walks ``typed``'s small bodies and answers (kafka-python neither compiles for them)."""
-    from kafkatxn.kafka.wire import bodies
+    """Whether the wire walks ``typed``'s small bodies and answers (kafka-python neither compiles for them):
+    not those it writes or reads itself, nor kafka-python's classes that encode themselves (MetadataRequest
+    mends a v0 request first: compiled, as kafka-python does; this test passed for them only after another
+    test had compiled their encoders)."""
+    from kafkatxn.kafka.wire import bodies, reading
 
-    return type(typed) not in bodies.READERS and type(typed) not in bodies.WRITERS
+    if type(typed) in bodies.READERS or type(typed) in bodies.WRITERS:
+        return False
+    return type(wire.Wire(None)._encode(typed)) in reading._WALKING_CLASSES.values()
 
 
 @pytest.mark.parametrize("typed", [r for r in SAMPLE_REQUESTS if _walked(r)] + [
