@@ -154,6 +154,32 @@ def test_the_bootstrap_connection_is_kept_as_the_brokers_and_forgotten_when_it_c
     assert manager._conns == {}
 
 
+def test_a_connection_lost_with_an_error_starts_no_metadata_refresh_of_kafka_pythons_own():
+    """The wire's manager: a lost connection leaves kafka-python's refresh loop unstarted (it would send a
+    Metadata nobody asked for at once and every metadata_max_age_ms after). kafka-python's own manager,
+    the wire's before, starts it."""
+    import kafka.errors as Errors
+    from kafka.net.manager import KafkaConnectionManager
+    from kafka.net.selector import NetworkSelector
+
+    from kafkatxn.kafka.wire.receiving import Manager
+
+    def lose_a_connection(kind: type) -> Any:
+        net = NetworkSelector()
+        made = kind(net, bootstrap_servers="127.0.0.1:1")
+        wire_client._mark_bootstrapped(made)
+        wire_client._know_brokers(made, [BrokerInfo(0, "127.0.0.1", 1)])
+        conn = made.get_connection(0, timeout_ms=1000)
+        conn.close(Errors.KafkaConnectionError("gone"))  # closed with an error: its errbacks run at once
+        started = made.cluster._refresh_loop_future is not None
+        made.close()
+        net.close()
+        return started
+
+    assert lose_a_connection(KafkaConnectionManager)  # what the override stops, still there to stop
+    assert not lose_a_connection(Manager)
+
+
 def test_the_managers_plain_tcp_connections_read_in_bulk():
     """receiving.Manager's transports, made where kafka-python makes them, read in bulk on a QuietSelector."""
     import socket

@@ -81,3 +81,14 @@ class Manager(KafkaConnectionManager):
         if type(transport) is KafkaTCPTransport:  # TLS reads through its own loop (want-read, records)
             transport.__class__ = ReadingInBulk
         return transport
+
+    def get_connection(self, node_id: Any, timeout_ms: Any = None, pop_on_close: bool = True,
+                       refresh_metadata_on_err: bool = False, reset_backoff_on_connect: bool = True) -> Any:
+        """A connection whose loss starts no metadata refresh of kafka-python's own: the wire reads the
+        cluster's metadata itself and tells the manager its brokers (``client._know_brokers``). kafka-python's
+        default starts, at the first connection closed with an error, a refresh loop that sends a Metadata
+        at once and every ``metadata_max_age_ms`` after, which nothing asked for (an exporter keeps it for
+        its life), and whose broker-only answer can drop a broker the wire's metadata names."""
+        return super().get_connection(node_id, timeout_ms=timeout_ms, pop_on_close=pop_on_close,
+                                      refresh_metadata_on_err=refresh_metadata_on_err,
+                                      reset_backoff_on_connect=reset_backoff_on_connect)
