@@ -234,4 +234,22 @@ def main(argv: list[str] | None = None) -> None:
         if "logging" in sys.modules:  # flush the handlers --debug or a Kafka client set up
             sys.modules["logging"].shutdown()
     sys.stdout.flush()
+    if argv is None:  # the process's own command line: it ends here
+        _leave(code)
     sys.exit(code)
+
+
+def _leave(code: int) -> None:
+    """End the process now that the command's output is flushed: the atexit handlers run, the
+    interpreter's teardown (every module's dict cleared, every object of the run freed one by one:
+    ~8 ms after an ``lso`` of 30,000 partitions) does not. Not with a Spark session's modules loaded
+    (py4j and PySpark stop their JVM at teardown), nor while a thread that is not a daemon still runs
+    (the interpreter would wait for it)."""
+    import atexit
+    import threading
+
+    if "pyspark" in sys.modules or any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    sys.stderr.flush()
+    atexit._run_exitfuncs()  # what an interpreter's exit runs before its teardown (logging's shutdown, our gc.freeze)
+    os._exit(code)

@@ -111,3 +111,42 @@ def test_unreachable_says_so_whichever_client_connects_first(clean_env, args):
     assert result.returncode == 3, result.stderr
     assert_one_line_error(result)
     assert "cannot reach any broker at 127.0.0.1:1" in result.stderr
+
+
+# A command line run as the process's own ends without the interpreter's teardown (cli.app._leave):
+# by os._exit, after the atexit handlers ran, the output whole, the exit code kept. A thread that is
+# not a daemon, still running, keeps the ordinary exit (the interpreter waits for it).
+LEAVING = """
+import atexit, os, sys, threading
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
+real_exit = os._exit
+def leaving(code):
+    print("left by os._exit", code, file=sys.stderr)
+    sys.stderr.flush()
+    real_exit(code)
+os._exit = leaving
+if sys.argv[1] == "thread":
+    threading.Thread(target=threading.Event().wait, args=(0.5,), daemon=False).start()
+from kafkatxn.cli.app import main
+sys.argv = ["kafkatxn", "--bootstrap-server", "127.0.0.1:1", "config", "show", "-o", "json"]
+main()
+"""
+
+
+@pytest.mark.parametrize("case", ["plain", "thread"])
+def test_a_command_run_as_the_process_leaves_without_the_interpreters_teardown(case, clean_env):
+    import json
+
+    result = subprocess.run([sys.executable, "-c", LEAVING, case], capture_output=True, text=True, timeout=60, env=clean_env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)  # whole: flushed before the process ended
+    assert "atexit ran" in result.stderr
+    assert ("left by os._exit 0" in result.stderr) == (case == "plain"), result.stderr
+
+
+def test_main_called_in_process_still_raises_system_exit(clean_env, monkeypatch, capsys):
+    from kafkatxn.cli.app import main
+
+    with pytest.raises(SystemExit) as left:
+        main(["--bootstrap-server", "127.0.0.1:1", "config", "show", "-o", "json"])
+    assert left.value.code == 0
