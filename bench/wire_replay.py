@@ -8,9 +8,11 @@ requests, "the same requests sent by a minimal client, or the brokers' own reque
 The metrics (``TotalTimeMs``, the busiest broker's sum) leave out that a command cannot ask
 everything at once: it needs the metadata before it knows the leaders, the producers before it
 knows which transactions to describe. The replay keeps exactly that order and nothing else: each
-recorded request is sent again, byte for byte, on a connection of its own to the same address, as
-soon as every answer the command had received before sending it is in. No parsing, no building,
-no imports: what is left of the command's time over the replay is the client's own work.
+recorded request is sent again, byte for byte, to the same address, as soon as every answer the
+command had received before sending it is in, on a fresh connection per recorded connection (the
+requests the command sent on one connection share one here too: a broker works on them one at a
+time in both). No parsing, no building, no imports: what is left of the command's time over the
+replay is the client's own work.
 
 Recording patches ``socket.socket``'s send and receive (kafka-python's transport calls them) in
 the recording process only, for TCP connections. Only read-only APIs are replayed; a recording with

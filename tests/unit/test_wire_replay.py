@@ -9,6 +9,8 @@ import os
 import socket
 import struct
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,45 @@ def test_recording_a_run_without_brokers_restores_the_socket_and_keeps_the_exit_
     assert recording.requests == [] and recording.started_at <= recording.ended_at
     assert wire_replay.replay(recording) < 1.0
     assert wire_replay.record(out, ["no-such-command"]) == 64
+
+
+def test_a_recorded_connections_requests_are_replayed_on_one_connection_as_the_command_sent_them():
+    """The floor is not "each request on a connection of its own": a broker works on one connection's
+    requests one at a time, in the replay as in the command (issue 38's comparison depends on it)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    address = server.getsockname()
+    carried: list[int] = []  # requests each accepted connection carried
+
+    def answer(conn: socket.socket) -> None:
+        n, buffer = 0, b""
+        with conn:
+            while data := conn.recv(65536):
+                buffer += data
+                while len(buffer) >= 8 and len(buffer) >= 4 + struct.unpack_from(">i", buffer)[0]:
+                    size, (correlation_id,) = struct.unpack_from(">i", buffer)[0], struct.unpack_from(">i", buffer, 8)
+                    buffer = buffer[4 + size:]
+                    n += 1
+                    conn.sendall(answer_frame(correlation_id))
+        carried.append(n)
+
+    def accept() -> None:
+        for _ in range(2):
+            conn, _ = server.accept()
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    recorded = {  # two big reads on connection 0 (one broker's), one on connection 1
+        0: {"address": address, "sent": [(1.0, request_frame(2, 1)), (1.1, request_frame(2, 2))],
+            "received": [(2.0, answer_frame(1)), (3.0, answer_frame(2))]},
+        1: {"address": address, "sent": [(1.2, request_frame(61, 1))], "received": [(2.5, answer_frame(1))]},
+    }
+    try:
+        wire_replay.replay(wire_replay.assemble(recorded), timeout_s=10)
+        acceptor.join(10)
+    finally:
+        server.close()
+    deadline = time.monotonic() + 10
+    while len(carried) < 2 and time.monotonic() < deadline:  # the replay closed them: each thread counts its last
+        time.sleep(0.01)
+    assert sorted(carried) == [1, 2]
