@@ -20,13 +20,13 @@ class OffsetTable(Mapping[TopicPartition, tuple]):
     TopicPartition hashed each (~9 ms at 30,000), is made only when another partition is looked up or
     every one is read."""
 
-    __slots__ = ("_all", "_columns", "_shape", "_trailing")
+    __slots__ = ("_all", "_columns", "_shape", "_trailing", "_trailing_rows")
 
     def __init__(self, tps: Sequence[TopicPartition], high: Sequence[int], stable: Sequence[int], shape: type[tuple] | None = None):
         self._columns = (tps, high, stable)
         self._shape = shape
         self._all: dict[TopicPartition, tuple] | None = None
-        rows = compress(range(len(tps)), map(gt, high, stable))
+        rows = self._trailing_rows = list(compress(range(len(tps)), map(gt, high, stable)))
         self._trailing = {tps[i]: self._value(high[i], stable[i]) for i in rows}
 
     def _value(self, high: int, stable: int) -> tuple:
@@ -42,6 +42,12 @@ class OffsetTable(Mapping[TopicPartition, tuple]):
     def trailing(self) -> list[TopicPartition]:
         """The partitions whose last stable offset trails the high watermark, in the columns' order."""
         return list(self._trailing)
+
+    def trailing_offsets(self) -> list[tuple[TopicPartition, int, int]]:
+        """The partitions whose last stable offset trails, as ``(partition, high watermark, last stable
+        offset)``, in the columns' order."""
+        tps, high, stable = self._columns
+        return [(tps[i], high[i], stable[i]) for i in self._trailing_rows]
 
     def looked_up(self, tps: Sequence[TopicPartition]) -> list[tuple | None]:
         """Each of ``tps``' value (None: not in the table), in that order, looked up in C."""
