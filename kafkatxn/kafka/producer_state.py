@@ -19,6 +19,7 @@ from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.session import group_by_leader
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
+from kafkatxn.producer_table import ProducerTable
 
 log = logging.getLogger("kafkatxn.cluster")
 
@@ -31,6 +32,19 @@ def _columns(partitions: Sequence[proto.PartitionProducers]) -> tuple[Sequence[T
     if columns is not None:
         return columns
     return tuple(zip(*partitions)) or ((), (), ())  # type: ignore[return-value]
+
+
+def _whole_table(requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any]) -> ProducerTable | None:
+    """The answers to ``requests`` as one table, when every one arrived without a partition's error; else None."""
+    columns = []
+    for resp in responses:
+        if isinstance(resp, BaseException):
+            return None
+        tps, errors, producers = _columns(resp.partitions)
+        if any(errors):
+            return None
+        columns.append((tps, producers))
+    return ProducerTable(columns) if len(columns) == len(requests) else None
 
 
 # One request per leader up to this many partitions: a round trip per leader, not one per 500
@@ -133,7 +147,14 @@ class ProducerStateApi:
     ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
         """The producers of ``tps`` at their leaders, asked again on the one policy (a leader that
         did not answer, left or moved: where fresh metadata says it is now). ``first``: the first
-        round's requests, their responses and the partitions without a leader, when already sent."""
+        round's requests, their responses and the partitions without a leader, when already sent: a first
+        round every leader answered whole, without an error, is the answer as its columns (a
+        :class:`~kafkatxn.producer_table.ProducerTable`), no list made nor partition hashed for the many
+        without producer state."""
+        if first is not None and not first[2]:
+            whole = _whole_table(*first[:2])
+            if whole is not None:
+                return Partial(whole)
 
         def send(pending: list[TopicPartition]) -> tuple[dict[TopicPartition, list[ProducerState]], dict[TopicPartition, Failed]]:
             nonlocal first

@@ -1,0 +1,77 @@
+"""DescribeProducers' answers of a whole round held as the columns they came in (:class:`ProducerTable`):
+a pass over the whole cluster describes 30,000 partitions and finds producer state on a few dozen."""
+
+from __future__ import annotations
+
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
+from itertools import chain, compress
+from typing import Any
+
+from kafkatxn.model import ProducerState, TopicPartition
+
+
+class ProducerTable(Mapping[TopicPartition, list[ProducerState]]):
+    """Per partition, its producers' states: a read-only mapping over the answers' columns (each answer's
+    partitions and their producers, every partition once). The partitions with producer state are found in
+    C and made into lists apart (:meth:`held`); the dict of them all, a list made and a TopicPartition hashed
+    each (~6 ms of every ``check`` at 30,000, and as much again for its copy), is made only when another
+    partition is looked up or every one is read."""
+
+    __slots__ = ("_all", "_columns", "_held")
+
+    def __init__(self, columns: Sequence[tuple[Sequence[TopicPartition], Sequence[Sequence[ProducerState]]]]):
+        self._columns = columns
+        self._all: dict[TopicPartition, list[ProducerState]] | None = None
+        held: dict[TopicPartition, list[ProducerState]] = {}
+        for tps, producers in columns:
+            held.update(zip(compress(tps, producers), map(list, filter(None, producers))))
+        self._held = held
+
+    def held(self) -> Mapping[TopicPartition, list[ProducerState]]:
+        """The partitions with producer state, in the answers' order (not to be changed)."""
+        return self._held
+
+    def _every(self) -> dict[TopicPartition, list[ProducerState]]:
+        if self._all is None:
+            every: dict[TopicPartition, list[ProducerState]] = {}
+            for tps, producers in self._columns:
+                every.update(zip(tps, map(list, producers)))
+            every.update(self._held)  # the lists already handed out stay the partitions' own
+            self._all = every
+        return self._all
+
+    def __getitem__(self, tp: TopicPartition) -> list[ProducerState]:
+        found = self._held.get(tp)
+        return found if found is not None else self._every()[tp]
+
+    def get(self, tp: TopicPartition, default: Any = None) -> Any:
+        found = self._held.get(tp)
+        return found if found is not None else self._every().get(tp, default)
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._held or tp in self._every()
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return chain.from_iterable(tps for tps, _ in self._columns)
+
+    def __len__(self) -> int:
+        return sum(len(tps) for tps, _ in self._columns)
+
+    # The dict's own views: read in C, not a look-up each through __getitem__.
+    def keys(self) -> KeysView[TopicPartition]:
+        return self._every().keys()
+
+    def items(self) -> ItemsView[TopicPartition, list[ProducerState]]:
+        return self._every().items()
+
+    def values(self) -> ValuesView[list[ProducerState]]:
+        return self._every().values()
+
+    def __repr__(self) -> str:
+        return f"ProducerTable({self._every()!r})"
+
+
+def held_states(states: Mapping[TopicPartition, Sequence[ProducerState]]) -> Mapping[TopicPartition, Sequence[ProducerState]]:
+    """Of described producer ``states``, a mapping holding every partition with producer state (those
+    without may be left out): a :class:`ProducerTable`'s partitions with state, any other mapping as it is."""
+    return states.held() if type(states) is ProducerTable else states
