@@ -254,6 +254,12 @@ def gather_snapshot(
     if not topic_regex:
         cluster.topic_list_filtered_ahead()
     cluster.list_transactions_ahead()
+    # That round begun now, with them: while the brokers answer, the log's readers (which settle a hanging
+    # transaction, at the end) are imported, and the transaction log's partitions found (its probes route by them).
+    cluster.offsets_and_producers_ahead(tps)
+    cluster.will_read_log_while_waiting()
+    if cluster.answers_pending():
+        md.transaction_log  # noqa: B018 - made and kept by the metadata
     offsets, described = run.offsets_and_producers(selected, tps)
     if described is not None and max_transaction_timeout_ms is None:
         # The scan reads the brokers' timeouts next, whatever the coordinators say: with their round,
