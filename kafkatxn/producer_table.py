@@ -15,12 +15,14 @@ class ProducerTable(Mapping[TopicPartition, list[ProducerState]]):
     partitions and their producers, every partition once). The partitions with producer state are found in
     C and made into lists apart (:meth:`held`); the dict of them all, a list made and a TopicPartition hashed
     each (~6 ms of every ``check`` at 30,000, and as much again for its copy), is made only when another
-    partition is looked up or every one is read."""
+    partition is looked up or every one is read. ``nodes``: the broker each answer came from, sent to it as the
+    leader ``grouped_by`` names of each of its partitions (:meth:`reporters`)."""
 
-    __slots__ = ("_all", "_columns", "_held")
+    __slots__ = ("_all", "_columns", "_grouped_by", "_held", "_nodes")
 
-    def __init__(self, columns: Sequence[tuple[Sequence[TopicPartition], Sequence[Sequence[ProducerState]]]]):
-        self._columns = columns
+    def __init__(self, columns: Sequence[tuple[Sequence[TopicPartition], Sequence[Sequence[ProducerState]]]],
+                 nodes: Sequence[int] = (), grouped_by: Mapping[TopicPartition, int] | None = None):
+        self._columns, self._nodes, self._grouped_by = columns, nodes, grouped_by
         self._all: dict[TopicPartition, list[ProducerState]] | None = None
         held: dict[TopicPartition, list[ProducerState]] = {}
         for tps, producers in columns:
@@ -30,6 +32,13 @@ class ProducerTable(Mapping[TopicPartition, list[ProducerState]]):
     def held(self) -> Mapping[TopicPartition, list[ProducerState]]:
         """The partitions with producer state, in the answers' order (not to be changed)."""
         return self._held
+
+    def reporters(self, leaders: Mapping[TopicPartition, int]) -> set[int] | None:
+        """The ``leaders`` of the partitions described, found without looking any up: the brokers that answered
+        for some, when ``leaders`` is the mapping the requests were sent by; else None."""
+        if leaders is not self._grouped_by or len(self._nodes) != len(self._columns):
+            return None
+        return {node for node, (tps, _) in zip(self._nodes, self._columns) if tps}
 
     def _every(self) -> dict[TopicPartition, list[ProducerState]]:
         if self._all is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
@@ -36,8 +36,10 @@ def _columns(partitions: Sequence[proto.PartitionProducers]) -> tuple[Sequence[T
     return tuple(zip(*partitions)) or ((), (), ())  # type: ignore[return-value]
 
 
-def _whole_table(requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any]) -> ProducerTable | None:
-    """The answers to ``requests`` as one table, when every one arrived without a partition's error; else None."""
+def _whole_table(requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any],
+                 grouped_by: Mapping[TopicPartition, int] | None) -> ProducerTable | None:
+    """The answers to ``requests`` (sent by the leaders ``grouped_by``) as one table, when every one arrived
+    without a partition's error; else None."""
     columns = []
     for resp in responses:
         if isinstance(resp, BaseException):
@@ -46,7 +48,7 @@ def _whole_table(requests: list[tuple[int, proto.DescribeProducers]], responses:
         if any(errors):
             return None
         columns.append((tps, producers))
-    return ProducerTable(columns) if len(columns) == len(requests) else None
+    return ProducerTable(columns, [node for node, _ in requests], grouped_by) if len(columns) == len(requests) else None
 
 
 # One request per leader up to this many partitions: a round trip per leader, not one per 500
@@ -101,9 +103,10 @@ class ProducerStateApi:
             return self.stable_and_high_offsets(tps), None
         known, ask = self.to_ask_in_table("DescribeProducers", None, tps if ordered else sorted(tps))
         grouped = self._grouped_ahead(ask)  # as offsets_and_producers_ahead grouped them: not again
+        leaders = self.metadata().leaders  # (theirs, then)
         producer_requests, producers_missing = self._producer_requests(ask, None, grouped and grouped[1]) if ask else ([], {})
         pairs, responses = self._latest_offsets(tps, (True, False), producer_requests, distinct=True)
-        producers = self._producer_answers(ask, (producer_requests, responses, producers_missing)) if ask else Partial({})
+        producers = self._producer_answers(ask, (producer_requests, responses, producers_missing), leaders) if ask else Partial({})
         return pairs, self.with_remembered_producers(known, producers)  # type: ignore[return-value]
 
     def offsets_and_producers_ahead(self, partitions: list[TopicPartition]) -> None:
@@ -182,15 +185,16 @@ class ProducerStateApi:
 
     def _producer_answers(
         self, tps: list[TopicPartition], first: tuple[list[tuple[int, proto.DescribeProducers]], list[Any], dict[TopicPartition, Failed]] | None = None,
+        grouped_by: Mapping[TopicPartition, int] | None = None,
     ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
         """The producers of ``tps`` at their leaders, asked again on the one policy (a leader that
         did not answer, left or moved: where fresh metadata says it is now). ``first``: the first
         round's requests, their responses and the partitions without a leader, when already sent: a first
         round every leader answered whole, without an error, is the answer as its columns (a
         :class:`~kafkatxn.producer_table.ProducerTable`), no list made nor partition hashed for the many
-        without producer state."""
+        without producer state (``grouped_by``: the leaders the first round's requests were sent by)."""
         if first is not None and not first[2]:
-            whole = _whole_table(*first[:2])
+            whole = _whole_table(*first[:2], grouped_by)
             if whole is not None:
                 return Partial(whole)
 

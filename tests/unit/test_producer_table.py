@@ -63,7 +63,7 @@ def test_checks_gather_reads_the_producers_of_a_whole_round_from_those_with_stat
     with monkeypatch.context() as patched:
         patched.setattr(ProducerTable, "_every", no_dict_of_every_partition)
         columns = facts_cluster.gather_snapshot(FakeCluster(_model()), max_transaction_timeout_ms=900_000, clock=lambda: NOW_MS / 1000)
-    monkeypatch.setattr(producer_state, "_whole_table", lambda requests, responses: None)  # as a dict, as before
+    monkeypatch.setattr(producer_state, "_whole_table", lambda requests, responses, grouped_by: None)  # as a dict, as before
     as_dict = facts_cluster.gather_snapshot(FakeCluster(_model()), max_transaction_timeout_ms=900_000, clock=lambda: NOW_MS / 1000)
     assert _figures(columns) == _figures(as_dict)
     assert columns.open_transaction_count == 1 and columns.active_producer_ids == {1: 1, 2: 2}
@@ -80,3 +80,28 @@ def test_a_round_not_answered_whole_is_read_as_before(fault):
     with cluster.one_run():
         _, described = cluster.offsets_and_producers(cluster.select_in_partition_order()[0])
     assert type(described.value) is dict
+
+
+class _CountedLeaders(dict):
+    """Leaders that count the partitions looked up."""
+
+    looked_up = 0
+
+    def get(self, key, default=None):
+        self.looked_up += 1
+        return super().get(key, default)
+
+
+def test_the_brokers_that_reported_a_whole_round_are_those_that_answered_it_no_partition_looked_up():
+    # Every described partition's leader was looked up to find the brokers that reported (30,000: ~3 ms of
+    # check between its coordinators' answers and its Fetch); the requests were sent by those leaders.
+    from kafkatxn.facts import ProducerStates, ReportedByLeaders, active_producer_ids
+
+    leaders = _CountedLeaders({A0: 1, A1: 1, B0: 2, TopicPartition("c", 0): 3})
+    table = ProducerTable([([A1, A0], [(S7, S8), ()]), ([B0], [()]), ([], [])], [1, 2, 3], leaders)
+    assert table.reporters(leaders) == {1, 2} and table.reporters(dict(leaders)) is None  # (3 answered for none)
+    found = active_producer_ids(ProducerStates(0, table, ReportedByLeaders(table, leaders)))
+    assert found == {1: 2, 2: 0} and leaders.looked_up == 1  # the partition with producers alone
+    as_dict = _CountedLeaders(leaders)
+    assert active_producer_ids(ProducerStates(0, dict(table.items()), ReportedByLeaders(table, as_dict))) == found
+    assert as_dict.looked_up == 4
