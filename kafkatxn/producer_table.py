@@ -3,14 +3,14 @@ a pass over the whole cluster describes 30,000 partitions and finds producer sta
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain, compress
-from typing import Any
 
+from kafkatxn.column_tables import FewApart
 from kafkatxn.model import ProducerState, TopicPartition
 
 
-class ProducerTable(Mapping[TopicPartition, list[ProducerState]]):
+class ProducerTable(FewApart):
     """Per partition, its producers' states: a read-only mapping over the answers' columns (each answer's
     partitions and their producers, every partition once). The partitions with producer state are found in
     C and made into lists apart (:meth:`held`); the dict of them all, a list made and a TopicPartition hashed
@@ -18,7 +18,7 @@ class ProducerTable(Mapping[TopicPartition, list[ProducerState]]):
     partition is looked up or every one is read. ``nodes``: the broker each answer came from, sent to it as the
     leader ``grouped_by`` names of each of its partitions (:meth:`reporters`)."""
 
-    __slots__ = ("_all", "_columns", "_grouped_by", "_held", "_nodes")
+    __slots__ = ("_all", "_columns", "_few", "_grouped_by", "_nodes")
 
     def __init__(self, columns: Sequence[tuple[Sequence[TopicPartition], Sequence[Sequence[ProducerState]]]],
                  nodes: Sequence[int] = (), grouped_by: Mapping[TopicPartition, int] | None = None):
@@ -27,11 +27,11 @@ class ProducerTable(Mapping[TopicPartition, list[ProducerState]]):
         held: dict[TopicPartition, list[ProducerState]] = {}
         for tps, producers in columns:
             held.update(zip(compress(tps, producers), map(list, filter(None, producers))))
-        self._held = held
+        self._few = held
 
     def held(self) -> Mapping[TopicPartition, list[ProducerState]]:
         """The partitions with producer state, in the answers' order (not to be changed)."""
-        return self._held
+        return self._few
 
     def reporters(self, leaders: Mapping[TopicPartition, int]) -> set[int] | None:
         """The ``leaders`` of the partitions described, found without looking any up: the brokers that answered
@@ -40,44 +40,18 @@ class ProducerTable(Mapping[TopicPartition, list[ProducerState]]):
             return None
         return {node for node, (tps, _) in zip(self._nodes, self._columns) if tps}
 
-    def _every(self) -> dict[TopicPartition, list[ProducerState]]:
-        if self._all is None:
-            every: dict[TopicPartition, list[ProducerState]] = {}
-            for tps, producers in self._columns:
-                every.update(zip(tps, map(list, producers)))
-            every.update(self._held)  # the lists already handed out stay the partitions' own
-            self._all = every
-        return self._all
-
-    def __getitem__(self, tp: TopicPartition) -> list[ProducerState]:
-        found = self._held.get(tp)
-        return found if found is not None else self._every()[tp]
-
-    def get(self, tp: TopicPartition, default: Any = None) -> Any:
-        found = self._held.get(tp)
-        return found if found is not None else self._every().get(tp, default)
-
-    def __contains__(self, tp: object) -> bool:
-        return tp in self._held or tp in self._every()
+    def _made(self) -> dict[TopicPartition, list[ProducerState]]:
+        every: dict[TopicPartition, list[ProducerState]] = {}
+        for tps, producers in self._columns:
+            every.update(zip(tps, map(list, producers)))
+        every.update(self._few)  # the lists already handed out stay the partitions' own
+        return every
 
     def __iter__(self) -> Iterator[TopicPartition]:
         return chain.from_iterable(tps for tps, _ in self._columns)
 
     def __len__(self) -> int:
         return sum(len(tps) for tps, _ in self._columns)
-
-    # The dict's own views: read in C, not a look-up each through __getitem__.
-    def keys(self) -> KeysView[TopicPartition]:
-        return self._every().keys()
-
-    def items(self) -> ItemsView[TopicPartition, list[ProducerState]]:
-        return self._every().items()
-
-    def values(self) -> ValuesView[list[ProducerState]]:
-        return self._every().values()
-
-    def __repr__(self) -> str:
-        return f"ProducerTable({self._every()!r})"
 
 
 def held_states(states: Mapping[TopicPartition, Sequence[ProducerState]]) -> Mapping[TopicPartition, Sequence[ProducerState]]:
