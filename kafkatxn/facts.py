@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 from kafkatxn import gather, lost_commit, verdicts, verdicts_age
 from kafkatxn.errors import KafkatxnError, NotFoundError, UnsupportedBrokerError
 from kafkatxn.model import Missing, Part, Partial, PartitionInfo, ProducerState, TopicPartition, topic_partitions
+from kafkatxn.producer_table import ProducerTable, held_states
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, CoordinatorView, OpenTransaction, Verdict
 
 if TYPE_CHECKING:  # handed the facade; not imported
@@ -154,9 +155,12 @@ def active_producer_ids(facts: ProducerStates) -> dict[int, int]:
     states, reported_by = facts.states, facts.reported_by
     # (a partition's leader is the broker that reported it: the leaders looked up in C)
     reporter = reported_by.leaders.get if isinstance(reported_by, ReportedByLeaders) else reported_by.get
-    ids: dict[int, set[int]] = {b: set() for b in sorted(set(map(reporter, states, repeat(-1))))}
-    for tp in compress(states, states.values()):
-        ids[reported_by.get(tp, -1)].update(map(_PRODUCER_ID, states[tp]))
+    # (a whole round's table knows them: the brokers that answered, each for the partitions it leads)
+    reporters = states.reporters(reported_by.leaders) if type(states) is ProducerTable and isinstance(reported_by, ReportedByLeaders) else None
+    ids: dict[int, set[int]] = {b: set() for b in sorted(reporters if reporters is not None else set(map(reporter, states, repeat(-1))))}
+    held = held_states(states)
+    for tp in compress(held, held.values()):
+        ids[reported_by.get(tp, -1)].update(map(_PRODUCER_ID, held[tp]))
     return {b: len(found) for b, found in ids.items()}
 
 
@@ -284,7 +288,7 @@ def scan(cluster: Cluster, states: Mapping[TopicPartition, Sequence[ProducerStat
     """Every open transaction in described producer ``states`` (``hanging``'s scan, and ``check``'s
     and the exporter's), with its coordinator's view (:func:`kafkatxn.gather.coordinator_view`),
     through :func:`pins`."""
-    all_open = verdicts.open_transactions(states)
+    all_open = verdicts.open_transactions(held_states(states))
     view = CoordinatorView()
     if all_open:
         view, view_missing = gather.coordinator_view(cluster, {t.producer_id for t in all_open})

@@ -26,6 +26,7 @@ from kafkatxn import facts, facts_lso, facts_scan, gather, snapshot as samples, 
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.gather import in_one_run
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition, topic_partitions
+from kafkatxn.producer_table import held_states
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS,
     ClusterSnapshot,
@@ -114,7 +115,7 @@ class _Pass:
         # The ids of the producers DescribeProducers shows in a transaction ride along too, whatever
         # their coordinator's state: the scan asks about them, and is answered from this.
         # (The partitions without producer state, most of 30,000, left out in C.)
-        held = described.value.values() if described is not None else ()
+        held = held_states(described.value).values() if described is not None else ()
         pinning = {s.producer_id for states in compress(held, held) for s in states if s.current_txn_start_offset >= 0}
         asked_ids = sorted(set(open_ids) | {t.transactional_id for t in listed.value if t.producer_id in pinning})
         if not asked_ids:
@@ -149,7 +150,7 @@ class _Pass:
             self.not_gathered |= {PART_PRODUCERS, PART_VERDICTS}
             return None
         self.missing.extend(m.within("producer state") for m in produced.missing)
-        snap.open_transaction_count = verdicts.open_transaction_count(produced.states)
+        snap.open_transaction_count = verdicts.open_transaction_count(held_states(produced.states))
         snap.active_producer_ids = facts.active_producer_ids(produced)
         timeout = self.step("transaction.max.timeout.ms", lambda: facts_scan.scan_timeout(cluster, max_transaction_timeout_ms))
         if timeout is None:
@@ -253,6 +254,12 @@ def gather_snapshot(
     if not topic_regex:
         cluster.topic_list_filtered_ahead()
     cluster.list_transactions_ahead()
+    # That round begun now, with them: while the brokers answer, the log's readers (which settle a hanging
+    # transaction, at the end) are imported, and the transaction log's partitions found (its probes route by them).
+    cluster.offsets_and_producers_ahead(tps)
+    cluster.will_read_log_while_waiting()
+    if cluster.answers_pending():
+        md.transaction_log  # noqa: B018 - made and kept by the metadata
     offsets, described = run.offsets_and_producers(selected, tps)
     if described is not None and max_transaction_timeout_ms is None:
         # The scan reads the brokers' timeouts next, whatever the coordinators say: with their round,

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, 
 
 from kafkatxn import group_positions, pinning, verdicts, verdicts_age, verdicts_groups
 from kafkatxn.model import Missing, PartitionInfo, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
-from kafkatxn.offset_table import OffsetTable
-from kafkatxn.partition_columns import PartitionColumns
+from kafkatxn.partition_columns import PartitionColumns, of_offsets
 from kafkatxn.verdicts_groups import GroupVerdict, group_verdict, readable_before_lso
 
 if TYPE_CHECKING:
@@ -64,6 +63,11 @@ def lso_lags(partitions: Sequence[PartitionSample]) -> list[int | None]:
     """:attr:`PartitionSample.lso_lag_messages` of each partition, column by column (not a property call
     each: 30,000 a check or a scrape): None where its offsets did not arrive, clamped at 0."""
     if type(partitions) is PartitionColumns:  # (partition_samples'): its columns as they are
+        if partitions.trailing is not None:  # every partition answered; those whose LSO does not trail lag 0
+            lags = [0] * len(partitions)
+            for i, high, stable in partitions.trailing:
+                lags[i] = high - stable
+            return lags
         high, stable = partitions.high, partitions.stable
     else:  # indexed in a comprehension: on Python 3.11 a third of the cost of map(itemgetter)
         high, stable = [p[3] for p in partitions], [p[4] for p in partitions]
@@ -235,16 +239,10 @@ def partition_samples(selected: Sequence[PartitionInfo], tps: Sequence[TopicPart
                       offsets: Mapping[TopicPartition, tuple[int, int]]) -> Sequence[PartitionSample]:
     """A sample per scanned partition (``selected``, whose ``tps`` are given: not made again) from its
     ``(LSO, HW)`` pair, both None where its leader did not answer. 30,000 a scrape: held as columns
-    (:class:`kafkatxn.partition_columns.PartitionColumns`), each taken in C, one lookup each."""
-    pairs = offsets.looked_up(tps) if type(offsets) is OffsetTable else list(map(offsets.get, tps))
-    if all(pairs):  # every partition's offsets arrived (usually)
-        stable, high = list(map(_FIRST, pairs)), list(map(_SECOND, pairs))
-    else:
-        stable, high = [pair[0] if pair else None for pair in pairs], [pair[1] if pair else None for pair in pairs]
-    return PartitionColumns(PartitionSample, selected, high, stable)
+    (:func:`kafkatxn.partition_columns.of_offsets`: from a whole round's table, made only when read)."""
+    return of_offsets(PartitionSample, selected, tps, offsets)
 
 
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)  # of a pair
 
 
 def transaction_sample(d: TransactionDescription) -> TransactionSample:

@@ -23,7 +23,7 @@ from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.session import group_by_leader, group_by_leader_column
-from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition, is_in_partition_order
+from kafkatxn.model import Broker, Missing, Partial, TopicPartition
 from kafkatxn.offset_table import OffsetTable
 
 log = logging.getLogger("kafkatxn.cluster")
@@ -336,25 +336,6 @@ class OffsetsApi:
         by_node = group_by_leader(pending, self.metadata().leaders, self.silent) if pending else None
         if by_node:
             self.send_ahead(_offsets_requests(by_node, (False,), True))
-
-    def offsets_and_producers(
-        self, partitions: Iterable[TopicPartition]
-    ) -> tuple[Partial[dict[TopicPartition, tuple[int, int]]], Partial[dict[TopicPartition, list[ProducerState]]] | None]:
-        """:meth:`stable_and_high_offsets` and :meth:`describe_producers` of the same partitions, the
-        DescribeProducers requests sent with the first ListOffsets ones: a leader works on its
-        DescribeProducers while the client decodes its ListOffsets answers, instead of a round trip
-        after them (``check`` and the exporter need both). The producers are None when the brokers
-        do not support DescribeProducers; ask :meth:`describe_producers` then, for its error."""
-        # In partition order already, each once (the metadata's, most often): neither put through a dict nor sorted.
-        ordered = type(partitions) is list and is_in_partition_order(partitions)
-        tps = list(partitions) if ordered else list(dict.fromkeys(partitions))
-        if self.wire.max_version("DescribeProducers") < 0:
-            return self.stable_and_high_offsets(tps), None
-        known, ask = self.to_ask_in_table("DescribeProducers", None, tps if ordered else sorted(tps))
-        producer_requests, producers_missing = self._producer_requests(ask, None) if ask else ([], {})
-        pairs, responses = self._latest_offsets(tps, (True, False), producer_requests, distinct=True)
-        producers = self._producer_answers(ask, (producer_requests, responses, producers_missing)) if ask else Partial({})
-        return pairs, self.with_remembered_producers(known, producers)  # type: ignore[return-value]
 
     def _latest_offsets(
         self, partitions: Iterable[TopicPartition], levels: tuple[bool, ...], also: Sequence[tuple[int, Any]] = (),

@@ -1,4 +1,5 @@
-"""DescribeProducers, batched per leader.
+"""DescribeProducers, batched per leader, and the round that sends it with the ListOffsets of both isolation
+levels (``check``'s and the exporter's :meth:`ProducerStateApi.offsets_and_producers`).
 
 One Kafka API family per module (as kminion has one file per API), mixed into
 :class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
@@ -17,8 +18,10 @@ from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.client_errors import part_missing
+from kafkatxn.kafka.offsets import _offsets_requests
 from kafkatxn.kafka.session import group_by_leader
-from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition
+from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition, is_in_partition_order
+from kafkatxn.producer_table import ProducerTable
 
 log = logging.getLogger("kafkatxn.cluster")
 
@@ -31,6 +34,21 @@ def _columns(partitions: Sequence[proto.PartitionProducers]) -> tuple[Sequence[T
     if columns is not None:
         return columns
     return tuple(zip(*partitions)) or ((), (), ())  # type: ignore[return-value]
+
+
+def _whole_table(requests: list[tuple[int, proto.DescribeProducers]], responses: list[Any],
+                 grouped_by: Mapping[TopicPartition, int] | None) -> ProducerTable | None:
+    """The answers to ``requests`` (sent by the leaders ``grouped_by``) as one table, when every one arrived
+    without a partition's error; else None."""
+    columns = []
+    for resp in responses:
+        if isinstance(resp, BaseException):
+            return None
+        tps, errors, producers = _columns(resp.partitions)
+        if any(errors):
+            return None
+        columns.append((tps, producers))
+    return ProducerTable(columns, [node for node, _ in requests], grouped_by) if len(columns) == len(requests) else None
 
 
 # One request per leader up to this many partitions: a round trip per leader, not one per 500
@@ -70,6 +88,43 @@ class ProducerStateApi:
         if requests and not missing:
             self.send_now(requests)
 
+    def offsets_and_producers(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[Partial[dict[TopicPartition, tuple[int, int]]], Partial[dict[TopicPartition, list[ProducerState]]] | None]:
+        """:meth:`stable_and_high_offsets` and :meth:`describe_producers` of the same partitions, the
+        DescribeProducers requests sent with the first ListOffsets ones: a leader works on its
+        DescribeProducers while the client decodes its ListOffsets answers, instead of a round trip
+        after them (``check`` and the exporter need both). The producers are None when the brokers
+        do not support DescribeProducers; ask :meth:`describe_producers` then, for its error."""
+        # In partition order already, each once (the metadata's, most often): neither put through a dict nor sorted.
+        ordered = type(partitions) is list and is_in_partition_order(partitions)
+        tps = list(partitions) if ordered else list(dict.fromkeys(partitions))
+        if self.wire.max_version("DescribeProducers") < 0:
+            return self.stable_and_high_offsets(tps), None
+        known, ask = self.to_ask_in_table("DescribeProducers", None, tps if ordered else sorted(tps))
+        grouped = self._grouped_ahead(ask)  # as offsets_and_producers_ahead grouped them: not again
+        leaders = self.metadata().leaders  # (theirs, then)
+        producer_requests, producers_missing = self._producer_requests(ask, None, grouped and grouped[1]) if ask else ([], {})
+        pairs, responses = self._latest_offsets(tps, (True, False), producer_requests, distinct=True)
+        producers = self._producer_answers(ask, (producer_requests, responses, producers_missing), leaders) if ask else Partial({})
+        return pairs, self.with_remembered_producers(known, producers)  # type: ignore[return-value]
+
+    def offsets_and_producers_ahead(self, partitions: list[TopicPartition]) -> None:
+        """The round :meth:`offsets_and_producers` of ``partitions`` (in partition order, each once: the
+        metadata's) makes first, sent now (``Session.send_now``, with what rides along): the brokers answer
+        while the command does what needs nothing of them (``check`` imports the log's readers). Nothing
+        is sent when the run holds offsets or producer states already, DescribeProducers is not supported
+        or a partition has no leader to ask: the call then asks as it always does."""
+        if (self.answered_any("ListOffsets") or self.answered_any("DescribeProducers") or not is_in_partition_order(partitions)
+                or self.wire.max_version("DescribeProducers") < 0):
+            return
+        md = self.metadata()
+        by_node = group_by_leader(partitions, md.leaders, self.silent)
+        if by_node:
+            producer_requests, _ = self._producer_requests(partitions, None, by_node)
+            self.send_now(_offsets_requests(by_node, (True, False), False) + producer_requests)  # in the call's order
+            self._offsets_grouped_ahead = (list(partitions), md, by_node)
+
     def with_remembered_producers(
         self, known: dict[TopicPartition, list[ProducerState]], answer: Partial[dict[TopicPartition, list[ProducerState]]]
     ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
@@ -78,15 +133,15 @@ class ProducerStateApi:
         return Partial({**known, **answer.value}, answer.missing) if known else answer
 
     def _producer_requests(
-        self, tps: list[TopicPartition], broker_id: int | None
+        self, tps: list[TopicPartition], broker_id: int | None, grouped: dict[int, list[TopicPartition]] | None = None,
     ) -> tuple[list[tuple[int, proto.DescribeProducers]], dict[TopicPartition, Failed]]:
         """The requests, one per leader (or to ``broker_id``) and batch; the partitions with no leader
-        to ask (none, or silent: not asked again)."""
+        to ask (none, or silent: not asked again). ``grouped``: ``tps`` by their leader already."""
         missing: dict[TopicPartition, Failed] = {}
         by_node: dict[int, list[TopicPartition]] = defaultdict(list)
         if broker_id is not None:
             by_node[broker_id] = tps
-        elif (grouped := group_by_leader(tps, self.metadata().leaders, self.silent)) is not None:  # usually: all led, in C
+        elif grouped is not None or (grouped := group_by_leader(tps, self.metadata().leaders, self.silent)) is not None:  # usually: all led, in C
             by_node.update(grouped)
         else:
             leaders = self.metadata().leaders
@@ -130,10 +185,18 @@ class ProducerStateApi:
 
     def _producer_answers(
         self, tps: list[TopicPartition], first: tuple[list[tuple[int, proto.DescribeProducers]], list[Any], dict[TopicPartition, Failed]] | None = None,
+        grouped_by: Mapping[TopicPartition, int] | None = None,
     ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
         """The producers of ``tps`` at their leaders, asked again on the one policy (a leader that
         did not answer, left or moved: where fresh metadata says it is now). ``first``: the first
-        round's requests, their responses and the partitions without a leader, when already sent."""
+        round's requests, their responses and the partitions without a leader, when already sent: a first
+        round every leader answered whole, without an error, is the answer as its columns (a
+        :class:`~kafkatxn.producer_table.ProducerTable`), no list made nor partition hashed for the many
+        without producer state (``grouped_by``: the leaders the first round's requests were sent by)."""
+        if first is not None and not first[2]:
+            whole = _whole_table(*first[:2], grouped_by)
+            if whole is not None:
+                return Partial(whole)
 
         def send(pending: list[TopicPartition]) -> tuple[dict[TopicPartition, list[ProducerState]], dict[TopicPartition, Failed]]:
             nonlocal first

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -135,22 +136,41 @@ class RoundsAhead:
     def _riders(self, requests: Sequence[tuple[int | None, Any]]) -> tuple[list[tuple[int, int | None, Any]], list[int | None]]:
         """The requests sent ahead (:meth:`send_ahead`) that go with this round, as ``(-1 - n, node,
         request)``, and the node each was given: not one of the round's own (sent once, as the
-        round's), nor to a silent broker (answered so at once)."""
+        round's), nor to a silent broker (answered so at once). One for any broker goes to the broker
+        this round gives fewest requests (the first of :meth:`brokers_to_ask` among equals): the wire
+        sends a connection's requests in waves of five, and a sixth on the connection of a leader with
+        two DescribeProducers waited for the whole round's answers (``check``, 13 ms at 30,000 partitions)."""
         if not self._riding:
             return [], []
         riding, self._riding = self._riding, []
         own = {(given, type(request), request) for given, request in requests}
-        out: list[tuple[int, int | None, Any]] = []
-        given_nodes: list[int | None] = []
+        going: list[tuple[int | None, Any, tuple]] = []
         for given, request in riding:
             key = (given, type(request), request)
             if key in own or key in self._ahead:
                 continue
             own.add(key)
-            node = self._any_broker() if given is None else given
+            going.append((given, request, key))
+        any_broker = self._any_broker()
+        load = Counter(any_broker if given is None else given for given, _ in requests)
+        load.update(given for given, _, _ in going if given is not None)
+        out: list[tuple[int, int | None, Any]] = []
+        given_nodes: list[int | None] = []
+        for given, request, key in going:
+            if given is None:
+                node = self._least_loaded(load)
+                load[node] += 1
+            else:
+                node = given
             if node is not None and node in self.silent:
                 self._ahead[key] = self.silent[node]
                 continue
             given_nodes.append(given)
             out.append((-len(given_nodes), node, request))
         return out, given_nodes
+
+    def _least_loaded(self, load: Counter) -> int | None:
+        """Of the brokers a request for any broker may go to, the one ``load`` counts fewest requests
+        for (the first among equals); None: the client picks."""
+        candidates = self.brokers_to_ask(self._metadata or self._last_metadata)
+        return min(candidates, key=lambda b: load[b]) if candidates else None

@@ -1,0 +1,107 @@
+"""DescribeProducers' answers of a whole first round kept as their columns (producer_table.ProducerTable):
+the partitions with producer state found from them, no list made nor partition hashed for the 30,000
+without, and what ``check`` and the exporter read of them read from those alone."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kafkatxn import facts_cluster
+from kafkatxn.kafka import producer_state
+from kafkatxn.model import ProducerState, TopicPartition
+from kafkatxn.producer_table import ProducerTable, held_states
+from tests.support.fake_kafka import FakeCluster, KafkaModel
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+S7, S8 = ProducerState(7, 0, 3, 1, 0, 4), ProducerState(8, 0, 3, 1, 0, -1)
+
+
+def test_a_table_reads_as_the_dict_of_its_lists_and_makes_it_only_to_look_up_one_without_producers():
+    table = ProducerTable([([A1, A0], [(S7, S8), ()]), ([B0], [()])])  # as the leaders answered: not in partition order
+    held = table[A1]
+    assert held == [S7, S8] and type(held) is list and held_states(table) == {A1: [S7, S8]} and table.get(A1) is held
+    assert table._all is None  # the partition with producers: no dict of every partition made
+    assert len(table) == 3 and list(table) == [A1, A0, B0] and table._all is None
+    assert table.get(B0) == [] and table.get(TopicPartition("c", 0)) is None and TopicPartition("c", 0) not in table
+    expected = {A1: [S7, S8], A0: [], B0: []}
+    assert table == expected and expected == table and dict(table.items()) == expected and list(table.keys()) == list(expected)
+    assert table[A1] is held and table[B0] is table[B0]  # each partition's list is its own, whichever way it is read
+    assert held_states(expected) is expected  # any other mapping as it is
+
+
+NOW_MS = int(time.time() * 1000)
+
+
+def _model() -> KafkaModel:
+    now = NOW_MS
+    m = KafkaModel(brokers=(1, 2))
+    m.add_transaction_log([1, 2])
+    for p in range(6):
+        m.add_partition("orders", p, leader=1 + p % 2, lso=4 if p == 1 else 9, hw=9)
+    m.producers[TopicPartition("orders", 1)] = [ProducerState(7, 0, 3, now, 1, 4), ProducerState(9, 0, 3, now, 1, -1)]
+    m.producers[TopicPartition("orders", 4)] = [ProducerState(8, 0, 3, now, 1, -1)]
+    return m
+
+
+def _figures(snap) -> tuple:
+    return (snap.open_transaction_count, snap.active_producer_ids, snap.hanging, snap.untracked, snap.undetermined, snap.missing)
+
+
+def test_checks_gather_reads_the_producers_of_a_whole_round_from_those_with_state_alone(monkeypatch):
+    # The producers' answers were put in a dict of every partition (30,000 lists made) and copied into a
+    # second (retry.ask's): ~8 ms of every check between the last answer of its big round and its next.
+    cluster = FakeCluster(_model())
+    with cluster.one_run():
+        _, described = cluster.offsets_and_producers(cluster.select_in_partition_order()[0])
+    assert type(described.value) is ProducerTable and described.missing == []
+
+    def no_dict_of_every_partition(self):
+        raise AssertionError("a dict of every partition's producers made")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ProducerTable, "_every", no_dict_of_every_partition)
+        columns = facts_cluster.gather_snapshot(FakeCluster(_model()), max_transaction_timeout_ms=900_000, clock=lambda: NOW_MS / 1000)
+    monkeypatch.setattr(producer_state, "_whole_table", lambda requests, responses, grouped_by: None)  # as a dict, as before
+    as_dict = facts_cluster.gather_snapshot(FakeCluster(_model()), max_transaction_timeout_ms=900_000, clock=lambda: NOW_MS / 1000)
+    assert _figures(columns) == _figures(as_dict)
+    assert columns.open_transaction_count == 1 and columns.active_producer_ids == {1: 1, 2: 2}
+
+
+@pytest.mark.parametrize("fault", ["error", "silent"])
+def test_a_round_not_answered_whole_is_read_as_before(fault):
+    m = _model()
+    if fault == "error":
+        m.partition_errors[(1, TopicPartition("orders", 2))] = ["NOT_LEADER_OR_FOLLOWER"] * 3  # both ListOffsets and DescribeProducers
+    else:
+        m.down.add(2)
+    cluster = FakeCluster(m, timeout_s=2)
+    with cluster.one_run():
+        _, described = cluster.offsets_and_producers(cluster.select_in_partition_order()[0])
+    assert type(described.value) is dict
+
+
+class _CountedLeaders(dict):
+    """Leaders that count the partitions looked up."""
+
+    looked_up = 0
+
+    def get(self, key, default=None):
+        self.looked_up += 1
+        return super().get(key, default)
+
+
+def test_the_brokers_that_reported_a_whole_round_are_those_that_answered_it_no_partition_looked_up():
+    # Every described partition's leader was looked up to find the brokers that reported (30,000: ~3 ms of
+    # check between its coordinators' answers and its Fetch); the requests were sent by those leaders.
+    from kafkatxn.facts import ProducerStates, ReportedByLeaders, active_producer_ids
+
+    leaders = _CountedLeaders({A0: 1, A1: 1, B0: 2, TopicPartition("c", 0): 3})
+    table = ProducerTable([([A1, A0], [(S7, S8), ()]), ([B0], [()]), ([], [])], [1, 2, 3], leaders)
+    assert table.reporters(leaders) == {1, 2} and table.reporters(dict(leaders)) is None  # (3 answered for none)
+    found = active_producer_ids(ProducerStates(0, table, ReportedByLeaders(table, leaders)))
+    assert found == {1: 2, 2: 0} and leaders.looked_up == 1  # the partition with producers alone
+    as_dict = _CountedLeaders(leaders)
+    assert active_producer_ids(ProducerStates(0, dict(table.items()), ReportedByLeaders(table, as_dict))) == found
+    assert as_dict.looked_up == 4
