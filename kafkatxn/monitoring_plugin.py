@@ -102,6 +102,31 @@ def parse_duration_range(text: str | None, what: str) -> Range | None:
     return Range.parse(text, number=duration_seconds, what=what)
 
 
+def check_ranges(
+    lso_lag_warn: str | None,
+    lso_lag_crit: str | None,
+    txn_age_warn: str | None,
+    txn_age_crit: str | None,
+    producer_ids_warn: str | None,
+    producer_ids_crit: str | None,
+    group_lag_warn: str | None = None,
+    group_lag_crit: str | None = None,
+) -> tuple[Range | None, ...]:
+    """``check``'s threshold options parsed (``none``/``off`` disables one), in the order of
+    ``check.Thresholds``' fields: the CLI parses them, a usage error, before it begins the bootstrap
+    and imports :mod:`kafkatxn.check` (the snapshot, the verdicts) while the broker answers."""
+    return (
+        parse_count_range(lso_lag_warn, "--lso-lag-warn"),
+        parse_count_range(lso_lag_crit, "--lso-lag-crit"),
+        parse_duration_range(txn_age_warn, "--txn-age-warn"),
+        parse_duration_range(txn_age_crit, "--txn-age-crit"),
+        parse_count_range(producer_ids_warn, "--producer-ids-warn"),
+        parse_count_range(producer_ids_crit, "--producer-ids-crit"),
+        parse_count_range(group_lag_warn, "--group-lag-warn"),
+        parse_count_range(group_lag_crit, "--group-lag-crit"),
+    )
+
+
 def number_text(value: float | int) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
