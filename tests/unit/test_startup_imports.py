@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("confluent_kafka", "kafka", "pyspark", "pyarrow", "prometheus_client", "tabulate")
 # `lso` against a refused address, with a deadline of seconds: on a loaded machine a 200 ms deadline
 # can pass before the wire is reached, and the command ends without importing the network layer
@@ -232,12 +234,14 @@ READ_AFTER_THE_BOOTSTRAP = {"kafkatxn.kafka.facade", "kafkatxn.kafka.session", "
                             "kafkatxn.kafka.producer_state", "kafkatxn.kafka.transactions", "kafkatxn.kafka.groups"}
 
 
-def test_lso_begins_its_bootstrap_before_importing_the_facade():
-    """`lso`'s first request (ApiVersions, then Metadata) needs the wire and kafka-python's network layer
-    alone: the facade and its API modules, the fact layer and the verdicts import while the broker
+@pytest.mark.parametrize("command", [LSO_REACHING_THE_WIRE[:1], ("hanging",), ("producers",), ("cluster",)], ids=lambda c: c[0])
+def test_a_command_begins_its_bootstrap_before_importing_the_facade(command):
+    """A command's first request (ApiVersions, then Metadata) needs the wire and kafka-python's network
+    layer alone: the facade and its API modules, the fact layer and the verdicts import while the broker
     answers (CommandContext.connect_ahead, kafkatxn.kafka.bootstrap_ahead)."""
-    begun, _ = modules_as_the_bootstrap_begins(*LSO_REACHING_THE_WIRE)
-    early = begun & (READ_AFTER_THE_BOOTSTRAP | {"kafkatxn.lso", "kafkatxn.facts_lso", "kafkatxn.verdicts"})
+    begun, _ = modules_as_the_bootstrap_begins(*command, *LSO_REACHING_THE_WIRE[1:])
+    early = begun & (READ_AFTER_THE_BOOTSTRAP | {"kafkatxn.lso", "kafkatxn.facts_lso", "kafkatxn.verdicts", "kafkatxn.facts_scan",
+                                                 "kafkatxn.hanging", "kafkatxn.clusterinfo"})
     assert not early, sorted(early)
 
 
