@@ -70,10 +70,10 @@ class _Closing:
     """A begun bootstrap's wire as its holder closes it unused: collection resumes too."""
 
     def __init__(self, wire: Wire, resume: Callable[[], None]):
-        self._wire, self._resume = wire, resume
+        self.wire, self._resume = wire, resume
 
     def close(self) -> None:
         try:
-            self._wire.close()
+            self.wire.close()
         finally:
             self._resume()
