@@ -22,7 +22,7 @@ from kafkatxn.durations import format_duration_ms
 from kafkatxn.exitcodes import SEVERITY, Status, worst
 from kafkatxn.model import FRESH, FrozenRecord, Record, TopicPartition, record
 from kafkatxn.monitoring_plugin import (
-    PerfDatum, Range, number_text, duration_seconds, format_perfdata, parse_count_range, parse_duration_range,
+    PerfDatum, Range, number_text, duration_seconds, format_perfdata,
 )
 from kafkatxn.output import Report
 from kafkatxn.snapshot import (
@@ -450,30 +450,6 @@ def _threshold_findings(
     return dict(sorted(counts.items(), key=lambda kv: -SEVERITY[kv[0][0]]))
 
 
-def thresholds_from_options(
-    lso_lag_warn: str | None,
-    lso_lag_crit: str | None,
-    txn_age_warn: str | None,
-    txn_age_crit: str | None,
-    producer_ids_warn: str | None,
-    producer_ids_crit: str | None,
-    group_lag_warn: str | None = None,
-    group_lag_crit: str | None = None,
-) -> Thresholds:
-    """Thresholds from command-line texts; ``none``/``off`` disables one."""
-    return Thresholds(
-        lso_lag_warn=parse_count_range(lso_lag_warn, "--lso-lag-warn"),
-        lso_lag_crit=parse_count_range(lso_lag_crit, "--lso-lag-crit"),
-        txn_age_warn=parse_duration_range(txn_age_warn, "--txn-age-warn"),
-        txn_age_crit=parse_duration_range(txn_age_crit, "--txn-age-crit"),
-        producer_ids_warn=parse_count_range(producer_ids_warn, "--producer-ids-warn"),
-        producer_ids_crit=parse_count_range(producer_ids_crit, "--producer-ids-crit"),
-        group_lag_warn=parse_count_range(group_lag_warn, "--group-lag-warn"),
-        group_lag_crit=parse_count_range(group_lag_crit, "--group-lag-crit"),
-    )
-
-
 __all__: Sequence[str] = [
     "Range", "PerfDatum", "format_perfdata", "Status", "Thresholds", "Finding", "CheckResult", "evaluate",
-    "thresholds_from_options",
 ]

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from kafkatxn.durations import parse_duration_ms
 from kafkatxn.errors import UsageError
+from kafkatxn.model import FrozenRecord, record
 
 
-@dataclass(frozen=True)
-class Range:
+# Records (model.Record), not @dataclass(frozen=True): the two classes' generated methods were ~7 M
+# instructions of check's start, before its bootstrap (check_ranges parses its options first).
+@record
+class Range(FrozenRecord):
     """A monitoring-plugins threshold: alert when the value is outside ``start:end`` (inside with ``@``).
 
     ``10`` → outside 0..10, ``10:`` → below 10, ``~:10`` → above 10, ``10:20`` → outside 10..20,
@@ -28,6 +30,10 @@ class Range:
     text: str = ""  # as written, for perfdata and messages
     start_text: str = "0"
     end_text: str = ""
+
+    def __init__(self, start: float, end: float, inside: bool = False, text: str = "", start_text: str = "0",
+                 end_text: str = "") -> None:
+        self.__dict__.update(start=start, end=end, inside=inside, text=text, start_text=start_text, end_text=end_text)
 
     @classmethod
     def parse(cls, text: str, number: Callable[[str], float] | None = None, what: str = "threshold") -> "Range":
@@ -102,6 +108,31 @@ def parse_duration_range(text: str | None, what: str) -> Range | None:
     return Range.parse(text, number=duration_seconds, what=what)
 
 
+def check_ranges(
+    lso_lag_warn: str | None,
+    lso_lag_crit: str | None,
+    txn_age_warn: str | None,
+    txn_age_crit: str | None,
+    producer_ids_warn: str | None,
+    producer_ids_crit: str | None,
+    group_lag_warn: str | None = None,
+    group_lag_crit: str | None = None,
+) -> tuple[Range | None, ...]:
+    """``check``'s threshold options parsed (``none``/``off`` disables one), in the order of
+    ``check.Thresholds``' fields: the CLI parses them, a usage error, before it begins the bootstrap
+    and imports :mod:`kafkatxn.check` (the snapshot, the verdicts) while the broker answers."""
+    return (
+        parse_count_range(lso_lag_warn, "--lso-lag-warn"),
+        parse_count_range(lso_lag_crit, "--lso-lag-crit"),
+        parse_duration_range(txn_age_warn, "--txn-age-warn"),
+        parse_duration_range(txn_age_crit, "--txn-age-crit"),
+        parse_count_range(producer_ids_warn, "--producer-ids-warn"),
+        parse_count_range(producer_ids_crit, "--producer-ids-crit"),
+        parse_count_range(group_lag_warn, "--group-lag-warn"),
+        parse_count_range(group_lag_crit, "--group-lag-crit"),
+    )
+
+
 def number_text(value: float | int) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
@@ -110,8 +141,8 @@ def number_text(value: float | int) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
-class PerfDatum:
+@record
+class PerfDatum(FrozenRecord):
     """One ``'label'=value[UOM];warn;crit;min;max`` item."""
 
     label: str
@@ -121,6 +152,10 @@ class PerfDatum:
     crit: str = ""
     min: float | int | None = None
     max: float | int | None = None
+
+    def __init__(self, label: str, value: float | int, uom: str = "", warn: str = "", crit: str = "",
+                 min: float | int | None = None, max: float | int | None = None) -> None:  # noqa: A002 - perfdata's names
+        self.__dict__.update(label=label, value=value, uom=uom, warn=warn, crit=crit, min=min, max=max)
 
     def format(self) -> str:
         label = self.label.replace("'", "''")

@@ -7,9 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from kafkatxn import check, collection, defaults
+from kafkatxn import collection, defaults
 from kafkatxn.cli.options import MaxTransactionTimeout, SparkCheckpoints
 from kafkatxn.cli.common import CommandContext, command
+from kafkatxn.monitoring_plugin import check_ranges
 from kafkatxn.validation import compile_regex
 from kafkatxn.errors import UsageError
 from kafkatxn.output import terminal_width, wrap_text
@@ -107,7 +108,7 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """One status line for cron, Nagios/Icinga and runbooks: hanging transactions (critical), LSO lag,
         transaction age, active producer ids. Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."""
-        thresholds = check.thresholds_from_options(
+        ranges = check_ranges(
             lso_lag_warn, lso_lag_crit, txn_age_warn, txn_age_crit, producer_ids_warn, producer_ids_crit,
             group_lag_warn, group_lag_crit,
         )
@@ -118,12 +119,16 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--textfile {textfile!r} must end in .prom (node_exporter reads only *.prom)")
         if topic_regex:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
-        # The bootstrap goes on on the IO thread while the pass and what its requests need are imported.
+        # The bootstrap goes on on the IO thread while the facade, the pass, what its requests need and
+        # the check's decisions are imported.
+        ctx.connect_ahead()
         cluster = ctx.cluster
-        cluster.connect_ahead()
         cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
                          *(() if max_transaction_timeout is not None else ("DescribeConfigs",)),
                          *(("ListGroups", "OffsetFetch", "DescribeGroups") if groups else ()))
+        from kafkatxn import check
+
+        thresholds = check.Thresholds(*ranges)
         spark_checkpoints = spark_checkpoints or ctx.config.spark_checkpoints
         # Without a group lag range, a metrics file or a Spark query, check decides on the held places and
         # the largest lag alone: the 100,000 samples of 5,000 groups are not made.

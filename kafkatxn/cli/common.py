@@ -25,6 +25,7 @@ from kafkatxn.output import render
 
 if TYPE_CHECKING:
     from kafkatxn.kafka import Cluster
+    from kafkatxn.kafka.bootstrap_ahead import BootstrapAhead
     from kafkatxn.model import Missing
 
 
@@ -44,6 +45,7 @@ class CommandContext:
     debug: bool = False
     _config: config_mod.ConnectionConfig | None = None
     _cluster: Cluster | None = None
+    _ahead: BootstrapAhead | None = None  # begun by connect_ahead before the facade was imported
 
     @property
     def config(self) -> config_mod.ConnectionConfig:
@@ -70,10 +72,33 @@ class CommandContext:
                 from kafkatxn.kafka import Cluster
             finally:
                 collection.resume()
-            self._cluster = Cluster(self.config)
+            self._cluster = Cluster(self.config) if self._ahead is None else Cluster(self.config, ahead=self._ahead)
+            self._ahead = None
         return self._cluster
 
+    def connect_ahead(self) -> None:
+        """Begin the bootstrap now, on the IO thread, with the wire alone (``kafkatxn.kafka.bootstrap_ahead``):
+        the facade, the command's library and what reads the answers import while the broker connects
+        and answers. Called once the command's options are checked: a usage or configuration error
+        (raised here, as :attr:`config` resolves) still comes before anything is sent."""
+        if self._ahead is not None:
+            return
+        config = self.config
+        collection.pause()  # the wire's modules: long-lived, as the facade's (cluster)
+        try:
+            from kafkatxn import kafka
+            from kafkatxn.kafka import bootstrap_ahead
+        finally:
+            collection.resume()
+        if self._cluster is not None or "Cluster" in vars(kafka):  # the facade is there already (or a stand-in for it)
+            self.cluster.connect_ahead()
+        else:
+            self._ahead = bootstrap_ahead.begin(config)
+
     def close(self) -> None:
+        if self._ahead is not None and self._ahead.wire is not None:  # begun, and no cluster made to take it
+            self._ahead.wire.close()
+        self._ahead = None
         if self._cluster is not None:
             self._cluster.close()
             if self.debug:

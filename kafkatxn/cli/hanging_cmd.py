@@ -43,6 +43,10 @@ def register(app: typer.Typer) -> None:
         is read: one its coordinator committed is listed as a lost COMMIT marker (exit 2; restore it
         with `kafkatxn restore-commit`, never abort it), one the log cannot tell about as undetermined.
         """
+        from kafkatxn import selection
+
+        selection.check_selection(topic, partition)  # a usage error sends nothing
+        ctx.connect_ahead()  # the bootstrap in flight while the facade imports
         with collection.one_shot():
             return _shown(ctx, _find_hanging(ctx.cluster, broker_id, topic, partition, max_transaction_timeout))
 

@@ -152,6 +152,12 @@ def register(app: typer.Typer) -> None:
             raise UsageError("--interval must be more than 0")
         watching = watch or interval is not None or samples is not None
         sort_key = sort.value if sort is not None else (None if groups else "lag")
+        if not groups:
+            from kafkatxn import selection
+
+            selection.check_selection(topics)  # a usage error sends nothing
+            # The bootstrap in flight while the facade, and then kafka-python's ListOffsets module, import.
+            ctx.connect_ahead()
         cluster = ctx.cluster
 
         def take_sample(previous: "facts_lso.LsoSnapshot | None") -> Sample:
@@ -226,7 +232,7 @@ def _partition_report(cluster: "Cluster", topics: Sequence[str], *args: Any) -> 
 
     with cluster.one_run():
         selection.check_selection(topics)  # a usage error sends nothing
-        cluster.connect_ahead()  # the bootstrap in flight while kafka-python's ListOffsets module imports
+        cluster.connect_ahead()  # begun already by the command (CommandContext.connect_ahead): a no-op then
         cluster.will_ask("ListOffsets")  # kafka-python's request class, imported here rather than on the IO thread
         partitions, leaders = cluster.select_in_partition_order(topics)
         cluster.stable_and_high_offsets_ahead(partitions, leaders)

@@ -4,7 +4,6 @@ from typing import Annotated
 
 import typer
 
-from kafkatxn import producers
 from kafkatxn.cli.options import BrokerId, Partition, Topics
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 
@@ -33,6 +32,12 @@ def register(app: typer.Typer) -> None:
         leader, with the transactional id where the coordinators still know it. Exit 3 for an
         unknown topic, partition or broker, or when some partitions did not answer.
         """
+        from kafkatxn import selection
+
+        selection.check_selection(topic, partition)  # a usage error sends nothing
+        ctx.connect_ahead()  # the bootstrap in flight while the facade and the library import
+        from kafkatxn import producers
+
         chosen = producers.select_partitions(ctx.cluster, topic or [], partition, broker_id, include_internal)
         result = producers.describe_producers(ctx.cluster, chosen, broker_id=broker_id, summary=summary)
         row_type = producers.ProducerSummaryRow if summary else producers.ProducerRow

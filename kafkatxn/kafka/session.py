@@ -16,9 +16,10 @@ from operator import call, itemgetter
 from typing import Any, Sequence
 
 from kafkatxn import collection
-from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
+from kafkatxn.config import ConnectionConfig
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
-from kafkatxn.kafka import protocol as proto
+from kafkatxn.kafka import bootstrap_ahead, protocol as proto
+from kafkatxn.kafka.bootstrap_ahead import BootstrapAhead
 from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
 from kafkatxn.model import BrokerApis, ClusterMetadata, InTopicOrder, Missing, Subject
 from kafkatxn.kafka.rounds_ahead import _NOT_ANSWERED, RoundsAhead, request_label
@@ -105,13 +106,14 @@ def in_topic_order(partitions: Sequence[Any]) -> tuple[Any, ...]:
 class Session(RoundsAhead):
     """The deadline, the clients and the sending of one command run (or one exporter scrape)."""
 
-    def __init__(self, config: ConnectionConfig, wire: Wire | None = None):
+    def __init__(self, config: ConnectionConfig, wire: Wire | None = None, ahead: BootstrapAhead | None = None):
+        """``ahead``: the bootstrap the command began before it imported the facade (its deadline is the run's)."""
         self.config = config
-        self.deadline = time.monotonic() + config.timeout_s
+        self.deadline = ahead.deadline if ahead is not None else time.monotonic() + config.timeout_s
         self._admin = None
         self._wire = wire
         # A bootstrap begun ahead (connect_ahead): the wire, and its end (which raises what it met).
-        self._bootstrapping: tuple[Wire | None, Any] | None = None
+        self._bootstrapping: tuple[Wire | None, Any] | None = (ahead.wire, ahead.end) if ahead is not None else None
         self._metadata: ClusterMetadata | None = None
         self._last_metadata: ClusterMetadata | None = None  # kept across restart_deadline: who to ask first
         self._api_versions: dict[int, BrokerApis] = {}
@@ -364,17 +366,8 @@ class Session(RoundsAhead):
         beginning it raises is raised where the wire is first used, as it would have been."""
         if self._wire is not None or self._bootstrapping is not None:
             return
-        try:
-            settings = self.config.kafka_python()
-            # What librdkafka would refuse as a client is built, refused before anything is sent.
-            check_settings_as_librdkafka(self.config.settings)
-            self._bootstrapping = Wire.begin_bootstrap(settings, int(self.remaining_s() * 1000), settings["request_timeout_ms"])
-        except Exception as exc:  # noqa: BLE001 - raised as it was, where the wire is first used
-
-            def end(exc: Exception = exc) -> Any:
-                raise exc
-
-            self._bootstrapping = (None, end)
+        begun = bootstrap_ahead.begin(self.config, self.deadline, self.remaining_s)
+        self._bootstrapping = (begun.wire, begun.end)
 
     def broker_budget_s(self) -> float:
         """How long one broker may take to answer a round trip starting now (see BROKER_SHARE)."""

@@ -17,6 +17,7 @@ from kafkatxn.snapshot import ClusterSnapshot, HangingSample, PartitionSample, T
 from kafkatxn.model import Broker, Missing, PartitionInfo, ProducerState, TopicPartition, TransactionDescription
 from kafkatxn.errors import UsageError
 from kafkatxn.output import render_to_string
+from kafkatxn.monitoring_plugin import check_ranges
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 NOW_MS = 1_700_000_000_000
@@ -212,12 +213,12 @@ def test_partitions_without_offsets_count_as_no_lag_not_as_zero_lag():
     assert result.facts["lagging_partitions"] == 1 and result.facts["lso_lag_max_messages"] == 5
 
 
-def test_thresholds_from_options_reject_bad_text_and_accept_none():
-    t = check.thresholds_from_options("5", "none", "1m", "off", "10:", None)
+def test_check_ranges_reject_bad_text_and_accept_none():
+    t = check.Thresholds(*check_ranges("5", "none", "1m", "off", "10:", None))
     assert t.lso_lag_crit is None and t.txn_age_crit is None and t.producer_ids_crit is None
     assert t.txn_age_warn.end == 60 and t.producer_ids_warn.start == 10 and t.producer_ids_warn.end == math.inf
     with pytest.raises(UsageError, match="--lso-lag-crit"):
-        check.thresholds_from_options("5", "ten", "1m", "2m", None, None)
+        check.Thresholds(*check_ranges("5", "ten", "1m", "2m", None, None))
 
 
 # -- the snapshot step over a fake cluster ------------------------------------------------------
@@ -449,7 +450,7 @@ def test_evaluate_starts_no_collection_over_what_the_gather_left():
     try:
         gc.collect()
         collections.clear()
-        result = evaluate(snap, check.thresholds_from_options("1", "2", None, None, None, None, "3", None))
+        result = evaluate(snap, check.Thresholds(*check_ranges("1", "2", None, None, None, None, "3", None)))
         assert collections in ([], [0]) and gc.isenabled()  # at most the youngest, when resumed
     finally:
         gc.callbacks.remove(note)

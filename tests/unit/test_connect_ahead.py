@@ -43,6 +43,6 @@ def test_what_beginning_the_bootstrap_meets_is_raised_where_the_wire_is_first_us
 def test_a_bootstrap_begun_and_never_used_is_closed_with_the_session():
     session = Session(ConnectionConfig(bootstrap_servers="127.0.0.1:9", timeout_ms=5_000))
     session.connect_ahead()
-    pending = session._bootstrapping[0]
+    pending = session._bootstrapping[0].wire  # the wire, as bootstrap_ahead hands it over (closing it resumes collection)
     session.close()
     assert session._bootstrapping is None and pending._manager.closed

@@ -10,6 +10,7 @@ from kafkatxn.exporter import render_text
 from kafkatxn.exporter_metrics import ExportOptions
 from kafkatxn.facts_cluster import gather_snapshot
 from kafkatxn.snapshot import ClusterSnapshot, GroupSample
+from kafkatxn.monitoring_plugin import check_ranges
 from tests.support.blocked_group import blocked_model
 
 NOW = 1_700_000_000_000
@@ -98,7 +99,7 @@ def snapshot_with(groups):
 def test_check_blocked_group_is_critical_and_lag_thresholds_apply():
     groups = (GroupSample("billing", "orders", 0, 0, 0, 4, True, 20_000, txn_hanging=True),
               GroupSample("reports", "audit", 0, 500, 500, 503, False))
-    result = check.evaluate(snapshot_with(groups), check.thresholds_from_options("1000", "10000", "5m", "15m", None, None, "100", None))
+    result = check.evaluate(snapshot_with(groups), check.Thresholds(*check_ranges("1000", "10000", "5m", "15m", None, None, "100", None)))
     assert result.status is exitcodes.Status.CRITICAL
     assert "1 consumer group blocked" in result.summary and "1 group partition with lag > 100" in result.summary
     assert {f.kind for f in result.findings} == {"group_blocked", "group_lag"}

@@ -15,6 +15,7 @@ from kafkatxn.errors import InputError
 from kafkatxn.lost_commit import CLOCK_ALLOWANCE_MS, Ending, ending, settle, settle_all
 from kafkatxn.model import Missing, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionListing, TransactionLogHistory
 from kafkatxn.verdicts import Classification, OpenTransaction, Verdict
+from kafkatxn.monitoring_plugin import check_ranges
 from tests.support.cli_helpers import run_cli
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
@@ -380,7 +381,7 @@ def test_check_and_the_exporter_call_a_group_behind_a_lost_commit_stuck():
     assert sample.txn_lost_commit is True, sample
     assert sample.stuck and snap.group_stuck(sample) is True
     # Stuck whatever the age thresholds: no --txn-age-crit.
-    result = check.evaluate(snap, check.thresholds_from_options(None, None, "none", "none", None, None))
+    result = check.evaluate(snap, check.Thresholds(*check_ranges(None, None, "none", "none", None, None)))
     assert result.status is exitcodes.Status.CRITICAL
     assert [f.kind for f in result.findings] == ["lost_commit_marker", "group_blocked"], result.findings
     families = {f.name: f for f in exporter_metrics.metric_families(snap)}
@@ -426,7 +427,7 @@ def test_lso_on_an_undetermined_pin_says_unknown_never_false_and_exits_3(capsys,
     snap = gather_snapshot(fake, groups=True)
     (sample,) = snap.groups
     assert sample.blocked and sample.txn_hanging is None and not sample.stuck and snap.group_stuck(sample) is None
-    result = check.evaluate(snap, check.thresholds_from_options(None, None, "none", "none", None, None))
+    result = check.evaluate(snap, check.Thresholds(*check_ranges(None, None, "none", "none", None, None)))
     assert result.status is exitcodes.Status.UNKNOWN, result.findings
     assert "group_undetermined" in [f.kind for f in result.findings] and "group_blocked" not in [f.kind for f in result.findings]
     assert "groups_waiting=0" in monitoring_plugin.format_perfdata(result.perfdata)  # nor counted as a group waiting in flight

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("confluent_kafka", "kafka", "pyspark", "pyarrow", "prometheus_client", "tabulate")
 # `lso` against a refused address, with a deadline of seconds: on a loaded machine a 200 ms deadline
 # can pass before the wire is reached, and the command ends without importing the network layer
@@ -195,3 +197,65 @@ def test_only_oauthbearer_imports_the_token_provider():
     loaded = modules_loaded_by(*LSO_REACHING_THE_WIRE)
     assert "kafka.net.manager" in loaded, "the wire did not reach kafka-python's network layer"
     assert "kafkatxn.config.sasl_oauth" not in loaded  # made under OAUTHBEARER: tests/unit/test_sasl_oauth.py
+
+
+def modules_as_the_bootstrap_begins(*args: str) -> tuple[set[str], set[str]]:
+    """The modules imported when the command starts the wire's IO thread (its bootstrap begins: the
+    main thread is there, nothing else imports), and when the IO thread first connects (what the
+    connection itself imported on the way), for a command line run to its first connection."""
+    code = (
+        "import sys, json, threading\n"
+        "seen = {}\n"
+        "start = threading.Thread.start\n"
+        "def started(self):\n"
+        "    if self.name.startswith('kafka-io') and 'begun' not in seen:\n"
+        "        seen['begun'] = sorted(sys.modules)\n"
+        "    return start(self)\n"
+        "threading.Thread.start = started\n"
+        "def hook(event, args):\n"
+        "    if event == 'socket.connect' and threading.current_thread().name.startswith('kafka-io') and 'connect' not in seen:\n"
+        "        seen['connect'] = sorted(sys.modules)\n"
+        "sys.addaudithook(hook)\n"
+        "from kafkatxn.cli.app import main\n"
+        "try:\n"
+        f"    main({list(args)!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(seen), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    seen = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert "begun" in seen and "connect" in seen, proc.stderr
+    return set(seen["begun"]), set(seen["connect"])
+
+
+# What reads the answers, not what sends the first request: imported while the bootstrap is in flight.
+READ_AFTER_THE_BOOTSTRAP = {"kafkatxn.kafka.facade", "kafkatxn.kafka.session", "kafkatxn.kafka.offsets",
+                            "kafkatxn.kafka.producer_state", "kafkatxn.kafka.transactions", "kafkatxn.kafka.groups"}
+
+
+@pytest.mark.parametrize("command", [LSO_REACHING_THE_WIRE[:1], ("hanging",), ("producers",), ("cluster",)], ids=lambda c: c[0])
+def test_a_command_begins_its_bootstrap_before_importing_the_facade(command):
+    """A command's first request (ApiVersions, then Metadata) needs the wire and kafka-python's network
+    layer alone: the facade and its API modules, the fact layer and the verdicts import while the broker
+    answers (CommandContext.connect_ahead, kafkatxn.kafka.bootstrap_ahead)."""
+    begun, _ = modules_as_the_bootstrap_begins(*command, *LSO_REACHING_THE_WIRE[1:])
+    early = begun & (READ_AFTER_THE_BOOTSTRAP | {"kafkatxn.lso", "kafkatxn.facts_lso", "kafkatxn.verdicts", "kafkatxn.facts_scan",
+                                                 "kafkatxn.hanging", "kafkatxn.clusterinfo"})
+    assert not early, sorted(early)
+
+
+def test_check_begins_its_bootstrap_before_importing_the_facade_and_the_check():
+    """`check` parses its thresholds (a usage error sends nothing) without importing kafkatxn.check (the
+    snapshot, the verdicts, the group positions): those and the facade import while the broker answers."""
+    begun, _ = modules_as_the_bootstrap_begins("check", "-b", "127.0.0.1:1", "--timeout", "5s", "-o", "json")
+    early = begun & (READ_AFTER_THE_BOOTSTRAP | {"kafkatxn.check", "kafkatxn.snapshot", "kafkatxn.verdicts",
+                                                 "kafkatxn.facts_cluster", "kafkatxn.group_positions"})
+    assert not early, sorted(early)
+
+
+def test_a_plaintext_connection_imports_no_idna_codec():
+    """socket.getaddrinfo encodes a str host with the IDNA codec (encodings.idna, stringprep, unicodedata:
+    ~5 M instructions on the IO thread before the first request): an ASCII host is looked up as bytes."""
+    _, connecting = modules_as_the_bootstrap_begins(*LSO_REACHING_THE_WIRE)
+    assert not connecting & {"encodings.idna", "stringprep"}, sorted(connecting & {"encodings.idna", "stringprep"})

@@ -210,6 +210,22 @@ def test_the_managers_plain_tcp_connections_read_in_bulk():
         listener.close()
 
 
+def test_a_plain_connections_host_is_looked_up_as_the_bytes_the_idna_codec_makes_of_it():
+    """receiving.Manager gives socket.getaddrinfo an ASCII host as bytes (no IDNA codec imported): only
+    where the codec would give those bytes, without an error; any other host goes as it is."""
+    import encodings.idna  # noqa: F401 - the codec the lookup would use
+
+    from kafkatxn.kafka.wire.receiving import idna_as_ascii
+
+    for host in ("127.0.0.1", "localhost", "kafka-1.example.com", "host.", "", "a..b", "x" * 64, "a." + "x" * 63,
+                 "b\u00fccher.example", ".lead"):
+        try:
+            alike = host.encode("idna") == host.encode("ascii")
+        except UnicodeError:
+            alike = False
+        assert idna_as_ascii(host) is alike, host
+
+
 def test_reading_in_bulk_hands_over_what_kafka_pythons_transport_reads():
     """The same bytes as kafka-python's 4 KB reads, in one call while the buffer holds them; the
     connection's end is the same error."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import selectors
-from typing import Any
+from typing import Any, NamedTuple
 
 import kafka.errors as Errors
 from kafka.net.manager import KafkaConnectionManager
@@ -71,12 +71,34 @@ class ReadingInBulk(KafkaTCPTransport):
         return bytes(inbox[:filled]), err
 
 
+def idna_as_ascii(host: str) -> bool:
+    """Whether the IDNA codec encodes ``host`` as its ASCII bytes, without an error: an ASCII name whose
+    labels are 1-63 characters long (the last may be empty: a trailing dot), as ``encodings.idna`` checks."""
+    if not host.isascii():
+        return False
+    *labels, last = host.split(".")
+    return all(0 < len(label) < 64 for label in labels) and len(last) < 64
+
+
+class Address(NamedTuple):
+    """Where :meth:`Manager._build_transport` connects: the node's host and port."""
+
+    host: Any
+    port: int
+
+
 class Manager(KafkaConnectionManager):
     """kafka-python's connection manager whose plain-TCP connections read in bulk (:class:`ReadingInBulk`).
     ``_build_transport`` is private: kafka-python has no option for a transport's class, and the
     transport is made there, before the connection begins reading it."""
 
     async def _build_transport(self, node: Any, timeout_at: Any = None) -> Any:
+        if self.config["security_protocol"] == "PLAINTEXT" and type(node.host) is str and idna_as_ascii(node.host):
+            # Looked up as bytes: ``socket.getaddrinfo`` encodes a str host with the IDNA codec, whose first
+            # use imports encodings.idna, stringprep and unicodedata (~5 M instructions) on the IO thread
+            # before the first request; an ASCII name's bytes are what it would send. A plain connection
+            # reads its transport's host nowhere (a SASL login does, TLS names the server with it: str).
+            node = Address(node.host.encode(), node.port)  # all kafka-python's _build_transport reads of the node
         transport = await super()._build_transport(node, timeout_at=timeout_at)
         if type(transport) is KafkaTCPTransport:  # TLS reads through its own loop (want-read, records)
             transport.__class__ = ReadingInBulk
