@@ -20,6 +20,7 @@ from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
+from kafkatxn.metadata_columns import ColumnMetadata, MetadataColumns
 from kafkatxn.model import BrokerApis, ClusterMetadata, InTopicOrder, Missing, Subject
 from kafkatxn.kafka.rounds_ahead import _NOT_ANSWERED, RoundsAhead, request_label
 from kafkatxn.kafka.wire import Wire
@@ -76,6 +77,8 @@ def group_by_leader_column(partitions: Sequence[Any], leader_of: Sequence[int | 
 
 
 def cluster_metadata(md: proto.MetadataResponse, answered_by: int | None) -> ClusterMetadata:
+    if type(md.partitions) is MetadataColumns:  # the wire's reading: its PartitionInfos made on first use
+        return ColumnMetadata(md.cluster_id, md.controller_id, md.brokers, md.partitions, answered_by)
     return ClusterMetadata(md.cluster_id, md.controller_id, md.brokers, in_topic_order(md.partitions), answered_by)
 
 
