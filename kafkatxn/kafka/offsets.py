@@ -1,10 +1,9 @@
-"""ListOffsets (high watermark and last stable offset, per leader, in one round trip; offsets by
-time), and Fetch: the read_committed probe that tells transaction markers and aborted records from
-real lag, and the first record of a transaction (its age).
+"""ListOffsets (high watermark and last stable offset, per leader, in one round trip; offsets by time), and
+Fetch: the read_committed probe that tells transaction markers and aborted records from real lag, and the
+first record of a transaction (its age).
 
-One Kafka API family per module (as kminion has one file per API), mixed into
-:class:`kafkatxn.kafka.facade.Cluster`; the sending, deadline and error translation are the
-:class:`kafkatxn.kafka.session.Session`'s.
+One Kafka API family per module (as kminion has one file per API), mixed into :class:`kafkatxn.kafka.facade.Cluster`;
+the sending, deadline and error translation are the :class:`kafkatxn.kafka.session.Session`'s.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.session import group_by_leader, group_by_leader_column
+from kafkatxn.metadata_columns import ColumnMetadata
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition, is_in_partition_order
 from kafkatxn.offset_table import OffsetTable
 
@@ -73,9 +73,10 @@ def first_readable(
 
 
 def _offsets_requests(by_node: Mapping[int, Sequence[TopicPartition]], levels: tuple[bool, ...], earliest: bool) -> list[tuple[int, Any]]:
-    """The ListOffsets of one round: per leader, one request per isolation level, in ``levels``' order
-    (a leader answers a connection's requests in order: the LSO before the HW)."""
+    """The ListOffsets of one round: per leader, one request per isolation level, in ``levels``' order (a leader answers a connection's requests in order: the LSO before the HW)."""
     shared = {node: HashedOnce(node_tps) for node, node_tps in by_node.items()}  # one tuple for both levels
+    for node in shared:  # a leader's topics' runs (metadata_columns.LedPartitions): its body written from them
+        shared[node].runs = getattr(by_node[node], "runs", None)
     return [(node, proto.ListOffsets(shared[node], committed, earliest)) for node in by_node for committed in levels]
 
 
@@ -292,18 +293,17 @@ class OffsetsApi:
         return self._latest_offsets(partitions, (True, False), high_first=high_first)[0]  # type: ignore[return-value]
 
     def stable_and_high_offsets_ahead(self, partitions: Sequence[TopicPartition], leaders: Sequence[int] | None = None) -> None:
-        """The requests :meth:`stable_and_high_offsets` of ``partitions`` (in that order) makes first,
-        sent now (``Session.send_now``): the brokers answer while the command imports what reads the
-        answers. Nothing is sent when the run holds offsets already or a partition has no leader to
-        ask: the call then asks as it always does. ``leaders``: the current metadata's leader of each
-        partition, beside it (``Cluster.select_in_partition_order``'s), the partitions then each once:
-        not looked up, nor put through a dict."""
+        """The requests :meth:`stable_and_high_offsets` of ``partitions`` (in that order) makes first, sent now (``Session.send_now``):
+        the brokers answer while the command imports what reads the answers. Nothing is sent when the run holds offsets already
+        or a partition has no leader to ask: the call then asks as it always does. ``leaders``: the current metadata's leader of
+        each partition, beside it (``Cluster.select_in_partition_order``'s), the partitions then each once: not looked up, nor
+        put through a dict; the metadata's own data partitions grouped from its columns (``ColumnMetadata.data_by_leader``)."""
         if self.answered_any("ListOffsets"):
             return
         md = self.metadata()
         if leaders is not None:
-            tps = list(partitions)
-            by_node = group_by_leader_column(tps, leaders, self.silent)
+            tps, columns = list(partitions), type(md) is ColumnMetadata and partitions is md.data_partitions()[0]
+            by_node = md.data_by_leader(self.silent) if columns else group_by_leader_column(tps, leaders, self.silent)
         else:
             tps = list(dict.fromkeys(partitions))
             by_node = group_by_leader(tps, md.leaders, self.silent)

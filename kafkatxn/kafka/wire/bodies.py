@@ -103,7 +103,8 @@ def _list_offsets_topics(partitions: tuple[TopicPartition, ...], earliest: bool,
         + (_INT32(1) if version == 0 else b"")
         + (NO_TAGGED_FIELDS if flexible else b"")
     )
-    out = _topics_in_runs(partitions, after_index, flexible)
+    runs = getattr(partitions, "runs", None)  # each topic's partition numbers, as the metadata's columns grouped them
+    out = _topics_of_runs(runs, after_index, flexible) if runs else _topics_in_runs(partitions, after_index, flexible)
     if out is None:  # topics not in sorted runs: not as the facade sends them
         topics = p.by_topic(partitions)
         out = [array_length(len(topics), flexible)]
@@ -129,6 +130,23 @@ def _list_offsets_topics(partitions: tuple[TopicPartition, ...], earliest: bool,
 # (the version and the timestamp decide them) and the partition number: a request's 10,000 partitions
 # are 10,000 look-ups and one join, not a pack each (at most a topic's partition count kept per kind).
 _PARTITIONS_WRITTEN: dict[bytes, dict[int, bytes]] = {}
+
+
+def _topics_of_runs(runs: list[tuple[str, tuple[int, ...]]], after_index: bytes, flexible: bool) -> list[bytes]:
+    """The topics of a ListOffsets request as :func:`_topics_in_runs` writes them, from each topic's name and
+    partition numbers (``metadata_columns.LedPartitions.runs``: its partitions, in their order): no
+    partition taken apart nor compared again, a Python step per topic."""
+    written = _PARTITIONS_WRITTEN.setdefault(after_index, {})
+    out = [array_length(len(runs), flexible)]
+    tail = (NO_TAGGED_FIELDS,) if flexible else ()
+    for name, run in runs:
+        try:
+            body = b"".join(map(written.__getitem__, run))
+        except KeyError:  # partition numbers not written before
+            written.update((i, _INT32(i) + after_index) for i in run if i not in written)
+            body = b"".join(map(written.__getitem__, run))
+        out += (string(name, flexible), array_length(len(run), flexible), body, *tail)
+    return out
 
 
 def _topics_in_runs(partitions: tuple[TopicPartition, ...], after_index: bytes, flexible: bool) -> list[bytes] | None:
