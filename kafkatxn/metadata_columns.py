@@ -144,7 +144,9 @@ class ColumnMetadata(ClusterMetadata):
 
     @functools.cached_property
     def leaders(self) -> dict[TopicPartition, int]:
-        return dict(zip(self.tps, chain.from_iterable(run.leaders for run in self.columns.runs)))
+        made = LeaderMap(zip(self.tps, chain.from_iterable(run.leaders for run in self.columns.runs)))
+        made.metadata = self
+        return made
 
     @functools.cached_property
     def transaction_log(self) -> tuple[PartitionInfo, ...]:
@@ -172,33 +174,50 @@ class ColumnMetadata(ClusterMetadata):
         return picked, leaders
 
     def data_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
-        """:meth:`data_partitions` by leader, as ``session.group_by_leader_column`` groups them (each
-        leader's in partition order, the leaders in the order they first lead one), each leader's with its
-        topics' partition numbers (:class:`LedPartitions`); None where a partition has no leader to ask
-        (none, or ``silent``). Picked in C by a mask per leader: the leaders' column as bytes, one byte a
-        partition, translated to 1 where that leader leads (half the time of appending each to its list)."""
-        tps, leaders = self._data_partitions
-        try:  # broker ids under 256 (no -1): the column as it is, its leaders those of its bytes, found in C
-            column: bytes | None = bytes(leaders)
-            absent = _ALL_BYTES.translate(None, column)
-            nodes = dict.fromkeys(sorted((node for node in range(256) if node not in absent), key=lambda node: column.index(node)))
-        except ValueError:
-            column, nodes = None, dict.fromkeys(leaders)
-        if any(node < 0 or node in silent for node in nodes):
-            return None
-        out = {}
-        for node in nodes:
-            mask = column.translate(_picking(node)) if column is not None else bytes(map(eq, leaders, repeat(node)))
-            led = out[node] = LedPartitions(compress(tps, mask))
-            at = 0
-            for run in self.columns.runs:
-                if not run.internal:
-                    count = len(run.indexes)
-                    indexes = tuple(compress(run.indexes, mask[at : at + count]))
-                    if indexes:
-                        led.runs.append((run.name, indexes))
-                    at += count
-        return out
+        """:meth:`data_partitions` by leader (:func:`by_leader`)."""
+        return by_leader(*self._data_partitions, [run for run in self.columns.runs if not run.internal], silent)
+
+    def all_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
+        """Every partition (:attr:`tps`) by leader (:func:`by_leader`)."""
+        leaders = self.__dict__.get("_leader_column")
+        if leaders is None:
+            leaders = self.__dict__["_leader_column"] = list(chain.from_iterable(run.leaders for run in self.columns.runs))
+        return by_leader(self.tps, leaders, self.columns.runs, silent)
+
+
+class LeaderMap(dict):  # type: ignore[type-arg]
+    """:attr:`ColumnMetadata.leaders`: the leader of each partition, and the ``metadata`` it is of (whose
+    partitions are grouped by leader from its columns: ``session.group_by_leader``)."""
+
+    metadata: ColumnMetadata
+
+
+def by_leader(tps: list[TopicPartition], leaders: list[int], runs: list[TopicRun], silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
+    """``tps`` (the partitions of ``runs``, in their order) by leader (``leaders``, beside them), as
+    ``session.group_by_leader_column`` groups them (each leader's in partition order, the leaders in the
+    order they first lead one), each leader's with its topics' partition numbers (:class:`LedPartitions`);
+    None where a partition has no leader to ask (none, or ``silent``). Picked in C by a mask per leader: the
+    leaders' column as bytes, one byte a partition, translated to 1 where that leader leads."""
+    try:  # broker ids under 256 (no -1): the column as it is, its leaders those of its bytes, found in C
+        column: bytes | None = bytes(leaders)
+        absent = _ALL_BYTES.translate(None, column)
+        nodes = dict.fromkeys(sorted((node for node in range(256) if node not in absent), key=lambda node: column.index(node)))
+    except ValueError:
+        column, nodes = None, dict.fromkeys(leaders)
+    if any(node < 0 or node in silent for node in nodes):
+        return None
+    out = {}
+    for node in nodes:
+        mask = column.translate(_picking(node)) if column is not None else bytes(map(eq, leaders, repeat(node)))
+        led = out[node] = LedPartitions(compress(tps, mask))
+        at = 0
+        for run in runs:
+            count = len(run.indexes)
+            indexes = tuple(compress(run.indexes, mask[at : at + count]))
+            if indexes:
+                led.runs.append((run.name, indexes))
+            at += count
+    return out
 
 
 _ALL_BYTES = bytes(range(256))

@@ -113,3 +113,24 @@ def test_runs_that_do_not_name_the_partitions_write_other_bytes(monkeypatch):
     name, indexes = request.partitions.runs[0]
     request.partitions.runs[0] = (name, indexes[:-1])
     assert written(request, 11, monkeypatch) != good
+
+
+@pytest.mark.parametrize("kw", ANSWERS.values(), ids=ANSWERS.keys())
+def test_every_partition_grouped_by_the_leaders_of_the_columns_is_grouped_and_written_as_by_a_dict(kw, monkeypatch):
+    """``check`` asks every partition (internal topics' too) by ``metadata.leaders``: where that metadata
+    was read as columns, its partitions are grouped from them; other partitions, or other leaders, as before."""
+    from kafkatxn.kafka.session import group_by_leader
+
+    md, expected = read(answer(**kw))
+    tps = list(md.tps)
+    grouped = group_by_leader(tps, md.leaders, {})
+    plain = group_by_leader(tps, dict(expected.leaders), {})
+    assert grouped == plain and (grouped is None or list(grouped) == list(plain))
+    if kw.get("leaderless"):
+        return
+    assert all(type(led) is LedPartitions for led in grouped.values())
+    assert not any(type(led) is LedPartitions for led in group_by_leader(tps[1:], md.leaders, {}).values())
+    assert group_by_leader(tps, md.leaders, {list(grouped)[0]: "silent"}) is None
+    for (node, request), (_, without) in zip(_offsets_requests(grouped, (True,), False), _offsets_requests(plain, (True,), False)):
+        for version in (1, 5, 6, 11):
+            assert written(request, version, monkeypatch) == written(without, version, monkeypatch), (node, version)
