@@ -9,6 +9,7 @@ from operator import itemgetter, not_
 from typing import Iterable
 
 from kafkatxn.errors import InputError, NotFoundError
+from kafkatxn.metadata_columns import ColumnMetadata
 from kafkatxn.model import ClusterMetadata, InTopicOrder, PartitionInfo, TopicPartition, in_partition_order, is_in_partition_order, topic_partitions
 from kafkatxn.validation import check_topic_name, compile_regex
 
@@ -68,6 +69,8 @@ def select_in_partition_order(
     TopicPartitions and leaders, picked in C: already in that order (checked), nothing made, sorted
     or looked up by hand again (30,000 partitions and more)."""
     topics = list(topics or [])
+    if not topics and type(metadata) is ColumnMetadata:  # the metadata's columns, a topic at a time
+        return metadata.data_partitions()
     if not topics:
         partitions = metadata.partitions
         chosen = list(map(not_, map(_INTERNAL, partitions)))

@@ -23,6 +23,7 @@ from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.session import group_by_leader, group_by_leader_column
+from kafkatxn.metadata_columns import ColumnMetadata
 from kafkatxn.model import Broker, Missing, Partial, TopicPartition
 from kafkatxn.offset_table import OffsetTable
 
@@ -76,6 +77,8 @@ def _offsets_requests(by_node: Mapping[int, Sequence[TopicPartition]], levels: t
     """The ListOffsets of one round: per leader, one request per isolation level, in ``levels``' order
     (a leader answers a connection's requests in order: the LSO before the HW)."""
     shared = {node: HashedOnce(node_tps) for node, node_tps in by_node.items()}  # one tuple for both levels
+    for node in shared:  # a leader's topics' runs (metadata_columns.LedPartitions): its body written from them
+        shared[node].runs = getattr(by_node[node], "runs", None)
     return [(node, proto.ListOffsets(shared[node], committed, earliest)) for node in by_node for committed in levels]
 
 
@@ -297,13 +300,14 @@ class OffsetsApi:
         answers. Nothing is sent when the run holds offsets already or a partition has no leader to
         ask: the call then asks as it always does. ``leaders``: the current metadata's leader of each
         partition, beside it (``Cluster.select_in_partition_order``'s), the partitions then each once:
-        not looked up, nor put through a dict."""
+        not looked up, nor put through a dict; the metadata's own data partitions grouped from its
+        columns (``ColumnMetadata.data_by_leader``)."""
         if self.answered_any("ListOffsets"):
             return
         md = self.metadata()
         if leaders is not None:
-            tps = list(partitions)
-            by_node = group_by_leader_column(tps, leaders, self.silent)
+            tps, columns = list(partitions), type(md) is ColumnMetadata and partitions is md.data_partitions()[0]
+            by_node = md.data_by_leader(self.silent) if columns else group_by_leader_column(tps, leaders, self.silent)
         else:
             tps = list(dict.fromkeys(partitions))
             by_node = group_by_leader(tps, md.leaders, self.silent)

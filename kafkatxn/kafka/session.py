@@ -21,6 +21,7 @@ from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.kafka import bootstrap_ahead, protocol as proto
 from kafkatxn.kafka.bootstrap_ahead import BootstrapAhead
 from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
+from kafkatxn.metadata_columns import ColumnMetadata, LeaderMap, MetadataColumns
 from kafkatxn.model import BrokerApis, ClusterMetadata, InTopicOrder, Missing, Subject
 from kafkatxn.kafka.rounds_ahead import _NOT_ANSWERED, RoundsAhead, request_label
 from kafkatxn.kafka.wire import Wire
@@ -61,7 +62,10 @@ def group_by_leader(partitions: Sequence[Any], leaders: Mapping[Any, int], silen
     """``partitions`` by their leader in ``leaders``, in the order given (the leaders in the order
     they first lead one), made in C: one pass of dict look-ups and list appends, no Python step per
     partition (30,000 and more a command). None when a partition has no leader to ask (unknown,
-    none, or ``silent``): the caller's own loop names those."""
+    none, or ``silent``): the caller's own loop names those. Every partition of a metadata read as columns
+    (``metadata_columns.LeaderMap``): grouped from its columns, each leader's with its topics' runs."""
+    if type(leaders) is LeaderMap and partitions == leaders.metadata.tps:  # the same TopicPartitions: by identity, in C
+        return leaders.metadata.all_by_leader(silent)
     return group_by_leader_column(partitions, list(map(leaders.get, partitions)), silent)
 
 
@@ -77,6 +81,8 @@ def group_by_leader_column(partitions: Sequence[Any], leader_of: Sequence[int | 
 
 
 def cluster_metadata(md: proto.MetadataResponse, answered_by: int | None) -> ClusterMetadata:
+    if type(md.partitions) is MetadataColumns:  # the wire's reading: its PartitionInfos made on first use
+        return ColumnMetadata(md.cluster_id, md.controller_id, md.brokers, md.partitions, answered_by)
     return ClusterMetadata(md.cluster_id, md.controller_id, md.brokers, in_topic_order(md.partitions), answered_by)
 
 

@@ -24,8 +24,10 @@ import pytest
 from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka import wire
 from kafkatxn.kafka.wire import client as wire_client
-from kafkatxn.kafka.session import in_topic_order
-from kafkatxn.model import BrokerInfo, InTopicOrder, PartitionInfo, ProducerState, TopicPartition
+from kafkatxn import metadata_columns
+from kafkatxn.kafka.session import cluster_metadata, in_topic_order
+from kafkatxn.metadata_columns import ColumnMetadata, MetadataColumns
+from kafkatxn.model import BrokerInfo, ClusterMetadata, InTopicOrder, PartitionInfo, ProducerState, TopicPartition
 
 TP0, TP1, OTHER = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 3)
 
@@ -1463,15 +1465,29 @@ def test_a_metadata_answer_read_from_its_bytes_is_what_the_decoder_makes_of_kafk
             assert read is None  # kafka-python's to decode
             continue
         decoded = _decode_metadata(p.Metadata(), M.decode(raw, version=version))
-        # in the session's order, made where read (a topic at a time), with their TopicPartitions
-        assert read == (p.MetadataResponse(*decoded[:3], in_topic_order(decoded.partitions)), 11)
-        assert type(read[0].partitions) is InTopicOrder and read[0].partitions.tps == [x.tp for x in read[0].partitions]
-        assert [type(x) for x in read[0].partitions[:1]] == [PartitionInfo]
+        # Read as columns, a topic at a time; the metadata made of them is the decoder's, in the session's
+        # order, its PartitionInfos made on first use with the TopicPartitions made of the columns.
+        assert read[1] == 11 and read[0][:3] == decoded[:3] and type(read[0].partitions) is MetadataColumns
+        md = cluster_metadata(read[0], 1)
+        assert type(md) is ColumnMetadata and "partitions" not in md.__dict__
+        expected = ClusterMetadata(*decoded[:3], in_topic_order(decoded.partitions), 1)
+        assert md.tps == expected.tps and md.leaders == expected.leaders and md.topics() == expected.topics()
+        assert md.data_partitions() == selection_of(expected)
+        assert md.transaction_log == expected.transaction_log
+        assert md == expected and md.partitions == expected.partitions
+        assert type(md.partitions) is InTopicOrder and md.partitions.tps is md.tps
+        assert [type(x) for x in md.partitions[:1]] == [PartitionInfo]
         # Every replica in sync in the same order: the in-sync list is the replica list's tuple (one broker's: shared).
-        first = read[0].partitions[0]
+        first = md.partitions[0]
         assert not first.replicas or (first.isr is first.replicas) == (first.isr == first.replicas)
         if kw.get("rf") == 1:
-            assert len({id(x.replicas) for x in read[0].partitions if x.replicas}) < 10  # about one per broker, not per partition
+            assert len({id(x.replicas) for x in md.partitions if x.replicas}) < 10  # about one per broker, not per partition
+
+
+def selection_of(md: Any) -> tuple[list, list]:
+    """Every partition but the internal topics', in partition order, and their leaders (selection's own way)."""
+    chosen = [x for x in md.partitions if not x.internal]
+    return [x.tp for x in chosen], [x.leader for x in chosen]
 
 
 def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers_objects(monkeypatch):
@@ -1484,9 +1500,9 @@ def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers
     from kafkatxn.kafka.wire import bodies
     from kafkatxn.kafka.wire.metadata_codec import _decode_metadata
 
-    monkeypatch.setattr(bodies, "_METADATA_TOPICS", [{}])
+    monkeypatch.setattr(metadata_columns, "_MADE_TOPICS", [{}])
     answer = metadata_answer(rf=3)
-    first = bodies.read_metadata(memoryview(bytes(answer.encode(version=12))), 12)[0]
+    first = cluster_metadata(bodies.read_metadata(memoryview(bytes(answer.encode(version=12))), 12)[0], 1)
     other = M(throttle_time_ms=0, brokers=list(reversed(answer.brokers)), cluster_id="cid", controller_id=2,
               topics=list(reversed(answer.topics)))  # another broker's order
     T, P = M.MetadataResponseTopic, M.MetadataResponseTopic.MetadataResponsePartition
@@ -1496,9 +1512,9 @@ def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers
           leader_epoch=p.leader_epoch, replica_nodes=p.replica_nodes, isr_nodes=p.isr_nodes, offline_replicas=p.offline_replicas)
         for p in moved.partitions])  # partition 3's leader moved
     raw = bytes(other.encode(version=12))
-    second = bodies.read_metadata(memoryview(raw), 12)[0]
+    second = cluster_metadata(bodies.read_metadata(memoryview(raw), 12)[0], 1)
     decoded = _decode_metadata(p.Metadata(), M.decode(raw, version=12))
-    assert second == p.MetadataResponse(*decoded[:3], in_topic_order(decoded.partitions))
+    assert second == ClusterMetadata(*decoded[:3], in_topic_order(decoded.partitions), 1)
     before = {pi.tp: pi for pi in first.partitions}
     for pi in second.partitions:
         if pi.topic == moved.name:
@@ -1506,8 +1522,8 @@ def test_a_topics_partitions_read_again_from_the_same_bytes_are_the_last_answers
         elif pi.replicas:  # the leaderless topic's partitions have no replicas: read one at a time, not kept
             assert pi is before[pi.tp]
     gone = M(throttle_time_ms=0, brokers=answer.brokers, cluster_id="cid", controller_id=2, topics=answer.topics[:1])
-    bodies.read_metadata(memoryview(bytes(gone.encode(version=12))), 12)
-    assert {name for name, _ in bodies._METADATA_TOPICS[0]} == {answer.topics[0].name}
+    cluster_metadata(bodies.read_metadata(memoryview(bytes(gone.encode(version=12))), 12)[0], 1).partitions  # noqa: B018
+    assert {name for name, _ in metadata_columns._MADE_TOPICS[0]} == {answer.topics[0].name}
 
 
 def test_a_metadata_answer_not_in_order_is_left_in_its_order_for_the_session_to_order():
@@ -1515,12 +1531,11 @@ def test_a_metadata_answer_not_in_order_is_left_in_its_order_for_the_session_to_
     leaves its partitions as they came, and the session orders them (the same ClusterMetadata either way)."""
     from kafka.protocol.metadata import MetadataResponse as M
 
-    from kafkatxn.kafka.session import cluster_metadata
     from kafkatxn.kafka.wire import bodies
     from kafkatxn.kafka.wire.metadata_codec import _decode_metadata
 
     answer = metadata_answer(rf=3)
-    ordered = bodies.read_metadata(memoryview(bytes(answer.encode(version=12))), 12)[0]
+    ordered = cluster_metadata(bodies.read_metadata(memoryview(bytes(answer.encode(version=12))), 12)[0], 1)
     T = M.MetadataResponseTopic
 
     def topic(t: Any, partitions: list) -> Any:
@@ -1564,7 +1579,11 @@ def test_kafka_pythons_parser_hands_over_a_metadata_answer_read_by_the_wire():
         assert answer.throttle_time_ms == 5
         reference = _decode_metadata(p.Metadata(), M.decode(bytes(expected.encode(version=version)), version=version))
         decoded = wire.Wire(None)._decode(p.Metadata(), answer)
-        assert decoded == (reference if version < 12 else p.MetadataResponse(*reference[:3], in_topic_order(reference.partitions)))
+        if version < 12:
+            assert decoded == reference
+        else:  # read as columns: the metadata made of them is the decoder's, in the session's order
+            assert type(decoded.partitions) is MetadataColumns
+            assert cluster_metadata(decoded, 1) == ClusterMetadata(*reference[:3], in_topic_order(reference.partitions), 1)
 
 
 # -- DescribeProducers answers read from their bytes (wire/bodies.py) ---------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from itertools import chain, islice, repeat
+from itertools import chain, islice
 from operator import itemgetter, lt
 from typing import Any
 
@@ -37,10 +37,11 @@ from kafkatxn.kafka.varint import decode_compact_string as _compact_string, deco
 from kafkatxn.kafka.wire.answer_memo import BlockMemo
 from kafkatxn.kafka.wire.codecs import ByRequestType, wire_module
 from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
-from kafkatxn.kafka.wire.names import error_name, made, topic_partitions
+from kafkatxn.kafka.wire.names import error_name, topic_partitions
 from kafkatxn.kafka.wire.metadata_codec import metadata_body, metadata_shell
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
-from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, InTopicOrder, PartitionInfo, TopicPartition, kept_topic_partitions
+from kafkatxn.metadata_columns import MetadataColumns, TopicRun, made_partitions
+from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, TopicPartition
 
 _INT8 = struct.Struct(">b").pack
 _INT16 = struct.Struct(">h").pack
@@ -102,7 +103,8 @@ def _list_offsets_topics(partitions: tuple[TopicPartition, ...], earliest: bool,
         + (_INT32(1) if version == 0 else b"")
         + (NO_TAGGED_FIELDS if flexible else b"")
     )
-    out = _topics_in_runs(partitions, after_index, flexible)
+    runs = getattr(partitions, "runs", None)  # each topic's partition numbers, as the metadata's columns grouped them
+    out = _topics_of_runs(runs, after_index, flexible) if runs else _topics_in_runs(partitions, after_index, flexible)
     if out is None:  # topics not in sorted runs: not as the facade sends them
         topics = p.by_topic(partitions)
         out = [array_length(len(topics), flexible)]
@@ -128,6 +130,23 @@ def _list_offsets_topics(partitions: tuple[TopicPartition, ...], earliest: bool,
 # (the version and the timestamp decide them) and the partition number: a request's 10,000 partitions
 # are 10,000 look-ups and one join, not a pack each (at most a topic's partition count kept per kind).
 _PARTITIONS_WRITTEN: dict[bytes, dict[int, bytes]] = {}
+
+
+def _topics_of_runs(runs: list[tuple[str, tuple[int, ...]]], after_index: bytes, flexible: bool) -> list[bytes]:
+    """The topics of a ListOffsets request as :func:`_topics_in_runs` writes them, from each topic's name and
+    partition numbers (``metadata_columns.LedPartitions.runs``: its partitions, in their order): no
+    partition taken apart nor compared again, a Python step per topic."""
+    written = _PARTITIONS_WRITTEN.setdefault(after_index, {})
+    out = [array_length(len(runs), flexible)]
+    tail = (NO_TAGGED_FIELDS,) if flexible else ()
+    for name, run in runs:
+        try:
+            body = b"".join(map(written.__getitem__, run))
+        except KeyError:  # partition numbers not written before
+            written.update((i, _INT32(i) + after_index) for i in run if i not in written)
+            body = b"".join(map(written.__getitem__, run))
+        out += (string(name, flexible), array_length(len(run), flexible), body, *tail)
+    return out
 
 
 def _topics_in_runs(partitions: tuple[TopicPartition, ...], after_index: bytes, flexible: bool) -> list[bytes] | None:
@@ -266,7 +285,7 @@ def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResp
 # The Metadata versions read here: flexible, with nullable topic names (v12, Kafka 3.x; v13, 4.x).
 METADATA_READ_FROM = 12
 _PARTITION_HEAD = struct.Struct(">hiii")  # ErrorCode, PartitionIndex, LeaderId, LeaderEpoch
-_INDEX = itemgetter(1)  # a PartitionInfo's partition number
+_INDEX, _LEADER = itemgetter(1), itemgetter(2)  # a PartitionInfo's partition number, its leader
 _PARTITION_LAYOUTS: dict[tuple[int, int], struct.Struct] = {}
 
 
@@ -279,26 +298,6 @@ def _partition_layout(replicas: int, isr: int) -> struct.Struct:
     if layout is None:
         layout = _PARTITION_LAYOUTS[(replicas, isr)] = struct.Struct(f">2xii4xx{replicas}ix{isr}i2x")
     return layout
-
-
-# A broker id -> the one-broker list (id,): the replica (and in-sync) list of every partition of one
-# replica it leads, shared (30,000 partitions of one replica: 60,000 tuples not made). As many as brokers.
-_ONE_BROKER: dict[int, tuple[int]] = {}
-
-
-def _broker_lists(fields: tuple, first: int, n: int, width: int, count: int) -> list[tuple[int, ...]]:
-    """Each partition's list of ``n`` broker ids, from the columns ``first`` .. ``first + n - 1`` of a
-    topic's unpacked ``fields`` (``width`` a partition); those of one broker are shared tuples."""
-    if n == 0:
-        return [()] * count
-    if n > 1:
-        return list(zip(*(fields[k::width] for k in range(first, first + n))))
-    ids = fields[first::width]
-    try:
-        return list(map(_ONE_BROKER.__getitem__, ids))
-    except KeyError:
-        _ONE_BROKER.update((i, (i,)) for i in set(ids))
-        return list(map(_ONE_BROKER.__getitem__, ids))
 
 
 def _partitions_one_by_one(data: memoryview, pos: int, count: int, name: str, internal: bool,
@@ -322,19 +321,13 @@ def _partitions_one_by_one(data: memoryview, pos: int, count: int, name: str, in
     return pos
 
 
-# The partitions of the last Metadata answer's topics read in C, by the topic's name and its partitions'
-# bytes: the exporter asks every scrape, and a topic's partitions are usually what they were, byte for
-# byte (the brokers answer with their topics and brokers in orders of their own: the answers of two
-# brokers differ, a topic's partitions do not). Those bytes again are those PartitionInfos again (named
-# tuples of ints and tuples: immutable, shared): at 30,000 partitions of one replica, ~25 ms of reading
-# and of freeing at the run's end. Only the last answer's are kept: a topic gone is let go with it.
-_METADATA_TOPICS: list[dict[tuple[str, bytes], tuple[tuple[PartitionInfo, ...], list[int]]]] = [{}]
-
-
 def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, int] | None:
     """A Metadata answer's body: what the wire's decoder makes of kafka-python's (brokers by id, every
     partition with its leader, replicas and in-sync replicas) and its throttle time, or None where it
-    is not read here (before v12, tagged fields, a null topic name): kafka-python's."""
+    is not read here (before v12, tagged fields, a null topic name): kafka-python's. Its partitions are
+    :class:`~kafkatxn.metadata_columns.MetadataColumns` (each topic's partition numbers and leaders, its
+    PartitionInfos made on first use) where Kafka's order holds (each topic once, its partitions in order),
+    else the PartitionInfos in the answer's order (the session orders them)."""
     if version < METADATA_READ_FROM:
         return None
     (throttle_ms,) = _THROTTLE.unpack_from(data, 0)
@@ -352,10 +345,7 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
     cluster_id, pos = _compact_string(data, pos)
     (controller_id,) = _THROTTLE.unpack_from(data, pos)
     topics, pos = _read_uvarint(data, pos + 4)
-    # Each topic's partitions and their partition numbers, in the answer's order; in topic and partition
-    # order at the end, a topic at a time, where no topic comes twice and each topic's come in order (Kafka's).
-    runs: list[tuple[str, tuple[PartitionInfo, ...], list[int]]] = []
-    kept, reading = _METADATA_TOPICS[0], {}
+    runs: list[TopicRun] = []  # each topic's partitions, in the answer's order
     for _ in range(topics - 1):
         name, pos = _compact_string(data, pos + 2)  # after the topic's ErrorCode
         pos += 17  # TopicId (a UUID), IsInternal
@@ -371,34 +361,22 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
             size = layout.size if layout is not None else 0
             block = bytes(data[pos : pos + count * size]) if layout is not None else b""
             # Every partition of the topic like its first (as many replicas and in sync, none offline,
-            # no tagged fields): read in C. Else one at a time.
+            # no tagged fields): read in C, its columns taken apart by slices (no tuple per partition).
+            # Else one at a time.
             if (layout is not None and len(block) == count * size and block[14::size].count(replicas + 1) == count
                     and block[15 + 4 * replicas :: size].count(isr + 1) == count
                     and block[size - 2 :: size].count(1) == count and block[size - 1 :: size].count(0) == count):
-                key = (name, block)
-                known = kept.get(key)
-                if known is None:
-                    # the topic's partitions in one unpack, taken apart by slices (no tuple per partition)
-                    width = 2 + replicas + isr
-                    fields = _topic_layout(layout, count).unpack(block)
-                    indexes, leaders = fields[0::width], fields[1::width]
-                    replica_ids = _broker_lists(fields, 2, replicas, width, count)
-                    if isr == replicas and replicas and all(fields[2 + k :: width] == fields[2 + replicas + k :: width]
-                                                            for k in range(replicas)):
-                        isr_ids = replica_ids  # every replica in sync (as usual): the same tuples
-                    else:
-                        isr_ids = _broker_lists(fields, 2 + replicas, isr, width, count)
-                    known = (tuple(made(PartitionInfo, zip(repeat(name), indexes, leaders, replica_ids, isr_ids, repeat(internal)))),
-                             list(indexes))
-                reading[key] = known
-                runs.append((name, *known))
+                width = 2 + replicas + isr
+                fields = _topic_layout(layout, count).unpack(block)
+                runs.append(TopicRun(name, fields[0::width], fields[1::width], internal, None, fields, width, replicas, isr, block))
                 pos += count * size
             else:
                 one_by_one: list[PartitionInfo] = []
                 pos = _partitions_one_by_one(data, pos, count, name, internal, one_by_one)
                 if pos is None:
                     return None
-                runs.append((name, tuple(one_by_one), list(map(_INDEX, one_by_one))))
+                made = tuple(one_by_one)
+                runs.append(TopicRun(name, tuple(map(_INDEX, made)), tuple(map(_LEADER, made)), internal, made))
         pos += 4  # TopicAuthorizedOperations
         if data[pos] != 0:
             return None
@@ -407,25 +385,17 @@ def read_metadata(data: memoryview, version: int) -> tuple[p.MetadataResponse, i
         pos += 2  # the answer's ErrorCode (the wire's decoder does not read it either)
     if pos != len(data) - 1 or data[pos] != 0:
         return None
-    _METADATA_TOPICS[0] = reading  # this answer's topics: the next answer's to take
     brokers.sort(key=lambda b: b.id)
     return p.MetadataResponse(cluster_id, -1 if controller_id is None else controller_id, tuple(brokers), _in_topic_order(runs)), throttle_ms
 
 
-def _in_topic_order(runs: list[tuple[str, tuple[PartitionInfo, ...], list[int]]]) -> tuple[PartitionInfo, ...]:
-    """The partitions of ``runs`` (a topic's each) in topic and partition order with their kept TopicPartitions
-    (:class:`InTopicOrder`), made a topic at a time: no partition's compared or made by hand again on the
-    main thread (30,000 and more). In the answer's order (the session orders them) where a topic comes
-    twice or a topic's partitions are not in order (each in C)."""
-    by_name = {name: (read, indexes) for name, read, indexes in runs}
-    if len(by_name) != len(runs) or not all(all(map(lt, indexes, islice(indexes, 1, None))) for _, _, indexes in runs):
-        return tuple(chain.from_iterable(read for _, read, _ in runs))
-    ordered, tps = [], []
-    for name in sorted(by_name):
-        read, indexes = by_name[name]
-        ordered += read
-        tps += kept_topic_partitions(name, indexes)
-    return InTopicOrder(ordered, tps)
+def _in_topic_order(runs: list[TopicRun]) -> MetadataColumns | tuple[PartitionInfo, ...]:
+    """``runs`` in topic order (:class:`MetadataColumns`) where no topic comes twice and each topic's
+    partitions are in order (checked in C); else their PartitionInfos in the answer's order."""
+    by_name = {run.name: run for run in runs}
+    if len(by_name) != len(runs) or not all(all(map(lt, run.indexes, islice(run.indexes, 1, None))) for run in runs):
+        return tuple(chain.from_iterable(made_partitions(runs, keep=False)))
+    return MetadataColumns([by_name[name] for name in sorted(by_name)])
 
 
 # The answers read here (a Fetch's by .fetch_answers, DescribeProducers' by .producers_answers, a batched OffsetFetch's and

@@ -1,0 +1,243 @@
+"""A Metadata answer kept as columns, a topic at a time (:class:`ColumnMetadata`): each topic's partition
+numbers and leaders as the wire unpacked them, its PartitionInfos made only when something reads them.
+
+Between the Metadata answer and the first ListOffsets sent, ``lso`` needs of 30,000 partitions only their
+TopicPartitions and leaders: made from these columns, in C, a Python step per topic (not the PartitionInfos
+first: ~10 ms of the IO thread's reading, on every command's critical path). Pure, beside the model:
+:class:`ColumnMetadata` is a :class:`~kafkatxn.model.ClusterMetadata` (equal to one of the same fields),
+whose ``partitions`` are made on first use, in the order and with the TopicPartitions the wire made
+them with before (:class:`~kafkatxn.model.InTopicOrder`).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from itertools import chain, compress, repeat
+from operator import eq
+from typing import Iterable, Mapping, NamedTuple
+
+from kafkatxn.model import TRANSACTION_STATE_TOPIC, ClusterMetadata, InTopicOrder, PartitionInfo, TopicPartition, kept_topic_partitions
+
+
+class TopicRun(NamedTuple):
+    """One topic of a Metadata answer with partitions, in partition order: its partition numbers and
+    leaders, and what its PartitionInfos are made from (``made``, or a struct's ``fields`` of ``width`` a
+    partition: index, leader, ``replicas`` replica ids, ``isr`` in-sync ids; ``block``: their bytes)."""
+
+    name: str
+    indexes: tuple[int, ...]
+    leaders: tuple[int, ...]
+    internal: bool
+    made: tuple[PartitionInfo, ...] | None = None
+    fields: tuple[int, ...] | None = None
+    width: int = 0
+    replicas: int = 0
+    isr: int = 0
+    block: bytes = b""
+
+
+class MetadataColumns:
+    """A Metadata answer's topics as :class:`TopicRun`\\ s, in topic order, each topic once (how the wire
+    reads Kafka's answers): what ``MetadataResponse.partitions`` holds where the wire read it so."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self, runs: list[TopicRun]):
+        self.runs = runs
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is MetadataColumns and self.runs == other.runs
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"MetadataColumns({len(self.runs)} topics)"
+
+
+# A broker id -> the one-broker list (id,): the replica (and in-sync) list of every partition of one
+# replica it leads, shared (30,000 partitions of one replica: 60,000 tuples not made). As many as brokers.
+_ONE_BROKER: dict[int, tuple[int]] = {}
+
+
+def _broker_lists(fields: tuple, first: int, n: int, width: int, count: int) -> list[tuple[int, ...]]:
+    """Each partition's list of ``n`` broker ids, from the columns ``first`` .. ``first + n - 1`` of a
+    topic's unpacked ``fields`` (``width`` a partition); those of one broker are shared tuples."""
+    if n == 0:
+        return [()] * count
+    if n > 1:
+        return list(zip(*(fields[k::width] for k in range(first, first + n))))
+    ids = fields[first::width]
+    try:
+        return list(map(_ONE_BROKER.__getitem__, ids))
+    except KeyError:
+        _ONE_BROKER.update((i, (i,)) for i in set(ids))
+        return list(map(_ONE_BROKER.__getitem__, ids))
+
+
+def _made_from_fields(run: TopicRun) -> tuple[PartitionInfo, ...]:
+    fields, width, replicas, isr, count = run.fields, run.width, run.replicas, run.isr, len(run.indexes)
+    replica_ids = _broker_lists(fields, 2, replicas, width, count)
+    if isr == replicas and replicas and all(fields[2 + k :: width] == fields[2 + replicas + k :: width] for k in range(replicas)):
+        isr_ids = replica_ids  # every replica in sync (as usual): the same tuples
+    else:
+        isr_ids = _broker_lists(fields, 2 + replicas, isr, width, count)
+    # a named tuple's own __new__ is a Python function: made in C (as wire.names.made)
+    return tuple(map(tuple.__new__, repeat(PartitionInfo), zip(
+        repeat(run.name), run.indexes, run.leaders, replica_ids, isr_ids, repeat(run.internal))))  # type: ignore[arg-type]
+
+
+# The PartitionInfos made of the last answer's topics, by the topic's name and its partitions' bytes: the
+# exporter asks every scrape, and a topic's partitions are usually what they were, byte for byte (the
+# brokers answer with their topics in orders of their own). Those bytes again are those PartitionInfos
+# again (named tuples of ints and tuples: immutable, shared). Only the last answer's are kept.
+_MADE_TOPICS: list[dict[tuple[str, bytes], tuple[PartitionInfo, ...]]] = [{}]
+_making = threading.Lock()
+
+
+def made_partitions(runs: list[TopicRun], keep: bool = True) -> list[tuple[PartitionInfo, ...]]:
+    """Each run's PartitionInfos; with ``keep``, the runs' made ones are the next answer's to take."""
+    kept, made = _MADE_TOPICS[0], {}
+    out = []
+    for run in runs:
+        if run.made is not None:
+            out.append(run.made)
+            continue
+        key = (run.name, run.block)
+        infos = kept.get(key)
+        if infos is None:
+            infos = _made_from_fields(run)
+        made[key] = infos
+        out.append(infos)
+    if keep:
+        with _making:
+            _MADE_TOPICS[0] = made
+    return out
+
+
+class ColumnMetadata(ClusterMetadata):
+    """A :class:`ClusterMetadata` whose partitions are a Metadata answer's :class:`MetadataColumns`: its
+    ``partitions`` made on first use; its TopicPartitions, leaders and ``lso``'s selection
+    (:meth:`data_partitions`) made from the columns, a topic at a time."""
+
+    def __init__(self, cluster_id: str | None, controller_id: int, brokers: tuple, columns: MetadataColumns,
+                 answered_by: int | None = None) -> None:
+        self.__dict__.update(cluster_id=cluster_id, controller_id=controller_id, brokers=brokers, columns=columns,
+                             answered_by=answered_by)
+
+    def __eq__(self, other: object) -> bool:  # equal to the ClusterMetadata of the same fields
+        if isinstance(other, ClusterMetadata):
+            return self._VALUES(self) == other._VALUES(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._VALUES(self))
+
+    @functools.cached_property
+    def partitions(self) -> InTopicOrder:  # type: ignore[override]
+        return InTopicOrder(chain.from_iterable(made_partitions(self.columns.runs)), self.tps)
+
+    @functools.cached_property
+    def tps(self) -> list[TopicPartition]:
+        # a topic's every partition as a list (0 .. n-1, as most are): a slice of the kept ones
+        return list(chain.from_iterable(kept_topic_partitions(run.name, list(run.indexes)) for run in self.columns.runs))
+
+    @functools.cached_property
+    def leaders(self) -> dict[TopicPartition, int]:
+        made = LeaderMap(zip(self.tps, chain.from_iterable(run.leaders for run in self.columns.runs)))
+        made.metadata = self
+        return made
+
+    @functools.cached_property
+    def transaction_log(self) -> tuple[PartitionInfo, ...]:
+        runs = [run for run in self.columns.runs if run.name == TRANSACTION_STATE_TOPIC]
+        return made_partitions(runs, keep=False)[0] if runs else ()
+
+    def topics(self) -> list[str]:
+        return [run.name for run in self.columns.runs]
+
+    def data_partitions(self) -> tuple[list[TopicPartition], list[int]]:
+        """The TopicPartitions of every topic but the internal ones, in partition order, and beside them
+        their leaders (-1: none): slices of :attr:`tps`, a topic at a time. The same list each call
+        (its caller's to copy), so :meth:`data_by_leader` knows it."""
+        return self._data_partitions
+
+    @functools.cached_property
+    def _data_partitions(self) -> tuple[list[TopicPartition], list[int]]:
+        tps, at, picked, leaders = self.tps, 0, [], []
+        for run in self.columns.runs:
+            count = len(run.indexes)
+            if not run.internal:
+                picked += tps[at : at + count]
+                leaders += run.leaders
+            at += count
+        return picked, leaders
+
+    def data_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
+        """:meth:`data_partitions` by leader (:func:`by_leader`)."""
+        return by_leader(*self._data_partitions, [run for run in self.columns.runs if not run.internal], silent)
+
+    def all_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
+        """Every partition (:attr:`tps`) by leader (:func:`by_leader`)."""
+        leaders = self.__dict__.get("_leader_column")
+        if leaders is None:
+            leaders = self.__dict__["_leader_column"] = list(chain.from_iterable(run.leaders for run in self.columns.runs))
+        return by_leader(self.tps, leaders, self.columns.runs, silent)
+
+
+class LeaderMap(dict):  # type: ignore[type-arg]
+    """:attr:`ColumnMetadata.leaders`: the leader of each partition, and the ``metadata`` it is of (whose
+    partitions are grouped by leader from its columns: ``session.group_by_leader``)."""
+
+    metadata: ColumnMetadata
+
+
+def by_leader(tps: list[TopicPartition], leaders: list[int], runs: list[TopicRun], silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
+    """``tps`` (the partitions of ``runs``, in their order) by leader (``leaders``, beside them), as
+    ``session.group_by_leader_column`` groups them (each leader's in partition order, the leaders in the
+    order they first lead one), each leader's with its topics' partition numbers (:class:`LedPartitions`);
+    None where a partition has no leader to ask (none, or ``silent``). Picked in C by a mask per leader: the
+    leaders' column as bytes, one byte a partition, translated to 1 where that leader leads."""
+    try:  # broker ids under 256 (no -1): the column as it is, its leaders those of its bytes, found in C
+        column: bytes | None = bytes(leaders)
+        absent = _ALL_BYTES.translate(None, column)
+        nodes = dict.fromkeys(sorted((node for node in range(256) if node not in absent), key=lambda node: column.index(node)))
+    except ValueError:
+        column, nodes = None, dict.fromkeys(leaders)
+    if any(node < 0 or node in silent for node in nodes):
+        return None
+    out = {}
+    for node in nodes:
+        mask = column.translate(_picking(node)) if column is not None else bytes(map(eq, leaders, repeat(node)))
+        led = out[node] = LedPartitions(compress(tps, mask))
+        at = 0
+        for run in runs:
+            count = len(run.indexes)
+            indexes = tuple(compress(run.indexes, mask[at : at + count]))
+            if indexes:
+                led.runs.append((run.name, indexes))
+            at += count
+    return out
+
+
+_ALL_BYTES = bytes(range(256))
+
+
+@functools.lru_cache(maxsize=None)
+def _picking(code: int) -> bytes:
+    """A ``bytes.translate`` table: ``code`` to 1, every other byte to 0."""
+    return bytes(i == code for i in range(256))
+
+
+class LedPartitions(list):  # type: ignore[type-arg]
+    """A leader's TopicPartitions in partition order, with ``runs``: each topic's name and partition numbers
+    among them, in that order (what a request body names: ``wire.bodies`` writes it from them)."""
+
+    def __init__(self, partitions: Iterable[TopicPartition] = ()) -> None:
+        super().__init__(partitions)
+        self.runs: list[tuple[str, tuple[int, ...]]] = []
+
+
+ColumnMetadata._FIELDS = ClusterMetadata._FIELDS  # its fields are ClusterMetadata's (repr, dataclasses.fields)
+ColumnMetadata._VALUES = ClusterMetadata._VALUES
+
