@@ -179,10 +179,11 @@ class ColumnMetadata(ClusterMetadata):
 
     def all_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
         """Every partition (:attr:`tps`) by leader (:func:`by_leader`)."""
-        leaders = self.__dict__.get("_leader_column")
-        if leaders is None:
-            leaders = self.__dict__["_leader_column"] = list(chain.from_iterable(run.leaders for run in self.columns.runs))
-        return by_leader(self.tps, leaders, self.columns.runs, silent)
+        return by_leader(self.tps, self._leader_column, self.columns.runs, silent)
+
+    @functools.cached_property
+    def _leader_column(self) -> list[int]:
+        return list(chain.from_iterable(run.leaders for run in self.columns.runs))
 
 
 class LeaderMap(dict):  # type: ignore[type-arg]
