@@ -49,10 +49,18 @@ class MarkersApi:
                 if tp in described.value:
                     return info.leader, described.value[tp], ""
                 why = "; ".join(map(str, described.missing)) or f"no answer from broker {info.leader}"
-            stop_at = self.deadline - self.config.timeout_s * (1 - LEADER_WAIT_SHARE)
-            if time.monotonic() + LEADER_POLL_S >= stop_at:
+            if not self.pause_while_facts_settle():
                 return None, None, why
-            time.sleep(LEADER_POLL_S)
+
+    def pause_while_facts_settle(self) -> bool:
+        """One pause before asking again (from fresh metadata) while leaders or coordinators move
+        after a broker died; False, without pausing, once the share of the deadline for waiting
+        (:data:`LEADER_WAIT_SHARE`) is spent: the rest is kept for the action and its verification."""
+        stop_at = self.deadline - self.config.timeout_s * (1 - LEADER_WAIT_SHARE)
+        if time.monotonic() + LEADER_POLL_S >= stop_at:
+            return False
+        time.sleep(LEADER_POLL_S)
+        return True
 
     def write_abort_marker(
         self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, leader: int, commit: bool = False

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 from kafkatxn import facts_scan, gather, untracked, verdicts
 from kafkatxn.auditlog import AuditLog
 from kafkatxn.errors import AuthenticationError, InputError, KafkatxnError
-from kafkatxn.model import Missing, ProducerState, TopicPartition
+from kafkatxn.model import Missing, Part, ProducerState, TopicPartition
 from kafkatxn.plain import to_plain
 from kafkatxn.remedy.decide import (
     AbortDecision, AbortTarget, Action, Outcome, Verification, already_aborted, coordinator_refusal, decide_abort,
@@ -262,7 +262,7 @@ class Abort(Remedy):
             refusal: str | None = again.reason
         else:
             item.decision = replace(item.decision, producer=again.producer)
-            _classify(cluster, [item], self.allow_unknown_outcome)
+            self._classify_settled(cluster, item)
             refusal = self.refusal(item.classification)
             if refusal is None:  # written to since the plan, it may be short of its deadline again
                 refusal = self._not_due(cluster, item.classification)
@@ -280,6 +280,22 @@ class Abort(Remedy):
         marker = {"leader_id": item.leader, "coordinator_epoch": item.decision.marker_coordinator_epoch,
                   "result": "COMMIT" if self.commit else "ABORT"}
         return Recheck.go(item.state_before, plan={"write_txn_markers": marker})
+
+    def _classify_settled(self, cluster: Cluster, item: _AbortItem) -> None:
+        """:func:`_classify`, asked again while the coordinators' side is undetermined for a reason
+        that passes: the recheck comes right after a confirmation, often right after a broker died,
+        and its coordinators take their ``__transaction_state`` partitions over (and load them)
+        after the partition's leader has moved. Waited out like that leader
+        (:meth:`~kafkatxn.kafka.markers.MarkersApi.pause_while_facts_settle`); still undetermined
+        then, it is refused. A refusal by an ACL, or brokers too old to ask, do not pass: not waited."""
+        while True:
+            _classify(cluster, [item], self.allow_unknown_outcome)
+            c = item.classification
+            if c is None or c.verdict is not verdicts.Verdict.UNDETERMINED or not may_settle(c.missing):
+                return
+            if not cluster.pause_while_facts_settle():
+                return
+            cluster.metadata(refresh=True)
 
     def act(self, cluster: Cluster, item: _AbortItem) -> Acted:
         """The marker, to the leader; where the leader died or moved while it was on its way (it may
@@ -347,6 +363,14 @@ class Abort(Remedy):
             "leader_id": item.leader,
         }
         return replace(verdict, detail=failed + verdict.detail), state_after
+
+
+def may_settle(missing: Sequence[Missing]) -> bool:
+    """Whether an undetermined verdict missing these parts may be determined by asking again soon:
+    brokers, log partitions and coordinators that did not answer (moving, loading, restarting) may;
+    a part the principal may not see, or a whole kind of answer the brokers do not give (a typed
+    :class:`~kafkatxn.model.Part`: too old a Kafka, ids filtered by ACLs), does not."""
+    return bool(missing) and not any(m.not_authorized or isinstance(m.subject, Part) for m in missing)
 
 
 def not_hanging_yet(c: verdicts.Classification, max_transaction_timeout_ms: int | None) -> str:

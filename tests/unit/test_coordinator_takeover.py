@@ -67,3 +67,82 @@ def test_the_log_probe_ids_hash_to_their_partitions():
     for partitions in (1, 3, 50):
         ids = log_probe_ids(partitions)
         assert [verdicts.coordinator_partition(i, partitions) for i in ids] == list(range(partitions))
+
+
+# -- the recheck right before a marker, while coordinators move --------------------------------
+
+
+def hanging_cluster(timeout_s: float) -> FakeCluster:
+    """a-0 pinned by producer 7, whose coordinators track no transactional id: hanging."""
+    model = KafkaModel(brokers=(1, 2))
+    model.add_partition("a", 0, lso=10, hw=20)
+    model.add_transaction_log([1, 2])
+    model.producers[A0] = [ProducerState(7, 0, 3, int(time.time() * 1000) - 10 * MAX, -1, 10)]
+    return FakeCluster(model, timeout_s=timeout_s)
+
+
+def abort_while_log_partition_moves(fake: FakeCluster, requests_before_takeover: int, tmp_path):
+    """The plan says hanging; as the person confirms, broker 1's log partition moves, and broker 1
+    answers ``requests_before_takeover`` coordinator requests before it has taken it over."""
+
+    def confirm(rows) -> bool:
+        assert [r.outcome for r in rows] == [remedy.Outcome.WOULD_ABORT]
+        fake.model.not_taken_over[(1, 0)] = requests_before_takeover
+        return True
+
+    audit = auditlog.AuditLog(tmp_path / "audit.jsonl")
+    started = time.monotonic()
+    result = remedy.abort(fake, all_hanging=True, max_transaction_timeout_ms=MAX, audit=audit, confirm=confirm)
+    (row,) = result.rows
+    return row, time.monotonic() - started
+
+
+def test_the_recheck_waits_out_a_coordinator_taking_its_log_partition_over_then_aborts(tmp_path):
+    """CI (stop 59): the partition's leader was killed after the plan; the recheck found the new
+    leader, asked the coordinators before they had loaded the log partitions the dead broker led,
+    and refused the confirmed abort as undetermined. A coordinator taking a partition over answers
+    within seconds: the recheck asks again, within its share of the deadline."""
+    fake = hanging_cluster(timeout_s=10)
+    row, _ = abort_while_log_partition_moves(fake, 4, tmp_path)
+    assert row.outcome is remedy.Outcome.ABORTED, row.reason
+    assert len(fake.called("write_abort_marker")) == 1
+
+
+def test_a_coordinator_that_never_takes_over_is_refused_within_the_share_and_writes_nothing(tmp_path):
+    fake = hanging_cluster(timeout_s=1.5)
+    row, took_s = abort_while_log_partition_moves(fake, 10_000, tmp_path)
+    assert row.outcome is remedy.Outcome.REFUSED
+    assert "__transaction_state-0" in row.reason and "undetermined" in row.reason, row.reason
+    assert fake.called("write_abort_marker") == []
+    assert fake.model.offsets[A0] == [10, 20]  # LSO and HW unchanged
+    assert 0.4 < took_s < 1.5 * 2 / 3 + 0.5  # waited, within the share that keeps the rest for acting
+
+
+def test_an_id_the_principal_may_not_see_is_refused_at_once_not_waited_out(tmp_path):
+    fake = hanging_cluster(timeout_s=10)
+
+    def see_all_at_plan_only(rows) -> bool:
+        assert [r.outcome for r in rows] == [remedy.Outcome.WOULD_ABORT]
+        fake.model.describable = lambda tid: False  # DESCRIBE on TransactionalId taken away: ids filtered
+        return True
+
+    audit = auditlog.AuditLog(tmp_path / "audit.jsonl")
+    started = time.monotonic()
+    result = remedy.abort(fake, all_hanging=True, max_transaction_timeout_ms=MAX, audit=audit, confirm=see_all_at_plan_only)
+    (row,) = result.rows
+    assert row.outcome is remedy.Outcome.REFUSED and fake.called("write_abort_marker") == []
+    assert "not authorized to see every transactional id" in row.reason, row.reason
+    assert time.monotonic() - started < 1.0
+
+
+def test_only_passing_gaps_may_settle():
+    from kafkatxn.model import Broker, Missing
+    from kafkatxn.remedy.abort import may_settle
+
+    log_tp = TopicPartition("__transaction_state", 3)
+    assert may_settle([Missing(log_tp, "broker 2 did not coordinate it yet (COORDINATOR_LOAD_IN_PROGRESS)")])
+    assert may_settle([Missing(Broker(2), "no answer")])
+    assert not may_settle([])
+    assert not may_settle([Missing(log_tp, "not authorized", acl="DESCRIBE on TransactionalId x")])
+    assert not may_settle(list(verdicts.hidden_ids(verdicts.IDS_FILTERED)))
+    assert not may_settle([Missing(verdicts.IDS_PART, "the brokers are too old")])
