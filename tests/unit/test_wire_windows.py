@@ -174,3 +174,39 @@ def test_answers_landing_after_the_wait_gave_up_at_the_deadline_are_not_read():
     assert results[0] == "answer of 10" and all(isinstance(r, KafkaTimeoutError) for r in results[1:])
     manager.answer("11")  # too late: nothing waits for it, nothing breaks
     assert results[1] is not results[2] and isinstance(results[1], KafkaTimeoutError)
+
+
+def test_on_kafka_pythons_own_io_loop_a_sixth_goes_out_before_another_brokers_answers_land():
+    """The same on kafka-python's IO loop (its tasks, timers and futures), answers landing on its timers:
+    broker 1 answers each request at once, broker 2 only after a second."""
+    import time
+    from types import SimpleNamespace
+
+    from kafka.net.manager import KafkaConnectionManager
+    from kafka.net.selector import NetworkSelector
+
+    net = NetworkSelector()
+    manager = KafkaConnectionManager(net)
+    events = []
+
+    def send(request, node_id=None, request_timeout_ms=None):
+        events.append(f"sent {request.name}")
+        fut = Future()
+
+        def land():
+            events.append(f"answered {request.name}")
+            fut.success(f"answer of {request.name}")
+
+        net.call_later(0.001 if node_id == 1 else 1.0, land)
+        return fut
+
+    manager.send = send
+    manager.least_used_connections = lambda: [SimpleNamespace(node_id=1), SimpleNamespace(node_id=2)]
+    requests = _requests([(1, 7), (2, 5)])
+    try:
+        results = net.run(wire.Wire(manager)._round(requests, time.monotonic() + 30, lambda name: None))
+    finally:
+        manager.close()
+        net.close()
+    assert results == [f"answer of {request.name}" for _node, request in requests]
+    assert events.index("sent 16") < events.index("answered 20")  # broker 1's seventh, before broker 2 answered
