@@ -137,9 +137,10 @@ class RoundsAhead:
         """The requests sent ahead (:meth:`send_ahead`) that go with this round, as ``(-1 - n, node,
         request)``, and the node each was given: not one of the round's own (sent once, as the
         round's), nor to a silent broker (answered so at once). One for any broker goes to the broker
-        this round gives fewest requests (the first of :meth:`brokers_to_ask` among equals): the wire
-        sends a connection's requests in waves of five, and a sixth on the connection of a leader with
-        two DescribeProducers waited for the whole round's answers (``check``, 13 ms at 30,000 partitions)."""
+        this round gives fewest requests (the first of :meth:`brokers_to_ask` among equals): a connection
+        keeps five in flight (``wire/windows.py``), and a sixth on the connection of a leader with two
+        DescribeProducers waits for one of that leader's answers (in waves, it waited for the whole
+        round's: ``check``, 13 ms at 30,000 partitions)."""
         if not self._riding:
             return [], []
         riding, self._riding = self._riding, []

@@ -394,9 +394,9 @@ class _KnowsItsBrokers(FakeCluster):
 
 def test_check_sends_the_visibility_probe_to_the_broker_its_offsets_round_gives_fewest_requests(rounds, monkeypatch):
     # A leader of more partitions than one DescribeProducers carries is sent two: with the listing and the
-    # probe on its connection too it was given six, and the wire sends a connection's requests in waves of
-    # five (the sixth, its ListTransactions, went down only after the whole round had answered: 13 ms of
-    # check's at 30,000 partitions). The probe, for any broker, goes where the round gives fewest.
+    # probe on its connection too it was given six, and a connection keeps five in flight (the sixth, its
+    # ListTransactions, waited for an answer of that leader's; when the wire sent waves, for the whole
+    # round's: 13 ms of check's at 30,000 partitions). The probe, for any broker, goes where the round gives fewest.
     from kafkatxn.kafka import producer_state
 
     monkeypatch.setattr(producer_state, "DESCRIBE_PRODUCERS_BATCH", 2)

@@ -380,15 +380,11 @@ def test_every_error_name_the_facade_and_the_fake_act_on_is_one_the_wire_gives()
     assert acted_on - given == set()
 
 
-class _Answer:
-    """A kafka-python future that is already done, awaitable like the manager's."""
+def _Answer(value):
+    """A kafka-python future that is already done, as the manager's send returns one."""
+    from kafka.future import Future
 
-    def __init__(self, value):
-        self.value = value
-
-    def __await__(self):
-        return self.value
-        yield  # noqa: unreachable - makes this a generator
+    return Future().success(value)
 
 
 class _Manager:
@@ -417,7 +413,7 @@ class _Manager:
         self.soon.append((fn, args))
 
     async def wait_for(self, future, timeout_ms):
-        return future.value
+        return await future
 
     def run(self, coro, *args):
         return asyncio.run(coro(*args))

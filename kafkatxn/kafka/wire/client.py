@@ -26,6 +26,7 @@ from kafkatxn.kafka.wire.reading import (
     Read, _encoding_body_once, _negotiate_again, _reading_answers, _walking_small, _write_body_ahead,
 )
 from kafkatxn.kafka.wire.refusal import is_refusal
+from kafkatxn.kafka.wire.windows import send_in_windows
 from kafkatxn.model import BrokerInfo
 
 log = logging.getLogger("kafkatxn.wire")
@@ -349,45 +350,52 @@ class Wire:
     def _round(
         self, requests: Sequence[tuple[int | None, Request]], deadline: float, count: Callable[[str], None]
     ) -> Callable[[], Any]:
-        """The IO thread's part of :meth:`send_all`: every request sent, each answer awaited and decoded."""
+        """The IO thread's part of :meth:`send_all`: every request sent, each connection keeping up to
+        kafka-python's most in flight and sending its next as one of its own answers lands (.windows),
+        each answer decoded as it lands."""
         manager = self._manager
-        # Beyond this many in flight on one connection kafka-python fails a send: waves of this size.
         window = max(int(manager.config.get("max_in_flight_requests_per_connection", 5)), 1)
         by_node: dict[int | None, list[int]] = defaultdict(list)
         for i, (node_id, _request) in enumerate(requests):
             by_node[node_id].append(i)
 
         async def run() -> list[Any]:
+            from kafka.future import Future
+
             results: list[Any] = [None] * len(requests)
-            longest = max((len(indexes) for indexes in by_node.values()), default=0)
             # Brokers not connected yet first: their connections (connect, ApiVersions) begin before the
             # connected brokers' bodies are written, and theirs are written while they connect.
             connected = {c.node_id for c in manager.least_used_connections()}
-            nodes = sorted(by_node, key=lambda node_id: node_id in connected)
-            for start in range(0, longest, window):
-                pending = []
-                ahead = []  # to brokers not connected yet
-                for node_id in nodes:
-                    for i in by_node[node_id][start : start + window]:
-                        request = requests[i][1]
-                        count(p.REQUEST_NAMES.get(type(request), type(request).__name__.removesuffix("Request")))
-                        left_ms = max(int((deadline - time.monotonic()) * 1000), 1)
-                        wire_request = self._reused(node_id, request)
-                        try:  # a send can fail at once (a broker that left the metadata): that is this request's answer
-                            pending.append((i, manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms)))
-                        except Exception as exc:  # noqa: BLE001
-                            results[i] = exc
-                        else:
-                            if node_id not in connected:
-                                ahead.append(wire_request)
+            lanes = {node_id: by_node[node_id] for node_id in sorted(by_node, key=lambda node_id: node_id in connected)}
+            ahead: list[Any] | None = []  # to brokers not connected yet, in their first window
+
+            def send(node_id: int | None, i: int) -> Any:
+                request = requests[i][1]
+                count(p.REQUEST_NAMES.get(type(request), type(request).__name__.removesuffix("Request")))
+                left_ms = max(int((deadline - time.monotonic()) * 1000), 1)
+                wire_request = self._reused(node_id, request)
+                try:  # a send can fail at once (a broker that left the metadata): that is this request's answer
+                    fut = manager.send(wire_request, node_id=node_id, request_timeout_ms=left_ms)
+                except Exception as exc:  # noqa: BLE001
+                    results[i] = exc
+                    return None
+                if ahead is not None and node_id not in connected:
+                    ahead.append(wire_request)
+                return fut
+
+            def first_sent() -> None:
+                nonlocal ahead
                 if ahead:  # after the connections' first steps, which are queued before it
                     manager.call_soon(self._write_ahead, ahead)
-                for i, fut in pending:  # each wait ends at the deadline, not a full span after the last one
-                    try:
-                        left_ms = max(int((deadline - time.monotonic()) * 1000), 1)
-                        results[i] = self._decode(requests[i][1], await manager.wait_for(fut, left_ms))
-                    except Exception as exc:  # noqa: BLE001 - returned to the caller per request
-                        results[i] = exc
+                ahead = None
+
+            def land(i: int, value: Any, error: BaseException | None) -> None:
+                try:
+                    results[i] = error if error is not None else self._decode(requests[i][1], value)
+                except Exception as exc:  # noqa: BLE001 - returned to the caller per request
+                    results[i] = exc
+
+            await send_in_windows(manager, lanes, window, deadline, send, land, first_sent, Future)
             return results
 
         return run
