@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 from kafkatxn import facts, facts_lso, facts_scan, gather, snapshot as samples, verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.gather import in_one_run
+from kafkatxn.metadata_columns import ColumnMetadata
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition, topic_partitions
 from kafkatxn.producer_table import held_states
 from kafkatxn.snapshot import (
@@ -86,7 +87,7 @@ class _Pass:
             self.missing.append(Missing(Part("consumer groups"), str(exc)))
         return committed, ()
 
-    def offsets_and_producers(self, selected: list[PartitionInfo], tps: list[TopicPartition]):
+    def offsets_and_producers(self, selected: Sequence[PartitionInfo], tps: list[TopicPartition]):
         """Both isolation levels in one round trip per leader (LSO <= HW within each pair), with the
         DescribeProducers requests in the same round trip: the partitions' samples, and the
         ``(LSO, HW)`` pairs and producer states the later steps take."""
@@ -99,7 +100,7 @@ class _Pass:
             self.not_gathered.add(PART_OFFSETS)
         return offsets, described
 
-    def transactions(self, described, selected: list[PartitionInfo], topic_regex: str | None) -> None:
+    def transactions(self, described, selected: Sequence[PartitionInfo], topic_regex: str | None) -> None:
         """Every transaction the coordinators hold, first: the scan asks them of the producer ids it
         finds, and is answered from this listing (one ListTransactions a broker)."""
         snap, cluster = self.snap, self.cluster
@@ -226,20 +227,24 @@ def gather_snapshot(
     try:
         md = cluster.metadata()
         # Internal topics too: a hanging transaction on __consumer_offsets stalls transactional
-        # offset commits just as one on a data topic stalls consumers.
-        selected = cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
+        # offset commits just as one on a data topic stalls consumers. Every partition of a metadata
+        # read as columns: its own TopicPartitions and leaders, no PartitionInfo made before the
+        # first request (as lso's).
+        columns = not topic_regex and type(md) is ColumnMetadata
+        selected = md.every_partition() if columns else cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
     except UsageError:
         raise
     except KafkatxnError as exc:
         return ClusterSnapshot(taken_at_ms, time.monotonic() - started, error=str(exc))
+    replicas = md.replica_ids() if columns else set(chain.from_iterable(map(_REPLICAS, md.partitions)))  # in C
     snap = ClusterSnapshot(taken_at_ms, cluster_id=md.cluster_id, brokers=tuple(b.id for b in md.brokers),
-                           replica_brokers=tuple(sorted(set(chain.from_iterable(map(_REPLICAS, md.partitions))))))  # in C
+                           replica_brokers=tuple(sorted(replicas)))
     run = _Pass(cluster, snap)
     if topic_regex and not selected:
         # A typo in the regex must not turn into a check that is always OK.
         run.missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
     unseen_at = len(run.missing)  # the topics this principal cannot see are named here, asked below
-    tps = topic_partitions(selected)
+    tps = md.tps if columns else topic_partitions(selected)
     grouped = groups or bool(spark_checkpoints)
     committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
     memo = probe_memo.for_cluster(md.cluster_id) if probe_memo is not None and grouped else None

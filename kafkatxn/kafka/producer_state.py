@@ -20,6 +20,7 @@ from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.offsets import _offsets_requests
 from kafkatxn.kafka.session import group_by_leader
+from kafkatxn.metadata_columns import ColumnMetadata
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition, is_in_partition_order
 from kafkatxn.producer_table import ProducerTable
 
@@ -54,6 +55,28 @@ def _whole_table(requests: list[tuple[int, proto.DescribeProducers]], responses:
 # One request per leader up to this many partitions: a round trip per leader, not one per 500
 # partitions as Kafka's own tool sends them.
 DESCRIBE_PRODUCERS_BATCH = 10_000
+
+
+def _batches(partitions: Sequence[TopicPartition]) -> list[HashedOnce]:
+    """A leader's ``partitions`` in requests of :data:`DESCRIBE_PRODUCERS_BATCH`, each with its topics' runs
+    (``runs``) where the leader's have them (``metadata_columns.LedPartitions``: cut where a batch ends),
+    so its body is written a topic at a time (``wire.bodies``), not taken apart a partition at a time."""
+    runs = getattr(partitions, "runs", None)
+    batches = [HashedOnce(partitions[i : i + DESCRIBE_PRODUCERS_BATCH]) for i in range(0, len(partitions), DESCRIBE_PRODUCERS_BATCH)]
+    if runs is None or not batches:
+        return batches
+    room, batch = DESCRIBE_PRODUCERS_BATCH, 0
+    batches[0].runs = cut = []
+    for name, indexes in runs:
+        while len(indexes) > room:  # the batch ends within this topic
+            if room:
+                cut.append((name, indexes[:room]))
+            indexes, batch, room = indexes[room:], batch + 1, DESCRIBE_PRODUCERS_BATCH
+            batches[batch].runs = cut = []
+        if indexes:
+            cut.append((name, indexes))
+            room -= len(indexes)
+    return batches
 
 
 class ProducerStateApi:
@@ -119,7 +142,10 @@ class ProducerStateApi:
                 or self.wire.max_version("DescribeProducers") < 0):
             return
         md = self.metadata()
-        by_node = group_by_leader(partitions, md.leaders, self.silent)
+        if type(md) is ColumnMetadata and (partitions is md.tps or partitions == md.tps):  # from its columns: no leaders' dict made first
+            by_node = md.all_by_leader(self.silent)
+        else:
+            by_node = group_by_leader(partitions, md.leaders, self.silent)
         if by_node:
             producer_requests, _ = self._producer_requests(partitions, None, by_node)
             self.send_now(_offsets_requests(by_node, (True, False), False) + producer_requests)  # in the call's order
@@ -153,11 +179,7 @@ class ProducerStateApi:
                     missing[tp] = Failed(None, Missing(tp, f"{self.silent[leader].plain_reason} (broker {leader})"))
                 else:
                     by_node[leader].append(tp)
-        requests = [
-            (node, proto.DescribeProducers(HashedOnce(node_tps[i : i + DESCRIBE_PRODUCERS_BATCH])))
-            for node, node_tps in by_node.items()
-            for i in range(0, len(node_tps), DESCRIBE_PRODUCERS_BATCH)
-        ]
+        requests = [(node, proto.DescribeProducers(batch)) for node, node_tps in by_node.items() for batch in _batches(node_tps)]
         return requests, missing
 
     def _producer_split(
