@@ -22,7 +22,7 @@ from itertools import chain, compress
 from operator import itemgetter
 from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
-from kafkatxn import facts, facts_lso, facts_scan, gather, snapshot as samples, verdicts
+from kafkatxn import gather, snapshot as samples, verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.gather import in_one_run
 from kafkatxn.metadata_columns import ColumnMetadata
@@ -34,6 +34,7 @@ from kafkatxn.snapshot import (
 )
 
 if TYPE_CHECKING:  # handed the facade; not imported
+    from kafkatxn import facts_lso, facts_scan
     from kafkatxn.kafka import Cluster
 
 # The share of the time left that reading the consumer groups' commits may take before the offsets pass.
@@ -69,7 +70,7 @@ class _Pass:
         """The groups' (and Spark queries') committed offsets, before the offsets pass (no second
         ListOffsets pass over their partitions). Listing groups waits for every broker: with one
         down it would take the whole deadline, so it gets half of what is left."""
-        from kafkatxn import spark_readers
+        from kafkatxn import facts_lso, spark_readers
 
         cluster = self.cluster
         share_s = max(cluster.deadline - time.monotonic(), 0.0) * GROUPS_SHARE
@@ -142,6 +143,8 @@ class _Pass:
         """The producer states (asked on their own when they did not come with the offsets:
         DescribeProducers unsupported, its error the part's reason, or the offsets' round trip
         failed as a whole), then the scan ``hanging`` lists (:func:`kafkatxn.facts_scan.scan_of`)."""
+        from kafkatxn import facts, facts_scan
+
         snap, cluster = self.snap, self.cluster
         produced = self.step(
             "producer state",
@@ -189,6 +192,8 @@ class _Pass:
 
     def _group_samples(self, committed: tuple[dict, list[Missing]], scanned: set[str] | None, settled: dict,
                        memo: facts_lso.ProbeMemo | None, held_only: bool):
+        from kafkatxn import facts_lso
+
         by_group, group_missing = committed
         if not by_group and not group_missing:
             return ()
@@ -249,6 +254,8 @@ def gather_snapshot(
     committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
     memo = probe_memo.for_cluster(md.cluster_id) if probe_memo is not None and grouped else None
     if memo is not None and committed is not None:  # the group pass's log starts go with the offsets' round trip
+        from kafkatxn import facts_lso
+
         try:
             facts_lso.log_starts_ahead(cluster, committed[0], memo)
         except KafkatxnError:
@@ -265,6 +272,8 @@ def gather_snapshot(
     cluster.will_read_log_while_waiting()
     if cluster.answers_pending():
         md.transaction_log  # noqa: B018 - made and kept by the metadata
+        # The scan's facts, imported now (not before the round: ~7 ms of check's stretch to its first request).
+        from kafkatxn import facts, facts_scan  # noqa: F401
     offsets, described = run.offsets_and_producers(selected, tps)
     if described is not None and max_transaction_timeout_ms is None:
         # The scan reads the brokers' timeouts next, whatever the coordinators say: with their round,
