@@ -260,38 +260,16 @@ def by_leader(tps: list[TopicPartition], leaders: list[int], runs: list[TopicRun
     if any(node < 0 or node in silent for node in nodes):
         return None
     out = {}
-    masks = {}
     for node in nodes:
-        mask = masks[node] = column.translate(_picking(node)) if column is not None else bytes(map(eq, leaders, repeat(node)))
-        out[node] = LedPartitions(compress(tps, mask))
-    if column is None:
-        for node, mask in masks.items():
-            at, led = 0, out[node]
-            for run in runs:
-                count = len(run.indexes)
-                indexes = tuple(compress(run.indexes, mask[at : at + count]))
-                if indexes:
-                    led.runs.append((run.name, indexes))
-                at += count
-        return out
-    # A topic's partitions 0 .. n-1 led as another's were (leaders' bytes alike: round robin repeats every
-    # few topics) are split among their leaders as that one's were: a look-up, not a pick per leader.
-    appends = {node: led.runs.append for node, led in out.items()}
-    split_as: dict[bytes, list[tuple[int, tuple[int, ...]]]] = {}
-    at = 0
-    for run in runs:
-        indexes = run.indexes
-        count = len(indexes)
-        led_by = column[at : at + count]
-        at += count
-        every = count > 0 and indexes[-1] == count - 1  # (in order, each once: 0 .. n-1)
-        split = split_as.get(led_by) if every else None
-        if split is None:
-            split = [(node, tuple(compress(indexes, led_by.translate(_picking(node))))) for node in nodes if node in led_by]
-            if every:
-                split_as[led_by] = split
-        for node, picked in split:
-            appends[node]((run.name, picked))
+        mask = column.translate(_picking(node)) if column is not None else bytes(map(eq, leaders, repeat(node)))
+        led = out[node] = LedPartitions(compress(tps, mask))
+        at = 0
+        for run in runs:
+            count = len(run.indexes)
+            indexes = tuple(compress(run.indexes, mask[at : at + count]))
+            if indexes:
+                led.runs.append((run.name, indexes))
+            at += count
     return out
 
 
