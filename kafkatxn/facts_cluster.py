@@ -22,9 +22,10 @@ from itertools import chain, compress
 from operator import itemgetter
 from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
-from kafkatxn import facts, facts_lso, facts_scan, gather, snapshot as samples, verdicts
+from kafkatxn import gather, snapshot as samples, verdicts
 from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.gather import in_one_run
+from kafkatxn.metadata_columns import ColumnMetadata
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition, topic_partitions
 from kafkatxn.producer_table import held_states
 from kafkatxn.snapshot import (
@@ -33,6 +34,7 @@ from kafkatxn.snapshot import (
 )
 
 if TYPE_CHECKING:  # handed the facade; not imported
+    from kafkatxn import facts_lso, facts_scan
     from kafkatxn.kafka import Cluster
 
 # The share of the time left that reading the consumer groups' commits may take before the offsets pass.
@@ -68,7 +70,7 @@ class _Pass:
         """The groups' (and Spark queries') committed offsets, before the offsets pass (no second
         ListOffsets pass over their partitions). Listing groups waits for every broker: with one
         down it would take the whole deadline, so it gets half of what is left."""
-        from kafkatxn import spark_readers
+        from kafkatxn import facts_lso, spark_readers
 
         cluster = self.cluster
         share_s = max(cluster.deadline - time.monotonic(), 0.0) * GROUPS_SHARE
@@ -86,7 +88,7 @@ class _Pass:
             self.missing.append(Missing(Part("consumer groups"), str(exc)))
         return committed, ()
 
-    def offsets_and_producers(self, selected: list[PartitionInfo], tps: list[TopicPartition]):
+    def offsets_and_producers(self, selected: Sequence[PartitionInfo], tps: list[TopicPartition]):
         """Both isolation levels in one round trip per leader (LSO <= HW within each pair), with the
         DescribeProducers requests in the same round trip: the partitions' samples, and the
         ``(LSO, HW)`` pairs and producer states the later steps take."""
@@ -99,7 +101,7 @@ class _Pass:
             self.not_gathered.add(PART_OFFSETS)
         return offsets, described
 
-    def transactions(self, described, selected: list[PartitionInfo], topic_regex: str | None) -> None:
+    def transactions(self, described, selected: Sequence[PartitionInfo], topic_regex: str | None) -> None:
         """Every transaction the coordinators hold, first: the scan asks them of the producer ids it
         finds, and is answered from this listing (one ListTransactions a broker)."""
         snap, cluster = self.snap, self.cluster
@@ -141,6 +143,8 @@ class _Pass:
         """The producer states (asked on their own when they did not come with the offsets:
         DescribeProducers unsupported, its error the part's reason, or the offsets' round trip
         failed as a whole), then the scan ``hanging`` lists (:func:`kafkatxn.facts_scan.scan_of`)."""
+        from kafkatxn import facts, facts_scan
+
         snap, cluster = self.snap, self.cluster
         produced = self.step(
             "producer state",
@@ -188,6 +192,8 @@ class _Pass:
 
     def _group_samples(self, committed: tuple[dict, list[Missing]], scanned: set[str] | None, settled: dict,
                        memo: facts_lso.ProbeMemo | None, held_only: bool):
+        from kafkatxn import facts_lso
+
         by_group, group_missing = committed
         if not by_group and not group_missing:
             return ()
@@ -226,24 +232,30 @@ def gather_snapshot(
     try:
         md = cluster.metadata()
         # Internal topics too: a hanging transaction on __consumer_offsets stalls transactional
-        # offset commits just as one on a data topic stalls consumers.
-        selected = cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
+        # offset commits just as one on a data topic stalls consumers. Every partition of a metadata
+        # read as columns: its own TopicPartitions and leaders, no PartitionInfo made before the
+        # first request (as lso's).
+        columns = not topic_regex and type(md) is ColumnMetadata
+        selected = md.every_partition() if columns else cluster.select_partitions(include_internal=True, topic_pattern=topic_regex)
     except UsageError:
         raise
     except KafkatxnError as exc:
         return ClusterSnapshot(taken_at_ms, time.monotonic() - started, error=str(exc))
+    replicas = md.replica_ids() if columns else set(chain.from_iterable(map(_REPLICAS, md.partitions)))  # in C
     snap = ClusterSnapshot(taken_at_ms, cluster_id=md.cluster_id, brokers=tuple(b.id for b in md.brokers),
-                           replica_brokers=tuple(sorted(set(chain.from_iterable(map(_REPLICAS, md.partitions))))))  # in C
+                           replica_brokers=tuple(sorted(replicas)))
     run = _Pass(cluster, snap)
     if topic_regex and not selected:
         # A typo in the regex must not turn into a check that is always OK.
         run.missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
     unseen_at = len(run.missing)  # the topics this principal cannot see are named here, asked below
-    tps = topic_partitions(selected)
+    tps = md.tps if columns else topic_partitions(selected)
     grouped = groups or bool(spark_checkpoints)
     committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
     memo = probe_memo.for_cluster(md.cluster_id) if probe_memo is not None and grouped else None
     if memo is not None and committed is not None:  # the group pass's log starts go with the offsets' round trip
+        from kafkatxn import facts_lso
+
         try:
             facts_lso.log_starts_ahead(cluster, committed[0], memo)
         except KafkatxnError:
@@ -260,6 +272,8 @@ def gather_snapshot(
     cluster.will_read_log_while_waiting()
     if cluster.answers_pending():
         md.transaction_log  # noqa: B018 - made and kept by the metadata
+        # The scan's facts, imported now (not before the round: ~7 ms of check's stretch to its first request).
+        from kafkatxn import facts, facts_scan  # noqa: F401
     offsets, described = run.offsets_and_producers(selected, tps)
     if described is not None and max_transaction_timeout_ms is None:
         # The scan reads the brokers' timeouts next, whatever the coordinators say: with their round,

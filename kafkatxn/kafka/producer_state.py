@@ -20,6 +20,7 @@ from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.offsets import _offsets_requests
 from kafkatxn.kafka.session import group_by_leader
+from kafkatxn.metadata_columns import ColumnMetadata
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition, is_in_partition_order
 from kafkatxn.producer_table import ProducerTable
 
@@ -51,9 +52,37 @@ def _whole_table(requests: list[tuple[int, proto.DescribeProducers]], responses:
     return ProducerTable(columns, [node for node, _ in requests], grouped_by) if len(columns) == len(requests) else None
 
 
+def _every_partition_of(md: Any, partitions: Any) -> bool:
+    """Whether ``partitions`` are the TopicPartitions of the metadata ``md`` read as columns: in partition
+    order, each once (``wire.bodies`` reads an answer as columns only so), compared by identity in C."""
+    return type(md) is ColumnMetadata and (partitions is md.tps or partitions == md.tps)
+
+
 # One request per leader up to this many partitions: a round trip per leader, not one per 500
 # partitions as Kafka's own tool sends them.
 DESCRIBE_PRODUCERS_BATCH = 10_000
+
+
+def _batches(partitions: Sequence[TopicPartition]) -> list[HashedOnce]:
+    """A leader's ``partitions`` in requests of :data:`DESCRIBE_PRODUCERS_BATCH`, each with its topics' runs
+    (``runs``) where the leader's have them (``metadata_columns.LedPartitions``: cut where a batch ends),
+    so its body is written a topic at a time (``wire.bodies``), not taken apart a partition at a time."""
+    runs = getattr(partitions, "runs", None)
+    batches = [HashedOnce(partitions[i : i + DESCRIBE_PRODUCERS_BATCH]) for i in range(0, len(partitions), DESCRIBE_PRODUCERS_BATCH)]
+    if runs is None or not batches:
+        return batches
+    room, batch = DESCRIBE_PRODUCERS_BATCH, 0
+    batches[0].runs = cut = []
+    for name, indexes in runs:
+        while len(indexes) > room:  # the batch ends within this topic
+            if room:
+                cut.append((name, indexes[:room]))
+            indexes, batch, room = indexes[room:], batch + 1, DESCRIBE_PRODUCERS_BATCH
+            batches[batch].runs = cut = []
+        if indexes:
+            cut.append((name, indexes))
+            room -= len(indexes)
+    return batches
 
 
 class ProducerStateApi:
@@ -97,7 +126,7 @@ class ProducerStateApi:
         after them (``check`` and the exporter need both). The producers are None when the brokers
         do not support DescribeProducers; ask :meth:`describe_producers` then, for its error."""
         # In partition order already, each once (the metadata's, most often): neither put through a dict nor sorted.
-        ordered = type(partitions) is list and is_in_partition_order(partitions)
+        ordered = type(partitions) is list and (_every_partition_of(self.metadata(), partitions) or is_in_partition_order(partitions))
         tps = list(partitions) if ordered else list(dict.fromkeys(partitions))
         if self.wire.max_version("DescribeProducers") < 0:
             return self.stable_and_high_offsets(tps), None
@@ -115,11 +144,15 @@ class ProducerStateApi:
         while the command does what needs nothing of them (``check`` imports the log's readers). Nothing
         is sent when the run holds offsets or producer states already, DescribeProducers is not supported
         or a partition has no leader to ask: the call then asks as it always does."""
-        if (self.answered_any("ListOffsets") or self.answered_any("DescribeProducers") or not is_in_partition_order(partitions)
-                or self.wire.max_version("DescribeProducers") < 0):
+        if self.answered_any("ListOffsets") or self.answered_any("DescribeProducers") or self.wire.max_version("DescribeProducers") < 0:
             return
         md = self.metadata()
-        by_node = group_by_leader(partitions, md.leaders, self.silent)
+        if _every_partition_of(md, partitions):  # from its columns: no leaders' dict made, no order checked
+            by_node = md.all_by_leader(self.silent)
+        elif is_in_partition_order(partitions):
+            by_node = group_by_leader(partitions, md.leaders, self.silent)
+        else:
+            return
         if by_node:
             producer_requests, _ = self._producer_requests(partitions, None, by_node)
             self.send_now(_offsets_requests(by_node, (True, False), False) + producer_requests)  # in the call's order
@@ -153,11 +186,7 @@ class ProducerStateApi:
                     missing[tp] = Failed(None, Missing(tp, f"{self.silent[leader].plain_reason} (broker {leader})"))
                 else:
                     by_node[leader].append(tp)
-        requests = [
-            (node, proto.DescribeProducers(HashedOnce(node_tps[i : i + DESCRIBE_PRODUCERS_BATCH])))
-            for node, node_tps in by_node.items()
-            for i in range(0, len(node_tps), DESCRIBE_PRODUCERS_BATCH)
-        ]
+        requests = [(node, proto.DescribeProducers(batch)) for node, node_tps in by_node.items() for batch in _batches(node_tps)]
         return requests, missing
 
     def _producer_split(

@@ -518,3 +518,52 @@ def test_the_command_asks_for_the_held_places_alone_only_where_nothing_needs_eve
     monkeypatch.setattr("kafkatxn.cli.check_cmd.gather_snapshot", lambda *a, **kw: asked.append(kw) or snapshot())
     run_cli(capsys, "check", "-b", "h:1", "--groups", *options)
     assert [kw["held_groups_only"] for kw in asked] == [held_only]
+
+
+def as_columns(md):
+    """``md`` as the wire reads a Metadata answer: a ColumnMetadata of its topics' runs."""
+    from itertools import groupby
+
+    from kafkatxn.metadata_columns import ColumnMetadata, MetadataColumns, TopicRun
+
+    runs = [TopicRun(name, tuple(p.partition for p in made), tuple(p.leader for p in made), made[0].internal, made)
+            for name, made in ((name, tuple(run)) for name, run in groupby(md.partitions, key=lambda p: p.topic))]
+    return ColumnMetadata(md.cluster_id, md.controller_id, md.brokers, MetadataColumns(runs), md.answered_by)
+
+
+def _offsets_of_orders_1_refused(cluster: FakeCluster) -> FakeCluster:
+    cluster.model.partition_errors[(2, TopicPartition("orders", 1))] = ["NOT_LEADER_OR_FOLLOWER"] * 10
+    return cluster
+
+
+@pytest.mark.parametrize("arranged", [lambda cluster: cluster, _offsets_of_orders_1_refused], ids=["whole", "offsets-missing"])
+def test_a_metadata_read_as_columns_gathers_the_snapshot_its_partitions_gather(arranged):
+    """Every partition of a metadata read as columns (the wire's): its TopicPartitions, leaders and replica ids
+    taken from the columns, its PartitionInfos made where a sample is read; the same snapshot, offsets not
+    gathered included (None, not 0), and the PartitionInfos not made before the offsets' round."""
+    expected = gather_snapshot(arranged(check_cluster(NOW_MS)), clock=lambda: NOW_MS / 1000)
+    cluster = arranged(check_cluster(NOW_MS))
+    plain = cluster.metadata
+    made = []
+
+    def metadata(refresh: bool = False):
+        md = as_columns(plain(refresh))
+        made.append(md)
+        return md
+
+    cluster.metadata = metadata
+    sent = cluster.offsets_and_producers
+
+    def offsets_and_producers(tps):
+        assert "partitions" not in made[0].__dict__ and tps is made[0].tps
+        return sent(tps)
+
+    cluster.offsets_and_producers = offsets_and_producers
+    snap = gather_snapshot(cluster, clock=lambda: NOW_MS / 1000)
+    assert (snap.partitions, snap.replica_brokers, snap.hanging, snap.missing) == (
+        expected.partitions, expected.replica_brokers, expected.hanging, expected.missing)
+    assert [p.lso_lag_messages for p in snap.partitions] == [p.lso_lag_messages for p in expected.partitions]
+    assert snap.replica_brokers and len(snap.partitions) == len(expected.partitions) == 4
+    assert tuple(map(str, snap.missing)) == tuple(map(str, expected.missing))
+    if arranged is _offsets_of_orders_1_refused:
+        assert [p.lso_lag_messages for p in snap.partitions if p.topic == "orders"] == [40, None, 0]

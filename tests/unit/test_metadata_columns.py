@@ -134,3 +134,37 @@ def test_every_partition_grouped_by_the_leaders_of_the_columns_is_grouped_and_wr
     for (node, request), (_, without) in zip(_offsets_requests(grouped, (True,), False), _offsets_requests(plain, (True,), False)):
         for version in (1, 5, 6, 11):
             assert written(request, version, monkeypatch) == written(without, version, monkeypatch), (node, version)
+
+
+@pytest.mark.parametrize("kw", ANSWERS.values(), ids=ANSWERS.keys())
+def test_replica_ids_and_every_partition_from_the_columns_are_the_partitions_own(kw):
+    """``check`` takes its replica brokers and its partitions' count from the columns before its first
+    request; the PartitionInfos are made only where one is read, and are the metadata's."""
+    md, expected = read(answer(**kw))
+    every = md.every_partition()
+    assert md.replica_ids() == {r for x in expected.partitions for r in x.replicas}
+    assert len(every) == len(expected.partitions) and "partitions" not in md.__dict__
+    assert every == expected.partitions and list(every) == list(expected.partitions) and every[3] == expected.partitions[3]
+
+
+@pytest.mark.parametrize("batch", [7, 40, 41, 10_000])
+@pytest.mark.parametrize("kw", ANSWERS.values(), ids=ANSWERS.keys())
+def test_describe_producers_batches_keep_the_runs_and_write_the_bytes_written_without_them(kw, batch, monkeypatch):
+    """A leader's partitions cut into DescribeProducers batches keep its topics' runs, cut where a batch
+    ends (within a topic too): each body is written from them, the bytes written a partition at a time."""
+    from kafkatxn.kafka import producer_state
+
+    monkeypatch.setattr(producer_state, "DESCRIBE_PRODUCERS_BATCH", batch)
+    md, _ = read(answer(**kw))
+    by_leader = md.all_by_leader({})
+    if by_leader is None:
+        return
+    for led in by_leader.values():
+        batches = producer_state._batches(led)
+        assert [tuple(b) for b in batches] == [tuple(led[i : i + batch]) for i in range(0, len(led), batch)]
+        for b in batches:
+            assert [p.TopicPartition(name, i) for name, run in b.runs for i in run] == list(b)
+            assert len({name for name, _ in b.runs}) == len(b.runs)
+            without = p.DescribeProducers(tuple(b))
+            assert bodies.describe_producers_body(p.DescribeProducers(b), 0) == bodies.describe_producers_body(without, 0)
+    assert producer_state._batches([]) == []

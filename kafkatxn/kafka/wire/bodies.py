@@ -195,10 +195,12 @@ def describe_producers_shell(request: p.DescribeProducers) -> Any:
 def describe_producers_body(request: p.DescribeProducers, version: int) -> bytes:
     # Flexible at every version: compact arrays and strings, an empty tagged-field count per topic
     # and at the end. kafka-python builds an object per topic and a list per request (12 ms per
-    # 10,000 partitions, before it encodes them); a topic's indexes here are one struct.pack.
-    topics = p.by_topic(request.partitions)
+    # 10,000 partitions, before it encodes them); a topic's indexes here are one struct.pack. A leader's
+    # topics' runs (``metadata_columns.LedPartitions.runs``, cut into its batches) are the topics as they are.
+    runs = getattr(request.partitions, "runs", None)
+    topics = runs if runs is not None else p.by_topic(request.partitions).items()
     out = [array_length(len(topics), True)]
-    for name, indexes in topics.items():
+    for name, indexes in topics:
         out.append(string(name, True))
         out.append(array_length(len(indexes), True))
         out.append(struct.pack(f">{len(indexes)}i", *indexes))
