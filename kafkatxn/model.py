@@ -37,7 +37,10 @@ class Record:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._FIELDS = names = tuple(cls.__dict__.get("__annotations__", {}))
+        # A subclass's fields follow its bases' fields, as a dataclass's do.
+        cls._FIELDS = names = tuple(dict.fromkeys(
+            name for klass in reversed(cls.__mro__) if klass is not Record for name in klass.__dict__.get("__annotations__", {})
+        ))
         if len(names) == 1:
             single = attrgetter(names[0])
             cls._VALUES = staticmethod(lambda record: (single(record),))

@@ -8,13 +8,15 @@ as ``lso --groups`` and ``diagnose`` have it). Pure: the gathering is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from itertools import compress, repeat
 from operator import is_not, itemgetter, lt, or_, sub
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from kafkatxn import group_positions, pinning, verdicts, verdicts_age, verdicts_groups
-from kafkatxn.model import Missing, PartitionInfo, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS
+from kafkatxn.model import (
+    FRESH, FrozenRecord, Missing, PartitionInfo, Record, TopicPartition, TransactionDescription, TWO_PHASE_COMMIT_TIMEOUT_MS, record,
+)
 from kafkatxn.partition_columns import PartitionColumns, of_offsets
 from kafkatxn.verdicts_groups import GroupVerdict, group_verdict, readable_before_lso
 
@@ -78,8 +80,8 @@ def lso_lags(partitions: Sequence[PartitionSample]) -> list[int | None]:
     return lags if not lags or min(lags) >= 0 else [max(0, lag) for lag in lags]  # a leader moved between the reads
 
 
-@dataclass(frozen=True)
-class TransactionSample:
+@record
+class TransactionSample(FrozenRecord):
     """A transaction its coordinator has open (DescribeTransactions)."""
 
     transactional_id: str
@@ -90,13 +92,18 @@ class TransactionSample:
     timeout_ms: int
     topics: tuple[str, ...] = ()  # topics the transaction has written to
 
+    def __init__(self, transactional_id: str, state: str, producer_id: int, coordinator_id: int, start_time_ms: int,
+                 timeout_ms: int, topics: tuple[str, ...] = ()) -> None:
+        self.__dict__.update(transactional_id=transactional_id, state=state, producer_id=producer_id,
+                             coordinator_id=coordinator_id, start_time_ms=start_time_ms, timeout_ms=timeout_ms, topics=topics)
+
     @property
     def two_phase_commit(self) -> bool:
         return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
-@dataclass(frozen=True)
-class CandidateSample:
+@record
+class CandidateSample(FrozenRecord):
     """An open transaction past the maximum timeout, as :mod:`kafkatxn.hanging` classified it
     (only the fields check and the exporter need)."""
 
@@ -107,8 +114,13 @@ class CandidateSample:
     transactional_id: str | None
     reason: str
 
+    def __init__(self, topic: str, partition: int, producer_id: int, start_offset: int, transactional_id: str | None,
+                 reason: str) -> None:
+        self.__dict__.update(topic=topic, partition=partition, producer_id=producer_id, start_offset=start_offset,
+                             transactional_id=transactional_id, reason=reason)
 
-@dataclass(frozen=True)
+
+@record
 class HangingSample(CandidateSample):
     """Hanging: the cluster positively says no coordinator will complete it."""
 
@@ -116,19 +128,37 @@ class HangingSample(CandidateSample):
     age_ms: int | None = None  # verdicts_age.transaction_age: from its first record (no coordinator dates it)
     age_source: str | None = None
 
+    def __init__(self, topic: str, partition: int, producer_id: int, start_offset: int, transactional_id: str | None,
+                 reason: str, lso_lag_messages: int | None = None, age_ms: int | None = None,
+                 age_source: str | None = None) -> None:
+        CandidateSample.__init__(self, topic, partition, producer_id, start_offset, transactional_id, reason)
+        self.__dict__.update(lso_lag_messages=lso_lag_messages, age_ms=age_ms, age_source=age_source)
 
-@dataclass(frozen=True)
+
+@record
 class UntrackedSample(HangingSample):
     """Not tracked by its coordinator, not past its deadline yet: hanging from ``hanging_at_ms`` unless it ends."""
 
     hanging_at_ms: int | None = None
 
+    def __init__(self, topic: str, partition: int, producer_id: int, start_offset: int, transactional_id: str | None,
+                 reason: str, lso_lag_messages: int | None = None, age_ms: int | None = None,
+                 age_source: str | None = None, hanging_at_ms: int | None = None) -> None:
+        HangingSample.__init__(self, topic, partition, producer_id, start_offset, transactional_id, reason,
+                               lso_lag_messages, age_ms, age_source)
+        self.__dict__["hanging_at_ms"] = hanging_at_ms
 
-@dataclass(frozen=True)
+
+@record
 class UndeterminedSample(CandidateSample):
     """Undetermined: a coordinator that could own it did not answer."""
 
     missing: tuple[Missing, ...] = ()  # the typed parts that did not answer
+
+    def __init__(self, topic: str, partition: int, producer_id: int, start_offset: int, transactional_id: str | None,
+                 reason: str, missing: tuple[Missing, ...] = ()) -> None:
+        CandidateSample.__init__(self, topic, partition, producer_id, start_offset, transactional_id, reason)
+        self.__dict__["missing"] = missing
 
 
 class GroupSample(NamedTuple):
@@ -160,8 +190,8 @@ class GroupSample(NamedTuple):
             self.txn_hanging, self.txn_overdue, False, lost_commit=self.txn_lost_commit) is verdicts_groups.Severity.critical
 
 
-@dataclass
-class ClusterSnapshot:
+@record
+class ClusterSnapshot(Record):
     """Everything check and the exporter decide on, from one pass over the cluster."""
 
     taken_at_ms: int
@@ -193,6 +223,31 @@ class ClusterSnapshot:
     group_lag_max: int | None = None
     spark_queries: tuple = ()  # the Spark queries among the readers (spark_readers.QueryRow), with their writers
     not_gathered: frozenset[str] = frozenset()  # PART_* whose figures are absent (why: ``missing``)
+
+    __hash__ = None  # type: ignore[assignment]  # its fields can change, as a dataclass's with eq and not frozen
+
+    def __init__(
+        self, taken_at_ms: int, duration_s: float = 0.0, error: str | None = None, cluster_id: str | None = None,
+        brokers: tuple[int, ...] = (), replica_brokers: tuple[int, ...] = (), partitions: Sequence[PartitionSample] = (),
+        transaction_states: dict[str, int] = FRESH, open_transactions: tuple[TransactionSample, ...] = (),
+        active_producer_ids: dict[int, int] = FRESH, open_transaction_count: int | None = None,
+        hanging: tuple[HangingSample, ...] = (), undetermined: tuple[UndeterminedSample, ...] = (),
+        lost_commits: tuple[HangingSample, ...] = (), untracked: tuple[UntrackedSample, ...] = (),
+        max_transaction_timeout_ms: int | None = None, missing: tuple[Missing, ...] = (),
+        transactional_ids: tuple[str, ...] | None = None, groups: Sequence[GroupSample] | None = None,
+        group_lag_max: int | None = None, spark_queries: tuple = (), not_gathered: frozenset[str] = frozenset(),
+    ) -> None:
+        self.__dict__.update(
+            taken_at_ms=taken_at_ms, duration_s=duration_s, error=error, cluster_id=cluster_id, brokers=brokers,
+            replica_brokers=replica_brokers, partitions=partitions,
+            transaction_states={} if transaction_states is FRESH else transaction_states,
+            open_transactions=open_transactions,
+            active_producer_ids={} if active_producer_ids is FRESH else active_producer_ids,
+            open_transaction_count=open_transaction_count, hanging=hanging, undetermined=undetermined,
+            lost_commits=lost_commits, untracked=untracked, max_transaction_timeout_ms=max_transaction_timeout_ms,
+            missing=missing, transactional_ids=transactional_ids, groups=groups, group_lag_max=group_lag_max,
+            spark_queries=spark_queries, not_gathered=not_gathered,
+        )
 
     @property
     def up(self) -> bool:
@@ -252,14 +307,20 @@ def transaction_sample(d: TransactionDescription) -> TransactionSample:
     )
 
 
-@dataclass
-class VerdictSamples:
+@record
+class VerdictSamples(Record):
     """The scan's transactions that are findings, by verdict (:func:`verdict_samples`)."""
 
     hanging: tuple[HangingSample, ...] = ()
     lost_commits: tuple[HangingSample, ...] = ()
     untracked: tuple[UntrackedSample, ...] = ()
     undetermined: tuple[UndeterminedSample, ...] = ()
+
+    __hash__ = None  # type: ignore[assignment]  # as ClusterSnapshot's
+
+    def __init__(self, hanging: tuple[HangingSample, ...] = (), lost_commits: tuple[HangingSample, ...] = (),
+                 untracked: tuple[UntrackedSample, ...] = (), undetermined: tuple[UndeterminedSample, ...] = ()) -> None:
+        self.__dict__.update(hanging=hanging, lost_commits=lost_commits, untracked=untracked, undetermined=undetermined)
 
 
 def verdict_samples(found: Pins, offsets: Mapping[TopicPartition, tuple[int, int]]) -> VerdictSamples:

@@ -10,9 +10,9 @@ import pickle
 
 import pytest
 
-from kafkatxn import check, model, monitoring_plugin, verdicts, verdicts_age
+from kafkatxn import check, model, monitoring_plugin, snapshot, verdicts, verdicts_age
 
-RECORDS = [c for module in (model, verdicts, verdicts_age, check, monitoring_plugin) for c in vars(module).values()
+RECORDS = [c for module in (model, verdicts, verdicts_age, check, monitoring_plugin, snapshot) for c in vars(module).values()
            if isinstance(c, type) and issubclass(c, model.Record) and c not in (model.Record, model.FrozenRecord)
            and c.__module__ == module.__name__]
 
@@ -27,7 +27,9 @@ def twin(cls: type) -> type:
 def test_every_record_of_the_model_is_checked_here():
     assert {c.__name__ for c in RECORDS} >= {"BrokerInfo", "ClusterMetadata", "Missing", "Partial", "Part", "Broker",
                                              "OpenTransaction", "Classification", "CoordinatorView", "TransactionAge",
-                                             "Thresholds", "Finding", "CheckResult", "Range", "PerfDatum"}
+                                             "Thresholds", "Finding", "CheckResult", "Range", "PerfDatum",
+                                             "TransactionSample", "CandidateSample", "HangingSample", "UntrackedSample",
+                                             "UndeterminedSample", "ClusterSnapshot", "VerdictSamples"}
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
