@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from operator import attrgetter
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import lost_commit, verdicts, verdicts_age
 from kafkatxn.errors import ClusterError, KafkatxnError, UnsupportedBrokerError
 from kafkatxn.model import (
-    IDS_FILTERED, Broker, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription, TransactionLogHistory,
+    IDS_FILTERED, Broker, FrozenRecord, Missing, Part, ProducerState, TopicPartition, TransactionalId, TransactionDescription,
+    TransactionLogHistory, record,
 )
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, CoordinatorView, OpenTransaction
 from kafkatxn.verdicts_groups import Offsets
@@ -28,13 +28,18 @@ if TYPE_CHECKING:  # handed the facade; not imported
     from kafkatxn.kafka import Cluster
 
 
-@dataclass(frozen=True)
-class TransactionConfigs:
+@record
+class TransactionConfigs(FrozenRecord):
     """The brokers' transaction timeouts that verdicts date by (one DescribeConfigs per broker)."""
 
     max_transaction_timeout_ms: int | None  # the largest transaction.max.timeout.ms
     abort_cleanup_interval_ms: int | None  # the longest cleanup interval: the slowest coordinator's
     missing: tuple[Missing, ...] = ()
+
+    def __init__(self, max_transaction_timeout_ms: int | None, abort_cleanup_interval_ms: int | None,
+                 missing: tuple[Missing, ...] = ()) -> None:
+        self.__dict__.update(max_transaction_timeout_ms=max_transaction_timeout_ms,
+                             abort_cleanup_interval_ms=abort_cleanup_interval_ms, missing=missing)
 
 
 def in_one_run(entry):

@@ -9,69 +9,19 @@ one is not.
 """
 
 import functools
-import reprlib
 import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import FrozenInstanceError, dataclass, field
+from dataclasses import field
 from itertools import islice, repeat
-from operator import attrgetter, itemgetter, lt
-from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, Union
+from operator import itemgetter, lt
+from typing import Any, Generic, NamedTuple, TypeVar, Union
+
+from kafkatxn.records import FRESH, FrozenRecord, Record, record  # noqa: F401 - the model's records; others import them from here
 
 T = TypeVar("T")
 
 
-# The records below are dataclasses (``dataclasses.fields``, ``replace`` and ``asdict`` work, and
-# ``plain.to_plain`` shows them as objects) whose methods are not generated: ``@dataclass(frozen=True)``
-# compiles six methods from their source text as each class is made (3.5 M instructions a class, the
-# 14 of this module 45 M: most of its import, before every command's first request). Their behaviour is
-# written once here, the same as the generated one's, and each class writes its own ``__init__``.
-class Record:
-    """Equal to a record of the same class with equal fields, hashed by its fields, shown as
-    ``Name(field=value, ...)``: what ``@dataclass`` generates. A subclass is declared
-    ``@dataclass(init=False, repr=False, eq=False)`` and sets its fields in its ``__init__`` through
-    ``__dict__``, its annotations being its fields."""
-
-    _FIELDS: ClassVar[tuple[str, ...]] = ()
-    _VALUES: ClassVar[Any]  # a record's field values, as a tuple: taken in C (operator.attrgetter)
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # A subclass's fields follow its bases' fields, as a dataclass's do.
-        cls._FIELDS = names = tuple(dict.fromkeys(
-            name for klass in reversed(cls.__mro__) if klass is not Record for name in klass.__dict__.get("__annotations__", {})
-        ))
-        if len(names) == 1:
-            single = attrgetter(names[0])
-            cls._VALUES = staticmethod(lambda record: (single(record),))
-        elif names:  # (FrozenRecord itself has none)
-            cls._VALUES = staticmethod(attrgetter(*names))
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self._VALUES(self) == self._VALUES(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._VALUES(self))
-
-    @reprlib.recursive_repr()
-    def __repr__(self) -> str:
-        return f"{self.__class__.__qualname__}({', '.join(f'{name}={value!r}' for name, value in zip(self._FIELDS, self._VALUES(self)))})"
-
-
-class FrozenRecord(Record):
-    """A :class:`Record` whose fields cannot be set or deleted once made, as ``@dataclass(frozen=True)``'s."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-
-record = dataclass(init=False, repr=False, eq=False)  # the declaration of a Record: a dataclass, nothing generated
-FRESH: Any = object()  # a default made afresh for each record, as a dataclass field's default_factory's
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 TRANSACTION_STATE_TOPIC = "__transaction_state"

@@ -6,8 +6,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from kafkatxn.model import FrozenRecord, record
 
 from kafkatxn.verdicts import OpenTransaction, pin_flags
 from kafkatxn.verdicts_age import is_overdue, last_write_age_ms, transaction_age
@@ -18,8 +19,8 @@ if TYPE_CHECKING:
     from kafkatxn.model import TopicPartition
 
 
-@dataclass(frozen=True)
-class PinFacts:
+@record
+class PinFacts(FrozenRecord):
     """What is known of the transaction pinning a partition's LSO (all None without a pin)."""
 
     pin: OpenTransaction | None
@@ -30,6 +31,12 @@ class PinFacts:
     overdue: bool | None  # past its own timeout and its coordinator's chance to abort it (verdicts_age.is_overdue)
     last_write_age_ms: int | None
     verdict: BlockVerdict | None = None  # what it is, in the one word every page names (verdicts.block_verdict)
+
+    def __init__(self, pin: OpenTransaction | None, age_ms: int | None, age_source: str | None, hanging: bool | None,
+                 lost_commit: bool | None, overdue: bool | None, last_write_age_ms: int | None,
+                 verdict: BlockVerdict | None = None) -> None:
+        self.__dict__.update(pin=pin, age_ms=age_ms, age_source=age_source, hanging=hanging, lost_commit=lost_commit,
+                             overdue=overdue, last_write_age_ms=last_write_age_ms, verdict=verdict)
 
 
 NO_PIN = PinFacts(None, None, None, None, None, None, None)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kafkatxn.errors import InputError, UsageError
+from kafkatxn.records import FrozenRecord, record
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 OAUTHBEARER, GSSAPI = "OAUTHBEARER", "GSSAPI"
@@ -167,8 +168,8 @@ def mask(key: str, value: str) -> str:
     return "******" if is_secret(key) and value else value
 
 
-@dataclass(frozen=True)
-class PropertyLine:
+@record
+class PropertyLine(FrozenRecord):
     source: str
     line: int  # 0: the source has no lines (a profile table, an environment variable)
     key: str
@@ -176,6 +177,9 @@ class PropertyLine:
     # Set when the line comes from an input the caller names in its own terms (the CLI's ``-X``):
     # errors about the line are then InputErrors with ``{input}`` where the source would be.
     input: str | None = None
+
+    def __init__(self, source: str, line: int, key: str, value: str, input: str | None = None) -> None:
+        self.__dict__.update(source=source, line=line, key=key, value=value, input=input)
 
     @property
     def where(self) -> str:

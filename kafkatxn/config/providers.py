@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
 from kafkatxn.config.properties import CONFIG_PROVIDERS, PropertyLine
 from kafkatxn.errors import UsageError
+from kafkatxn.records import FRESH, Record, record
 
 # org.apache.kafka.common.config.ConfigTransformer.DEFAULT_PATTERN
 REFERENCE = re.compile(r"\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}")
@@ -48,8 +49,8 @@ def has_reference(value: str) -> bool:
     return REFERENCE.search(value) is not None
 
 
-@dataclass
-class _Provider:
+@record
+class _Provider(Record):
     name: str
     cls: str
     params: dict[str, str]
@@ -57,6 +58,13 @@ class _Provider:
     allowed_paths: list[Path] | None = None
     allowlist: re.Pattern[str] | None = None
     cache: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    __hash__ = None  # type: ignore[assignment]  # its fields can change, as a dataclass's with eq and not frozen
+
+    def __init__(self, name: str, cls: str, params: dict[str, str], where: str, allowed_paths: list[Path] | None = None,
+                 allowlist: re.Pattern[str] | None = None, cache: dict[str, dict[str, str]] = FRESH) -> None:
+        self.__dict__.update(name=name, cls=cls, params=params, where=where, allowed_paths=allowed_paths,
+                             allowlist=allowlist, cache={} if cache is FRESH else cache)
 
     def lookup(self, path: str, key: str, fail: Callable[[str], UsageError], environ: Mapping[str, str]) -> str:
         if self.cls == ENV_PROVIDER:

@@ -22,12 +22,13 @@ import base64
 import datetime as _dt
 import os
 import ssl
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
 from kafkatxn.config.properties import _JAVA_TRIMMED, PropertyLine
 from kafkatxn.errors import UsageError
+from kafkatxn.records import FrozenRecord, record
 from kafkatxn.redact import register_secret
 
 # Java's key store files by their first bytes; a PKCS#12 file is one DER SEQUENCE (0x30) with a
@@ -55,11 +56,14 @@ def store_format(data: bytes) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Opened:
+@record
+class _Opened(FrozenRecord):
     certificates: list[bytes]  # DER: the trusted certificates, or the key entry's chain (its own first)
     key: bytes | None = None  # the key entry's private key, PKCS#8 DER
     alias: str | None = None  # the key entry's alias
+
+    def __init__(self, certificates: list[bytes], key: bytes | None = None, alias: str | None = None) -> None:
+        self.__dict__.update(certificates=certificates, key=key, alias=alias)
 
 
 class _Refused(Exception):

@@ -10,9 +10,11 @@ import pickle
 
 import pytest
 
-from kafkatxn import check, model, monitoring_plugin, snapshot, verdicts, verdicts_age
+from kafkatxn import check, gather, model, monitoring_plugin, pinning, snapshot, transaction_samples, verdicts, verdicts_age
+from kafkatxn.config import properties, providers, stores
 
-RECORDS = [c for module in (model, verdicts, verdicts_age, check, monitoring_plugin, snapshot) for c in vars(module).values()
+RECORDS = [c for module in (model, verdicts, verdicts_age, check, monitoring_plugin, snapshot, transaction_samples, pinning, gather, properties, providers,
+                                          stores) for c in vars(module).values()
            if isinstance(c, type) and issubclass(c, model.Record) and c not in (model.Record, model.FrozenRecord)
            and c.__module__ == module.__name__]
 
@@ -29,7 +31,8 @@ def test_every_record_of_the_model_is_checked_here():
                                              "OpenTransaction", "Classification", "CoordinatorView", "TransactionAge",
                                              "Thresholds", "Finding", "CheckResult", "Range", "PerfDatum",
                                              "TransactionSample", "CandidateSample", "HangingSample", "UntrackedSample",
-                                             "UndeterminedSample", "ClusterSnapshot", "VerdictSamples"}
+                                             "UndeterminedSample", "ClusterSnapshot", "VerdictSamples", "PinFacts",
+                                             "TransactionConfigs", "PropertyLine", "_Opened", "_Provider"}
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
