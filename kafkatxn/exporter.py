@@ -186,9 +186,12 @@ class ClusterGatherer:
             self._cluster = Cluster(self.config)
         self._cluster.restart_deadline(self.scrape_timeout_s)
         try:
-            snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms, groups=self.groups,
-                                   group_regex=self.group_regex, spark_checkpoints=self.spark_checkpoints, spark_writers=self.spark_writers,
-                                   probe_memo=self._probes)
+            with self._cluster.one_run():  # the scrape's run (gather_snapshot's), begun here for what goes ahead
+                if self.groups:  # the brokers' group listings go with the scrape's Metadata
+                    self._cluster.list_groups_ahead()
+                snap = gather_snapshot(self._cluster, self.topic_regex, self.max_transaction_timeout_ms, groups=self.groups,
+                                       group_regex=self.group_regex, spark_checkpoints=self.spark_checkpoints,
+                                       spark_writers=self.spark_writers, probe_memo=self._probes)
         except Exception:
             self.close()
             raise

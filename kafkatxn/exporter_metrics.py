@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from kafkatxn import spark_exposition
 from kafkatxn.exposition_tables import LabelRows, TableGauge
 from kafkatxn.model import OPEN_TRANSACTION_STATES, TRANSACTION_STATES
+from kafkatxn.partition_columns import PartitionColumns
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS, ClusterSnapshot,
     GroupSample, GroupSamples, lso_lags,
@@ -159,10 +160,15 @@ def _per_partition(snapshot: ClusterSnapshot, options: ExportOptions, lags: list
     # made column by column (PartitionSample is a tuple), not a step per partition and column.
     # ``lags``: snapshot.lso_lags of the snapshot's partitions.
     partitions = snapshot.partitions
-    topics = list(map(itemgetter(0), partitions))
-    numbers = list(map(itemgetter(1), partitions))
-    high = list(map(itemgetter(3), partitions))
-    stable = list(map(itemgetter(4), partitions))
+    if type(partitions) is PartitionColumns:  # (the gather's): its columns as they are, no sample made per partition
+        infos = partitions.partitions  # a sample begins as its PartitionInfo does: topic, partition
+        topics, numbers = list(map(itemgetter(0), infos)), list(map(itemgetter(1), infos))
+        high, stable = partitions.high, partitions.stable  # read, never written
+    else:
+        topics = list(map(itemgetter(0), partitions))
+        numbers = list(map(itemgetter(1), partitions))
+        high = list(map(itemgetter(3), partitions))
+        stable = list(map(itemgetter(4), partitions))
     # A partition whose offsets did not arrive has no lag series, and an absent series alerts on
     # nothing: name it instead. Only missing partitions get a series, so the cost follows the outage.
     missing = GaugeMetricFamily("kafkatxn_partition_offsets_missing",

@@ -17,8 +17,8 @@ from kafkatxn.model import TopicPartition
 from kafkatxn.pinning import NO_PIN, PinFacts, pin_facts
 from kafkatxn.plain import RecordColumns
 from kafkatxn.verdicts_groups import (
-    BlockVerdict, GroupVerdict, Offsets, group_verdict, held_verdict, readable_before_lso, stable_verdict,
-    uncommitted_verdict,
+    BLOCKED, CAUGHT_UP, UNKNOWN, WAITING, BlockVerdict, GroupVerdict, Offsets, group_verdict, held_verdict, readable_before_lso,
+    stable_verdict, uncommitted_verdict,
 )
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def group_positions(snapshot: GroupSnapshot, min_lag: int = 0) -> Iterator[Group
     get_offsets = offsets.get
     first_readable = snapshot.first_readable
     log_start = snapshot.log_start
-    blocked, unknown, caught_up = GroupVerdict.blocked, GroupVerdict.unknown, GroupVerdict.caught_up
+    blocked, unknown, caught_up = BLOCKED, UNKNOWN, CAUGHT_UP
     place = tuple.__new__  # GroupPlace's own __new__ is a Python function; 100,000 calls
     committed_of = snapshot.committed
     unstable_of = snapshot.unstable
@@ -113,7 +113,7 @@ def readable_lag(verdict: GroupVerdict, committed: int | None, lso: int, lag_to_
     when it was not probed). A group without a commit whose start is unknown: at most the gap
     from the log start to the LSO (``earliest``).
     """
-    if verdict is GroupVerdict.caught_up or verdict is GroupVerdict.blocked or verdict is GroupVerdict.waiting:
+    if verdict is CAUGHT_UP or verdict is BLOCKED or verdict is WAITING:  # module names: read in C, not through the enum
         return 0
     if committed is not None and committed > lso:
         return lag_to_hw

@@ -22,6 +22,13 @@ class GroupVerdict(str, enum.Enum):
     waiting = "waiting"
 
 
+# The verdicts as module names: on Python 3.11 an enum member read through its class (``GroupVerdict.lagging``)
+# takes ~160 ns, a module name ~15 ns, and a scrape at 5,000 groups x 20 partitions decides 25,000 lagging
+# places with group_verdict and group_positions.readable_lag (a few reads each: ~25 ms of CPU a scrape).
+CAUGHT_UP, LAGGING, BLOCKED = GroupVerdict.caught_up, GroupVerdict.lagging, GroupVerdict.blocked
+UNKNOWN, WAITING = GroupVerdict.unknown, GroupVerdict.waiting
+
+
 class Offsets(NamedTuple):
     """A partition's offsets from one leader. A tuple: a pass over 30,000 partitions makes one each."""
 
@@ -57,14 +64,14 @@ def group_verdict(committed: int, lso: int, hw: int, readable_before_lso: bool |
     read_uncommitted group at ``c == l < h`` is reported blocked although it would read on.
     """
     if committed >= hw:
-        return GroupVerdict.caught_up
+        return CAUGHT_UP
     if committed == lso:
-        return GroupVerdict.blocked
+        return BLOCKED
     if committed > lso:
-        return GroupVerdict.lagging
+        return LAGGING
     if readable_before_lso is False:
-        return GroupVerdict.caught_up if lso == hw else GroupVerdict.blocked
-    return GroupVerdict.lagging
+        return CAUGHT_UP if lso == hw else BLOCKED
+    return LAGGING
 
 
 class Severity(str, enum.Enum):
@@ -160,8 +167,8 @@ def uncommitted_verdict(log_start: int | None, lso: int, hw: int) -> GroupVerdic
     ``earliest`` has records to read first.
     """
     if log_start is None or log_start < lso:
-        return GroupVerdict.unknown
-    return GroupVerdict.caught_up if lso >= hw else GroupVerdict.blocked
+        return UNKNOWN
+    return CAUGHT_UP if lso >= hw else BLOCKED
 
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -184,7 +191,7 @@ def stable_verdict(verdict: GroupVerdict, unstable: bool) -> GroupVerdict:
     transactional offset commit (``sendOffsetsToTransaction``) is open on the group's
     ``__consumer_offsets`` partition: its consumers cannot learn where to start, whatever the
     partition's offsets say, until that transaction ends. **blocked** there; elsewhere ``verdict``."""
-    return GroupVerdict.blocked if unstable else verdict
+    return BLOCKED if unstable else verdict
 
 
 def in_flight(classification: Classification | None, now_ms: int) -> bool:
@@ -203,13 +210,13 @@ def held_verdict(classification: Classification | None, now_ms: int) -> GroupVer
     **waiting** while that transaction is :func:`in_flight` (a healthy pipeline sits there between
     commits), otherwise **blocked** (hanging, lost commit, overdue, undetermined, not tracked, or
     the transaction was not found)."""
-    return GroupVerdict.waiting if in_flight(classification, now_ms) else GroupVerdict.blocked
+    return WAITING if in_flight(classification, now_ms) else BLOCKED
 
 
 def lag_is_finding(verdict: GroupVerdict, lag_messages: int, threshold: int = DEFAULT_LAG_THRESHOLD) -> bool:
     """Whether a lagging group's read_committed lag counts as a finding (a warning): at least
     ``threshold`` messages. Less is what a consumer committing every second leaves behind."""
-    return verdict is GroupVerdict.lagging and lag_messages >= threshold
+    return verdict is LAGGING and lag_messages >= threshold
 
 
 def may_have_ended(pin: OpenTransaction | None, classification: Classification | None) -> bool:

@@ -90,6 +90,39 @@ def test_listed_groups_are_asked_at_the_broker_that_listed_them_all_in_one_reque
     assert sent(model, p.FindGroupCoordinators) == []  # ListGroups told where each group is
 
 
+def test_kept_read_only_commits_are_handed_on_as_each_groups_own_dict_copied_whole(monkeypatch):
+    """The wire's reader hands a group's commits as the read-only mapping it keeps between scrapes
+    (group_answers.MEMO): group_offsets gives each group a dict of its own (the group pass adds the partitions
+    assigned without a commit to it), copied whole, not read key by key through the mapping (dict() of a
+    mapping proxy: 14-20 ms of CPU at 5,000 groups x 20 before the offsets' round)."""
+    from types import MappingProxyType
+
+    from tests.support import fake_kafka
+
+    class Kept(dict):
+        reads = 0
+
+        def __getitem__(self, key):
+            Kept.reads += 1
+            return super().__getitem__(key)
+
+    kept: dict[str, Kept] = {}
+    fake_offset_fetch = fake_kafka.FakeWire._OffsetFetch
+
+    def as_the_wire_reads_them(self, node, request):
+        answer = fake_offset_fetch(self, node, request)
+        return p.OffsetFetchResponse(tuple(
+            g._replace(offsets=MappingProxyType(kept.setdefault(g.group_id, Kept(g.offsets)))) for g in answer.groups))
+
+    monkeypatch.setattr(fake_kafka.FakeWire, "_OffsetFetch", as_the_wire_reads_them)
+    model = model_with_groups(a=1, b=2)
+    cluster = FakeCluster(model)
+    offsets = cluster.group_offsets(cluster.list_groups())
+    assert offsets.value == {"a": {O0: 3}, "b": {O0: 3}} and all(type(o) is dict for o in offsets.value.values())
+    offsets.value["a"][O1] = -1  # the group's own: the kept mapping is not changed
+    assert dict(kept["a"]) == {O0: 3} and Kept.reads == 0
+
+
 def test_named_groups_find_their_coordinators_in_one_request():
     model = model_with_groups(a=1, b=2, c=2)
     offsets = FakeCluster(model).group_offsets(["c", "a", "b", "unknown"])

@@ -149,3 +149,24 @@ def test_the_group_pass_takes_the_offsets_pass_pairs_and_asks_only_the_rest(roun
     asked = [r for one in rounds for r in one if r[0].startswith("ListOffsets")]
     assert asked == [("ListOffsets (read_committed)", 3), ("ListOffsets (read_uncommitted)", 3)]  # orders-2's leader only
     assert snap.pin(a) is not None  # the pin behind the pair taken is described
+
+
+def test_a_scrapes_group_listings_go_with_the_round_before_them_to_the_brokers_last_named(rounds):
+    """An exporter scrape's ListGroups (one a broker) go with its Metadata, the round before them, to the
+    brokers the last scrape's metadata named (exporter.ClusterGatherer): on the code before, a round trip of
+    their own between the scrape's Metadata and its OffsetFetch. The same requests and the same groups."""
+    cluster = FakeCluster(build())
+    with cluster.one_run():
+        cluster.list_groups_ahead()  # no metadata read yet: nothing goes ahead
+        assert cluster.list_groups() == [f"g{g}" for g in range(6)]
+    assert [{label for label, _node in one} for one in rounds] == [{"ListGroups"}]
+    cluster._last_metadata = cluster.metadata()  # as the wire's metadata keeps it across scrapes
+    cluster.restart_deadline(30)
+    rounds.clear()
+    with cluster.one_run():
+        cluster.list_groups_ahead()
+        cluster.api_versions()  # the round before the listing (the scrape's Metadata, read by the wire)
+        assert cluster.list_groups() == [f"g{g}" for g in range(6)]
+    (one,) = rounds
+    assert sorted(one) == [("ApiVersions", 1), ("ApiVersions", 2), ("ApiVersions", 3),
+                           ("ListGroups", 1), ("ListGroups", 2), ("ListGroups", 3)]
