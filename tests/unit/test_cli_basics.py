@@ -115,7 +115,9 @@ def test_unreachable_says_so_whichever_client_connects_first(clean_env, args):
 
 # A command line run as the process's own ends without the interpreter's teardown (cli.app._leave):
 # by os._exit, after the atexit handlers ran, the output whole, the exit code kept. A thread that is
-# not a daemon, still running, keeps the ordinary exit (the interpreter waits for it).
+# not a daemon, still running, keeps the ordinary exit (the interpreter waits for it). That thread runs
+# until main() has left (it once waited 0.5 s, and a loaded machine took longer to import and run
+# config show: the thread had ended, os._exit was right, and the test failed).
 LEAVING = """
 import atexit, os, sys, threading
 atexit.register(lambda: print("atexit ran", file=sys.stderr))
@@ -125,11 +127,15 @@ def leaving(code):
     sys.stderr.flush()
     real_exit(code)
 os._exit = leaving
+left = threading.Event()
 if sys.argv[1] == "thread":
-    threading.Thread(target=threading.Event().wait, args=(0.5,), daemon=False).start()
+    threading.Thread(target=left.wait, args=(60,), daemon=False).start()
 from kafkatxn.cli.app import main
 sys.argv = ["kafkatxn", "--bootstrap-server", "127.0.0.1:1", "config", "show", "-o", "json"]
-main()
+try:
+    main()
+finally:
+    left.set()
 """
 
 
