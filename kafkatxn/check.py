@@ -89,8 +89,6 @@ class CheckResult(Record):
     perfdata: list[PerfDatum]
     facts: dict[str, object] = field(default_factory=dict)
 
-    __hash__ = None  # type: ignore[assignment]  # its fields can change, as a dataclass's with eq and not frozen
-
     def __init__(self, status: Status, summary: str, findings: list[Finding], perfdata: list[PerfDatum],
                  facts: dict[str, object] = FRESH) -> None:
         self.status, self.summary, self.findings, self.perfdata = status, summary, findings, perfdata

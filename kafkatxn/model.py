@@ -438,8 +438,6 @@ class Partial(Record, Generic[T]):
     value: T
     missing: list[Missing] = field(default_factory=list)
 
-    __hash__ = None  # type: ignore[assignment]  # its fields can change, as a dataclass's with eq and not frozen
-
     def __init__(self, value: T, missing: list[Missing] = FRESH) -> None:
         self.value = value
         self.missing = [] if missing is FRESH else missing

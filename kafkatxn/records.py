@@ -16,11 +16,12 @@ from typing import Any, ClassVar
 # ``plain.to_plain`` shows them as objects) whose methods are not generated: ``@dataclass(frozen=True)``
 # compiles six methods from their source text as each class is made (3.5 M instructions a class: the
 # model's 14 were 45 M, most of its import, and the snapshot's 7 were 29 M, both before check's first
-# ListOffsets). Their behaviour is
-# written once here, the same as the generated one's, and each class writes its own ``__init__``.
+# ListOffsets). Their behaviour is written once here, the same as the generated one's, and each class
+# writes its own ``__init__``.
 class Record:
-    """Equal to a record of the same class with equal fields, hashed by its fields, shown as
-    ``Name(field=value, ...)``: what ``@dataclass`` generates. A subclass is declared
+    """Equal to a record of the same class with equal fields, shown as ``Name(field=value, ...)``:
+    what ``@dataclass`` generates. Not hashable, as a dataclass with ``eq`` and not ``frozen`` is (its
+    fields can change); a :class:`FrozenRecord` is hashed by its fields. A subclass is declared
     ``@dataclass(init=False, repr=False, eq=False)`` and sets its fields in its ``__init__`` through
     ``__dict__``, its annotations being its fields."""
 
@@ -44,8 +45,7 @@ class Record:
             return self._VALUES(self) == self._VALUES(other)
         return NotImplemented
 
-    def __hash__(self) -> int:
-        return hash(self._VALUES(self))
+    __hash__ = None  # type: ignore[assignment]
 
     @reprlib.recursive_repr()
     def __repr__(self) -> str:
@@ -53,7 +53,11 @@ class Record:
 
 
 class FrozenRecord(Record):
-    """A :class:`Record` whose fields cannot be set or deleted once made, as ``@dataclass(frozen=True)``'s."""
+    """A :class:`Record` whose fields cannot be set or deleted once made, hashed by them, as
+    ``@dataclass(frozen=True)``'s."""
+
+    def __hash__(self) -> int:
+        return hash(self._VALUES(self))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")

@@ -144,8 +144,6 @@ class ClusterSnapshot(Record):
     spark_queries: tuple = ()  # the Spark queries among the readers (spark_readers.QueryRow), with their writers
     not_gathered: frozenset[str] = frozenset()  # PART_* whose figures are absent (why: ``missing``)
 
-    __hash__ = None  # type: ignore[assignment]  # its fields can change, as a dataclass's with eq and not frozen
-
     def __init__(
         self, taken_at_ms: int, duration_s: float = 0.0, error: str | None = None, cluster_id: str | None = None,
         brokers: tuple[int, ...] = (), replica_brokers: tuple[int, ...] = (), partitions: Sequence[PartitionSample] = (),
@@ -228,8 +226,6 @@ class VerdictSamples(Record):
     lost_commits: tuple[HangingSample, ...] = ()
     untracked: tuple[UntrackedSample, ...] = ()
     undetermined: tuple[UndeterminedSample, ...] = ()
-
-    __hash__ = None  # type: ignore[assignment]  # as ClusterSnapshot's
 
     def __init__(self, hanging: tuple[HangingSample, ...] = (), lost_commits: tuple[HangingSample, ...] = (),
                  untracked: tuple[UntrackedSample, ...] = (), undetermined: tuple[UndeterminedSample, ...] = ()) -> None:

@@ -59,8 +59,6 @@ class _Provider(Record):
     allowlist: re.Pattern[str] | None = None
     cache: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    __hash__ = None  # type: ignore[assignment]  # its fields can change, as a dataclass's with eq and not frozen
-
     def __init__(self, name: str, cls: str, params: dict[str, str], where: str, allowed_paths: list[Path] | None = None,
                  allowlist: re.Pattern[str] | None = None, cache: dict[str, dict[str, str]] = FRESH) -> None:
         self.__dict__.update(name=name, cls=cls, params=params, where=where, allowed_paths=allowed_paths,
