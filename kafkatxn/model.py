@@ -21,8 +21,6 @@ from kafkatxn.records import FRESH, FrozenRecord, Record, record  # noqa: F401 -
 
 T = TypeVar("T")
 
-
-
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 

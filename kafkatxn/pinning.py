@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkatxn.model import FrozenRecord, record
-
 from kafkatxn.verdicts import OpenTransaction, pin_flags
 from kafkatxn.verdicts_age import is_overdue, last_write_age_ms, transaction_age
 from kafkatxn.verdicts_groups import BlockVerdict, block_verdict
