@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
             compile_regex(topic_regex, "--topic-regex")  # a usage error before the cluster is asked
         # The bootstrap goes on on the IO thread while the facade, the pass, what its requests need and
         # the check's decisions are imported.
-        ctx.connect_ahead()
+        ctx.connect_ahead(every_broker=True)  # the pass asks every broker
         cluster = ctx.cluster
         cluster.will_ask("ListOffsets", "DescribeProducers", "ListTransactions", "DescribeTransactions", "FindCoordinator", "Fetch",
                          *(() if max_transaction_timeout is not None else ("DescribeConfigs",)),

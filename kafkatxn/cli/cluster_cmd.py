@@ -11,7 +11,7 @@ def register(app: typer.Typer) -> None:
     @command(app, "cluster")
     def cluster_command(ctx: CommandContext) -> int | None:
         """Cluster id, controller, brokers, Kafka version, transaction APIs and settings."""
-        ctx.connect_ahead()  # the bootstrap in flight while the facade and clusterinfo import
+        ctx.connect_ahead(every_broker=True)  # the bootstrap in flight while the facade and clusterinfo import
         from kafkatxn import clusterinfo
 
         info = clusterinfo.describe(ctx.cluster)

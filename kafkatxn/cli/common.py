@@ -76,11 +76,13 @@ class CommandContext:
             self._ahead = None
         return self._cluster
 
-    def connect_ahead(self) -> None:
+    def connect_ahead(self, every_broker: bool = False) -> None:
         """Begin the bootstrap now, on the IO thread, with the wire alone (``kafkatxn.kafka.bootstrap_ahead``):
         the facade, the command's library and what reads the answers import while the broker connects
         and answers. Called once the command's options are checked: a usage or configuration error
-        (raised here, as :attr:`config` resolves) still comes before anything is sent."""
+        (raised here, as :attr:`config` resolves) still comes before anything is sent. ``every_broker``:
+        a command that will ask every broker (no filter narrows it) has the other brokers' connections
+        begun as the metadata arrives."""
         if self._ahead is not None:
             return
         config = self.config
@@ -91,9 +93,9 @@ class CommandContext:
         finally:
             collection.resume()
         if self._cluster is not None or "Cluster" in vars(kafka):  # the facade is there already (or a stand-in for it)
-            self.cluster.connect_ahead()
+            self.cluster.connect_ahead(every_broker)
         else:
-            self._ahead = bootstrap_ahead.begin(config)
+            self._ahead = bootstrap_ahead.begin(config, every_broker=every_broker)
 
     def close(self) -> None:
         if self._ahead is not None and self._ahead.wire is not None:  # begun, and no cluster made to take it

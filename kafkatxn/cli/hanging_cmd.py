@@ -46,7 +46,8 @@ def register(app: typer.Typer) -> None:
         from kafkatxn import selection
 
         selection.check_selection(topic, partition)  # a usage error sends nothing
-        ctx.connect_ahead()  # the bootstrap in flight while the facade imports
+        # the bootstrap in flight while the facade imports; the whole cluster's scan asks every broker
+        ctx.connect_ahead(every_broker=not topic and not partition and broker_id is None)
         with collection.one_shot():
             return _shown(ctx, _find_hanging(ctx.cluster, broker_id, topic, partition, max_transaction_timeout))
 

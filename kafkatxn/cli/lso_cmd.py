@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
 
             selection.check_selection(topics)  # a usage error sends nothing
             # The bootstrap in flight while the facade, and then kafka-python's ListOffsets module, import.
-            ctx.connect_ahead()
+            ctx.connect_ahead(every_broker=not topics)
         cluster = ctx.cluster
 
         def take_sample(previous: "facts_lso.LsoSnapshot | None") -> Sample:

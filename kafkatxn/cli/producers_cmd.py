@@ -35,7 +35,8 @@ def register(app: typer.Typer) -> None:
         from kafkatxn import selection
 
         selection.check_selection(topic, partition)  # a usage error sends nothing
-        ctx.connect_ahead()  # the bootstrap in flight while the facade and the library import
+        # the bootstrap in flight while the facade and the library import; every leader without a filter
+        ctx.connect_ahead(every_broker=not topic and not partition and broker_id is None)
         from kafkatxn import producers
 
         chosen = producers.select_partitions(ctx.cluster, topic or [], partition, broker_id, include_internal)

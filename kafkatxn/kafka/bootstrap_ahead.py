@@ -28,10 +28,14 @@ class BootstrapAhead(NamedTuple):
     end: Callable[[], Any]
 
 
-def begin(config: ConnectionConfig, deadline: float | None = None, remaining_s: Callable[[], float] | None = None) -> BootstrapAhead:
+def begin(
+    config: ConnectionConfig, deadline: float | None = None, remaining_s: Callable[[], float] | None = None,
+    every_broker: bool = False,
+) -> BootstrapAhead:
     """Begin the bootstrap on the IO thread and return at once. ``deadline`` (monotonic): the run's, by
     default ``config.timeout_s`` from now; ``remaining_s``: the time left of it (the session's, which
-    raises its own error once it has passed)."""
+    raises its own error once it has passed); ``every_broker``: the other brokers' connections begun
+    as the metadata arrives (``Wire.begin_bootstrap``)."""
     if deadline is None:
         deadline = time.monotonic() + config.timeout_s
     try:
@@ -39,7 +43,7 @@ def begin(config: ConnectionConfig, deadline: float | None = None, remaining_s: 
         # What librdkafka would refuse as a client is built, refused before anything is sent.
         check_settings_as_librdkafka(config.settings)
         left_s = remaining_s() if remaining_s is not None else deadline - time.monotonic()
-        wire, end = Wire.begin_bootstrap(settings, int(left_s * 1000), settings["request_timeout_ms"])
+        wire, end = Wire.begin_bootstrap(settings, int(left_s * 1000), settings["request_timeout_ms"], every_broker)
     except Exception as exc:  # noqa: BLE001 - raised as it was, where the wire is first used
 
         def end(exc: Exception = exc) -> Any:

@@ -365,14 +365,16 @@ class Session(RoundsAhead):
             self._metadata = self._last_metadata = cluster_metadata(md, answered)
         return self._wire
 
-    def connect_ahead(self) -> None:
+    def connect_ahead(self, every_broker: bool = False) -> None:
         """Begin the bootstrap (:attr:`wire`) now, on the IO thread, and return: what the command
         does next that needs no answer (importing the modules that read its answers) takes the time
         the broker takes to connect and answer the metadata, instead of coming before it. Whatever
-        beginning it raises is raised where the wire is first used, as it would have been."""
+        beginning it raises is raised where the wire is first used, as it would have been.
+        ``every_broker``: a command that will ask every broker has their connections begun as the
+        metadata arrives, not as its first round is sent."""
         if self._wire is not None or self._bootstrapping is not None:
             return
-        begun = bootstrap_ahead.begin(self.config, self.deadline, self.remaining_s)
+        begun = bootstrap_ahead.begin(self.config, self.deadline, self.remaining_s, every_broker)
         self._bootstrapping = (begun.wire, begun.end)
 
     def broker_budget_s(self) -> float:

@@ -21,7 +21,7 @@ class FakeWire:
 @pytest.fixture
 def begun(monkeypatch):
     wire = FakeWire()
-    monkeypatch.setattr(bootstrap_ahead.Wire, "begin_bootstrap", lambda settings, budget_ms, timeout_ms: (wire, lambda: "answered"))
+    monkeypatch.setattr(bootstrap_ahead.Wire, "begin_bootstrap", lambda settings, budget_ms, timeout_ms, every_broker=False: (wire, lambda: "answered"))
     gc.enable()
     yield wire
     gc.enable()
@@ -42,7 +42,7 @@ def test_collection_waits_while_the_bootstrap_is_in_flight_and_resumes_as_it_end
 
 
 def test_what_beginning_met_is_raised_where_the_wire_is_first_used(monkeypatch):
-    def refuse(settings, budget_ms, timeout_ms):
+    def refuse(settings, budget_ms, timeout_ms, every_broker=False):
         raise OSError("no socket")
 
     monkeypatch.setattr(bootstrap_ahead.Wire, "begin_bootstrap", refuse)
@@ -50,3 +50,16 @@ def test_what_beginning_met_is_raised_where_the_wire_is_first_used(monkeypatch):
     assert ahead.wire is None and gc.isenabled()
     with pytest.raises(OSError, match="no socket"):
         ahead.end()
+
+
+def test_every_broker_is_passed_to_the_wire_as_the_command_asked(monkeypatch):
+    asked: list[bool] = []
+
+    def begin(settings, budget_ms, timeout_ms, every_broker=False):
+        asked.append(every_broker)
+        return FakeWire(), lambda: "answered"
+
+    monkeypatch.setattr(bootstrap_ahead.Wire, "begin_bootstrap", begin)
+    for every_broker in (True, False):
+        bootstrap_ahead.begin(resolve(bootstrap_servers="127.0.0.1:1"), every_broker=every_broker).end()
+    assert asked == [True, False]

@@ -2181,3 +2181,39 @@ def test_kafka_pythons_parser_hands_over_a_list_groups_answer_read_by_the_wire()
     answer = handed_over(sent, bytes(expected.encode(version=5)), flexible=True)
     assert isinstance(answer, wire_client.Read) and answer.throttle_time_ms == 4
     assert w._decode(p.ListGroups(), answer) == _decode_list_groups(p.ListGroups(), R.decode(bytes(expected.encode(version=5)), version=5))
+
+
+def test_a_connection_begun_ahead_that_is_refused_leaves_no_backoff_for_the_rounds_own_send():
+    """Wire.open_connections: a broker whose connection, begun ahead, is refused is left as if never
+    begun (kafka-python's reconnect backoff would otherwise fail the round's send at once with
+    NodeNotReadyError instead of connecting again). A real refused port: nothing listens on it."""
+    import socket
+    import time
+
+    from kafka.net.selector import NetworkSelector
+
+    from kafkatxn.kafka.wire.receiving import Manager
+
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens on it now
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    net = NetworkSelector()
+    # A backoff far longer than the test: one left behind would still hold when it looks.
+    manager = Manager(net, bootstrap_servers=f"127.0.0.1:{port}", reconnect_backoff_ms=10_000)
+    net.start()
+    try:
+        w = wire.Wire(manager, net)
+        wire_client._know_brokers(manager, [BrokerInfo(5, "127.0.0.1", port, None)])
+
+        async def begin() -> None:
+            w.open_connections([5])
+
+        manager.run(begin)
+        deadline = time.monotonic() + 5
+        while 5 in manager._conns and time.monotonic() < deadline:  # refused: the manager forgets it
+            time.sleep(0.01)
+        time.sleep(0.2)  # the awaiting step runs after kafka-python's own update_backoff
+        assert 5 not in manager._conns
+        assert manager.connection_delay(5) == 0  # kafka-python set one (~10 s here); it was cleared
+    finally:
+        w.close()

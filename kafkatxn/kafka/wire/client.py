@@ -20,8 +20,9 @@ from kafkatxn.kafka.unreachable import (
     FAIL_FAST_S, NoBrokersAvailable, listener_answers_in_tls, nothing_listens,
 )
 from kafkatxn.kafka.wire.bodies import READERS, WRITERS
+from kafkatxn.kafka.wire.brokers import _answered_by, _know_brokers, _metadata_of, begin_the_others, open_connections
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
-from kafkatxn.kafka.wire.metadata_codec import _api_versions_response, _decode_metadata
+from kafkatxn.kafka.wire.metadata_codec import _api_versions_response
 from kafkatxn.kafka.wire.reading import (
     Read, _encoding_body_once, _negotiate_again, _reading_answers, _walking_small, _write_body_ahead,
 )
@@ -88,15 +89,6 @@ def _mark_bootstrapped(manager: Any) -> None:
     manager._bootstrap_future = Future().success(True)
 
 
-def _know_brokers(manager: Any, brokers: Sequence[BrokerInfo]) -> None:
-    """kafka-python's cluster metadata names exactly ``brokers`` (the manager connects only to a
-    broker it names), through its public ``update_metadata`` over a broker-only answer."""
-    from kafka.protocol.metadata import MetadataResponse as M
-
-    listed = [M.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack, version=1) for b in brokers]
-    manager.cluster.update_metadata(M(brokers=listed, topics=[], controller_id=-1, version=1))
-
-
 def _open_connection(manager: Any, node_id: int) -> Any:
     """The open connection to ``node_id``, or None (from kafka-python's list of open ones)."""
     return next((c for c in manager.least_used_connections() if c.node_id == node_id), None)
@@ -140,12 +132,14 @@ class Wire:
 
     @classmethod
     def begin_bootstrap(
-        cls, settings: dict, budget_ms: int, request_timeout_ms: int
+        cls, settings: dict, budget_ms: int, request_timeout_ms: int, every_broker: bool = False
     ) -> tuple["Wire", Callable[[], tuple["Wire", p.MetadataResponse, int | None]]]:
         """Bootstrap in one connection that stays open, on the IO thread; the caller goes on meanwhile.
         Returned: the wire (closed to give up), and its end, which waits for it and returns the
         wire, the cluster's metadata and the id of the broker that answered (None when the address
-        is none of the advertised ones).
+        is none of the advertised ones). ``every_broker``: as the metadata is read, the connections to
+        the other brokers it names are begun too (:meth:`open_connections`), for a command that will
+        ask every broker.
 
         kafka-python's own bootstrap connects (ApiVersions), asks Metadata, closes, and connects again
         for the first real request; it retries a refused login or TLS handshake until its timeout.
@@ -226,6 +220,11 @@ class Wire:
                     if attempt % len(servers) == 0:
                         await net.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
                     continue
+                if every_broker:
+                    try:
+                        begin_the_others(manager, server, conn, response)
+                    except Exception:  # noqa: BLE001 - a head start only: the rounds connect as they always did
+                        log.debug("beginning the other brokers' connections failed", exc_info=True)
                 return server, conn, response
             raise NoBrokersAvailable([f"{s.host}:{s.port}" for s in servers], last, reasons)
 
@@ -252,22 +251,20 @@ class Wire:
     def kept_bootstrap(self, server: Any, conn: Any, response: Any) -> tuple["Wire", p.MetadataResponse, int | None]:
         """The bootstrap's answer read; its connection kept as the broker's that answered."""
         manager = self._manager
-        md = response.typed if type(response) is Read else _decode_metadata(p.Metadata(), response)
+        md = _metadata_of(response)
         _know_brokers(manager, md.brokers)
         # The connection is the bootstrap server's; if that address is a broker's advertised one,
         # it becomes that broker's connection (no second connection, no second ApiVersions).
-        peer_host = None
-        try:
-            peer_host = conn.transport.getPeer()[0]
-        except Exception:  # noqa: BLE001 - only used to match the address
-            pass
-        matches = [b.id for b in md.brokers if b.port == server.port and b.host in (server.host, peer_host)]
-        answered = matches[0] if len(matches) == 1 else None
+        answered = _answered_by(server, conn, md)
         if answered is not None and _open_connection(manager, answered) is None:
             _keep_as(manager, conn, server.node_id, answered)
         else:
             conn.close()
         return self, md, answered
+
+    def open_connections(self, node_ids: Sequence[int]) -> None:
+        """:func:`.brokers.open_connections` of this wire's manager (on the IO thread)."""
+        open_connections(self._manager, node_ids)
 
     def close(self) -> None:
         """Close the connections on the IO thread that owns them, then stop it: closed from the
