@@ -10,13 +10,16 @@ import pickle
 
 import pytest
 
-from kafkatxn import check, gather, model, monitoring_plugin, pinning, snapshot, transaction_samples, verdicts, verdicts_age
+from kafkatxn import (
+    check, diagnose_rows, facts, facts_lso, gather, group_positions, lost_commit, lso, model, monitoring_plugin, pinning,
+    snapshot, transaction_samples, verdicts, verdicts_age,
+)
 from kafkatxn.config import properties, providers, stores
 
 RECORDS = [c for module in (model, verdicts, verdicts_age, check, monitoring_plugin, snapshot, transaction_samples, pinning, gather, properties, providers,
-                                          stores) for c in vars(module).values()
+                            stores, lso, facts_lso, facts, lost_commit, group_positions, diagnose_rows) for c in vars(module).values()
            if isinstance(c, type) and issubclass(c, model.Record) and c not in (model.Record, model.FrozenRecord)
-           and c.__module__ == module.__name__]
+           and c.__module__ == module.__name__] + [lso.WatchedPartitionLag, lso.WatchedGroupLag]  # (made when first asked for)
 
 
 def twin(cls: type) -> type:
@@ -32,7 +35,12 @@ def test_every_record_of_the_model_is_checked_here():
                                              "Thresholds", "Finding", "CheckResult", "Range", "PerfDatum",
                                              "TransactionSample", "CandidateSample", "HangingSample", "UntrackedSample",
                                              "UndeterminedSample", "ClusterSnapshot", "VerdictSamples", "PinFacts",
-                                             "TransactionConfigs", "PropertyLine", "_Opened", "_Provider"}
+                                             "TransactionConfigs", "PropertyLine", "_Opened", "_Provider",
+                                             # the records of lso, check, hanging and producers, once dataclasses
+                                             "PartitionLag", "WatchedPartitionLag", "LsoReport", "LsoSnapshot",
+                                             "GroupSnapshot", "HeldGroupSnapshot", "ProducerStates", "Pins", "LogEvidence",
+                                             "GroupPosition", "GroupLag", "WatchedGroupLag", "GroupSummary",
+                                             "PartitionDiagnosis", "PinningTransaction"}
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
