@@ -50,6 +50,9 @@ NO_COMMIT = -1
 
 @record
 class LsoSnapshot(Record):
+    """Each partition's LSO and HW, the open transactions on those whose LSO trails, and their pins
+    (:func:`take_snapshot`)."""
+
     taken_at_ms: int  # wall clock, for ages
     offsets: Mapping[TopicPartition, Offsets]  # a dict, or the answers' columns (OffsetTable, read-only)
     # Only for partitions whose LSO trails the HW; a partition may hold several open transactions.
@@ -118,6 +121,9 @@ class LsoSnapshot(Record):
 
 @record
 class GroupSnapshot(Record):
+    """The groups' committed offsets over an LSO snapshot, with what was probed below the LSOs
+    (:func:`take_group_snapshot`)."""
+
     lso: LsoSnapshot
     committed: dict[str, dict[TopicPartition, int]]  # group -> partition -> committed offset (or NO_COMMIT)
     # (partition, start offset) -> offset of the first record a read_committed consumer gets from

@@ -12,13 +12,14 @@ import sys
 import pytest
 
 from kafkatxn import (
-    check, diagnose_rows, facts, facts_lso, gather, group_positions, lost_commit, lso, model, monitoring_plugin, pinning,
-    snapshot, transaction_samples, txnlog_records, verdicts, verdicts_age,
+    check, diagnose_rows, facts, facts_lso, facts_scan, gather, group_positions, hanging, lost_commit, lso, model,
+    monitoring_plugin, pinning, producers, snapshot, transaction_samples, txnlog_records, verdicts, verdicts_age,
 )
 from kafkatxn.config import properties, providers, stores
 
 RECORDS = [c for module in (model, verdicts, verdicts_age, check, monitoring_plugin, snapshot, transaction_samples, pinning, gather, properties, providers,
-                            stores, lso, facts_lso, facts, lost_commit, group_positions, diagnose_rows, txnlog_records) for c in vars(module).values()
+                            stores, lso, facts_lso, facts, lost_commit, group_positions, diagnose_rows, txnlog_records, facts_scan, hanging,
+                            producers) for c in vars(module).values()
            if isinstance(c, type) and issubclass(c, model.Record)
            and c not in (model.Record, model.FrozenRecord, txnlog_records._RecordBuilder)
            and c.__module__ == module.__name__] + [lso.WatchedPartitionLag, lso.WatchedGroupLag]  # (made when first asked for)
@@ -45,7 +46,9 @@ def test_every_record_of_the_model_is_checked_here():
                                              "GroupSnapshot", "HeldGroupSnapshot", "ProducerStates", "Pins", "LogEvidence",
                                              "GroupPosition", "GroupLag", "WatchedGroupLag", "GroupSummary",
                                              "PartitionDiagnosis", "PinningTransaction", "TxnLogRecord",
-                                             "UndecodedRecord", "DecodeCounts"}
+                                             "UndecodedRecord", "DecodeCounts", "Scan", "HangingRow", "UntrackedRow",
+                                             "_CandidateColumns", "LongRunningRow", "UndeterminedRow", "HangingResult",
+                                             "ProducerRow", "ProducerSummaryRow"}
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
