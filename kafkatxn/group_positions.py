@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import fields
 from itertools import compress, repeat
 from operator import attrgetter, is_not, itemgetter
-from typing import TYPE_CHECKING, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from kafkatxn.model import FrozenRecord, TopicPartition, record
+from kafkatxn.named_tuples import NamedTuple  # typing's, without its __new__ compiled as the class is made
 from kafkatxn.pinning import NO_PIN, PinFacts, pin_facts
 from kafkatxn.plain import RecordColumns
 from kafkatxn.verdicts_groups import (

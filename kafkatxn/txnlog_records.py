@@ -5,8 +5,7 @@ no Kafka client; the decoder (txnlog.py) makes them, the reader (kafkatxn/kafka/
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from kafkatxn.named_tuples import NamedTuple  # typing's, without its __new__ compiled as the class is made
 from kafkatxn.records import FrozenRecord, Record, record, set_slots, slotted
 
 # What a record turned out to be (the Spark data source's ``row_kind`` column too).
