@@ -117,14 +117,11 @@ class UntrackedRow(HangingRow):
                  transaction_age_ms: int | None = None, transaction_age_source: str | None = None,
                  hanging_at_ms: int | None = None, hanging_in_ms: int | None = None,
                  deadline: str | None = None) -> None:
-        self.__dict__.update(topic=topic, partition=partition, producer_id=producer_id, producer_epoch=producer_epoch,
-                             coordinator_epoch=coordinator_epoch, start_offset=start_offset,
-                             last_timestamp_ms=last_timestamp_ms, duration_ms=duration_ms,
-                             transactional_id=transactional_id, coordinator_id=coordinator_id,
-                             coordinator_state=coordinator_state, reason=reason, last_stable_offset=last_stable_offset,
-                             high_watermark=high_watermark, lso_lag_messages=lso_lag_messages, holds_lso=holds_lso,
-                             transaction_age_ms=transaction_age_ms, transaction_age_source=transaction_age_source,
-                             hanging_at_ms=hanging_at_ms, hanging_in_ms=hanging_in_ms, deadline=deadline)
+        HangingRow.__init__(self, topic, partition, producer_id, producer_epoch, coordinator_epoch, start_offset,
+                            last_timestamp_ms, duration_ms, transactional_id, coordinator_id, coordinator_state, reason,
+                            last_stable_offset, high_watermark, lso_lag_messages, holds_lso, transaction_age_ms,
+                            transaction_age_source)
+        self.__dict__.update(hanging_at_ms=hanging_at_ms, hanging_in_ms=hanging_in_ms, deadline=deadline)
 
 
 @record
