@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from kafkatxn.group_positions import GroupPosition
 from kafkatxn.gaps import Gap
+from kafkatxn.model import FrozenRecord, record
 from kafkatxn.verdicts_groups import GroupVerdict
 
 
@@ -43,8 +43,8 @@ RISK = {
 }
 
 
-@dataclass(frozen=True)
-class GroupSummary:
+@record
+class GroupSummary(FrozenRecord):
     """One group: where it stands overall."""
 
     group: str
@@ -57,8 +57,15 @@ class GroupSummary:
     phantom_messages: int  # markers and aborted records counted by those tools, found by probing
     pinned_by: tuple[str, ...]  # transactional ids (or "producer N") holding it
 
+    def __init__(self, group: str, status: str, partitions: int, blocked_partitions: int, lagging_partitions: int,
+                 lag_messages: int, lag_to_hw_messages: int, phantom_messages: int, pinned_by: tuple[str, ...]) -> None:
+        self.__dict__.update(group=group, status=status, partitions=partitions, blocked_partitions=blocked_partitions,
+                             lagging_partitions=lagging_partitions, lag_messages=lag_messages,
+                             lag_to_hw_messages=lag_to_hw_messages, phantom_messages=phantom_messages,
+                             pinned_by=pinned_by)
 
-@dataclass(frozen=True)
+
+@record
 class PartitionDiagnosis(GroupPosition):
     """One group on one partition."""
 
@@ -71,9 +78,19 @@ class PartitionDiagnosis(GroupPosition):
     producer_id: int | None  # the transaction blocking it
     transactional_id: str | None
 
+    def __init__(self, group: str, topic: str, partition: int, committed_offset: int | None, last_stable_offset: int,
+                 high_watermark: int, lag_messages: int, lag_to_lso_messages: int, lag_to_hw_messages: int,
+                 verdict: GroupVerdict, gap: Gap, explanation: str, producer_id: int | None,
+                 transactional_id: str | None) -> None:
+        self.__dict__.update(group=group, topic=topic, partition=partition, committed_offset=committed_offset,
+                             last_stable_offset=last_stable_offset, high_watermark=high_watermark,
+                             lag_messages=lag_messages, lag_to_lso_messages=lag_to_lso_messages,
+                             lag_to_hw_messages=lag_to_hw_messages, verdict=verdict, gap=gap, explanation=explanation,
+                             producer_id=producer_id, transactional_id=transactional_id)
 
-@dataclass(frozen=True)
-class PinningTransaction:
+
+@record
+class PinningTransaction(FrozenRecord):
     """An open transaction that holds some group, what its coordinator says, and what to do."""
 
     producer_id: int
@@ -100,3 +117,19 @@ class PinningTransaction:
     history: str | None = None  # its id's history in a line (kafkatxn/facts_history.py), or "undetermined: why"
     history_evidence: dict | None = None  # the counts behind it (timeline.HistorySummary)
     release_risk: str | None = None  # what the release command risks (release_command)
+
+    def __init__(self, producer_id: int, producer_epoch: int, transactional_id: str | None, coordinator_id: int | None,
+                 coordinator_state: str | None, verdict: TxnVerdict, reason: str, age_ms: int | None,
+                 age_source: str | None, overdue: bool, last_write_age_ms: int | None,
+                 transaction_timeout_ms: int | None, aborts_at_ms: int | None, partitions: tuple[str, ...],
+                 groups: tuple[str, ...], lso_lag_messages: int, action: Action, command: str,
+                 release_command: str | None, until_ms: int | None, risk: str, history: str | None = None,
+                 history_evidence: dict | None = None, release_risk: str | None = None) -> None:
+        self.__dict__.update(producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=transactional_id,
+                             coordinator_id=coordinator_id, coordinator_state=coordinator_state, verdict=verdict,
+                             reason=reason, age_ms=age_ms, age_source=age_source, overdue=overdue,
+                             last_write_age_ms=last_write_age_ms, transaction_timeout_ms=transaction_timeout_ms,
+                             aborts_at_ms=aborts_at_ms, partitions=partitions, groups=groups,
+                             lso_lag_messages=lso_lag_messages, action=action, command=command,
+                             release_command=release_command, until_ms=until_ms, risk=risk, history=history,
+                             history_evidence=history_evidence, release_risk=release_risk)

@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import compress, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import gather, lost_commit, verdicts, verdicts_age
 from kafkatxn.errors import KafkatxnError, NotFoundError, UnsupportedBrokerError
-from kafkatxn.model import Missing, Part, Partial, PartitionInfo, ProducerState, TopicPartition, topic_partitions
+from kafkatxn.model import (
+    FRESH, Missing, Part, Partial, PartitionInfo, ProducerState, Record, TopicPartition, record, topic_partitions,
+)
 from kafkatxn.producer_table import ProducerTable, held_states
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, CoordinatorView, OpenTransaction, Verdict
 
@@ -45,8 +47,8 @@ PinKey = tuple[TopicPartition, int]  # (partition, producer id)
 # -- producer states --------------------------------------------------------------------------------
 
 
-@dataclass
-class ProducerStates:
+@record
+class ProducerStates(Record):
     """What DescribeProducers (and ListTransactions for the ids) returned, at ``taken_at_ms``."""
 
     taken_at_ms: int
@@ -54,6 +56,13 @@ class ProducerStates:
     reported_by: Mapping[TopicPartition, int]  # broker asked for each partition
     transactional_ids: dict[int, str] = field(default_factory=dict)  # producer id -> transactional id
     missing: list[Missing] = field(default_factory=list)
+
+    def __init__(self, taken_at_ms: int, states: dict[TopicPartition, list[ProducerState]],
+                 reported_by: Mapping[TopicPartition, int], transactional_ids: dict[int, str] = FRESH,
+                 missing: list[Missing] = FRESH) -> None:
+        self.__dict__.update(taken_at_ms=taken_at_ms, states=states, reported_by=reported_by,
+                             transactional_ids={} if transactional_ids is FRESH else transactional_ids,
+                             missing=[] if missing is FRESH else missing)
 
 
 def partitions_for_broker(partitions: Iterable[PartitionInfo], broker_id: int, known_brokers: Iterable[int]) -> list[PartitionInfo]:
@@ -173,8 +182,8 @@ _PRODUCER_ID = itemgetter(0)  # of a ProducerState (a named tuple)
 REASON_ENDED = "ended while it was being asked about (its partition no longer shows it open)"
 
 
-@dataclass
-class Pins:
+@record
+class Pins(Record):
     """What :func:`pins` found of a set of open transactions, each by ``(partition, producer id)``."""
 
     # Every transaction asked about, classified by the one rule; the ones past their deadline settled
@@ -186,6 +195,14 @@ class Pins:
     abort_cleanup_interval_ms: int | None = None  # read only when asked for (None: Kafka's default)
     ended: frozenset[PinKey] = frozenset()
     settled_by_log: frozenset[PinKey] = frozenset()  # the ones the log was read for (or taken from ``settled``)
+
+    def __init__(self, classifications: dict[PinKey, Classification], now_ms: int,
+                 max_transaction_timeout_ms: int | None, abort_cleanup_interval_ms: int | None = None,
+                 ended: frozenset[PinKey] = frozenset(), settled_by_log: frozenset[PinKey] = frozenset()) -> None:
+        self.__dict__.update(classifications=classifications, now_ms=now_ms,
+                             max_transaction_timeout_ms=max_transaction_timeout_ms,
+                             abort_cleanup_interval_ms=abort_cleanup_interval_ms, ended=ended,
+                             settled_by_log=settled_by_log)
 
     def due(self) -> list[Classification]:
         """Past their deadline (:func:`kafkatxn.verdicts.is_due`), in the order asked: ``hanging``'s candidates."""

@@ -15,14 +15,14 @@ import dataclasses
 import time
 from itertools import chain, compress, repeat, starmap
 from operator import gt, itemgetter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from kafkatxn import facts, gather
 from kafkatxn.errors import NotFoundError
 from kafkatxn.facts_probes import ProbeMemo
 from kafkatxn.gather import probe_rounds
-from kafkatxn.model import Missing, Part, Partial, QueryReader, TopicPartition, in_partition_order
+from kafkatxn.model import FRESH, Missing, Part, Partial, QueryReader, Record, TopicPartition, in_partition_order, record
 from kafkatxn.offset_table import OffsetTable
 from kafkatxn.validation import compile_regex
 from kafkatxn.verdicts import Classification, OpenTransaction, PinVerdict, Verdict, pin_verdict, pinning_transaction
@@ -48,8 +48,11 @@ def _as_offsets(tps: Iterable[TopicPartition], pairs: Iterable[tuple[int, int]])
 NO_COMMIT = -1
 
 
-@dataclass
-class LsoSnapshot:
+@record
+class LsoSnapshot(Record):
+    """Each partition's LSO and HW, the open transactions on those whose LSO trails, and their pins
+    (:func:`take_snapshot`)."""
+
     taken_at_ms: int  # wall clock, for ages
     offsets: Mapping[TopicPartition, Offsets]  # a dict, or the answers' columns (OffsetTable, read-only)
     # Only for partitions whose LSO trails the HW; a partition may hold several open transactions.
@@ -61,6 +64,15 @@ class LsoSnapshot:
     # The partitions of ``offsets`` whose LSO trails the HW, as take_snapshot found them (kept with
     # ``offsets``): the rows look at these few, not 30,000 again. None: not kept, read ``offsets``.
     lagging: list[TopicPartition] | None = None
+
+    def __init__(self, taken_at_ms: int, offsets: Mapping[TopicPartition, Offsets],
+                 open_transactions: dict[TopicPartition, list[OpenTransaction]] = FRESH, missing: list[Missing] = FRESH,
+                 pins: facts.Pins = FRESH, lagging: list[TopicPartition] | None = None) -> None:
+        self.__dict__.update(taken_at_ms=taken_at_ms, offsets=offsets,
+                             open_transactions={} if open_transactions is FRESH else open_transactions,
+                             missing=[] if missing is FRESH else missing,
+                             pins=facts.Pins({}, 0, None) if pins is FRESH else pins,
+                             lagging=lagging)
 
     @property
     def classifications(self) -> dict[tuple[TopicPartition, int], Classification]:
@@ -107,8 +119,11 @@ class LsoSnapshot:
         return c.reason
 
 
-@dataclass
-class GroupSnapshot:
+@record
+class GroupSnapshot(Record):
+    """The groups' committed offsets over an LSO snapshot, with what was probed below the LSOs
+    (:func:`take_group_snapshot`)."""
+
     lso: LsoSnapshot
     committed: dict[str, dict[TopicPartition, int]]  # group -> partition -> committed offset (or NO_COMMIT)
     # (partition, start offset) -> offset of the first record a read_committed consumer gets from
@@ -122,6 +137,17 @@ class GroupSnapshot:
     # Per group, the partitions its stable offset fetch answered UNSTABLE_OFFSET_COMMIT (asked only
     # of groups whose offsets partition holds an open transaction).
     unstable: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
+
+    def __init__(self, lso: LsoSnapshot, committed: dict[str, dict[TopicPartition, int]],
+                 first_readable: dict[tuple[TopicPartition, int], int | None] = FRESH, missing: list[Missing] = FRESH,
+                 log_start: dict[TopicPartition, int] = FRESH, offsets_partitions: dict[str, TopicPartition] = FRESH,
+                 unstable: dict[str, frozenset[TopicPartition]] = FRESH) -> None:
+        self.__dict__.update(lso=lso, committed=committed,
+                             first_readable={} if first_readable is FRESH else first_readable,
+                             missing=[] if missing is FRESH else missing,
+                             log_start={} if log_start is FRESH else log_start,
+                             offsets_partitions={} if offsets_partitions is FRESH else offsets_partitions,
+                             unstable={} if unstable is FRESH else unstable)
 
     def held_at(self, group: str, tp: TopicPartition, unstable: bool) -> TopicPartition:
         """The partition whose open transaction holds ``group`` on ``tp``: its offsets partition
@@ -256,8 +282,8 @@ def take_group_snapshot(
                                  max_transaction_timeout_ms=max_transaction_timeout_ms)
 
 
-@dataclass
-class HeldGroupSnapshot:
+@record
+class HeldGroupSnapshot(Record):
     """A group snapshot (its pins classified, settled by the log and dated by the one pins sequence,
     :func:`kafkatxn.facts.pins`) and, where a group is held, the timeouts that date what holds it:
     what ``diagnose`` decides on."""
@@ -268,6 +294,14 @@ class HeldGroupSnapshot:
     max_timeout_given: bool = False  # by the caller (--max-transaction-timeout): the suggested abort carries it
     abort_cleanup_interval_ms: int | None = None  # the coordinators' (None: Kafka's default)
     missing: list[Missing] = field(default_factory=list)
+
+    def __init__(self, taken_at_ms: int, groups: GroupSnapshot, max_transaction_timeout_ms: int | None = None,
+                 max_timeout_given: bool = False, abort_cleanup_interval_ms: int | None = None,
+                 missing: list[Missing] = FRESH) -> None:
+        self.__dict__.update(taken_at_ms=taken_at_ms, groups=groups,
+                             max_transaction_timeout_ms=max_transaction_timeout_ms, max_timeout_given=max_timeout_given,
+                             abort_cleanup_interval_ms=abort_cleanup_interval_ms,
+                             missing=[] if missing is FRESH else missing)
 
 
 def take_held_group_snapshot(

@@ -10,20 +10,20 @@ already asked for). Nothing here decides: the verdicts are
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Sequence
 
 from kafkatxn import facts, gather
 from kafkatxn.gather import in_one_run
-from kafkatxn.model import Missing, TopicPartition, topic_partitions
+from kafkatxn.model import FRESH, Missing, Record, TopicPartition, record, topic_partitions
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification
 
 if TYPE_CHECKING:  # handed the facade; not imported
     from kafkatxn.kafka import Cluster
 
 
-@dataclass
-class Scan:
+@record
+class Scan(Record):
     """What :func:`take_scan` found on the partitions it scanned."""
 
     partitions: list[TopicPartition]
@@ -32,6 +32,14 @@ class Scan:
     max_transaction_timeout_ms: int
     max_transaction_timeout_source: str  # the broker config, or the option that gave it
     missing: list[Missing] = field(default_factory=list)
+
+    def __init__(self, partitions: list[TopicPartition], producers: facts.ProducerStates, pins: facts.Pins,
+                 max_transaction_timeout_ms: int, max_transaction_timeout_source: str,
+                 missing: list[Missing] = FRESH) -> None:
+        self.__dict__.update(partitions=partitions, producers=producers, pins=pins,
+                             max_transaction_timeout_ms=max_transaction_timeout_ms,
+                             max_transaction_timeout_source=max_transaction_timeout_source,
+                             missing=[] if missing is FRESH else missing)
 
     @property
     def now_ms(self) -> int:

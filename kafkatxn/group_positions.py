@@ -8,12 +8,13 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from itertools import compress, repeat
 from operator import attrgetter, is_not, itemgetter
-from typing import TYPE_CHECKING, ClassVar, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-from kafkatxn.model import TopicPartition
+from kafkatxn.model import FrozenRecord, TopicPartition, record
+from kafkatxn.named_tuples import NamedTuple  # typing's, without its __new__ compiled as the class is made
 from kafkatxn.pinning import NO_PIN, PinFacts, pin_facts
 from kafkatxn.plain import RecordColumns
 from kafkatxn.verdicts_groups import (
@@ -123,12 +124,13 @@ def readable_lag(verdict: GroupVerdict, committed: int | None, lso: int, lag_to_
 # -- rows: lso --groups' and diagnose's ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class GroupPosition:
+@record
+class GroupPosition(FrozenRecord):
     """Where one group stands on one partition: the first columns of every group-lag row."""
 
-    # Where the group stands and what it waits for stay in narrow tables (output.py).
-    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("committed_offset", "last_stable_offset", "high_watermark", "lag_to_lso_messages")
+    # Where the group stands and what it waits for stay in narrow tables (output.py). Not annotated: a
+    # record's annotations are its fields.
+    TABLE_KEEPS = ("committed_offset", "last_stable_offset", "high_watermark", "lag_to_lso_messages")
 
     group: str
     topic: str
@@ -137,8 +139,13 @@ class GroupPosition:
     last_stable_offset: int
     high_watermark: int
 
+    def __init__(self, group: str, topic: str, partition: int, committed_offset: int | None, last_stable_offset: int,
+                 high_watermark: int) -> None:
+        self.__dict__.update(group=group, topic=topic, partition=partition, committed_offset=committed_offset,
+                             last_stable_offset=last_stable_offset, high_watermark=high_watermark)
 
-@dataclass(frozen=True)
+
+@record
 class GroupLag(GroupPosition):
     """Transaction-aware lag of one group on one partition (see :func:`group_verdict`)."""
 
@@ -161,6 +168,20 @@ class GroupLag(GroupPosition):
     # What the holding transaction is (verdicts_groups.BlockVerdict): hanging, lost_commit, overdue,
     # past_timeout, untracked, in_flight or undetermined; None when the group is not held.
     txn_verdict: BlockVerdict | None = None
+
+    def __init__(self, group: str, topic: str, partition: int, committed_offset: int | None, last_stable_offset: int,
+                 high_watermark: int, lag_to_lso_messages: int, lag_to_hw_messages: int, verdict: GroupVerdict,
+                 readable_before_lso: bool | None, producer_id: int | None, transactional_id: str | None,
+                 txn_age_ms: int | None, txn_age_source: str | None, txn_hanging: bool | None,
+                 txn_lost_commit: bool | None, txn_overdue: bool | None, last_write_age_ms: int | None,
+                 blocked_through: str | None, txn_verdict: BlockVerdict | None = None) -> None:
+        GroupPosition.__init__(self, group, topic, partition, committed_offset, last_stable_offset, high_watermark)
+        self.__dict__.update(lag_to_lso_messages=lag_to_lso_messages, lag_to_hw_messages=lag_to_hw_messages,
+                             verdict=verdict, readable_before_lso=readable_before_lso, producer_id=producer_id,
+                             transactional_id=transactional_id, txn_age_ms=txn_age_ms, txn_age_source=txn_age_source,
+                             txn_hanging=txn_hanging, txn_lost_commit=txn_lost_commit, txn_overdue=txn_overdue,
+                             last_write_age_ms=last_write_age_ms, blocked_through=blocked_through,
+                             txn_verdict=txn_verdict)
 
 
 GROUP_LAG_FIELDS = tuple(f.name for f in fields(GroupLag))

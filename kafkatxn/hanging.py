@@ -41,12 +41,12 @@ Steps 1, 3 and 4 are the fact layer's scan (:func:`kafkatxn.facts_scan.take_scan
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Sequence
+from dataclasses import field
+from typing import TYPE_CHECKING, Sequence
 
 from kafkatxn import facts_scan, verdicts, verdicts_age
 from kafkatxn.gather import in_one_run
-from kafkatxn.model import Missing, TopicPartition
+from kafkatxn.model import FRESH, FrozenRecord, Missing, Record, TopicPartition, record
 from kafkatxn.output import Report
 from kafkatxn.verdicts import Classification, Verdict
 
@@ -57,9 +57,14 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
 # -- rows ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class HangingRow:
-    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("start_offset",)  # abort takes it: kept in narrow tables (output.py)
+@record
+class HangingRow(FrozenRecord):
+    """A candidate no coordinator tracks on its partition (hanging), or one whose COMMIT marker was
+    lost (``lost_commit``), with its partition's offsets."""
+
+    # Abort takes it: kept in narrow tables (output.py). A row's TABLE_KEEPS is not annotated: a
+    # record's annotations are its fields.
+    TABLE_KEEPS = ("start_offset",)
 
     topic: str
     partition: int
@@ -80,24 +85,50 @@ class HangingRow:
     transaction_age_ms: int | None = None  # verdicts_age.transaction_age: since its first record on the partition
     transaction_age_source: str | None = None  # first_record, or last_write (a lower bound) when it could not be read
 
+    def __init__(self, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                 start_offset: int, last_timestamp_ms: int, duration_ms: int, transactional_id: str | None,
+                 coordinator_id: int | None, coordinator_state: str | None, reason: str, last_stable_offset: int | None,
+                 high_watermark: int | None, lso_lag_messages: int | None, holds_lso: bool | None,
+                 transaction_age_ms: int | None = None, transaction_age_source: str | None = None) -> None:
+        self.__dict__.update(topic=topic, partition=partition, producer_id=producer_id, producer_epoch=producer_epoch,
+                             coordinator_epoch=coordinator_epoch, start_offset=start_offset,
+                             last_timestamp_ms=last_timestamp_ms, duration_ms=duration_ms,
+                             transactional_id=transactional_id, coordinator_id=coordinator_id,
+                             coordinator_state=coordinator_state, reason=reason, last_stable_offset=last_stable_offset,
+                             high_watermark=high_watermark, lso_lag_messages=lso_lag_messages, holds_lso=holds_lso,
+                             transaction_age_ms=transaction_age_ms, transaction_age_source=transaction_age_source)
 
-@dataclass(frozen=True)
+
+@record
 class UntrackedRow(HangingRow):
     """Open on a partition no coordinator tracks it on, not yet past its deadline
     (:func:`kafkatxn.verdicts.hanging_deadline_ms`): hanging from ``hanging_at_ms`` unless it ends."""
 
-    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("start_offset", "hanging_at_ms")  # abort takes the offset, then
+    TABLE_KEEPS = ("start_offset", "hanging_at_ms")  # abort takes the offset, then
 
     hanging_at_ms: int | None = None
     hanging_in_ms: int | None = None
     deadline: str | None = None  # which timeout dates it: its producer's own, or the maximum
 
+    def __init__(self, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                 start_offset: int, last_timestamp_ms: int, duration_ms: int, transactional_id: str | None,
+                 coordinator_id: int | None, coordinator_state: str | None, reason: str, last_stable_offset: int | None,
+                 high_watermark: int | None, lso_lag_messages: int | None, holds_lso: bool | None,
+                 transaction_age_ms: int | None = None, transaction_age_source: str | None = None,
+                 hanging_at_ms: int | None = None, hanging_in_ms: int | None = None,
+                 deadline: str | None = None) -> None:
+        HangingRow.__init__(self, topic, partition, producer_id, producer_epoch, coordinator_epoch, start_offset,
+                            last_timestamp_ms, duration_ms, transactional_id, coordinator_id, coordinator_state, reason,
+                            last_stable_offset, high_watermark, lso_lag_messages, holds_lso, transaction_age_ms,
+                            transaction_age_source)
+        self.__dict__.update(hanging_at_ms=hanging_at_ms, hanging_in_ms=hanging_in_ms, deadline=deadline)
 
-@dataclass(frozen=True)
-class _CandidateColumns:
+
+@record
+class _CandidateColumns(FrozenRecord):
     """The first columns of the long-running and undetermined rows."""
 
-    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("start_offset",)
+    TABLE_KEEPS = ("start_offset",)
 
     topic: str
     partition: int
@@ -108,9 +139,17 @@ class _CandidateColumns:
     duration_ms: int
     transactional_id: str | None
 
+    def __init__(self, topic: str, partition: int, producer_id: int, producer_epoch: int, start_offset: int,
+                 last_timestamp_ms: int, duration_ms: int, transactional_id: str | None) -> None:
+        self.__dict__.update(topic=topic, partition=partition, producer_id=producer_id, producer_epoch=producer_epoch,
+                             start_offset=start_offset, last_timestamp_ms=last_timestamp_ms, duration_ms=duration_ms,
+                             transactional_id=transactional_id)
 
-@dataclass(frozen=True)
+
+@record
 class LongRunningRow(_CandidateColumns):
+    """A candidate its coordinator still tracks or is completing, or a two-phase-commit one: long-running."""
+
     coordinator_id: int | None
     coordinator_state: str | None
     transaction_timeout_ms: int | None
@@ -121,13 +160,33 @@ class LongRunningRow(_CandidateColumns):
     reason: str = ""
     two_phase_commit: bool = False  # KIP-939: no one times it out; an external manager commits or aborts it
 
+    def __init__(self, topic: str, partition: int, producer_id: int, producer_epoch: int, start_offset: int,
+                 last_timestamp_ms: int, duration_ms: int, transactional_id: str | None, coordinator_id: int | None,
+                 coordinator_state: str | None, transaction_timeout_ms: int | None, transaction_age_ms: int | None,
+                 last_stable_offset: int | None, high_watermark: int | None, lso_lag_messages: int | None,
+                 reason: str = "", two_phase_commit: bool = False) -> None:
+        self.__dict__.update(topic=topic, partition=partition, producer_id=producer_id, producer_epoch=producer_epoch,
+                             start_offset=start_offset, last_timestamp_ms=last_timestamp_ms, duration_ms=duration_ms,
+                             transactional_id=transactional_id, coordinator_id=coordinator_id,
+                             coordinator_state=coordinator_state, transaction_timeout_ms=transaction_timeout_ms,
+                             transaction_age_ms=transaction_age_ms, last_stable_offset=last_stable_offset,
+                             high_watermark=high_watermark, lso_lag_messages=lso_lag_messages, reason=reason,
+                             two_phase_commit=two_phase_commit)
 
-@dataclass(frozen=True)
+
+@record
 class UndeterminedRow(_CandidateColumns):
     """A candidate the cluster could not decide: neither hanging nor shown to be tracked."""
 
     reason: str
     missing: list[str]  # the parts that did not answer (a __transaction_state partition, an id, a broker)
+
+    def __init__(self, topic: str, partition: int, producer_id: int, producer_epoch: int, start_offset: int,
+                 last_timestamp_ms: int, duration_ms: int, transactional_id: str | None, reason: str,
+                 missing: list[str]) -> None:
+        self.__dict__.update(topic=topic, partition=partition, producer_id=producer_id, producer_epoch=producer_epoch,
+                             start_offset=start_offset, last_timestamp_ms=last_timestamp_ms, duration_ms=duration_ms,
+                             transactional_id=transactional_id, reason=reason, missing=missing)
 
 
 def undetermined_row(c: Classification, now_ms: int) -> UndeterminedRow:
@@ -210,8 +269,10 @@ def long_running_row(
 # -- snapshot -----------------------------------------------------------------------------------
 
 
-@dataclass
-class HangingResult:
+@record
+class HangingResult(Record):
+    """What ``hanging`` found, by verdict, and of what it scanned."""
+
     hanging: list[HangingRow]
     long_running: list[LongRunningRow]
     max_transaction_timeout_ms: int
@@ -227,6 +288,23 @@ class HangingResult:
     # Not tracked by their coordinator, not past their deadline yet: hanging then unless they end.
     untracked: list[UntrackedRow] = field(default_factory=list)
     untracked_classifications: list[Classification] = field(default_factory=list)
+
+    def __init__(self, hanging: list[HangingRow], long_running: list[LongRunningRow], max_transaction_timeout_ms: int,
+                 max_transaction_timeout_source: str, partitions_scanned: int, open_transactions: int, candidates: int,
+                 missing: list[Missing] = FRESH, classifications: list[Classification] = FRESH,
+                 undetermined: list[UndeterminedRow] = FRESH, lost_commit: list[HangingRow] = FRESH,
+                 untracked: list[UntrackedRow] = FRESH,
+                 untracked_classifications: list[Classification] = FRESH) -> None:
+        self.__dict__.update(hanging=hanging, long_running=long_running,
+                             max_transaction_timeout_ms=max_transaction_timeout_ms,
+                             max_transaction_timeout_source=max_transaction_timeout_source,
+                             partitions_scanned=partitions_scanned, open_transactions=open_transactions,
+                             candidates=candidates, missing=[] if missing is FRESH else missing,
+                             classifications=[] if classifications is FRESH else classifications,
+                             undetermined=[] if undetermined is FRESH else undetermined,
+                             lost_commit=[] if lost_commit is FRESH else lost_commit,
+                             untracked=[] if untracked is FRESH else untracked,
+                             untracked_classifications=[] if untracked_classifications is FRESH else untracked_classifications)
 
     def report(self) -> Report:
         facts = {

@@ -36,10 +36,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import shlex
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from kafkatxn.model import TRANSACTION_STATE_TOPIC, Missing, Part, TopicPartition, TransactionalId, TransactionLogHistory
+from kafkatxn.model import (
+    TRANSACTION_STATE_TOPIC, FrozenRecord, Missing, Part, TopicPartition, TransactionalId, TransactionLogHistory, record,
+)
 from kafkatxn.verdicts import Classification, OpenTransaction, Verdict
 
 # How far the producer's clock (record timestamps) and the coordinator's may disagree.
@@ -55,13 +56,16 @@ class Ending(str, enum.Enum):
     UNKNOWN = "unknown"  # the log does not say: see the reason
 
 
-@dataclass(frozen=True)
-class LogEvidence:
+@record
+class LogEvidence(FrozenRecord):
     """How the coordinator's log says the open transaction ended, and the records that say it."""
 
     ending: Ending
     reason: str
     log_offsets: tuple[int, ...] = ()
+
+    def __init__(self, ending: Ending, reason: str, log_offsets: tuple[int, ...] = ()) -> None:
+        self.__dict__.update(ending=ending, reason=reason, log_offsets=log_offsets)
 
 
 def _data_epoch(record: Any, opened: Any | None) -> int:

@@ -13,16 +13,15 @@ stands (:mod:`kafkatxn.group_positions`).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from itertools import compress, repeat, starmap
 from operator import attrgetter, ge, is_, is_not, sub
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from kafkatxn import lost_commit
 from kafkatxn.gather import in_one_run
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
 from kafkatxn.facts_lso import DEFAULT_PROBE_MAX_GAP, GroupSnapshot, LsoSnapshot, take_group_snapshot, take_snapshot
-from kafkatxn.model import Missing, TopicPartition
+from kafkatxn.model import FRESH, FrozenRecord, Missing, Record, TopicPartition, record
 from kafkatxn.pinning import pin_facts
 from kafkatxn.plain import RecordColumns
 from kafkatxn.verdicts_age import best_age_ms
@@ -34,6 +33,7 @@ from kafkatxn.verdicts_groups import (
 if TYPE_CHECKING:  # capability modules are handed the facade; they do not import it
     from kafkatxn.group_positions import GroupLag
     from kafkatxn.kafka import Cluster
+    from kafkatxn.verdicts_groups import BlockVerdict
 
 
 # A pinning transaction older than this makes the finding critical (exit 2). Producers default to a
@@ -48,12 +48,13 @@ DEFAULT_CRITICAL_AGE_MS = 5 * 60_000
 # -- rows --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PartitionLag:
+@record
+class PartitionLag(FrozenRecord):
     """One partition whose LSO trails its HW, and the open transaction pinning the LSO."""
 
-    # The numbers the lag is read from stay in narrow tables (output.py).
-    TABLE_KEEPS: ClassVar[tuple[str, ...]] = ("high_watermark", "last_stable_offset", "lag_messages")
+    # The numbers the lag is read from stay in narrow tables (output.py). Not annotated: a record's
+    # annotations are its fields.
+    TABLE_KEEPS = ("high_watermark", "last_stable_offset", "lag_messages")
 
     topic: str
     partition: int
@@ -75,25 +76,62 @@ class PartitionLag:
     txn_lost_commit: bool | None
     last_write_age_ms: int | None  # since the producer's last write to this partition
 
+    def __init__(self, topic: str, partition: int, high_watermark: int, last_stable_offset: int, lag_messages: int,
+                 open_transactions: int, producer_id: int | None, producer_epoch: int | None,
+                 transactional_id: str | None, txn_start_offset: int | None, txn_age_ms: int | None,
+                 txn_age_source: str | None, txn_hanging: bool | None, txn_lost_commit: bool | None,
+                 last_write_age_ms: int | None) -> None:
+        self.__dict__.update(topic=topic, partition=partition, high_watermark=high_watermark,
+                             last_stable_offset=last_stable_offset, lag_messages=lag_messages,
+                             open_transactions=open_transactions, producer_id=producer_id,
+                             producer_epoch=producer_epoch, transactional_id=transactional_id,
+                             txn_start_offset=txn_start_offset, txn_age_ms=txn_age_ms, txn_age_source=txn_age_source,
+                             txn_hanging=txn_hanging, txn_lost_commit=txn_lost_commit,
+                             last_write_age_ms=last_write_age_ms)
+
 
 _WATCHED: dict[str, type] = {}
 
 
 def _watched(name: str) -> type:
     """``WatchedPartitionLag`` or ``WatchedGroupLag``: a row of ``lso --watch``, with ``lso_moved``.
-    Made when first asked for (``kafkatxn.lso.WatchedPartitionLag``, module ``__getattr__``): a frozen
-    dataclass's methods are compiled as it is made (six, ~6 M instructions each class), and a command
-    that does not watch uses neither."""
+    Made when first asked for (``kafkatxn.lso.WatchedPartitionLag``, module ``__getattr__``): a
+    ``WatchedGroupLag`` is a ``group_positions.GroupLag``, a module ``lso`` without ``--groups`` does not import."""
     if not _WATCHED:
         from kafkatxn.group_positions import GroupLag
 
-        @dataclass(frozen=True)
+        @record
         class WatchedPartitionLag(PartitionLag):
             lso_moved: bool | None = None  # since the previous sample; None on the first sample of the partition
 
-        @dataclass(frozen=True)
+            def __init__(self, topic: str, partition: int, high_watermark: int, last_stable_offset: int,
+                         lag_messages: int, open_transactions: int, producer_id: int | None,
+                         producer_epoch: int | None, transactional_id: str | None, txn_start_offset: int | None,
+                         txn_age_ms: int | None, txn_age_source: str | None, txn_hanging: bool | None,
+                         txn_lost_commit: bool | None, last_write_age_ms: int | None,
+                         lso_moved: bool | None = None) -> None:
+                PartitionLag.__init__(self, topic, partition, high_watermark, last_stable_offset, lag_messages,
+                                      open_transactions, producer_id, producer_epoch, transactional_id,
+                                      txn_start_offset, txn_age_ms, txn_age_source, txn_hanging, txn_lost_commit,
+                                      last_write_age_ms)
+                self.__dict__["lso_moved"] = lso_moved
+
+        @record
         class WatchedGroupLag(GroupLag):
             lso_moved: bool | None = None
+
+            def __init__(self, group: str, topic: str, partition: int, committed_offset: int | None,
+                         last_stable_offset: int, high_watermark: int, lag_to_lso_messages: int,
+                         lag_to_hw_messages: int, verdict: GroupVerdict, readable_before_lso: bool | None,
+                         producer_id: int | None, transactional_id: str | None, txn_age_ms: int | None,
+                         txn_age_source: str | None, txn_hanging: bool | None, txn_lost_commit: bool | None,
+                         txn_overdue: bool | None, last_write_age_ms: int | None, blocked_through: str | None,
+                         txn_verdict: BlockVerdict | None = None, lso_moved: bool | None = None) -> None:
+                GroupLag.__init__(self, group, topic, partition, committed_offset, last_stable_offset, high_watermark,
+                                  lag_to_lso_messages, lag_to_hw_messages, verdict, readable_before_lso, producer_id,
+                                  transactional_id, txn_age_ms, txn_age_source, txn_hanging, txn_lost_commit,
+                                  txn_overdue, last_write_age_ms, blocked_through, txn_verdict)
+                self.__dict__["lso_moved"] = lso_moved
 
         for made in (WatchedPartitionLag, WatchedGroupLag):
             made.__qualname__ = made.__name__  # as defined at the module's top level
@@ -305,16 +343,21 @@ def restore_hints(snapshot: LsoSnapshot, rows: Iterable[PartitionLag | GroupLag]
 # -- one call per command ----------------------------------------------------------------------
 
 
-@dataclass
-class LsoReport:
+@record
+class LsoReport(Record):
     """What ``kafkatxn lso`` shows: rows (their watched variant when watching), and how it ends."""
 
     rows: list
     snapshot: LsoSnapshot  # the reference for the next sample's lso_moved
     missing: list[Missing]
     exit_code: int
-    hints: list[str] = field(default_factory=list)  # the next step for a lost COMMIT marker (restore_hints)
+    hints: list[str] = dataclasses.field(default_factory=list)  # the next step for a lost COMMIT marker (restore_hints)
     measured: int | None = None  # group partitions measured before --min-lag and --top (groups only)
+
+    def __init__(self, rows: list, snapshot: LsoSnapshot, missing: list[Missing], exit_code: int,
+                 hints: list[str] = FRESH, measured: int | None = None) -> None:
+        self.__dict__.update(rows=rows, snapshot=snapshot, missing=missing, exit_code=exit_code,
+                             hints=[] if hints is FRESH else hints, measured=measured)
 
 
 @in_one_run

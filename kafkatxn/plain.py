@@ -113,7 +113,8 @@ def made_rows(cls: type, names: tuple[str, ...], values: Iterable[tuple]) -> lis
     ``object.__setattr__`` per field. Only for classes without ``__post_init__``, slots or default factories."""
     # What __init__ would do beyond setting the fields, or a field left out, must not pass silently
     # (a field left out would read as its class-level default).
-    if names != tuple(f.name for f in dataclasses.fields(cls)) or hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
+    # (A class whose instances have no __dict__ to fill, a slotted one, has no __dictoffset__.)
+    if names != tuple(f.name for f in dataclasses.fields(cls)) or hasattr(cls, "__post_init__") or not cls.__dictoffset__:
         raise TypeError(f"made_rows cannot make {cls.__name__} rows with fields {names}")
     new = object.__new__
     rows = []
@@ -139,7 +140,7 @@ class RecordColumns(Sequence):
 
     def __init__(self, cls: type, columns: Mapping[str, Sequence]):
         names = tuple(f.name for f in dataclasses.fields(cls))
-        if set(columns) != set(names) or hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
+        if set(columns) != set(names) or hasattr(cls, "__post_init__") or not cls.__dictoffset__:
             raise TypeError(f"RecordColumns cannot hold {cls.__name__} rows with fields {sorted(columns)}")
         lengths = {len(c) for c in columns.values()}
         if len(lengths) > 1:

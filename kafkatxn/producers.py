@@ -8,12 +8,11 @@ I/O); :func:`producer_rows` and :func:`summarize` are pure functions over them.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from kafkatxn import facts
 from kafkatxn.facts import ProducerStates
-from kafkatxn.model import Partial, PartitionInfo, TopicPartition
+from kafkatxn.model import FrozenRecord, Partial, PartitionInfo, TopicPartition, record
 from kafkatxn.errors import NotFoundError
 from kafkatxn.gather import in_one_run
 
@@ -21,8 +20,8 @@ if TYPE_CHECKING:  # capability modules are handed the facade; they do not impor
     from kafkatxn.kafka import Cluster
 
 
-@dataclass(frozen=True)
-class ProducerRow:
+@record
+class ProducerRow(FrozenRecord):
     """One active producer on one partition: the columns of ``kafka-transactions.sh describe-producers`` and more."""
 
     topic: str
@@ -37,9 +36,17 @@ class ProducerRow:
     current_txn_start_offset: int  # -1 when the producer has no open transaction on this partition
     transactional_id: str | None  # None for idempotent producers, or when the id has expired
 
+    def __init__(self, topic: str, partition: int, broker_id: int, producer_id: int, producer_epoch: int,
+                 last_sequence: int, last_timestamp_ms: int, age_ms: int | None, coordinator_epoch: int,
+                 current_txn_start_offset: int, transactional_id: str | None) -> None:
+        self.__dict__.update(topic=topic, partition=partition, broker_id=broker_id, producer_id=producer_id,
+                             producer_epoch=producer_epoch, last_sequence=last_sequence,
+                             last_timestamp_ms=last_timestamp_ms, age_ms=age_ms, coordinator_epoch=coordinator_epoch,
+                             current_txn_start_offset=current_txn_start_offset, transactional_id=transactional_id)
 
-@dataclass(frozen=True)
-class ProducerSummaryRow:
+
+@record
+class ProducerSummaryRow(FrozenRecord):
     """Producer-state load per broker and per topic (KIP-854 / KIP-936: many short-lived producers).
 
     ``scope`` is ``broker`` (``broker_id`` set) or ``topic`` (``topic`` set).
@@ -52,6 +59,12 @@ class ProducerSummaryRow:
     active_producer_ids: int  # distinct producer ids
     producer_states: int  # (partition, producer id) entries: what the brokers keep in memory
     open_transactions: int  # distinct producer ids with a transaction open in this scope
+
+    def __init__(self, scope: str, broker_id: int | None, topic: str | None, partitions: int, active_producer_ids: int,
+                 producer_states: int, open_transactions: int) -> None:
+        self.__dict__.update(scope=scope, broker_id=broker_id, topic=topic, partitions=partitions,
+                             active_producer_ids=active_producer_ids, producer_states=producer_states,
+                             open_transactions=open_transactions)
 
 
 def producer_rows(snapshot: ProducerStates) -> list[ProducerRow]:

@@ -25,6 +25,7 @@ class Record:
     ``@dataclass(init=False, repr=False, eq=False)`` and sets its fields in its ``__init__`` through
     ``__dict__``, its annotations being its fields."""
 
+    __slots__ = ()  # a subclass has a __dict__ unless made with a slot per field (:func:`slotted`)
     _FIELDS: ClassVar[tuple[str, ...]] = ()
     _VALUES: ClassVar[Any]  # a record's field values, as a tuple: taken in C (operator.attrgetter)
 
@@ -56,6 +57,8 @@ class FrozenRecord(Record):
     """A :class:`Record` whose fields cannot be set or deleted once made, hashed by them, as
     ``@dataclass(frozen=True)``'s."""
 
+    __slots__ = ()
+
     def __hash__(self) -> int:
         return hash(self._VALUES(self))
 
@@ -64,6 +67,29 @@ class FrozenRecord(Record):
 
     def __delattr__(self, name: str) -> None:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def _slot_state(self: FrozenRecord) -> list:
+    return list(self._VALUES(self))
+
+
+def set_slots(record: FrozenRecord, values: Any) -> None:
+    """Set the fields of a :func:`slotted` record (in its ``__init__``) to ``values``, in order."""
+    for name, value in zip(record._FIELDS, values):
+        object.__setattr__(record, name, value)
+
+
+def slotted(cls: type) -> type:
+    """The :class:`FrozenRecord` ``cls`` made again with a slot per field and no ``__dict__``, as
+    ``@dataclass(frozen=True, slots=True)`` makes it (for records held by the many: a log's records).
+    Its ``__init__`` sets its fields with :func:`set_slots`; it pickles as that dataclass does (a
+    list of its fields' values), its fields being read-only."""
+    names = cls._FIELDS
+    body = {key: value for key, value in cls.__dict__.items() if key not in names and key not in ("__dict__", "__weakref__")}
+    body.update(__slots__=names, __getstate__=_slot_state, __setstate__=set_slots)
+    made = type(cls)(cls.__name__, cls.__bases__, body)
+    made.__qualname__ = cls.__qualname__
+    return made
 
 
 record = dataclass(init=False, repr=False, eq=False)  # the declaration of a Record: a dataclass, nothing generated
