@@ -234,6 +234,8 @@ def _partition_report(cluster: "Cluster", topics: Sequence[str], *args: Any) -> 
         selection.check_selection(topics)  # a usage error sends nothing
         cluster.connect_ahead()  # begun already by the command (CommandContext.connect_ahead): a no-op then
         cluster.will_ask("ListOffsets")  # kafka-python's request class, imported here rather than on the IO thread
+        if not topics:  # every data partition: their offsets sent from the metadata's columns, before the partitions are made
+            cluster.data_offsets_ahead()
         partitions, leaders = cluster.select_in_partition_order(topics)
         cluster.stable_and_high_offsets_ahead(partitions, leaders)
         from kafkatxn import lso

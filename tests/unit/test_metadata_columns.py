@@ -97,7 +97,9 @@ def test_a_leaders_partitions_from_the_columns_are_grouped_and_written_as_withou
     for earliest in (False, True):
         with_runs = _offsets_requests(by_leader, (True, False), earliest)
         plain = _offsets_requests(grouped, (True, False), earliest)
-        assert with_runs == plain  # the same requests (equal and hashed as their partitions)
+        # the same requests: of the same partitions, each leader's those its runs were sent with before they were made
+        assert [(node, tuple(r.partitions), *r[1:]) for node, r in with_runs] == [(node, *r) for node, r in plain]
+        assert [r.partitions for _, r in with_runs] == [runs for runs in md.data_runs_by_leader({}).values() for _ in (1, 2)]
         for (node, request), (_, without) in zip(with_runs, plain):
             assert request.partitions.runs and getattr(without.partitions, "runs", None) is None
             for version in range(1, 12):
