@@ -214,9 +214,15 @@ def test_lso_sends_its_offsets_from_the_metadatas_columns_before_it_makes_their_
     send_now = Session.send_now
     monkeypatch.setattr(Session, "send_now", lambda self, requests: made_when_sent.append("tps" in self.metadata().__dict__)
                         or send_now(self, requests))
+    steps: list[str] = []
+    for step in ("data_offsets_ahead", "will_read_log_while_waiting", "select_in_partition_order"):
+        monkeypatch.setattr(_ColumnsCluster, step, lambda self, *a, _step=step, _call=getattr(FakeCluster, step): steps.append(_step)
+                            or _call(self, *a))
     cluster = _ColumnsCluster(build())
     report = lso_cmd._partition_report(cluster, None, 1, "lag", None, lso.DEFAULT_CRITICAL_AGE_MS, False, None)
     assert made_when_sent[0] is False  # no TopicPartition made yet
+    # and made after the library's imports: their file reads let the IO thread send meanwhile (the GIL given up)
+    assert steps == ["data_offsets_ahead", "will_read_log_while_waiting", "select_in_partition_order"]
     assert cluster.wire.begun == 1  # sent once: stable_and_high_offsets_ahead finds them gone down already
     assert [label for label, _node in rounds[0]] == ["ListOffsets (read_committed)", "ListOffsets (read_uncommitted)"] * 3
     ahead = list(rounds)
