@@ -194,9 +194,31 @@ class ColumnMetadata(ClusterMetadata):
             at += count
         return picked, leaders
 
+    def data_runs_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LeaderRuns"] | None:
+        """:meth:`data_partitions` by leader as each leader's topics' runs (:func:`leader_runs`), before any
+        TopicPartition is made: what ``lso``'s ListOffsets name, sent from these the moment the metadata is
+        read (``Cluster.data_offsets_ahead``). The same objects each call."""
+        grouped = self._data_runs
+        if grouped is None or any(node in silent for node in grouped):
+            return None
+        return grouped
+
+    @functools.cached_property
+    def _data_runs(self) -> dict[int, "LeaderRuns"] | None:
+        runs = [run for run in self.columns.runs if not run.internal]
+        return leader_runs(list(chain.from_iterable(run.leaders for run in runs)), runs, {})
+
     def data_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
-        """:meth:`data_partitions` by leader (:func:`by_leader`)."""
-        return by_leader(*self._data_partitions, [run for run in self.columns.runs if not run.internal], silent)
+        """:meth:`data_partitions` by leader (:func:`by_leader`), each leader's the one its requests are
+        written from (``LedPartitions.written``: :meth:`data_runs_by_leader`'s)."""
+        grouped = self.data_runs_by_leader(silent)
+        if grouped is None:
+            return None
+        tps = self._data_partitions[0]
+        out = {node: led_partitions(tps, runs) for node, runs in grouped.items()}
+        for node, led in out.items():
+            led.written = grouped[node]
+        return out
 
     def all_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
         """Every partition (:attr:`tps`) by leader (:func:`by_leader`)."""
@@ -249,8 +271,17 @@ def by_leader(tps: list[TopicPartition], leaders: list[int], runs: list[TopicRun
     """``tps`` (the partitions of ``runs``, in their order) by leader (``leaders``, beside them), as
     ``session.group_by_leader_column`` groups them (each leader's in partition order, the leaders in the
     order they first lead one), each leader's with its topics' partition numbers (:class:`LedPartitions`);
-    None where a partition has no leader to ask (none, or ``silent``). Picked in C by a mask per leader: the
-    leaders' column as bytes, one byte a partition, translated to 1 where that leader leads."""
+    None where a partition has no leader to ask (none, or ``silent``): :func:`leader_runs`, then each
+    leader's TopicPartitions picked in C by its mask."""
+    grouped = leader_runs(leaders, runs, silent)
+    return None if grouped is None else {node: led_partitions(tps, led) for node, led in grouped.items()}
+
+
+def leader_runs(leaders: list[int], runs: list[TopicRun], silent: Mapping[int, object]) -> dict[int, "LeaderRuns"] | None:
+    """The partitions of ``runs`` by leader (``leaders``, beside them: the leaders in the order they first
+    lead one) as each leader's topics' runs (:class:`LeaderRuns`), no TopicPartition made; None where a
+    partition has no leader to ask (none, or ``silent``). Picked in C by a mask per leader: the leaders'
+    column as bytes, one byte a partition, translated to 1 where that leader leads."""
     try:  # broker ids under 256 (no -1): the column as it is, its leaders those of its bytes, found in C
         column: bytes | None = bytes(leaders)
         absent = _ALL_BYTES.translate(None, column)
@@ -262,14 +293,22 @@ def by_leader(tps: list[TopicPartition], leaders: list[int], runs: list[TopicRun
     out = {}
     for node in nodes:
         mask = column.translate(_picking(node)) if column is not None else bytes(map(eq, leaders, repeat(node)))
-        led = out[node] = LedPartitions(compress(tps, mask))
+        led: list[tuple[str, tuple[int, ...]]] = []
         at = 0
         for run in runs:
             count = len(run.indexes)
             indexes = tuple(compress(run.indexes, mask[at : at + count]))
             if indexes:
-                led.runs.append((run.name, indexes))
+                led.append((run.name, indexes))
             at += count
+        out[node] = LeaderRuns(led, mask)
+    return out
+
+
+def led_partitions(tps: list[TopicPartition], led: "LeaderRuns") -> "LedPartitions":
+    """A leader's :class:`LedPartitions` of ``tps`` (the partitions its mask was made over), picked in C."""
+    out = LedPartitions(compress(tps, led.mask))
+    out.runs = list(led.runs)
     return out
 
 
@@ -284,11 +323,46 @@ def _picking(code: int) -> bytes:
 
 class LedPartitions(list):  # type: ignore[type-arg]
     """A leader's TopicPartitions in partition order, with ``runs``: each topic's name and partition numbers
-    among them, in that order (what a request body names: ``wire.bodies`` writes it from them)."""
+    among them, in that order (what a request body names: ``wire.bodies`` writes it from them); ``written``:
+    the :class:`LeaderRuns` of the same partitions its ListOffsets name (sent before these were made)."""
 
     def __init__(self, partitions: Iterable[TopicPartition] = ()) -> None:
         super().__init__(partitions)
         self.runs: list[tuple[str, tuple[int, ...]]] = []
+        self.written: LeaderRuns | None = None
+
+
+class LeaderRuns(Sequence):  # type: ignore[type-arg]
+    """A leader's partitions as its topics' ``runs`` (each topic's name and partition numbers, in partition
+    order) and the ``mask`` that picked them, before any TopicPartition is made: the partitions of ``lso``'s
+    ListOffsets, sent the moment the metadata is read, whose 30,000 TopicPartitions are made while the
+    brokers answer (~10 ms, on the critical path before). ``wire.bodies`` writes a body from the runs, the
+    wire reads the answer's partitions from its bytes; a request of these is equal (and hashed) by this
+    object's identity, so the call that takes its answer makes its request of the same object
+    (:attr:`LedPartitions.written`). Read as a sequence: its TopicPartitions, the kept ones, made then."""
+
+    __slots__ = ("runs", "mask", "_count", "_made")
+
+    def __init__(self, runs: list[tuple[str, tuple[int, ...]]], mask: bytes) -> None:
+        self.runs, self.mask, self._count, self._made = runs, mask, sum(len(indexes) for _, indexes in runs), None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._partitions()[index]
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return iter(self._partitions())
+
+    def _partitions(self) -> tuple[TopicPartition, ...]:
+        made = self._made
+        if made is None:
+            made = self._made = tuple(chain.from_iterable(kept_topic_partitions(name, indexes) for name, indexes in self.runs))
+        return made
+
+    def __repr__(self) -> str:
+        return f"LeaderRuns({len(self.runs)} topics, {self._count} partitions)"
 
 
 ColumnMetadata._FIELDS = ClusterMetadata._FIELDS  # its fields are ClusterMetadata's (repr, dataclasses.fields)

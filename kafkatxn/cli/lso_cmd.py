@@ -225,7 +225,8 @@ def register(app: typer.Typer) -> None:
 def _partition_report(cluster: "Cluster", topics: Sequence[str], *args: Any) -> "lso.LsoReport":
     """``lso.partition_report``, its offsets sent first: in one run, the chosen
     partitions' ListOffsets go down as the snapshot will ask them (``Cluster.stable_and_high_offsets_ahead``,
-    in its order), and the library that reads their answers (the fact layer, the verdicts), and while
+    in its order; every data partition's from the metadata's columns, ``Cluster.data_offsets_ahead``, their
+    TopicPartitions made after the imports), and the library that reads their answers (the fact layer, the verdicts), and while
     they have not answered the protocol modules of the requests after them, are imported while the
     brokers answer, not before."""
     from kafkatxn import selection
@@ -234,14 +235,20 @@ def _partition_report(cluster: "Cluster", topics: Sequence[str], *args: Any) -> 
         selection.check_selection(topics)  # a usage error sends nothing
         cluster.connect_ahead()  # begun already by the command (CommandContext.connect_ahead): a no-op then
         cluster.will_ask("ListOffsets")  # kafka-python's request class, imported here rather than on the IO thread
-        partitions, leaders = cluster.select_in_partition_order(topics)
-        cluster.stable_and_high_offsets_ahead(partitions, leaders)
+        if topics:
+            partitions, leaders = cluster.select_in_partition_order(topics)
+            cluster.stable_and_high_offsets_ahead(partitions, leaders)
+        else:  # every data partition: their offsets sent from the metadata's columns, before the partitions are made
+            cluster.data_offsets_ahead()
         from kafkatxn import lso
 
         # What a partition that lags asks next, while the brokers have not answered (none lag, most often: not later).
         cluster.will_ask_while_waiting("DescribeProducers", "ListTransactions", "FindCoordinator", "DescribeTransactions", "Fetch",
                                        "DescribeConfigs")
         cluster.will_read_log_while_waiting()
+        if not topics:  # after the imports: their file reads let the IO thread put the round on the wire meanwhile
+            partitions, leaders = cluster.select_in_partition_order(topics)
+            cluster.stable_and_high_offsets_ahead(partitions, leaders)
         cluster.route_while_waiting()
 
         return lso.partition_report(cluster, topics, *args, partitions=partitions)

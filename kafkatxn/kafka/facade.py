@@ -20,6 +20,7 @@ import time
 from typing import Iterable
 
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
+from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.configs import ConfigsApi
 from kafkatxn.kafka.fetch_ahead import FetchAheadApi
 from kafkatxn.kafka.groups import GroupsApi
@@ -30,6 +31,7 @@ from kafkatxn.kafka.producer_state import DESCRIBE_PRODUCERS_BATCH, ProducerStat
 from kafkatxn.kafka.session import LEADERSHIP_ERRORS, Session
 from kafkatxn.kafka.transaction_log import TransactionLogApi
 from kafkatxn.kafka.transactions import TransactionsApi
+from kafkatxn.metadata_columns import ColumnMetadata
 from kafkatxn.model import Missing, Part, Partial, PartitionInfo, TopicPartition
 
 __all__ = ["Cluster", "check_client_settings", "DESCRIBE_PRODUCERS_BATCH", "LEADERSHIP_ERRORS"]
@@ -62,6 +64,19 @@ class Cluster(
 
         selection.check_selection(topics)
         return selection.select_in_partition_order(self.metadata(), topics)
+
+    def data_offsets_ahead(self) -> None:
+        """The requests ``stable_and_high_offsets_ahead`` makes of the partitions :meth:`select_in_partition_order`
+        chooses without topics (``lso``'s), sent now from the metadata's columns, each leader's topics' runs
+        (``ColumnMetadata.data_runs_by_leader``), before any of their 30,000 TopicPartitions is made: those
+        are made while the brokers answer. Nothing is sent outside a run, when the run holds offsets, where
+        the metadata was not read as columns or a partition has no leader to ask: the others send them."""
+        if self._answers is None or self.answered_any("ListOffsets"):
+            return
+        md = self.metadata()
+        grouped = md.data_runs_by_leader(self.silent) if type(md) is ColumnMetadata else None
+        if grouped:
+            self.send_now([(node, proto.ListOffsets(runs, committed, False)) for node, runs in grouped.items() for committed in (True, False)])
 
     def will_read_log_while_waiting(self) -> None:
         """The modules that read the coordinators' log (:meth:`transaction_log_histories`, which settles a

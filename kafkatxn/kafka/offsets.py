@@ -73,12 +73,20 @@ def first_readable(
     return None, after
 
 
-def _offsets_requests(by_node: Mapping[int, Sequence[TopicPartition]], levels: tuple[bool, ...], earliest: bool) -> list[tuple[int, Any]]:
+def _offsets_requests(by_node: Mapping[int, Sequence[TopicPartition]], levels: tuple[bool, ...], earliest: bool,
+                      ahead: Mapping[int, Sequence[TopicPartition]] | None = None) -> list[tuple[int, Any]]:
     """The ListOffsets of one round: per leader, one request per isolation level, in ``levels``' order
-    (a leader answers a connection's requests in order: the LSO before the HW)."""
-    shared = {node: HashedOnce(node_tps) for node, node_tps in by_node.items()}  # one tuple for both levels
-    for node in shared:  # a leader's topics' runs (metadata_columns.LedPartitions): its body written from them
-        shared[node].runs = getattr(by_node[node], "runs", None)
+    (a leader answers a connection's requests in order: the LSO before the HW). A leader's partitions
+    written from its runs before they were made (``metadata_columns.LedPartitions.written``), or equal to
+    ``ahead``'s (those grouped ahead: compared by identity, in C), are the requests sent ahead again."""
+    shared: dict[int, Any] = {}
+    for node, node_tps in by_node.items():
+        if ahead is not None and node in ahead and ahead[node] == node_tps:
+            node_tps = ahead[node]
+        written = shared[node] = getattr(node_tps, "written", None)
+        if written is None:
+            written = shared[node] = HashedOnce(node_tps)  # one tuple for both levels
+            written.runs = getattr(node_tps, "runs", None)  # a leader's topics' runs (LedPartitions): its body written from them
     return [(node, proto.ListOffsets(shared[node], committed, earliest)) for node in by_node for committed in levels]
 
 
@@ -301,7 +309,8 @@ class OffsetsApi:
         ask: the call then asks as it always does. ``leaders``: the current metadata's leader of each
         partition, beside it (``Cluster.select_in_partition_order``'s), the partitions then each once:
         not looked up, nor put through a dict; the metadata's own data partitions grouped from its
-        columns (``ColumnMetadata.data_by_leader``)."""
+        columns (``ColumnMetadata.data_by_leader``): their requests, sent by ``Cluster.data_offsets_ahead``
+        already, not sent again (``Session.send_now``)."""
         if self.answered_any("ListOffsets"):
             return
         md = self.metadata()
@@ -382,7 +391,8 @@ class OffsetsApi:
                         failed[tp] = Failed(None, str(Missing(Broker(leader), self.silent[leader].plain_reason)))
                     else:
                         by_node[leader].append(tp)
-            requests = _offsets_requests(by_node, levels, earliest)
+            sent = self._offsets_grouped_ahead[2] if ahead is None and self._offsets_grouped_ahead is not None else None
+            requests = _offsets_requests(by_node, levels, earliest, sent)  # a leader's partitions as sent ahead: taken
             responses = self._send_all(requests + extra) if requests or extra else []
             if extra:  # sent with the first round only
                 responses, also_answers = responses[: len(requests)], responses[len(requests) :]

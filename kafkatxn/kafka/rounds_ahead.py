@@ -75,7 +75,9 @@ class RoundsAhead:
         earlier: only the ones the call will make belong here (the call's own requests, built the
         same way). The requests sent ahead (:meth:`send_ahead`) go with this round. Outside a run, or
         where the round cannot begin, nothing is sent: the call sends its requests itself. A run's
-        end drops what was not taken."""
+        end drops what was not taken; a request gone down already and not taken yet is not sent again."""
+        if self._answers is not None and self._ahead:
+            requests = [(node, request) for node, request in requests if (node, type(request), request) not in self._ahead]
         if self._answers is None or not requests:
             return
         try:

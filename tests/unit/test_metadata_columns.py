@@ -97,7 +97,9 @@ def test_a_leaders_partitions_from_the_columns_are_grouped_and_written_as_withou
     for earliest in (False, True):
         with_runs = _offsets_requests(by_leader, (True, False), earliest)
         plain = _offsets_requests(grouped, (True, False), earliest)
-        assert with_runs == plain  # the same requests (equal and hashed as their partitions)
+        # the same requests: of the same partitions, each leader's those its runs were sent with before they were made
+        assert [(node, tuple(r.partitions), *r[1:]) for node, r in with_runs] == [(node, *r) for node, r in plain]
+        assert [r.partitions for _, r in with_runs] == [runs for runs in md.data_runs_by_leader({}).values() for _ in (1, 2)]
         for (node, request), (_, without) in zip(with_runs, plain):
             assert request.partitions.runs and getattr(without.partitions, "runs", None) is None
             for version in range(1, 12):
@@ -168,3 +170,15 @@ def test_describe_producers_batches_keep_the_runs_and_write_the_bytes_written_wi
             without = p.DescribeProducers(tuple(b))
             assert bodies.describe_producers_body(p.DescribeProducers(b), 0) == bodies.describe_producers_body(without, 0)
     assert producer_state._batches([]) == []
+
+
+def test_a_topics_partition_numbers_are_in_order_where_they_increase():
+    """Most topics' are 0 .. n-1, compared with one tuple; others (gaps, a repeat, one out of place) pairwise."""
+    from kafkatxn.metadata_columns import TopicRun
+
+    def run(indexes: tuple[int, ...]) -> TopicRun:
+        return TopicRun("t", indexes, (1,) * len(indexes), False)
+
+    assert all(bodies._in_order(run(tuple(range(n)))) for n in (0, 1, 7, 3000, 5))
+    assert bodies._in_order(run((0, 2, 5))) and bodies._in_order(run((3, 4)))
+    assert not any(bodies._in_order(run(x)) for x in ((1, 0), (0, 1, 1), (0, 1, 3, 2), tuple(range(4000))[::-1]))

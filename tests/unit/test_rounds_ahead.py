@@ -187,6 +187,69 @@ def test_lso_sends_its_offsets_ahead_and_the_snapshot_takes_them(rounds, monkeyp
     assert report.exit_code == plain.exit_code
 
 
+class _ColumnsCluster(FakeCluster):
+    """A fake cluster whose metadata is read as columns (``metadata_columns.ColumnMetadata``), as the wire
+    reads a Kafka 3.x answer, and kept until refreshed (as ``MetadataApi.metadata`` keeps it)."""
+
+    def metadata(self, refresh: bool = False):
+        from itertools import groupby
+
+        from kafkatxn.metadata_columns import ColumnMetadata, MetadataColumns, TopicRun
+
+        if self._metadata is None or refresh:
+            plain = super().metadata(refresh)
+            runs = [TopicRun(name, tuple(p.partition for p in ps), tuple(p.leader for p in ps), ps[0].internal, tuple(ps))
+                    for name, ps in ((name, list(ps)) for name, ps in groupby(plain.partitions, key=lambda p: p.topic))]
+            self._metadata = ColumnMetadata(plain.cluster_id, plain.controller_id, plain.brokers, MetadataColumns(runs), None)
+        return self._metadata
+
+
+def test_lso_sends_its_offsets_from_the_metadatas_columns_before_it_makes_their_partitions(rounds, monkeypatch):
+    """lso's ListOffsets go down from each leader's topics' runs the moment the metadata is read: its
+    30,000 TopicPartitions (~10 ms), their grouping by leader and the leaders' dict are made while the
+    brokers answer, not before. The same requests, in one round, taken by the snapshot's call."""
+    from kafkatxn.cli import lso_cmd
+
+    made_when_sent: list[bool] = []
+    send_now = Session.send_now
+    monkeypatch.setattr(Session, "send_now", lambda self, requests: made_when_sent.append("tps" in self.metadata().__dict__)
+                        or send_now(self, requests))
+    steps: list[str] = []
+    for step in ("data_offsets_ahead", "will_read_log_while_waiting", "select_in_partition_order"):
+        monkeypatch.setattr(_ColumnsCluster, step, lambda self, *a, _step=step, _call=getattr(FakeCluster, step): steps.append(_step)
+                            or _call(self, *a))
+    cluster = _ColumnsCluster(build())
+    report = lso_cmd._partition_report(cluster, None, 1, "lag", None, lso.DEFAULT_CRITICAL_AGE_MS, False, None)
+    assert made_when_sent[0] is False  # no TopicPartition made yet
+    # and made after the library's imports: their file reads let the IO thread send meanwhile (the GIL given up)
+    assert steps == ["data_offsets_ahead", "will_read_log_while_waiting", "select_in_partition_order"]
+    assert cluster.wire.begun == 1  # sent once: stable_and_high_offsets_ahead finds them gone down already
+    assert [label for label, _node in rounds[0]] == ["ListOffsets (read_committed)", "ListOffsets (read_uncommitted)"] * 3
+    ahead = list(rounds)
+    rounds.clear()
+    plain = lso.partition_report(_ColumnsCluster(build()))  # nothing sent ahead
+    assert _sent(ahead) == _sent(rounds) and len(ahead) == len(rounds)
+    ageless = [{k: v for k, v in vars(row).items() if not k.endswith("age_ms")} for row in report.rows]
+    assert ageless == [{k: v for k, v in vars(row).items() if not k.endswith("age_ms")} for row in plain.rows]
+
+
+def test_offsets_sent_from_the_columns_are_taken_by_a_call_that_groups_anew(rounds):
+    """A leader silent since lso's offsets went down from the columns: the call groups the partitions
+    itself, and takes the answers of the other leaders' requests sent ahead (not asked again)."""
+    model = KafkaModel(brokers=(1, 2, 3))
+    tps = [model.add_partition("t", p, leader=p % 3 + 1, lso=p, hw=p + 2) for p in range(6)]
+    cluster = _ColumnsCluster(model)
+    with cluster.one_run():
+        cluster.data_offsets_ahead()
+        partitions, leaders = cluster.select_in_partition_order()
+        cluster.stable_and_high_offsets_ahead(partitions, leaders)
+        assert partitions == tps and len(rounds) == 1
+        cluster.silent[2] = BrokerSilent(2, 1.0)  # a leader that used up its share since
+        partial = cluster.stable_and_high_offsets(list(partitions))
+    assert len(rounds) == 1  # leaders 1 and 3 answered ahead: taken
+    assert partial.value == {tp: (p, p + 2) for p, tp in enumerate(tps) if model.leader(tp) != 2}
+
+
 def test_a_round_begun_now_is_taken_by_the_call_that_makes_its_requests(rounds):
     cluster = _two_brokers()
     with cluster.one_run():
