@@ -53,6 +53,7 @@ PRIVATE_NAMES = {
     "_value2member_map_": "test_api_versions_read_again_are_the_same_answer_each_with_its_own_dict",
     "underscore_name =": "test_every_field_of_every_schema_is_named_as_kafka_pythons_regex_names_it_once_per_name",
     "_build_transport": "test_the_managers_plain_tcp_connections_read_in_bulk",
+    "ApiVersionsRequest =": "test_the_connections_api_versions_request_is_walked_as_kafka_python_encodes_it",
 }
 
 
@@ -746,6 +747,38 @@ def test_a_small_answer_walked_by_kafka_pythons_schema_is_what_its_compiled_deco
         expected = cls.decode(raw, version=version)
         assert walked == expected and walked.to_dict(meta="all") == expected.to_dict(meta="all"), version
         assert type(walked) is type(expected) and (walked.tags, walked.unknown_tags) == (expected.tags, expected.unknown_tags)
+
+
+def test_the_connections_api_versions_request_is_walked_as_kafka_python_encodes_it():
+    """kafka-python's connection sends ApiVersions first, built from its module's ApiVersionsRequest:
+    the walking subclass there makes the same bytes, compiling no encoder; its answer reads as before."""
+    import kafka.net.connection as connection
+    from kafka.protocol.frame import KafkaBytes
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+    from kafkatxn.kafka.wire import reading
+
+    reading.walk_api_versions()
+    walking = connection.ApiVersionsRequest
+    assert issubclass(walking, ApiVersionsRequest) and walking.max_version == ApiVersionsRequest.max_version
+    encoders = ApiVersionsRequest._struct._compiled_encoders
+    for version in range(ApiVersionsRequest.min_version, ApiVersionsRequest.max_version + 1):
+        built = walking(version=version, client_software_name="kafkatxn", client_software_version="1.0")
+        built.with_header(correlation_id=version, client_id="kafkatxn")
+        before = dict(encoders)
+        sent = built.encode(header=True, framed=True)
+        assert encoders == before, version  # no encoder compiled for it
+        plain = ApiVersionsRequest(version=version, client_software_name="kafkatxn", client_software_version="1.0")
+        plain.with_header(correlation_id=version, client_id="kafkatxn")
+        assert sent == bytes(plain.encode(header=True, framed=True)), version
+        answer = ApiVersionsResponse(error_code=0, throttle_time_ms=0, api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=k % 9) for k in range(70)])
+        raw = bytes(answer.encode(version=version))
+        kept = KafkaBytes(len(raw))
+        kept.write(raw)
+        kept.seek(0)
+        # its answer: kafka-python's own decode (walked, ~80 API keys cost more than the decoder compiled)
+        assert built.header.get_response_class().decode(kept) == ApiVersionsResponse.decode(raw, version=version)
 
 
 def test_a_large_answer_is_left_to_kafka_pythons_compiled_decoder(monkeypatch):

@@ -204,15 +204,23 @@ _WALKING_CLASSES: dict[type, type] = {}  # a kafka-python request class -> its s
 def _walking_small(built: Any) -> Any:
     """``built`` (a kafka-python request whose body the wire neither writes nor whose answers it reads)
     encoded by kafka-python's schema walker when small, and its small answers decoded by it
-    (:class:`_WalkingSmallAnswers`): its class becomes a subclass with the same slots, made once per
-    class, with ``init=False`` as kafka-python makes its versioned classes."""
-    from kafka.protocol.api_header import RequestHeader
+    (:class:`_WalkingSmallAnswers`): its class becomes :func:`_walking_class`'s subclass."""
     from kafka.protocol.api_message import ApiMessage
-    from kafka.protocol.data_container import DataContainer
 
     cls = type(built)
     if not isinstance(built, ApiMessage) or cls.encode is not ApiMessage.encode:
         return built  # not kafka-python's message, or one that encodes itself (.describe_codec's)
+    built.__class__ = _walking_class(cls)
+    return built
+
+
+def _walking_class(cls: type) -> type:
+    """kafka-python's request class ``cls`` as a subclass with the same slots whose small requests and
+    answers are walked by their schema, made once per class, with ``init=False`` as kafka-python makes
+    its versioned classes."""
+    from kafka.protocol.api_header import RequestHeader
+    from kafka.protocol.data_container import DataContainer
+
     walking = _WALKING_CLASSES.get(cls)
     if walking is None:
         def encode(self: Any, version: int | None = None, header: bool = False, framed: bool = False) -> Any:
@@ -230,5 +238,17 @@ def _walking_small(built: Any) -> Any:
         header = type(RequestHeader.__name__, (RequestHeader,), {"__slots__": (), "get_response_class": get_response_class}, init=False)
         walking = _WALKING_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": (), "encode": encode,
                                                                          "header_class": property(lambda self: header)}, init=False)
-    built.__class__ = walking
-    return built
+    return walking
+
+
+def walk_api_versions() -> None:
+    """The ApiVersions request kafka-python's connection sends first (``KafkaConnection._get_api_versions``,
+    between connect and the bootstrap's Metadata) encoded by its schema walker (:func:`_walking_class`),
+    not by the encoder kafka-python compiles the first time (~1.2 ms on the IO thread, every run). Its
+    answer (~80 API keys) stays with kafka-python's compiled decoder (ApiVersionsResponse decodes itself):
+    walked, it costs more than compiling. The connection builds the request from its module's
+    ``ApiVersionsRequest``, which has no public replacement: set there to the walking subclass."""
+    import kafka.net.connection as connection
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    connection.ApiVersionsRequest = _walking_class(ApiVersionsRequest)
