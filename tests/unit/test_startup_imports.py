@@ -230,8 +230,12 @@ def modules_as_the_bootstrap_begins(*args: str) -> tuple[set[str], set[str]]:
 
 
 # What reads the answers, not what sends the first request: imported while the bootstrap is in flight.
+# The wire's own too: a Fetch's body (.fetch_body, .fetch, .fetch_records) and a round's windows (.windows)
+# are none of the bootstrap's (ApiVersions, Metadata), imported with the first request that needs them.
 READ_AFTER_THE_BOOTSTRAP = {"kafkatxn.kafka.facade", "kafkatxn.kafka.session", "kafkatxn.kafka.offsets",
-                            "kafkatxn.kafka.producer_state", "kafkatxn.kafka.transactions", "kafkatxn.kafka.groups"}
+                            "kafkatxn.kafka.producer_state", "kafkatxn.kafka.transactions", "kafkatxn.kafka.groups",
+                            "kafkatxn.kafka.wire.fetch_body", "kafkatxn.kafka.wire.fetch", "kafkatxn.kafka.wire.fetch_records",
+                            "kafkatxn.kafka.wire.windows"}
 
 
 @pytest.mark.parametrize("command", [LSO_REACHING_THE_WIRE[:1], ("hanging",), ("producers",), ("cluster",)], ids=lambda c: c[0])

@@ -36,7 +36,6 @@ from kafkatxn.kafka import protocol as p
 from kafkatxn.kafka.varint import decode_compact_string as _compact_string, decode_uvarint as _read_uvarint, encode_uvarint
 from kafkatxn.kafka.wire.answer_memo import BlockMemo
 from kafkatxn.kafka.wire.codecs import ByRequestType, wire_module
-from kafkatxn.kafka.wire.fetch_body import fetch_body, fetch_shell
 from kafkatxn.kafka.wire.names import error_name, topic_partitions
 from kafkatxn.kafka.wire.metadata_codec import metadata_body, metadata_shell
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
@@ -423,13 +422,15 @@ READERS = ByRequestType({
 })
 READERS.update({p.ListOffsets: read_list_offsets, p.Metadata: read_metadata})
 
-# type -> (the kafka-python request without its partitions, the body at a version)
-WRITERS = {
+# type -> (the kafka-python request without its partitions, the body at a version). A Fetch's (written per
+# send: wire.client.WRITTEN_PER_SEND, not kept) imports .fetch_body when the first is written, not before
+# the bootstrap: it and its .fetch and .fetch_records are none of a command's first requests.
+WRITERS = ByRequestType({p.Fetch: lambda: (wire_module("fetch_body").fetch_shell, wire_module("fetch_body").fetch_body)})
+WRITERS.update({
     p.ListOffsets: (list_offsets_shell, list_offsets_body),
     p.DescribeProducers: (describe_producers_shell, describe_producers_body),
-    p.Fetch: (fetch_shell, fetch_body),  # written per send (wire.client.WRITTEN_PER_SEND), not kept
-    p.Metadata: (metadata_shell, metadata_body),  # the same: a few bytes
-}
+    p.Metadata: (metadata_shell, metadata_body),  # written per send too: a few bytes
+})
 
 
 # -- OffsetFetch's request (batched, v8-v9, not stable: every committed offset of a coordinator's groups) --

@@ -28,7 +28,6 @@ from kafkatxn.kafka.wire.reading import (
     walk_api_versions,
 )
 from kafkatxn.kafka.wire.refusal import is_refusal
-from kafkatxn.kafka.wire.windows import send_in_windows
 from kafkatxn.model import BrokerInfo
 
 log = logging.getLogger("kafkatxn.wire")
@@ -352,6 +351,8 @@ class Wire:
         """The IO thread's part of :meth:`send_all`: every request sent, each connection keeping up to
         kafka-python's most in flight and sending its next as one of its own answers lands (.windows),
         each answer decoded as it lands."""
+        from kafkatxn.kafka.wire.windows import send_in_windows  # on the main thread, with the first round, not before the bootstrap
+
         manager = self._manager
         window = max(int(manager.config.get("max_in_flight_requests_per_connection", 5)), 1)
         by_node: dict[int | None, list[int]] = defaultdict(list)
