@@ -186,9 +186,13 @@ class Wire:
                     server.node_id, timeout_ms=share_ms, refresh_metadata_on_err=False, reset_backoff_on_connect=False
                 )
                 try:
-                    await manager.wait_for(conn.init_future, share_ms)
+                    # Asked before the connection is up: kafka-python holds it and sends it as the connection's
+                    # login ends (ApiVersions, SASL), in the step that reads the last answer (``send_buffered``),
+                    # not a step of the IO loop later; its body is written then, at the version negotiated.
                     asked = _written_per_send(p.Metadata())  # its body written (.metadata_codec), its answer read (.bodies)
-                    response = await manager.wait_for(conn.send_request(asked), max(int((deadline - time.monotonic()) * 1000), 1))
+                    metadata_answer = conn.send_request(asked)
+                    await manager.wait_for(conn.init_future, share_ms)
+                    response = await manager.wait_for(metadata_answer, max(int((deadline - time.monotonic()) * 1000), 1))
                 except Exception as exc:  # noqa: BLE001 - a refusal is final, anything else: the next server
                     during_login = sasl and conn.broker_version_data is not None and not conn.connected
                     conn.close(exc)  # at once, given an error: the manager forgets it (get_connection's pop_on_close)
