@@ -756,9 +756,9 @@ def test_the_connections_api_versions_request_is_walked_as_kafka_python_encodes_
     from kafka.protocol.frame import KafkaBytes
     from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-    from kafkatxn.kafka.wire import reading
+    from kafkatxn.kafka.wire import receiving
 
-    reading.walk_api_versions()
+    receiving.walk_api_versions()
     walking = connection.ApiVersionsRequest
     assert issubclass(walking, ApiVersionsRequest) and walking.max_version == ApiVersionsRequest.max_version
     encoders = ApiVersionsRequest._struct._compiled_encoders

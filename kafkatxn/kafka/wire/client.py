@@ -25,7 +25,6 @@ from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata_codec import _api_versions_response
 from kafkatxn.kafka.wire.reading import (
     Read, _encoding_body_once, _negotiate_again, _reading_answers, _walking_small, _write_body_ahead,
-    walk_api_versions,
 )
 from kafkatxn.kafka.wire.refusal import is_refusal
 from kafkatxn.model import BrokerInfo
@@ -150,9 +149,9 @@ class Wire:
         from kafka.net.sasl.oauth import AbstractTokenProvider
         from kafka.net.selector import NetworkSelector
 
-        from kafkatxn.kafka.wire.receiving import Manager, QuietSelector
+        from kafkatxn.kafka.wire.receiving import Manager, QuietSelector, walk_api_versions
 
-        walk_api_versions()  # every connection's first request and answer: nothing compiled on the IO thread
+        walk_api_versions()  # every connection's first request: no encoder compiled for it on the IO thread
         kw = {"receive_message_max_bytes": RECEIVE_MESSAGE_MAX_BYTES, **settings}
         provider = kw.get("sasl_oauth_token_provider")  # OAUTHBEARER: kafkatxn.config.sasl_oauth's, as kafka-python's type
         if provider is not None:  # a token now: a refused client or unreachable endpoint ends the command at once

@@ -239,16 +239,3 @@ def _walking_class(cls: type) -> type:
         walking = _WALKING_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": (), "encode": encode,
                                                                          "header_class": property(lambda self: header)}, init=False)
     return walking
-
-
-def walk_api_versions() -> None:
-    """The ApiVersions request kafka-python's connection sends first (``KafkaConnection._get_api_versions``,
-    between connect and the bootstrap's Metadata) encoded by its schema walker (:func:`_walking_class`),
-    not by the encoder kafka-python compiles the first time (~1.2 ms on the IO thread, every run). Its
-    answer (~80 API keys) stays with kafka-python's compiled decoder (ApiVersionsResponse decodes itself):
-    walked, it costs more than compiling. The connection builds the request from its module's
-    ``ApiVersionsRequest``, which has no public replacement: set there to the walking subclass."""
-    import kafka.net.connection as connection
-    from kafka.protocol.metadata import ApiVersionsRequest
-
-    connection.ApiVersionsRequest = _walking_class(ApiVersionsRequest)

@@ -9,6 +9,8 @@ unregistered after each) raises a ``KeyError`` whose message is the socket's ``r
 ``getsockname`` and a ``getpeername`` each time, twice (~130 calls an `lso`). Here a connection reads
 what has arrived in one ``recv_into`` of a buffer of its own, and the selector's look-up raises its
 ``KeyError`` without a message. The bytes handed over, and what kafka-python does with them, are the same.
+A connection's first request, ApiVersions, is encoded without the encoder kafka-python compiles for it
+(:func:`walk_api_versions`).
 """
 
 from __future__ import annotations
@@ -114,3 +116,18 @@ class Manager(KafkaConnectionManager):
         return super().get_connection(node_id, timeout_ms=timeout_ms, pop_on_close=pop_on_close,
                                       refresh_metadata_on_err=refresh_metadata_on_err,
                                       reset_backoff_on_connect=reset_backoff_on_connect)
+
+
+def walk_api_versions() -> None:
+    """The ApiVersions request kafka-python's connection sends first (``KafkaConnection._get_api_versions``,
+    between connect and the bootstrap's Metadata) encoded by its schema walker (:func:`.reading._walking_class`),
+    not by the encoder kafka-python compiles the first time (~1.2 ms on the IO thread, every run). Its
+    answer (~80 API keys) stays with kafka-python's compiled decoder (ApiVersionsResponse decodes itself):
+    walked, it costs more than compiling. The connection builds the request from its module's
+    ``ApiVersionsRequest``, which has no public replacement: set there to the walking subclass."""
+    import kafka.net.connection as connection
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    from kafkatxn.kafka.wire.reading import _walking_class
+
+    connection.ApiVersionsRequest = _walking_class(ApiVersionsRequest)
