@@ -2217,7 +2217,7 @@ def test_kafka_pythons_parser_hands_over_a_list_groups_answer_read_by_the_wire()
 
 
 def test_a_connection_begun_ahead_that_is_refused_leaves_no_backoff_for_the_rounds_own_send():
-    """Wire.open_connections: a broker whose connection, begun ahead, is refused is left as if never
+    """wire.brokers.open_connections: a broker whose connection, begun ahead, is refused is left as if never
     begun (kafka-python's reconnect backoff would otherwise fail the round's send at once with
     NodeNotReadyError instead of connecting again). A real refused port: nothing listens on it."""
     import socket
@@ -2225,6 +2225,7 @@ def test_a_connection_begun_ahead_that_is_refused_leaves_no_backoff_for_the_roun
 
     from kafka.net.selector import NetworkSelector
 
+    from kafkatxn.kafka.wire import brokers
     from kafkatxn.kafka.wire.receiving import Manager
 
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens on it now
@@ -2239,7 +2240,7 @@ def test_a_connection_begun_ahead_that_is_refused_leaves_no_backoff_for_the_roun
         wire_client._know_brokers(manager, [BrokerInfo(5, "127.0.0.1", port, None)])
 
         async def begin() -> None:
-            w.open_connections([5])
+            brokers.open_connections(manager, [5])
 
         manager.run(begin)
         deadline = time.monotonic() + 5

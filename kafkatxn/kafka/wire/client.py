@@ -20,7 +20,7 @@ from kafkatxn.kafka.unreachable import (
     FAIL_FAST_S, NoBrokersAvailable, listener_answers_in_tls, nothing_listens,
 )
 from kafkatxn.kafka.wire.bodies import READERS, WRITERS
-from kafkatxn.kafka.wire.brokers import _answered_by, _know_brokers, _metadata_of, begin_the_others, open_connections
+from kafkatxn.kafka.wire.brokers import _answered_by, _know_brokers, _metadata_of, begin_the_others
 from kafkatxn.kafka.wire.codecs import DECODERS, ENCODERS
 from kafkatxn.kafka.wire.metadata_codec import _api_versions_response
 from kafkatxn.kafka.wire.reading import (
@@ -137,7 +137,7 @@ class Wire:
         Returned: the wire (closed to give up), and its end, which waits for it and returns the
         wire, the cluster's metadata and the id of the broker that answered (None when the address
         is none of the advertised ones). ``every_broker``: as the metadata is read, the connections to
-        the other brokers it names are begun too (:meth:`open_connections`), for a command that will
+        the other brokers it names are begun too (:func:`.brokers.begin_the_others`), for a command that will
         ask every broker.
 
         kafka-python's own bootstrap connects (ApiVersions), asks Metadata, closes, and connects again
@@ -265,10 +265,6 @@ class Wire:
         else:
             conn.close()
         return self, md, answered
-
-    def open_connections(self, node_ids: Sequence[int]) -> None:
-        """:func:`.brokers.open_connections` of this wire's manager (on the IO thread)."""
-        open_connections(self._manager, node_ids)
 
     def close(self) -> None:
         """Close the connections on the IO thread that owns them, then stop it: closed from the
