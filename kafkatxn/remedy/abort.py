@@ -298,37 +298,43 @@ class Abort(Remedy):
             cluster.metadata(refresh=True)
 
     def act(self, cluster: Cluster, item: _AbortItem) -> Acted:
-        """The marker, to the leader; where the leader died or moved while it was on its way (it may
-        or may not have landed), the partition's new leader is asked, and the marker written there
-        only if the transaction is still open. Twice at most."""
+        """The marker, to the leader. Where the leader died or moved while it was on its way (it may
+        or may not have landed), or the broker the metadata names is not the leader yet (metadata
+        runs ahead of the broker it names, and followers answer DescribeProducers too), the
+        partition's leader is asked again and the marker written there only if the transaction is
+        still open: the first retry at once, later ones after a pause each, while leaders may be waited for
+        (:meth:`~kafkatxn.kafka.markers.MarkersApi.pause_while_facts_settle`)."""
         from kafkatxn.kafka.facade import LEADERSHIP_ERRORS  # the Kafka layer's one list; loaded only to act
 
         tp, planned = item.target.tp, item.decision.producer
-        for attempt in (1, 2):
+        tries = Retries()
+        while True:
             try:
                 error = cluster.write_abort_marker(
                     tp, planned.producer_id, planned.producer_epoch, item.decision.marker_coordinator_epoch, item.leader,
                     commit=self.commit,
                 )
             except KafkatxnError as exc:  # a leader that did not answer is looked for again below
-                if attempt == 2 or isinstance(exc, AuthenticationError):
+                if isinstance(exc, AuthenticationError) or not tries.may_go_on(cluster):
                     raise
                 failure = f"no answer: {exc}"
             else:
                 if not error:
                     return Acted(item.retried)
-                if error not in LEADERSHIP_ERRORS or attempt == 2:
+                if error not in LEADERSHIP_ERRORS or not tries.may_go_on(cluster):
                     return Acted.ending(Outcome.FAILED, f"{item.retried}the leader refused the marker: {error}", item.state_before)
                 failure = error
-            item.retried = f"broker {item.leader} did not take the marker ({failure}); "
+            failed_at = item.leader
             try:
                 leader, producers, why = cluster.leader_and_producers(tp)
             except KafkatxnError as exc:
                 leader, producers, why = None, None, str(exc)
             if producers is None:
+                item.retried = tries.note(failed_at, failure, None)
                 return Acted.ending(Outcome.UNKNOWN, f"{item.retried}no leader of {tp} could be asked: {why}")
-            now_leader = f"broker {leader}, {'its new leader' if leader != item.leader else 'still its leader'},"
             item.leader = leader
+            item.retried = tries.note(failed_at, failure, leader)
+            now_leader = f"broker {leader}, {'its new leader' if leader != failed_at else 'still its leader'},"
             again = decide_abort_again(tp, item.decision, producers)
             if again.action is Action.NOTHING:
                 item.retried += f"{now_leader} has it closed; "
@@ -336,8 +342,6 @@ class Abort(Remedy):
             if again.action is Action.REFUSE:
                 return Acted.ending(Outcome.REFUSED, f"{item.retried}{now_leader} shows a change: {again.reason}",
                                     {"producers": to_plain(producers)})
-            item.retried += f"retried on {now_leader.rstrip(',')}; "
-        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def no_answer(self, item: _AbortItem, exc: BaseException) -> str:
         return f"{item.retried}writing the marker got no answer: {exc}"
@@ -371,6 +375,30 @@ def may_settle(missing: Sequence[Missing]) -> bool:
     a part the principal may not see, or a whole kind of answer the brokers do not give (a typed
     :class:`~kafkatxn.model.Part`: too old a Kafka, ids filtered by ACLs), does not."""
     return bool(missing) and not any(m.not_authorized or isinstance(m.subject, Part) for m in missing)
+
+
+class Retries:
+    """The markers that did not land, told once each: the same refusal from the same broker again
+    (a leader not elected yet, polled every pause) is counted, not repeated."""
+
+    def __init__(self) -> None:
+        self.steps: list[list] = []  # [broker, failure, leader asked next, times]
+
+    def may_go_on(self, cluster: Cluster) -> bool:
+        """The first retry goes at once (fresh metadata names the new leader); later ones after a
+        pause, while the share of the deadline for waiting on leaders lasts."""
+        return not self.steps or cluster.pause_while_facts_settle()
+
+    def note(self, broker: int | None, failure: str, leader: int | None) -> str:
+        if self.steps and self.steps[-1][:3] == [broker, failure, leader]:
+            self.steps[-1][3] += 1
+        else:
+            self.steps.append([broker, failure, leader, 1])
+        return "".join(
+            f"broker {b} did not take the marker ({f}){f' {n} times' if n > 1 else ''}; "
+            + (f"retried on broker {l}, {'its new leader' if l != b else 'still its leader'}; " if l is not None else "")
+            for b, f, l, n in self.steps
+        )
 
 
 def not_hanging_yet(c: verdicts.Classification, max_transaction_timeout_ms: int | None) -> str:

@@ -181,7 +181,7 @@ def test_exit_code():
 # -- flow over a fake facade --------------------------------------------------------------------
 
 
-def remedy_cluster(producers, offsets, listings=(), descriptions=(), audit_path=None):
+def remedy_cluster(producers, offsets, listings=(), descriptions=(), audit_path=None, timeout_s=30):
     """Broker 1 leading every partition of ``offsets`` (tp -> [lso, hw]); markers and fences change
     it as a broker would. ``audit_lines_at_action`` records how many audit lines were on disk as
     each marker or fence went out."""
@@ -192,7 +192,7 @@ def remedy_cluster(producers, offsets, listings=(), descriptions=(), audit_path=
     model.producers.update({tp: list(states) for tp, states in producers.items()})
     model.listings = [(t.transactional_id, t.producer_id, t.state) for t in listings]
     model.transactions = {d.transactional_id: d for d in descriptions}
-    fake = FakeCluster(model)
+    fake = FakeCluster(model, timeout_s)
     fake.audit_lines_at_action = []
 
     def count_audit_lines():
@@ -208,7 +208,7 @@ def audit(tmp_path):
     return auditlog.AuditLog(tmp_path / "audit.jsonl")
 
 
-def hanging_cluster(audit):
+def hanging_cluster(audit, timeout_s=30):
     """a-0: producer 7's transaction from offset 10 is hanging (its id 'gone' has another partition);
     a-1: producer 8's transaction from offset 0 is tracked by its coordinator ('busy')."""
     return remedy_cluster(
@@ -217,6 +217,7 @@ def hanging_cluster(audit):
         listings=[TransactionListing("gone", 7, "Empty", 1), TransactionListing("busy", 8, "Ongoing", 1)],
         descriptions=[desc("gone", 7, [], "Empty", epoch=2), desc("busy", 8, [A1])],
         audit_path=audit.path,
+        timeout_s=timeout_s,
     )
 
 
@@ -580,6 +581,57 @@ def test_a_leadership_error_on_the_marker_is_retried_at_the_new_leader_once(audi
     assert [c[-1] for c in fake.called("write_abort_marker")] == [1, 2]
     assert row.reason.startswith("broker 1 did not take the marker (NOT_LEADER_OR_FOLLOWER); retried on broker 2, its new leader; ")
     assert trail(audit) == [("intent", None), ("result", "aborted")] and row.leader_id == 2
+
+
+def leader_moving_to_broker_2(fake, refusals_at_2):
+    """Broker 1 leads a-0 until the first marker goes out; then the metadata names broker 2, which
+    refuses the next ``refusals_at_2`` markers as not the leader (yet): metadata runs ahead of the
+    broker it names, and a follower answers DescribeProducers all the same (Partition.activeProducerState
+    reads the local log, leader or not)."""
+    fake.model.partitions[A0] = fake.model.partitions[A0]._replace(replicas=(1, 2), isr=(1, 2))
+    fake.model.brokers = (1, 2)
+    markers = []
+
+    def as_each_marker_goes_out():
+        markers.append(A0)
+        if len(markers) == 1:
+            fake.model.partition_errors[(1, A0)] = ["NOT_LEADER_OR_FOLLOWER"]
+            fake.model.partitions[A0] = fake.model.partitions[A0]._replace(leader=2)
+        elif len(markers) - 1 <= refusals_at_2:
+            fake.model.partition_errors[(2, A0)] = ["NOT_LEADER_OR_FOLLOWER"]  # taken by this marker only
+
+    fake.before_action = as_each_marker_goes_out
+
+
+def test_a_new_leader_not_leading_yet_is_asked_again_until_it_takes_the_marker(audit):
+    """CI (stop 59): the leader was killed after the intent; the metadata named broker 3, which
+    answered DescribeProducers and refused the marker (NOT_LEADER_OR_FOLLOWER) — it was not leading
+    yet — and the abort, retried once only, failed."""
+    fake = hanging_cluster(audit)
+    leader_moving_to_broker_2(fake, refusals_at_2=2)
+    result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
+    (row,) = result.rows
+    assert row.outcome is Outcome.ABORTED, row.reason
+    assert [c[-1] for c in fake.called("write_abort_marker")] == [1, 2, 2, 2]
+    assert row.reason.startswith(
+        "broker 1 did not take the marker (NOT_LEADER_OR_FOLLOWER); retried on broker 2, its new leader; "
+        "broker 2 did not take the marker (NOT_LEADER_OR_FOLLOWER) 2 times; retried on broker 2, still its leader; "
+    ), row.reason
+    assert trail(audit) == [("intent", None), ("result", "aborted")] and row.leader_id == 2
+    assert fake.model.offsets[A0] == [21, 21]  # the marker written once, past the old high watermark
+
+
+def test_a_leader_that_never_takes_the_marker_fails_within_the_share_of_the_deadline(audit):
+    fake = hanging_cluster(audit, timeout_s=1.5)
+    leader_moving_to_broker_2(fake, refusals_at_2=1000)
+    started = time.monotonic()
+    result = remedy.abort(fake, [remedy.AbortTarget("a", 0, start_offset=10)], audit=audit, confirm=yes)
+    elapsed = time.monotonic() - started
+    (row,) = result.rows
+    assert row.outcome is Outcome.FAILED and row.reason.endswith("the leader refused the marker: NOT_LEADER_OR_FOLLOWER")
+    assert elapsed < 1.5 and len(fake.called("write_abort_marker")) >= 2
+    assert trail(audit) == [("intent", None), ("result", "failed")]
+    assert fake.model.offsets[A0] == [10, 20]  # nothing was written
 
 
 def test_the_kafka_layer_waits_for_a_leader_within_its_share_of_the_deadline():
