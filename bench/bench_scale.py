@@ -27,18 +27,21 @@ their floor; and exporter peak RSS < 200 MB, requests per command <= 15 per brok
 Each command's floor (``*_vs_floor``): the CLI's start-up (``kafkatxn config show``, no broker) plus
 the brokers answering the command's requests, measured as bench/wire_replay.py has it: one run of
 the command recorded, and its requests sent again byte for byte, each as soon as the answers the
-command had before sending it are in (the order the command must keep, no client work), the median
-of ``FLOOR_RUNS`` replays (``NAME_replay_s``, ``NAME_replay_runs_s``, ``NAME_rounds``). Beside it,
-``NAME_broker_time_s``: the busiest broker's time on the same requests from the brokers' own
-``TotalTimeMs`` histograms (JMX), the median of ``FLOOR_RUNS`` runs each read around, and
-``NAME_vs_broker_time`` over start-up plus that. Not a bound either way: it leaves out the rounds a
-command makes one after another, but counts the time an answer waits for the command to read it
-(``ResponseSendTime``) and a request queued behind the one before it on its connection; at 30,000
-partitions it came out above the replay (0.188 against 0.144 s for ``lso``). ``NAME_vs_floor`` divides the
-rounds' median (``NAME_median_s``, the runs beside Kafka's tools). The ``FLOOR_RUNS`` runs made between the JMX
-reads, in the same minutes as the replays, are printed beside (``NAME_beside_floor_median_s`` and its runs):
-in session 60 they came out slower than the rounds' in one run and faster in the other, so neither is the
-better measure and the ratio keeps its definition.
+command had before sending it are in (the order the command must keep, no client work). For ``lso``
+and ``check`` (the commands with a floor target), ``FLOOR_ROUNDS`` rounds run, after the rounds beside
+Kafka's tools, the command, its replay and the start-up back to back; ``NAME_vs_floor`` is the median of
+those runs of the command (``NAME_beside_floor_median_s``, its runs) over the medians of those start-ups
+and replays (``NAME_startup_runs_s``, ``NAME_replay_s``, ``NAME_replay_runs_s``, ``NAME_rounds``): a
+command and its floor that met the same cluster and machine. Until session 62 the floor was measured
+minutes after the rounds it divided, whose runs of ``lso`` each came right after a GetOffsetShell JVM
+had read 30,000 partitions: ``NAME_rounds_median_vs_floor`` keeps that median over this floor, beside.
+The other commands' floors: start-up (``startup_median_s``) plus the median of ``FLOOR_RUNS`` replays.
+Beside them, ``NAME_broker_time_s``: the busiest broker's time on the same requests from the brokers' own
+``TotalTimeMs`` histograms (JMX), the median of ``FLOOR_RUNS`` runs each read around (their wall times:
+``NAME_jmx_runs_s``), and ``NAME_vs_broker_time`` over start-up plus that. Not a bound either way: it
+leaves out the rounds a command makes one after another, but counts the time an answer waits for the
+command to read it (``ResponseSendTime``) and a request queued behind the one before it on its
+connection; at 30,000 partitions it came out above the replay (0.188 against 0.144 s for ``lso``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from pathlib import Path
 from bench_hanging import seed  # noqa: E402  (same producer state as the 2,000-partition benchmark)
 from benchlib import (  # noqa: E402
     JmxCluster,
+    beside_floor,
     busiest_broker_ms,
     cli_startup_s,
     compile_kafkatxn,
@@ -83,8 +87,11 @@ TARGET_RSS_MB = 200
 REQUESTS_PER_BROKER = 15
 # A command's time over its floor (start-up plus its requests replayed with no client work).
 FLOOR_TARGETS = {"lso": 1.3, "check": 1.3}
-# Runs each between JMX reads for a command's broker time: the floor takes their median.
+# Runs each between JMX reads for a command's broker time (and the replays of the commands without a
+# floor target): their median.
 FLOOR_RUNS = 3
+# Rounds of each command with a floor target beside its floor: the command, its replay, the start-up.
+FLOOR_ROUNDS = 9
 
 COMMANDS = {
     "lso": ["lso", "-o", "json"],
@@ -230,6 +237,12 @@ def main() -> int:
                     raise SystemExit(f"GetOffsetShell failed: {shell.stderr[-2000:]}")
                 note("get_offset_shell", shell.seconds)
                 shell_offsets = offsets_of_get_offset_shell(shell.stdout)
+            # Each command with a floor target beside its floor, FLOOR_ROUNDS times back to back (the
+            # command, its requests replayed, the start-up): the ratio compares runs that met the same
+            # cluster and machine, away from Kafka's tools (a GetOffsetShell JVM just ended, in the rounds).
+            floors = {name: beside_floor(bootstrap, COMMANDS[name], FLOOR_ROUNDS, Path(workdir),
+                                         lambda name=name: run_command(bootstrap, name))
+                      for name in FLOOR_TARGETS}
             if args.profile is not None:
                 for name in FLOOR_TARGETS:
                     figures[f"{name}_profile"] = profile(bootstrap, name, args.profile)
@@ -269,7 +282,7 @@ def main() -> int:
             requests: dict[str, dict[str, int]] = {}
             broker_ms: dict[str, float] = {}
             broker_runs_ms: dict[str, list[float]] = {}
-            beside_floor: dict[str, list[float]] = {}  # the same runs' wall times: the command beside its floor
+            jmx_runs: dict[str, list[float]] = {}  # the same runs' wall times
             before = cluster.request_counts()
             spent_before = cluster.request_time_ms()
             for name in [*COMMANDS, "exporter_scrape"]:
@@ -278,7 +291,7 @@ def main() -> int:
                         took = scrape(url)[0]
                     else:
                         took = run_command(bootstrap, name).seconds
-                    beside_floor.setdefault(name, []).append(took)
+                    jmx_runs.setdefault(name, []).append(took)
                     after, spent_after = cluster.request_counts(), cluster.request_time_ms()
                     if run_number == 0:
                         requests[name] = counted_delta(before, after)
@@ -289,7 +302,8 @@ def main() -> int:
                 broker_ms[name] = statistics.median(broker_runs_ms[name])
             # The floor proper: each command's requests replayed with no client work, in the order
             # the command had to make them (wire_replay.py), the median of FLOOR_RUNS replays.
-            replays = {name: replayed(bootstrap, COMMANDS[name], FLOOR_RUNS, Path(workdir)) for name in COMMANDS}
+            replays = {name: replayed(bootstrap, COMMANDS[name], FLOOR_RUNS, Path(workdir))
+                       for name in COMMANDS if name not in floors}
             get_offset_shell(cluster, "--exclude-internal-topics")
             after = cluster.request_counts()
             requests["get_offset_shell"] = counted_delta(before, after)
@@ -337,11 +351,18 @@ def main() -> int:
     # busiest broker's time: the exporter is running and its requests are not recorded).
     figures["startup_median_s"] = round(startup_s, 3)
     for name, ms in broker_ms.items():
-        # The runs made beside the floor's measures, shown with the rounds' median the ratio divides.
-        figures[f"{name}_beside_floor_median_s"] = round(statistics.median(beside_floor[name]), 3)
-        figures[f"{name}_beside_floor_runs_s"] = [round(one, 3) for one in beside_floor[name]]
-        floor_figures(figures, name, statistics.median(times[name]), ms, 0.0 if name == "exporter_scrape" else startup_s,
-                      replays.get(name))
+        figures[f"{name}_jmx_runs_s"] = [round(one, 3) for one in jmx_runs[name]]
+        floor = floors.get(name)
+        if floor is None:
+            floor_figures(figures, name, statistics.median(times[name]), ms,
+                          0.0 if name == "exporter_scrape" else startup_s, replays.get(name))
+        else:  # the ratio of the runs beside the floor; the rounds' median over the same floor beside it
+            figures[f"{name}_beside_floor_median_s"] = round(statistics.median(floor.command_s), 3)
+            figures[f"{name}_beside_floor_runs_s"] = [round(one, 3) for one in floor.command_s]
+            figures[f"{name}_startup_runs_s"] = [round(one, 3) for one in floor.startup_s]
+            floor_figures(figures, name, statistics.median(floor.command_s), ms, statistics.median(floor.startup_s),
+                          floor.replay())
+            figures[f"{name}_rounds_median_vs_floor"] = round(statistics.median(times[name]) / figures[f"{name}_floor_s"], 2)
         figures[f"{name}_broker_time_runs_s"] = [round(one / 1000, 3) for one in broker_runs_ms[name]]
     for name, target in FLOOR_TARGETS.items():
         if figures.get(f"{name}_vs_floor") is not None and figures[f"{name}_vs_floor"] > target:

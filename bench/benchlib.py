@@ -20,9 +20,9 @@ import urllib.request
 from pathlib import Path
 
 try:
-    from wire_replay import replay_s  # a benchmark run as a script: bench/ is on the path
+    from wire_replay import load, replay, replay_s  # a benchmark run as a script: bench/ is on the path
 except ModuleNotFoundError:  # imported as bench.benchlib (the integration tests)
-    from bench.wire_replay import replay_s
+    from bench.wire_replay import load, replay, replay_s
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -238,17 +238,47 @@ def floor_figures(figures: dict, name: str, median_s: float, broker_ms: float, s
     return vs
 
 
-def replayed(bootstrap: str, command: list[str], runs: int, workdir: Path) -> tuple[float, list[float], int, list]:
-    """``kafkatxn COMMAND`` recorded once (bench/wire_replay.py, its own process) and its requests
-    replayed ``runs`` times: the median seconds, the runs, the command's rounds, the recorded
-    run's stretches with nothing in flight."""
+def recorded(bootstrap: str, command: list[str], workdir: Path) -> Path:
+    """``kafkatxn COMMAND`` recorded once (bench/wire_replay.py, its own process): the recording's path."""
     out = workdir / f"replay-{'-'.join(command[:2])}.pickle"
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "wire_replay.py"), "record", str(out), "--",
                            *command, "-b", bootstrap, "--timeout", "120s"],
                           capture_output=True, text=True, timeout=600, check=False)
     if not out.exists():
         raise SystemExit(f"wire_replay record {command} failed ({done.returncode}): {done.stderr.strip()[-1000:]}")
-    return replay_s(out, runs)
+    return out
+
+
+def replayed(bootstrap: str, command: list[str], runs: int, workdir: Path) -> tuple[float, list[float], int, list]:
+    """``kafkatxn COMMAND`` recorded once and its requests replayed ``runs`` times: the median seconds,
+    the runs, the command's rounds, the recorded run's stretches with nothing in flight."""
+    return replay_s(recorded(bootstrap, command, workdir), runs)
+
+
+class BesideFloor:
+    """A command and its floor measured side by side (:func:`beside_floor`): each round's command,
+    replay and start-up, in the order they ran."""
+
+    def __init__(self, command_s: list[float], replay_s: list[float], startup_s: list[float], rounds: int, idle: list):
+        self.command_s, self.replay_s, self.startup_s, self.rounds, self.idle = command_s, replay_s, startup_s, rounds, idle
+
+    def replay(self) -> tuple[float, list[float], int, list]:
+        """As :func:`replayed` returns it, for :func:`floor_figures`."""
+        return statistics.median(self.replay_s), self.replay_s, self.rounds, self.idle
+
+
+def beside_floor(bootstrap: str, command: list[str], rounds: int, workdir: Path, run_command) -> BesideFloor:
+    """``kafkatxn COMMAND`` recorded once, then ``rounds`` times, back to back: the command
+    (``run_command()``, a :class:`Run`), its requests replayed once, and the CLI's start-up. The
+    command and the two parts of its floor meet the same cluster and machine: the brokers' state in the
+    minutes after a run of Kafka's tools, or after 30,000 partitions were created, weighs on each alike."""
+    recording = load(recorded(bootstrap, command, workdir))
+    command_s, replay_runs, startup_runs = [], [], []
+    for _ in range(rounds):
+        command_s.append(run_command().seconds)
+        replay_runs.append(replay(recording))
+        startup_runs.append(cli_startup_s(1))
+    return BesideFloor(command_s, replay_runs, startup_runs, recording.rounds(), recording.idle())
 
 
 def counted_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
