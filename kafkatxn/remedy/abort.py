@@ -307,7 +307,7 @@ class Abort(Remedy):
         from kafkatxn.kafka.facade import LEADERSHIP_ERRORS  # the Kafka layer's one list; loaded only to act
 
         tp, planned = item.target.tp, item.decision.producer
-        tries = Retries()
+        tries = MarkerRetries()
         while True:
             try:
                 error = cluster.write_abort_marker(
@@ -377,7 +377,7 @@ def may_settle(missing: Sequence[Missing]) -> bool:
     return bool(missing) and not any(m.not_authorized or isinstance(m.subject, Part) for m in missing)
 
 
-class Retries:
+class MarkerRetries:
     """The markers that did not land, told once each: the same refusal from the same broker again
     (a leader not elected yet, polled every pause) is counted, not repeated."""
 
@@ -395,9 +395,9 @@ class Retries:
         else:
             self.steps.append([broker, failure, leader, 1])
         return "".join(
-            f"broker {b} did not take the marker ({f}){f' {n} times' if n > 1 else ''}; "
-            + (f"retried on broker {l}, {'its new leader' if l != b else 'still its leader'}; " if l is not None else "")
-            for b, f, l, n in self.steps
+            f"broker {broker} did not take the marker ({failure}){f' {times} times' if times > 1 else ''}; "
+            + (f"retried on broker {asked}, {'its new leader' if asked != broker else 'still its leader'}; " if asked is not None else "")
+            for broker, failure, asked, times in self.steps
         )
 
 
