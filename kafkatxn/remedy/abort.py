@@ -334,7 +334,7 @@ class Abort(Remedy):
                 return Acted.ending(Outcome.UNKNOWN, f"{item.retried}no leader of {tp} could be asked: {why}")
             item.leader = leader
             item.retried = tries.note(failed_at, failure, leader)
-            now_leader = f"broker {leader}, {'its new leader' if leader != failed_at else 'still its leader'},"
+            now_leader = f"{leader_asked(leader, failed_at)},"
             again = decide_abort_again(tp, item.decision, producers)
             if again.action is Action.NOTHING:
                 item.retried += f"{now_leader} has it closed; "
@@ -377,6 +377,11 @@ def may_settle(missing: Sequence[Missing]) -> bool:
     return bool(missing) and not any(m.not_authorized or isinstance(m.subject, Part) for m in missing)
 
 
+def leader_asked(leader: int, failed_at: int | None) -> str:
+    """The leader a marker is retried on, named beside the broker that did not take it."""
+    return f"broker {leader}, {'its new leader' if leader != failed_at else 'still its leader'}"
+
+
 class MarkerRetries:
     """The markers that did not land, told once each: the same refusal from the same broker again
     (a leader not elected yet, polled every pause) is counted, not repeated."""
@@ -396,7 +401,7 @@ class MarkerRetries:
             self.steps.append([broker, failure, leader, 1])
         return "".join(
             f"broker {broker} did not take the marker ({failure}){f' {times} times' if times > 1 else ''}; "
-            + (f"retried on broker {asked}, {'its new leader' if asked != broker else 'still its leader'}; " if asked is not None else "")
+            + (f"retried on {leader_asked(asked, broker)}; " if asked is not None else "")
             for broker, failure, asked, times in self.steps
         )
 
