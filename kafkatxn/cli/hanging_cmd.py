@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
 
         selection.check_selection(topic, partition)  # a usage error sends nothing
         # the bootstrap in flight while the facade imports; the whole cluster's scan asks every broker
-        ctx.connect_ahead(every_broker=not topic and not partition and broker_id is None)
+        ctx.connect_ahead(every_broker=not topic and broker_id is None)  # a partition needs a topic (check_selection)
         with collection.one_shot():
             return _shown(ctx, _find_hanging(ctx.cluster, broker_id, topic, partition, max_transaction_timeout))
 

@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 
         selection.check_selection(topic, partition)  # a usage error sends nothing
         # the bootstrap in flight while the facade and the library import; every leader without a filter
-        ctx.connect_ahead(every_broker=not topic and not partition and broker_id is None)
+        ctx.connect_ahead(every_broker=not topic and broker_id is None)  # a partition needs a topic (check_selection)
         from kafkatxn import producers
 
         chosen = producers.select_partitions(ctx.cluster, topic or [], partition, broker_id, include_internal)
