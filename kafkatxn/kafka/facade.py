@@ -20,13 +20,12 @@ import time
 from typing import Iterable
 
 from kafkatxn.config import ConnectionConfig, check_settings_as_librdkafka
-from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka.configs import ConfigsApi
 from kafkatxn.kafka.fetch_ahead import FetchAheadApi
 from kafkatxn.kafka.groups import GroupsApi
 from kafkatxn.kafka.markers import MarkersApi
 from kafkatxn.kafka.metadata import MetadataApi
-from kafkatxn.kafka.offsets import OffsetsApi
+from kafkatxn.kafka.offsets import OffsetsApi, _offsets_requests
 from kafkatxn.kafka.producer_state import DESCRIBE_PRODUCERS_BATCH, ProducerStateApi
 from kafkatxn.kafka.session import LEADERSHIP_ERRORS, Session
 from kafkatxn.kafka.transaction_log import TransactionLogApi
@@ -76,7 +75,7 @@ class Cluster(
         md = self.metadata()
         grouped = md.data_runs_by_leader(self.silent) if type(md) is ColumnMetadata else None
         if grouped:
-            self.send_now([(node, proto.ListOffsets(runs, committed, False)) for node, runs in grouped.items() for committed in (True, False)])
+            self.send_now(_offsets_requests(grouped, (True, False), False))  # as stable_and_high_offsets_ahead's
 
     def will_read_log_while_waiting(self) -> None:
         """The modules that read the coordinators' log (:meth:`transaction_log_histories`, which settles a

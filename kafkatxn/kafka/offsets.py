@@ -23,7 +23,7 @@ from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
 from kafkatxn.kafka.rounds_ahead import HashedOnce
 from kafkatxn.kafka.session import group_by_leader, group_by_leader_column
-from kafkatxn.metadata_columns import ColumnMetadata
+from kafkatxn.metadata_columns import ColumnMetadata, LeaderRuns
 from kafkatxn.model import Broker, Missing, Partial, TopicPartition
 from kafkatxn.offset_table import OffsetTable
 
@@ -83,7 +83,8 @@ def _offsets_requests(by_node: Mapping[int, Sequence[TopicPartition]], levels: t
     for node, node_tps in by_node.items():
         if ahead is not None and node in ahead and ahead[node] == node_tps:
             node_tps = ahead[node]
-        written = shared[node] = getattr(node_tps, "written", None)
+        # a leader's topics' runs (sent before any of their TopicPartitions was made) are written as they are
+        written = shared[node] = node_tps if type(node_tps) is LeaderRuns else getattr(node_tps, "written", None)
         if written is None:
             written = shared[node] = HashedOnce(node_tps)  # one tuple for both levels
             written.runs = getattr(node_tps, "runs", None)  # a leader's topics' runs (LedPartitions): its body written from them
