@@ -35,6 +35,12 @@ and replays (``NAME_startup_runs_s``, ``NAME_replay_s``, ``NAME_replay_runs_s``,
 command and its floor that met the same cluster and machine. Until session 62 the floor was measured
 minutes after the rounds it divided, whose runs of ``lso`` each came right after a GetOffsetShell JVM
 had read 30,000 partitions: ``NAME_rounds_median_vs_floor`` keeps that median over this floor, beside.
+Where their time over the floor (``NAME_over_floor_s``) goes, from the same rounds: the CPU of the
+command's process and of the start-up's (``NAME_cpu_s``, ``NAME_startup_cpu_s``; GNU time's user plus
+system) and between them ``NAME_cpu_over_startup_s``, the client's own work beyond starting, which the
+floor counts as none; and the brokers' CPU during the command and during its replay
+(``NAME_broker_cpu_s``, ``NAME_replay_broker_cpu_s``, from /proc): the same work, where the replay is
+the command's floor.
 The other commands' floors: start-up (``startup_median_s``) plus the median of ``FLOOR_RUNS`` replays.
 Beside them, ``NAME_broker_time_s``: the busiest broker's time on the same requests from the brokers' own
 ``TotalTimeMs`` histograms (JMX), the median of ``FLOOR_RUNS`` runs each read around (their wall times:
@@ -63,6 +69,7 @@ from benchlib import (  # noqa: E402
     cli_startup_s,
     compile_kafkatxn,
     counted_delta,
+    cpu_figures,
     create_topics_batched,
     find_hanging_per_broker,
     finish,
@@ -241,7 +248,7 @@ def main() -> int:
             # command, its requests replayed, the start-up): the ratio compares runs that met the same
             # cluster and machine, away from Kafka's tools (a GetOffsetShell JVM just ended, in the rounds).
             floors = {name: beside_floor(bootstrap, COMMANDS[name], FLOOR_ROUNDS, Path(workdir),
-                                         lambda name=name: run_command(bootstrap, name))
+                                         lambda name=name: run_command(bootstrap, name), cluster.brokers_cpu_s)
                       for name in FLOOR_TARGETS}
             if args.profile is not None:
                 for name in FLOOR_TARGETS:
@@ -362,6 +369,7 @@ def main() -> int:
             figures[f"{name}_startup_runs_s"] = [round(one, 3) for one in floor.startup_s]
             floor_figures(figures, name, statistics.median(floor.command_s), ms, statistics.median(floor.startup_s),
                           floor.replay())
+            cpu_figures(figures, name, floor)
             figures[f"{name}_rounds_median_vs_floor"] = round(statistics.median(times[name]) / figures[f"{name}_floor_s"], 2)
         figures[f"{name}_broker_time_runs_s"] = [round(one / 1000, 3) for one in broker_runs_ms[name]]
     for name, target in FLOOR_TARGETS.items():

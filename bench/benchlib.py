@@ -8,7 +8,9 @@ Imported by the ``bench_*.py`` scripts (run from the repository: ``python bench/
 from __future__ import annotations
 
 import json
+import math
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -200,11 +202,15 @@ def busiest_broker_ms(before: dict[int, float], after: dict[int, float]) -> floa
     return max((after[port] - before.get(port, 0.0) for port in after), default=0.0)
 
 
+def cli_startup() -> Run:
+    """One run of the CLI's own start-up (interpreter, imports, configuration; no broker: ``kafkatxn
+    config show``): part of every command's floor."""
+    return run_measured([sys.executable, "-m", "kafkatxn", "config", "show", "-b", "127.0.0.1:9"])
+
+
 def cli_startup_s(rounds: int = 3) -> float:
-    """The CLI's own start-up (interpreter, imports, configuration; no broker: ``kafkatxn config
-    show``), median of ``rounds`` runs: part of every command's floor."""
-    return statistics.median(
-        run_measured([sys.executable, "-m", "kafkatxn", "config", "show", "-b", "127.0.0.1:9"]).seconds for _ in range(rounds))
+    """The median of ``rounds`` runs of :func:`cli_startup`, in seconds."""
+    return statistics.median(cli_startup().seconds for _ in range(rounds))
 
 
 def floor_figures(figures: dict, name: str, median_s: float, broker_ms: float, startup_s: float,
@@ -257,28 +263,67 @@ def replayed(bootstrap: str, command: list[str], runs: int, workdir: Path) -> tu
 
 class BesideFloor:
     """A command and its floor measured side by side (:func:`beside_floor`): each round's command,
-    replay and start-up, in the order they ran."""
+    replay and start-up, in the order they ran; and the CPU each used: the command's and the start-up's
+    own (user and system), and the brokers' during the command and during its replay (empty lists
+    where not measured)."""
 
-    def __init__(self, command_s: list[float], replay_s: list[float], startup_s: list[float], rounds: int, idle: list):
+    def __init__(self, command_s: list[float], replay_s: list[float], startup_s: list[float], rounds: int, idle: list,
+                 command_cpu_s: list[float] | None = None, startup_cpu_s: list[float] | None = None,
+                 broker_cpu_s: list[float] | None = None, replay_broker_cpu_s: list[float] | None = None):
         self.command_s, self.replay_s, self.startup_s, self.rounds, self.idle = command_s, replay_s, startup_s, rounds, idle
+        self.command_cpu_s, self.startup_cpu_s = command_cpu_s or [], startup_cpu_s or []
+        self.broker_cpu_s, self.replay_broker_cpu_s = broker_cpu_s or [], replay_broker_cpu_s or []
 
     def replay(self) -> tuple[float, list[float], int, list]:
         """As :func:`replayed` returns it, for :func:`floor_figures`."""
         return statistics.median(self.replay_s), self.replay_s, self.rounds, self.idle
 
 
-def beside_floor(bootstrap: str, command: list[str], rounds: int, workdir: Path, run_command) -> BesideFloor:
+def beside_floor(bootstrap: str, command: list[str], rounds: int, workdir: Path, run_command,
+                 brokers_cpu_s=None) -> BesideFloor:
     """``kafkatxn COMMAND`` recorded once, then ``rounds`` times, back to back: the command
     (``run_command()``, a :class:`Run`), its requests replayed once, and the CLI's start-up. The
     command and the two parts of its floor meet the same cluster and machine: the brokers' state in the
-    minutes after a run of Kafka's tools, or after 30,000 partitions were created, weighs on each alike."""
+    minutes after a run of Kafka's tools, or after 30,000 partitions were created, weighs on each alike.
+    ``brokers_cpu_s`` (the CPU seconds the brokers have used so far: ``KafkaCluster.brokers_cpu_s``),
+    read around the command and around its replay: what the brokers spent on each."""
     recording = load(recorded(bootstrap, command, workdir))
-    command_s, replay_runs, startup_runs = [], [], []
+    measured = BesideFloor([], [], [], recording.rounds(), recording.idle())
     for _ in range(rounds):
-        command_s.append(run_command().seconds)
-        replay_runs.append(replay(recording))
-        startup_runs.append(cli_startup_s(1))
-    return BesideFloor(command_s, replay_runs, startup_runs, recording.rounds(), recording.idle())
+        before = brokers_cpu_s() if brokers_cpu_s else None
+        run = run_command()
+        between = brokers_cpu_s() if brokers_cpu_s else None
+        measured.command_s.append(run.seconds)
+        measured.replay_s.append(replay(recording))
+        if brokers_cpu_s:
+            measured.broker_cpu_s.append(between - before)
+            measured.replay_broker_cpu_s.append(brokers_cpu_s() - between)
+        startup = cli_startup()
+        measured.startup_s.append(startup.seconds)
+        measured.command_cpu_s.append(run.cpu_s)
+        measured.startup_cpu_s.append(startup.cpu_s)
+    return measured
+
+
+def cpu_figures(figures: dict, name: str, measured: BesideFloor) -> None:
+    """Where a command's time over its floor goes, from the rounds :func:`beside_floor` measured, added to
+    ``figures`` (medians): ``NAME_over_floor_s``, the command's time less its floor (``NAME_floor_s``,
+    set by :func:`floor_figures`); ``NAME_cpu_s`` and ``NAME_startup_cpu_s``, the CPU the command's
+    process and the start-up's used (user and system), and ``NAME_cpu_over_startup_s`` between them:
+    the client's own work beyond starting, which the floor counts as none; ``NAME_broker_cpu_s`` and
+    ``NAME_replay_broker_cpu_s``, the brokers' CPU during the command and during its replay (the same
+    requests: the same work, if the replay is the command's floor)."""
+    median = statistics.median
+    figures[f"{name}_over_floor_s"] = round(median(measured.command_s) - figures[f"{name}_floor_s"], 3)
+    cpu = [s for s in measured.command_cpu_s if not math.isnan(s)]  # NaN: a Run not measured (Run.cpu_s)
+    startup = [s for s in measured.startup_cpu_s if not math.isnan(s)]
+    if cpu and startup:
+        figures[f"{name}_cpu_s"] = round(median(cpu), 3)
+        figures[f"{name}_startup_cpu_s"] = round(median(startup), 3)
+        figures[f"{name}_cpu_over_startup_s"] = round(median(cpu) - median(startup), 3)
+    if measured.broker_cpu_s:
+        figures[f"{name}_broker_cpu_s"] = round(median(measured.broker_cpu_s), 3)
+        figures[f"{name}_replay_broker_cpu_s"] = round(median(measured.replay_broker_cpu_s), 3)
 
 
 def counted_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -290,27 +335,35 @@ def spread(samples: list[float]) -> str:
 
 
 class Run:
-    """One finished child process: wall time, exit code, output, and its own peak RSS."""
+    """One finished child process: wall time, exit code, output, its own peak RSS and the CPU it used
+    (user and system; NaN where not measured)."""
 
-    def __init__(self, seconds: float, returncode: int, stdout: str, stderr: str, peak_rss_mb: float):
+    def __init__(self, seconds: float, returncode: int, stdout: str, stderr: str, peak_rss_mb: float,
+                 cpu_s: float = float("nan")):
         self.seconds, self.returncode, self.stdout, self.stderr, self.peak_rss_mb = seconds, returncode, stdout, stderr, peak_rss_mb
+        self.cpu_s = cpu_s
 
 
 def run_measured(command: list[str], timeout: float = 600, env: dict | None = None) -> Run:
-    """Run a command; its wall time and peak RSS, as GNU time (``/usr/bin/time -f %M``) reports it.
+    """Run a command; its wall time, its peak RSS as GNU time (``/usr/bin/time -f %M``) reports it, and
+    its CPU time (user and system: this process's children's, which GNU time and the command are, in
+    microseconds where GNU time prints hundredths).
 
     Not ``wait4`` on our own child: Linux folds the RSS of the process before ``exec`` (here a copy
     of this benchmark, hundreds of MB at 30,000 partitions) into the child's ``ru_maxrss``. GNU time
     forks from its own small process, so what it reports is the command's own peak.
     """
     with tempfile.NamedTemporaryFile("r", suffix=".maxrss") as rss_file:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run(["/usr/bin/time", "-o", rss_file.name, "-f", "%M", *command], capture_output=True,
                               text=True, stdin=subprocess.DEVNULL, cwd=ROOT, env=env, timeout=timeout)
         elapsed = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         lines = rss_file.read().split()
     peak_mb = int(lines[-1]) / 1024 if lines and lines[-1].isdigit() else float("nan")
-    return Run(elapsed, done.returncode, done.stdout, done.stderr, peak_mb)
+    cpu_s = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
+    return Run(elapsed, done.returncode, done.stdout, done.stderr, peak_mb, cpu_s)
 
 
 def kafkatxn(*args: str, timeout: float = 600) -> Run:

@@ -324,6 +324,17 @@ class KafkaCluster:
     def running_broker_ids(self) -> list[int]:
         return [node.node_id for node in self._nodes.values() if node.running]
 
+    def brokers_cpu_s(self) -> float:
+        """The CPU time (user and system) the running brokers' JVMs have used since they started, read from
+        /proc (Linux): a benchmark reads it before and after a command to see the brokers' part of its work."""
+        ticks = 0
+        for node in self._nodes.values():
+            if node.running:
+                # /proc/PID/stat: utime and stime are fields 14 and 15, counted after the ")" that ends the name.
+                fields = Path(f"/proc/{node.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def __enter__(self) -> "KafkaCluster":
         if not self.running_broker_ids():
             self.start()

@@ -39,6 +39,19 @@ def test_produce_and_consume(kafka, unique_name):
     assert _consume_values(kafka, topic, expected=1) == [b"hello"]
 
 
+def test_brokers_cpu_counts_the_work_of_answering(kafka, unique_name):
+    """What bench_scale reads around a command: the brokers' JVMs' CPU, which answering requests adds to."""
+    topic = kafka.create_topic(unique_name, partitions=50)
+    before = kafka.brokers_cpu_s()
+    producer = Producer(kafka.client_config())
+    for i in range(2000):
+        producer.produce(topic, value=b"x" * 100, partition=i % 50)
+    assert producer.flush(10) == 0
+    assert len(_consume_values(kafka, topic, expected=2000)) == 2000
+    after = kafka.brokers_cpu_s()
+    assert after > before > 0
+
+
 def test_transactional_producer_commits_and_aborts(kafka, unique_name):
     topic = kafka.create_topic(unique_name, partitions=2)
     producer = Producer({**kafka.client_config(), "transactional.id": unique_name})

@@ -5,6 +5,7 @@ the medians of the floor's two parts from the same rounds."""
 from __future__ import annotations
 
 import statistics
+import sys
 from pathlib import Path
 
 from bench import benchlib
@@ -21,22 +22,32 @@ class _Recording:
 def test_each_round_runs_the_command_its_replay_and_the_start_up_back_to_back(monkeypatch, tmp_path):
     order: list[str] = []
     times = iter([0.30, 0.10, 0.09, 0.50, 0.20, 0.12, 0.40, 0.15, 0.08])  # command, replay, start-up per round
+    cpu = iter([0.21, 0.08, 0.33, 0.11, 0.25, 0.07])  # command, start-up per round
+    brokers = iter([1.0, 1.2, 1.35, 2.0, 2.3, 2.5, 3.0, 3.25, 3.4])  # the brokers' CPU so far: before, between, after
     recording = _Recording()
     monkeypatch.setattr(benchlib, "recorded", lambda bootstrap, command, workdir: order.append("record") or tmp_path / "r")
     monkeypatch.setattr(benchlib, "load", lambda path: recording)
     monkeypatch.setattr(benchlib, "replay", lambda rec: order.append("replay") or next(times))
-    monkeypatch.setattr(benchlib, "cli_startup_s", lambda rounds: order.append(f"startup x{rounds}") or next(times))
 
     class Run:
-        def __init__(self) -> None:
-            order.append("command")
-            self.seconds = next(times)
+        def __init__(self, name: str) -> None:
+            order.append(name)
+            self.seconds, self.cpu_s = next(times), next(cpu)
 
-    measured = benchlib.beside_floor("b:9092", ["lso", "-o", "json"], 3, Path(tmp_path), Run)
-    assert order == ["record"] + ["command", "replay", "startup x1"] * 3
+    monkeypatch.setattr(benchlib, "cli_startup", lambda: Run("startup"))
+
+    def brokers_cpu_s() -> float:
+        order.append("brokers")
+        return next(brokers)
+
+    measured = benchlib.beside_floor("b:9092", ["lso", "-o", "json"], 3, Path(tmp_path), lambda: Run("command"), brokers_cpu_s)
+    assert order == ["record"] + ["brokers", "command", "brokers", "replay", "brokers", "startup"] * 3
     assert measured.command_s == [0.30, 0.50, 0.40]
     assert measured.replay_s == [0.10, 0.20, 0.15] and measured.startup_s == [0.09, 0.12, 0.08]
     assert measured.replay() == (0.15, [0.10, 0.20, 0.15], 4, recording.idle())
+    assert measured.command_cpu_s == [0.21, 0.33, 0.25] and measured.startup_cpu_s == [0.08, 0.11, 0.07]
+    assert [round(s, 3) for s in measured.broker_cpu_s] == [0.2, 0.3, 0.25]
+    assert [round(s, 3) for s in measured.replay_broker_cpu_s] == [0.15, 0.2, 0.15]
 
     figures: dict = {}
     vs = benchlib.floor_figures(figures, "lso", statistics.median(measured.command_s), 120.0,
@@ -44,3 +55,27 @@ def test_each_round_runs_the_command_its_replay_and_the_start_up_back_to_back(mo
     assert figures["lso_floor_s"] == round(0.09 + 0.15, 3)
     assert vs == round(0.40 / (0.09 + 0.15), 2) == figures["lso_vs_floor"]
     assert figures["lso_replay_runs_s"] == [0.1, 0.2, 0.15] and figures["lso_rounds"] == 4
+
+    benchlib.cpu_figures(figures, "lso", measured)
+    assert figures["lso_over_floor_s"] == round(0.40 - 0.24, 3)
+    assert figures["lso_cpu_s"] == 0.25 and figures["lso_startup_cpu_s"] == 0.08
+    assert figures["lso_cpu_over_startup_s"] == 0.17
+    assert figures["lso_broker_cpu_s"] == 0.25 and figures["lso_replay_broker_cpu_s"] == 0.15
+
+
+def test_cpu_figures_leave_out_what_was_not_measured():
+    nan = float("nan")
+    measured = benchlib.BesideFloor([0.3, 0.4], [0.1, 0.1], [0.1, 0.1], 4, [], command_cpu_s=[nan, nan], startup_cpu_s=[0.1, 0.1])
+    figures = {"lso_floor_s": 0.2}
+    benchlib.cpu_figures(figures, "lso", measured)
+    assert figures == {"lso_floor_s": 0.2, "lso_over_floor_s": 0.15}
+
+
+def test_run_measured_reads_the_cpu_the_command_used():
+    spin = "import time\nend = time.process_time() + 0.2\nwhile time.process_time() < end: pass"
+    run = benchlib.run_measured([sys.executable, "-c", spin])
+    assert run.returncode == 0
+    assert 0.2 <= run.cpu_s < run.seconds + 0.05
+    assert run.peak_rss_mb > 1
+    failed = benchlib.run_measured([sys.executable, "-c", "import sys; sys.exit(3)"])
+    assert failed.returncode == 3 and failed.cpu_s > 0 and failed.peak_rss_mb > 1
