@@ -1363,21 +1363,27 @@ def test_a_list_offsets_answer_read_from_its_bytes_is_what_the_decoder_makes_of_
         assert bodies.read_list_offsets(memoryview(raw), version) == read  # again: each topic's columns as kept
 
 
-def test_a_list_offsets_topic_read_again_from_the_same_bytes_is_the_columns_read_before(monkeypatch):
+def test_a_list_offsets_answer_laid_out_as_one_read_before_is_read_by_its_layout(monkeypatch):
     from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
 
-    from kafkatxn.kafka.wire import bodies
-    from kafkatxn.kafka.wire.answer_memo import BlockMemo
+    from kafkatxn.kafka.wire import bodies, offsets_layout
     from kafkatxn.kafka.wire.offsets_codec import _decode_list_offsets
 
-    monkeypatch.setattr(bodies, "OFFSETS_MEMO", BlockMemo(1_000))
+    monkeypatch.setattr(offsets_layout, "_layouts", type(offsets_layout._layouts)())
+    walked = []
+    walk = offsets_layout._walked
+    monkeypatch.setattr(offsets_layout, "_walked", lambda data: walked.append(len(data)) or walk(data))
     request = p.ListOffsets((TP0,), True)
     before = {"orders": [(i, 0, 10 + i) for i in range(50)], "payments": [(i, 0, 7) for i in range(3)]}
     after = {**before, "orders": [*before["orders"][:-1], (49, 0, 60)]}  # one partition written to since
-    for topics in (before, before, after):
+    more = {**before, "payments": [(i, 0, 7) for i in range(4)]}  # a partition more: laid out otherwise
+    read = []
+    for topics in (before, before, after, more):
         raw = list_offsets_answer(topics).encode(version=9)
-        assert bodies.read_list_offsets(memoryview(raw), 9) == (_decode_list_offsets(request, R.decode(raw, version=9)), 0)
-    assert bodies.OFFSETS_MEMO.held == 50 + 3 + 50  # orders twice (before and after), payments once
+        read.append(bodies.read_list_offsets(memoryview(raw), 9))
+        assert read[-1] == (_decode_list_offsets(request, R.decode(raw, version=9)), 0)
+    assert len(walked) == 2  # the first answer and the one with a partition more; the others by the layout
+    assert read[1][0].partitions.tps is read[0][0].partitions.tps is read[2][0].partitions.tps  # one layout's
 
 
 def test_list_offsets_columns_are_their_rows_and_both_are_taken_apart_alike():

@@ -18,8 +18,8 @@ of one replica, 210 ms of three; DescribeProducers 32 ms per 10,000). :func:`rea
 columns), :func:`read_metadata` and :func:`.producers_answers.read_describe_producers` make the typed answer from the bytes
 (a flexible answer's partitions are fixed-size records, a topic's all alike where their replica lists or
 producer counts are); an answer they do not read (an old version, tagged fields) is kafka-python's to
-decode, as before. A ListOffsets topic's partitions read again from the same bytes are the columns read
-before (:data:`OFFSETS_MEMO`). The tests compare them with the wire's decoders over kafka-python's, at every version;
+decode, as before. A ListOffsets answer is read by :mod:`.offsets_layout`, with no Python step per topic
+where it is laid out as one read before. The tests compare them with the wire's decoders over kafka-python's, at every version;
 so does :mod:`.group_answers`' reader of a batched OffsetFetch (100,000 committed offsets at 5,000
 groups x 20: 0.4-0.6 s of kafka-python's objects before ``lso --groups``, ``diagnose``, ``check --groups`` or a scrape).
 """
@@ -33,11 +33,13 @@ from operator import itemgetter, lt
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
-from kafkatxn.kafka.varint import decode_compact_string as _compact_string, decode_uvarint as _read_uvarint, encode_uvarint
-from kafkatxn.kafka.wire.answer_memo import BlockMemo
+from kafkatxn.kafka.varint import decode_compact_string as _compact_string
+from kafkatxn.kafka.varint import decode_uvarint as _read_uvarint
+from kafkatxn.kafka.varint import encode_uvarint
+from kafkatxn.kafka.wire import offsets_layout
 from kafkatxn.kafka.wire.codecs import ByRequestType, wire_module
-from kafkatxn.kafka.wire.names import error_name, topic_partitions
 from kafkatxn.kafka.wire.metadata_codec import metadata_body, metadata_shell
+from kafkatxn.kafka.wire.names import error_name
 from kafkatxn.kafka.wire.offsets_codec import EARLIEST, LATEST
 from kafkatxn.metadata_columns import MetadataColumns, TopicRun, made_partitions
 from kafkatxn.model import INTERNAL_TOPICS, BrokerInfo, PartitionInfo, TopicPartition
@@ -209,12 +211,6 @@ def describe_producers_body(request: p.DescribeProducers, version: int) -> bytes
 
 
 _THROTTLE = struct.Struct(">i")
-# A flexible answer's partition: PartitionIndex, ErrorCode, Timestamp, Offset, LeaderEpoch, and the
-# count of its tagged fields (a one-byte varint; 0 when it has none). Unpacked: the index, the error
-# and the offset (the rest skipped as padding; the counts are checked on the bytes).
-_LIST_OFFSETS_PARTITION = struct.Struct(">ih8xq4xx")
-
-
 _TOPIC_LAYOUTS: dict[tuple[str, int], struct.Struct] = {}
 
 
@@ -228,59 +224,19 @@ def _topic_layout(layout: struct.Struct, count: int) -> struct.Struct:
     return topic
 
 
-# A topic's partitions at a leader read again from the same bytes: the columns read before (.answer_memo).
-# Where nothing was written since, both isolation levels' answers say the same (~80 bytes a partition;
-# a generation holds 200,000: 100,000 partitions at both levels where they differ).
-OFFSETS_MEMO = BlockMemo(400_000)
-
-
 def read_list_offsets(data: memoryview, version: int) -> tuple[p.ListOffsetsResponse, int] | None:
     """A ListOffsets answer's body (after the response header): the typed answer (its partitions as
-    :class:`~kafkatxn.kafka.protocol.OffsetColumns`, a topic's read in one ``unpack`` and taken apart
-    by slices: no tuple per partition) and its throttle time, or None where it is not read here
-    (before v6, or tagged fields anywhere): kafka-python's."""
+    :class:`~kafkatxn.kafka.protocol.OffsetColumns`, read by :mod:`.offsets_layout`: its columns taken
+    out of the bytes in C, no Python step per partition) and its throttle time, or None where it is not
+    read here (before v6, or tagged fields anywhere): kafka-python's."""
     if version < LIST_OFFSETS_FLEXIBLE:
         return None
-    size, (throttle_ms,) = _LIST_OFFSETS_PARTITION.size, _THROTTLE.unpack_from(data, 0)
-    topics, pos = _read_uvarint(data, 4)
-    tps: list[TopicPartition] = []  # the columns, a topic at a time
-    codes: list[int] = []
-    offsets: list[int] = []
-    for _ in range(topics - 1):
-        length = data[pos]  # the name's length + 1: one byte under 128 (a varint's first byte otherwise)
-        if length < 0x80:
-            pos += 1
-        else:
-            length, pos = _read_uvarint(data, pos)
-        name = str(data[pos : pos + length - 1], "utf-8")
-        pos += length - 1
-        count = data[pos]  # the partitions + 1, as the name's length
-        if count < 0x80:
-            pos += 1
-        else:
-            count, pos = _read_uvarint(data, pos)
-        count -= 1
-        block = bytes(data[pos : pos + count * size])
-        pos += count * size
-        if len(block) != count * size or data[pos] != 0:
-            return None  # short, or the topic with tagged fields
-        pos += 1
-        if count:
-            key = (name, block)
-            read = OFFSETS_MEMO.get(key)  # found: bytes read before, and so without tagged fields
-            if read is None:
-                if block[size - 1 :: size].count(0) != count:
-                    return None  # a partition with tagged fields
-                fields = _topic_layout(_LIST_OFFSETS_PARTITION, count).unpack(block)
-                read = (tuple(topic_partitions(name, fields[0::3])), fields[1::3], fields[2::3])
-                OFFSETS_MEMO.put(key, read, count)
-            tps += read[0]
-            codes += read[1]
-            offsets += read[2]
-    if pos != len(data) - 1 or data[pos] != 0:
-        return None  # tagged fields at the top level (or bytes this does not know)
+    read = offsets_layout.read(data)
+    if read is None:
+        return None
+    tps, codes, offsets, throttle_ms = read
     names = tuple(map(error_name, codes)) if any(codes) else (None,) * len(codes)  # usually: none failed
-    return p.ListOffsetsResponse(p.OffsetColumns(tuple(tps), names, tuple(offsets))), throttle_ms
+    return p.ListOffsetsResponse(p.OffsetColumns(tps, names, tuple(offsets))), throttle_ms
 
 
 # The Metadata versions read here: flexible, with nullable topic names (v12, Kafka 3.x; v13, 4.x).
