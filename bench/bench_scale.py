@@ -179,7 +179,9 @@ def top_frames(folded: str, n: int = 5) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--brokers", type=int, default=3)
-    parser.add_argument("--topics", type=int, default=300, help=f"topics of {PARTITIONS_PER_TOPIC} partitions")
+    parser.add_argument("--topics", type=int, default=300, help="topics of --partitions-per-topic partitions")
+    parser.add_argument("--partitions-per-topic", type=int, default=PARTITIONS_PER_TOPIC,
+                        help="a cluster of many small topics costs a command more per partition than one of few large ones")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--hanging", type=int, default=9)
     parser.add_argument("--open", type=int, default=6)
@@ -193,7 +195,7 @@ def main() -> int:
                         help="after the rounds, run lso and check once more each under py-spy (all threads, "
                              "raw folded stacks in DIR) and print each one's top five own-time frames")
     args = parser.parse_args()
-    partitions = args.topics * PARTITIONS_PER_TOPIC
+    partitions = args.topics * args.partitions_per_topic
 
     figures: dict = {"brokers": args.brokers, "partitions": partitions, "rounds": args.rounds, "cpus": os.cpu_count()}
     # As installed (pip compiles at install), as bench_startup.py measures the start-up: the
@@ -209,11 +211,11 @@ def main() -> int:
             bootstrap = cluster.bootstrap_servers
             started = time.perf_counter()
             topics = [f"bench-scale-{i:04d}" for i in range(args.topics)]
-            create_topics_batched(bootstrap, topics, PARTITIONS_PER_TOPIC)
+            create_topics_batched(bootstrap, topics, args.partitions_per_topic)
             figures["create_topics_s"] = round(time.perf_counter() - started, 1)
             wait_until_every_partition_answers(bootstrap, partitions)
             figures["created_and_ready_s"] = round(time.perf_counter() - started, 1)
-            expected, open_producers = seed(bootstrap, topics, PARTITIONS_PER_TOPIC, args)
+            expected, open_producers = seed(bootstrap, topics, args.partitions_per_topic, args)
             seeded_at = time.monotonic()
             print(f"{partitions:,} partitions on {args.brokers} brokers ready in {figures['created_and_ready_s']} s; "
                   f"{len(expected)} hanging transactions made", file=sys.stderr)
