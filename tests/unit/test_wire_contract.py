@@ -1207,6 +1207,29 @@ def test_the_two_isolation_levels_list_offsets_bodies_share_what_follows_the_lev
     assert len(bodies._WRITTEN_TOPICS) == bodies.WRITTEN_TOPICS_KEPT
 
 
+def test_a_list_offsets_body_written_from_a_leaders_runs_is_kafka_pythons(monkeypatch):
+    """Each topic's name and partition numbers as the metadata's columns group them (``LedPartitions.runs``),
+    written with no Python step per topic: names and counts of one-byte lengths and longer, every version."""
+    from kafka.protocol.api_message import ApiMessage
+
+    from kafkatxn.kafka.wire import bodies
+    from kafkatxn.metadata_columns import LedPartitions
+
+    for runs in (
+        [("orders", (0, 3, 6)), ("t" * 200, (1,)), ("payments", tuple(range(2, 600, 2)))],  # a long name, 299 partitions
+        [("a", (0,)), ("b" * 125, (4, 5)), ("c" * 126, (7,))],  # lengths written in one byte to the most
+        [],
+    ):
+        led = LedPartitions(TopicPartition(name, i) for name, indexes in runs for i in indexes)
+        led.runs = runs
+        for version in range(1, 12):
+            for earliest in (False, True):
+                monkeypatch.setattr(bodies, "_WRITTEN_TOPICS", [])
+                request = p.ListOffsets(led, version >= 2, earliest)
+                fresh = wire.Wire(None)._encode(p.ListOffsets(tuple(led), version >= 2, earliest))
+                assert bodies.list_offsets_body(request, version) == bytes(ApiMessage.encode(fresh, version=version)), (version, runs[:1])
+
+
 def test_list_groups_response():
     from kafka.protocol.admin.groups import ListGroupsResponse as R
 

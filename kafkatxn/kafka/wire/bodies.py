@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from itertools import chain, islice
-from operator import itemgetter, lt
+from collections.abc import Callable, Iterable
+from itertools import chain, islice, repeat
+from operator import add, itemgetter, lt
 from typing import Any
 
 from kafkatxn.kafka import protocol as p
@@ -136,18 +137,28 @@ _PARTITIONS_WRITTEN: dict[bytes, dict[int, bytes]] = {}
 def _topics_of_runs(runs: list[tuple[str, tuple[int, ...]]], after_index: bytes, flexible: bool) -> list[bytes]:
     """The topics of a ListOffsets request as :func:`_topics_in_runs` writes them, from each topic's name and
     partition numbers (``metadata_columns.LedPartitions.runs``: its partitions, in their order): no
-    partition taken apart nor compared again, a Python step per topic."""
+    partition taken apart nor compared again, and no Python step per topic (:func:`_lengths`)."""
     written = _PARTITIONS_WRITTEN.setdefault(after_index, {})
-    out = [array_length(len(runs), flexible)]
-    tail = (NO_TAGGED_FIELDS,) if flexible else ()
-    for name, run in runs:
-        try:
-            body = b"".join(map(written.__getitem__, run))
-        except KeyError:  # partition numbers not written before
-            written.update((i, _INT32(i) + after_index) for i in run if i not in written)
-            body = b"".join(map(written.__getitem__, run))
-        out += (string(name, flexible), array_length(len(run), flexible), body, *tail)
-    return out
+    numbers = list(map(itemgetter(1), runs))
+    new = set(chain.from_iterable(numbers)).difference(written)  # partition numbers not written before
+    if new:
+        written.update((i, _INT32(i) + after_index) for i in new)
+    names = list(map(str.encode, map(itemgetter(0), runs)))
+    heads = map(add, _lengths(list(map(len, names)), flexible, _INT16), names)
+    counts = _lengths(list(map(len, numbers)), flexible, _INT32)
+    bodies = map(b"".join, map(map, repeat(written.__getitem__), numbers))
+    topics = zip(heads, counts, bodies, repeat(NO_TAGGED_FIELDS)) if flexible else zip(heads, counts, bodies)
+    return [array_length(len(runs), flexible), *chain.from_iterable(topics)]
+
+
+def _lengths(lengths: list[int], flexible: bool, fixed: Callable[[int], bytes]) -> Iterable[bytes]:
+    """Each of ``lengths`` as a string's or an array's length is written, in C: a compact one's (the length
+    + 1, a varint: one byte under 127, the usual case) or, not flexible, by ``fixed`` (int16, int32)."""
+    if not flexible:
+        return map(fixed, lengths)
+    if not lengths or max(lengths) < 127:
+        return map(int.to_bytes, map((1).__add__, lengths))  # one byte, big-endian: the varint's
+    return map(encode_uvarint, map((1).__add__, lengths))
 
 
 def _topics_in_runs(partitions: tuple[TopicPartition, ...], after_index: bytes, flexible: bool) -> list[bytes] | None:
