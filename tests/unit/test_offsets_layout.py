@@ -94,7 +94,8 @@ def test_an_answer_with_tagged_fields_or_that_is_no_answer_is_not_read():
     topic_tagged = plain[:end + 1] + b"\x01\x09\x00" + plain[end + 2 :]  # the topic's tagged fields: tag 9, empty
     assert R.decode(topic_tagged, version=11).topics[0].name == "orders"
     assert offsets_layout.read(memoryview(topic_tagged)) is None
-    for broken in (plain[:-1], plain[:-2], plain + b"\x00", plain[:9], b"", plain[:4] + b"\xff" * 12):
+    not_utf8 = plain.replace(b"orders", b"order\xff")
+    for broken in (plain[:-1], plain[:-2], plain + b"\x00", plain[:9], b"", plain[:4] + b"\xff" * 12, not_utf8):
         assert offsets_layout.read(memoryview(broken)) is None
 
 

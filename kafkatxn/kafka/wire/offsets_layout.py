@@ -80,7 +80,7 @@ def read(data: memoryview) -> tuple[tuple[TopicPartition, ...], list[int], list[
             return done
     try:
         layout = _walked(data)
-    except IndexError:  # short: no such answer
+    except (IndexError, ValueError):  # short, or a name that is no UTF-8: no such answer
         return None
     if layout is None:
         return None
