@@ -95,7 +95,10 @@ def test_an_answer_with_tagged_fields_or_that_is_no_answer_is_not_read():
     assert R.decode(topic_tagged, version=11).topics[0].name == "orders"
     assert offsets_layout.read(memoryview(topic_tagged)) is None
     not_utf8 = plain.replace(b"orders", b"order\xff")
-    for broken in (plain[:-1], plain[:-2], plain + b"\x00", plain[:9], b"", plain[:4] + b"\xff" * 12, not_utf8):
+    at = plain.index(b"orders")
+    null_name = plain[: at - 1] + b"\x00" + plain[at + 6 :]  # the name's length varint 0: null, and no name
+    null_partitions = plain[: at + 6] + b"\x00" + plain[at + 7 :]  # the partitions' count varint 0: null
+    for broken in (plain[:-1], plain[:-2], plain + b"\x00", plain[:9], b"", plain[:4] + b"\xff" * 12, not_utf8, null_name, null_partitions):
         assert offsets_layout.read(memoryview(broken)) is None
 
 

@@ -101,11 +101,15 @@ def _walked(data: memoryview) -> Layout | None:
     for _ in range(topics - 1):
         size = raw[pos]  # the name's length + 1: one byte under 128 (a varint's first byte otherwise)
         size, pos = (size, pos + 1) if size < 0x80 else decode_uvarint(raw, pos)
+        if not size:  # a null name: no such answer
+            return None
         names_at.append(pos)
         pos += size - 1
         names_end.append(pos)
         size = raw[pos]  # the partitions + 1, as the name's length
         size, pos = (size, pos + 1) if size < 0x80 else decode_uvarint(raw, pos)
+        if not size:  # a null array of partitions: no such answer
+            return None
         starts.append(pos)
         pos += RECORD_SIZE * (size - 1)
         ends.append(pos)
