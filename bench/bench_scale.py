@@ -36,9 +36,9 @@ command and its floor that met the same cluster and machine. Until session 62 th
 minutes after the rounds it divided, whose runs of ``lso`` each came right after a GetOffsetShell JVM
 had read 30,000 partitions: ``NAME_rounds_median_vs_floor`` keeps that median over this floor, beside.
 Where their time over the floor (``NAME_over_floor_s``) goes, from the same rounds: the CPU of the
-command's process and of the start-up's (``NAME_cpu_s``, ``NAME_startup_cpu_s``; GNU time's user plus
-system) and between them ``NAME_cpu_over_startup_s``, the client's own work beyond starting, which the
-floor counts as none; and the brokers' CPU during the command and during its replay
+command's process and of the start-up's (``NAME_cpu_s``, ``NAME_startup_cpu_s``; user plus system,
+from ``getrusage`` of the children) and between them ``NAME_cpu_over_startup_s``, the client's own
+work beyond starting, which the floor counts as none; and the brokers' CPU during the command and during its replay
 (``NAME_broker_cpu_s``, ``NAME_replay_broker_cpu_s``, from /proc): the same work, where the replay is
 the command's floor.
 The other commands' floors: start-up (``startup_median_s``) plus the median of ``FLOOR_RUNS`` replays.
