@@ -40,7 +40,10 @@ command's process and of the start-up's (``NAME_cpu_s``, ``NAME_startup_cpu_s``;
 from ``getrusage`` of the children) and between them ``NAME_cpu_over_startup_s``, the client's own
 work beyond starting, which the floor counts as none; and the brokers' CPU during the command and during its replay
 (``NAME_broker_cpu_s``, ``NAME_replay_broker_cpu_s``, from /proc): the same work, where the replay is
-the command's floor.
+the command's floor. The brokers and the client share the machine's cores: ``NAME_cores_busy`` and
+``NAME_replay_cores_busy`` say how much of the cores' time was used, and ``NAME_packed_vs_floor`` what the
+command would take over its floor with its CPU beyond start-up and the replay's broker CPU packed onto the
+cores, none idle (``benchlib.cpu_figures``): a target below it needs less client CPU, not more overlap.
 The other commands' floors: start-up (``startup_median_s``) plus the median of ``FLOOR_RUNS`` replays.
 Beside them, ``NAME_broker_time_s``: the busiest broker's time on the same requests from the brokers' own
 ``TotalTimeMs`` histograms (JMX), the median of ``FLOOR_RUNS`` runs each read around (their wall times:

@@ -305,14 +305,23 @@ def beside_floor(bootstrap: str, command: list[str], rounds: int, workdir: Path,
     return measured
 
 
-def cpu_figures(figures: dict, name: str, measured: BesideFloor) -> None:
+def cpu_figures(figures: dict, name: str, measured: BesideFloor, cores: int | None = None) -> None:
     """Where a command's time over its floor goes, from the rounds :func:`beside_floor` measured, added to
     ``figures`` (medians): ``NAME_over_floor_s``, the command's time less its floor (``NAME_floor_s``,
     set by :func:`floor_figures`); ``NAME_cpu_s`` and ``NAME_startup_cpu_s``, the CPU the command's
     process and the start-up's used (user and system), and ``NAME_cpu_over_startup_s`` between them:
     the client's own work beyond starting, which the floor counts as none; ``NAME_broker_cpu_s`` and
     ``NAME_replay_broker_cpu_s``, the brokers' CPU during the command and during its replay (the same
-    requests: the same work, if the replay is the command's floor)."""
+    requests: the same work, if the replay is the command's floor).
+
+    And how the machine's ``cores`` (default: this machine's) were shared, the brokers' and the client's
+    CPU being on the same ones: ``NAME_cores_busy`` and ``NAME_replay_cores_busy``, the share of the
+    cores' time the command's process and the brokers used during the command, and the brokers during
+    its replay (medians of the rounds); ``NAME_packed_s``, the least time the command could take with its
+    own work beyond start-up and the brokers' work of the replay packed onto those cores, no core ever
+    idle (start-up plus the larger of the replay and that CPU over the cores), and ``NAME_packed_vs_floor``
+    over the floor. Above a target, the target needs less of the client's CPU, not more overlap of it
+    with the brokers' answers; below it, the overlap is what is missing."""
     median = statistics.median
     figures[f"{name}_over_floor_s"] = round(median(measured.command_s) - figures[f"{name}_floor_s"], 3)
     cpu = [s for s in measured.command_cpu_s if not math.isnan(s)]  # NaN: a Run not measured (Run.cpu_s)
@@ -324,6 +333,17 @@ def cpu_figures(figures: dict, name: str, measured: BesideFloor) -> None:
     if measured.broker_cpu_s:
         figures[f"{name}_broker_cpu_s"] = round(median(measured.broker_cpu_s), 3)
         figures[f"{name}_replay_broker_cpu_s"] = round(median(measured.replay_broker_cpu_s), 3)
+        cores = cores or os.cpu_count() or 1
+        rounds = zip(measured.command_s, measured.command_cpu_s, measured.broker_cpu_s)
+        busy = [(cpu_s + brokers) / (cores * seconds) for seconds, cpu_s, brokers in rounds if not math.isnan(cpu_s) and seconds > 0]
+        if busy:
+            figures[f"{name}_cores_busy"] = round(median(busy), 2)
+        figures[f"{name}_replay_cores_busy"] = round(median(
+            brokers / (cores * seconds) for seconds, brokers in zip(measured.replay_s, measured.replay_broker_cpu_s)), 2)
+        if cpu and startup:
+            work_s = max(0.0, median(cpu) - median(startup)) + median(measured.replay_broker_cpu_s)
+            packed = figures[f"{name}_packed_s"] = round(median(measured.startup_s) + max(median(measured.replay_s), work_s / cores), 3)
+            figures[f"{name}_packed_vs_floor"] = round(packed / figures[f"{name}_floor_s"], 2)
 
 
 def counted_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

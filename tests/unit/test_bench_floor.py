@@ -56,11 +56,20 @@ def test_each_round_runs_the_command_its_replay_and_the_start_up_back_to_back(mo
     assert vs == round(0.40 / (0.09 + 0.15), 2) == figures["lso_vs_floor"]
     assert figures["lso_replay_runs_s"] == [0.1, 0.2, 0.15] and figures["lso_rounds"] == 4
 
-    benchlib.cpu_figures(figures, "lso", measured)
+    benchlib.cpu_figures(figures, "lso", measured, cores=2)
     assert figures["lso_over_floor_s"] == round(0.40 - 0.24, 3)
     assert figures["lso_cpu_s"] == 0.25 and figures["lso_startup_cpu_s"] == 0.08
     assert figures["lso_cpu_over_startup_s"] == 0.17
     assert figures["lso_broker_cpu_s"] == 0.25 and figures["lso_replay_broker_cpu_s"] == 0.15
+    # Per round (command and brokers' CPU over two cores' time): 0.41/0.6, 0.63/1.0, 0.50/0.8; the replays' 0.15/0.2, 0.2/0.4, 0.15/0.3.
+    assert figures["lso_cores_busy"] == 0.63 and figures["lso_replay_cores_busy"] == 0.5
+    # Start-up 0.09 s, then 0.17 s of the client's and 0.15 s of the brokers' CPU on two cores: 0.16 s, more than the replay's 0.15.
+    assert figures["lso_packed_s"] == 0.25 and figures["lso_packed_vs_floor"] == round(0.25 / 0.24, 2)
+
+    # On eight cores the same CPU fits within the replay's time: the floor itself.
+    benchlib.cpu_figures(figures, "lso", measured, cores=8)
+    assert figures["lso_packed_s"] == 0.24 and figures["lso_packed_vs_floor"] == 1.0
+    assert figures["lso_cores_busy"] == round(0.63 / 4, 2)
 
 
 def test_cpu_figures_leave_out_what_was_not_measured():
