@@ -65,6 +65,11 @@ class Layout:
         count = len(self.indexes)
         if records[_TAGS_AT::RECORD_SIZE].count(0) != count or _column(records, _INDEX_AT, "i", count) != self.indexes:
             return None
+        return self.columns(records, data)
+
+    def columns(self, records: bytes, data: memoryview) -> tuple[tuple[TopicPartition, ...], list[int], list[int], int]:
+        """What :meth:`read` returns, from ``records`` (``data``'s, gathered and checked as laid out here)."""
+        count = len(self.indexes)
         return self.partitions, _column(records, _ERROR_AT, "h", count), _column(records, _OFFSET_AT, "q", count), \
             _THROTTLE.unpack_from(data, 0)[0]
 
@@ -79,19 +84,20 @@ def read(data: memoryview) -> tuple[tuple[TopicPartition, ...], list[int], list[
         if done is not None:
             return done
     try:
-        layout = _walked(data)
+        walked = _walked(data)
     except (IndexError, ValueError):  # short, or a name that is no UTF-8: no such answer
         return None
-    if layout is None:
+    if walked is None:
         return None
+    layout, records = walked
     _keep(layout)
-    return layout.read(data)
+    return layout.columns(records, data)  # checked by the walk: not read again by the layout
 
 
-def _walked(data: memoryview) -> Layout | None:
-    """The layout of ``data`` found by walking its topics' heads: a few Python steps per topic, the rest
-    in C; None where a topic or the answer has tagged fields, or the bytes do not end where the last
-    topic does."""
+def _walked(data: memoryview) -> tuple[Layout, bytes] | None:
+    """The layout of ``data`` found by walking its topics' heads, and its records gathered: a few Python
+    steps per topic, the rest in C; None where a topic or the answer has tagged fields, or the bytes do
+    not end where the last topic does."""
     raw = bytes(data)  # indexed faster than a view (a copy of ~30 bytes a partition)
     topics, pos = decode_uvarint(raw, 4)
     names_at: list[int] = []
@@ -131,7 +137,7 @@ def _walked(data: memoryview) -> Layout | None:
     counts = map(RECORD_SIZE.__rfloordiv__, map(sub, ends, starts))
     # Made in C: 0.2 us a TopicPartition, where a look-up of kept ones costs more per topic than that per partition.
     partitions = tuple(map(tuple.__new__, repeat(TopicPartition), zip(chain.from_iterable(map(repeat, names, counts)), indexes)))
-    return Layout(len(raw), tuple(map(bytes, heads_at(raw))), heads_at, records_at, indexes, partitions)
+    return Layout(len(raw), tuple(map(bytes, heads_at(raw))), heads_at, records_at, indexes, partitions), gathered
 
 
 def _getter(places: list[slice]) -> Callable[[memoryview], tuple]:
