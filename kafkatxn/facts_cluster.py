@@ -249,7 +249,8 @@ def gather_snapshot(
         # A typo in the regex must not turn into a check that is always OK.
         run.missing.append(Missing(Part("--topic-regex"), f"no topic matches {topic_regex!r}"))
     unseen_at = len(run.missing)  # the topics this principal cannot see are named here, asked below
-    tps = md.tps if columns else topic_partitions(selected)
+    # Every partition of columns: its TopicPartitions made after the first round is sent, while the brokers answer.
+    tps = None if columns else topic_partitions(selected)
     grouped = groups or bool(spark_checkpoints)
     committed, queries = run.committed_offsets(groups, group_regex, spark_checkpoints, spark_writers) if grouped else (None, ())
     memo = probe_memo.for_cluster(md.cluster_id) if probe_memo is not None and grouped else None
@@ -269,6 +270,8 @@ def gather_snapshot(
     # That round begun now, with them: while the brokers answer, the log's readers (which settle a hanging
     # transaction, at the end) are imported, and the transaction log's partitions found (its probes route by them).
     cluster.offsets_and_producers_ahead(tps)
+    if tps is None:
+        tps = md.tps
     cluster.will_read_log_while_waiting()
     if cluster.answers_pending():
         md.transaction_log  # noqa: B018 - made and kept by the metadata

@@ -209,20 +209,32 @@ class ColumnMetadata(ClusterMetadata):
         return leader_runs(list(chain.from_iterable(run.leaders for run in runs)), runs, {})
 
     def data_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
-        """:meth:`data_partitions` by leader (:func:`by_leader`), each leader's the one its requests are
-        written from (``LedPartitions.written``: :meth:`data_runs_by_leader`'s)."""
+        """:meth:`data_partitions` by leader, each leader's the one its requests are written from
+        (:func:`led_partitions` of :meth:`data_runs_by_leader`'s)."""
         grouped = self.data_runs_by_leader(silent)
-        if grouped is None:
+        return None if grouped is None else {node: led_partitions(self._data_partitions[0], led) for node, led in grouped.items()}
+
+    def all_runs_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LeaderRuns"] | None:
+        """Every partition (:attr:`tps`) by leader as each leader's topics' runs (:func:`leader_runs`), before
+        any TopicPartition is made: what ``check``'s first round (ListOffsets and DescribeProducers) is written
+        from, sent the moment the metadata is read (``Cluster.offsets_and_producers_ahead``). The same objects
+        each call."""
+        grouped = self._all_runs
+        if grouped is None or any(node in silent for node in grouped):
             return None
-        tps = self._data_partitions[0]
-        out = {node: led_partitions(tps, runs) for node, runs in grouped.items()}
-        for node, led in out.items():
-            led.written = grouped[node]
-        return out
+        return grouped
+
+    @functools.cached_property
+    def _all_runs(self) -> dict[int, "LeaderRuns"] | None:
+        return leader_runs(self._leader_column, self.columns.runs, {})
 
     def all_by_leader(self, silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
-        """Every partition (:attr:`tps`) by leader (:func:`by_leader`)."""
-        return by_leader(self.tps, self._leader_column, self.columns.runs, silent)
+        """Every partition (:attr:`tps`) by leader (as ``session.group_by_leader_column`` groups them: each
+        leader's in partition order, the leaders in the order they first lead one; None where a partition has
+        no leader to ask, none or ``silent``), each leader's the one its requests are written from
+        (:func:`led_partitions` of :meth:`all_runs_by_leader`'s)."""
+        grouped = self.all_runs_by_leader(silent)
+        return None if grouped is None else {node: led_partitions(self.tps, led) for node, led in grouped.items()}
 
     @functools.cached_property
     def _leader_column(self) -> list[int]:
@@ -267,16 +279,6 @@ class LeaderMap(dict):  # type: ignore[type-arg]
     metadata: ColumnMetadata
 
 
-def by_leader(tps: list[TopicPartition], leaders: list[int], runs: list[TopicRun], silent: Mapping[int, object]) -> dict[int, "LedPartitions"] | None:
-    """``tps`` (the partitions of ``runs``, in their order) by leader (``leaders``, beside them), as
-    ``session.group_by_leader_column`` groups them (each leader's in partition order, the leaders in the
-    order they first lead one), each leader's with its topics' partition numbers (:class:`LedPartitions`);
-    None where a partition has no leader to ask (none, or ``silent``): :func:`leader_runs`, then each
-    leader's TopicPartitions picked in C by its mask."""
-    grouped = leader_runs(leaders, runs, silent)
-    return None if grouped is None else {node: led_partitions(tps, led) for node, led in grouped.items()}
-
-
 def leader_runs(leaders: list[int], runs: list[TopicRun], silent: Mapping[int, object]) -> dict[int, "LeaderRuns"] | None:
     """The partitions of ``runs`` by leader (``leaders``, beside them: the leaders in the order they first
     lead one) as each leader's topics' runs (:class:`LeaderRuns`), no TopicPartition made; None where a
@@ -306,9 +308,11 @@ def leader_runs(leaders: list[int], runs: list[TopicRun], silent: Mapping[int, o
 
 
 def led_partitions(tps: list[TopicPartition], led: "LeaderRuns") -> "LedPartitions":
-    """A leader's :class:`LedPartitions` of ``tps`` (the partitions its mask was made over), picked in C."""
+    """A leader's :class:`LedPartitions` of ``tps`` (the partitions its mask was made over), picked in C,
+    its requests written from ``led`` (:attr:`LedPartitions.written`: sent before they were made)."""
     out = LedPartitions(compress(tps, led.mask))
     out.runs = list(led.runs)
+    out.written = led
     return out
 
 
@@ -334,17 +338,42 @@ class LedPartitions(list):  # type: ignore[type-arg]
 
 class LeaderRuns(Sequence):  # type: ignore[type-arg]
     """A leader's partitions as its topics' ``runs`` (each topic's name and partition numbers, in partition
-    order) and the ``mask`` that picked them, before any TopicPartition is made: the partitions of ``lso``'s
-    ListOffsets, sent the moment the metadata is read, whose 30,000 TopicPartitions are made while the
-    brokers answer (~10 ms, on the critical path before). ``wire.bodies`` writes a body from the runs, the
+    order) and the ``mask`` that picked them (None: a batch of them, :meth:`batches`), before any
+    TopicPartition is made: the partitions of ``lso``'s ListOffsets and ``check``'s first round, sent the
+    moment the metadata is read, whose 30,000 TopicPartitions are made while the brokers answer (~10 ms,
+    on the critical path before). ``wire.bodies`` writes a body from the runs, the
     wire reads the answer's partitions from its bytes; a request of these is equal (and hashed) by this
     object's identity, so the call that takes its answer makes its request of the same object
     (:attr:`LedPartitions.written`). Read as a sequence: its TopicPartitions, the kept ones, made then."""
 
-    __slots__ = ("runs", "mask", "_count", "_made")
+    __slots__ = ("runs", "mask", "_count", "_made", "_batches")
 
-    def __init__(self, runs: list[tuple[str, tuple[int, ...]]], mask: bytes) -> None:
+    def __init__(self, runs: list[tuple[str, tuple[int, ...]]], mask: bytes | None) -> None:
         self.runs, self.mask, self._count, self._made = runs, mask, sum(len(indexes) for _, indexes in runs), None
+        self._batches: tuple[int, list[LeaderRuns]] | None = None
+
+    def batches(self, size: int) -> list["LeaderRuns"]:
+        """These partitions in requests of at most ``size`` (a leader's DescribeProducers), each of its
+        topics' runs cut where a batch ends (this object itself when it is one): the same objects each
+        call, so the call that takes a round's answers makes the requests sent ahead of it."""
+        kept = self._batches
+        if kept is None or kept[0] != size:
+            out = [self]
+            if self._count > size:
+                out, cut, room = [], [], size
+                for name, indexes in self.runs:
+                    while len(indexes) > room:  # the batch ends within this topic
+                        if room:
+                            cut.append((name, indexes[:room]))
+                        out.append(LeaderRuns(cut, None))
+                        indexes, cut, room = indexes[room:], [], size
+                    if indexes:
+                        cut.append((name, indexes))
+                        room -= len(indexes)
+                if cut:
+                    out.append(LeaderRuns(cut, None))
+            kept = self._batches = (size, out)
+        return kept[1]
 
     def __len__(self) -> int:
         return self._count

@@ -21,7 +21,7 @@ from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
-from kafkatxn.kafka.rounds_ahead import HashedOnce
+from kafkatxn.kafka.rounds_ahead import EVERY_PARTITION, HashedOnce
 from kafkatxn.kafka.session import group_by_leader, group_by_leader_column
 from kafkatxn.metadata_columns import ColumnMetadata, LeaderRuns
 from kafkatxn.model import Broker, Missing, Partial, TopicPartition
@@ -332,8 +332,10 @@ class OffsetsApi:
         grouped = self._offsets_grouped_ahead
         if grouped is None or type(partitions) is not list or grouped[1] is not (md or self._metadata):
             return None
+        if grouped[0] is EVERY_PARTITION:  # sent from the metadata's runs (offsets_and_producers_ahead): grouped now
+            grouped = self._offsets_grouped_ahead = (grouped[1].tps, grouped[1], grouped[1].all_by_leader(self.silent))
         tps, _, by_node = grouped
-        if any(node in self.silent for node in by_node) or partitions != tps:  # equal lists: compared by identity, in C
+        if by_node is None or any(node in self.silent for node in by_node) or partitions != tps:  # equal lists: compared by identity, in C
             return None
         return tps, by_node
 

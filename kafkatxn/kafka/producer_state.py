@@ -16,7 +16,7 @@ from kafkatxn.errors import UnsupportedBrokerError
 from kafkatxn.kafka import protocol as proto
 from kafkatxn.kafka import retry
 from kafkatxn.kafka.retry import NO_ANSWER, Failed
-from kafkatxn.kafka.rounds_ahead import HashedOnce
+from kafkatxn.kafka.rounds_ahead import EVERY_PARTITION, HashedOnce
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.offsets import _offsets_requests
 from kafkatxn.kafka.session import group_by_leader
@@ -67,6 +67,9 @@ def _batches(partitions: Sequence[TopicPartition]) -> list[HashedOnce]:
     """A leader's ``partitions`` in requests of :data:`DESCRIBE_PRODUCERS_BATCH`, each with its topics' runs
     (``runs``) where the leader's have them (``metadata_columns.LedPartitions``: cut where a batch ends),
     so its body is written a topic at a time (``wire.bodies``), not taken apart a partition at a time."""
+    written = getattr(partitions, "written", None)
+    if written is not None:  # a leader's partitions whose round was written from its runs: the same batches
+        return written.batches(DESCRIBE_PRODUCERS_BATCH)
     runs = getattr(partitions, "runs", None)
     batches = [HashedOnce(partitions[i : i + DESCRIBE_PRODUCERS_BATCH]) for i in range(0, len(partitions), DESCRIBE_PRODUCERS_BATCH)]
     if runs is None or not batches:
@@ -138,15 +141,26 @@ class ProducerStateApi:
         producers = self._producer_answers(ask, (producer_requests, responses, producers_missing), leaders) if ask else Partial({})
         return pairs, self.with_remembered_producers(known, producers)  # type: ignore[return-value]
 
-    def offsets_and_producers_ahead(self, partitions: list[TopicPartition]) -> None:
+    def offsets_and_producers_ahead(self, partitions: list[TopicPartition] | None = None) -> None:
         """The round :meth:`offsets_and_producers` of ``partitions`` (in partition order, each once: the
         metadata's) makes first, sent now (``Session.send_now``, with what rides along): the brokers answer
         while the command does what needs nothing of them (``check`` imports the log's readers). Nothing
         is sent when the run holds offsets or producer states already, DescribeProducers is not supported
-        or a partition has no leader to ask: the call then asks as it always does."""
+        or a partition has no leader to ask: the call then asks as it always does. Without ``partitions``:
+        every partition of a metadata read as columns (its :attr:`~ColumnMetadata.tps`, the call's), the
+        round written from each leader's topics' runs (``ColumnMetadata.all_runs_by_leader``) before any
+        of their TopicPartitions is made: those are made while the brokers answer."""
         if self.answered_any("ListOffsets") or self.answered_any("DescribeProducers") or self.wire.max_version("DescribeProducers") < 0:
             return
         md = self.metadata()
+        if partitions is None:
+            runs = md.all_runs_by_leader(self.silent) if type(md) is ColumnMetadata else None
+            if runs:
+                # the requests the call makes of md.all_by_leader (its leaders' LedPartitions.written): these objects
+                batches = [(node, proto.DescribeProducers(batch)) for node, led in runs.items() for batch in led.batches(DESCRIBE_PRODUCERS_BATCH)]
+                self.send_now(_offsets_requests(runs, (True, False), False) + batches)
+                self._offsets_grouped_ahead = (EVERY_PARTITION, md, None)
+            return
         if _every_partition_of(md, partitions):  # from its columns: no leaders' dict made, no order checked
             by_node = md.all_by_leader(self.silent)
         elif is_in_partition_order(partitions):

@@ -32,6 +32,10 @@ class HashedOnce(tuple):
         return found
 
 
+# What ``ProducerStateApi.offsets_and_producers_ahead`` sent its round for, before any TopicPartition was
+# made: every partition of the metadata (its ``tps``), grouped when the call asks (``OffsetsApi._grouped_ahead``).
+EVERY_PARTITION: Any = object()
+
 _NOT_ANSWERED = object()
 _IN_FLIGHT = object()  # an answer of a round begun by Session.send_now, not landed yet
 

@@ -138,8 +138,9 @@ class Session(RoundsAhead):
         self._riding: list[tuple[int | None, Any]] = []
         self._ahead: dict[tuple[int | None, type, Any], Any] = {}
         # The partitions OffsetsApi.stable_and_high_offsets_ahead sent ListOffsets for, as (those, the metadata
-        # whose leaders grouped them, that grouping): the call that sends the same takes the grouping.
-        self._offsets_grouped_ahead: tuple[list, ClusterMetadata, dict[int, list]] | None = None
+        # whose leaders grouped them, that grouping): the call that sends the same takes the grouping. Or
+        # (offsets.EVERY_PARTITION, the metadata, None): every partition, grouped when the call asks.
+        self._offsets_grouped_ahead: tuple[Any, ClusterMetadata, dict[int, list] | None] | None = None
         # Rounds begun by send_now and not landed: (their requests, their end, the brokers' budget).
         self._in_flight: list[tuple[list[tuple[int, int | None, Any]], Any, float]] = []
 

@@ -546,10 +546,10 @@ def test_a_metadata_read_as_columns_gathers_the_snapshot_its_partitions_gather(a
     plain = cluster.metadata
     made = []
 
-    def metadata(refresh: bool = False):
-        md = as_columns(plain(refresh))
-        made.append(md)
-        return md
+    def metadata(refresh: bool = False):  # kept until refreshed, as the session keeps it (MetadataApi.metadata)
+        if refresh or not made:
+            made.append(as_columns(plain(refresh)))
+        return made[-1]
 
     cluster.metadata = metadata
     sent = cluster.offsets_and_producers

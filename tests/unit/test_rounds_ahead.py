@@ -233,6 +233,54 @@ def test_lso_sends_its_offsets_from_the_metadatas_columns_before_it_makes_their_
     assert ageless == [{k: v for k, v in vars(row).items() if not k.endswith("age_ms")} for row in plain.rows]
 
 
+@pytest.mark.parametrize("batch", [2, 10_000])
+def test_check_sends_its_first_round_from_the_metadatas_columns_before_it_makes_their_partitions(rounds, monkeypatch, batch):
+    """check's ListOffsets and DescribeProducers go down from each leader's topics' runs the moment the
+    metadata is read (a leader's DescribeProducers cut into batches of those runs): its 30,000
+    TopicPartitions (~10 ms) and their grouping by leader (~5 ms) are made while the brokers answer, not
+    before. The same requests, in one round, taken by the gather's call; the same findings."""
+    from kafkatxn.kafka import producer_state
+
+    monkeypatch.setattr(producer_state, "DESCRIBE_PRODUCERS_BATCH", batch)
+
+    def model() -> KafkaModel:
+        m = build()
+        for p in range(3, 8):  # broker 1 leads more than a DescribeProducers batch of two
+            m.add_partition("orders", p, leader=1, lso=9, hw=9)
+        return m
+
+    from kafkatxn.metadata_columns import ColumnMetadata
+
+    made_when_sent: list[bool] = []
+    send_now = Session.send_now
+    monkeypatch.setattr(Session, "send_now", lambda self, requests: made_when_sent.append("tps" in self.metadata().__dict__)
+                        or send_now(self, requests))
+    grouped: list[int] = []
+    all_by_leader = ColumnMetadata.all_by_leader
+    monkeypatch.setattr(ColumnMetadata, "all_by_leader", lambda self, silent: grouped.append(1) or all_by_leader(self, silent))
+    cluster = _ColumnsCluster(model())
+    cluster.wire.answered_at_once = False
+    ahead_snap = facts_cluster.gather_snapshot(cluster, max_transaction_timeout_ms=MAX, clock=lambda: 1_800_000_000)
+    assert made_when_sent[0] is False  # no TopicPartition made yet
+    assert cluster.wire.begun == 1  # the round sent once: the call took every answer of it
+    assert len(grouped) == 1  # the partitions grouped by leader once, after the round was sent, for both APIs
+    first = Counter(label for label, _node in rounds[0])
+    assert first["ListOffsets (read_committed)"] == first["ListOffsets (read_uncommitted)"] == 3
+    assert first["DescribeProducers"] == (6 if batch == 2 else 3)  # broker 1: seven partitions (a log one), four batches
+    ahead = list(rounds)
+
+    rounds.clear()
+    monkeypatch.setattr(Session, "send_now", lambda self, requests: None)
+    plain = facts_cluster.gather_snapshot(_ColumnsCluster(model()), max_transaction_timeout_ms=MAX, clock=lambda: 1_800_000_000)
+    assert _sent(ahead) == _sent(rounds) and len(ahead) == len(rounds)  # the same requests, as many rounds
+
+    def figures(snap):
+        return ([(h.topic, h.partition, h.producer_id, h.reason) for h in snap.hanging + snap.untracked],
+                snap.open_transaction_count, snap.active_producer_ids, snap.missing, tuple(snap.partitions))
+
+    assert figures(ahead_snap) == figures(plain) and ahead_snap.hanging
+
+
 def test_offsets_sent_from_the_columns_are_taken_by_a_call_that_groups_anew(rounds):
     """A leader silent since lso's offsets went down from the columns: the call groups the partitions
     itself, and takes the answers of the other leaders' requests sent ahead (not asked again)."""
