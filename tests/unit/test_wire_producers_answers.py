@@ -4,6 +4,7 @@ alike partitions, and kept by their bytes: each compared with the wire's decoder
 from __future__ import annotations
 
 import random
+import struct
 
 import pytest
 
@@ -59,6 +60,30 @@ def test_runs_of_alike_partitions_read_as_the_decoder_reads_them(shape, monkeypa
     raw = answer(SHAPES[shape], seed=len(shape))
     monkeypatch.setattr(producers_answers, "_one_by_one", None)  # no partition read one at a time
     assert producers_answers.read_describe_producers(memoryview(raw), 0) == (decoded(raw), 3)
+
+
+def _no_producers_topic(numbers: list[int], errors: dict[int, int] = {}) -> bytes:  # noqa: B006 - read only
+    """An answer of one topic whose partitions have no producer, numbered ``numbers``, with error codes (no
+    message) ``errors`` by position: kafka-python's encoding, its records' numbers and error codes written over."""
+    raw = bytearray(answer([[0] * len(numbers)]))
+    first = 4 + 1 + 1 + len("topic-0") + 1  # throttle, topics, the name, the partitions' count
+    for k, number in enumerate(numbers):
+        raw[first + 9 * k : first + 9 * k + 6] = struct.pack(">ih", number, errors.get(k, 0))
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("numbers, errors", [
+    ([0, 1, 2, 3], {}),
+    ([7, 2, 30, 5, 6], {}),  # a leader's few of a topic, in any order
+    ([0, 1, 2, 3], {2: 6}),  # an error without a message: not a partition without producers to skip over
+    ([4, 9], {0: 29, 1: 6}),
+])
+def test_a_topic_whose_partitions_have_no_producer_is_read_as_the_decoder_reads_it(numbers, errors):
+    raw = _no_producers_topic(numbers, errors)
+    got = producers_answers.read_describe_producers(memoryview(raw), 0)
+    assert got == (decoded(raw), 3)
+    assert [(x.tp.partition, x.error, x.producers) for x in got[0].partitions] == [
+        (n, {6: "NOT_LEADER_OR_FOLLOWER", 29: "TOPIC_AUTHORIZATION_FAILED"}.get(errors.get(k)), ()) for k, n in enumerate(numbers)]
 
 
 def test_a_partition_with_an_error_message_is_read_with_the_rest_of_its_topic_one_at_a_time():

@@ -7,7 +7,9 @@ producers: 9 bytes with none (most partitions of a cluster whose producers expir
 partition an idempotent producer wrote to lately), 37 more per producer. A topic's partitions are
 read as runs of records alike, each run found by one regular expression match (in C) and unpacked
 by one ``struct`` call, its columns taken apart by slices: no Python-level step per partition, nor
-per producer, where most partitions have none or one and a few more. A partition with an error
+per producer, where most partitions have none or one and a few more. A topic none of whose partitions has
+a producer, an error or tagged fields (most topics of most clusters) is one match and one unpack of its
+partition numbers (3.6 ms an answer of 300 topics x 33 partitions, 15 with producers: 7.1 ms by runs). A partition with an error
 message or tagged fields is read one at a time (:func:`_one_by_one`, the topic's from there), and an
 answer with tagged fields elsewhere is left to kafka-python (None).
 
@@ -173,8 +175,37 @@ def _one_by_one(data: memoryview, pos: int, count: int, name: str, out: tuple[li
     return pos
 
 
+# A run of partitions with no producer, no error and no tagged fields (most of a cluster's): their numbers, the only column
+# to read. Per count of partitions, its layout (at most _FORMATS_KEPT_PARTITIONS kept in all, with _FORMATS').
+_NO_PRODUCERS = re.compile(b"(?s)(?:.{4}\\x00\\x00\\x00\\x01\\x00)*")
+_NO_PRODUCERS_SIZE = _RECORD_FIXED
+_NUMBERS_LAYOUTS: dict[int, struct.Struct] = {}
+
+
+def _numbers(data: memoryview, pos: int, count: int) -> Sequence[int]:
+    """The partition numbers of ``count`` records of partitions with no producer from ``pos``."""
+    if count > _RUN_LONGEST:
+        return [row[0] for row in struct.iter_unpack(">i5x", data[pos : pos + count * _NO_PRODUCERS_SIZE])]
+    layout = _NUMBERS_LAYOUTS.get(count)
+    if layout is None:
+        if _FORMATS_PARTITIONS[0] + count > _FORMATS_KEPT_PARTITIONS:
+            _FORMATS.clear()
+            _NUMBERS_LAYOUTS.clear()
+            _FORMATS_PARTITIONS[0] = 0
+        layout = _NUMBERS_LAYOUTS[count] = struct.Struct(">" + "i5x" * count)
+        _FORMATS_PARTITIONS[0] += count
+    return layout.unpack_from(data, pos)
+
+
 def _topic(data: memoryview, pos: int, count: int, name: str, out: tuple[list, list, list]) -> int | None:
     """A topic's ``count`` partitions from ``pos`` added to the columns ``out``; where they end (None: tagged fields)."""
+    end = pos + count * _NO_PRODUCERS_SIZE
+    if _NO_PRODUCERS.match(data, pos, end).end() == end:  # no producer on any: one match and one unpack, nothing kept
+        tps, errors, states = out
+        tps.extend(topic_partitions(name, _numbers(data, pos, count)))
+        errors.extend(repeat(None, count))
+        states.extend(repeat((), count))
+        return end
     runs, end, left = _runs(data, pos, count)
     if left:  # a partition with an error message or tagged fields: the rest one at a time
         for column, read in zip(out, _read_runs(data, runs, name)):
