@@ -259,6 +259,43 @@ def test_reading_in_bulk_hands_over_what_kafka_pythons_transport_reads():
         assert str(err) == "KafkaConnectionError: socket disconnected", transport_class
 
 
+def test_reading_in_bulk_sends_a_request_as_it_is_written_and_the_rest_as_kafka_pythons_transport_does():
+    """A write with nothing waiting before it goes to the socket at once (a broker begins on a request as
+    it is encoded); what the socket does not take waits for kafka-python's write task, as do the writes
+    after it, in order; a send that fails closes the transport, as that task does."""
+    import socket
+    import threading
+    from types import SimpleNamespace
+
+    from kafkatxn.kafka.wire.receiving import ReadingInBulk
+
+    scheduled: list = []
+    net = SimpleNamespace(call_soon=scheduled.append, unregister_event=lambda *a: None, cancel=lambda task: None)
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    theirs.settimeout(5)  # kafka-python's transport sends nothing here: the test fails, not hangs
+    transport = ReadingInBulk(net, ours)
+    transport.write(b"first")
+    assert theirs.recv(16) == b"first" and not scheduled and not transport._writing  # sent, no task
+    big, after = bytes(range(256)) * 40_000, b"after"  # more than a socket's buffers take at once
+    transport.write(big)
+    transport.write(after)
+    assert len(scheduled) == 1 and transport._writing and transport._write_buffer  # the rest left to the task
+    got = bytearray()
+    reader = threading.Thread(target=lambda: [got.extend(chunk) for chunk in iter(lambda: theirs.recv(1 << 16), b"")])
+    reader.start()
+    while transport._write_buffer:  # the task's sends
+        transport._sock_send()
+    ours.shutdown(socket.SHUT_WR)
+    reader.join()
+    assert bytes(got) == big + after
+    theirs.close()
+    failing = ReadingInBulk(net, ours)
+    failing.write(b"to a closed peer")  # the peer gone: the send fails, the transport closes
+    assert failing._closed and failing._sock is None
+    ours.close()
+
+
 def test_the_quiet_selector_looks_keys_up_as_the_platforms_does():
     import socket
 
