@@ -186,6 +186,14 @@ def _nagios_unknown(args: list[str], message: str) -> None:
         print(f"KAFKATXN UNKNOWN - {' '.join(redact(message).splitlines())}")
 
 
+def _debug_asked(args: list[str]) -> bool:
+    """Whether --debug was given: as the command's options were parsed (``common.DEBUG_PARSED``), or, where an
+    error came before they were, the word among the arguments."""
+    common = sys.modules.get("kafkatxn.cli.common")
+    parsed = common.DEBUG_PARSED[0] if common is not None else None
+    return "--debug" in args if parsed is None else parsed
+
+
 def main(argv: list[str] | None = None) -> None:
     # No cyclic collection while the command's modules import and its parameters are built: the
     # command resumes it as it freezes that heap (common.settle_heap), the finally below otherwise.
@@ -197,7 +205,9 @@ def main(argv: list[str] | None = None) -> None:
         from typer._completion_classes import completion_init
 
         completion_init()
-    debug = "--debug" in args
+    common = sys.modules.get("kafkatxn.cli.common")
+    if common is not None:  # a run before this one in the same process (a test, a caller of main)
+        common.DEBUG_PARSED[0] = None
     command = typer.main.get_command(app)
     try:
         result = command.main(args=args, prog_name="kafkatxn", standalone_mode=False)
@@ -216,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
         _error("aborted; nothing was changed")
         code = EXIT_USAGE
     except KafkatxnError as exc:
-        if debug:
+        if _debug_asked(args):
             traceback.print_exc()
         _error(exc.worded(FLAGS) if isinstance(exc, InputError) else str(exc))
         _nagios_unknown(args, exc.worded(FLAGS) if isinstance(exc, InputError) else str(exc))
@@ -225,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
         _error("interrupted")
         code = 130
     except Exception as exc:  # noqa: BLE001 - one line unless --debug
-        if debug:
+        if _debug_asked(args):
             traceback.print_exc()
         _error(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)")
         code = EXIT_UNKNOWN

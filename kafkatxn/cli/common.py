@@ -213,6 +213,7 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
                 wide=shared["wide"],
                 debug=shared["debug"],
             )
+            DEBUG_PARSED[0] = ctx.debug
             if ctx.debug:
                 enable_debug_logging()
             try:
@@ -230,6 +231,11 @@ def command(app: typer.Typer, name: str | None = None, **kwargs: Any) -> Callabl
         return fn
 
     return decorate
+
+
+# --debug as the command's options were parsed (before the command, after it, KAFKATXN_DEBUG); None until they
+# are: the entry point shows a traceback only then (``--pattern --debug`` names a pattern, asks for none).
+DEBUG_PARSED: list[bool | None] = [None]
 
 
 def _debug_log(message: str, *args: object) -> None:

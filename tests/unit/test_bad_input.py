@@ -656,6 +656,21 @@ def test_good_regexes_go_on_to_the_cluster(pattern):
         assert outcome.code == 3, f"{args!r}\n{outcome}"
 
 
+@pytest.mark.parametrize("args, traceback_shown", [
+    # "--debug" as an option's value names a pattern or a topic: no traceback (hypothesis found `--pattern --debug`)
+    (["fence", "--dry-run", "--pattern", "--debug", "-b", UNREACHABLE, "--timeout", "20ms"], False),
+    (["lso", "--topic", "--debug", "-b", UNREACHABLE, "--timeout", "20ms"], False),
+    (["lso", "-b", UNREACHABLE, "--timeout", "20ms", "--debug"], True),
+    (["--debug", "lso", "-b", UNREACHABLE, "--timeout", "20ms"], True),
+])
+def test_a_traceback_is_shown_only_where_debug_is_the_option(args, traceback_shown):
+    first = run(args)
+    assert first.code == 3 and ("Traceback" in first.stderr) is traceback_shown, f"{args!r}\n{first}"
+    if traceback_shown:  # the next run in the same process, without it, is not taken for one with it
+        again = run([a for a in args if a != "--debug"])
+        assert again.code == 3 and "Traceback" not in again.stderr, f"{args!r}\n{again}"
+
+
 # -- properties files ---------------------------------------------------------------------------
 
 KEYS = sorted(config.LIBRDKAFKA_KEYS | config.JAVA_KEYS_IGNORED | {"sasl.mechanism", "sasl.jaas.config",
