@@ -87,7 +87,6 @@ def _offsets_requests(by_node: Mapping[int, Sequence[TopicPartition]], levels: t
         written = shared[node] = node_tps if type(node_tps) is LeaderRuns else getattr(node_tps, "written", None)
         if written is None:
             written = shared[node] = HashedOnce(node_tps)  # one tuple for both levels
-            written.runs = getattr(node_tps, "runs", None)  # a leader's topics' runs (LedPartitions): its body written from them
     return [(node, proto.ListOffsets(shared[node], committed, earliest)) for node in by_node for committed in levels]
 
 

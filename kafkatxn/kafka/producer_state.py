@@ -20,7 +20,7 @@ from kafkatxn.kafka.rounds_ahead import EVERY_PARTITION, HashedOnce
 from kafkatxn.kafka.client_errors import part_missing
 from kafkatxn.kafka.offsets import _offsets_requests
 from kafkatxn.kafka.session import group_by_leader
-from kafkatxn.metadata_columns import ColumnMetadata
+from kafkatxn.metadata_columns import ColumnMetadata, LeaderRuns
 from kafkatxn.model import Broker, Missing, Partial, ProducerState, TopicPartition, is_in_partition_order
 from kafkatxn.producer_table import ProducerTable
 
@@ -63,29 +63,15 @@ def _every_partition_of(md: Any, partitions: Any) -> bool:
 DESCRIBE_PRODUCERS_BATCH = 10_000
 
 
-def _batches(partitions: Sequence[TopicPartition]) -> list[HashedOnce]:
-    """A leader's ``partitions`` in requests of :data:`DESCRIBE_PRODUCERS_BATCH`, each with its topics' runs
-    (``runs``) where the leader's have them (``metadata_columns.LedPartitions``: cut where a batch ends),
-    so its body is written a topic at a time (``wire.bodies``), not taken apart a partition at a time."""
-    written = getattr(partitions, "written", None)
-    if written is not None:  # a leader's partitions whose round was written from its runs: the same batches
+def _batches(partitions: Sequence[TopicPartition]) -> list[Any]:
+    """A leader's ``partitions`` in requests of :data:`DESCRIBE_PRODUCERS_BATCH`. Its topics' runs (a
+    ``metadata_columns.LeaderRuns``, or the one a ``LedPartitions`` grouped from the metadata's columns was
+    written from) are cut by ``LeaderRuns.batches``: the same objects each call, so the call takes the
+    requests sent ahead, and each body is written a topic at a time by ``wire.bodies``; others are sliced."""
+    written = partitions if type(partitions) is LeaderRuns else getattr(partitions, "written", None)
+    if written is not None:
         return written.batches(DESCRIBE_PRODUCERS_BATCH)
-    runs = getattr(partitions, "runs", None)
-    batches = [HashedOnce(partitions[i : i + DESCRIBE_PRODUCERS_BATCH]) for i in range(0, len(partitions), DESCRIBE_PRODUCERS_BATCH)]
-    if runs is None or not batches:
-        return batches
-    room, batch = DESCRIBE_PRODUCERS_BATCH, 0
-    batches[0].runs = cut = []
-    for name, indexes in runs:
-        while len(indexes) > room:  # the batch ends within this topic
-            if room:
-                cut.append((name, indexes[:room]))
-            indexes, batch, room = indexes[room:], batch + 1, DESCRIBE_PRODUCERS_BATCH
-            batches[batch].runs = cut = []
-        if indexes:
-            cut.append((name, indexes))
-            room -= len(indexes)
-    return batches
+    return [HashedOnce(partitions[i : i + DESCRIBE_PRODUCERS_BATCH]) for i in range(0, len(partitions), DESCRIBE_PRODUCERS_BATCH)]
 
 
 class ProducerStateApi:
@@ -155,10 +141,9 @@ class ProducerStateApi:
         md = self.metadata()
         if partitions is None:
             runs = md.all_runs_by_leader(self.silent) if type(md) is ColumnMetadata else None
-            if runs:
-                # the requests the call makes of md.all_by_leader (its leaders' LedPartitions.written): these objects
-                batches = [(node, proto.DescribeProducers(batch)) for node, led in runs.items() for batch in led.batches(DESCRIBE_PRODUCERS_BATCH)]
-                self.send_now(_offsets_requests(runs, (True, False), False) + batches)
+            if runs:  # the requests the call makes of md.all_by_leader, whose leaders' partitions were written from these
+                producer_requests, _ = self._producer_requests([], None, runs)
+                self.send_now(_offsets_requests(runs, (True, False), False) + producer_requests)
                 self._offsets_grouped_ahead = (EVERY_PARTITION, md, None)
             return
         if _every_partition_of(md, partitions):  # from its columns: no leaders' dict made, no order checked

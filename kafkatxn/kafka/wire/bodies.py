@@ -136,7 +136,7 @@ _PARTITIONS_WRITTEN: dict[bytes, dict[int, bytes]] = {}
 
 def _topics_of_runs(runs: list[tuple[str, tuple[int, ...]]], after_index: bytes, flexible: bool) -> list[bytes]:
     """The topics of a ListOffsets request as :func:`_topics_in_runs` writes them, from each topic's name and
-    partition numbers (``metadata_columns.LedPartitions.runs``: its partitions, in their order): no
+    partition numbers (``metadata_columns.LeaderRuns.runs``: its partitions, in their order): no
     partition taken apart nor compared again, and no Python step per topic (:func:`_lengths`)."""
     written = _PARTITIONS_WRITTEN.setdefault(after_index, {})
     numbers = list(map(itemgetter(1), runs))
@@ -208,7 +208,7 @@ def describe_producers_body(request: p.DescribeProducers, version: int) -> bytes
     # Flexible at every version: compact arrays and strings, an empty tagged-field count per topic
     # and at the end. kafka-python builds an object per topic and a list per request (12 ms per
     # 10,000 partitions, before it encodes them); a topic's indexes here are one struct.pack. A leader's
-    # topics' runs (``metadata_columns.LedPartitions.runs``, cut into its batches) are the topics as they are.
+    # topics' runs (``metadata_columns.LeaderRuns.runs``, cut into its batches) are the topics as they are.
     runs = getattr(request.partitions, "runs", None)
     topics = runs if runs is not None else p.by_topic(request.partitions).items()
     out = [array_length(len(topics), True)]
