@@ -22,12 +22,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkatxn.model import TopicPartition
 
 CLIENT_TIMEOUT_S = 30
+log = logging.getLogger(__name__)
 # Long enough that no test outlives it, short of the broker's default transaction.max.timeout.ms (15 min).
 OPEN_TRANSACTION_TIMEOUT_MS = 600_000
 
@@ -179,13 +180,26 @@ def wait_for_markers(bootstrap_servers: str, partitions: Iterable[TopicPartition
 
 
 def create_topic(bootstrap_servers: str, topic: str, partitions: int = 4, replication_factor: int = 1) -> None:
+    """``topic`` made (or there already). A broker's transient refusal is asked again until
+    CLIENT_TIMEOUT_S: a Kafka 2.8 controller answered UNKNOWN_SERVER_ERROR (-1) once under CI's load
+    (ZooKeeper slow), as Kafka's own clients retry it; an attempt that made the topic before failing
+    leaves it there, and the next attempt's TOPIC_ALREADY_EXISTS is success."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
-    future = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=CLIENT_TIMEOUT_S)[topic]
-    try:
-        future.result(timeout=CLIENT_TIMEOUT_S)
-    except KafkaException as exc:
-        if "TOPIC_ALREADY_EXISTS" not in str(exc):
-            raise
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        future = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=CLIENT_TIMEOUT_S)[topic]
+        try:
+            future.result(timeout=CLIENT_TIMEOUT_S)
+            return
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if "TOPIC_ALREADY_EXISTS" in str(exc):
+                return
+            transient = error is not None and (error.retriable() or error.code() == KafkaError.UNKNOWN)
+            if not transient or time.monotonic() > deadline:
+                raise
+            log.warning("creating %s: %s; asking again", topic, error)
+            time.sleep(0.5)
 
 
 class _PidLog(logging.Handler):
