@@ -21,7 +21,8 @@ from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.kafka import bootstrap_ahead, protocol as proto
 from kafkatxn.kafka.bootstrap_ahead import BootstrapAhead
 from kafkatxn.kafka.client_errors import ErrorTranslator, clean, is_timeout, kafka_error_code
-from kafkatxn.metadata_columns import ColumnMetadata, LeaderMap, MetadataColumns
+from kafkatxn.leader_map import LeaderMap, whole_leaders
+from kafkatxn.metadata_columns import ColumnMetadata, MetadataColumns
 from kafkatxn.model import BrokerApis, ClusterMetadata, InTopicOrder, Missing, Subject
 from kafkatxn.kafka.rounds_ahead import _NOT_ANSWERED, RoundsAhead, request_label
 from kafkatxn.kafka.wire import Wire
@@ -64,8 +65,10 @@ def group_by_leader(partitions: Sequence[Any], leaders: Mapping[Any, int], silen
     partition (30,000 and more a command). None when a partition has no leader to ask (unknown,
     none, or ``silent``): the caller's own loop names those. Every partition of a metadata read as columns
     (``metadata_columns.LeaderMap``): grouped from its columns, each leader's with its topics' runs."""
-    if type(leaders) is LeaderMap and partitions == leaders.metadata.tps:  # the same TopicPartitions: by identity, in C
+    if isinstance(leaders, LeaderMap) and partitions == leaders.metadata.tps:  # the same TopicPartitions: by identity, in C
         return leaders.metadata.all_by_leader(silent)
+    if len(partitions) > 16:  # many looked up: in C, the dict of every partition made first if it is not
+        leaders = whole_leaders(leaders)
     return group_by_leader_column(partitions, list(map(leaders.get, partitions)), silent)
 
 

@@ -182,3 +182,62 @@ def test_a_topics_partition_numbers_are_in_order_where_they_increase():
     assert all(bodies._in_order(run(tuple(range(n)))) for n in (0, 1, 7, 3000, 5))
     assert bodies._in_order(run((0, 2, 5))) and bodies._in_order(run((3, 4)))
     assert not any(bodies._in_order(run(x)) for x in ((1, 0), (0, 1, 1), (0, 1, 3, 2), tuple(range(4000))[::-1]))
+
+
+@pytest.mark.parametrize("kw", ANSWERS.values(), ids=ANSWERS.keys())
+def test_a_partitions_leader_looked_up_alone_is_the_dicts_and_makes_no_dict_of_them_all(kw):
+    """``ColumnMetadata.leaders``: a partition looked up alone (``get``, ``[]``, ``in``) answers as the dict of
+    every partition does, from its topic's run, and the dict is not made (``lso`` routes the few partitions
+    that lag); read whole, it is that dict, its look-ups dict's own."""
+    from kafkatxn.leader_map import LeaderMap
+    from kafkatxn.model import TopicPartition
+
+    md, expected = read(answer(**kw))
+    whole = dict(expected.leaders)
+    leaders = md.leaders
+    asked = [*expected.tps[::23], TopicPartition("alpha", 40), TopicPartition("alpha", -1), TopicPartition("nowhere", 0),
+             TopicPartition("Beta", 1)]
+    gapped = kw.get("gaps", False)
+    for tp in asked:
+        assert leaders.get(tp) == whole.get(tp) and leaders.get(tp, "none") == whole.get(tp, "none")
+        assert (tp in leaders) == (tp in whole)
+        if tp in whole:
+            assert leaders[tp] == whole[tp]
+        else:
+            with pytest.raises(KeyError):
+                leaders[tp]  # noqa: B018
+    # A run numbered 0 .. n-1 answers from its columns; a run with gaps in its numbers fills the dict.
+    assert dict.__len__(leaders) == (len(whole) if gapped else 0)
+    assert isinstance(leaders, LeaderMap) and leaders.metadata is md
+    assert len(leaders) == len(whole) and type(leaders) is LeaderMap and dict.__len__(leaders) == len(whole)
+    assert leaders == whole and list(leaders.items()) == list(whole.items()) and set(leaders) == set(whole)
+
+
+def test_leaders_read_whole_in_any_way_are_every_partitions():
+    md, expected = read(answer((1, 2, 3)))
+    whole = dict(expected.leaders)
+    for read_whole in (list, len, dict, lambda m: m.keys(), lambda m: m.items(), lambda m: m.values(), lambda m: m.copy(),
+                       lambda m: {**m}, lambda m: m | {}, repr, lambda m: list(reversed(m)), lambda m: m == whole):
+        md, _ = read(answer((1, 2, 3)))
+        read_whole(md.leaders)
+        assert dict(dict.items(md.leaders)) == whole, read_whole
+
+
+def test_leaders_looked_up_one_by_one_many_times_are_made_a_dict_then():
+    """A caller looking up many partitions one by one (a bound ``get`` over thousands) pays dict's
+    look-ups after ``LOOKED_UP_ALONE`` of them, not a topic run's each; and grouping many by leader
+    makes the dict first."""
+    from kafkatxn.kafka.session import group_by_leader
+    from kafkatxn.leader_map import LOOKED_UP_ALONE, LeaderMap, LeadersWhenRead
+
+    md, expected = read(answer((1, 2, 3)))
+    get = md.leaders.get
+    tps = expected.tps[1:]
+    assert [get(tp) for tp in tps[:LOOKED_UP_ALONE]] == [expected.leaders[tp] for tp in tps[:LOOKED_UP_ALONE]]
+    assert type(md.leaders) is LeadersWhenRead
+    assert [get(tp) for tp in tps] == [expected.leaders[tp] for tp in tps] and type(md.leaders) is LeaderMap
+    md, _ = read(answer((1, 2, 3)))
+    assert group_by_leader(tps[:3], md.leaders, {}) == group_by_leader(tps[:3], dict(expected.leaders), {})
+    assert type(md.leaders) is LeadersWhenRead  # a few: from the runs
+    assert group_by_leader(tps, md.leaders, {}) == group_by_leader(tps, dict(expected.leaders), {})
+    assert type(md.leaders) is LeaderMap
