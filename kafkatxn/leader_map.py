@@ -4,6 +4,7 @@ topic's run."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -93,9 +94,14 @@ def whole_leaders(leaders: Any) -> Any:
     """``leaders``, a :class:`LeadersWhenRead` filled and made a plain :class:`LeaderMap` (any other as it is):
     for a caller about to look up many partitions, in C."""
     if type(leaders) is LeadersWhenRead:
-        leaders.metadata._filled_leaders(leaders)
-        leaders.__class__ = LeaderMap
+        with _FILLING:  # the exporter's threads share a metadata: one fills, none reads it half filled
+            if type(leaders) is LeadersWhenRead:
+                leaders.metadata._filled_leaders(leaders)
+                leaders.__class__ = LeaderMap
     return leaders
+
+
+_FILLING = threading.Lock()
 
 
 def _placed(leaders: LeadersWhenRead, tp: Any) -> Any:
