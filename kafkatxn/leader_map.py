@@ -37,13 +37,13 @@ class LeadersWhenRead(LeaderMap):
     looked_up = 0
 
     def get(self, tp: Any, default: Any = None) -> Any:  # type: ignore[override]
-        found = _placed(self, tp) if type(self) is LeadersWhenRead else _MISSING
+        found = _placed(self, tp)
         if found is _MISSING:
             return dict.get(whole_leaders(self), tp, default)
         return default if found is None else found
 
     def __getitem__(self, tp: Any) -> int:
-        found = _placed(self, tp) if type(self) is LeadersWhenRead else _MISSING
+        found = _placed(self, tp)
         if found is _MISSING:
             return dict.__getitem__(whole_leaders(self), tp)
         if found is None:
@@ -51,7 +51,7 @@ class LeadersWhenRead(LeaderMap):
         return found
 
     def __contains__(self, tp: object) -> bool:
-        found = _placed(self, tp) if type(self) is LeadersWhenRead else _MISSING
+        found = _placed(self, tp)
         return dict.__contains__(whole_leaders(self), tp) if found is _MISSING else found is not None
 
     def __iter__(self) -> Iterator[TopicPartition]:
@@ -104,10 +104,12 @@ def whole_leaders(leaders: Any) -> Any:
 _FILLING = threading.Lock()
 
 
-def _placed(leaders: LeadersWhenRead, tp: Any) -> Any:
+def _placed(leaders: LeaderMap, tp: Any) -> Any:
     """``tp``'s leader from its topic's run; None where no run has the topic or its run, numbered 0 .. n-1,
-    not the partition; _MISSING where the runs do not place it (a run with gaps in its numbers) or enough
-    were looked up."""
+    not the partition; _MISSING where the runs do not place it (a run with gaps in its numbers), enough
+    were looked up, or ``leaders`` is a dict already (a bound method of it, taken before it was filled)."""
+    if type(leaders) is not LeadersWhenRead:
+        return _MISSING
     leaders.looked_up += 1
     if leaders.looked_up > LOOKED_UP_ALONE:
         return _MISSING

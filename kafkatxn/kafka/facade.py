@@ -88,7 +88,9 @@ class Cluster(
     def route_while_waiting(self) -> None:
         """The leader of every partition (``ClusterMetadata.leaders``: 30,000 and more), by which the
         requests after a round begun by ``send_now`` are routed (a lagging partition's DescribeProducers
-        and Fetch), made now if that round is still waiting for answers; otherwise where first routed."""
+        and Fetch), made now if that round is still waiting for answers; otherwise where first routed. A
+        metadata read as columns makes no dict here: its few lagging partitions are looked up in their
+        topics' runs (``leader_map.LeadersWhenRead``); the dict is made here for one read otherwise."""
         if self.answers_pending():
             self.metadata().leaders  # noqa: B018 - made and kept by the metadata
 

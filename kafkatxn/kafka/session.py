@@ -64,7 +64,7 @@ def group_by_leader(partitions: Sequence[Any], leaders: Mapping[Any, int], silen
     they first lead one), made in C: one pass of dict look-ups and list appends, no Python step per
     partition (30,000 and more a command). None when a partition has no leader to ask (unknown,
     none, or ``silent``): the caller's own loop names those. Every partition of a metadata read as columns
-    (``metadata_columns.LeaderMap``): grouped from its columns, each leader's with its topics' runs."""
+    (``leader_map.LeaderMap``): grouped from its columns, each leader's with its topics' runs."""
     if isinstance(leaders, LeaderMap) and partitions == leaders.metadata.tps:  # the same TopicPartitions: by identity, in C
         return leaders.metadata.all_by_leader(silent)
     if len(partitions) > 16:  # many looked up: in C, the dict of every partition made first if it is not
