@@ -150,6 +150,24 @@ def test_a_command_run_as_the_process_leaves_without_the_interpreters_teardown(c
     assert ("left by os._exit 0" in result.stderr) == (case == "plain"), result.stderr
 
 
+@pytest.mark.parametrize("runner", ["cProfile", "profile", "trace"])
+def test_a_command_run_under_a_profiler_or_tracer_leaves_it_its_output(runner, clean_env, tmp_path):
+    """``python -m cProfile -o FILE -m kafkatxn ...`` (bench_sizes.py --profile) wrote no FILE while the
+    command ended by os._exit: the profiler dumps after the command returns."""
+    out = tmp_path / "run.out"
+    options = ["--listfuncs", "--module"] if runner == "trace" else ["-o", str(out), "-m"]
+    argv = [sys.executable, "-m", runner, *options, "kafkatxn", "--bootstrap-server", "127.0.0.1:1", "config", "show", "-o", "json"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=clean_env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    if runner == "trace":  # the functions it saw are listed after the command returns
+        assert "functions called:" in result.stdout and "modulename: app, funcname: _leave" in result.stdout, result.stdout[-2000:]
+    else:
+        assert out.stat().st_size > 0
+        import pstats
+
+        assert any("kafkatxn" in filename for filename, _line, _name in pstats.Stats(str(out)).stats)
+
+
 def test_main_called_in_process_still_raises_system_exit(clean_env, monkeypatch, capsys):
     from kafkatxn.cli.app import main
 
