@@ -35,7 +35,7 @@ from kafkatxn.errors import KafkatxnError, NotFoundError, UnsupportedBrokerError
 from kafkatxn.model import (
     FRESH, Missing, Part, Partial, PartitionInfo, ProducerState, Record, TopicPartition, record, topic_partitions,
 )
-from kafkatxn.producer_table import ProducerTable, held_states
+from kafkatxn.producer_table import ProducerTable, held_states, open_states
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification, CoordinatorView, OpenTransaction, Verdict
 
 if TYPE_CHECKING:  # handed the facade; not imported
@@ -159,14 +159,17 @@ def _topic_partitions(partitions: Iterable[PartitionInfo | TopicPartition]) -> l
 
 def active_producer_ids(facts: ProducerStates) -> dict[int, int]:
     """Per reporting broker, the distinct producer ids it holds state for."""
-    # 30,000 partitions a check, a few dozen with producer state: the brokers found in one pass in C,
-    # the producer ids read only where there are any (one pass per broker over all of them was 8 ms).
     states, reported_by = facts.states, facts.reported_by
-    # (a partition's leader is the broker that reported it: the leaders looked up in C)
+    if type(states) is ProducerTable and isinstance(reported_by, ReportedByLeaders):
+        # A whole round's table knows them: the brokers that answered, each for the partitions it leads, and
+        # the producer ids of each answer, read in C (every partition has state where producers are idempotent).
+        by_reporter = states.producer_ids_by_reporter(reported_by.leaders)
+        if by_reporter is not None:
+            return {b: len(found) for b, found in by_reporter.items()}
+    # Otherwise the brokers found in one pass in C, the producer ids read only where there are any (a
+    # partition's leader is the broker that reported it: the leaders looked up in C).
     reporter = reported_by.leaders.get if isinstance(reported_by, ReportedByLeaders) else reported_by.get
-    # (a whole round's table knows them: the brokers that answered, each for the partitions it leads)
-    reporters = states.reporters(reported_by.leaders) if type(states) is ProducerTable and isinstance(reported_by, ReportedByLeaders) else None
-    ids: dict[int, set[int]] = {b: set() for b in sorted(reporters if reporters is not None else set(map(reporter, states, repeat(-1))))}
+    ids: dict[int, set[int]] = {b: set() for b in sorted(set(map(reporter, states, repeat(-1))))}
     held = held_states(states)
     for tp in compress(held, held.values()):
         ids[reported_by.get(tp, -1)].update(map(_PRODUCER_ID, held[tp]))
@@ -305,7 +308,7 @@ def scan(cluster: Cluster, states: Mapping[TopicPartition, Sequence[ProducerStat
     """Every open transaction in described producer ``states`` (``hanging``'s scan, and ``check``'s
     and the exporter's), with its coordinator's view (:func:`kafkatxn.gather.coordinator_view`),
     through :func:`pins`."""
-    all_open = verdicts.open_transactions(held_states(states))
+    all_open = verdicts.open_transactions(open_states(states))
     view = CoordinatorView()
     if all_open:
         view, view_missing = gather.coordinator_view(cluster, {t.producer_id for t in all_open})

@@ -27,7 +27,7 @@ from kafkatxn.errors import DeadlineExceeded, KafkatxnError, UsageError
 from kafkatxn.gather import in_one_run
 from kafkatxn.metadata_columns import ColumnMetadata
 from kafkatxn.model import OPEN_TRANSACTION_STATES, Missing, Part, PartitionInfo, TopicPartition, topic_partitions
-from kafkatxn.producer_table import held_states
+from kafkatxn.producer_table import open_states
 from kafkatxn.snapshot import (
     PART_GROUPS, PART_OFFSETS, PART_PRODUCERS, PART_TRANSACTION_AGES, PART_TRANSACTION_STATES, PART_VERDICTS,
     ClusterSnapshot,
@@ -116,8 +116,8 @@ class _Pass:
         open_ids = sorted({t.transactional_id for t in listed.value if t.state in OPEN_TRANSACTION_STATES})
         # The ids of the producers DescribeProducers shows in a transaction ride along too, whatever
         # their coordinator's state: the scan asks about them, and is answered from this.
-        # (The partitions without producer state, most of 30,000, left out in C.)
-        held = held_states(described.value).values() if described is not None else ()
+        # (The partitions without a transaction open, most of 30,000, left out in C.)
+        held = open_states(described.value).values() if described is not None else ()
         pinning = {s.producer_id for states in compress(held, held) for s in states if s.current_txn_start_offset >= 0}
         asked_ids = sorted(set(open_ids) | {t.transactional_id for t in listed.value if t.producer_id in pinning})
         if not asked_ids:
@@ -154,7 +154,7 @@ class _Pass:
             self.not_gathered |= {PART_PRODUCERS, PART_VERDICTS}
             return None
         self.missing.extend(m.within("producer state") for m in produced.missing)
-        snap.open_transaction_count = verdicts.open_transaction_count(held_states(produced.states))
+        snap.open_transaction_count = verdicts.open_transaction_count(open_states(produced.states))
         snap.active_producer_ids = facts.active_producer_ids(produced)
         timeout = self.step("transaction.max.timeout.ms", lambda: facts_scan.scan_timeout(cluster, max_transaction_timeout_ms))
         if timeout is None:

@@ -11,7 +11,7 @@ import pytest
 from kafkatxn import facts_cluster
 from kafkatxn.kafka import producer_state
 from kafkatxn.model import ProducerState, TopicPartition
-from kafkatxn.producer_table import ProducerTable, held_states
+from kafkatxn.producer_table import ProducerTable, held_states, open_states
 from tests.support.fake_kafka import FakeCluster, KafkaModel
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -94,14 +94,82 @@ class _CountedLeaders(dict):
 
 def test_the_brokers_that_reported_a_whole_round_are_those_that_answered_it_no_partition_looked_up():
     # Every described partition's leader was looked up to find the brokers that reported (30,000: ~3 ms of
-    # check between its coordinators' answers and its Fetch); the requests were sent by those leaders.
+    # check between its coordinators' answers and its Fetch); the requests were sent by those leaders. Then
+    # each partition with producer state still was: every partition, where producers are idempotent.
     from kafkatxn.facts import ProducerStates, ReportedByLeaders, active_producer_ids
 
     leaders = _CountedLeaders({A0: 1, A1: 1, B0: 2, TopicPartition("c", 0): 3})
     table = ProducerTable([([A1, A0], [(S7, S8), ()]), ([B0], [()]), ([], [])], [1, 2, 3], leaders)
     assert table.reporters(leaders) == {1, 2} and table.reporters(dict(leaders)) is None  # (3 answered for none)
     found = active_producer_ids(ProducerStates(0, table, ReportedByLeaders(table, leaders)))
-    assert found == {1: 2, 2: 0} and leaders.looked_up == 1  # the partition with producers alone
+    assert found == {1: 2, 2: 0} and leaders.looked_up == 0  # each answer's producer ids, by the broker that gave it
     as_dict = _CountedLeaders(leaders)
     assert active_producer_ids(ProducerStates(0, dict(table.items()), ReportedByLeaders(table, as_dict))) == found
     assert as_dict.looked_up == 4
+
+
+def _idempotent_everywhere() -> KafkaModel:
+    """Every partition written by an idempotent producer (Kafka's producers are, by default, since 3.0),
+    one of them with a transaction open too."""
+    m = _model()
+    for p in range(6):
+        tp = TopicPartition("orders", p)
+        m.producers[tp] = [*m.producers.get(tp, []), ProducerState(100 + p, 0, 9, NOW_MS, -1, -1)]
+    return m
+
+
+def test_where_every_partition_has_producer_state_a_pass_reads_the_open_ones_alone(monkeypatch):
+    # Each partition with producer state was made into a list and a dict entry, then walked in Python by
+    # the open-transaction count, the scan and the listing's pinning ids, and its leader looked up for the
+    # producer ids per broker: ~20 ms of check at 30,000 partitions written by idempotent producers.
+    def no_held(self):
+        raise AssertionError("every partition with producer state made into a list")
+
+    def no_dict_of_every_partition(self):
+        raise AssertionError("a dict of every partition's producers made")
+
+    cluster = FakeCluster(_idempotent_everywhere())
+    metadata = cluster.metadata()  # one answer the run routes by, as the facade keeps it (the fake makes one a call)
+    monkeypatch.setattr(cluster, "metadata", lambda refresh=False: metadata)
+    with monkeypatch.context() as patched:
+        patched.setattr(ProducerTable, "held", no_held)
+        patched.setattr(ProducerTable, "_every", no_dict_of_every_partition)
+        columns = facts_cluster.gather_snapshot(cluster, max_transaction_timeout_ms=900_000, clock=lambda: NOW_MS / 1000)
+    monkeypatch.setattr(producer_state, "_whole_table", lambda requests, responses, grouped_by: None)  # as a dict
+    as_dict = facts_cluster.gather_snapshot(FakeCluster(_idempotent_everywhere()), max_transaction_timeout_ms=900_000,
+                                            clock=lambda: NOW_MS / 1000)
+    assert _figures(columns) == _figures(as_dict)
+    assert columns.open_transaction_count == 1 and columns.active_producer_ids == {1: 4, 2: 5}
+
+
+def test_the_open_partitions_of_a_table_are_those_the_verdicts_find_open():
+    # open_held is the verdicts' rule (a CurrentTxnStartOffset >= 0) read over the columns in C: the same
+    # partitions, each with all its producers, in the answers' order, whatever the mix of producers.
+    import random
+
+    from kafkatxn import verdicts
+
+    rng = random.Random(38)
+    for _ in range(200):
+        columns = []
+        for topic in "abc":
+            tps = [TopicPartition(topic, i) for i in rng.sample(range(40), rng.randint(0, 12))]
+            producers = [tuple(ProducerState(rng.randint(1, 9), 0, 1, 1, 0, rng.choice([-1, -1, 0, 5, 2**40]))
+                               for _ in range(rng.choice([0, 0, 1, 1, 2, 3]))) for _ in tps]
+            columns.append((tps, producers))
+        table = ProducerTable(columns)
+        every = dict(table.items())
+        opened = open_states(table)
+        assert list(opened) == [tp for tp, states in every.items() if any(s.current_txn_start_offset >= 0 for s in states)]
+        assert all(opened[tp] == every[tp] for tp in opened)
+        assert verdicts.open_transactions(opened) == verdicts.open_transactions(every)
+        assert verdicts.open_transaction_count(opened) == verdicts.open_transaction_count(every)
+        assert open_states(every) is every  # any other mapping as it is
+
+
+def test_a_tables_lists_are_its_own_whichever_is_read_first():
+    # open_held, held and the dict of every partition hand out the same list of a partition.
+    a = ProducerTable([([A1, A0], [(S7, S8), (S8,)]), ([B0], [()])])
+    b = ProducerTable([([A1, A0], [(S7, S8), (S8,)]), ([B0], [()])])
+    assert a.open_held()[A1] is a.held()[A1] is a[A1] and a.held()[A0] is a[A0] and list(a.held()) == [A1, A0]
+    assert b[A0] is b.held()[A0] and b.open_held()[A1] is b.held()[A1] is b[A1] and list(b.open_held()) == [A1]
