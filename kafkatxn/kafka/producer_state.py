@@ -80,8 +80,11 @@ class ProducerStateApi:
     ) -> Partial[dict[TopicPartition, list[ProducerState]]]:
         """DescribeProducers, batched per leader (or sent to ``broker_id``), ≤10,000 partitions a request."""
         # dict.fromkeys keeps the order given: partitions usually come sorted (metadata order), and
-        # sorting a sorted run is linear where sorting a set is not.
-        tps = sorted(dict.fromkeys(partitions))
+        # sorting a sorted run is linear where sorting a set is not. Every partition of a metadata read as
+        # columns is in partition order, each once, already (hanging's): neither put through a dict nor sorted.
+        known_md = self._metadata  # (none asked for here: the first round's requests ask it where not known)
+        every = broker_id is None and type(partitions) is list and known_md is not None and _every_partition_of(known_md, partitions)
+        tps = list(partitions) if every else sorted(dict.fromkeys(partitions))
         if not tps:
             return Partial({})
         if self.wire.max_version("DescribeProducers") < 0:
@@ -93,7 +96,12 @@ class ProducerStateApi:
         known, ask = self.to_ask_in_table("DescribeProducers", None, tps)
         if not ask:
             return Partial(known)
-        return self.with_remembered_producers(known, self._producer_answers(ask))
+        # The first round sent here, as retry.ask would send it: answered whole, it is kept as its columns
+        # (a ProducerTable, as check's), not a list and a dict entry made for each partition.
+        requests, missing = self._producer_requests(ask, None)
+        responses = self._send_all(requests) if requests else []
+        leaders = self._metadata.leaders if self._metadata is not None else None  # the ones the requests were sent by
+        return self.with_remembered_producers(known, self._producer_answers(ask, (requests, responses, missing), leaders))
 
     def describe_producers_ahead(self, partitions: Iterable[TopicPartition]) -> None:
         """The requests :meth:`describe_producers` of ``partitions`` makes first (every leader's), sent now

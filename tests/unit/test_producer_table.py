@@ -173,3 +173,35 @@ def test_a_tables_lists_are_its_own_whichever_is_read_first():
     b = ProducerTable([([A1, A0], [(S7, S8), (S8,)]), ([B0], [()])])
     assert a.open_held()[A1] is a.held()[A1] is a[A1] and a.held()[A0] is a[A0] and list(a.held()) == [A1, A0]
     assert b[A0] is b.held()[A0] and b.open_held()[A1] is b.held()[A1] is b[A1] and list(b.open_held()) == [A1]
+
+
+def test_hangings_scan_of_a_whole_cluster_reads_a_whole_first_round_as_its_columns_too(monkeypatch):
+    # describe_producers put every partition's producers in a list and a dict (retry.ask's), and hanging's
+    # selection made a PartitionInfo of each to take its TopicPartition: 30,000 each, at every partition
+    # written by an idempotent producer. The first round answered whole is a table, as check's.
+    from kafkatxn import facts_scan
+
+    def no_held(self):
+        raise AssertionError("every partition with producer state made into a list")
+
+    def no_dict_of_every_partition(self):
+        raise AssertionError("a dict of every partition's producers made")
+
+    cluster = FakeCluster(_idempotent_everywhere())
+    metadata = cluster.metadata()
+    monkeypatch.setattr(cluster, "metadata", lambda refresh=False: metadata)
+    with monkeypatch.context() as patched:
+        patched.setattr(ProducerTable, "held", no_held)
+        patched.setattr(ProducerTable, "_every", no_dict_of_every_partition)
+        described = []
+        describe = cluster.describe_producers
+        patched.setattr(cluster, "describe_producers", lambda *args, **kwargs: described.append(describe(*args, **kwargs)) or described[-1])
+        with cluster.one_run():
+            tps = facts_scan.select_partitions(cluster)
+            scan = facts_scan.take_scan(cluster, max_transaction_timeout_ms=900_000, partitions=tps)
+    assert tps == metadata.tps and tps is not metadata.tps
+    assert [type(d.value) for d in described] == [ProducerTable] and described[0].missing == []
+    monkeypatch.setattr(producer_state, "_whole_table", lambda requests, responses, grouped_by: None)  # as a dict
+    as_dict = facts_scan.take_scan(FakeCluster(_idempotent_everywhere()), max_transaction_timeout_ms=900_000)
+    assert [c.open_txn for c in scan.pins.classifications.values()] == [c.open_txn for c in as_dict.pins.classifications.values()]
+    assert len(scan.pins.classifications) == 1
