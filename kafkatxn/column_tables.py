@@ -25,6 +25,11 @@ class FewApart(Mapping):
             self._all = self._made()
         return self._all
 
+    def whole(self) -> dict:
+        """Every entry, as the one dict the mapping makes of them (not to be changed): for a reader that looks
+        up every key, each look-up then in C, not through :meth:`__getitem__`."""
+        return self._every()
+
     def __getitem__(self, key: Any) -> Any:
         found = self._few.get(key)
         return found if found is not None else self._every()[key]

@@ -107,3 +107,10 @@ def open_states(states: Mapping[TopicPartition, Sequence[ProducerState]]) -> Map
     may be left out: the verdicts pick the open transactions of what they are given): a
     :class:`ProducerTable`'s :meth:`~ProducerTable.open_held`, any other mapping as it is."""
     return states.open_held() if type(states) is ProducerTable else states
+
+
+def every_state(states: Mapping[TopicPartition, Sequence[ProducerState]]) -> Mapping[TopicPartition, Sequence[ProducerState]]:
+    """Of described producer ``states``, the mapping to read every partition's from (``producers``' rows and
+    summary): a :class:`ProducerTable`'s dict of them all (:meth:`~kafkatxn.column_tables.FewApart.whole`), any
+    other mapping as it is."""
+    return states.whole() if type(states) is ProducerTable else states

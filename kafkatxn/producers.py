@@ -8,11 +8,13 @@ I/O); :func:`producer_rows` and :func:`summarize` are pure functions over them.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Iterable
 
 from kafkatxn import facts
-from kafkatxn.facts import ProducerStates
-from kafkatxn.model import FrozenRecord, Partial, PartitionInfo, TopicPartition, record
+from kafkatxn.facts import ProducerStates, ReportedByLeaders
+from kafkatxn.model import FrozenRecord, Partial, PartitionInfo, ProducerState, TopicPartition, record
+from kafkatxn.producer_table import every_state
 from kafkatxn.errors import NotFoundError
 from kafkatxn.gather import in_one_run
 
@@ -69,8 +71,9 @@ class ProducerSummaryRow(FrozenRecord):
 
 def producer_rows(snapshot: ProducerStates) -> list[ProducerRow]:
     rows = []
-    for tp in sorted(snapshot.states):
-        for s in sorted(snapshot.states[tp], key=lambda s: s.producer_id):
+    states = every_state(snapshot.states)  # every partition looked up: in C
+    for tp in sorted(states):
+        for s in sorted(states[tp], key=lambda s: s.producer_id):
             age_ms = snapshot.taken_at_ms - s.last_timestamp_ms if s.last_timestamp_ms >= 0 else None
             rows.append(
                 ProducerRow(
@@ -95,12 +98,16 @@ def summarize(snapshot: ProducerStates, per_topic: bool = True) -> list[Producer
     held, open transactions."""
     by_broker: dict[int, list[TopicPartition]] = defaultdict(list)
     by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
-    for tp in snapshot.states:
-        by_broker[snapshot.reported_by.get(tp, -1)].append(tp)
+    states = every_state(snapshot.states)  # every partition looked up twice: in C
+    reported_by = snapshot.reported_by
+    # (each partition iterated was described: its reporting broker is its leader, looked up in C)
+    reporter = reported_by.leaders.get if isinstance(reported_by, ReportedByLeaders) else reported_by.get
+    for tp in states:
+        by_broker[reporter(tp, -1)].append(tp)
         by_topic[tp.topic].append(tp)
-    rows = [_summary_row(snapshot, "broker", tps, broker_id=b) for b, tps in sorted(by_broker.items())]
+    rows = [_summary_row(states, "broker", tps, broker_id=b) for b, tps in sorted(by_broker.items())]
     if per_topic:
-        rows += [_summary_row(snapshot, "topic", tps, topic=t) for t, tps in sorted(by_topic.items())]
+        rows += [_summary_row(states, "topic", tps, topic=t) for t, tps in sorted(by_topic.items())]
     return rows
 
 
@@ -140,9 +147,10 @@ def select_partitions(
 
 
 def _summary_row(
-    snapshot: ProducerStates, scope: str, tps: list[TopicPartition], broker_id: int | None = None, topic: str | None = None
+    described: Mapping[TopicPartition, Sequence[ProducerState]], scope: str, tps: list[TopicPartition],
+    broker_id: int | None = None, topic: str | None = None,
 ) -> ProducerSummaryRow:
-    states = [s for tp in tps for s in snapshot.states[tp]]
+    states = [s for tp in tps for s in described[tp]]
     return ProducerSummaryRow(
         scope=scope,
         broker_id=broker_id,

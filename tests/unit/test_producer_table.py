@@ -205,3 +205,27 @@ def test_hangings_scan_of_a_whole_cluster_reads_a_whole_first_round_as_its_colum
     as_dict = facts_scan.take_scan(FakeCluster(_idempotent_everywhere()), max_transaction_timeout_ms=900_000)
     assert [c.open_txn for c in scan.pins.classifications.values()] == [c.open_txn for c in as_dict.pins.classifications.values()]
     assert len(scan.pins.classifications) == 1
+
+
+def test_producers_rows_and_summary_read_a_table_as_one_dict_not_a_look_up_each(monkeypatch):
+    # describe_producers answers a whole first round as a table since hanging's scan took it so: the summary
+    # looked every partition up twice through the table's __getitem__ (200,000 Python calls at 100,000
+    # partitions, 0.13 s of producers --summary's cProfile time).
+    from kafkatxn import producers
+    from kafkatxn.column_tables import FewApart
+    from kafkatxn.facts import ProducerStates, ReportedByLeaders
+
+    leaders = {A0: 1, A1: 1, B0: 2}
+    columns = [([A0, A1], [(S8,), (S7, S8)]), ([B0], [()])]
+    as_dict = dict(ProducerTable(columns).items())
+    expected_summary = producers.summarize(ProducerStates(0, as_dict, ReportedByLeaders(as_dict, leaders), {}, []))
+    expected_rows = producers.producer_rows(ProducerStates(0, as_dict, ReportedByLeaders(as_dict, leaders), {7: "t"}, []))
+    looked_up = []
+    get_item = FewApart.__getitem__
+    monkeypatch.setattr(FewApart, "__getitem__", lambda self, key: looked_up.append(key) or get_item(self, key))
+    table = ProducerTable(columns, [1, 2], leaders)
+    assert producers.summarize(ProducerStates(0, table, ReportedByLeaders(table, leaders), {}, [])) == expected_summary
+    assert producers.producer_rows(ProducerStates(0, table, ReportedByLeaders(table, leaders), {7: "t"}, [])) == expected_rows
+    assert looked_up == []
+    assert [(r.scope, r.broker_id, r.topic, r.partitions, r.producer_states, r.open_transactions) for r in expected_summary] == [
+        ("broker", 1, None, 2, 3, 1), ("broker", 2, None, 1, 0, 0), ("topic", None, "a", 2, 3, 1), ("topic", None, "b", 1, 0, 0)]
