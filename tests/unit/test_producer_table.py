@@ -118,22 +118,35 @@ def _idempotent_everywhere() -> KafkaModel:
     return m
 
 
-def test_where_every_partition_has_producer_state_a_pass_reads_the_open_ones_alone(monkeypatch):
-    # Each partition with producer state was made into a list and a dict entry, then walked in Python by
-    # the open-transaction count, the scan and the listing's pinning ids, and its leader looked up for the
-    # producer ids per broker: ~20 ms of check at 30,000 partitions written by idempotent producers.
+def _idempotent_cluster(monkeypatch) -> FakeCluster:
+    """A fake of :func:`_idempotent_everywhere` whose metadata is one answer the run routes by, as the facade
+    keeps it (the fake makes one a call)."""
+    cluster = FakeCluster(_idempotent_everywhere())
+    metadata = cluster.metadata()
+    monkeypatch.setattr(cluster, "metadata", lambda refresh=False: metadata)
+    return cluster
+
+
+def _only_the_open_ones_read(patched) -> None:
+    """Within ``patched`` (a monkeypatch context), a table that makes its partitions with state into lists, or
+    the dict of them all, fails the test."""
     def no_held(self):
         raise AssertionError("every partition with producer state made into a list")
 
     def no_dict_of_every_partition(self):
         raise AssertionError("a dict of every partition's producers made")
 
-    cluster = FakeCluster(_idempotent_everywhere())
-    metadata = cluster.metadata()  # one answer the run routes by, as the facade keeps it (the fake makes one a call)
-    monkeypatch.setattr(cluster, "metadata", lambda refresh=False: metadata)
+    patched.setattr(ProducerTable, "held", no_held)
+    patched.setattr(ProducerTable, "_every", no_dict_of_every_partition)
+
+
+def test_where_every_partition_has_producer_state_a_pass_reads_the_open_ones_alone(monkeypatch):
+    # Each partition with producer state was made into a list and a dict entry, then walked in Python by
+    # the open-transaction count, the scan and the listing's pinning ids, and its leader looked up for the
+    # producer ids per broker: ~20 ms of check at 30,000 partitions written by idempotent producers.
+    cluster = _idempotent_cluster(monkeypatch)
     with monkeypatch.context() as patched:
-        patched.setattr(ProducerTable, "held", no_held)
-        patched.setattr(ProducerTable, "_every", no_dict_of_every_partition)
+        _only_the_open_ones_read(patched)
         columns = facts_cluster.gather_snapshot(cluster, max_transaction_timeout_ms=900_000, clock=lambda: NOW_MS / 1000)
     monkeypatch.setattr(producer_state, "_whole_table", lambda requests, responses, grouped_by: None)  # as a dict
     as_dict = facts_cluster.gather_snapshot(FakeCluster(_idempotent_everywhere()), max_transaction_timeout_ms=900_000,
@@ -181,18 +194,10 @@ def test_hangings_scan_of_a_whole_cluster_reads_a_whole_first_round_as_its_colum
     # written by an idempotent producer. The first round answered whole is a table, as check's.
     from kafkatxn import facts_scan
 
-    def no_held(self):
-        raise AssertionError("every partition with producer state made into a list")
-
-    def no_dict_of_every_partition(self):
-        raise AssertionError("a dict of every partition's producers made")
-
-    cluster = FakeCluster(_idempotent_everywhere())
+    cluster = _idempotent_cluster(monkeypatch)
     metadata = cluster.metadata()
-    monkeypatch.setattr(cluster, "metadata", lambda refresh=False: metadata)
     with monkeypatch.context() as patched:
-        patched.setattr(ProducerTable, "held", no_held)
-        patched.setattr(ProducerTable, "_every", no_dict_of_every_partition)
+        _only_the_open_ones_read(patched)
         described = []
         describe = cluster.describe_producers
         patched.setattr(cluster, "describe_producers", lambda *args, **kwargs: described.append(describe(*args, **kwargs)) or described[-1])
