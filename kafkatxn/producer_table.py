@@ -38,7 +38,7 @@ class ProducerTable(FewApart):
         self._held: dict[TopicPartition, list[ProducerState]] | None = None
         found: dict[TopicPartition, list[ProducerState]] = {}
         for tps, producers in columns:
-            if any(producers):  # (a topic's partitions none of whose producers are left: most of a quiet cluster)
+            if any(producers):  # (an answer none of whose partitions has producer state left: a quiet cluster's)
                 # Each producer's partition (its index in the answer), its producers' states flattened beside it.
                 at = chain.from_iterable(map(repeat, range(len(producers)), map(len, producers)))
                 for i in dict.fromkeys(compress(at, map(_IN_TRANSACTION, map(_TXN_START, chain.from_iterable(producers))))):
