@@ -28,7 +28,7 @@ import time
 from dataclasses import field
 from itertools import compress, repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from kafkatxn import gather, lost_commit, verdicts, verdicts_age
 from kafkatxn.errors import KafkatxnError, NotFoundError, UnsupportedBrokerError
@@ -104,7 +104,8 @@ def producer_states(
     """DescribeProducers for ``partitions``, batched per leader, or all sent to ``broker_id``;
     ``described``: their answer, already asked for (``Cluster.offsets_and_producers``)."""
     if described is None:
-        described = cluster.describe_producers(sorted(dict.fromkeys(_topic_partitions(partitions))), broker_id=broker_id)
+        # (put in partition order, each once, by the facade, which leaves a metadata's every partition as it is)
+        described = cluster.describe_producers(_topic_partitions(partitions), broker_id=broker_id)
     if broker_id is not None:
         reported_by: Mapping[TopicPartition, int] = dict.fromkeys(described.value, broker_id)
     else:
@@ -145,6 +146,13 @@ class ReportedByLeaders(Mapping[TopicPartition, int]):
         return len(self._described)
 
 
+def reporter_of(reported_by: Mapping[TopicPartition, int]) -> Callable[[TopicPartition, int], int]:
+    """The broker that reported a described partition, as ``reported_by.get`` says it: a partition's leader
+    looked up in C where ``reported_by`` is :class:`ReportedByLeaders` (for a partition it described, which
+    every caller asks about), not through its ``get``."""
+    return reported_by.leaders.get if isinstance(reported_by, ReportedByLeaders) else reported_by.get
+
+
 def _topic_partitions(partitions: Iterable[PartitionInfo | TopicPartition]) -> list[TopicPartition]:
     """``partitions`` as TopicPartitions: as they are when they are (a scan's, 30,000 and more), made
     in C from PartitionInfos, one at a time only from other pairs."""
@@ -166,10 +174,8 @@ def active_producer_ids(facts: ProducerStates) -> dict[int, int]:
         by_reporter = states.producer_ids_by_reporter(reported_by.leaders)
         if by_reporter is not None:
             return {b: len(found) for b, found in by_reporter.items()}
-    # Otherwise the brokers found in one pass in C, the producer ids read only where there are any (a
-    # partition's leader is the broker that reported it: the leaders looked up in C).
-    reporter = reported_by.leaders.get if isinstance(reported_by, ReportedByLeaders) else reported_by.get
-    ids: dict[int, set[int]] = {b: set() for b in sorted(set(map(reporter, states, repeat(-1))))}
+    # Otherwise the brokers found in one pass in C, the producer ids read only where there are any.
+    ids: dict[int, set[int]] = {b: set() for b in sorted(set(map(reporter_of(reported_by), states, repeat(-1))))}
     held = held_states(states)
     for tp in compress(held, held.values()):
         ids[reported_by.get(tp, -1)].update(map(_PRODUCER_ID, held[tp]))

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Iterable
 
 from kafkatxn import facts
-from kafkatxn.facts import ProducerStates, ReportedByLeaders
+from kafkatxn.facts import ProducerStates
 from kafkatxn.model import FrozenRecord, Partial, PartitionInfo, ProducerState, TopicPartition, record
 from kafkatxn.producer_table import every_state
 from kafkatxn.errors import NotFoundError
@@ -99,9 +99,7 @@ def summarize(snapshot: ProducerStates, per_topic: bool = True) -> list[Producer
     by_broker: dict[int, list[TopicPartition]] = defaultdict(list)
     by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
     states = every_state(snapshot.states)  # every partition looked up twice: in C
-    reported_by = snapshot.reported_by
-    # (each partition iterated was described: its reporting broker is its leader, looked up in C)
-    reporter = reported_by.leaders.get if isinstance(reported_by, ReportedByLeaders) else reported_by.get
+    reporter = facts.reporter_of(snapshot.reported_by)  # (each partition iterated was described)
     for tp in states:
         by_broker[reporter(tp, -1)].append(tp)
         by_topic[tp.topic].append(tp)
