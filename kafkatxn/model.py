@@ -70,9 +70,10 @@ class PartitionInfo(NamedTuple):
 _TOPIC, _INDEX, _LEADER = itemgetter(0), itemgetter(1), itemgetter(2)  # of a PartitionInfo (or a TopicPartition)
 
 # Each topic's TopicPartitions by index, made once a process and shared by the metadata's routing and
-# the wire's readers of the answers that name them (not ListOffsets': wire/offsets_layout.py makes its
-# own in C): a named tuple made even in C costs 0.2 us, 30,000 a pass, and dict look-ups of the same
-# object stop at its identity. Emptied past this many (deleted topics').
+# the wire's readers of the answers that name them (ListOffsets' of topics of 16 partitions or more a
+# leader: wire/offsets_layout.py makes smaller ones in C): a named tuple made even in C costs 0.2 us,
+# 30,000 a pass, and dict look-ups of the same object stop at its identity. Emptied past this many
+# (deleted topics').
 KEPT_PARTITIONS_LIMIT = 1_000_000
 _kept: dict[str, list[TopicPartition]] = {}
 _kept_count = 0

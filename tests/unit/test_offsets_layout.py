@@ -11,7 +11,8 @@ import pytest
 from kafka.protocol.consumer.offsets import ListOffsetsResponse as R
 
 from kafkatxn.kafka.wire import offsets_layout
-from kafkatxn.model import TopicPartition
+from kafkatxn import model
+from kafkatxn.model import TopicPartition, kept_topic_partitions
 
 T = R.ListOffsetsTopicResponse
 P = T.ListOffsetsPartitionResponse
@@ -118,3 +119,22 @@ def test_layouts_kept_hold_at_most_their_bound_of_partitions(monkeypatch):
     assert [len(k) for k in [next(iter(same)).partitions[0].topic for same in offsets_layout._layouts.values()]] == [6, 7]
     too_big = answer([("big", [(i, 0, i) for i in range(300)])])
     assert offsets_layout.read(too_big) is not None and len(offsets_layout._layouts) == 2  # read, not kept
+
+
+def test_an_answer_of_large_topics_names_the_kept_topic_partitions_and_one_of_small_topics_new_ones(monkeypatch):
+    # The metadata's routing and a ListOffsets answer of topics of many partitions share their TopicPartitions:
+    # 30,000 made once a pass at 30,000 partitions, not once by each. Many small topics are made apart (cheaper).
+    monkeypatch.setattr(model, "_kept", {})
+    large = [(f"large-{t}", [(i, 0, 5) for i in random.Random(t).sample(range(200), 40)]) for t in range(3)]
+    data = answer(large)
+    tps = offsets_layout.read(data)[0]
+    assert list(tps) == kafka_pythons(data)[0]
+    assert all(tp is next(kept_topic_partitions(tp.topic, [tp.partition])) for tp in tps)
+    routed = list(kept_topic_partitions("large-0", list(range(200))))  # as the metadata's routing asks a whole topic
+    assert set(map(id, tps[:40])) <= set(map(id, routed))
+
+    small = [(f"small-{t}", [(3, 0, 5), (1, 6, -1)]) for t in range(30)]
+    data = answer(small)
+    tps = offsets_layout.read(data)[0]
+    assert list(tps) == kafka_pythons(data)[0]
+    assert "small-0" not in model._kept  # none kept for an answer of small topics
