@@ -255,30 +255,36 @@ def table_pieces(columns: Sequence[str], plain: Sequence[dict], *, wide: bool = 
 def _table_of_cells(shown: Sequence[str], cells: list[list[str]], rows: int, *, wide: bool, width: int, no_headers: bool) -> str:
     """A table whose cells are held: commands lifted out of them, wrapped to fit, by tabulate where
     :func:`simple_table_lines` cannot measure them."""
-    import tabulate as tabulate_module  # only such tables need it; importing it costs every command start
-    from tabulate import tabulate
-
     body = [list(row) for row in zip(*cells)] if shown else [[] for _ in range(rows)]
     commands = _commands_out_of_cells(shown, body)
     cell_widths = [max((len(row[i]) for row in body), default=0) for i in range(len(shown))]
     wrap, short, pad = (None, False, 2) if wide else _wrap_widths(shown, cell_widths, width)
     fast = simple_table_lines(None if no_headers else _headers(shown, short), body, pad) if wrap is None else None
-    if fast is not None:
+    if fast is not None:  # a table that fits once its commands are lifted out (hanging's next steps): no tabulate (~18 ms)
         text = "\n".join(fast)
-    elif no_headers:
-        text = tabulate(body, tablefmt="plain", disable_numparse=True, maxcolwidths=wrap)
     else:
-        tabulate_module.MIN_PADDING, default = pad, tabulate_module.MIN_PADDING  # no argument for it
-        try:
-            text = tabulate(body, headers=_headers(shown, short), tablefmt="simple", disable_numparse=True, maxcolwidths=wrap)
-        finally:
-            tabulate_module.MIN_PADDING = default
+        text = _tabulated(shown, body, wrap, short, pad, no_headers)
     text = text.replace(_NBSP, " ")
     if commands:
         text += "\n"
     for number, cmd in enumerate(commands, 1):
         text += f"\n[{number}]:\n  {cmd}"
     return text
+
+
+def _tabulated(shown: Sequence[str], body: list[list[str]], wrap: list[int | None] | None, short: bool, pad: int,
+               no_headers: bool) -> str:
+    """``body`` wrapped to fit by tabulate: only such tables import it (importing it costs a command ~18 ms)."""
+    import tabulate as tabulate_module
+    from tabulate import tabulate
+
+    if no_headers:
+        return tabulate(body, tablefmt="plain", disable_numparse=True, maxcolwidths=wrap)
+    tabulate_module.MIN_PADDING, default = pad, tabulate_module.MIN_PADDING  # no argument for it
+    try:
+        return tabulate(body, headers=_headers(shown, short), tablefmt="simple", disable_numparse=True, maxcolwidths=wrap)
+    finally:
+        tabulate_module.MIN_PADDING = default
 
 
 def _columns(rows: Sequence[Any], row_type: type | None) -> list[str]:
