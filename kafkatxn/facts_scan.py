@@ -63,13 +63,10 @@ def select_partitions(
 ) -> list[TopicPartition]:
     """The partitions to scan: named topics, or the whole cluster with internal topics; only those
     with a replica on ``broker_id`` when given (as Kafka's tool selects them)."""
-    if not topics and partition is None and broker_id is None:
-        # Every partition, internal topics' too: the metadata's TopicPartitions, in its order, as they are made
-        # once per answer (no PartitionInfo made for each of 30,000 and more to be taken apart again).
-        return list(cluster.metadata().tps)
+    if broker_id is None:  # every partition (internal topics' too) as the metadata's own TopicPartitions, when none is named
+        return cluster.select_topic_partitions(topics, partition, include_internal=True)
     chosen = cluster.select_partitions(topics=topics, partition=partition, include_internal=True)
-    if broker_id is not None:
-        chosen = facts.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
+    chosen = facts.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
     return topic_partitions(chosen)
 
 

@@ -9,7 +9,7 @@ from kafkatxn import collection
 from kafkatxn.cli.options import BrokerId, MaxTransactionTimeout, Partition, Topics
 from kafkatxn.cli.common import CommandContext, command, fail_if_missing
 from kafkatxn.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_WARNING, exit_code
-from kafkatxn.model import TopicPartition, topic_partitions
+from kafkatxn.model import TopicPartition
 
 if TYPE_CHECKING:  # imported while the producer states' round trip is in flight (_find_hanging)
     from kafkatxn import hanging
@@ -85,7 +85,7 @@ def _find_hanging(cluster: "Cluster", broker_id: int | None, topics: Sequence[st
         partitions = None
         if broker_id is None and max_transaction_timeout_ms is not None:
             cluster.will_ask("DescribeProducers")  # kafka-python's request class, imported here rather than on the IO thread
-            partitions = topic_partitions(cluster.select_partitions(topics=topics, partition=partition, include_internal=True))
+            partitions = cluster.select_topic_partitions(topics, partition, include_internal=True)
             if not topics:
                 cluster.topic_list_filtered_ahead()
             cluster.describe_producers_ahead(partitions)
