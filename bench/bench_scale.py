@@ -44,6 +44,11 @@ the command's floor. The brokers and the client share the machine's cores: ``NAM
 ``NAME_replay_cores_busy`` say how much of the cores' time was used, and ``NAME_packed_vs_floor`` what the
 command would take over its floor with its CPU beyond start-up and the replay's broker CPU packed onto the
 cores, none idle (``benchlib.cpu_figures``): a target below it needs less client CPU, not more overlap.
+The same rounds again with the client on a core of its own and the brokers on the others
+(``benchlib.client_on_its_own_core``: CPU affinity, the brokers' every thread), as a client on a host of its
+own meets brokers: ``NAME_own_core_vs_floor`` (``NAME_own_core_s`` over ``NAME_own_core_floor_s``, its start-up
+and replay measured there too; ``benchlib.own_core_figures``). Information beside the targets, which are judged
+with the cores shared (the brokers then answer on fewer cores, so the floor itself is longer).
 The other commands' floors: start-up (``startup_median_s``) plus the median of ``FLOOR_RUNS`` replays.
 Beside them, ``NAME_broker_time_s``: the busiest broker's time on the same requests from the brokers' own
 ``TotalTimeMs`` histograms (JMX), the median of ``FLOOR_RUNS`` runs each read around (their wall times:
@@ -70,6 +75,7 @@ from benchlib import (  # noqa: E402
     beside_floor,
     busiest_broker_ms,
     cli_startup_s,
+    client_on_its_own_core,
     compile_kafkatxn,
     counted_delta,
     cpu_figures,
@@ -79,6 +85,7 @@ from benchlib import (  # noqa: E402
     floor_figures,
     get_offset_shell,
     kafkatxn,
+    own_core_figures,
     peak_rss_mb,
     replayed,
     run_measured,
@@ -255,6 +262,13 @@ def main() -> int:
             floors = {name: beside_floor(bootstrap, COMMANDS[name], FLOOR_ROUNDS, Path(workdir),
                                          lambda name=name: run_command(bootstrap, name), cluster.brokers_cpu_s)
                       for name in FLOOR_TARGETS}
+            # The same with the client on a core of its own and the brokers on the others, as a client on a
+            # host of its own meets them (no core shared): information beside the targets, judged above.
+            with client_on_its_own_core(cluster) as own_core:
+                own_floors = {} if own_core is None else {
+                    name: beside_floor(bootstrap, COMMANDS[name], FLOOR_ROUNDS, Path(workdir),
+                                       lambda name=name: run_command(bootstrap, name))
+                    for name in FLOOR_TARGETS}
             if args.profile is not None:
                 for name in FLOOR_TARGETS:
                     figures[f"{name}_profile"] = profile(bootstrap, name, args.profile)
@@ -377,6 +391,8 @@ def main() -> int:
             cpu_figures(figures, name, floor)
             figures[f"{name}_rounds_median_vs_floor"] = round(statistics.median(times[name]) / figures[f"{name}_floor_s"], 2)
         figures[f"{name}_broker_time_runs_s"] = [round(one / 1000, 3) for one in broker_runs_ms[name]]
+    for name, measured in own_floors.items():
+        own_core_figures(figures, name, measured)
     for name, target in FLOOR_TARGETS.items():
         if figures.get(f"{name}_vs_floor") is not None and figures[f"{name}_vs_floor"] > target:
             failures.append(f"{name}: {figures[f'{name}_vs_floor']}x its floor, target <= {target}x")

@@ -7,6 +7,7 @@ Imported by the ``bench_*.py`` scripts (run from the repository: ``python bench/
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -303,6 +304,42 @@ def beside_floor(bootstrap: str, command: list[str], rounds: int, workdir: Path,
         measured.command_cpu_s.append(run.cpu_s)
         measured.startup_cpu_s.append(startup.cpu_s)
     return measured
+
+
+@contextlib.contextmanager
+def client_on_its_own_core(cluster: KafkaCluster):
+    """Within the block, the brokers' JVMs run on every core of this machine but the last and this process
+    (so every command, replay and start-up it runs) on the last alone, as a client on a host of its own
+    meets brokers that have their cores to themselves; as before after it. Yields the client's core, or
+    None on a machine of one core (nothing pinned)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        yield None
+        return
+    mine = os.sched_getaffinity(0)
+    cluster.pin_brokers(set(cores[:-1]))
+    os.sched_setaffinity(0, {cores[-1]})
+    try:
+        yield cores[-1]
+    finally:
+        os.sched_setaffinity(0, mine)
+        cluster.pin_brokers(set(cores))
+
+
+def own_core_figures(figures: dict, name: str, measured: BesideFloor) -> None:
+    """A command and its floor measured with the client on its own core (:func:`client_on_its_own_core`),
+    added to ``figures`` (medians): ``NAME_own_core_s``, ``NAME_own_core_floor_s`` (start-up plus replay,
+    each measured there too), ``NAME_own_core_vs_floor`` and ``NAME_own_core_over_floor_s``. Information:
+    the targets are judged with the brokers and the client sharing the cores (``NAME_vs_floor``)."""
+    median = statistics.median
+    command, floor = median(measured.command_s), median(measured.startup_s) + median(measured.replay_s)
+    figures[f"{name}_own_core_s"] = round(command, 3)
+    figures[f"{name}_own_core_runs_s"] = [round(one, 3) for one in measured.command_s]
+    figures[f"{name}_own_core_floor_s"] = round(floor, 3)
+    figures[f"{name}_own_core_startup_s"] = round(median(measured.startup_s), 3)
+    figures[f"{name}_own_core_replay_s"] = round(median(measured.replay_s), 3)
+    figures[f"{name}_own_core_vs_floor"] = round(command / floor, 2)
+    figures[f"{name}_own_core_over_floor_s"] = round(command - floor, 3)
 
 
 def cpu_figures(figures: dict, name: str, measured: BesideFloor, cores: int | None = None) -> None:

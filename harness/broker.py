@@ -324,6 +324,18 @@ class KafkaCluster:
     def running_broker_ids(self) -> list[int]:
         return [node.node_id for node in self._nodes.values() if node.running]
 
+    def pin_brokers(self, cpus: set[int]) -> None:
+        """Every thread of the running brokers' JVMs made to run on ``cpus`` alone (Linux affinity, per
+        thread: a JVM's threads made later inherit it from the thread that makes them). A benchmark gives
+        the brokers some cores and its client the others, as a client on a host of its own has them."""
+        for node in self._nodes.values():
+            if node.running:
+                for task in Path(f"/proc/{node.process.pid}/task").iterdir():
+                    try:
+                        os.sched_setaffinity(int(task.name), cpus)
+                    except (ProcessLookupError, FileNotFoundError):  # a thread that ended meanwhile
+                        pass
+
     def brokers_cpu_s(self) -> float:
         """The CPU time (user and system) the running brokers' JVMs have used since they started, read from
         /proc (Linux): a benchmark reads it before and after a command to see the brokers' part of its work."""

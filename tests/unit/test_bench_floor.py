@@ -88,3 +88,31 @@ def test_run_measured_reads_the_cpu_the_command_used():
     assert run.peak_rss_mb > 1
     failed = benchlib.run_measured([sys.executable, "-c", "import sys; sys.exit(3)"])
     assert failed.returncode == 3 and failed.cpu_s > 0 and failed.peak_rss_mb > 1
+
+
+def test_own_core_figures_divide_the_commands_median_by_the_floor_measured_there():
+    measured = benchlib.BesideFloor([0.30, 0.25, 0.27], [0.20, 0.16, 0.18], [0.08, 0.07, 0.09], 4, [])
+    figures: dict = {}
+    benchlib.own_core_figures(figures, "lso", measured)
+    assert figures["lso_own_core_s"] == 0.27 and figures["lso_own_core_floor_s"] == 0.26  # 0.08 + 0.18
+    assert figures["lso_own_core_vs_floor"] == round(0.27 / 0.26, 2) and figures["lso_own_core_over_floor_s"] == 0.01
+    assert figures["lso_own_core_runs_s"] == [0.30, 0.25, 0.27]
+
+
+def test_the_client_gets_its_own_core_and_the_brokers_the_others_then_both_get_them_all_back(monkeypatch):
+    pinned: list[set[int]] = []
+    mine: list[set[int]] = []
+
+    class Cluster:
+        def pin_brokers(self, cpus: set[int]) -> None:
+            pinned.append(set(cpus))
+
+    monkeypatch.setattr(benchlib.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(benchlib.os, "sched_setaffinity", lambda pid, cpus: mine.append(set(cpus)))
+    with benchlib.client_on_its_own_core(Cluster()) as core:
+        assert core == 3 and pinned == [{0, 1, 2}] and mine == [{3}]
+    assert pinned[-1] == {0, 1, 2, 3} and mine[-1] == {0, 1, 2, 3}
+    monkeypatch.setattr(benchlib.os, "sched_getaffinity", lambda pid: {0})
+    with benchlib.client_on_its_own_core(Cluster()) as core:
+        assert core is None
+    assert len(pinned) == 2  # one core: nothing pinned
