@@ -722,3 +722,14 @@ class FakeCluster(Cluster):
         for _node, request in requests:
             self.calls.append((type(request).__name__,))
         return super()._send_all(requests)
+
+
+def as_columns(md):
+    """``md`` as the wire reads a Metadata answer: a ColumnMetadata of its topics' runs."""
+    from itertools import groupby
+
+    from kafkatxn.metadata_columns import ColumnMetadata, MetadataColumns, TopicRun
+
+    runs = [TopicRun(name, tuple(p.partition for p in made), tuple(p.leader for p in made), made[0].internal, made)
+            for name, made in ((name, tuple(run)) for name, run in groupby(md.partitions, key=lambda p: p.topic))]
+    return ColumnMetadata(md.cluster_id, md.controller_id, md.brokers, MetadataColumns(runs), md.answered_by)

@@ -18,7 +18,7 @@ from kafkatxn.model import Broker, Missing, PartitionInfo, ProducerState, TopicP
 from kafkatxn.errors import UsageError
 from kafkatxn.output import render_to_string
 from kafkatxn.monitoring_plugin import check_ranges
-from tests.support.fake_kafka import FakeCluster, KafkaModel
+from tests.support.fake_kafka import FakeCluster, KafkaModel, as_columns
 
 NOW_MS = 1_700_000_000_000
 
@@ -518,17 +518,6 @@ def test_the_command_asks_for_the_held_places_alone_only_where_nothing_needs_eve
     monkeypatch.setattr("kafkatxn.cli.check_cmd.gather_snapshot", lambda *a, **kw: asked.append(kw) or snapshot())
     run_cli(capsys, "check", "-b", "h:1", "--groups", *options)
     assert [kw["held_groups_only"] for kw in asked] == [held_only]
-
-
-def as_columns(md):
-    """``md`` as the wire reads a Metadata answer: a ColumnMetadata of its topics' runs."""
-    from itertools import groupby
-
-    from kafkatxn.metadata_columns import ColumnMetadata, MetadataColumns, TopicRun
-
-    runs = [TopicRun(name, tuple(p.partition for p in made), tuple(p.leader for p in made), made[0].internal, made)
-            for name, made in ((name, tuple(run)) for name, run in groupby(md.partitions, key=lambda p: p.topic))]
-    return ColumnMetadata(md.cluster_id, md.controller_id, md.brokers, MetadataColumns(runs), md.answered_by)
 
 
 def _offsets_of_orders_1_refused(cluster: FakeCluster) -> FakeCluster:
