@@ -62,18 +62,16 @@ class Cluster(
         partition named: ``hanging``'s scan, internal topics' too; ``producers``', without them): the
         metadata's own TopicPartitions, as they are made once per answer; no PartitionInfo made for each of
         30,000 and more to be taken apart again."""
-        from kafkatxn import selection
         from kafkatxn.model import topic_partitions
 
         topics = list(topics or [])
-        selection.check_selection(topics, partition)
-        md = self.metadata()
-        if not topics and partition is None:
+        if not topics and partition is None:  # nothing named: no input to check
+            md = self.metadata()
             if include_internal:
                 return list(md.tps)
             if type(md) is ColumnMetadata:  # its topics' runs in the metadata's order, the internal ones left out
                 return list(md.data_partitions()[0])
-        return topic_partitions(selection.select_partitions(md, topics, partition, include_internal))
+        return topic_partitions(self.select_partitions(topics, partition, include_internal))
 
     def select_in_partition_order(self, topics: Iterable[str] | None = None) -> tuple[list[TopicPartition], list[int] | None]:
         """:func:`kafkatxn.selection.select_in_partition_order` over this cluster's metadata: the partitions
