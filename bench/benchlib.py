@@ -312,18 +312,18 @@ def client_on_its_own_core(cluster: KafkaCluster):
     (so every command, replay and start-up it runs) on the last alone, as a client on a host of its own
     meets brokers that have their cores to themselves; as before after it. Yields the client's core, or
     None on a machine of one core (nothing pinned)."""
-    cores = sorted(os.sched_getaffinity(0))
+    mine = os.sched_getaffinity(0)
+    cores = sorted(mine)
     if len(cores) < 2:
         yield None
         return
-    mine = os.sched_getaffinity(0)
     cluster.pin_brokers(set(cores[:-1]))
     os.sched_setaffinity(0, {cores[-1]})
     try:
         yield cores[-1]
     finally:
         os.sched_setaffinity(0, mine)
-        cluster.pin_brokers(set(cores))
+        cluster.pin_brokers(mine)
 
 
 def own_core_figures(figures: dict, name: str, measured: BesideFloor) -> None:
