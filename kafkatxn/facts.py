@@ -65,6 +65,23 @@ class ProducerStates(Record):
                              missing=[] if missing is FRESH else missing)
 
 
+def selected_partitions(
+    cluster: Cluster,
+    topics: Sequence[str] | None = None,
+    partition: int | None = None,
+    broker_id: int | None = None,
+    include_internal: bool = False,
+) -> list[TopicPartition]:
+    """The partitions options choose: the named ``topics`` (one ``partition`` of one), or every one; with
+    ``broker_id``, only those it holds a replica of (it can describe no others), as Kafka's tools select
+    them. A whole cluster's are the metadata's own TopicPartitions (:meth:`Cluster.select_topic_partitions`),
+    none made again. ``producers`` and the scan ``hanging`` lists select with this."""
+    if broker_id is None:
+        return cluster.select_topic_partitions(topics, partition, include_internal=include_internal)
+    chosen = cluster.select_partitions(topics=topics, partition=partition, include_internal=include_internal)
+    return topic_partitions(partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers)))
+
+
 def partitions_for_broker(partitions: Iterable[PartitionInfo], broker_id: int, known_brokers: Iterable[int]) -> list[PartitionInfo]:
     """The partitions of which ``broker_id`` holds a replica; an unknown broker raises :class:`NotFoundError`."""
     known = sorted(set(known_brokers))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from kafkatxn import facts, gather
 from kafkatxn.gather import in_one_run
-from kafkatxn.model import FRESH, Missing, Record, TopicPartition, record, topic_partitions
+from kafkatxn.model import FRESH, Missing, Record, TopicPartition, record
 from kafkatxn.verdicts import MAX_TIMEOUT_CONFIG, Classification
 
 if TYPE_CHECKING:  # handed the facade; not imported
@@ -62,12 +62,8 @@ def select_partitions(
     partition: int | None = None,
 ) -> list[TopicPartition]:
     """The partitions to scan: named topics, or the whole cluster with internal topics; only those
-    with a replica on ``broker_id`` when given (as Kafka's tool selects them)."""
-    if broker_id is None:  # every partition (internal topics' too) as the metadata's own TopicPartitions, when none is named
-        return cluster.select_topic_partitions(topics, partition, include_internal=True)
-    chosen = cluster.select_partitions(topics=topics, partition=partition, include_internal=True)
-    chosen = facts.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
-    return topic_partitions(chosen)
+    with a replica on ``broker_id`` when given (:func:`facts.selected_partitions`)."""
+    return facts.selected_partitions(cluster, topics, partition, broker_id, include_internal=True)
 
 
 @in_one_run

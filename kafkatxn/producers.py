@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from kafkatxn import facts
 from kafkatxn.facts import ProducerStates
-from kafkatxn.model import FrozenRecord, Partial, PartitionInfo, ProducerState, TopicPartition, record, topic_partitions
+from kafkatxn.model import FrozenRecord, Partial, PartitionInfo, ProducerState, TopicPartition, record
 from kafkatxn.producer_table import every_state
 from kafkatxn.errors import NotFoundError
 from kafkatxn.gather import in_one_run
@@ -134,14 +134,11 @@ def select_partitions(
     With ``broker_id``, only partitions that broker holds a replica of (it can describe no others).
     """
     topics = list(topics)
-    if broker_id is None:  # a whole cluster's: the metadata's own TopicPartitions (Cluster.select_topic_partitions)
-        return cluster.select_topic_partitions(topics, partition, include_internal=include_internal)
-    chosen = cluster.select_partitions(topics, partition, include_internal=include_internal)
-    on_broker = facts.partitions_for_broker(chosen, broker_id, (b.id for b in cluster.metadata().brokers))
-    if not on_broker and topics:
+    chosen = facts.selected_partitions(cluster, topics, partition, broker_id, include_internal=include_internal)
+    if broker_id is not None and not chosen and topics:
         named = f"{topics[0]}-{partition}" if partition is not None else ", ".join(topics)
         raise NotFoundError(f"broker {broker_id} holds no replica of {named}")
-    return topic_partitions(on_broker)
+    return chosen
 
 
 def _summary_row(

@@ -209,3 +209,20 @@ def test_partitions_that_did_not_answer_are_exit_3_after_the_rows_that_did(monke
     assert exit_info.value.code == 3
     assert out.count("\n") == 1 and '"producer_id":7' in out
     assert "incomplete producer state: broker 2 (3 partitions): timed out" in err
+
+
+def test_producers_and_the_hanging_scan_select_a_brokers_partitions_by_one_definition():
+    # producers --broker-id and hanging --broker-id each had their own copy of this selection; both now call
+    # facts.selected_partitions, the scan with the internal topics (as kafka-transactions.sh find-hanging).
+    from kafkatxn import facts_scan
+
+    parts = [partition("a", 0, 1, [1, 2]), partition("a", 1, 2, [2, 3]), partition("__transaction_state", 0, 2, [2])]
+    cluster = fake_cluster(parts)
+    assert producers.select_partitions(cluster, [], broker_id=2) == [tp("a", 0), tp("a", 1)]
+    assert producers.select_partitions(cluster, [], broker_id=2, include_internal=True) == \
+        facts_scan.select_partitions(cluster, broker_id=2) == \
+        facts.selected_partitions(cluster, broker_id=2, include_internal=True)
+    assert set(facts_scan.select_partitions(cluster, broker_id=2)) == {tp("a", 0), tp("a", 1), tp("__transaction_state", 0)}
+    assert facts_scan.select_partitions(cluster, broker_id=3) == [tp("a", 1)]
+    with pytest.raises(NotFoundError, match="unknown broker id 9"):
+        facts_scan.select_partitions(cluster, broker_id=9)
