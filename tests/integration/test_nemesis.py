@@ -18,7 +18,8 @@ must keep the same invariants whatever hit it:
   when leaders only moved, nothing is missing (parts are asked again at the new leader);
 - ``abort`` and ``fence`` change nothing but what they report having acted on: every partition's
   last stable offset and high watermark are unchanged otherwise, and only made-hanging transactions
-  are ever aborted.
+  are ever aborted (the tracked open transactions are opened anew between episodes before their
+  coordinators would time them out, so a long run does not blame a command for a timeout).
 
 A "during" fault fires inside the command, right before its k-th round trip to the brokers (a hook
 on the facade's fan-out: metadata was read with the victim alive), so every draw is reproducible.
@@ -116,10 +117,7 @@ def world(kafka_workroot: Path, request: pytest.FixtureRequest):
             scenarios.run_transaction(w.bootstrap, topic, [0, 1, 2], "committed", f"nm-committed-{topic}")
         scenarios.run_idempotent(w.bootstrap, w.rf1, partition=2)
         # Tracked open transactions pin the partitions without a made-hanging one.
-        for topic, parts in ((w.rf3, [0, 2]), (w.rf1, [1, 2])):
-            run = scenarios.run_transaction(w.bootstrap, topic, parts, "open", f"nm-open-{topic}")
-            w.open_runs.append(run)
-            w.tracked.update({TopicPartition(topic, p): run.producer_id for p in parts})
+        open_tracked(w)
         restock_hanging(w)
         commit_group_offsets(w)
         yield w
@@ -130,6 +128,37 @@ def world(kafka_workroot: Path, request: pytest.FixtureRequest):
             except Exception:  # noqa: BLE001 - the cluster is going away anyway
                 pass
         cluster.stop()
+
+
+TRACKED = ("rf3", [0, 2]), ("rf1", [1, 2])
+# The tracked transactions are opened anew this long before their timeout: an episode (five commands,
+# a fault, settling) fits in it. Their coordinators abort them at OPEN_TRANSACTION_TIMEOUT_MS (10 min),
+# which a long run outlives (400 runs take ~11 min): the LSO moving then is the timeout, not a command.
+TRACKED_RENEW_MARGIN_MS = 180_000
+
+
+def open_tracked(w: World) -> None:
+    """Open transactions the coordinators track, pinning the partitions without a made-hanging one."""
+    for attribute, parts in TRACKED:
+        topic = getattr(w, attribute)
+        run = scenarios.run_transaction(w.bootstrap, topic, parts, "open", f"nm-open-{topic}")
+        w.open_runs.append(run)
+        w.tracked.update({TopicPartition(topic, p): run.producer_id for p in parts})
+
+
+def renew_tracked(w: World) -> bool:
+    """Between episodes: end the tracked transactions and open new ones if they near their timeout,
+    and commit the group's offsets again at the new LSOs (so it stays blocked behind them)."""
+    now_ms = int(time.time() * 1000)
+    if all(now_ms - run.written_at_ms < run.timeout_ms - TRACKED_RENEW_MARGIN_MS for run in w.open_runs):
+        return False
+    for run in w.open_runs:
+        run.abort()
+    w.open_runs.clear()
+    w.tracked.clear()
+    open_tracked(w)
+    commit_group_offsets(w)
+    return True
 
 
 def restock_hanging(w: World) -> None:
@@ -424,6 +453,7 @@ class Nemesis:
         self.faults: collections.Counter[str] = collections.Counter()
         self.exporter: ExporterProcess | None = None
         self.own_errors: list[str] = []  # faults the nemesis failed to inject
+        self.renewals = 0  # times the tracked transactions were opened anew (renew_tracked)
 
     def violation(self, run: Run, what: str) -> None:
         self.violations.append(f"episode {run.episode} {run.fault}(broker {run.victim}) `{run.command}`: {what}")
@@ -649,6 +679,7 @@ def test_nemesis(world: World, capsys, monkeypatch, tmp_path, request: pytest.Fi
     try:
         while len(nemesis.runs) < RUNS:
             episode += 1
+            nemesis.renewals += renew_tracked(w)
             restock_hanging(w)
             weights = {k: weight for k, weight in FAULT_WEIGHTS.items() if not ONLY_FAULTS or k in ONLY_FAULTS}
             kind = rng.choices(list(weights), weights=list(weights.values()))[0]
@@ -735,7 +766,7 @@ def report(request: pytest.FixtureRequest, nemesis: Nemesis, seed: int, took_s: 
     lines = [
         f"nemesis: seed {seed} (KAFKATXN_NEMESIS_SEED={seed} to repeat), {len(nemesis.runs)} command runs in {took_s:.0f}s, "
         f"{sum(nemesis.faults.values())} faults injected, {during} of them inside a command, "
-        f"{len(nemesis.violations)} invariant violations",
+        f"{len(nemesis.violations)} invariant violations, tracked transactions opened anew {nemesis.renewals} times",
         "nemesis faults: " + ", ".join(f"{k} {v}" for k, v in sorted(nemesis.faults.items())),
         "nemesis commands: " + ", ".join(f"{k} {v}" for k, v in sorted(by_command.items())),
     ]
