@@ -130,7 +130,6 @@ def world(kafka_workroot: Path, request: pytest.FixtureRequest):
         cluster.stop()
 
 
-TRACKED = ("rf3", [0, 2]), ("rf1", [1, 2])
 # The tracked transactions are opened anew this long before their timeout: an episode (five commands,
 # a fault, settling) fits in it. Their coordinators abort them at OPEN_TRANSACTION_TIMEOUT_MS (10 min),
 # which a long run outlives (400 runs take ~11 min): the LSO moving then is the timeout, not a command.
@@ -139,8 +138,7 @@ TRACKED_RENEW_MARGIN_MS = 180_000
 
 def open_tracked(w: World) -> None:
     """Open transactions the coordinators track, pinning the partitions without a made-hanging one."""
-    for attribute, parts in TRACKED:
-        topic = getattr(w, attribute)
+    for topic, parts in ((w.rf3, [0, 2]), (w.rf1, [1, 2])):
         run = scenarios.run_transaction(w.bootstrap, topic, parts, "open", f"nm-open-{topic}")
         w.open_runs.append(run)
         w.tracked.update({TopicPartition(topic, p): run.producer_id for p in parts})
